@@ -1,0 +1,17 @@
+//! Sluice rate-limit service: an Envoy RLS v3 server (`ShouldRateLimit`) with
+//! fixed-window counters in memory or Redis, the envoyproxy/ratelimit config
+//! format, and Sluice's defer/priority extensions.
+//!
+//! The binary (`sluice-rls`) is a thin shell over [`server::run`].
+
+pub mod admin;
+pub mod config;
+pub mod limiter;
+pub mod metrics;
+pub mod reload;
+pub mod server;
+pub mod service;
+pub mod store;
+pub mod window;
+
+pub use limiter::{Clock, Limiter, ManualClock, SystemClock};

@@ -1,0 +1,313 @@
+//! `sluice-rls`: the Sluice rate-limit service.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::metrics::Metrics;
+use sluice_ratelimit::server::{self, Deps};
+use sluice_ratelimit::store::{
+    CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions,
+};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "sluice-rls",
+    version,
+    about = "Envoy rate limit service (RLS v3) with token-aware limits for LLM traffic"
+)]
+struct Cli {
+    /// Check a limits file or directory, print what it holds, and exit (status 1 on error).
+    #[arg(long, value_name = "FILE|DIR")]
+    validate: Option<PathBuf>,
+
+    #[command(flatten)]
+    serve: ServeArgs,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Limits file, or a directory of *.yaml files (envoyproxy/ratelimit format).
+    #[arg(long, env = "SLUICE_RLS_CONFIG", value_name = "FILE|DIR")]
+    config: Option<PathBuf>,
+
+    /// gRPC listen address (Envoy's rate_limit_service cluster points here).
+    #[arg(long, env = "SLUICE_RLS_GRPC_ADDR", default_value = "0.0.0.0:8081")]
+    grpc_addr: SocketAddr,
+
+    /// Admin HTTP address: /metrics, /healthz, /readyz.
+    #[arg(long, env = "SLUICE_RLS_ADMIN_ADDR", default_value = "0.0.0.0:9091")]
+    admin_addr: SocketAddr,
+
+    /// Where counters live: `memory` (one instance) or `redis` (shared).
+    #[arg(long, env = "SLUICE_RLS_STORE", value_enum, default_value = "memory")]
+    store: StoreKind,
+
+    /// Redis URL for `--store redis`: redis://[:password@]host:port[/db], rediss:// for TLS.
+    #[arg(
+        long,
+        env = "SLUICE_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379",
+        hide_env_values = true
+    )]
+    redis_url: String,
+
+    /// Multiplexed Redis connections.
+    #[arg(long, env = "SLUICE_REDIS_CONNECTIONS", default_value_t = 2)]
+    redis_connections: usize,
+
+    /// Deadline of one Redis round trip, in milliseconds.
+    #[arg(long, env = "SLUICE_REDIS_TIMEOUT_MS", default_value_t = 250)]
+    redis_timeout_ms: u64,
+
+    /// `all-or-nothing`: an over-limit request moves no counter;
+    /// `increment-all`: envoyproxy/ratelimit's behaviour.
+    #[arg(long, env = "SLUICE_RLS_COUNTING", value_enum, default_value = "all-or-nothing")]
+    counting: CountingMode,
+
+    /// How often to look for config changes, in milliseconds (0 disables hot reload).
+    #[arg(long, env = "SLUICE_RLS_RELOAD_MS", default_value_t = 2000)]
+    reload_ms: u64,
+
+    /// Log format.
+    #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Ask a running service for one decision and print it (for operators and smoke tests).
+    Query {
+        /// gRPC address of the service.
+        #[arg(long, default_value = "http://127.0.0.1:8081")]
+        addr: String,
+        #[arg(long)]
+        domain: String,
+        /// A descriptor as key=value[,key=value...]; repeat for several.
+        #[arg(long = "descriptor", required = true)]
+        descriptors: Vec<String>,
+        /// Request-level hits_addend.
+        #[arg(long, default_value_t = 1)]
+        hits: u32,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum StoreKind {
+    Memory,
+    Redis,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.serve.log_format);
+    let result = if let Some(path) = &cli.validate {
+        validate(path)
+    } else {
+        match cli.command {
+            Some(Command::Query {
+                addr,
+                domain,
+                descriptors,
+                hits,
+            }) => query(addr, domain, descriptors, hits).await,
+            None => serve(cli.serve).await,
+        }
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("sluice-rls: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn validate(path: &std::path::Path) -> anyhow::Result<()> {
+    let config = LimitsConfig::load(path)?;
+    let mut domains: Vec<&str> = config.domains().collect();
+    domains.sort_unstable();
+    println!(
+        "{}: OK — {} file(s), {} domain(s) [{}], {} limit(s)",
+        path.display(),
+        config.files().len(),
+        domains.len(),
+        domains.join(", "),
+        config.limit_count()
+    );
+    Ok(())
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config_path = args
+        .config
+        .context("no limits configuration: pass --config FILE|DIR or set SLUICE_RLS_CONFIG")?;
+    let config = LimitsConfig::load(&config_path).context("refusing to start")?;
+
+    let store: Arc<dyn CounterStore> = match args.store {
+        StoreKind::Memory => Arc::new(MemoryStore::new()),
+        StoreKind::Redis => {
+            // rustls needs a process-wide crypto provider for rediss:// URLs.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let options = RedisStoreOptions {
+                url: args.redis_url.clone(),
+                connections: args.redis_connections,
+                timeout: Duration::from_millis(args.redis_timeout_ms),
+            };
+            let store = RedisStore::new(&options)?;
+            let redacted = sluice_ratelimit::store::redact_url(&args.redis_url);
+            match store.preload().await {
+                Ok(()) => tracing::info!(redis = %redacted, "connected to Redis"),
+                // Start anyway: /readyz reports it and decisions answer UNAVAILABLE until Redis is back.
+                Err(error) => tracing::warn!(redis = %redacted, %error, "Redis not reachable yet"),
+            }
+            Arc::new(store)
+        }
+    };
+    let grpc = tokio::net::TcpListener::bind(args.grpc_addr)
+        .await
+        .with_context(|| format!("cannot listen on {} (gRPC)", args.grpc_addr))?;
+    let admin = tokio::net::TcpListener::bind(args.admin_addr)
+        .await
+        .with_context(|| format!("cannot listen on {} (admin)", args.admin_addr))?;
+    tracing::info!(
+        grpc = %grpc.local_addr()?,
+        admin = %admin.local_addr()?,
+        store = store.kind(),
+        counting = ?args.counting,
+        limits = config.limit_count(),
+        config = %config_path.display(),
+        "sluice-rls listening"
+    );
+    let limiter = Arc::new(Limiter::new(
+        config,
+        store,
+        args.counting,
+        Arc::new(SystemClock),
+        Arc::new(Metrics::new()),
+    ));
+    let deps = Deps {
+        limiter,
+        config_path: Some(config_path),
+        reload_interval: Duration::from_millis(args.reload_ms),
+    };
+    server::run(grpc, Some(admin), deps, shutdown_signal()).await?;
+    tracing::info!("sluice-rls stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutting down: draining in-flight calls");
+}
+
+async fn query(addr: String, domain: String, descriptors: Vec<String>, hits: u32) -> anyhow::Result<()> {
+    use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
+        rate_limit_descriptor::Entry, RateLimitDescriptor,
+    };
+    use sluice_proto::pb::envoy::service::ratelimit::v3::{
+        rate_limit_service_client::RateLimitServiceClient, RateLimitRequest,
+    };
+    let descriptors = descriptors
+        .iter()
+        .map(|text| {
+            let entries = text
+                .split(',')
+                .map(|pair| {
+                    let (key, value) = pair
+                        .split_once('=')
+                        .with_context(|| format!("descriptor entry '{pair}' is not key=value"))?;
+                    Ok(Entry {
+                        key: key.to_string(),
+                        value: value.to_string(),
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Ok(RateLimitDescriptor {
+                entries,
+                ..Default::default()
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut client = RateLimitServiceClient::connect(addr.clone())
+        .await
+        .with_context(|| format!("cannot connect to {addr}"))?;
+    let response = client
+        .should_rate_limit(RateLimitRequest {
+            domain,
+            descriptors,
+            hits_addend: hits,
+        })
+        .await?
+        .into_inner();
+    let code = |c: i32| match c {
+        1 => "OK",
+        2 => "OVER_LIMIT",
+        _ => "UNKNOWN",
+    };
+    println!("overall: {}", code(response.overall_code));
+    for (index, status) in response.statuses.iter().enumerate() {
+        let limit = status
+            .current_limit
+            .as_ref()
+            .map(|l| format!("{} ({}/unit {})", l.name, l.requests_per_unit, l.unit))
+            .unwrap_or_else(|| "no limit".into());
+        let reset = status
+            .duration_until_reset
+            .as_ref()
+            .map(|d| format!("{}.{:03}s", d.seconds, d.nanos / 1_000_000))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "  descriptor {index}: {} limit={limit} remaining={} reset={reset}",
+            code(status.code),
+            status.limit_remaining
+        );
+    }
+    for header in &response.response_headers_to_add {
+        println!("  header {}: {}", header.key, header.value);
+    }
+    Ok(())
+}

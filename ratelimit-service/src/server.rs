@@ -1,0 +1,91 @@
+//! Wiring: the gRPC server, the admin server and the reloader, stopped together.
+
+use crate::admin;
+use crate::limiter::Limiter;
+use crate::reload::Reloader;
+use crate::service::RlsService;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_stream::wrappers::TcpListenerStream;
+
+/// Everything `run` needs besides the listeners.
+pub struct Deps {
+    pub limiter: Arc<Limiter>,
+    /// Limits file or directory to watch; `None` disables hot reload.
+    pub config_path: Option<PathBuf>,
+    pub reload_interval: Duration,
+}
+
+/// Serve gRPC on `grpc` and the admin endpoints on `admin` until `shutdown`
+/// resolves, then drain in-flight calls and return.
+pub async fn run(
+    grpc: TcpListener,
+    admin: Option<TcpListener>,
+    deps: Deps,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move |mut rx: watch::Receiver<bool>| async move {
+        // Err means the sender is gone, which also means stop.
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+
+    let mut tasks = tokio::task::JoinSet::new();
+    if let Some(path) = deps.config_path.clone() {
+        if !deps.reload_interval.is_zero() {
+            let reloader = Reloader::new(path, deps.limiter.clone());
+            let interval = deps.reload_interval;
+            let rx = stop_rx.clone();
+            tasks.spawn(async move {
+                reloader.run(interval, stopped(rx)).await;
+                Ok(())
+            });
+        }
+    }
+    if let Some(listener) = admin {
+        let router = admin::router(deps.limiter.clone());
+        let rx = stop_rx.clone();
+        tasks.spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(stopped(rx))
+                .await
+                .map_err(anyhow::Error::from)
+        });
+    }
+    {
+        let service = RlsService::new(deps.limiter.clone()).into_server();
+        let rx = stop_rx.clone();
+        tasks.spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming_shutdown(TcpListenerStream::new(grpc), stopped(rx))
+                .await
+                .map_err(anyhow::Error::from)
+        });
+    }
+    drop(stop_rx);
+
+    // Stop everything when asked, or when any part ends on its own (an error).
+    let mut first_error = None;
+    tokio::select! {
+        _ = shutdown => {}
+        Some(result) = tasks.join_next() => {
+            if let Ok(Err(error)) | Err(error) = result.map_err(anyhow::Error::from) {
+                first_error = Some(error);
+            }
+        }
+    }
+    let _ = stop_tx.send(true);
+    while let Some(result) = tasks.join_next().await {
+        if let Ok(Err(error)) | Err(error) = result.map_err(anyhow::Error::from) {
+            first_error.get_or_insert(error);
+        }
+    }
+    match first_error {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,56 @@
+//! The tonic front of the limiter: `envoy.service.ratelimit.v3.RateLimitService`.
+
+use crate::limiter::{DecisionError, Limiter};
+use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService, RateLimitServiceServer,
+};
+use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+
+pub struct RlsService {
+    limiter: Arc<Limiter>,
+}
+
+impl RlsService {
+    pub fn new(limiter: Arc<Limiter>) -> Self {
+        RlsService { limiter }
+    }
+
+    pub fn into_server(self) -> RateLimitServiceServer<Self> {
+        RateLimitServiceServer::new(self)
+    }
+}
+
+#[tonic::async_trait]
+impl RateLimitService for RlsService {
+    async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        let request = request.into_inner();
+        match self.limiter.should_rate_limit(&request).await {
+            Ok(response) => Ok(Response::new(response)),
+            Err(error) => Err(to_status(&request.domain, error)),
+        }
+    }
+}
+
+/// Transient store trouble is UNAVAILABLE: Envoy's `failure_mode_deny` then
+/// decides whether traffic flows while the store is away.
+fn to_status(domain: &str, error: DecisionError) -> Status {
+    match error {
+        DecisionError::InvalidRequest(message) => {
+            tracing::debug!(domain, %message, "rejected malformed RateLimitRequest");
+            Status::invalid_argument(message)
+        }
+        DecisionError::Store(error) if error.is_transient() => {
+            tracing::warn!(domain, %error, "counter store unavailable");
+            Status::unavailable(error.to_string())
+        }
+        DecisionError::Store(error) => {
+            tracing::error!(domain, %error, "counter store failed");
+            Status::internal(error.to_string())
+        }
+    }
+}
