@@ -163,3 +163,110 @@ impl Value {
         }
     }
 }
+
+#[cfg(all(test, feature = "server"))]
+mod tests {
+    //! The mirror must stay byte-compatible with the full generated types.
+    use super::*;
+    use crate::pb::envoy::extensions::common::ratelimit::v3 as full_common;
+    use crate::pb::envoy::service::ratelimit::v3 as full;
+
+    #[test]
+    fn request_encodes_like_envoy_types() {
+        let mirror = RateLimitRequest {
+            domain: "sluice".into(),
+            descriptors: vec![RateLimitDescriptor {
+                entries: vec![Entry {
+                    key: "tenant".into(),
+                    value: "acme".into(),
+                }],
+                hits_addend: Some(UInt64Value { value: 1234 }),
+                is_negative_hits: true,
+            }],
+            hits_addend: 7,
+        };
+        let bytes = mirror.encode_to_vec();
+        let decoded = full::RateLimitRequest::decode(bytes.as_slice()).unwrap();
+        assert_eq!(decoded.domain, "sluice");
+        assert_eq!(decoded.hits_addend, 7);
+        let descriptor: &full_common::RateLimitDescriptor = &decoded.descriptors[0];
+        assert_eq!(descriptor.entries[0].key, "tenant");
+        assert_eq!(descriptor.entries[0].value, "acme");
+        assert_eq!(descriptor.hits_addend.as_ref().map(|h| h.value), Some(1234));
+        assert!(descriptor.is_negative_hits);
+        assert_eq!(decoded.encode_to_vec(), bytes);
+    }
+
+    #[test]
+    fn response_decodes_from_envoy_types() {
+        use crate::pb::google::protobuf as pbf;
+        let inner = pbf::Struct {
+            fields: [(
+                "action".to_string(),
+                pbf::Value {
+                    kind: Some(pbf::value::Kind::StringValue("defer".into())),
+                },
+            )]
+            .into_iter()
+            .collect(),
+        };
+        let full_response = full::RateLimitResponse {
+            overall_code: full::rate_limit_response::Code::OverLimit as i32,
+            statuses: vec![full::rate_limit_response::DescriptorStatus {
+                code: 2,
+                current_limit: Some(full::rate_limit_response::RateLimit {
+                    name: "tpm".into(),
+                    requests_per_unit: 1000,
+                    unit: 2,
+                }),
+                limit_remaining: 5,
+                duration_until_reset: Some(pbf::Duration {
+                    seconds: 3,
+                    nanos: 500,
+                }),
+                quota: None,
+            }],
+            response_headers_to_add: vec![crate::pb::envoy::config::core::v3::HeaderValue {
+                key: "Retry-After".into(),
+                value: "3".into(),
+                raw_value: vec![],
+            }],
+            dynamic_metadata: Some(pbf::Struct {
+                fields: [(
+                    "sluice".to_string(),
+                    pbf::Value {
+                        kind: Some(pbf::value::Kind::StructValue(inner)),
+                    },
+                )]
+                .into_iter()
+                .collect(),
+            }),
+            ..Default::default()
+        };
+        let mirror = RateLimitResponse::decode(full_response.encode_to_vec().as_slice()).unwrap();
+        assert_eq!(mirror.overall_code, Code::OverLimit as i32);
+        let status = &mirror.statuses[0];
+        assert_eq!(status.limit_remaining, 5);
+        assert_eq!(
+            status.current_limit.as_ref().map(|l| l.name.as_str()),
+            Some("tpm")
+        );
+        assert_eq!(
+            status.duration_until_reset,
+            Some(Duration {
+                seconds: 3,
+                nanos: 500
+            })
+        );
+        assert_eq!(mirror.response_headers_to_add[0].key, "Retry-After");
+        let sluice = mirror
+            .dynamic_metadata
+            .as_ref()
+            .and_then(|m| m.fields.get("sluice"));
+        let action = match sluice.and_then(|v| v.kind.as_ref()) {
+            Some(value::Kind::StructValue(s)) => s.fields.get("action").and_then(Value::as_str),
+            _ => None,
+        };
+        assert_eq!(action, Some("defer"));
+    }
+}

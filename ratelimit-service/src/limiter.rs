@@ -1,17 +1,17 @@
 //! The decision engine: a `RateLimitRequest` in, a `RateLimitResponse` out.
 
-use crate::config::{LimitsConfig, Matched, OverLimitAction, Priority};
 use crate::config::Limit;
+use crate::config::{LimitsConfig, Matched, OverLimitAction, Priority};
 use crate::metrics::{DecisionLabels, DetailedLabels, LimitLabels, Metrics, StoreLabels};
 use crate::store::{counter_key, CounterOp, CounterStore, CountingMode, StoreError};
 use crate::window::{Unit, Window};
 use arc_swap::ArcSwap;
 use sluice_proto::pb::envoy::config::core::v3::HeaderValue;
-use sluice_proto::pb::google::protobuf::{value::Kind, ListValue, Struct, Value};
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
 };
 use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use sluice_proto::pb::google::protobuf::{value::Kind, ListValue, Struct, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -154,7 +154,11 @@ impl Limiter {
                     .store_errors
                     .get_or_create(&StoreLabels {
                         store: self.store.kind(),
-                        kind: if error.is_transient() { "unavailable" } else { "failed" },
+                        kind: if error.is_transient() {
+                            "unavailable"
+                        } else {
+                            "failed"
+                        },
                     })
                     .inc();
                 "error"
@@ -176,7 +180,9 @@ impl Limiter {
         request: &RateLimitRequest,
     ) -> Result<RateLimitResponse, DecisionError> {
         if request.domain.is_empty() {
-            return Err(DecisionError::InvalidRequest("domain must not be empty".into()));
+            return Err(DecisionError::InvalidRequest(
+                "domain must not be empty".into(),
+            ));
         }
         if request.descriptors.is_empty() {
             return Err(DecisionError::InvalidRequest(
@@ -184,7 +190,11 @@ impl Limiter {
             ));
         }
         let now = self.clock.now_millis();
-        let request_hits = if request.hits_addend == 0 { 1 } else { u64::from(request.hits_addend) };
+        let request_hits = if request.hits_addend == 0 {
+            1
+        } else {
+            u64::from(request.hits_addend)
+        };
 
         // 1. Match every descriptor to its limit.
         let mut matched: Vec<Option<Matched>> = Vec::with_capacity(request.descriptors.len());
@@ -194,7 +204,10 @@ impl Limiter {
                     "descriptor {index} has no entries"
                 )));
             }
-            let entries = descriptor.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
+            let entries = descriptor
+                .entries
+                .iter()
+                .map(|e| (e.key.as_str(), e.value.as_str()));
             let mut found = config.lookup(&request.domain, entries).cloned();
             if let Some(overridden) = &descriptor.limit {
                 let unit = Unit::from_proto(overridden.unit).ok_or_else(|| {
@@ -208,12 +221,18 @@ impl Limiter {
                     _ => None,
                 };
                 found = Some(Matched::Limited(Arc::new(Limit {
-                    name: base.as_ref().map(|l| l.name.clone()).unwrap_or_else(|| "override".into()),
+                    name: base
+                        .as_ref()
+                        .map(|l| l.name.clone())
+                        .unwrap_or_else(|| "override".into()),
                     unit,
                     requests_per_unit: overridden.requests_per_unit,
                     shadow_mode: base.as_ref().is_some_and(|l| l.shadow_mode),
                     detailed_metric: base.as_ref().is_some_and(|l| l.detailed_metric),
-                    replaces: base.as_ref().map(|l| l.replaces.clone()).unwrap_or_default(),
+                    replaces: base
+                        .as_ref()
+                        .map(|l| l.replaces.clone())
+                        .unwrap_or_default(),
                     sluice: base.as_ref().map(|l| l.sluice).unwrap_or_default(),
                 })));
             }
@@ -244,9 +263,16 @@ impl Limiter {
                         Some(h) => h.value.min(MAX_HITS) as i64,
                         None => request_hits.min(MAX_HITS) as i64,
                     };
-                    let hits = if descriptor.is_negative_hits { -hits } else { hits };
+                    let hits = if descriptor.is_negative_hits {
+                        -hits
+                    } else {
+                        hits
+                    };
                     let window = Window::containing(limit.unit, now);
-                    let entries = descriptor.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
+                    let entries = descriptor
+                        .entries
+                        .iter()
+                        .map(|e| (e.key.as_str(), e.value.as_str()));
                     ops.push(CounterOp {
                         key: counter_key(&request.domain, entries, limit.unit, window),
                         hits,
@@ -291,7 +317,11 @@ impl Limiter {
                     let op = &ops[applied.op_index];
                     let before = outcome.before.get(applied.op_index).copied().unwrap_or(0);
                     let over = op.is_over(before);
-                    let used = if outcome.applied { op.apply_to(before) } else { before };
+                    let used = if outcome.applied {
+                        op.apply_to(before)
+                    } else {
+                        before
+                    };
                     let remaining = op.limit.saturating_sub(used);
                     let limit = &applied.limit;
                     let labels = LimitLabels {
@@ -299,7 +329,10 @@ impl Limiter {
                         limit: limit.name.clone(),
                     };
                     if outcome.applied && op.hits > 0 {
-                        self.metrics.hits.get_or_create(&labels).inc_by(op.hits as u64);
+                        self.metrics
+                            .hits
+                            .get_or_create(&labels)
+                            .inc_by(op.hits as u64);
                     }
                     let blocking = over && !limit.shadow_mode;
                     if over && limit.shadow_mode {
@@ -307,7 +340,8 @@ impl Limiter {
                     }
                     if blocking {
                         self.metrics.over_limit.get_or_create(&labels).inc();
-                        retry_after_secs = retry_after_secs.max(applied.window.seconds_until_reset(now));
+                        retry_after_secs =
+                            retry_after_secs.max(applied.window.seconds_until_reset(now));
                         over_limits.push(limit);
                     }
                     matched_limits.push(limit);
@@ -408,7 +442,10 @@ fn sluice_metadata(over: &[&Limit], matched: &[&Limit], retry_after_secs: u64) -
     };
     let action = if over.is_empty() {
         "allow"
-    } else if over.iter().all(|l| l.sluice.over_limit == OverLimitAction::Defer) {
+    } else if over
+        .iter()
+        .all(|l| l.sluice.over_limit == OverLimitAction::Defer)
+    {
         OverLimitAction::Defer.as_str()
     } else {
         OverLimitAction::Reject.as_str()

@@ -69,7 +69,12 @@ struct ServeArgs {
 
     /// `all-or-nothing`: an over-limit request moves no counter;
     /// `increment-all`: envoyproxy/ratelimit's behaviour.
-    #[arg(long, env = "SLUICE_RLS_COUNTING", value_enum, default_value = "all-or-nothing")]
+    #[arg(
+        long,
+        env = "SLUICE_RLS_COUNTING",
+        value_enum,
+        default_value = "all-or-nothing"
+    )]
     counting: CountingMode,
 
     /// How often to look for config changes, in milliseconds (0 disables hot reload).
@@ -244,7 +249,12 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: draining in-flight calls");
 }
 
-async fn query(addr: String, domain: String, descriptors: Vec<String>, hits: u32) -> anyhow::Result<()> {
+async fn query(
+    addr: String,
+    domain: String,
+    descriptors: Vec<String>,
+    hits: u32,
+) -> anyhow::Result<()> {
     use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
         rate_limit_descriptor::Entry, RateLimitDescriptor,
     };

@@ -78,7 +78,11 @@ impl Reloader {
     }
 
     /// Check every `interval` until `shutdown` resolves.
-    pub async fn run(mut self, interval: Duration, shutdown: impl std::future::Future<Output = ()>) {
+    pub async fn run(
+        mut self,
+        interval: Duration,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);

@@ -134,7 +134,13 @@ mod tests {
     #[test]
     fn windows_align_to_epoch_multiples() {
         let w = Window::containing(Unit::Minute, 125_500);
-        assert_eq!(w, Window { start: 120, length: 60 });
+        assert_eq!(
+            w,
+            Window {
+                start: 120,
+                length: 60
+            }
+        );
         assert_eq!(w.millis_until_reset(125_500), 54_500);
         assert_eq!(w.seconds_until_reset(125_500), 55);
         let d = Window::containing(Unit::Day, 86_400_000 * 3 + 7);

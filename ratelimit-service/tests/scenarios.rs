@@ -10,7 +10,9 @@ use sluice_proto::pb::google::protobuf::{value::Kind, UInt64Value};
 use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::limiter::{DecisionError, Limiter, ManualClock};
 use sluice_ratelimit::metrics::Metrics;
-use sluice_ratelimit::store::{CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions};
+use sluice_ratelimit::store::{
+    CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions,
+};
 use sluice_testkit::RedisServer;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -75,7 +77,13 @@ fn harness(redis: bool, mode: CountingMode) -> Harness {
     } else {
         (Arc::new(MemoryStore::new()), None)
     };
-    let limiter = Limiter::new(config(), store, mode, clock.clone(), Arc::new(Metrics::new()));
+    let limiter = Limiter::new(
+        config(),
+        store,
+        mode,
+        clock.clone(),
+        Arc::new(Metrics::new()),
+    );
     Harness {
         limiter,
         clock,
@@ -111,7 +119,10 @@ fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
 
 impl Harness {
     async fn ask(&self, descriptors: Vec<RateLimitDescriptor>) -> RateLimitResponse {
-        self.limiter.should_rate_limit(&request(descriptors)).await.unwrap()
+        self.limiter
+            .should_rate_limit(&request(descriptors))
+            .await
+            .unwrap()
     }
 
     async fn codes(&self, descriptors: Vec<RateLimitDescriptor>) -> Vec<Code> {
@@ -130,7 +141,9 @@ fn header<'a>(response: &'a RateLimitResponse, name: &str) -> Option<&'a str> {
 
 fn sluice_field(response: &RateLimitResponse, field: &str) -> Option<String> {
     let outer = response.dynamic_metadata.as_ref()?.fields.get("sluice")?;
-    let Some(Kind::StructValue(inner)) = &outer.kind else { return None };
+    let Some(Kind::StructValue(inner)) = &outer.kind else {
+        return None;
+    };
     match &inner.fields.get(field)?.kind {
         Some(Kind::StringValue(s)) => Some(s.clone()),
         Some(Kind::NumberValue(n)) => Some(n.to_string()),
@@ -448,14 +461,21 @@ async fn redis_down_is_unavailable_and_recovers() {
     let response = recovered.expect("Redis store did not recover");
     assert_eq!(response.statuses[0].limit_remaining, 2);
     let metrics = limiter.metrics().encode();
-    assert!(metrics.contains(r#"sluice_rls_store_errors_total{store="redis",kind="unavailable"}"#), "{metrics}");
+    assert!(
+        metrics.contains(r#"sluice_rls_store_errors_total{store="redis",kind="unavailable"}"#),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
 async fn redis_store_matches_memory_store_on_random_ops() {
     // Same random sequence of decisions through both stores: identical answers.
     let server = RedisServer::start().unwrap();
-    let redis = RedisStore::new(&RedisStoreOptions { url: server.url(), ..Default::default() }).unwrap();
+    let redis = RedisStore::new(&RedisStoreOptions {
+        url: server.url(),
+        ..Default::default()
+    })
+    .unwrap();
     let memory = MemoryStore::new();
     let mut seed = 0x9E37_79B9_7F4A_7C15u64;
     let mut next = |n: u64| {

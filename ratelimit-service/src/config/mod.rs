@@ -47,7 +47,9 @@ pub struct Limit {
 pub enum Matched {
     Limited(Arc<Limit>),
     /// `unlimited: true`: always OK, never counted.
-    Unlimited { name: String },
+    Unlimited {
+        name: String,
+    },
 }
 
 impl Matched {
@@ -225,7 +227,10 @@ pub fn read_sources(path: &Path) -> Result<Vec<(PathBuf, String)>, ConfigError> 
         }
         files.sort();
         if files.is_empty() {
-            return Err(ConfigError::new(path, "directory has no .yaml or .yml files"));
+            return Err(ConfigError::new(
+                path,
+                "directory has no .yaml or .yml files",
+            ));
         }
         files
     } else {
@@ -294,9 +299,7 @@ impl Builder {
                 return Err(format!("descriptor '{at}' is defined twice"));
             }
         }
-        children
-            .wildcard
-            .sort_by(|a, b| b.1.len().cmp(&a.1.len()));
+        children.wildcard.sort_by(|a, b| b.1.len().cmp(&a.1.len()));
         Ok(children)
     }
 
@@ -339,7 +342,8 @@ impl Builder {
                         ));
                     }
                 }
-                self.names.insert(name.clone(), (at.clone(), replaces.clone()));
+                self.names
+                    .insert(name.clone(), (at.clone(), replaces.clone()));
                 self.limit_count += 1;
                 if rate.unlimited {
                     if rate.unit.is_some() || rate.requests_per_unit.is_some() {

@@ -65,7 +65,11 @@ fn only_the_last_entry_decides() {
     assert_eq!(limit_name(&config, "llm", &[("tenant", "zeta")]), None);
     // Extra entries below a leaf match nothing.
     assert_eq!(
-        limit_name(&config, "llm", &[("tenant", "acme"), ("model", "gpt-4o"), ("x", "y")]),
+        limit_name(
+            &config,
+            "llm",
+            &[("tenant", "acme"), ("model", "gpt-4o"), ("x", "y")]
+        ),
         None
     );
     assert_eq!(limit_name(&config, "nope", &[("tenant", "acme")]), None);
@@ -96,7 +100,10 @@ fn default_name_is_the_descriptor_path() {
         "domain: d\ndescriptors:\n  - key: a\n    value: b\n    descriptors:\n      - key: c\n        rate_limit: {unit: hour, requests_per_unit: 1}\n",
     )
     .unwrap();
-    assert_eq!(limit_name(&config, "d", &[("a", "b"), ("c", "z")]).as_deref(), Some("a=b.c"));
+    assert_eq!(
+        limit_name(&config, "d", &[("a", "b"), ("c", "z")]).as_deref(),
+        Some("a=b.c")
+    );
 }
 
 fn error_of(text: &str) -> String {
@@ -155,7 +162,10 @@ fn bad_configs_name_file_and_problem() {
     for (text, expected) in cases {
         let message = error_of(text);
         assert!(message.starts_with("limits.yaml: "), "{message}");
-        assert!(message.contains(expected), "expected '{expected}' in '{message}'");
+        assert!(
+            message.contains(expected),
+            "expected '{expected}' in '{message}'"
+        );
     }
 }
 

@@ -49,7 +49,12 @@ mod tests {
     #[test]
     fn keys_carry_tag_unit_window_and_entries() {
         let window = Window::containing(Unit::Minute, 125_000);
-        let key = counter_key("llm", [("tenant", "acme"), ("model", "gpt-4o")], Unit::Minute, window);
+        let key = counter_key(
+            "llm",
+            [("tenant", "acme"), ("model", "gpt-4o")],
+            Unit::Minute,
+            window,
+        );
         assert_eq!(key, "sluice:{llm}:minute:120:tenant=acme/model=gpt-4o");
     }
 

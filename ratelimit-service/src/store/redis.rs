@@ -80,7 +80,11 @@ impl RedisStore {
             .map_err(map_error)
     }
 
-    async fn run(&self, ops: &[CounterOp], mode: CountingMode) -> Result<CounterOutcome, StoreError> {
+    async fn run(
+        &self,
+        ops: &[CounterOp],
+        mode: CountingMode,
+    ) -> Result<CounterOutcome, StoreError> {
         if ops.is_empty() {
             return Ok(CounterOutcome {
                 applied: true,
@@ -101,10 +105,16 @@ impl RedisStore {
                 .arg(op.ttl_secs);
         }
         let mut connection = self.connection();
-        let reply: Vec<i64> = tokio::time::timeout(self.timeout, invocation.invoke_async(&mut connection))
-            .await
-            .map_err(|_| StoreError::Unavailable(format!("no answer from Redis within {:?}", self.timeout)))?
-            .map_err(map_error)?;
+        let reply: Vec<i64> =
+            tokio::time::timeout(self.timeout, invocation.invoke_async(&mut connection))
+                .await
+                .map_err(|_| {
+                    StoreError::Unavailable(format!(
+                        "no answer from Redis within {:?}",
+                        self.timeout
+                    ))
+                })?
+                .map_err(map_error)?;
         match reply.split_first() {
             Some((&applied, before)) if before.len() == ops.len() => Ok(CounterOutcome {
                 applied: applied == 1,
@@ -142,7 +152,9 @@ impl CounterStore for RedisStore {
             if reply == "PONG" {
                 Ok(())
             } else {
-                Err(StoreError::Failed(format!("unexpected PING reply {reply:?}")))
+                Err(StoreError::Failed(format!(
+                    "unexpected PING reply {reply:?}"
+                )))
             }
         })
     }
@@ -197,7 +209,10 @@ mod tests {
 
     #[test]
     fn passwords_are_redacted() {
-        assert_eq!(redact_url("redis://:s3cret@host:6379/0"), "redis://:***@host:6379/0");
+        assert_eq!(
+            redact_url("redis://:s3cret@host:6379/0"),
+            "redis://:***@host:6379/0"
+        );
         assert_eq!(redact_url("rediss://user:pw@h:1"), "rediss://user:***@h:1");
         assert_eq!(redact_url("redis://h:1"), "redis://h:1");
         assert_eq!(redact_url("nonsense"), "<unparseable url>");

@@ -1,0 +1,32 @@
+//! Every Envoy config in the repository passes `envoy --mode validate`.
+
+use sluice_testkit::{validate_envoy_config, workspace_root};
+
+#[test]
+fn every_envoy_config_in_the_repo_validates() {
+    let dir = workspace_root().join("envoy");
+    let mut checked = Vec::new();
+    let mut failures = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let is_yaml = path.extension().is_some_and(|e| e == "yaml" || e == "yml");
+        if !is_yaml {
+            continue;
+        }
+        match validate_envoy_config(&path) {
+            Ok(()) => checked.push(path),
+            Err(error) => failures.push(format!("{error:#}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(
+        !checked.is_empty(),
+        "no Envoy configs found in {}",
+        dir.display()
+    );
+}

@@ -1,0 +1,176 @@
+//! Real Envoy, its own `envoy.filters.http.ratelimit` filter, and sluice-rls:
+//! the repository's envoy/ratelimit-filter.yaml with its ports rewritten.
+
+use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::metrics::Metrics;
+use sluice_ratelimit::server::{run, Deps};
+use sluice_ratelimit::store::{
+    CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions,
+};
+use sluice_testkit::{
+    free_port, http_request, workspace_root, Envoy, HttpResponse, RedisServer, StaticHttpServer,
+};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+const LIMITS: &str = r#"
+domain: sluice
+descriptors:
+  - key: tenant
+    rate_limit: { unit: minute, requests_per_unit: 3, name: tenant-rpm }
+    descriptors:
+      - key: model
+        rate_limit: { unit: minute, requests_per_unit: 100, name: tenant-model }
+"#;
+
+struct Stack {
+    envoy: Envoy,
+    listener: SocketAddr,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn stack(store: Arc<dyn CounterStore>) -> Stack {
+    let config =
+        LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
+    let limiter = Arc::new(Limiter::new(
+        config,
+        store,
+        CountingMode::AllOrNothing,
+        Arc::new(SystemClock),
+        Arc::new(Metrics::new()),
+    ));
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rls_port = grpc.local_addr().unwrap().port();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(run(
+        grpc,
+        None,
+        Deps {
+            limiter,
+            config_path: None,
+            reload_interval: Duration::ZERO,
+        },
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let backend = StaticHttpServer::start("generated text\n").unwrap();
+    let (admin_port, listener_port) = (free_port(), free_port());
+    let template =
+        std::fs::read_to_string(workspace_root().join("envoy/ratelimit-filter.yaml")).unwrap();
+    let config = template
+        .replace("port_value: 9901", &format!("port_value: {admin_port}"))
+        .replace("port_value: 10000", &format!("port_value: {listener_port}"))
+        .replace("port_value: 8081", &format!("port_value: {rls_port}"))
+        .replace(
+            "port_value: 8000",
+            &format!("port_value: {}", backend.addr.port()),
+        );
+    let envoy =
+        tokio::task::spawn_blocking(move || Envoy::start(&config, admin_port, listener_port))
+            .await
+            .unwrap()
+            .unwrap();
+    Stack {
+        envoy,
+        listener: ([127, 0, 0, 1], listener_port).into(),
+        _stop: stop,
+    }
+}
+
+async fn get(addr: SocketAddr, headers: &'static [(&'static str, &'static str)]) -> HttpResponse {
+    tokio::task::spawn_blocking(move || {
+        http_request(addr, "GET", "/v1/models", headers, b"").unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+async fn n_plus_one_gets_429(store: Arc<dyn CounterStore>) {
+    let stack = stack(store).await;
+    let acme: &[(&str, &str)] = &[("x-tenant", "acme"), ("x-model", "gpt-4o")];
+    for remaining in ["2", "1", "0"] {
+        let response = get(stack.listener, acme).await;
+        assert_eq!(
+            response.status,
+            200,
+            "{response:?}\n{}",
+            stack.envoy.log_text()
+        );
+        assert_eq!(response.body, "generated text\n");
+        assert_eq!(
+            response.header("ratelimit-remaining"),
+            Some(remaining),
+            "{response:?}"
+        );
+        assert_eq!(response.header("ratelimit-limit"), Some("3"));
+    }
+    let response = get(stack.listener, acme).await;
+    assert_eq!(response.status, 429, "{response:?}");
+    assert_eq!(response.header("ratelimit-limit"), Some("3"));
+    assert_eq!(response.header("ratelimit-remaining"), Some("0"));
+    let retry_after: u64 = response.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry_after), "{response:?}");
+    // Another tenant is unaffected.
+    let other = get(
+        stack.listener,
+        &[("x-tenant", "other"), ("x-model", "gpt-4o")],
+    )
+    .await;
+    assert_eq!(other.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_ratelimit_filter_with_memory_store() {
+    n_plus_one_gets_429(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_ratelimit_filter_with_redis_store() {
+    let redis = RedisServer::start().unwrap();
+    let store = RedisStore::new(&RedisStoreOptions {
+        url: redis.url(),
+        ..Default::default()
+    })
+    .unwrap();
+    n_plus_one_gets_429(Arc::new(store)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_lets_envoy_failure_mode_decide() {
+    let mut redis = RedisServer::start().unwrap();
+    let store = RedisStore::new(&RedisStoreOptions {
+        url: redis.url(),
+        connections: 1,
+        timeout: Duration::from_millis(100),
+    })
+    .unwrap();
+    let stack = stack(Arc::new(store)).await;
+    let acme: &[(&str, &str)] = &[("x-tenant", "acme")];
+    for _ in 0..3 {
+        assert_eq!(get(stack.listener, acme).await.status, 200);
+    }
+    assert_eq!(get(stack.listener, acme).await.status, 429);
+    redis.stop();
+    // The example config has failure_mode_deny: false, so UNAVAILABLE means "let it through".
+    for _ in 0..3 {
+        let response = get(stack.listener, acme).await;
+        assert_eq!(response.status, 200, "{response:?}");
+        assert_eq!(response.header("ratelimit-limit"), None);
+    }
+    let stats = tokio::task::spawn_blocking({
+        let admin: SocketAddr = ([127, 0, 0, 1], stack.envoy.admin_port).into();
+        move || http_request(admin, "GET", "/stats?filter=ratelimit", &[], b"").unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        stats.body.contains("ratelimit.error: 3")
+            && stats.body.contains("ratelimit.failure_mode_allowed: 3"),
+        "{}",
+        stats.body
+    );
+}
