@@ -2,7 +2,7 @@
 
 use crate::config::Limit;
 use crate::config::{LimitsConfig, Matched, OverLimitAction, Priority};
-use crate::metrics::{DecisionLabels, DetailedLabels, LimitLabels, Metrics, StoreLabels};
+use crate::metrics::{DecisionLabels, DetailedLabels, Metrics, StoreLabels};
 use crate::store::{counter_key, CounterOp, CounterStore, CountingMode, StoreError};
 use crate::window::{Unit, Window};
 use arc_swap::ArcSwap;
@@ -220,13 +220,11 @@ impl Limiter {
                     Some(Matched::Limited(limit)) => Some(limit.clone()),
                     _ => None,
                 };
+                let name = base
+                    .as_ref()
+                    .map(|l| l.name.clone())
+                    .unwrap_or_else(|| "override".into());
                 found = Some(Matched::Limited(Arc::new(Limit {
-                    name: base
-                        .as_ref()
-                        .map(|l| l.name.clone())
-                        .unwrap_or_else(|| "override".into()),
-                    unit,
-                    requests_per_unit: overridden.requests_per_unit,
                     shadow_mode: base.as_ref().is_some_and(|l| l.shadow_mode),
                     detailed_metric: base.as_ref().is_some_and(|l| l.detailed_metric),
                     replaces: base
@@ -234,21 +232,26 @@ impl Limiter {
                         .map(|l| l.replaces.clone())
                         .unwrap_or_default(),
                     sluice: base.as_ref().map(|l| l.sluice).unwrap_or_default(),
+                    ..Limit::new(name, unit, overridden.requests_per_unit)
                 })));
             }
             matched.push(found);
         }
 
         // 2. `replaces`: a limit named by another matched limit steps aside.
-        let replaced: HashSet<&str> = matched
-            .iter()
-            .flatten()
-            .filter_map(|m| match m {
-                Matched::Limited(limit) => Some(limit.replaces.iter().map(String::as_str)),
-                Matched::Unlimited { .. } => None,
-            })
-            .flatten()
-            .collect();
+        let replaced: HashSet<&str> = if !config.has_replaces() {
+            HashSet::new()
+        } else {
+            matched
+                .iter()
+                .flatten()
+                .filter_map(|m| match m {
+                    Matched::Limited(limit) => Some(limit.replaces.iter().map(String::as_str)),
+                    Matched::Unlimited { .. } => None,
+                })
+                .flatten()
+                .collect()
+        };
 
         // 3. Counter ops, one per limited descriptor.
         let mut ops = Vec::new();
@@ -301,7 +304,6 @@ impl Limiter {
         let mut tightest: Option<(u64, u32, &Applied)> = None; // (remaining, seconds to reset, limit)
         let mut retry_after_secs = 0u64;
         let mut over_limits: Vec<&Limit> = Vec::new();
-        let mut matched_limits: Vec<&Limit> = Vec::new();
         for (descriptor, entry) in request.descriptors.iter().zip(&resolved) {
             let status = match entry {
                 Resolved::None => DescriptorStatus {
@@ -324,27 +326,22 @@ impl Limiter {
                     };
                     let remaining = op.limit.saturating_sub(used);
                     let limit = &applied.limit;
-                    let labels = LimitLabels {
-                        domain: request.domain.clone(),
-                        limit: limit.name.clone(),
-                    };
+                    let counters = limit
+                        .metrics
+                        .get_or_init(|| self.metrics.limit_counters(&request.domain, &limit.name));
                     if outcome.applied && op.hits > 0 {
-                        self.metrics
-                            .hits
-                            .get_or_create(&labels)
-                            .inc_by(op.hits as u64);
+                        counters.hits.inc_by(op.hits as u64);
                     }
                     let blocking = over && !limit.shadow_mode;
                     if over && limit.shadow_mode {
-                        self.metrics.shadow_mode_hits.get_or_create(&labels).inc();
+                        counters.shadow_mode_hits.inc();
                     }
                     if blocking {
-                        self.metrics.over_limit.get_or_create(&labels).inc();
+                        counters.over_limit.inc();
                         retry_after_secs =
                             retry_after_secs.max(applied.window.seconds_until_reset(now));
                         over_limits.push(limit);
                     }
-                    matched_limits.push(limit);
                     let code = if blocking { Code::OverLimit } else { Code::Ok };
                     if limit.detailed_metric {
                         let descriptor_label = descriptor
@@ -418,46 +415,39 @@ impl Limiter {
                 raw_value: Vec::new(),
             });
         }
-        if !matched_limits.is_empty() {
-            response.dynamic_metadata = Some(sluice_metadata(
-                &over_limits,
-                &matched_limits,
-                retry_after_secs,
-            ));
+        if !over_limits.is_empty() {
+            response.dynamic_metadata = Some(sluice_metadata(&over_limits, retry_after_secs));
         }
         Ok(response)
     }
 }
 
-/// Sluice's instructions to the filter, under `dynamic_metadata.sluice`:
-/// * `action`: `allow`, or when over: `defer` if every limit that is over says
-///   defer, else `reject`;
-/// * `priority`: the lowest class among the limits that are over (or, when
-///   allowed, among the matched ones): the most cautious reading;
+/// Sluice's instructions to the filter, under `dynamic_metadata.sluice`, sent
+/// with OVER_LIMIT answers only (an allowed request needs no instructions):
+/// * `action`: `defer` if every limit that is over says defer, else `reject`;
+/// * `priority`: the lowest class among the limits that are over: the most
+///   cautious reading;
 /// * `over_limits`: names of the limits that are over;
 /// * `retry_after_seconds`: when over, until the last of them resets.
-fn sluice_metadata(over: &[&Limit], matched: &[&Limit], retry_after_secs: u64) -> Struct {
+fn sluice_metadata(over: &[&Limit], retry_after_secs: u64) -> Struct {
     let string = |s: &str| Value {
         kind: Some(Kind::StringValue(s.to_string())),
     };
-    let action = if over.is_empty() {
-        "allow"
-    } else if over
+    let action = if over
         .iter()
         .all(|l| l.sluice.over_limit == OverLimitAction::Defer)
     {
-        OverLimitAction::Defer.as_str()
+        OverLimitAction::Defer
     } else {
-        OverLimitAction::Reject.as_str()
+        OverLimitAction::Reject
     };
-    let deciding = if over.is_empty() { matched } else { over };
-    let priority = deciding
+    let priority = over
         .iter()
         .map(|l| l.sluice.priority)
         .min()
         .unwrap_or(Priority::Normal);
     let mut fields = BTreeMap::new();
-    fields.insert("action".to_string(), string(action));
+    fields.insert("action".to_string(), string(action.as_str()));
     fields.insert("priority".to_string(), string(priority.as_str()));
     fields.insert(
         "over_limits".to_string(),
@@ -467,14 +457,12 @@ fn sluice_metadata(over: &[&Limit], matched: &[&Limit], retry_after_secs: u64) -
             })),
         },
     );
-    if !over.is_empty() {
-        fields.insert(
-            "retry_after_seconds".to_string(),
-            Value {
-                kind: Some(Kind::NumberValue(retry_after_secs as f64)),
-            },
-        );
-    }
+    fields.insert(
+        "retry_after_seconds".to_string(),
+        Value {
+            kind: Some(Kind::NumberValue(retry_after_secs as f64)),
+        },
+    );
     let mut outer = BTreeMap::new();
     outer.insert(
         METADATA_NAMESPACE.to_string(),

@@ -14,6 +14,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+// glibc's malloc serialises on arena locks under many small, short-lived
+// allocations (h2 frames, protobuf messages); mimalloc does not.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "sluice-rls",
@@ -60,7 +65,7 @@ struct ServeArgs {
     redis_url: String,
 
     /// Multiplexed Redis connections.
-    #[arg(long, env = "SLUICE_REDIS_CONNECTIONS", default_value_t = 2)]
+    #[arg(long, env = "SLUICE_REDIS_CONNECTIONS", default_value_t = 4)]
     redis_connections: usize,
 
     /// Deadline of one Redis round trip, in milliseconds.
@@ -303,7 +308,12 @@ async fn query(
         let limit = status
             .current_limit
             .as_ref()
-            .map(|l| format!("{} ({}/unit {})", l.name, l.requests_per_unit, l.unit))
+            .map(|l| {
+                let unit = sluice_ratelimit::window::Unit::from_proto(l.unit)
+                    .map(|u| u.as_str())
+                    .unwrap_or("?");
+                format!("{} ({}/{unit})", l.name, l.requests_per_unit)
+            })
             .unwrap_or_else(|| "no limit".into());
         let reset = status
             .duration_until_reset

@@ -38,6 +38,14 @@ pub struct ResultLabels {
     pub result: &'static str,
 }
 
+/// Counters of one limit, cloned out of their families once.
+#[derive(Clone, Debug)]
+pub struct LimitCounters {
+    pub hits: Counter,
+    pub over_limit: Counter,
+    pub shadow_mode_hits: Counter,
+}
+
 /// All metrics, registered once; cheap to update from any task.
 pub struct Metrics {
     pub registry: Registry,
@@ -129,6 +137,19 @@ impl Metrics {
             store_errors,
             config_reloads,
             config_limits,
+        }
+    }
+
+    /// Handles for one limit's counters.
+    pub fn limit_counters(&self, domain: &str, limit: &str) -> LimitCounters {
+        let labels = LimitLabels {
+            domain: domain.to_string(),
+            limit: limit.to_string(),
+        };
+        LimitCounters {
+            hits: self.hits.get_or_create(&labels).clone(),
+            over_limit: self.over_limit.get_or_create(&labels).clone(),
+            shadow_mode_hits: self.shadow_mode_hits.get_or_create(&labels).clone(),
         }
     }
 

@@ -1,4 +1,5 @@
 //! The `sluice-rls` binary: `--validate`, refusing bad config, `query`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use std::process::Command;
 

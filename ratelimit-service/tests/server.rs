@@ -1,4 +1,5 @@
 //! The service as Envoy sees it: gRPC on a real socket, admin endpoints, hot reload.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::Entry, RateLimitDescriptor,

@@ -1,4 +1,5 @@
 //! Every Envoy config in the repository passes `envoy --mode validate`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use sluice_testkit::{validate_envoy_config, workspace_root};
 

@@ -1,4 +1,5 @@
 //! Real Envoy, its own `envoy.filters.http.ratelimit` filter, and sluice-rls:
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 //! the repository's envoy/ratelimit-filter.yaml with its ports rewritten.
 
 use sluice_ratelimit::config::LimitsConfig;

@@ -1,1 +1,476 @@
-fn main() {}
+//! `sluice-rls-bench`: ShouldRateLimit throughput and latency over real gRPC,
+//! side by side with two ceilings measured in the same run:
+//!
+//! * `noop`   — an RLS that answers OK without touching any store (the gRPC floor);
+//! * `redis-benchmark` — Redis running the same decision script with the same
+//!   pipelining depth, without Sluice in front.
+//!
+//! Each store is measured closed-loop at full speed, then open-loop at 70 % of
+//! that rate for the latency target. Figures only; nothing is asserted.
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use hdrhistogram::Histogram;
+use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
+    rate_limit_descriptor::Entry, RateLimitDescriptor,
+};
+use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus,
+};
+use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService, RateLimitServiceServer,
+};
+use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use sluice_proto::pb::google::protobuf::UInt64Value;
+use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::metrics::Metrics;
+use sluice_ratelimit::service::RlsService;
+use sluice_ratelimit::store::{
+    scripts as scripts_source, CounterStore, CountingMode, MemoryStore, RedisStore,
+    RedisStoreOptions,
+};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tonic::transport::{Channel, Endpoint};
+
+// glibc's malloc serialises on arena locks under many small, short-lived
+// allocations (h2 frames, protobuf messages); mimalloc does not.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    name = "sluice-rls-bench",
+    about = "Benchmark sluice-rls decisions over gRPC"
+)]
+struct Args {
+    /// Calls in flight at once.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// HTTP/2 connections the calls are spread over.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Measured seconds per phase (after a 1 s warm-up).
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Which targets: noop, memory, redis (comma separated).
+    #[arg(long, value_delimiter = ',', default_value = "noop,memory,redis")]
+    targets: Vec<String>,
+    /// Use this Redis instead of starting a private redis-server.
+    #[arg(long)]
+    redis_url: Option<String>,
+    /// Multiplexed Redis connections of the Redis store.
+    #[arg(long, default_value_t = 4)]
+    redis_connections: usize,
+    /// Open-loop load as a fraction of each target's measured maximum.
+    #[arg(long, default_value_t = 0.7)]
+    open_loop_fraction: f64,
+}
+
+const LIMITS: &str = r#"
+domain: bench
+descriptors:
+  - key: tenant
+    rate_limit: { unit: hour, requests_per_unit: 4000000000, name: tenant-rph }
+    descriptors:
+      - key: model
+        rate_limit: { unit: hour, requests_per_unit: 4000000000, name: tenant-model-tph }
+"#;
+
+/// A typical Sluice decision: requests and tokens of one tenant × model.
+fn request(i: usize) -> RateLimitRequest {
+    let tenant = format!("tenant-{}", i % 100);
+    let entry = |k: &str, v: &str| Entry {
+        key: k.into(),
+        value: v.into(),
+    };
+    RateLimitRequest {
+        domain: "bench".into(),
+        descriptors: vec![
+            RateLimitDescriptor {
+                entries: vec![entry("tenant", &tenant)],
+                ..Default::default()
+            },
+            RateLimitDescriptor {
+                entries: vec![entry("tenant", &tenant), entry("model", "gpt-4o")],
+                hits_addend: Some(UInt64Value { value: 700 }),
+                ..Default::default()
+            },
+        ],
+        hits_addend: 1,
+    }
+}
+
+/// The gRPC floor: same service and encoding, no store.
+struct NoopRls;
+
+#[tonic::async_trait]
+impl RateLimitService for NoopRls {
+    async fn should_rate_limit(
+        &self,
+        request: tonic::Request<RateLimitRequest>,
+    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
+        let statuses = request
+            .get_ref()
+            .descriptors
+            .iter()
+            .map(|_| DescriptorStatus {
+                code: Code::Ok as i32,
+                ..Default::default()
+            })
+            .collect();
+        Ok(tonic::Response::new(RateLimitResponse {
+            overall_code: Code::Ok as i32,
+            statuses,
+            ..Default::default()
+        }))
+    }
+}
+
+struct Figures {
+    rate: f64,
+    p50: f64,
+    p99: f64,
+    p999: f64,
+    errors: u64,
+    /// Open loop: share of calls sent over 2 ms behind schedule.
+    late_percent: f64,
+}
+
+async fn serve<S>(service: RateLimitServiceServer<S>) -> anyhow::Result<SocketAddr>
+where
+    S: RateLimitService,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(sluice_ratelimit::server::nodelay_incoming(listener)),
+    );
+    Ok(addr)
+}
+
+async fn channels(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<Channel>> {
+    let mut out = Vec::new();
+    for _ in 0..n.max(1) {
+        out.push(
+            Endpoint::from_shared(format!("http://{addr}"))?
+                .tcp_nodelay(true)
+                .connect()
+                .await?,
+        );
+    }
+    Ok(out)
+}
+
+/// `rate == None`: closed loop, each worker calls back to back.
+/// `rate == Some(r)`: open loop, r calls/s in total. Latency is measured from
+/// the actual send; sends that start well behind schedule are reported as
+/// `late`, so a client that cannot keep up shows instead of hiding server stalls.
+async fn drive(channels: &[Channel], args: &Args, rate: Option<f64>) -> Figures {
+    let run = |seconds: u64, record: bool| {
+        let mut tasks = Vec::new();
+        for worker in 0..args.concurrency {
+            let mut client = RateLimitServiceClient::new(channels[worker % channels.len()].clone());
+            let interval = rate.map(|r| Duration::from_secs_f64(args.concurrency as f64 / r));
+            tasks.push(tokio::spawn(async move {
+                let mut histogram = Histogram::<u64>::new(3).unwrap_or_else(|_| unreachable!());
+                let (mut calls, mut errors, mut late) = (0u64, 0u64, 0u64);
+                let start = Instant::now();
+                let end = start + Duration::from_secs(seconds);
+                // Spread open-loop workers over one interval.
+                let mut next = start
+                    + interval
+                        .map(|i| i.mul_f64(worker as f64 / 64.0 % 1.0))
+                        .unwrap_or_default();
+                let mut i = worker;
+                while Instant::now() < end {
+                    if let Some(interval) = interval {
+                        tokio::time::sleep_until(next.into()).await;
+                        // Tokio's timer has 1 ms granularity: waking up to 2 ms
+                        // late is the client, not the server. Later than that
+                        // means the client fell behind its schedule: counted.
+                        late += u64::from(next.elapsed() > Duration::from_millis(2));
+                        next += interval;
+                    }
+                    let sent = Instant::now();
+                    let ok = client.should_rate_limit(request(i)).await.is_ok();
+                    let micros = sent.elapsed().as_micros() as u64;
+                    if record {
+                        let _ = histogram.record(micros.max(1));
+                    }
+                    calls += 1;
+                    errors += u64::from(!ok);
+                    i += 64;
+                }
+                (histogram, calls, errors, late)
+            }));
+        }
+        async move {
+            let mut total = Histogram::<u64>::new(3).unwrap_or_else(|_| unreachable!());
+            let (mut calls, mut errors, mut late) = (0, 0, 0);
+            for task in tasks {
+                if let Ok((h, c, e, l)) = task.await {
+                    let _ = total.add(&h);
+                    calls += c;
+                    errors += e;
+                    late += l;
+                }
+            }
+            (total, calls, errors, late)
+        }
+    };
+    run(1, false).await;
+    let started = Instant::now();
+    let (histogram, calls, errors, late) = run(args.seconds, true).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let ms = |q: f64| histogram.value_at_quantile(q) as f64 / 1000.0;
+    Figures {
+        rate: calls as f64 / elapsed,
+        p50: ms(0.5),
+        p99: ms(0.99),
+        p999: ms(0.999),
+        errors,
+        late_percent: 100.0 * late as f64 / calls.max(1) as f64,
+    }
+}
+
+struct PrivateRedis {
+    child: Child,
+    _dir: tempfile_dir::TempDir,
+    url: String,
+    port: u16,
+}
+
+mod tempfile_dir {
+    /// A scratch directory removed on drop (std only, to keep the bench's deps small).
+    pub struct TempDir(pub std::path::PathBuf);
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_redis() -> anyhow::Result<PrivateRedis> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let dir = std::env::temp_dir().join(format!("sluice-bench-redis-{port}"));
+    std::fs::create_dir_all(&dir)?;
+    let child = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context(
+            "cannot start redis-server (install it with the set-up command or pass --redis-url)",
+        )?;
+    let redis = PrivateRedis {
+        child,
+        _dir: tempfile_dir::TempDir(dir),
+        url: format!("redis://127.0.0.1:{port}"),
+        port,
+    };
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(redis);
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    bail!("redis-server did not come up on port {port}")
+}
+
+/// Redis alone running the decision script at the store's pipelining depth.
+fn redis_benchmark(port: u16, args: &Args, sha: &str) -> anyhow::Result<f64> {
+    let connections = args.redis_connections.max(1);
+    let pipeline = (args.concurrency / connections).max(1);
+    let requests = 400_000;
+    let output = Command::new("redis-benchmark")
+        .args([
+            "-p",
+            &port.to_string(),
+            "-c",
+            &connections.to_string(),
+            "-P",
+            &pipeline.to_string(),
+        ])
+        .args(["-n", &requests.to_string(), "-r", "100", "-q"])
+        .args([
+            "EVALSHA",
+            sha,
+            "2",
+            "sluice:{bench}:hour:0:tenant=__rand_int__",
+            "sluice:{bench}:hour:0:tenant=__rand_int__/model=m",
+        ])
+        .args([
+            "1",
+            "1",
+            "4000000000",
+            "1",
+            "3600",
+            "700",
+            "4000000000",
+            "1",
+            "3600",
+        ])
+        .output()
+        .context("cannot run redis-benchmark")?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    // "EVALSHA ...: 123456.79 requests per second, p50=0.391 msec"
+    let rate = text
+        .rsplit(':')
+        .find_map(|part| {
+            part.trim()
+                .split(' ')
+                .next()
+                .and_then(|n| n.parse::<f64>().ok())
+        })
+        .with_context(|| format!("unexpected redis-benchmark output: {text}"))?;
+    Ok(rate)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let config =
+        || LimitsConfig::from_sources(&[(PathBuf::from("bench.yaml"), LIMITS.to_string())]);
+    let mut redis_guard = None;
+    println!(
+        "sluice-rls-bench: concurrency {} over {} connection(s), {} s per phase, {} CPU(s)",
+        args.concurrency,
+        args.connections,
+        args.seconds,
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
+    println!();
+    println!(
+        "{:<28} {:>12} {:>8} {:>8} {:>9} {:>8} {:>7} {:>6}",
+        "target", "decisions/s", "p50 ms", "p99 ms", "p99.9 ms", "vs noop", "errors", "late"
+    );
+    let mut noop_rate = None;
+    let mut results = Vec::new();
+    for target in &args.targets {
+        let addr = match target.as_str() {
+            "noop" => serve(RateLimitServiceServer::new(NoopRls)).await?,
+            "memory" | "redis" => {
+                let store: Arc<dyn CounterStore> = if target == "memory" {
+                    Arc::new(MemoryStore::new())
+                } else {
+                    let url = match &args.redis_url {
+                        Some(url) => url.clone(),
+                        None => {
+                            let redis = start_redis()?;
+                            let url = redis.url.clone();
+                            redis_guard = Some(redis);
+                            url
+                        }
+                    };
+                    let store = RedisStore::new(&RedisStoreOptions {
+                        url,
+                        connections: args.redis_connections,
+                        timeout: Duration::from_secs(1),
+                    })?;
+                    store.preload().await?;
+                    Arc::new(store)
+                };
+                let limiter = Arc::new(Limiter::new(
+                    config()?,
+                    store,
+                    CountingMode::AllOrNothing,
+                    Arc::new(SystemClock),
+                    Arc::new(Metrics::new()),
+                ));
+                serve(RlsService::new(limiter).into_server()).await?
+            }
+            other => bail!("unknown target '{other}' (noop, memory, redis)"),
+        };
+        let chans = channels(addr, args.connections).await?;
+        let max = drive(&chans, &args, None).await;
+        if target == "noop" {
+            noop_rate = Some(max.rate);
+        }
+        let ratio = noop_rate
+            .map(|n| format!("{:.0}%", 100.0 * max.rate / n))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<28} {:>12.0} {:>8.3} {:>8.3} {:>9.3} {:>8} {:>7}",
+            format!("{target} (max)"),
+            max.rate,
+            max.p50,
+            max.p99,
+            max.p999,
+            ratio,
+            max.errors
+        );
+        let target_rate = max.rate * args.open_loop_fraction;
+        let open = drive(&chans, &args, Some(target_rate)).await;
+        println!(
+            "{:<28} {:>12.0} {:>8.3} {:>8.3} {:>9.3} {:>8} {:>7} {:>5.1}%",
+            format!("{target} (open @{:.0}%)", 100.0 * args.open_loop_fraction),
+            open.rate,
+            open.p50,
+            open.p99,
+            open.p999,
+            "",
+            open.errors,
+            open.late_percent
+        );
+        results.push((target.clone(), max.rate));
+    }
+    if let Some(redis) = &redis_guard {
+        let sha = {
+            let client = redis::Client::open(redis.url.as_str())?;
+            let mut connection = client.get_multiplexed_async_connection().await?;
+            redis::Script::new(scripts_source::DECIDE)
+                .load_async(&mut connection)
+                .await?
+        };
+        match redis_benchmark(redis.port, &args, &sha) {
+            Ok(rate) => {
+                let ratio = noop_rate
+                    .map(|n| format!("{:.0}%", 100.0 * rate / n))
+                    .unwrap_or_else(|| "-".into());
+                println!(
+                    "{:<28} {:>12.0} {:>8} {:>8} {:>9} {:>8} {:>7}",
+                    "redis-benchmark (raw)", rate, "", "", "", ratio, ""
+                );
+                if let Some((_, redis_rate)) = results.iter().find(|(t, _)| t == "redis") {
+                    println!(
+                        "\nRedis store reaches {:.0}% of raw Redis running the same script.",
+                        100.0 * redis_rate / rate
+                    );
+                }
+            }
+            Err(error) => println!("redis-benchmark skipped: {error:#}"),
+        }
+    }
+    Ok(())
+}

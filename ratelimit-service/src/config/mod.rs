@@ -29,7 +29,7 @@ impl ConfigError {
 }
 
 /// A configured limit, ready to be applied.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub struct Limit {
     /// The `name` from the file, or the descriptor path when none was given.
     pub name: String,
@@ -40,10 +40,28 @@ pub struct Limit {
     /// Names of limits this one replaces when both match one request.
     pub replaces: Vec<String>,
     pub sluice: SluiceExtension,
+    /// Metric handles of this limit, resolved on first use so the decision
+    /// path does not look labels up (or allocate them) on every call.
+    pub metrics: std::sync::OnceLock<crate::metrics::LimitCounters>,
+}
+
+impl Limit {
+    pub fn new(name: String, unit: Unit, requests_per_unit: u32) -> Self {
+        Limit {
+            name,
+            unit,
+            requests_per_unit,
+            shadow_mode: false,
+            detailed_metric: false,
+            replaces: Vec::new(),
+            sluice: SluiceExtension::default(),
+            metrics: std::sync::OnceLock::new(),
+        }
+    }
 }
 
 /// What a descriptor matched.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum Matched {
     Limited(Arc<Limit>),
     /// `unlimited: true`: always OK, never counted.
@@ -103,6 +121,8 @@ impl Children {
 #[derive(Debug, Default)]
 pub struct LimitsConfig {
     domains: HashMap<String, Children>,
+    /// Whether any limit uses `replaces` (the decision skips that step if not).
+    has_replaces: bool,
     files: Vec<PathBuf>,
     limit_count: usize,
 }
@@ -129,6 +149,10 @@ impl LimitsConfig {
             level = &node.children;
         }
         None
+    }
+
+    pub fn has_replaces(&self) -> bool {
+        self.has_replaces
     }
 
     pub fn has_domain(&self, domain: &str) -> bool {
@@ -187,6 +211,7 @@ impl LimitsConfig {
                 .check_replaces()
                 .map_err(|m| ConfigError::new(file, format!("domain '{}': {m}", parsed.domain)))?;
             config.limit_count += builder.limit_count;
+            config.has_replaces |= builder.names.values().any(|(_, r)| !r.is_empty());
             domain_files.insert(parsed.domain.clone(), file.clone());
             config.domains.insert(parsed.domain, root);
             config.files.push(file.clone());
@@ -299,7 +324,9 @@ impl Builder {
                 return Err(format!("descriptor '{at}' is defined twice"));
             }
         }
-        children.wildcard.sort_by(|a, b| b.1.len().cmp(&a.1.len()));
+        children
+            .wildcard
+            .sort_by_key(|(_, prefix, _)| std::cmp::Reverse(prefix.len()));
         Ok(children)
     }
 
@@ -360,13 +387,11 @@ impl Builder {
                         format!("descriptor '{at}': rate_limit has no 'requests_per_unit'")
                     })?;
                     Some(Matched::Limited(Arc::new(Limit {
-                        name,
-                        unit,
-                        requests_per_unit,
                         shadow_mode: spec.shadow_mode,
                         detailed_metric: spec.detailed_metric,
                         replaces,
                         sluice: rate.sluice.unwrap_or_default(),
+                        ..Limit::new(name, unit, requests_per_unit)
                     })))
                 }
             }

@@ -6,7 +6,7 @@
 mod keys;
 mod memory;
 mod redis;
-mod scripts;
+pub mod scripts;
 
 pub use self::redis::{redact_url, RedisStore, RedisStoreOptions};
 pub use keys::counter_key;

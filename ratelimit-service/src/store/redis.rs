@@ -23,7 +23,7 @@ impl Default for RedisStoreOptions {
     fn default() -> Self {
         RedisStoreOptions {
             url: "redis://127.0.0.1:6379".into(),
-            connections: 2,
+            connections: 4,
             timeout: Duration::from_millis(250),
         }
     }

@@ -1,0 +1,30 @@
+# Shared helpers for the project's scripts. Source it; do not run it.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ENVOY_VERSION="1.40.0"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Run as root directly, else through sudo when there is one.
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+  else die "need root (or sudo) to run: $*"
+  fi
+}
+
+# The envoy binary: $ENVOY_BIN, PATH, or pip's scripts folder.
+find_envoy() {
+  if [ -n "${ENVOY_BIN:-}" ] && [ -x "$ENVOY_BIN" ]; then echo "$ENVOY_BIN"; return; fi
+  local scripts
+  scripts="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))' 2>/dev/null || true)"
+  if [ -n "$scripts" ] && [ -x "$scripts/envoy" ]; then echo "$scripts/envoy"; return; fi
+  scripts="$(python3 -c 'import site; print(site.USER_BASE)' 2>/dev/null || true)/bin"
+  if [ -x "$scripts/envoy" ]; then echo "$scripts/envoy"; return; fi
+  command -v envoy 2>/dev/null || true
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
