@@ -105,16 +105,12 @@ impl RedisStore {
                 .arg(op.ttl_secs);
         }
         let mut connection = self.connection();
-        let reply: Vec<i64> =
-            tokio::time::timeout(self.timeout, invocation.invoke_async(&mut connection))
-                .await
-                .map_err(|_| {
-                    StoreError::Unavailable(format!(
-                        "no answer from Redis within {:?}",
-                        self.timeout
-                    ))
-                })?
-                .map_err(map_error)?;
+        // The connection's response timeout (set in `new`) bounds the round
+        // trip; no second timer per decision.
+        let reply: Vec<i64> = invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(map_error)?;
         match reply.split_first() {
             Some((&applied, before)) if before.len() == ops.len() => Ok(CounterOutcome {
                 applied: applied == 1,
