@@ -2,6 +2,7 @@
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ENVOY_VERSION="1.40.0"
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

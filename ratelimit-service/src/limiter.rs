@@ -133,6 +133,23 @@ impl Limiter {
         &self,
         request: &RateLimitRequest,
     ) -> Result<RateLimitResponse, DecisionError> {
+        self.should_rate_limit_with(request, self.mode).await
+    }
+
+    /// Apply a charge for usage that already happened (the filter's
+    /// reconciliation): counters move even past the limit.
+    pub async fn force_charge(
+        &self,
+        request: &RateLimitRequest,
+    ) -> Result<RateLimitResponse, DecisionError> {
+        self.should_rate_limit_with(request, CountingMode::IncrementAll).await
+    }
+
+    async fn should_rate_limit_with(
+        &self,
+        request: &RateLimitRequest,
+        mode: CountingMode,
+    ) -> Result<RateLimitResponse, DecisionError> {
         let started = Instant::now();
         let config = self.config.load_full();
         let domain_label = if config.has_domain(&request.domain) {
@@ -141,7 +158,7 @@ impl Limiter {
             // Unknown domains come from clients: keep them out of label values.
             "unknown".to_string()
         };
-        let result = self.decide(&config, request).await;
+        let result = self.decide(&config, request, mode).await;
         self.metrics
             .decision_seconds
             .observe(started.elapsed().as_secs_f64());
@@ -178,6 +195,7 @@ impl Limiter {
         &self,
         config: &LimitsConfig,
         request: &RateLimitRequest,
+        mode: CountingMode,
     ) -> Result<RateLimitResponse, DecisionError> {
         if request.domain.is_empty() {
             return Err(DecisionError::InvalidRequest(
@@ -294,7 +312,7 @@ impl Limiter {
         }
 
         // 4. One store round trip.
-        let outcome = self.store.apply(&ops, self.mode, now).await?;
+        let outcome = self.store.apply(&ops, mode, now).await?;
 
         // 5. Statuses, headers, metadata.
         let mut response = RateLimitResponse {

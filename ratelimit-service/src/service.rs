@@ -8,6 +8,9 @@ use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimi
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
+/// gRPC metadata key marking a charge for usage that already happened.
+pub const FORCE_CHARGE_METADATA: &str = "x-sluice-charge";
+
 pub struct RlsService {
     limiter: Arc<Limiter>,
 }
@@ -28,8 +31,19 @@ impl RateLimitService for RlsService {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
+        // Sluice's filter reconciles real usage with this marker: the tokens
+        // were already spent, so the charge applies even over the limit.
+        let forced = request
+            .metadata()
+            .get(FORCE_CHARGE_METADATA)
+            .is_some_and(|v| v.as_bytes() == b"force");
         let request = request.into_inner();
-        match self.limiter.should_rate_limit(&request).await {
+        let decision = if forced {
+            self.limiter.force_charge(&request).await
+        } else {
+            self.limiter.should_rate_limit(&request).await
+        };
+        match decision {
             Ok(response) => Ok(Response::new(response)),
             Err(error) => Err(to_status(&request.domain, error)),
         }

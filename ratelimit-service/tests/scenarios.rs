@@ -355,6 +355,17 @@ scenarios! {
         assert_eq!(response.statuses[1].limit_remaining, 990);
     }
 
+    forced_charge_moves_counters_past_the_limit(h) {
+        let tokens = |n| with_hits(descriptor(&[("tenant", "acme"), ("model", "m")]), n);
+        h.ask(vec![tokens(900)]).await;
+        // Reconciliation of usage that already happened: applied although over.
+        let response = h.limiter.force_charge(&request(vec![tokens(300)])).await.unwrap();
+        assert_eq!(response.overall_code(), Code::OverLimit);
+        assert_eq!(h.codes(vec![tokens(0)]).await, [Code::OverLimit]);
+        let response = h.ask(vec![tokens(1)]).await;
+        assert_eq!(response.statuses[0].limit_remaining, 0);
+    }
+
     limit_override_from_the_descriptor(h) {
         let mut d = descriptor(&[("tenant", "acme")]);
         d.limit = Some(RateLimitOverride { requests_per_unit: 1, unit: 1 });
