@@ -242,6 +242,15 @@ pub fn http_request(
     stream.read_to_end(&mut raw)?;
     let text = String::from_utf8_lossy(&raw);
     let (head, body) = text.split_once("\r\n\r\n").context("no end of headers")?;
+    let chunked = head.lines().any(|l| {
+        l.to_ascii_lowercase().starts_with("transfer-encoding:")
+            && l.to_ascii_lowercase().contains("chunked")
+    });
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
     let mut lines = head.lines();
     let status = lines
         .next()
@@ -255,8 +264,42 @@ pub fn http_request(
     Ok(HttpResponse {
         status,
         headers,
-        body: body.to_string(),
+        body,
     })
+}
+
+/// Undo HTTP/1.1 chunked transfer coding.
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size_line, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size_line.split(';').next().unwrap_or("").trim(), 16)
+            .unwrap_or(0);
+        if size == 0 || after.len() < size {
+            break;
+        }
+        out.push_str(&after[..size]);
+        rest = after[size..].strip_prefix("\r\n").unwrap_or(&after[size..]);
+    }
+    out
+}
+
+/// The built Wasm filter: `$SLUICE_FILTER_WASM`, else `<target dir>/sluice_filter.wasm`
+/// as `scripts/build-wasm` leaves it.
+pub fn filter_wasm() -> anyhow::Result<PathBuf> {
+    let path = match std::env::var_os("SLUICE_FILTER_WASM") {
+        Some(p) => PathBuf::from(p),
+        None => std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join("target"))
+            .join("sluice_filter.wasm"),
+    };
+    if !path.is_file() {
+        bail!(
+            "{} missing: build the filter with ./scripts/build-wasm",
+            path.display()
+        );
+    }
+    Ok(path)
 }
 
 /// Root of the workspace (for configs under `envoy/`, `config/`).
@@ -274,6 +317,8 @@ pub struct StaticHttpServer {
 }
 
 impl StaticHttpServer {
+    /// Answers every request with `body`. With `body == ECHO_HEADERS` it
+    /// answers with the request's headers as a JSON object instead.
     pub fn start(body: &'static str) -> anyhow::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
@@ -286,6 +331,9 @@ impl StaticHttpServer {
     }
 }
 
+/// Body marker for [`StaticHttpServer::start`]: echo the request headers.
+pub const ECHO_HEADERS: &str = "<echo headers>";
+
 fn serve_static(stream: TcpStream, body: &str) {
     use std::io::{BufRead, BufReader, Read, Write};
     let Ok(mut writer) = stream.try_clone() else {
@@ -296,6 +344,7 @@ fn serve_static(stream: TcpStream, body: &str) {
         let mut content_length = 0usize;
         let mut line = String::new();
         let mut saw_request = false;
+        let mut headers: Vec<(String, String)> = Vec::new();
         loop {
             line.clear();
             match reader.read_line(&mut line) {
@@ -310,15 +359,25 @@ fn serve_static(stream: TcpStream, body: &str) {
                 if name.eq_ignore_ascii_case("content-length") {
                     content_length = value.trim().parse().unwrap_or(0);
                 }
+                headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
             }
         }
         let mut discard = vec![0u8; content_length];
         if reader.read_exact(&mut discard).is_err() {
             return;
         }
+        let (content_type, text) = if body == ECHO_HEADERS {
+            let fields: Vec<String> = headers
+                .iter()
+                .map(|(k, v)| format!("{:?}: {:?}", k, v))
+                .collect();
+            ("application/json", format!("{{{}}}", fields.join(", ")))
+        } else {
+            ("text/plain", body.to_string())
+        };
         let response = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
+            "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{text}",
+            text.len()
         );
         if writer.write_all(response.as_bytes()).is_err() {
             return;

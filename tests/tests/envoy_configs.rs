@@ -1,7 +1,7 @@
 //! Every Envoy config in the repository passes `envoy --mode validate`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
-use sluice_testkit::{validate_envoy_config, workspace_root};
+use sluice_testkit::{filter_wasm, validate_envoy_config, workspace_root};
 
 #[test]
 fn every_envoy_config_in_the_repo_validates() {
@@ -19,7 +19,25 @@ fn every_envoy_config_in_the_repo_validates() {
         if !is_yaml {
             continue;
         }
-        match validate_envoy_config(&path) {
+        // Configs that load the Wasm filter name its install path; validate
+        // them against the freshly built module.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let scratch = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+        let target = if text.contains("/etc/sluice/sluice_filter.wasm") {
+            let wasm = filter_wasm().unwrap();
+            std::fs::write(
+                scratch.path(),
+                text.replace(
+                    "/etc/sluice/sluice_filter.wasm",
+                    &wasm.display().to_string(),
+                ),
+            )
+            .unwrap();
+            scratch.path().to_path_buf()
+        } else {
+            path.clone()
+        };
+        match validate_envoy_config(&target).map_err(|e| e.context(path.display().to_string())) {
             Ok(()) => checked.push(path),
             Err(error) => failures.push(format!("{error:#}")),
         }

@@ -1,0 +1,472 @@
+//! The per-request state machine.
+//!
+//! headers ─▶ body (buffered, bounded) ─▶ count tokens ─▶ RLS call ─▶
+//!   OK: forward (+ headers) │ OVER_LIMIT: 429 or defer │ RLS error: fail open/closed
+//! response ─▶ RateLimit headers ─▶ usage read as it streams ─▶ reconcile at the end.
+
+use crate::config::{FailureMode, FilterConfig, TenantSource, UnknownPaths};
+use crate::descriptors::{admission_request, reconcile_request, sanitize_value};
+use crate::errors::LocalReply;
+use crate::host::{Host, LogLevel, Metric};
+use crate::openai::{self, Endpoint, Estimate};
+use crate::usage::UsageTracker;
+use crate::TokenCounter;
+use prost::Message;
+use sluice_proto::rls::{Code, RateLimitResponse};
+use std::sync::Arc;
+
+/// Headers Sluice sets upstream; a client sending any of them has them removed.
+pub const REQUEST_ID_HEADER: &str = "x-sluice-request-id";
+pub const TENANT_HEADER: &str = "x-sluice-tenant";
+pub const MODEL_HEADER: &str = "x-sluice-model";
+pub const PRIORITY_HEADER: &str = "x-sluice-priority";
+pub const PROMPT_TOKENS_HEADER: &str = "x-sluice-prompt-tokens";
+pub const ESTIMATED_TOKENS_HEADER: &str = "x-sluice-estimated-tokens";
+const OWN_HEADERS: [&str; 6] = [
+    REQUEST_ID_HEADER,
+    TENANT_HEADER,
+    MODEL_HEADER,
+    PRIORITY_HEADER,
+    PROMPT_TOKENS_HEADER,
+    ESTIMATED_TOKENS_HEADER,
+];
+
+/// Largest response body (or SSE line) kept to find `usage`.
+const USAGE_BUFFER_LIMIT: usize = 4 * 1024 * 1024;
+
+/// Token counters by encoding, built once per VM.
+pub trait Encoders {
+    /// OpenAI's encoding for a model name, if it knows the model.
+    fn openai_encoding(&self, model: &str) -> Option<&'static str>;
+    fn counter(&self, encoding: &str) -> Option<&dyn TokenCounter>;
+}
+
+/// What the host should do with the current callback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Continue,
+    Pause,
+}
+
+/// Everything shared by the requests of one VM.
+pub struct Shared<E> {
+    pub config: FilterConfig,
+    pub encoders: E,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Phase {
+    /// Not an inference request: hands off.
+    Bypass,
+    WaitingForBody,
+    WaitingForRls(u32),
+    /// Forwarded upstream after admission (or fail-open).
+    Forwarded,
+    Deferred,
+    /// Answered locally.
+    Finished,
+}
+
+pub struct RequestAdmission<E> {
+    shared: Arc<Shared<E>>,
+    phase: Phase,
+    endpoint: Option<Endpoint>,
+    tenant: String,
+    model: String,
+    request_id: String,
+    estimate: Estimate,
+    /// Tokens charged at admission (0 if nothing was charged).
+    charged: u64,
+    downstream_headers: Vec<(String, String)>,
+    usage: Option<UsageTracker>,
+}
+
+impl<E: Encoders> RequestAdmission<E> {
+    pub fn new(shared: Arc<Shared<E>>) -> Self {
+        RequestAdmission {
+            shared,
+            phase: Phase::WaitingForBody,
+            endpoint: None,
+            tenant: String::new(),
+            model: String::new(),
+            request_id: String::new(),
+            estimate: Estimate::default(),
+            charged: 0,
+            downstream_headers: Vec::new(),
+            usage: None,
+        }
+    }
+
+    fn config(&self) -> &FilterConfig {
+        &self.shared.config
+    }
+
+    fn reply(&mut self, host: &mut dyn Host, reply: LocalReply) -> Verdict {
+        host.send_local_reply(&reply);
+        self.phase = Phase::Finished;
+        Verdict::Pause
+    }
+
+    fn bad_request(&mut self, host: &mut dyn Host, message: &str) -> Verdict {
+        host.count(Metric::BadRequest, 1);
+        host.log(LogLevel::Debug, &format!("sluice: 400: {message}"));
+        self.reply(host, LocalReply::bad_request(message))
+    }
+
+    fn too_large(&mut self, host: &mut dyn Host) -> Verdict {
+        host.count(Metric::BodyTooLarge, 1);
+        let message = format!(
+            "request body is larger than this gateway accepts ({} bytes)",
+            self.config().max_body_bytes
+        );
+        self.reply(
+            host,
+            LocalReply::error(413, &message, "invalid_request_error", "request_too_large"),
+        )
+    }
+
+    pub fn on_request_headers(&mut self, host: &mut dyn Host, end_of_stream: bool) -> Verdict {
+        // Sluice's own headers are only ever set by Sluice: a client must not
+        // be able to route itself to the deferral path or fake its token count.
+        host.remove_request_header(&self.config().deferral.marker_header.clone());
+        for header in OWN_HEADERS {
+            host.remove_request_header(header);
+        }
+        let path = host.request_header(":path").unwrap_or_default();
+        let method = host.request_header(":method").unwrap_or_default();
+        let endpoint = Endpoint::from_path(&path).filter(|_| method.eq_ignore_ascii_case("POST"));
+        let Some(endpoint) = endpoint else {
+            if self.config().unknown_paths == UnknownPaths::Reject {
+                let reply = LocalReply::error(
+                    404,
+                    &format!("{method} {path} is not an inference endpoint of this gateway"),
+                    "invalid_request_error",
+                    "unknown_url",
+                );
+                return self.reply(host, reply);
+            }
+            self.phase = Phase::Bypass;
+            return Verdict::Continue;
+        };
+        self.endpoint = Some(endpoint);
+
+        let tenant = match &self.config().tenant {
+            TenantSource::Header(name) => host.request_header(name),
+            TenantSource::Property(path) => {
+                let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                host.property(&path)
+                    .and_then(|bytes| String::from_utf8(bytes).ok())
+            }
+        }
+        .filter(|t| !t.is_empty());
+        self.tenant = match tenant {
+            Some(t) => sanitize_value(&t),
+            None if self.config().tenant_required => {
+                host.count(Metric::MissingTenant, 1);
+                let reply = LocalReply::error(
+                    401,
+                    "no tenant identity on this request (the gateway's authentication did not set one)",
+                    "authentication_error",
+                    "missing_tenant",
+                );
+                return self.reply(host, reply);
+            }
+            None => sanitize_value(&self.config().anonymous_tenant),
+        };
+        self.request_id = host
+            .request_header("x-request-id")
+            .map(|id| sanitize_value(&id))
+            .unwrap_or_else(|| "unknown".into());
+
+        let declared = host
+            .request_header("content-length")
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        if declared.is_some_and(|n| n > self.config().max_body_bytes) {
+            return self.too_large(host);
+        }
+        if end_of_stream {
+            return self.bad_request(host, "request body is required");
+        }
+        self.phase = Phase::WaitingForBody;
+        Verdict::Pause
+    }
+
+    pub fn on_request_body(
+        &mut self,
+        host: &mut dyn Host,
+        body_size: usize,
+        end_of_stream: bool,
+    ) -> Verdict {
+        if self.phase != Phase::WaitingForBody {
+            return Verdict::Continue;
+        }
+        if body_size > self.config().max_body_bytes {
+            return self.too_large(host);
+        }
+        if !end_of_stream {
+            // Envoy buffers until the whole body is in.
+            return Verdict::Pause;
+        }
+        let Some(endpoint) = self.endpoint else {
+            return Verdict::Continue;
+        };
+        let body = host.request_body(body_size).unwrap_or_default();
+        let request = match openai::parse(endpoint, &body) {
+            Ok(r) => r,
+            Err(message) => return self.bad_request(host, &message),
+        };
+        let model = match &self.config().model_header {
+            Some(header) => host
+                .request_header(header)
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| request.model.clone()),
+            None => request.model.clone(),
+        };
+        let shared = self.shared.clone();
+        let encoding = shared
+            .config
+            .configured_encoding(&model)
+            .or_else(|| shared.encoders.openai_encoding(&model))
+            .or(shared.config.default_encoding.as_deref());
+        let Some(counter) = encoding.and_then(|e| shared.encoders.counter(e)) else {
+            let message = format!(
+                "model '{}' is not known to this gateway's token accounting",
+                sanitize_value(&model)
+            );
+            return self.bad_request(host, &message);
+        };
+        self.model = sanitize_value(&model);
+        self.estimate = Estimate {
+            prompt_tokens: request.prompt_tokens(counter, shared.config.image_tokens),
+            output_tokens: shared
+                .config
+                .output_estimate(&model, request.requested_output),
+        };
+        host.count(Metric::PromptTokens, self.estimate.prompt_tokens);
+        let message = admission_request(
+            &shared.config.domain,
+            &self.tenant,
+            &self.model,
+            self.estimate.total(),
+        )
+        .encode_to_vec();
+        match host.dispatch_rls(&message, shared.config.rls_timeout_ms) {
+            Ok(token) => {
+                self.phase = Phase::WaitingForRls(token);
+                Verdict::Pause
+            }
+            Err(error) => {
+                self.rls_failed(
+                    host,
+                    &format!("cannot call the rate-limit service: {error}"),
+                );
+                // rls_failed either resumed or replied; the body callback itself stays paused.
+                Verdict::Pause
+            }
+        }
+    }
+
+    /// The RLS answered (`grpc_status` 0) or failed.
+    pub fn on_rls_response(
+        &mut self,
+        host: &mut dyn Host,
+        token: u32,
+        grpc_status: u32,
+        body: Option<&[u8]>,
+    ) {
+        if self.phase != Phase::WaitingForRls(token) {
+            return;
+        }
+        if grpc_status != 0 {
+            return self.rls_failed(
+                host,
+                &format!("rate-limit service answered gRPC status {grpc_status}"),
+            );
+        }
+        let response = match body.map(RateLimitResponse::decode) {
+            Some(Ok(response)) => response,
+            _ => return self.rls_failed(host, "unreadable answer from the rate-limit service"),
+        };
+        for header in &response.response_headers_to_add {
+            self.downstream_headers
+                .push((header.key.clone(), header.value.clone()));
+        }
+        if response.overall_code != Code::OverLimit as i32 {
+            self.admit(host);
+            return;
+        }
+        let metadata = response
+            .dynamic_metadata
+            .as_ref()
+            .and_then(|m| m.fields.get("sluice"))
+            .and_then(|v| match &v.kind {
+                Some(sluice_proto::rls::value::Kind::StructValue(s)) => Some(s),
+                _ => None,
+            });
+        let field = |name: &str| {
+            metadata
+                .and_then(|m| m.fields.get(name))
+                .and_then(|v| v.as_str())
+        };
+        let action = field("action").unwrap_or("reject");
+        let priority = field("priority").unwrap_or("normal").to_string();
+        if action == "defer" && self.config().deferral.enabled {
+            self.defer(host, &priority);
+        } else {
+            self.reject(host, metadata.is_some());
+        }
+    }
+
+    fn set_accounting_headers(&self, host: &mut dyn Host) {
+        host.set_request_header(REQUEST_ID_HEADER, &self.request_id);
+        host.set_request_header(
+            PROMPT_TOKENS_HEADER,
+            &self.estimate.prompt_tokens.to_string(),
+        );
+        host.set_request_header(ESTIMATED_TOKENS_HEADER, &self.estimate.total().to_string());
+    }
+
+    fn admit(&mut self, host: &mut dyn Host) {
+        self.set_accounting_headers(host);
+        self.charged = self.estimate.total();
+        self.phase = Phase::Forwarded;
+        host.count(Metric::Admitted, 1);
+        host.resume_request();
+    }
+
+    fn defer(&mut self, host: &mut dyn Host, priority: &str) {
+        // Nothing was charged (all-or-nothing); the deferral path accounts for it.
+        self.set_accounting_headers(host);
+        host.set_request_header(TENANT_HEADER, &self.tenant);
+        host.set_request_header(MODEL_HEADER, &self.model);
+        host.set_request_header(PRIORITY_HEADER, &sanitize_value(priority));
+        let marker = self.config().deferral.marker_header.clone();
+        // Changing request headers makes Envoy recompute the route, which now
+        // matches the deferral route on the marker.
+        host.set_request_header(&marker, "1");
+        self.phase = Phase::Deferred;
+        host.count(Metric::Deferred, 1);
+        host.log(
+            LogLevel::Debug,
+            &format!(
+                "sluice: deferring {} (tenant {}, model {}, {} tokens)",
+                self.request_id,
+                self.tenant,
+                self.model,
+                self.estimate.total()
+            ),
+        );
+        host.resume_request();
+    }
+
+    fn reject(&mut self, host: &mut dyn Host, has_sluice_metadata: bool) {
+        host.count(Metric::Rejected, 1);
+        let retry_after = self
+            .downstream_headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))
+            .map(|(_, v)| v.clone());
+        let message = format!(
+            "Rate limit reached for tenant '{}' on model '{}' ({} tokens requested).{}",
+            self.tenant,
+            self.model,
+            self.estimate.total(),
+            retry_after
+                .as_deref()
+                .map(|s| format!(" Please retry after {s} s."))
+                .unwrap_or_default()
+        );
+        let mut reply = LocalReply::error(429, &message, "rate_limit_error", "rate_limit_exceeded");
+        reply
+            .headers
+            .extend(self.downstream_headers.iter().cloned());
+        if !has_sluice_metadata {
+            host.log(
+                LogLevel::Debug,
+                "sluice: OVER_LIMIT without Sluice metadata: rejecting",
+            );
+        }
+        host.send_local_reply(&reply);
+        self.phase = Phase::Finished;
+    }
+
+    fn rls_failed(&mut self, host: &mut dyn Host, why: &str) {
+        match self.config().failure_mode {
+            FailureMode::Allow => {
+                host.count(Metric::RlsFailureAllowed, 1);
+                host.log(
+                    LogLevel::Warn,
+                    &format!("sluice: {why}; letting the request through (failure_mode allow)"),
+                );
+                self.set_accounting_headers(host);
+                self.phase = Phase::Forwarded;
+                host.resume_request();
+            }
+            FailureMode::Deny => {
+                host.count(Metric::RlsFailureDenied, 1);
+                host.log(
+                    LogLevel::Warn,
+                    &format!("sluice: {why}; refusing the request (failure_mode deny)"),
+                );
+                let reply = LocalReply::error(
+                    503,
+                    "rate limiting is unavailable; try again shortly",
+                    "service_unavailable",
+                    "rate_limit_unavailable",
+                );
+                host.send_local_reply(&reply);
+                self.phase = Phase::Finished;
+            }
+        }
+    }
+
+    pub fn on_response_headers(&mut self, host: &mut dyn Host) -> Verdict {
+        if self.phase != Phase::Forwarded {
+            return Verdict::Continue;
+        }
+        for (name, value) in &self.downstream_headers {
+            host.add_response_header(name, value);
+        }
+        let ok = host
+            .response_header(":status")
+            .is_some_and(|s| s.starts_with('2'));
+        if self.config().reconcile && self.charged > 0 && ok {
+            let content_type = host.response_header("content-type").unwrap_or_default();
+            self.usage = UsageTracker::for_content_type(&content_type, USAGE_BUFFER_LIMIT);
+        }
+        Verdict::Continue
+    }
+
+    pub fn on_response_body(
+        &mut self,
+        host: &mut dyn Host,
+        chunk_size: usize,
+        end_of_stream: bool,
+    ) -> Verdict {
+        let Some(tracker) = self.usage.as_mut() else {
+            return Verdict::Continue;
+        };
+        if chunk_size > 0 {
+            if let Some(chunk) = host.response_body_chunk(chunk_size) {
+                tracker.feed(&chunk);
+            }
+        }
+        if end_of_stream {
+            let usage = tracker.finish();
+            self.usage = None;
+            if let Some(usage) = usage {
+                let delta = usage.total() as i64 - self.charged as i64;
+                if let Some(request) =
+                    reconcile_request(&self.config().domain, &self.tenant, &self.model, delta)
+                {
+                    host.count(Metric::Reconciled, 1);
+                    host.send_reconcile(request.encode_to_vec());
+                }
+            }
+        }
+        Verdict::Continue
+    }
+}
+
+#[cfg(test)]
+mod tests;

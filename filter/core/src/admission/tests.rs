@@ -1,0 +1,468 @@
+use super::*;
+use crate::config::FilterConfig;
+use crate::host::LogLevel;
+use sluice_proto::rls::{self, HeaderValue, RateLimitRequest};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+fn o200k(text: &str) -> usize {
+    static BPE: OnceLock<tiktoken_rs::CoreBPE> = OnceLock::new();
+    BPE.get_or_init(|| tiktoken_rs::o200k_base().unwrap())
+        .encode_ordinary(text)
+        .len()
+}
+
+struct TestEncoders;
+
+impl Encoders for TestEncoders {
+    fn openai_encoding(&self, model: &str) -> Option<&'static str> {
+        model.starts_with("gpt-4o").then_some("o200k_base")
+    }
+    fn counter(&self, encoding: &str) -> Option<&dyn TokenCounter> {
+        (encoding == "o200k_base").then_some(&o200k as &dyn TokenCounter)
+    }
+}
+
+/// Records what the state machine asks of Envoy.
+#[derive(Default)]
+struct FakeHost {
+    request_headers: HashMap<String, String>,
+    response_headers: Vec<(String, String)>,
+    properties: HashMap<Vec<String>, Vec<u8>>,
+    body: Vec<u8>,
+    response_chunk: Vec<u8>,
+    dispatched: Vec<RateLimitRequest>,
+    dispatch_fails: bool,
+    reconciles: Vec<RateLimitRequest>,
+    replies: Vec<LocalReply>,
+    resumed: u32,
+    metrics: HashMap<Metric, u64>,
+}
+
+impl Host for FakeHost {
+    fn request_header(&self, name: &str) -> Option<String> {
+        self.request_headers.get(name).cloned()
+    }
+    fn set_request_header(&mut self, name: &str, value: &str) {
+        self.request_headers.insert(name.into(), value.into());
+    }
+    fn remove_request_header(&mut self, name: &str) {
+        self.request_headers.remove(name);
+    }
+    fn add_response_header(&mut self, name: &str, value: &str) {
+        self.response_headers.push((name.into(), value.into()));
+    }
+    fn response_header(&self, name: &str) -> Option<String> {
+        self.response_headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+    fn property(&self, path: &[&str]) -> Option<Vec<u8>> {
+        self.properties
+            .get(&path.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .cloned()
+    }
+    fn request_body(&self, size: usize) -> Option<Vec<u8>> {
+        Some(self.body[..size.min(self.body.len())].to_vec())
+    }
+    fn response_body_chunk(&self, size: usize) -> Option<Vec<u8>> {
+        Some(self.response_chunk[..size.min(self.response_chunk.len())].to_vec())
+    }
+    fn dispatch_rls(&mut self, message: &[u8], _timeout_ms: u64) -> Result<u32, String> {
+        if self.dispatch_fails {
+            return Err("cluster sluice_rls not found".into());
+        }
+        self.dispatched
+            .push(RateLimitRequest::decode(message).unwrap());
+        Ok(7)
+    }
+    fn send_reconcile(&mut self, message: Vec<u8>) {
+        self.reconciles
+            .push(RateLimitRequest::decode(message.as_slice()).unwrap());
+    }
+    fn send_local_reply(&mut self, reply: &LocalReply) {
+        self.replies.push(reply.clone());
+    }
+    fn resume_request(&mut self) {
+        self.resumed += 1;
+    }
+    fn count(&mut self, metric: Metric, by: u64) {
+        *self.metrics.entry(metric).or_default() += by;
+    }
+    fn log(&self, _level: LogLevel, _message: &str) {}
+}
+
+fn shared(extra: &str) -> Arc<Shared<TestEncoders>> {
+    let json = format!(r#"{{"tenant": {{"header": "x-tenant-id"}} {extra}}}"#);
+    Arc::new(Shared {
+        config: FilterConfig::from_json(json.as_bytes()).unwrap(),
+        encoders: TestEncoders,
+    })
+}
+
+const CHAT: &str = r#"{"model": "gpt-4o", "max_tokens": 100, "messages": [{"role": "user", "content": "Hello there"}]}"#;
+
+fn host_with(body: &str) -> FakeHost {
+    let mut host = FakeHost::default();
+    for (k, v) in [
+        (":path", "/v1/chat/completions"),
+        (":method", "POST"),
+        ("x-tenant-id", "acme"),
+        ("x-request-id", "req-1"),
+        ("content-length", &body.len().to_string()),
+    ] {
+        host.request_headers.insert(k.into(), v.into());
+    }
+    host.body = body.as_bytes().to_vec();
+    host
+}
+
+/// Runs headers + body; returns the machine waiting for the RLS.
+fn through_body(
+    shared: &Arc<Shared<TestEncoders>>,
+    host: &mut FakeHost,
+) -> RequestAdmission<TestEncoders> {
+    let mut admission = RequestAdmission::new(shared.clone());
+    assert_eq!(admission.on_request_headers(host, false), Verdict::Pause);
+    let size = host.body.len();
+    assert_eq!(
+        admission.on_request_body(host, size / 2, false),
+        Verdict::Pause
+    );
+    assert_eq!(admission.on_request_body(host, size, true), Verdict::Pause);
+    admission
+}
+
+fn rls_answer(code: rls::Code, action: Option<&str>, headers: &[(&str, &str)]) -> Vec<u8> {
+    let metadata = action.map(|a| {
+        let inner = rls::Struct {
+            fields: [
+                (
+                    "action".to_string(),
+                    rls::Value {
+                        kind: Some(rls::value::Kind::StringValue(a.into())),
+                    },
+                ),
+                (
+                    "priority".to_string(),
+                    rls::Value {
+                        kind: Some(rls::value::Kind::StringValue("high".into())),
+                    },
+                ),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        rls::Struct {
+            fields: [(
+                "sluice".to_string(),
+                rls::Value {
+                    kind: Some(rls::value::Kind::StructValue(inner)),
+                },
+            )]
+            .into_iter()
+            .collect(),
+        }
+    });
+    RateLimitResponse {
+        overall_code: code as i32,
+        statuses: vec![],
+        response_headers_to_add: headers
+            .iter()
+            .map(|(k, v)| HeaderValue {
+                key: k.to_string(),
+                value: v.to_string(),
+            })
+            .collect(),
+        request_headers_to_add: vec![],
+        dynamic_metadata: metadata,
+    }
+    .encode_to_vec()
+}
+
+#[test]
+fn admitted_request_carries_counts_and_rate_limit_headers() {
+    let shared = shared("");
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    let call = &host.dispatched[0];
+    assert_eq!(call.domain, "sluice");
+    let prompt = (3 + o200k("user") + o200k("Hello there") + 3) as u64;
+    assert_eq!(call.descriptors[1].hits_addend.unwrap().value, prompt + 100);
+    assert_eq!(call.descriptors[0].entries[0].value, "acme");
+    assert_eq!(call.descriptors[0].entries[1].value, "gpt-4o");
+
+    let answer = rls_answer(rls::Code::Ok, None, &[("RateLimit-Remaining", "41")]);
+    admission.on_rls_response(&mut host, 7, 0, Some(&answer));
+    assert_eq!(host.resumed, 1);
+    assert_eq!(
+        host.request_headers[PROMPT_TOKENS_HEADER],
+        prompt.to_string()
+    );
+    assert_eq!(host.metrics[&Metric::Admitted], 1);
+
+    host.response_headers = vec![
+        (":status".into(), "200".into()),
+        ("content-type".into(), "application/json".into()),
+    ];
+    admission.on_response_headers(&mut host);
+    assert!(host
+        .response_headers
+        .contains(&("RateLimit-Remaining".into(), "41".into())));
+
+    // The backend used fewer tokens than estimated: refund the difference.
+    host.response_chunk = br#"{"usage": {"prompt_tokens": 11, "completion_tokens": 20}}"#.to_vec();
+    let n = host.response_chunk.len();
+    admission.on_response_body(&mut host, n, true);
+    let refund = &host.reconciles[0];
+    assert!(refund.descriptors[0].is_negative_hits);
+    assert_eq!(
+        refund.descriptors[0].hits_addend.unwrap().value,
+        prompt + 100 - 31
+    );
+}
+
+#[test]
+fn over_limit_reject_answers_429_with_openai_error() {
+    let shared = shared("");
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    let answer = rls_answer(
+        rls::Code::OverLimit,
+        Some("reject"),
+        &[("Retry-After", "42"), ("RateLimit-Limit", "1000")],
+    );
+    admission.on_rls_response(&mut host, 7, 0, Some(&answer));
+    assert_eq!(host.resumed, 0);
+    let reply = &host.replies[0];
+    assert_eq!(reply.status, 429);
+    assert!(reply.headers.contains(&("Retry-After".into(), "42".into())));
+    assert!(reply
+        .headers
+        .contains(&("RateLimit-Limit".into(), "1000".into())));
+    let body: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(body["error"]["code"], "rate_limit_exceeded");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("retry after 42 s"),
+        "{}",
+        reply.body
+    );
+}
+
+#[test]
+fn over_limit_defer_marks_and_resumes() {
+    let shared = shared("");
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    let answer = rls_answer(rls::Code::OverLimit, Some("defer"), &[]);
+    admission.on_rls_response(&mut host, 7, 0, Some(&answer));
+    assert_eq!(host.resumed, 1);
+    assert!(host.replies.is_empty());
+    assert_eq!(host.request_headers["x-sluice-deferred"], "1");
+    assert_eq!(host.request_headers[TENANT_HEADER], "acme");
+    assert_eq!(host.request_headers[MODEL_HEADER], "gpt-4o");
+    assert_eq!(host.request_headers[PRIORITY_HEADER], "high");
+    assert_eq!(host.request_headers[REQUEST_ID_HEADER], "req-1");
+    // Nothing charged, so nothing to reconcile.
+    admission.on_response_headers(&mut host);
+    admission.on_response_body(&mut host, 0, true);
+    assert!(host.reconciles.is_empty());
+
+    // With deferral disabled the same answer is a 429.
+    let no_deferral = self::shared(r#", "deferral": {"enabled": false}"#);
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&no_deferral, &mut host);
+    admission.on_rls_response(&mut host, 7, 0, Some(&answer));
+    assert_eq!(host.replies[0].status, 429);
+}
+
+#[test]
+fn clients_cannot_mark_themselves() {
+    let shared = shared("");
+    let mut host = host_with(CHAT);
+    host.request_headers
+        .insert("x-sluice-deferred".into(), "1".into());
+    host.request_headers
+        .insert(PROMPT_TOKENS_HEADER.into(), "1".into());
+    let _ = through_body(&shared, &mut host);
+    assert!(!host.request_headers.contains_key("x-sluice-deferred"));
+    assert!(!host.request_headers.contains_key(PROMPT_TOKENS_HEADER));
+}
+
+#[test]
+fn rls_failure_follows_failure_mode() {
+    for (mode, status) in [("allow", None), ("deny", Some(503))] {
+        let shared = shared(&format!(r#", "failure_mode": "{mode}""#));
+        let mut host = host_with(CHAT);
+        let mut admission = through_body(&shared, &mut host);
+        admission.on_rls_response(&mut host, 7, 14, None);
+        assert_eq!(host.replies.first().map(|r| r.status), status, "{mode}");
+        assert_eq!(host.resumed, u32::from(status.is_none()), "{mode}");
+        // Garbage from the RLS is a failure too.
+        let mut host = host_with(CHAT);
+        let mut admission = through_body(&shared, &mut host);
+        admission.on_rls_response(&mut host, 7, 0, Some(b"\xff\xff\xff"));
+        assert_eq!(host.replies.first().map(|r| r.status), status, "{mode}");
+        // As is a dispatch that cannot even start.
+        let mut host = host_with(CHAT);
+        host.dispatch_fails = true;
+        let _ = through_body(&shared, &mut host);
+        assert_eq!(host.replies.first().map(|r| r.status), status, "{mode}");
+    }
+    // A stale token (another call) is ignored.
+    let shared = shared("");
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    admission.on_rls_response(&mut host, 99, 0, None);
+    assert_eq!(host.resumed, 0);
+}
+
+#[test]
+fn bad_input_gets_clear_answers() {
+    let shared = shared(r#", "max_body_bytes": 2048"#);
+    let cases: [(&str, u32, &str); 5] = [
+        ("{oops", 400, "not valid JSON"),
+        (r#"{"messages": []}"#, 400, "'model'"),
+        (
+            r#"{"model": "llama-unknown", "messages": []}"#,
+            400,
+            "not known",
+        ),
+        (
+            r#"{"model": "gpt-4o", "messages": "nope"}"#,
+            400,
+            "'messages'",
+        ),
+        ("", 400, "not valid JSON"),
+    ];
+    for (body, status, text) in cases {
+        let mut host = host_with(body);
+        let _ = through_body(&shared, &mut host);
+        let reply = &host.replies[0];
+        assert_eq!(reply.status, status, "{body}");
+        assert!(reply.body.contains(text), "{body}: {}", reply.body);
+        assert!(host.dispatched.is_empty());
+    }
+    // Declared too large: 413 at the headers.
+    let big = format!(
+        r#"{{"model": "gpt-4o", "messages": [{{"role": "user", "content": "{}"}}]}}"#,
+        "x".repeat(5000)
+    );
+    let mut host = host_with(&big);
+    let mut admission = RequestAdmission::new(shared.clone());
+    admission.on_request_headers(&mut host, false);
+    assert_eq!(host.replies[0].status, 413);
+    // Streamed without content-length: 413 once the buffer passes the cap.
+    let mut host = host_with(&big);
+    host.request_headers.remove("content-length");
+    let mut admission = RequestAdmission::new(shared.clone());
+    assert_eq!(
+        admission.on_request_headers(&mut host, false),
+        Verdict::Pause
+    );
+    admission.on_request_body(&mut host, 5000, false);
+    assert_eq!(host.replies[0].status, 413);
+    assert_eq!(host.metrics[&Metric::BodyTooLarge], 1);
+}
+
+#[test]
+fn tenant_sources_and_missing_tenant() {
+    let shared = shared("");
+    let mut host = host_with(CHAT);
+    host.request_headers.remove("x-tenant-id");
+    let mut admission = RequestAdmission::new(shared);
+    admission.on_request_headers(&mut host, false);
+    assert_eq!(host.replies[0].status, 401);
+
+    let json = r#"{"tenant": {"property": ["metadata", "filter_metadata", "jwt", "sub"]}, "tenant_required": false}"#;
+    let shared = Arc::new(Shared {
+        config: FilterConfig::from_json(json.as_bytes()).unwrap(),
+        encoders: TestEncoders,
+    });
+    let mut host = host_with(CHAT);
+    let _ = through_body(&shared, &mut host);
+    assert_eq!(
+        host.dispatched[0].descriptors[0].entries[0].value,
+        "anonymous"
+    );
+    let mut host = host_with(CHAT);
+    host.properties.insert(
+        ["metadata", "filter_metadata", "jwt", "sub"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        b"tenant\x00evil".to_vec(),
+    );
+    let _ = through_body(&shared, &mut host);
+    let tenant = &host.dispatched[0].descriptors[0].entries[0].value;
+    assert!(tenant.starts_with("tenant_evil~"), "{tenant}");
+}
+
+#[test]
+fn unknown_paths_pass_or_404() {
+    let mut host = host_with(CHAT);
+    host.request_headers
+        .insert(":path".into(), "/v1/models".into());
+    let mut admission = RequestAdmission::new(shared(""));
+    assert_eq!(
+        admission.on_request_headers(&mut host, true),
+        Verdict::Continue
+    );
+    assert!(host.replies.is_empty());
+    let mut admission = RequestAdmission::new(shared(r#", "unknown_paths": "reject""#));
+    admission.on_request_headers(&mut host, true);
+    assert_eq!(host.replies[0].status, 404);
+    // GET on an inference path is not an inference call either.
+    let mut host = host_with(CHAT);
+    host.request_headers.insert(":method".into(), "GET".into());
+    let mut admission = RequestAdmission::new(shared(""));
+    assert_eq!(
+        admission.on_request_headers(&mut host, true),
+        Verdict::Continue
+    );
+}
+
+#[test]
+fn model_header_overrides_body() {
+    let shared =
+        shared(r#", "model_header": "x-model", "model_encodings": {"llama*": "o200k_base"}"#);
+    let mut host = host_with(CHAT);
+    host.request_headers
+        .insert("x-model".into(), "llama-3-70b".into());
+    let _ = through_body(&shared, &mut host);
+    assert_eq!(
+        host.dispatched[0].descriptors[0].entries[1].value,
+        "llama-3-70b"
+    );
+}
+
+#[test]
+fn streamed_usage_charges_the_difference() {
+    let shared = shared("");
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
+    host.response_headers = vec![
+        (":status".into(), "200".into()),
+        ("content-type".into(), "text/event-stream".into()),
+    ];
+    admission.on_response_headers(&mut host);
+    host.response_chunk =
+        b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":500}}\n\n"
+            .to_vec();
+    let n = host.response_chunk.len();
+    admission.on_response_body(&mut host, n, false);
+    host.response_chunk = b"data: [DONE]\n\n".to_vec();
+    admission.on_response_body(&mut host, 14, true);
+    let charge = &host.reconciles[0];
+    assert!(!charge.descriptors[0].is_negative_hits);
+    let charged = host.dispatched[0].descriptors[1].hits_addend.unwrap().value;
+    assert_eq!(
+        charge.descriptors[0].hits_addend.unwrap().value,
+        511 - charged
+    );
+}

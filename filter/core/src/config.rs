@@ -1,0 +1,352 @@
+//! The filter's plugin configuration (the `configuration` JSON of Envoy's Wasm
+//! plugin, or Istio's `WasmPlugin.spec.pluginConfig`).
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// Where the tenant comes from. Never the request body: the tenant must be
+/// set by something the mesh trusts (an authn filter, a JWT claim).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum TenantSource {
+    /// A request header, e.g. one set by an ext_authz/authn filter. Make sure
+    /// clients cannot set it themselves (strip it at the edge).
+    Header(String),
+    /// An Envoy property path, e.g. a JWT claim the jwt_authn filter put in
+    /// dynamic metadata:
+    /// `["metadata", "filter_metadata", "envoy.filters.http.jwt_authn", "payload", "sub"]`.
+    Property(Vec<String>),
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureMode {
+    /// RLS unreachable or erroring: let the request through (counted).
+    #[default]
+    Allow,
+    /// RLS unreachable or erroring: answer 503.
+    Deny,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownPaths {
+    /// Paths that are not OpenAI inference endpoints go through untouched.
+    #[default]
+    Pass,
+    /// ... or are answered 404.
+    Reject,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputTokens {
+    /// Estimate when the request sets no max_tokens / max_completion_tokens.
+    #[serde(default = "default_output_tokens")]
+    pub default: u64,
+    /// Per-model defaults (exact name or `prefix*`).
+    #[serde(default)]
+    pub per_model: BTreeMap<String, u64>,
+    /// Upper bound of any estimate (a request asking for 1M output tokens is
+    /// charged this much up front; reconciliation corrects it).
+    #[serde(default = "default_output_cap")]
+    pub max: u64,
+}
+
+impl Default for OutputTokens {
+    fn default() -> Self {
+        OutputTokens {
+            default: default_output_tokens(),
+            per_model: BTreeMap::new(),
+            max: default_output_cap(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Deferral {
+    /// When false, OVER_LIMIT answers with action `defer` are rejected (429).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Header set on deferred requests; the route to the deferral cluster
+    /// matches on it.
+    #[serde(default = "default_marker_header")]
+    pub marker_header: String,
+}
+
+impl Default for Deferral {
+    fn default() -> Self {
+        Deferral {
+            enabled: true,
+            marker_header: default_marker_header(),
+        }
+    }
+}
+
+/// Plugin configuration. Every field has a default except the tenant source.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilterConfig {
+    /// Envoy cluster (HTTP/2) of the rate-limit service.
+    #[serde(default = "default_rls_cluster")]
+    pub rls_cluster: String,
+    #[serde(default = "default_rls_timeout_ms")]
+    pub rls_timeout_ms: u64,
+    /// RLS domain of Sluice's descriptors.
+    #[serde(default = "default_domain")]
+    pub domain: String,
+    pub tenant: TenantSource,
+    /// Without a tenant: 401 when true, else the request counts as `anonymous_tenant`.
+    #[serde(default = "yes")]
+    pub tenant_required: bool,
+    #[serde(default = "default_anonymous")]
+    pub anonymous_tenant: String,
+    /// Header that overrides the body's `model` (e.g. set by a router).
+    #[serde(default)]
+    pub model_header: Option<String>,
+    /// Larger bodies get 413 before anything is parsed.
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: usize,
+    #[serde(default)]
+    pub failure_mode: FailureMode,
+    #[serde(default)]
+    pub unknown_paths: UnknownPaths,
+    /// Token cost charged per image part (OpenAI's low-detail cost is 85,
+    /// a 1024×1024 high-detail image 765).
+    #[serde(default = "default_image_tokens")]
+    pub image_tokens: u64,
+    /// Encoding of models OpenAI's table does not know (exact name or `prefix*`):
+    /// `cl100k_base` or `o200k_base`.
+    #[serde(default)]
+    pub model_encodings: BTreeMap<String, String>,
+    /// Encoding for any other unknown model; without it such requests get 400.
+    #[serde(default)]
+    pub default_encoding: Option<String>,
+    #[serde(default)]
+    pub output_tokens: OutputTokens,
+    #[serde(default)]
+    pub deferral: Deferral,
+    /// Charge or refund the difference between estimated and real usage when
+    /// the response ends.
+    #[serde(default = "yes")]
+    pub reconcile: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_output_tokens() -> u64 {
+    512
+}
+fn default_output_cap() -> u64 {
+    32_768
+}
+fn default_marker_header() -> String {
+    "x-sluice-deferred".into()
+}
+fn default_rls_cluster() -> String {
+    "sluice_rls".into()
+}
+fn default_rls_timeout_ms() -> u64 {
+    250
+}
+fn default_domain() -> String {
+    "sluice".into()
+}
+fn default_anonymous() -> String {
+    "anonymous".into()
+}
+fn default_max_body() -> usize {
+    4 * 1024 * 1024
+}
+fn default_image_tokens() -> u64 {
+    765
+}
+
+/// The encodings Sluice can count with.
+pub const ENCODINGS: [&str; 2] = ["cl100k_base", "o200k_base"];
+
+impl FilterConfig {
+    /// Parse and validate; the error says what is wrong in words an operator
+    /// can act on.
+    pub fn from_json(bytes: &[u8]) -> Result<FilterConfig, String> {
+        let config: FilterConfig = serde_json::from_slice(bytes)
+            .map_err(|e| format!("invalid Sluice filter configuration: {e}"))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let fail = |m: String| Err(format!("invalid Sluice filter configuration: {m}"));
+        if self.rls_cluster.trim().is_empty() {
+            return fail("rls_cluster must name an Envoy cluster".into());
+        }
+        if !(1..=60_000).contains(&self.rls_timeout_ms) {
+            return fail(format!(
+                "rls_timeout_ms must be 1..60000, got {}",
+                self.rls_timeout_ms
+            ));
+        }
+        if self.domain.is_empty() || self.domain.contains(['{', '}']) {
+            return fail("domain must be non-empty and without braces".into());
+        }
+        match &self.tenant {
+            TenantSource::Header(h) if !valid_header_name(h) => {
+                return fail(format!(
+                    "tenant header '{h}' is not a lowercase header name"
+                ))
+            }
+            TenantSource::Property(path) if path.is_empty() => {
+                return fail("tenant property path is empty".into())
+            }
+            _ => {}
+        }
+        for header in self
+            .model_header
+            .iter()
+            .chain([&self.deferral.marker_header])
+        {
+            if !valid_header_name(header) {
+                return fail(format!("'{header}' is not a lowercase header name"));
+            }
+        }
+        if !(1024..=64 * 1024 * 1024).contains(&self.max_body_bytes) {
+            return fail(format!(
+                "max_body_bytes must be between 1 KiB and 64 MiB, got {}",
+                self.max_body_bytes
+            ));
+        }
+        for (model, encoding) in self
+            .model_encodings
+            .iter()
+            .map(|(m, e)| (m.as_str(), e))
+            .chain(
+                self.default_encoding
+                    .iter()
+                    .map(|e| ("default_encoding", e)),
+            )
+        {
+            if !ENCODINGS.contains(&encoding.as_str()) {
+                return fail(format!(
+                    "{model}: unknown encoding '{encoding}' (use one of {ENCODINGS:?})"
+                ));
+            }
+        }
+        if self.output_tokens.max == 0 {
+            return fail("output_tokens.max must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Encodings the configuration can ever ask for besides OpenAI's table
+    /// (the filter builds those tokenizers at VM start).
+    pub fn extra_encodings(&self) -> impl Iterator<Item = &str> {
+        self.model_encodings
+            .values()
+            .chain(self.default_encoding.iter())
+            .map(String::as_str)
+    }
+
+    /// Configured encoding for `model`: exact entry, then the longest `prefix*`.
+    pub fn configured_encoding(&self, model: &str) -> Option<&str> {
+        lookup_pattern(&self.model_encodings, model).map(String::as_str)
+    }
+
+    /// Output-token estimate for a request: what it asked for, else the
+    /// model's default, capped.
+    pub fn output_estimate(&self, model: &str, requested: Option<u64>) -> u64 {
+        let fallback = lookup_pattern(&self.output_tokens.per_model, model)
+            .copied()
+            .unwrap_or(self.output_tokens.default);
+        requested.unwrap_or(fallback).min(self.output_tokens.max)
+    }
+}
+
+/// Exact key first, then the longest `prefix*` key that matches.
+fn lookup_pattern<'a, V>(map: &'a BTreeMap<String, V>, name: &str) -> Option<&'a V> {
+    if let Some(v) = map.get(name) {
+        return Some(v);
+    }
+    map.iter()
+        .filter_map(|(k, v)| k.strip_suffix('*').map(|prefix| (prefix, v)))
+        .filter(|(prefix, _)| name.starts_with(prefix))
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map(|(_, v)| v)
+}
+
+fn valid_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minimal_config_gets_defaults() {
+        let c = FilterConfig::from_json(br#"{"tenant": {"header": "x-tenant-id"}}"#).unwrap();
+        assert_eq!(c.rls_cluster, "sluice_rls");
+        assert_eq!(c.domain, "sluice");
+        assert_eq!(c.failure_mode, FailureMode::Allow);
+        assert!(c.tenant_required && c.reconcile && c.deferral.enabled);
+        assert_eq!(c.output_estimate("gpt-4o", None), 512);
+        assert_eq!(c.output_estimate("gpt-4o", Some(1_000_000)), 32_768);
+    }
+
+    #[test]
+    fn patterns_prefer_exact_then_longest_prefix() {
+        let c = FilterConfig::from_json(
+            br#"{"tenant": {"property": ["metadata", "filter_metadata", "jwt", "sub"]},
+                 "model_encodings": {"llama*": "cl100k_base", "llama-3*": "o200k_base", "llama-3-8b": "cl100k_base"},
+                 "output_tokens": {"default": 100, "per_model": {"gpt-4o*": 2000}, "max": 4000}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.configured_encoding("llama-3-8b"), Some("cl100k_base"));
+        assert_eq!(c.configured_encoding("llama-3-70b"), Some("o200k_base"));
+        assert_eq!(c.configured_encoding("llama-2"), Some("cl100k_base"));
+        assert_eq!(c.configured_encoding("mistral"), None);
+        assert_eq!(c.output_estimate("gpt-4o-mini", None), 2000);
+        assert_eq!(c.output_estimate("gpt-4o-mini", Some(10)), 10);
+        assert_eq!(c.output_estimate("other", None), 100);
+    }
+
+    #[test]
+    fn invalid_configs_say_why() {
+        let cases: [(&str, &str); 8] = [
+            ("{}", "missing field `tenant`"),
+            (
+                r#"{"tenant": {"header": "X-Tenant"}}"#,
+                "lowercase header name",
+            ),
+            (
+                r#"{"tenant": {"header": "t"}, "rls_timeout_ms": 0}"#,
+                "rls_timeout_ms",
+            ),
+            (
+                r#"{"tenant": {"header": "t"}, "max_body_bytes": 10}"#,
+                "max_body_bytes",
+            ),
+            (
+                r#"{"tenant": {"header": "t"}, "default_encoding": "p50k"}"#,
+                "unknown encoding 'p50k'",
+            ),
+            (
+                r#"{"tenant": {"header": "t"}, "failure_mode": "maybe"}"#,
+                "unknown variant `maybe`",
+            ),
+            (
+                r#"{"tenant": {"header": "t"}, "surprise": 1}"#,
+                "unknown field `surprise`",
+            ),
+            ("not json", "invalid Sluice filter configuration"),
+        ];
+        for (json, expected) in cases {
+            let err = FilterConfig::from_json(json.as_bytes()).unwrap_err();
+            assert!(err.contains(expected), "{json}: {err}");
+        }
+    }
+}

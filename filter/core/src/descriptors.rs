@@ -1,0 +1,145 @@
+//! Descriptor values and the RLS requests the filter sends.
+//!
+//! Layout (the limits file matches on it; see config/limits.yaml):
+//! * requests: `[(tenant, T), (model, M)]`, hits 1;
+//! * tokens:   `[(tenant, T), (model, M), (tokens, total)]`, hits = prompt + estimated output.
+
+use sluice_proto::rls::{Entry, RateLimitDescriptor, RateLimitRequest, UInt64Value};
+
+/// Longest descriptor value the filter sends.
+pub const MAX_VALUE_LEN: usize = 96;
+
+/// gRPC metadata that tells sluice-rls to apply a charge even over the limit
+/// (reconciliation of usage that already happened).
+pub const FORCE_CHARGE_METADATA: (&str, &[u8]) = ("x-sluice-charge", b"force");
+
+/// Bound and sanitize a tenant or model value. Values that are fine pass as
+/// they are; anything else (odd characters, too long) keeps a readable prefix
+/// plus a hash of the original, so two different hostile values never share a
+/// counter and no value can smuggle separators or control characters.
+pub fn sanitize_value(value: &str) -> String {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "._-:/@+".contains(c);
+    if !value.is_empty() && value.len() <= MAX_VALUE_LEN && value.chars().all(allowed) {
+        return value.to_string();
+    }
+    let mut clean: String = value
+        .chars()
+        .map(|c| if allowed(c) { c } else { '_' })
+        .take(MAX_VALUE_LEN - 17)
+        .collect();
+    clean.push('~');
+    clean.push_str(&format!("{:016x}", fnv1a(value.as_bytes())));
+    clean
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+fn entry(key: &str, value: &str) -> Entry {
+    Entry {
+        key: key.to_string(),
+        value: value.to_string(),
+    }
+}
+
+fn tokens_descriptor(tenant: &str, model: &str, hits: u64, refund: bool) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: vec![
+            entry("tenant", tenant),
+            entry("model", model),
+            entry("tokens", "total"),
+        ],
+        hits_addend: Some(UInt64Value { value: hits }),
+        is_negative_hits: refund,
+    }
+}
+
+/// The admission call: one request against the requests limit, `tokens`
+/// against the tokens limit, in one round trip.
+pub fn admission_request(domain: &str, tenant: &str, model: &str, tokens: u64) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.to_string(),
+        descriptors: vec![
+            RateLimitDescriptor {
+                entries: vec![entry("tenant", tenant), entry("model", model)],
+                hits_addend: Some(UInt64Value { value: 1 }),
+                is_negative_hits: false,
+            },
+            tokens_descriptor(tenant, model, tokens, false),
+        ],
+        hits_addend: 1,
+    }
+}
+
+/// The reconciliation call: charge (`delta > 0`) or refund (`delta < 0`) the
+/// difference between what was charged up front and what was used.
+pub fn reconcile_request(
+    domain: &str,
+    tenant: &str,
+    model: &str,
+    delta: i64,
+) -> Option<RateLimitRequest> {
+    if delta == 0 {
+        return None;
+    }
+    Some(RateLimitRequest {
+        domain: domain.to_string(),
+        descriptors: vec![tokens_descriptor(
+            tenant,
+            model,
+            delta.unsigned_abs(),
+            delta < 0,
+        )],
+        hits_addend: 1,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clean_values_pass_unchanged() {
+        for v in ["acme", "gpt-4o-mini", "ft:gpt-4o:org::abc", "team.a/b@c+d"] {
+            assert_eq!(sanitize_value(v), v);
+        }
+    }
+
+    #[test]
+    fn hostile_values_are_bounded_and_distinct() {
+        let a = sanitize_value("acme\r\nx-evil: 1");
+        let b = sanitize_value("acme__x-evil:_1");
+        assert_ne!(a, b);
+        assert!(a.starts_with("acme__x-evil:_1~"), "{a}");
+        let long = "x".repeat(10_000);
+        let s = sanitize_value(&long);
+        assert!(s.len() <= MAX_VALUE_LEN, "{}", s.len());
+        assert_ne!(s, sanitize_value(&"x".repeat(10_001)));
+        assert!(sanitize_value("").starts_with('~'));
+        assert!(sanitize_value("日本").chars().all(|c| c.is_ascii()));
+    }
+
+    #[test]
+    fn admission_and_reconcile_requests() {
+        let r = admission_request("sluice", "acme", "gpt-4o", 1234);
+        assert_eq!(r.descriptors.len(), 2);
+        assert_eq!(r.descriptors[0].hits_addend, Some(UInt64Value { value: 1 }));
+        assert_eq!(r.descriptors[1].entries[2], entry("tokens", "total"));
+        assert_eq!(
+            r.descriptors[1].hits_addend,
+            Some(UInt64Value { value: 1234 })
+        );
+        assert!(reconcile_request("sluice", "a", "m", 0).is_none());
+        let refund = reconcile_request("sluice", "a", "m", -40).unwrap();
+        assert!(refund.descriptors[0].is_negative_hits);
+        assert_eq!(
+            refund.descriptors[0].hits_addend,
+            Some(UInt64Value { value: 40 })
+        );
+        let charge = reconcile_request("sluice", "a", "m", 7).unwrap();
+        assert!(!charge.descriptors[0].is_negative_hits);
+    }
+}

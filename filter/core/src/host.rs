@@ -1,0 +1,82 @@
+//! What the admission logic needs from its host (Envoy through proxy-wasm, or
+//! a test double).
+
+use crate::errors::LocalReply;
+
+/// Counters the filter exports (as Envoy stats in the Wasm build).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Metric {
+    Admitted,
+    Rejected,
+    Deferred,
+    RlsFailureAllowed,
+    RlsFailureDenied,
+    BadRequest,
+    BodyTooLarge,
+    MissingTenant,
+    Reconciled,
+    PromptTokens,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 10] = [
+        Metric::Admitted,
+        Metric::Rejected,
+        Metric::Deferred,
+        Metric::RlsFailureAllowed,
+        Metric::RlsFailureDenied,
+        Metric::BadRequest,
+        Metric::BodyTooLarge,
+        Metric::MissingTenant,
+        Metric::Reconciled,
+        Metric::PromptTokens,
+    ];
+
+    /// Stat name (Envoy shows it as `wasmcustom.<name>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Admitted => "sluice_admitted_total",
+            Metric::Rejected => "sluice_rejected_total",
+            Metric::Deferred => "sluice_deferred_total",
+            Metric::RlsFailureAllowed => "sluice_rls_failure_allowed_total",
+            Metric::RlsFailureDenied => "sluice_rls_failure_denied_total",
+            Metric::BadRequest => "sluice_bad_request_total",
+            Metric::BodyTooLarge => "sluice_body_too_large_total",
+            Metric::MissingTenant => "sluice_missing_tenant_total",
+            Metric::Reconciled => "sluice_reconciled_total",
+            Metric::PromptTokens => "sluice_prompt_tokens_total",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// Operations on the current HTTP stream.
+pub trait Host {
+    fn request_header(&self, name: &str) -> Option<String>;
+    fn set_request_header(&mut self, name: &str, value: &str);
+    fn remove_request_header(&mut self, name: &str);
+    fn add_response_header(&mut self, name: &str, value: &str);
+    fn response_header(&self, name: &str) -> Option<String>;
+    /// An Envoy property (`["metadata", "filter_metadata", ...]`), raw bytes.
+    fn property(&self, path: &[&str]) -> Option<Vec<u8>>;
+    /// The buffered request body, `size` bytes.
+    fn request_body(&self, size: usize) -> Option<Vec<u8>>;
+    /// The current response body chunk, `size` bytes.
+    fn response_body_chunk(&self, size: usize) -> Option<Vec<u8>>;
+    /// Start a gRPC call to the RLS; returns its token.
+    fn dispatch_rls(&mut self, message: &[u8], timeout_ms: u64) -> Result<u32, String>;
+    /// Hand a reconciliation call to whoever outlives this stream (the root context).
+    fn send_reconcile(&mut self, message: Vec<u8>);
+    fn send_local_reply(&mut self, reply: &LocalReply);
+    /// Let a paused request go on.
+    fn resume_request(&mut self);
+    fn count(&mut self, metric: Metric, by: u64);
+    fn log(&self, level: LogLevel, message: &str);
+}

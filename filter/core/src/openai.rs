@@ -1,0 +1,311 @@
+//! OpenAI-compatible request parsing and token estimates.
+//!
+//! Prompt counts for chat follow OpenAI's published recipe (cookbook
+//! "How to count tokens with tiktoken"): 3 tokens per message, the encoded
+//! value of every field, 1 more for `name`, 3 to prime the reply. That is exact
+//! for text messages. Tool/function definitions are counted as their JSON text
+//! (OpenAI renders them in a private format; JSON is a slight overestimate),
+//! images as a configured flat cost.
+
+use crate::TokenCounter;
+use serde_json::Value;
+
+/// The inference endpoints Sluice understands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    ChatCompletions,
+    Completions,
+    Embeddings,
+    Responses,
+}
+
+impl Endpoint {
+    /// By path suffix, so gateway prefixes (`/openai/v1/...`) work; the query
+    /// string is ignored.
+    pub fn from_path(path: &str) -> Option<Endpoint> {
+        let path = path
+            .split(['?', '#'])
+            .next()
+            .unwrap_or("")
+            .trim_end_matches('/');
+        if path.ends_with("/chat/completions") {
+            Some(Endpoint::ChatCompletions)
+        } else if path.ends_with("/completions") {
+            Some(Endpoint::Completions)
+        } else if path.ends_with("/embeddings") {
+            Some(Endpoint::Embeddings)
+        } else if path.ends_with("/responses") {
+            Some(Endpoint::Responses)
+        } else {
+            None
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::ChatCompletions => "chat.completions",
+            Endpoint::Completions => "completions",
+            Endpoint::Embeddings => "embeddings",
+            Endpoint::Responses => "responses",
+        }
+    }
+}
+
+/// A parsed request body.
+#[derive(Debug)]
+pub struct LlmRequest {
+    pub endpoint: Endpoint,
+    pub model: String,
+    pub stream: bool,
+    /// `stream_options.include_usage` as the client sent it.
+    pub include_usage: bool,
+    /// max_tokens / max_completion_tokens / max_output_tokens, times `n`.
+    pub requested_output: Option<u64>,
+    body: Value,
+}
+
+/// Token costs of one request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Estimate {
+    pub prompt_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Estimate {
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+/// Parse a request body. The error is a message for a 400 answer.
+pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<LlmRequest, String> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        if std::str::from_utf8(body).is_err() {
+            "request body is not valid UTF-8".to_string()
+        } else {
+            format!("request body is not valid JSON: {e}")
+        }
+    })?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| "request body must be a JSON object".to_string())?;
+    let model = match object.get("model") {
+        Some(Value::String(m)) if !m.is_empty() => m.clone(),
+        Some(_) => return Err("'model' must be a non-empty string".into()),
+        None => return Err("missing required parameter: 'model'".into()),
+    };
+    match endpoint {
+        Endpoint::ChatCompletions => {
+            if !object.get("messages").is_some_and(Value::is_array) {
+                return Err("missing required parameter: 'messages' (an array)".into());
+            }
+        }
+        Endpoint::Completions => {
+            if !object.contains_key("prompt") {
+                return Err("missing required parameter: 'prompt'".into());
+            }
+        }
+        Endpoint::Embeddings => {
+            if !object.contains_key("input") {
+                return Err("missing required parameter: 'input'".into());
+            }
+        }
+        Endpoint::Responses => {
+            if !object.contains_key("input") && !object.contains_key("instructions") {
+                return Err("missing required parameter: 'input'".into());
+            }
+        }
+    }
+    let number = |key: &str| object.get(key).and_then(Value::as_u64);
+    let choices = number("n")
+        .unwrap_or(1)
+        .max(number("best_of").unwrap_or(1))
+        .max(1);
+    let requested = match endpoint {
+        Endpoint::ChatCompletions => number("max_completion_tokens").or(number("max_tokens")),
+        Endpoint::Completions => number("max_tokens"),
+        Endpoint::Responses => number("max_output_tokens"),
+        Endpoint::Embeddings => Some(0),
+    }
+    .map(|n| n.saturating_mul(choices));
+    let stream = object
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let include_usage = object
+        .get("stream_options")
+        .and_then(|o| o.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Ok(LlmRequest {
+        endpoint,
+        model,
+        stream,
+        include_usage,
+        requested_output: requested,
+        body: value,
+    })
+}
+
+impl LlmRequest {
+    /// Prompt tokens with `counter`; images cost `image_tokens` each.
+    pub fn prompt_tokens(&self, counter: &dyn TokenCounter, image_tokens: u64) -> u64 {
+        let mut counting = Counting {
+            counter,
+            image_tokens,
+            total: 0,
+        };
+        let body = &self.body;
+        match self.endpoint {
+            Endpoint::ChatCompletions => {
+                if let Some(messages) = body.get("messages").and_then(Value::as_array) {
+                    for message in messages {
+                        counting.message(message);
+                    }
+                    counting.total += REPLY_PRIMING;
+                }
+                for key in ["tools", "functions"] {
+                    if let Some(definitions) = body.get(key) {
+                        counting.json(definitions);
+                    }
+                }
+            }
+            Endpoint::Completions => {
+                if let Some(prompt) = body.get("prompt") {
+                    counting.input(prompt);
+                }
+                if let Some(Value::String(suffix)) = body.get("suffix") {
+                    counting.text(suffix);
+                }
+            }
+            Endpoint::Embeddings => {
+                if let Some(input) = body.get("input") {
+                    counting.input(input);
+                }
+            }
+            Endpoint::Responses => {
+                if let Some(Value::String(instructions)) = body.get("instructions") {
+                    counting.text(instructions);
+                }
+                match body.get("input") {
+                    Some(Value::Array(items)) => {
+                        for item in items {
+                            counting.message(item);
+                        }
+                        counting.total += REPLY_PRIMING;
+                    }
+                    Some(input) => counting.input(input),
+                    None => {}
+                }
+                if let Some(tools) = body.get("tools") {
+                    counting.json(tools);
+                }
+            }
+        }
+        counting.total
+    }
+
+    /// Whether the client asked for a streamed answer.
+    pub fn is_stream(&self) -> bool {
+        self.stream
+    }
+}
+
+const TOKENS_PER_MESSAGE: u64 = 3;
+const TOKENS_PER_NAME: u64 = 1;
+const REPLY_PRIMING: u64 = 3;
+
+struct Counting<'a> {
+    counter: &'a dyn TokenCounter,
+    image_tokens: u64,
+    total: u64,
+}
+
+impl Counting<'_> {
+    fn text(&mut self, text: &str) {
+        self.total = self.total.saturating_add(self.counter.count(text) as u64);
+    }
+
+    fn json(&mut self, value: &Value) {
+        self.text(&value.to_string());
+    }
+
+    /// A prompt/input: string, array of strings, token array, or array of token arrays.
+    fn input(&mut self, input: &Value) {
+        match input {
+            Value::String(s) => self.text(s),
+            Value::Array(items) => {
+                for item in items {
+                    match item {
+                        Value::String(s) => self.text(s),
+                        // Pre-tokenized: one token per number.
+                        Value::Number(_) => self.total += 1,
+                        Value::Array(tokens) => self.total += tokens.len() as u64,
+                        other => self.json(other),
+                    }
+                }
+            }
+            other => self.json(other),
+        }
+    }
+
+    fn message(&mut self, message: &Value) {
+        self.total += TOKENS_PER_MESSAGE;
+        let Some(fields) = message.as_object() else {
+            self.json(message);
+            return;
+        };
+        for (key, value) in fields {
+            match (key.as_str(), value) {
+                ("content", Value::Array(parts)) => {
+                    for part in parts {
+                        self.content_part(part);
+                    }
+                }
+                ("tool_calls", Value::Array(calls)) => {
+                    for call in calls {
+                        if let Some(function) = call.get("function") {
+                            self.function_call(function);
+                        }
+                    }
+                }
+                ("function_call", function) => self.function_call(function),
+                (_, Value::String(s)) => self.text(s),
+                (_, Value::Null) => {}
+                (_, other) => self.json(other),
+            }
+            if key == "name" {
+                self.total += TOKENS_PER_NAME;
+            }
+        }
+    }
+
+    fn function_call(&mut self, function: &Value) {
+        for key in ["name", "arguments"] {
+            if let Some(Value::String(s)) = function.get(key) {
+                self.text(s);
+            }
+        }
+    }
+
+    fn content_part(&mut self, part: &Value) {
+        let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "text" | "input_text" | "output_text" => {
+                if let Some(Value::String(text)) = part.get("text") {
+                    self.text(text);
+                }
+            }
+            "image_url" | "input_image" | "image" => {
+                self.total = self.total.saturating_add(self.image_tokens)
+            }
+            _ => match part {
+                Value::String(s) => self.text(s),
+                other => self.json(other),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

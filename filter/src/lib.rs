@@ -1,0 +1,291 @@
+//! The thin proxy-wasm layer of Sluice's filter: it implements the admission
+//! core's [`Host`] trait over Envoy's ABI and forwards callbacks. All decisions
+//! live in `sluice-admission`, tested natively.
+
+use proxy_wasm::traits::{Context, HttpContext, RootContext};
+use proxy_wasm::types::{Action, ContextType, LogLevel as WasmLogLevel, MetricType};
+use sluice_admission::admission::{Encoders, RequestAdmission, Shared, Verdict};
+use sluice_admission::config::FilterConfig;
+use sluice_admission::descriptors::FORCE_CHARGE_METADATA;
+use sluice_admission::errors::LocalReply;
+use sluice_admission::host::{Host, LogLevel, Metric};
+use sluice_admission::TokenCounter;
+use sluice_tokenizer::{Encoding, Tokenizer};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+const RLS_SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
+const RLS_METHOD: &str = "ShouldRateLimit";
+/// Shared queue the HTTP contexts hand reconciliation calls to; the root
+/// context (which outlives every stream) sends them.
+const RECONCILE_QUEUE: &str = "sluice.reconcile";
+/// Reconciliation calls are fire-and-forget; a generous timeout is fine.
+const RECONCILE_TIMEOUT: Duration = Duration::from_secs(5);
+
+proxy_wasm::main! {{
+    proxy_wasm::set_log_level(WasmLogLevel::Info);
+    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(SluiceRoot::default()) });
+}}
+
+/// Tokenizers of one VM, built at configure time (never per request).
+struct VmEncoders {
+    tokenizers: HashMap<Encoding, VmTokenizer>,
+}
+
+struct VmTokenizer(Tokenizer);
+
+impl TokenCounter for VmTokenizer {
+    fn count(&self, text: &str) -> usize {
+        self.0.count(text)
+    }
+}
+
+impl Encoders for VmEncoders {
+    fn openai_encoding(&self, model: &str) -> Option<&'static str> {
+        Encoding::for_model(model).map(Encoding::name)
+    }
+    fn counter(&self, encoding: &str) -> Option<&dyn TokenCounter> {
+        let encoding = Encoding::from_name(encoding)?;
+        self.tokenizers
+            .get(&encoding)
+            .map(|t| t as &dyn TokenCounter)
+    }
+}
+
+/// Metric ids defined once per VM.
+#[derive(Default, Clone)]
+struct Metrics(HashMap<Metric, u32>);
+
+#[derive(Default)]
+struct SluiceRoot {
+    shared: Option<Arc<Shared<VmEncoders>>>,
+    metrics: Rc<Metrics>,
+    queue: Option<u32>,
+}
+
+impl Context for SluiceRoot {
+    fn on_grpc_call_response(&mut self, _token: u32, status: u32, _size: usize) {
+        if status != 0 {
+            log::warn!("sluice: reconciliation call failed with gRPC status {status}");
+        }
+    }
+}
+
+impl RootContext for SluiceRoot {
+    fn on_configure(&mut self, _size: usize) -> bool {
+        let Some(bytes) = self.get_plugin_configuration() else {
+            log::error!("sluice: no plugin configuration (need at least {{\"tenant\": {{\"header\": \"...\"}}}})");
+            return false;
+        };
+        let config = match FilterConfig::from_json(&bytes) {
+            Ok(config) => config,
+            Err(message) => {
+                log::error!("sluice: {message}");
+                return false;
+            }
+        };
+        // Build every tokenizer the config can ask for, now, so no request
+        // pays for loading ranks. OpenAI's table uses both encodings.
+        let mut tokenizers = HashMap::new();
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            tokenizers.insert(encoding, VmTokenizer(Tokenizer::new(encoding)));
+        }
+        let mut metrics = HashMap::new();
+        for metric in Metric::ALL {
+            match proxy_wasm::hostcalls::define_metric(MetricType::Counter, metric.name()) {
+                Ok(id) => {
+                    metrics.insert(metric, id);
+                }
+                Err(status) => {
+                    log::warn!("sluice: cannot define metric {}: {status:?}", metric.name())
+                }
+            }
+        }
+        self.metrics = Rc::new(Metrics(metrics));
+        self.queue = Some(self.register_shared_queue(RECONCILE_QUEUE));
+        log::info!(
+            "sluice: configured (rls cluster {}, domain {}, failure mode {:?})",
+            config.rls_cluster,
+            config.domain,
+            config.failure_mode
+        );
+        self.shared = Some(Arc::new(Shared {
+            config,
+            encoders: VmEncoders { tokenizers },
+        }));
+        true
+    }
+
+    fn on_queue_ready(&mut self, queue_id: u32) {
+        let Some(shared) = &self.shared else { return };
+        let cluster = shared.config.rls_cluster.clone();
+        while let Ok(Some(message)) = self.dequeue_shared_queue(queue_id) {
+            if let Err(status) = self.dispatch_grpc_call(
+                &cluster,
+                RLS_SERVICE,
+                RLS_METHOD,
+                vec![FORCE_CHARGE_METADATA],
+                Some(&message),
+                RECONCILE_TIMEOUT,
+            ) {
+                log::warn!("sluice: cannot send reconciliation: {status:?}");
+            }
+        }
+    }
+
+    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+        let shared = self.shared.clone()?;
+        let cluster = shared.config.rls_cluster.clone();
+        Some(Box::new(SluiceHttp {
+            admission: RequestAdmission::new(shared),
+            io: EnvoyIo {
+                metrics: self.metrics.clone(),
+                queue: self.queue,
+                cluster,
+            },
+        }))
+    }
+
+    fn get_type(&self) -> Option<ContextType> {
+        Some(ContextType::HttpContext)
+    }
+}
+
+struct SluiceHttp {
+    admission: RequestAdmission<VmEncoders>,
+    io: EnvoyIo,
+}
+
+/// The proxy-wasm side of [`Host`]. proxy-wasm's accessors are default trait
+/// methods acting on the stream Envoy is currently calling into, so this
+/// small struct (kept apart from the admission state, to borrow both) can
+/// serve them.
+struct EnvoyIo {
+    metrics: Rc<Metrics>,
+    queue: Option<u32>,
+    cluster: String,
+}
+
+impl Context for EnvoyIo {}
+impl HttpContext for EnvoyIo {}
+
+impl Host for EnvoyIo {
+    fn request_header(&self, name: &str) -> Option<String> {
+        self.get_http_request_header(name)
+    }
+    fn set_request_header(&mut self, name: &str, value: &str) {
+        self.set_http_request_header(name, Some(value));
+    }
+    fn remove_request_header(&mut self, name: &str) {
+        self.set_http_request_header(name, None);
+    }
+    fn add_response_header(&mut self, name: &str, value: &str) {
+        self.add_http_response_header(name, value);
+    }
+    fn response_header(&self, name: &str) -> Option<String> {
+        self.get_http_response_header(name)
+    }
+    fn property(&self, path: &[&str]) -> Option<Vec<u8>> {
+        self.get_property(path.to_vec())
+    }
+    fn request_body(&self, size: usize) -> Option<Vec<u8>> {
+        self.get_http_request_body(0, size)
+    }
+    fn response_body_chunk(&self, size: usize) -> Option<Vec<u8>> {
+        self.get_http_response_body(0, size)
+    }
+    fn dispatch_rls(&mut self, message: &[u8], timeout_ms: u64) -> Result<u32, String> {
+        self.dispatch_grpc_call(
+            &self.cluster,
+            RLS_SERVICE,
+            RLS_METHOD,
+            Vec::new(),
+            Some(message),
+            Duration::from_millis(timeout_ms),
+        )
+        .map_err(|status| {
+            format!(
+                "{status:?} (is cluster '{}' defined, with HTTP/2?)",
+                self.cluster
+            )
+        })
+    }
+    fn send_reconcile(&mut self, message: Vec<u8>) {
+        let Some(queue) = self.queue else { return };
+        if let Err(status) = self.enqueue_shared_queue(queue, Some(&message)) {
+            log::warn!("sluice: cannot queue reconciliation: {status:?}");
+        }
+    }
+    fn send_local_reply(&mut self, reply: &LocalReply) {
+        let headers: Vec<(&str, &str)> = reply
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.send_http_response(reply.status, headers, Some(reply.body.as_bytes()));
+    }
+    fn resume_request(&mut self) {
+        self.resume_http_request();
+    }
+    fn count(&mut self, metric: Metric, by: u64) {
+        if let Some(&id) = self.metrics.0.get(&metric) {
+            let _ = proxy_wasm::hostcalls::increment_metric(id, by.min(i64::MAX as u64) as i64);
+        }
+    }
+    fn log(&self, level: LogLevel, message: &str) {
+        match level {
+            LogLevel::Debug => log::debug!("{message}"),
+            LogLevel::Info => log::info!("{message}"),
+            LogLevel::Warn => log::warn!("{message}"),
+            LogLevel::Error => log::error!("{message}"),
+        }
+    }
+}
+
+fn action(verdict: Verdict) -> Action {
+    match verdict {
+        Verdict::Continue => Action::Continue,
+        Verdict::Pause => Action::Pause,
+    }
+}
+
+impl Context for SluiceHttp {
+    fn on_grpc_call_response(&mut self, token: u32, status: u32, size: usize) {
+        let body = if status == 0 {
+            self.io.get_grpc_call_response_body(0, size)
+        } else {
+            None
+        };
+        self.admission
+            .on_rls_response(&mut self.io, token, status, body.as_deref());
+    }
+}
+
+impl HttpContext for SluiceHttp {
+    fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+        action(
+            self.admission
+                .on_request_headers(&mut self.io, end_of_stream),
+        )
+    }
+
+    fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        action(
+            self.admission
+                .on_request_body(&mut self.io, body_size, end_of_stream),
+        )
+    }
+
+    fn on_http_response_headers(&mut self, _headers: usize, _end_of_stream: bool) -> Action {
+        action(self.admission.on_response_headers(&mut self.io))
+    }
+
+    fn on_http_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        action(
+            self.admission
+                .on_response_body(&mut self.io, body_size, end_of_stream),
+        )
+    }
+}
