@@ -1,0 +1,194 @@
+//! `sluice-llm-sim`: a simulated OpenAI-compatible streaming LLM server.
+
+use anyhow::Context;
+use clap::Parser;
+use sluice_llm_sim::{OverCapacity, SimConfig};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "sluice-llm-sim",
+    version,
+    about = "Simulated OpenAI-compatible LLM server: paced deterministic tokens, capacity limits, failure injection"
+)]
+struct Cli {
+    /// Listen address.
+    #[arg(long, env = "SLUICE_SIM_ADDR", default_value = "0.0.0.0:8000")]
+    addr: SocketAddr,
+
+    /// Models listed by /v1/models (comma-separated or repeated); requests may name any model.
+    #[arg(
+        long = "model",
+        env = "SLUICE_SIM_MODELS",
+        value_delimiter = ',',
+        default_value = "sim-model"
+    )]
+    models: Vec<String>,
+
+    /// Generation pace of each answer, tokens per second (0 = as fast as possible).
+    #[arg(long, env = "SLUICE_SIM_TOKENS_PER_SECOND", default_value_t = 50.0)]
+    tokens_per_second: f64,
+
+    /// Time from admission to the first token, in milliseconds.
+    #[arg(long, env = "SLUICE_SIM_FIRST_TOKEN_MS", default_value_t = 20)]
+    first_token_ms: u64,
+
+    /// Requests generated at once (0 = unlimited).
+    #[arg(long, env = "SLUICE_SIM_MAX_CONCURRENCY", default_value_t = 0)]
+    max_concurrency: usize,
+
+    /// Beyond --max-concurrency: answer `429`, answer `503`, or `queue` until a slot frees.
+    #[arg(
+        long,
+        env = "SLUICE_SIM_OVER_CAPACITY",
+        value_enum,
+        default_value = "429"
+    )]
+    over_capacity: OverCapacityArg,
+
+    /// Retry-After seconds of over-capacity answers.
+    #[arg(long, env = "SLUICE_SIM_RETRY_AFTER_SECS", default_value_t = 1)]
+    retry_after_secs: u64,
+
+    /// Tokens generated when the request does not cap them lower.
+    #[arg(
+        long,
+        env = "SLUICE_SIM_DEFAULT_COMPLETION_TOKENS",
+        default_value_t = 16
+    )]
+    default_completion_tokens: u64,
+
+    /// Share of requests answered 500 before any output (0..1).
+    #[arg(long, env = "SLUICE_SIM_FAILURE_RATE", default_value_t = 0.0)]
+    failure_rate: f64,
+
+    /// Share of requests broken halfway (streams: connection closed, no [DONE]) (0..1).
+    #[arg(
+        long,
+        env = "SLUICE_SIM_MID_STREAM_FAILURE_RATE",
+        default_value_t = 0.0
+    )]
+    mid_stream_failure_rate: f64,
+
+    /// Seed of the failure draws.
+    #[arg(long, env = "SLUICE_SIM_SEED", default_value_t = 0)]
+    seed: u64,
+
+    /// Embedding length when a request has no `dimensions`.
+    #[arg(long, env = "SLUICE_SIM_EMBEDDING_DIMENSIONS", default_value_t = 8)]
+    embedding_dimensions: usize,
+
+    /// Distinct x-request-id values remembered for /sim/calls.
+    #[arg(
+        long,
+        env = "SLUICE_SIM_MAX_TRACKED_REQUEST_IDS",
+        default_value_t = 1_000_000
+    )]
+    max_tracked_request_ids: usize,
+
+    /// Log format.
+    #[arg(
+        long,
+        env = "SLUICE_SIM_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OverCapacityArg {
+    #[value(name = "429")]
+    Reject429,
+    #[value(name = "503")]
+    Reject503,
+    Queue,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+impl Cli {
+    fn config(&self) -> SimConfig {
+        SimConfig {
+            models: self.models.clone(),
+            tokens_per_second: self.tokens_per_second,
+            first_token_latency: Duration::from_millis(self.first_token_ms),
+            max_concurrency: self.max_concurrency,
+            over_capacity: match self.over_capacity {
+                OverCapacityArg::Reject429 => OverCapacity::Reject429,
+                OverCapacityArg::Reject503 => OverCapacity::Reject503,
+                OverCapacityArg::Queue => OverCapacity::Queue,
+            },
+            retry_after_secs: self.retry_after_secs,
+            default_completion_tokens: self.default_completion_tokens,
+            failure_rate: self.failure_rate,
+            mid_stream_failure_rate: self.mid_stream_failure_rate,
+            seed: self.seed,
+            embedding_dimensions: self.embedding_dimensions,
+            max_tracked_request_ids: self.max_tracked_request_ids,
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.log_format);
+    match serve(&cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("sluice-llm-sim: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn serve(cli: &Cli) -> anyhow::Result<()> {
+    let config = cli.config();
+    config.validate().context("refusing to start")?;
+    let listener = tokio::net::TcpListener::bind(cli.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", cli.addr))?;
+    sluice_llm_sim::run(listener, config, shutdown_signal()).await?;
+    tracing::info!("sluice-llm-sim stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutting down: finishing in-flight answers");
+}

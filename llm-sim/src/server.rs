@@ -1,0 +1,1056 @@
+//! HTTP routes, admission (concurrency slots), failure injection and the
+//! paced generation of whole and streamed answers.
+
+use crate::metrics::{Metrics, RequestLabels};
+use crate::openai::{
+    self, ApiError, ChatChoice, ChatChunk, ChatCompletion, ChatMessage, ChunkChoice, Delta,
+    EmbeddingData, EmbeddingList, EmbeddingUsage, EmbeddingValue, GenerationRequest, TextChoice,
+    TextCompletion, Usage,
+};
+use crate::text;
+use crate::{OverCapacity, SimConfig};
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
+use tokio::time::Instant;
+
+/// Largest request body accepted.
+const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+/// `created` of the listed models.
+const MODELS_CREATED: u64 = 1_700_000_000;
+
+type Shared = Arc<App>;
+
+struct App {
+    config: SimConfig,
+    metrics: Metrics,
+    slots: Option<Arc<Semaphore>>,
+    /// Index of the next failure draw.
+    draws: AtomicU64,
+    /// Sequence number of the next response id.
+    ids: AtomicU64,
+    calls: Mutex<HashMap<String, u64>>,
+}
+
+/// The simulator's routes, for embedding in another server or test.
+pub fn router(config: SimConfig) -> Router {
+    let slots =
+        (config.max_concurrency > 0).then(|| Arc::new(Semaphore::new(config.max_concurrency)));
+    let app = Arc::new(App {
+        config,
+        metrics: Metrics::new(),
+        slots,
+        draws: AtomicU64::new(0),
+        ids: AtomicU64::new(0),
+        calls: Mutex::new(HashMap::new()),
+    });
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/completions", post(completions))
+        .route("/v1/embeddings", post(embeddings))
+        .route("/v1/models", get(models))
+        .route("/healthz", get(health))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .route("/sim/calls", get(calls))
+        .route("/sim/stats", get(stats))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(app.clone(), observe))
+        .with_state(app)
+}
+
+fn endpoint_label(path: &str) -> &'static str {
+    match path {
+        "/v1/chat/completions" => "chat_completions",
+        "/v1/completions" => "completions",
+        "/v1/embeddings" => "embeddings",
+        "/v1/models" => "models",
+        "/healthz" | "/health" => "health",
+        "/metrics" => "metrics",
+        "/sim/calls" | "/sim/stats" => "sim",
+        _ => "other",
+    }
+}
+
+/// Counts requests by endpoint and status, counts calls per `x-request-id`
+/// to the model endpoints, and echoes `x-request-id` as `x-sim-request-id`.
+async fn observe(State(app): State<Shared>, request: Request, next: Next) -> Response {
+    let endpoint = endpoint_label(request.uri().path());
+    let request_id = request.headers().get("x-request-id").cloned();
+    let reaches_model = request.method() == Method::POST
+        && matches!(endpoint, "chat_completions" | "completions" | "embeddings");
+    if reaches_model {
+        if let Some(id) = request_id.as_ref().and_then(|v| v.to_str().ok()) {
+            app.count_call(id);
+        }
+    }
+    let mut response = next.run(request).await;
+    app.metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            endpoint,
+            status: response.status().as_u16(),
+        })
+        .inc();
+    if let Some(id) = request_id {
+        response
+            .headers_mut()
+            .insert(HeaderName::from_static(crate::HEADER_ECHO_REQUEST_ID), id);
+    }
+    response
+}
+
+impl App {
+    fn count_call(&self, id: &str) {
+        let Ok(mut calls) = self.calls.lock() else {
+            return;
+        };
+        if let Some(count) = calls.get_mut(id) {
+            *count += 1;
+        } else if calls.len() < self.config.max_tracked_request_ids {
+            calls.insert(id.to_string(), 1);
+        }
+    }
+
+    fn calls_of(&self, id: &str) -> u64 {
+        self.calls
+            .lock()
+            .ok()
+            .and_then(|calls| calls.get(id).copied())
+            .unwrap_or(0)
+    }
+
+    fn next_id(&self, prefix: &str) -> String {
+        let n = self.ids.fetch_add(1, Ordering::Relaxed);
+        format!(
+            "{prefix}-sim{n:08x}{:016x}",
+            text::splitmix64(n ^ self.config.seed)
+        )
+    }
+
+    /// Takes a generation slot, or answers over-capacity.
+    async fn admit(self: &Arc<Self>) -> Result<Slot, ApiError> {
+        let permit =
+            match &self.slots {
+                None => None,
+                Some(slots) => {
+                    match slots.clone().try_acquire_owned() {
+                        Ok(permit) => Some(permit),
+                        Err(TryAcquireError::NoPermits) => match self.config.over_capacity {
+                            OverCapacity::Queue => {
+                                self.metrics.queued.inc();
+                                let _waiting = QueueGuard::new(self);
+                                Some(slots.clone().acquire_owned().await.map_err(|_| {
+                                    self.over_capacity(StatusCode::SERVICE_UNAVAILABLE)
+                                })?)
+                            }
+                            OverCapacity::Reject429 => {
+                                self.metrics.rejected_over_capacity.inc();
+                                return Err(self.over_capacity(StatusCode::TOO_MANY_REQUESTS));
+                            }
+                            OverCapacity::Reject503 => {
+                                self.metrics.rejected_over_capacity.inc();
+                                return Err(self.over_capacity(StatusCode::SERVICE_UNAVAILABLE));
+                            }
+                        },
+                        Err(TryAcquireError::Closed) => {
+                            return Err(self.over_capacity(StatusCode::SERVICE_UNAVAILABLE))
+                        }
+                    }
+                }
+            };
+        self.metrics.in_flight.inc();
+        Ok(Slot {
+            app: self.clone(),
+            _permit: permit,
+            done: false,
+        })
+    }
+
+    fn over_capacity(&self, status: StatusCode) -> ApiError {
+        let limit = self.config.max_concurrency;
+        let mut error = if status == StatusCode::TOO_MANY_REQUESTS {
+            ApiError::new(
+                status,
+                "requests",
+                format!(
+                    "Rate limit reached: the simulated model is already generating {limit} \
+                     request(s) (max_concurrency). Please try again later."
+                ),
+            )
+            .code("rate_limit_exceeded")
+        } else {
+            ApiError::new(
+                status,
+                "server_error",
+                format!(
+                    "The engine is currently overloaded ({limit} request(s) in flight), \
+                     please try again later."
+                ),
+            )
+            .code("overloaded")
+        };
+        error.retry_after = Some(self.config.retry_after_secs);
+        error
+    }
+
+    /// Draws this request's failure (every admitted request takes the next
+    /// two draws, so a header override does not shift later requests).
+    fn failure(&self, requested: Option<Fail>) -> Fail {
+        let k = self.draws.fetch_add(1, Ordering::Relaxed);
+        if let Some(fail) = requested {
+            return fail;
+        }
+        let seed = self.config.seed;
+        if text::draw(seed, 2 * k) < self.config.failure_rate {
+            Fail::Before
+        } else if text::draw(seed, 2 * k + 1) < self.config.mid_stream_failure_rate {
+            Fail::Mid
+        } else {
+            Fail::None
+        }
+    }
+
+    fn injected_500(&self, kind: &'static str) -> ApiError {
+        self.metrics.injected(kind);
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "The server had an error while processing your request. Sorry about that! \
+             (failure injected by sluice-llm-sim)",
+        )
+    }
+}
+
+/// One admitted request: holds its concurrency slot and the in-flight gauge;
+/// dropped before `finish`, the client went away.
+struct Slot {
+    app: Shared,
+    _permit: Option<OwnedSemaphorePermit>,
+    done: bool,
+}
+
+impl Slot {
+    fn finish(&mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.app.metrics.in_flight.dec();
+        if !self.done {
+            self.app.metrics.client_disconnects.inc();
+            tracing::debug!("client went away before the answer was complete");
+        }
+    }
+}
+
+struct QueueGuard(Shared);
+
+impl QueueGuard {
+    fn new(app: &Shared) -> Self {
+        app.metrics.queue_depth.inc();
+        Self(app.clone())
+    }
+}
+
+impl Drop for QueueGuard {
+    fn drop(&mut self) {
+        self.0.metrics.queue_depth.dec();
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fail {
+    None,
+    Before,
+    Mid,
+}
+
+/// Per-request `x-sim-*` headers.
+#[derive(Debug, Default, PartialEq)]
+struct Overrides {
+    completion_tokens: Option<u64>,
+    tokens_per_second: Option<f64>,
+    first_token: Option<Duration>,
+    fail: Option<Fail>,
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(value) => value
+            .to_str()
+            .map(|v| Some(v.trim()))
+            .map_err(|_| bad_header(name, "is not visible ASCII")),
+    }
+}
+
+fn bad_header(name: &str, problem: &str) -> ApiError {
+    ApiError::invalid(format!("Invalid header '{name}': {problem}."))
+        .param(name)
+        .code("invalid_sim_header")
+}
+
+fn overrides(headers: &HeaderMap) -> Result<Overrides, ApiError> {
+    let int = |name: &str| -> Result<Option<u64>, ApiError> {
+        header_str(headers, name)?
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| bad_header(name, "expected a non-negative integer"))
+            })
+            .transpose()
+    };
+    let tokens_per_second = header_str(headers, crate::HEADER_TOKENS_PER_SECOND)?
+        .map(|v| match v.parse::<f64>() {
+            Ok(tps) if tps.is_finite() && tps >= 0.0 => Ok(tps),
+            _ => Err(bad_header(
+                crate::HEADER_TOKENS_PER_SECOND,
+                "expected a number >= 0",
+            )),
+        })
+        .transpose()?;
+    let fail = header_str(headers, crate::HEADER_FAIL)?
+        .map(|v| match v.to_ascii_lowercase().as_str() {
+            "before" => Ok(Fail::Before),
+            "mid" => Ok(Fail::Mid),
+            "none" => Ok(Fail::None),
+            _ => Err(bad_header(
+                crate::HEADER_FAIL,
+                "expected 'before', 'mid' or 'none'",
+            )),
+        })
+        .transpose()?;
+    Ok(Overrides {
+        completion_tokens: int(crate::HEADER_COMPLETION_TOKENS)?,
+        tokens_per_second,
+        first_token: int(crate::HEADER_FIRST_TOKEN_MS)?.map(Duration::from_millis),
+        fail,
+    })
+}
+
+fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|rejection| {
+        ApiError::new(
+            rejection.status(),
+            "invalid_request_error",
+            rejection.body_text(),
+        )
+    })
+}
+
+/// Sleeps until `deadline`, without a trip through the timer when it has passed.
+async fn sleep_until(deadline: Instant) {
+    if deadline > Instant::now() {
+        tokio::time::sleep_until(deadline).await;
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// When each token is due: the first after the first-token latency, the
+/// next ones `1 / tokens_per_second` apart (absolute deadlines: no drift).
+#[derive(Clone, Copy, Debug)]
+struct Pace {
+    start: Instant,
+    first_token: Duration,
+    tokens_per_second: f64,
+}
+
+impl Pace {
+    fn deadline(&self, step: u64) -> Instant {
+        let spacing = if self.tokens_per_second > 0.0 {
+            Duration::try_from_secs_f64(step as f64 / self.tokens_per_second)
+                .unwrap_or(Duration::MAX)
+        } else {
+            Duration::ZERO
+        };
+        let far = Duration::from_secs(100 * 365 * 24 * 3600);
+        let offset = self.first_token.saturating_add(spacing).min(far);
+        self.start
+            .checked_add(offset)
+            .or_else(|| self.start.checked_add(Duration::from_secs(24 * 3600)))
+            .unwrap_or(self.start)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Chat,
+    Text,
+}
+
+/// Everything decided about one admitted generation request.
+struct Plan {
+    kind: Kind,
+    id: String,
+    created: u64,
+    model: String,
+    prompt_tokens: u64,
+    /// Choices generated in lockstep (one per prompt).
+    choices: usize,
+    /// Tokens of each choice.
+    tokens: u64,
+    finish_reason: &'static str,
+    include_usage: bool,
+    pace: Pace,
+    /// Break the answer when token `n` is due.
+    fail_at: Option<u64>,
+}
+
+impl Plan {
+    fn usage(&self, tokens_per_choice: u64) -> Usage {
+        Usage::new(self.prompt_tokens, tokens_per_choice * self.choices as u64)
+    }
+}
+
+async fn chat_completions(
+    State(app): State<Shared>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    generation(app, headers, body, Kind::Chat)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn completions(
+    State(app): State<Shared>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    generation(app, headers, body, Kind::Text)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn generation(
+    app: Shared,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    kind: Kind,
+) -> Result<Response, ApiError> {
+    let body = body_bytes(body)?;
+    let request: GenerationRequest = match kind {
+        Kind::Chat => openai::parse_chat(&body)?,
+        Kind::Text => openai::parse_completion(&body)?,
+    };
+    let overrides = overrides(&headers)?;
+    let mut slot = app.admit().await?;
+    let prompt_tokens: u64 = request.prompt_tokens.iter().sum();
+    app.metrics.prompt_tokens.inc_by(prompt_tokens);
+    let fail = app.failure(overrides.fail);
+    if fail == Fail::Before {
+        slot.finish();
+        return Err(app.injected_500("before"));
+    }
+    let wanted = overrides
+        .completion_tokens
+        .unwrap_or(app.config.default_completion_tokens);
+    let (tokens, finish_reason) = match request.max_tokens {
+        Some(cap) if cap < wanted => (cap, "length"),
+        _ => (wanted, "stop"),
+    };
+    let plan = Plan {
+        kind,
+        id: app.next_id(match kind {
+            Kind::Chat => "chatcmpl",
+            Kind::Text => "cmpl",
+        }),
+        created: unix_now(),
+        model: request.model,
+        prompt_tokens,
+        choices: request.prompt_tokens.len().max(1),
+        tokens,
+        finish_reason,
+        include_usage: request.include_usage,
+        pace: Pace {
+            start: Instant::now(),
+            first_token: overrides
+                .first_token
+                .unwrap_or(app.config.first_token_latency),
+            tokens_per_second: overrides
+                .tokens_per_second
+                .unwrap_or(app.config.tokens_per_second),
+        },
+        fail_at: (fail == Fail::Mid).then_some(tokens / 2),
+    };
+    if request.stream {
+        Ok(stream_response(app, plan, slot))
+    } else {
+        whole_response(app, plan, slot).await
+    }
+}
+
+/// A non-streamed answer: ready when its last token is due.
+async fn whole_response(app: Shared, plan: Plan, mut slot: Slot) -> Result<Response, ApiError> {
+    if let Some(at) = plan.fail_at {
+        sleep_until(plan.pace.deadline(at)).await;
+        app.metrics
+            .tokens_generated
+            .inc_by(at * plan.choices as u64);
+        slot.finish();
+        return Err(app.injected_500("mid"));
+    }
+    sleep_until(plan.pace.deadline(plan.tokens.saturating_sub(1))).await;
+    let content = text::completion_text(plan.tokens);
+    let usage = plan.usage(plan.tokens);
+    let body = match plan.kind {
+        Kind::Chat => serde_json::to_vec(&ChatCompletion {
+            id: &plan.id,
+            object: "chat.completion",
+            created: plan.created,
+            model: &plan.model,
+            choices: vec![ChatChoice {
+                index: 0,
+                message: ChatMessage {
+                    role: "assistant",
+                    content: &content,
+                    refusal: None,
+                },
+                logprobs: None,
+                finish_reason: plan.finish_reason,
+            }],
+            usage,
+        }),
+        Kind::Text => serde_json::to_vec(&TextCompletion {
+            id: &plan.id,
+            object: "text_completion",
+            created: plan.created,
+            model: &plan.model,
+            choices: (0..plan.choices)
+                .map(|index| TextChoice {
+                    text: &content,
+                    index,
+                    logprobs: None,
+                    finish_reason: Some(plan.finish_reason),
+                })
+                .collect(),
+            usage: Some(Some(usage)),
+        }),
+    }
+    .map_err(|error| internal(&error))?;
+    app.metrics
+        .tokens_generated
+        .inc_by(plan.tokens * plan.choices as u64);
+    slot.finish();
+    Ok(json_response(body))
+}
+
+fn internal(error: &dyn std::fmt::Display) -> ApiError {
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "server_error",
+        format!("internal error: {error}"),
+    )
+}
+
+fn json_response(body: Vec<u8>) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// A streamed answer: Server-Sent Events, each `data: <json>\n\n`, ending
+/// with `data: [DONE]\n\n`. The stream is generated as the client reads it:
+/// when the client goes away, hyper drops the body and generation stops.
+fn stream_response(app: Shared, plan: Plan, slot: Slot) -> Response {
+    let stream = EventStream {
+        app,
+        plan,
+        slot,
+        phase: Phase::Start,
+        step: 0,
+        choice: 0,
+    };
+    let body = Body::from_stream(futures::stream::unfold(stream, |mut stream| async move {
+        stream.next_event().await.map(|event| (event, stream))
+    }));
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Start,
+    Tokens,
+    Finish(usize),
+    Usage,
+    Done,
+    End,
+}
+
+struct EventStream {
+    app: Shared,
+    plan: Plan,
+    slot: Slot,
+    phase: Phase,
+    /// Next token index.
+    step: u64,
+    /// Next choice of this step.
+    choice: usize,
+}
+
+fn sse(value: &impl Serialize) -> Result<Bytes, std::io::Error> {
+    let mut event = b"data: ".to_vec();
+    serde_json::to_writer(&mut event, value).map_err(std::io::Error::other)?;
+    event.extend_from_slice(b"\n\n");
+    Ok(Bytes::from(event))
+}
+
+impl EventStream {
+    async fn next_event(&mut self) -> Option<Result<Bytes, std::io::Error>> {
+        loop {
+            match self.phase {
+                Phase::Start => {
+                    self.phase = Phase::Tokens;
+                    if self.plan.kind == Kind::Chat {
+                        return Some(self.chat_chunk(
+                            Delta {
+                                role: Some("assistant"),
+                                content: Some(""),
+                            },
+                            None,
+                        ));
+                    }
+                }
+                Phase::Tokens => {
+                    if self.choice == 0 && self.plan.fail_at == Some(self.step) {
+                        sleep_until(self.plan.pace.deadline(self.step)).await;
+                        // Let hyper flush what was generated so far: it
+                        // discards buffered output when the body fails.
+                        tokio::task::yield_now().await;
+                        self.slot.finish();
+                        self.app.metrics.injected("mid");
+                        self.phase = Phase::End;
+                        // An error from the body makes hyper close the
+                        // connection without the final chunk: the client
+                        // sees a truncated stream with no [DONE].
+                        return Some(Err(std::io::Error::other(
+                            "mid-stream failure injected by sluice-llm-sim",
+                        )));
+                    }
+                    if self.step >= self.plan.tokens {
+                        self.phase = Phase::Finish(0);
+                        continue;
+                    }
+                    if self.choice == 0 {
+                        sleep_until(self.plan.pace.deadline(self.step)).await;
+                    }
+                    let token = text::token_text(self.step);
+                    let choice = self.choice;
+                    self.choice += 1;
+                    if self.choice >= self.plan.choices {
+                        self.choice = 0;
+                        self.step += 1;
+                    }
+                    self.app.metrics.tokens_generated.inc();
+                    return Some(match self.plan.kind {
+                        Kind::Chat => self.chat_chunk(
+                            Delta {
+                                role: None,
+                                content: Some(&token),
+                            },
+                            None,
+                        ),
+                        Kind::Text => self.text_chunk(choice, &token, None),
+                    });
+                }
+                Phase::Finish(choice) => {
+                    self.phase = if choice + 1 < self.plan.choices {
+                        Phase::Finish(choice + 1)
+                    } else if self.plan.include_usage {
+                        Phase::Usage
+                    } else {
+                        Phase::Done
+                    };
+                    let reason = Some(self.plan.finish_reason);
+                    return Some(match self.plan.kind {
+                        Kind::Chat => self.chat_chunk(Delta::default(), reason),
+                        Kind::Text => self.text_chunk(choice, "", reason),
+                    });
+                }
+                Phase::Usage => {
+                    self.phase = Phase::Done;
+                    let usage = Some(Some(self.plan.usage(self.plan.tokens)));
+                    let plan = &self.plan;
+                    return Some(match plan.kind {
+                        Kind::Chat => sse(&ChatChunk {
+                            id: &plan.id,
+                            object: "chat.completion.chunk",
+                            created: plan.created,
+                            model: &plan.model,
+                            choices: Vec::new(),
+                            usage,
+                        }),
+                        Kind::Text => sse(&TextCompletion {
+                            id: &plan.id,
+                            object: "text_completion",
+                            created: plan.created,
+                            model: &plan.model,
+                            choices: Vec::new(),
+                            usage,
+                        }),
+                    });
+                }
+                Phase::Done => {
+                    self.phase = Phase::End;
+                    self.slot.finish();
+                    return Some(Ok(Bytes::from_static(b"data: [DONE]\n\n")));
+                }
+                Phase::End => return None,
+            }
+        }
+    }
+
+    /// `usage: null` on every chunk but the last when usage was asked for.
+    fn usage_placeholder(&self) -> Option<Option<Usage>> {
+        self.plan.include_usage.then_some(None)
+    }
+
+    fn chat_chunk(
+        &self,
+        delta: Delta<'_>,
+        finish_reason: Option<&str>,
+    ) -> Result<Bytes, std::io::Error> {
+        sse(&ChatChunk {
+            id: &self.plan.id,
+            object: "chat.completion.chunk",
+            created: self.plan.created,
+            model: &self.plan.model,
+            choices: vec![ChunkChoice {
+                index: 0,
+                delta,
+                logprobs: None,
+                finish_reason,
+            }],
+            usage: self.usage_placeholder(),
+        })
+    }
+
+    fn text_chunk(
+        &self,
+        index: usize,
+        text: &str,
+        finish_reason: Option<&str>,
+    ) -> Result<Bytes, std::io::Error> {
+        sse(&TextCompletion {
+            id: &self.plan.id,
+            object: "text_completion",
+            created: self.plan.created,
+            model: &self.plan.model,
+            choices: vec![TextChoice {
+                text,
+                index,
+                logprobs: None,
+                finish_reason,
+            }],
+            usage: self.usage_placeholder(),
+        })
+    }
+}
+
+async fn embeddings(
+    State(app): State<Shared>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    embeddings_inner(app, headers, body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Embeddings take a slot like generation; of the failures only `before`
+/// applies (a `mid` draw or header answers normally).
+async fn embeddings_inner(
+    app: Shared,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body_bytes(body)?;
+    let request = openai::parse_embedding(&body)?;
+    let overrides = overrides(&headers)?;
+    let mut slot = app.admit().await?;
+    let prompt_tokens: u64 = request.inputs.iter().map(|input| input.tokens).sum();
+    app.metrics.prompt_tokens.inc_by(prompt_tokens);
+    if app.failure(overrides.fail) == Fail::Before {
+        slot.finish();
+        return Err(app.injected_500("before"));
+    }
+    let dimensions = request
+        .dimensions
+        .map_or(app.config.embedding_dimensions, |d| d as usize);
+    let data = request
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(index, input)| {
+            let vector = text::embedding(input.key, dimensions);
+            EmbeddingData {
+                object: "embedding",
+                index,
+                embedding: if request.base64 {
+                    EmbeddingValue::Base64(text::embedding_base64(&vector))
+                } else {
+                    EmbeddingValue::Float(vector)
+                },
+            }
+        })
+        .collect();
+    let body = serde_json::to_vec(&EmbeddingList {
+        object: "list",
+        data,
+        model: &request.model,
+        usage: EmbeddingUsage {
+            prompt_tokens,
+            total_tokens: prompt_tokens,
+        },
+    })
+    .map_err(|error| internal(&error))?;
+    slot.finish();
+    Ok(json_response(body))
+}
+
+async fn models(State(app): State<Shared>) -> Response {
+    #[derive(Serialize)]
+    struct Model<'a> {
+        id: &'a str,
+        object: &'static str,
+        created: u64,
+        owned_by: &'static str,
+    }
+    #[derive(Serialize)]
+    struct List<'a> {
+        object: &'static str,
+        data: Vec<Model<'a>>,
+    }
+    let list = List {
+        object: "list",
+        data: app
+            .config
+            .models
+            .iter()
+            .map(|id| Model {
+                id,
+                object: "model",
+                created: MODELS_CREATED,
+                owned_by: "sluice-llm-sim",
+            })
+            .collect(),
+    };
+    match serde_json::to_vec(&list) {
+        Ok(body) => json_response(body),
+        Err(error) => internal(&error).into_response(),
+    }
+}
+
+async fn health() -> &'static str {
+    "ok\n"
+}
+
+async fn metrics(State(app): State<Shared>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        app.metrics.encode(),
+    )
+        .into_response()
+}
+
+/// Decodes `%XX` and `+` of a query-string component.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(byte) => {
+                        out.push(byte);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            byte => out.push(byte),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn query_param(uri: &Uri, name: &str) -> Option<String> {
+    uri.query()?.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (percent_decode(key) == name).then(|| percent_decode(value))
+    })
+}
+
+/// `GET /sim/calls?request_id=ID` → `{"request_id": ID, "calls": n}`: how many
+/// requests with `x-request-id: ID` reached the model endpoints.
+async fn calls(State(app): State<Shared>, uri: Uri) -> Response {
+    match query_param(&uri, "request_id") {
+        Some(id) if !id.is_empty() => json_response(
+            serde_json::json!({"request_id": id, "calls": app.calls_of(&id)})
+                .to_string()
+                .into_bytes(),
+        ),
+        _ => ApiError::missing("request_id").into_response(),
+    }
+}
+
+/// `GET /sim/stats`: the counters tests look at, as JSON.
+async fn stats(State(app): State<Shared>) -> Response {
+    let m = &app.metrics;
+    let injected = |kind: &'static str| {
+        m.injected_failures
+            .get_or_create(&crate::metrics::FailureLabels { kind })
+            .get()
+    };
+    let tracked = app.calls.lock().map(|calls| calls.len()).unwrap_or(0);
+    json_response(
+        serde_json::json!({
+            "in_flight": m.in_flight.get(),
+            "queue_depth": m.queue_depth.get(),
+            "queued": m.queued.get(),
+            "rejected_over_capacity": m.rejected_over_capacity.get(),
+            "client_disconnects": m.client_disconnects.get(),
+            "tokens_generated": m.tokens_generated.get(),
+            "prompt_tokens": m.prompt_tokens.get(),
+            "injected_failures_before": injected("before"),
+            "injected_failures_mid": injected("mid"),
+            "tracked_request_ids": tracked,
+        })
+        .to_string()
+        .into_bytes(),
+    )
+}
+
+async fn not_found(method: Method, uri: Uri) -> Response {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        format!("Invalid URL ({method} {})", uri.path()),
+    )
+    .into_response()
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "invalid_request_error",
+        format!("Method {method} is not allowed for {}", uri.path()),
+    )
+    .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_override_per_request() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(overrides(&headers).unwrap(), Overrides::default());
+        headers.insert("x-sim-completion-tokens", HeaderValue::from_static("12"));
+        headers.insert("x-sim-tokens-per-second", HeaderValue::from_static("2.5"));
+        headers.insert("x-sim-first-token-ms", HeaderValue::from_static("30"));
+        headers.insert("x-sim-fail", HeaderValue::from_static("Mid"));
+        assert_eq!(
+            overrides(&headers).unwrap(),
+            Overrides {
+                completion_tokens: Some(12),
+                tokens_per_second: Some(2.5),
+                first_token: Some(Duration::from_millis(30)),
+                fail: Some(Fail::Mid),
+            }
+        );
+        for (name, bad) in [
+            ("x-sim-completion-tokens", "-1"),
+            ("x-sim-tokens-per-second", "fast"),
+            ("x-sim-tokens-per-second", "-3"),
+            ("x-sim-fail", "sometimes"),
+            ("x-sim-first-token-ms", "1.5"),
+        ] {
+            let mut headers = HeaderMap::new();
+            headers.insert(name, HeaderValue::from_static(bad));
+            let error = overrides(&headers).unwrap_err();
+            assert_eq!(error.param.as_deref(), Some(name));
+            assert_eq!(error.status, StatusCode::BAD_REQUEST);
+        }
+    }
+
+    #[test]
+    fn pace_spaces_tokens_after_the_first() {
+        let start = Instant::now();
+        let pace = Pace {
+            start,
+            first_token: Duration::from_millis(100),
+            tokens_per_second: 10.0,
+        };
+        assert_eq!(pace.deadline(0), start + Duration::from_millis(100));
+        assert_eq!(pace.deadline(5), start + Duration::from_millis(600));
+        let unpaced = Pace {
+            tokens_per_second: 0.0,
+            ..pace
+        };
+        assert_eq!(
+            unpaced.deadline(1_000_000),
+            start + Duration::from_millis(100)
+        );
+        let glacial = Pace {
+            tokens_per_second: 1e-300,
+            ..pace
+        };
+        assert!(glacial.deadline(u64::MAX) > start);
+    }
+
+    #[test]
+    fn query_params_are_decoded() {
+        let uri: Uri = "/sim/calls?x=1&request_id=a%2Fb+c&y".parse().unwrap();
+        assert_eq!(query_param(&uri, "request_id").as_deref(), Some("a/b c"));
+        assert_eq!(query_param(&uri, "y").as_deref(), Some(""));
+        assert_eq!(query_param(&uri, "z"), None);
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz%41"), "%zzA");
+    }
+
+    #[test]
+    fn endpoints_have_bounded_labels() {
+        assert_eq!(endpoint_label("/v1/chat/completions"), "chat_completions");
+        assert_eq!(endpoint_label("/v1/anything/else"), "other");
+    }
+}

@@ -1,0 +1,272 @@
+//! Concurrency limit (429 / 503 / queue), pacing and client disconnects.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use sluice_llm_sim::text::completion_text;
+use sluice_llm_sim::OverCapacity;
+use std::time::{Duration, Instant};
+
+/// Opens a long stream and waits for its role chunk: it holds a slot.
+async fn hold_a_slot(server: &SimServer) -> EventReader {
+    let mut stream = EventReader::open(
+        server.addr(),
+        "/v1/chat/completions",
+        &[
+            ("x-sim-completion-tokens", "100000"),
+            ("x-sim-tokens-per-second", "20"),
+        ],
+        &stream_body("hold", false).to_string(),
+    )
+    .await;
+    assert_eq!(stream.status, 200);
+    let role = parse(&stream.next_event().await.unwrap());
+    assert_eq!(role["choices"][0]["delta"]["role"], "assistant");
+    stream
+}
+
+#[tokio::test]
+async fn over_capacity_answers_429_with_retry_after() {
+    let server = start(SimConfig {
+        max_concurrency: 1,
+        retry_after_secs: 3,
+        ..SimConfig::fast()
+    })
+    .await;
+    let addr = server.addr();
+    let holder = hold_a_slot(&server).await;
+
+    let response = chat(addr, &[], &chat_body("one more")).await;
+    assert_eq!(response.status, 429, "{}", response.text());
+    assert_eq!(response.header("retry-after"), Some("3"));
+    let error = &response.json()["error"];
+    assert_eq!(error["type"], "requests");
+    assert_eq!(error["code"], "rate_limit_exceeded");
+    assert_eq!(error["param"], serde_json::Value::Null);
+    // Embeddings need a slot too.
+    let response = post(addr, "/v1/embeddings", &[], r#"{"model":"e","input":"x"}"#).await;
+    assert_eq!(response.status, 429);
+
+    let stats = stats(addr).await;
+    assert_eq!(stats["rejected_over_capacity"], 2);
+    assert_eq!(stats["in_flight"], 1);
+    let metrics = get(addr, "/metrics").await.text();
+    assert!(
+        metrics.contains("sluice_sim_rejected_over_capacity_total 2"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("sluice_sim_in_flight 1"), "{metrics}");
+    assert!(
+        metrics
+            .contains("sluice_sim_requests_total{endpoint=\"chat_completions\",status=\"429\"} 1"),
+        "{metrics}"
+    );
+
+    // The slot frees when the holder goes away.
+    drop(holder);
+    wait_for_stats(addr, |s| s["in_flight"] == 0).await;
+    let response = chat(addr, &[], &chat_body("now")).await;
+    assert_eq!(response.status, 200);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn over_capacity_can_answer_503() {
+    let server = start(SimConfig {
+        max_concurrency: 1,
+        over_capacity: OverCapacity::Reject503,
+        ..SimConfig::fast()
+    })
+    .await;
+    let _holder = hold_a_slot(&server).await;
+    let response = chat(server.addr(), &[], &chat_body("one more")).await;
+    assert_eq!(response.status, 503, "{}", response.text());
+    assert_eq!(response.header("retry-after"), Some("1"));
+    assert_eq!(response.json()["error"]["type"], "server_error");
+    assert_eq!(stats(server.addr()).await["rejected_over_capacity"], 1);
+}
+
+#[tokio::test]
+async fn over_capacity_can_queue_instead() {
+    let server = start(SimConfig {
+        max_concurrency: 1,
+        over_capacity: OverCapacity::Queue,
+        ..SimConfig::fast()
+    })
+    .await;
+    let addr = server.addr();
+    let first = tokio::spawn(async move {
+        chat(
+            addr,
+            &[
+                ("x-sim-completion-tokens", "10"),
+                ("x-sim-tokens-per-second", "50"),
+            ],
+            &chat_body("first"),
+        )
+        .await
+    });
+    wait_for_stats(addr, |s| s["in_flight"] == 1).await;
+    let second = tokio::spawn(async move {
+        chat(
+            addr,
+            &[("x-sim-completion-tokens", "3")],
+            &chat_body("second"),
+        )
+        .await
+    });
+    let queued = wait_for_stats(addr, |s| s["queue_depth"] == 1).await;
+    assert_eq!(queued["queued"], 1);
+    let first = first.await.unwrap();
+    let second = second.await.unwrap();
+    assert_eq!(first.status, 200);
+    assert_eq!(second.status, 200);
+    assert_eq!(
+        second.json()["choices"][0]["message"]["content"],
+        completion_text(3)
+    );
+    let stats = wait_for_stats(addr, |s| s["in_flight"] == 0).await;
+    assert_eq!(stats["queue_depth"], 0);
+    assert_eq!(stats["queued"], 1);
+    assert_eq!(stats["rejected_over_capacity"], 0);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn generation_is_paced_by_tokens_per_second() {
+    let server = start(SimConfig {
+        tokens_per_second: 100.0,
+        first_token_latency: Duration::ZERO,
+        default_completion_tokens: 20,
+        ..SimConfig::default()
+    })
+    .await;
+    let addr = server.addr();
+    // 20 tokens at 100 tokens/s: the last one is due 190 ms after the first.
+    let started = Instant::now();
+    let answer = chat(addr, &[], &chat_body("pace me")).await;
+    let elapsed = started.elapsed();
+    assert_eq!(answer.json()["usage"]["completion_tokens"], 20);
+    assert!(elapsed >= Duration::from_millis(185), "{elapsed:?}");
+
+    let started = Instant::now();
+    let response = chat(addr, &[], &stream_body("pace me", false)).await;
+    let elapsed = started.elapsed();
+    assert_eq!(response.events().len(), 1 + 20 + 1 + 1);
+    assert!(elapsed >= Duration::from_millis(185), "{elapsed:?}");
+
+    // Per-request headers: first-token latency, then 10 tokens at 50/s.
+    let started = Instant::now();
+    let mut stream = EventReader::open(
+        addr,
+        "/v1/chat/completions",
+        &[
+            ("x-sim-first-token-ms", "150"),
+            ("x-sim-tokens-per-second", "50"),
+            ("x-sim-completion-tokens", "10"),
+        ],
+        &stream_body("x", false).to_string(),
+    )
+    .await;
+    stream.next_event().await.unwrap(); // role
+    stream.next_event().await.unwrap(); // first token
+    assert!(
+        started.elapsed() >= Duration::from_millis(145),
+        "{:?}",
+        started.elapsed()
+    );
+    let rest = stream.rest().await;
+    assert_eq!(rest.len(), 9 + 1 + 1);
+    // 150 ms + 9 × 20 ms
+    assert!(
+        started.elapsed() >= Duration::from_millis(325),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(stream.finished);
+
+    // 0 tokens/s: as fast as possible.
+    let response = chat(
+        addr,
+        &[
+            ("x-sim-tokens-per-second", "0"),
+            ("x-sim-completion-tokens", "2000"),
+        ],
+        &chat_body("fast"),
+    )
+    .await;
+    assert_eq!(response.json()["usage"]["completion_tokens"], 2000);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn client_disconnect_stops_generation() {
+    let server = start(SimConfig {
+        tokens_per_second: 100.0,
+        first_token_latency: Duration::ZERO,
+        ..SimConfig::default()
+    })
+    .await;
+    let addr = server.addr();
+    let mut stream = EventReader::open(
+        addr,
+        "/v1/chat/completions",
+        &[("x-sim-completion-tokens", "100000")],
+        &stream_body("long answer", true).to_string(),
+    )
+    .await;
+    for _ in 0..4 {
+        stream.next_event().await.unwrap();
+    }
+    assert_eq!(stats(addr).await["in_flight"], 1);
+    drop(stream);
+    let stats = wait_for_stats(addr, |s| {
+        s["client_disconnects"] == 1 && s["in_flight"] == 0
+    })
+    .await;
+    let generated = stats["tokens_generated"].as_u64().unwrap();
+    // Generation stopped: the count no longer moves.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(common::stats(addr).await["tokens_generated"], generated);
+    assert!(generated < 1000, "{generated}");
+    let metrics = get(addr, "/metrics").await.text();
+    assert!(
+        metrics.contains("sluice_sim_client_disconnects_total 1"),
+        "{metrics}"
+    );
+
+    // A client that gives up on a whole (non-streamed) answer counts too.
+    let mut request = tokio::spawn(async move {
+        chat(
+            addr,
+            &[
+                ("x-sim-completion-tokens", "1000"),
+                ("x-sim-tokens-per-second", "10"),
+            ],
+            &chat_body("slow"),
+        )
+        .await
+    });
+    wait_for_stats(addr, |s| s["in_flight"] == 1).await;
+    request.abort();
+    let _ = (&mut request).await;
+    wait_for_stats(addr, |s| {
+        s["client_disconnects"] == 2 && s["in_flight"] == 0
+    })
+    .await;
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn max_tokens_still_caps_paced_streams() {
+    let server = start(SimConfig::fast()).await;
+    let mut body = stream_body("x", false);
+    body["max_completion_tokens"] = json!(3);
+    let response = chat(server.addr(), &[("x-sim-completion-tokens", "9")], &body).await;
+    let events = response.events();
+    assert_eq!(events.len(), 1 + 3 + 1 + 1);
+    assert_eq!(parse(&events[4])["choices"][0]["finish_reason"], "length");
+    server.shutdown().await.unwrap();
+}
