@@ -234,6 +234,12 @@ impl Host for EnvoyIo {
             let _ = proxy_wasm::hostcalls::increment_metric(id, by.min(i64::MAX as u64) as i64);
         }
     }
+    fn now_nanos(&self) -> u64 {
+        self.get_current_time()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    }
     fn log(&self, level: LogLevel, message: &str) {
         match level {
             LogLevel::Debug => log::debug!("{message}"),

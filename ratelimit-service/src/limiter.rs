@@ -142,7 +142,8 @@ impl Limiter {
         &self,
         request: &RateLimitRequest,
     ) -> Result<RateLimitResponse, DecisionError> {
-        self.should_rate_limit_with(request, CountingMode::IncrementAll).await
+        self.should_rate_limit_with(request, CountingMode::IncrementAll)
+            .await
     }
 
     async fn should_rate_limit_with(

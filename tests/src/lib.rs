@@ -154,6 +154,16 @@ pub struct Envoy {
 impl Envoy {
     /// Start Envoy with `config` (YAML text) and wait for `listener_port` to accept.
     pub fn start(config: &str, admin_port: u16, listener_port: u16) -> anyhow::Result<Self> {
+        Self::start_with_workers(config, admin_port, listener_port, 1)
+    }
+
+    /// As [`Envoy::start`], with `workers` worker threads (each has its own Wasm VM).
+    pub fn start_with_workers(
+        config: &str,
+        admin_port: u16,
+        listener_port: u16,
+        workers: usize,
+    ) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let config_path = dir.path().join("envoy.yaml");
         std::fs::write(&config_path, config)?;
@@ -162,13 +172,8 @@ impl Envoy {
         let child = Command::new(envoy_binary()?)
             .arg("-c")
             .arg(&config_path)
-            .args([
-                "--concurrency",
-                "1",
-                "--log-level",
-                "warn",
-                "--disable-hot-restart",
-            ])
+            .args(["--concurrency", &workers.to_string()])
+            .args(["--log-level", "warn", "--disable-hot-restart"])
             .args(["--base-id", &free_port().to_string()])
             .stdout(Stdio::null())
             .stderr(log_file)
@@ -190,6 +195,16 @@ impl Envoy {
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Resident memory of the Envoy process, in KiB (Linux).
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse().ok())
     }
 }
 

@@ -22,7 +22,10 @@ pub const MODEL_HEADER: &str = "x-sluice-model";
 pub const PRIORITY_HEADER: &str = "x-sluice-priority";
 pub const PROMPT_TOKENS_HEADER: &str = "x-sluice-prompt-tokens";
 pub const ESTIMATED_TOKENS_HEADER: &str = "x-sluice-estimated-tokens";
-const OWN_HEADERS: [&str; 6] = [
+/// Only with `timing_headers: true`.
+pub const COUNT_MICROS_HEADER: &str = "x-sluice-count-micros";
+const OWN_HEADERS: [&str; 7] = [
+    COUNT_MICROS_HEADER,
     REQUEST_ID_HEADER,
     TENANT_HEADER,
     MODEL_HEADER,
@@ -236,12 +239,19 @@ impl<E: Encoders> RequestAdmission<E> {
             return self.bad_request(host, &message);
         };
         self.model = sanitize_value(&model);
+        let started = host.now_nanos();
         self.estimate = Estimate {
             prompt_tokens: request.prompt_tokens(counter, shared.config.image_tokens),
             output_tokens: shared
                 .config
                 .output_estimate(&model, request.requested_output),
         };
+        if shared.config.timing_headers {
+            let micros = (host.now_nanos().saturating_sub(started) / 1000).to_string();
+            host.set_request_header(COUNT_MICROS_HEADER, &micros);
+            self.downstream_headers
+                .push((COUNT_MICROS_HEADER.into(), micros));
+        }
         host.count(Metric::PromptTokens, self.estimate.prompt_tokens);
         let message = admission_request(
             &shared.config.domain,

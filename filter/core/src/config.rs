@@ -131,6 +131,10 @@ pub struct FilterConfig {
     /// the response ends.
     #[serde(default = "yes")]
     pub reconcile: bool,
+    /// Add `x-sluice-count-micros` (time spent counting prompt tokens) to the
+    /// upstream request and the client's response: for benchmarks and debugging.
+    #[serde(default)]
+    pub timing_headers: bool,
 }
 
 fn yes() -> bool {

@@ -78,5 +78,7 @@ pub trait Host {
     /// Let a paused request go on.
     fn resume_request(&mut self);
     fn count(&mut self, metric: Metric, by: u64);
+    /// A monotonic-enough clock for timing the counting step, in nanoseconds.
+    fn now_nanos(&self) -> u64;
     fn log(&self, level: LogLevel, message: &str);
 }

@@ -91,6 +91,9 @@ impl Host for FakeHost {
         *self.metrics.entry(metric).or_default() += by;
     }
     fn log(&self, _level: LogLevel, _message: &str) {}
+    fn now_nanos(&self) -> u64 {
+        12_345_000
+    }
 }
 
 fn shared(extra: &str) -> Arc<Shared<TestEncoders>> {
@@ -424,6 +427,16 @@ fn unknown_paths_pass_or_404() {
         admission.on_request_headers(&mut host, true),
         Verdict::Continue
     );
+}
+
+#[test]
+fn timing_headers_only_when_asked() {
+    let mut host = host_with(CHAT);
+    let _ = through_body(&shared(""), &mut host);
+    assert!(!host.request_headers.contains_key(COUNT_MICROS_HEADER));
+    let mut host = host_with(CHAT);
+    let _ = through_body(&shared(r#", "timing_headers": true"#), &mut host);
+    assert_eq!(host.request_headers[COUNT_MICROS_HEADER], "0");
 }
 
 #[test]

@@ -1,0 +1,361 @@
+//! `cargo run --release -p sluice-testkit --example filter_bench`
+//!
+//! Figures for the Wasm filter, measured side by side in one run:
+//! 1. prompt-token counting inside Envoy (V8) vs natively, same text, same code;
+//! 2. the first request after the VM starts;
+//! 3. Envoy + filter + RLS vs the same Envoy without the filter, 1k-token prompts;
+//! 4. module size and Envoy memory with and without the filter, per worker.
+//!
+//! Prints figures; asserts nothing.
+
+use sluice_admission::openai::{self, Endpoint};
+use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::metrics::Metrics;
+use sluice_ratelimit::server::{run, Deps};
+use sluice_ratelimit::store::{CountingMode, MemoryStore};
+use sluice_testkit::{filter_wasm, free_port, workspace_root, Envoy, StaticHttpServer};
+use sluice_tokenizer::{Encoding, Tokenizer};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const LIMITS: &str = "domain: sluice\ndescriptors:\n  - key: tenant\n    descriptors:\n      - key: model\n        rate_limit: { unit: hour, requests_per_unit: 4000000000 }\n        descriptors:\n          - key: tokens\n            rate_limit: { unit: hour, requests_per_unit: 4000000000 }\n";
+
+const BACKEND_REPLY: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion","created":0,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000,"completion_tokens":1,"total_tokens":1001}}"#;
+
+/// Mixed-language text: prose in several scripts, code, numbers, emoji.
+fn mixed_text(target_tokens: usize, tokenizer: &Tokenizer) -> String {
+    const PARTS: [&str; 8] = [
+        "The quick brown fox jumps over the lazy dog while the platform team rolls out rate limits across the mesh. ",
+        "Die Überprüfung der Kontingente erfolgt pro Mandant und Modell, bevor die Anfrage weitergeleitet wird. ",
+        "令牌桶算法按租户和模型限制请求速率，超出配额的请求将被延迟处理而不是直接拒绝。 ",
+        "トークン数を正確に数えることで、GPUの利用率を公平に配分できます。 ",
+        "Запросы сверх квоты ставятся в очередь и обрабатываются с заданной скоростью. ",
+        "fn main() { let limits = vec![60, 40_000]; for l in &limits { println!(\"{l:>8}\"); } }\n",
+        "مرحبا بالعالم، هذه رسالة اختبار للتحقق من عد الرموز. 🚀🔥👩‍💻 ",
+        "{\"tenant\": \"acme\", \"model\": \"gpt-4o\", \"tokens\": 1234567, \"ok\": true}\n",
+    ];
+    let mut text = String::new();
+    let mut i = 0;
+    while tokenizer.count(&text) < target_tokens {
+        for _ in 0..50 {
+            text.push_str(PARTS[i % PARTS.len()]);
+            i += 1;
+        }
+    }
+    text
+}
+
+fn chat_body(text: &str) -> String {
+    serde_json::json!({
+        "model": "gpt-4o",
+        "max_tokens": 16,
+        "messages": [{"role": "user", "content": text}]
+    })
+    .to_string()
+}
+
+/// A keep-alive HTTP/1.1 connection.
+struct Connection {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+struct Reply {
+    status: u16,
+    count_micros: Option<u64>,
+}
+
+impl Connection {
+    fn open(addr: SocketAddr) -> Connection {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_nodelay(true).ok();
+        Connection {
+            reader: BufReader::new(stream.try_clone().expect("clone")),
+            writer: stream,
+        }
+    }
+
+    fn post(&mut self, body: &str) -> Reply {
+        let request = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\nx-tenant-id: bench\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        self.writer.write_all(request.as_bytes()).expect("write");
+        let mut line = String::new();
+        self.reader.read_line(&mut line).expect("status line");
+        let status = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let (mut length, mut count_micros) = (0usize, None);
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line).expect("header");
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                let k = k.trim().to_ascii_lowercase();
+                if k == "content-length" {
+                    length = v.trim().parse().unwrap_or(0);
+                } else if k == "x-sluice-count-micros" {
+                    count_micros = v.trim().parse().ok();
+                }
+            }
+        }
+        let mut body = vec![0; length];
+        self.reader.read_exact(&mut body).expect("body");
+        Reply {
+            status,
+            count_micros,
+        }
+    }
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    percentile(&v, 0.5)
+}
+
+fn envoy_config(
+    filter: bool,
+    rls_port: u16,
+    backend_port: u16,
+    admin: u16,
+    listener: u16,
+) -> String {
+    let template =
+        std::fs::read_to_string(workspace_root().join("envoy/sluice-filter.yaml")).expect("config");
+    let mut config = template
+        .replace("port_value: 9901", &format!("port_value: {admin}"))
+        .replace("port_value: 10000", &format!("port_value: {listener}"))
+        .replace("port_value: 8081", &format!("port_value: {rls_port}"))
+        .replace("port_value: 8000", &format!("port_value: {backend_port}"))
+        .replace(
+            "/etc/sluice/sluice_filter.wasm",
+            &filter_wasm()
+                .expect("build the filter first")
+                .display()
+                .to_string(),
+        )
+        .replace(
+            "\"reconcile\": true",
+            "\"reconcile\": true, \"timing_headers\": true",
+        );
+    if !filter {
+        let start = config
+            .find("                  - name: envoy.filters.http.wasm")
+            .expect("wasm filter block");
+        let end = config
+            .find("                  - name: envoy.filters.http.router")
+            .expect("router block");
+        config.replace_range(start..end, "");
+    }
+    config
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(10);
+    let per_round: usize = std::env::var("PER_ROUND")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(200);
+
+    // RLS (memory store, limits never reached) and a fixed-reply backend.
+    let config = LimitsConfig::from_sources(&[(PathBuf::from("bench.yaml"), LIMITS.into())])?;
+    let limiter = Arc::new(Limiter::new(
+        config,
+        Arc::new(MemoryStore::new()),
+        CountingMode::AllOrNothing,
+        Arc::new(SystemClock),
+        Arc::new(Metrics::new()),
+    ));
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let rls_port = grpc.local_addr()?.port();
+    tokio::spawn(run(
+        grpc,
+        None,
+        Deps {
+            limiter,
+            config_path: None,
+            reload_interval: Duration::ZERO,
+        },
+        std::future::pending::<()>(),
+    ));
+    let backend = StaticHttpServer::start(BACKEND_REPLY)?;
+
+    let tokenizer = Tokenizer::new(Encoding::O200kBase);
+    let wasm = filter_wasm()?;
+    println!(
+        "sluice filter bench: {} ({:.1} MiB)",
+        wasm.display(),
+        std::fs::metadata(&wasm)?.len() as f64 / 1048576.0
+    );
+
+    // Envoy with the filter: time from spawn to listening includes building the tokenizers.
+    let (admin, listener) = (free_port(), free_port());
+    let started = Instant::now();
+    let with = Envoy::start(
+        &envoy_config(true, rls_port, backend.addr.port(), admin, listener),
+        admin,
+        listener,
+    )?;
+    let with_start = started.elapsed();
+    let with_addr: SocketAddr = ([127, 0, 0, 1], listener).into();
+    let (admin2, listener2) = (free_port(), free_port());
+    let started = Instant::now();
+    let without = Envoy::start(
+        &envoy_config(false, rls_port, backend.addr.port(), admin2, listener2),
+        admin2,
+        listener2,
+    )?;
+    let without_start = started.elapsed();
+    let without_addr: SocketAddr = ([127, 0, 0, 1], listener2).into();
+    println!(
+        "envoy start to listening: {:.0} ms with filter, {:.0} ms without",
+        with_start.as_secs_f64() * 1e3,
+        without_start.as_secs_f64() * 1e3
+    );
+
+    // 1 + 2: counting, first request, then steady state, vs native.
+    let big = mixed_text(37_000, &tokenizer);
+    let big_body = chat_body(&big);
+    let prompt_32k = mixed_text(32_000, &tokenizer);
+    let body_32k = chat_body(&prompt_32k);
+    let mut connection = Connection::open(with_addr);
+    let t = Instant::now();
+    let first = connection.post(&big_body);
+    let first_total = t.elapsed();
+    println!();
+    println!("first request after VM start ({} tokens, mixed languages): status {}, counted in {} µs, whole request {:.1} ms",
+        tokenizer.count(&big), first.status, first.count_micros.unwrap_or(0), first_total.as_secs_f64() * 1e3);
+    for (label, text, body) in [
+        ("37k mixed", &big, &big_body),
+        ("32k mixed", &prompt_32k, &body_32k),
+    ] {
+        let in_envoy: Vec<f64> = (0..20)
+            .filter_map(|_| connection.post(body).count_micros)
+            .map(|m| m as f64)
+            .collect();
+        let native: Vec<f64> = (0..20)
+            .map(|_| {
+                let t = Instant::now();
+                let request =
+                    openai::parse(Endpoint::ChatCompletions, body.as_bytes()).expect("parse");
+                let n = request.prompt_tokens(&|s: &str| tokenizer.count(s), 765);
+                std::hint::black_box(n);
+                t.elapsed().as_secs_f64() * 1e6
+            })
+            .collect();
+        // The filter times only the counting (parse excluded); time it natively the same way.
+        let request = openai::parse(Endpoint::ChatCompletions, body.as_bytes()).expect("parse");
+        let native_count: Vec<f64> = (0..20)
+            .map(|_| {
+                let t = Instant::now();
+                std::hint::black_box(request.prompt_tokens(&|s: &str| tokenizer.count(s), 765));
+                t.elapsed().as_secs_f64() * 1e6
+            })
+            .collect();
+        let (envoy_us, native_us) = (median(in_envoy), median(native_count));
+        println!("{label:>10} ({} tokens): count in Envoy {:.0} µs, native {:.0} µs (parse+count {:.0} µs), Envoy/native {:.2}x",
+            tokenizer.count(text), envoy_us, native_us, median(native), envoy_us / native_us);
+    }
+
+    // 3: added latency, 1k-token prompts, alternating rounds.
+    let prompt_1k = "hello ".repeat(1000);
+    let body_1k = chat_body(&prompt_1k);
+    let mut a = Connection::open(with_addr);
+    let mut b = Connection::open(without_addr);
+    for _ in 0..50 {
+        a.post(&body_1k);
+        b.post(&body_1k);
+    }
+    let (mut with_ms, mut without_ms) = (Vec::new(), Vec::new());
+    let mut errors = 0;
+    for _ in 0..rounds {
+        for (connection, out) in [(&mut a, &mut with_ms), (&mut b, &mut without_ms)] {
+            for _ in 0..per_round {
+                let t = Instant::now();
+                let reply = connection.post(&body_1k);
+                out.push(t.elapsed().as_secs_f64() * 1e3);
+                errors += usize::from(reply.status != 200);
+            }
+        }
+    }
+    with_ms.sort_by(|x, y| x.total_cmp(y));
+    without_ms.sort_by(|x, y| x.total_cmp(y));
+    println!();
+    println!(
+        "1k-token prompt ({} tokens), {} requests each, one connection, alternating rounds:",
+        tokenizer.count(&prompt_1k),
+        with_ms.len()
+    );
+    println!(
+        "{:<28} {:>9} {:>9} {:>9}",
+        "", "p50 ms", "p99 ms", "p99.9 ms"
+    );
+    for (label, v) in [
+        ("envoy + sluice filter + RLS", &with_ms),
+        ("envoy alone", &without_ms),
+    ] {
+        println!(
+            "{:<28} {:>9.3} {:>9.3} {:>9.3}",
+            label,
+            percentile(v, 0.5),
+            percentile(v, 0.99),
+            percentile(v, 0.999)
+        );
+    }
+    println!(
+        "{:<28} {:>9.3} {:>9.3} {:>9.3}",
+        "added by the filter",
+        percentile(&with_ms, 0.5) - percentile(&without_ms, 0.5),
+        percentile(&with_ms, 0.99) - percentile(&without_ms, 0.99),
+        percentile(&with_ms, 0.999) - percentile(&without_ms, 0.999)
+    );
+    println!("non-200 answers: {errors}");
+
+    // 4: memory.
+    let rss = |e: &Envoy| e.rss_kib().map(|k| k as f64 / 1024.0).unwrap_or(f64::NAN);
+    println!();
+    println!(
+        "Envoy RSS, 1 worker, after the runs: {:.0} MiB with filter, {:.0} MiB without",
+        rss(&with),
+        rss(&without)
+    );
+    drop(with);
+    let (admin3, listener3) = (free_port(), free_port());
+    let two = Envoy::start_with_workers(
+        &envoy_config(true, rls_port, backend.addr.port(), admin3, listener3),
+        admin3,
+        listener3,
+        2,
+    )?;
+    let (admin4, listener4) = (free_port(), free_port());
+    let one = Envoy::start_with_workers(
+        &envoy_config(true, rls_port, backend.addr.port(), admin4, listener4),
+        admin4,
+        listener4,
+        1,
+    )?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    println!("Envoy RSS with filter at start: {:.0} MiB with 1 worker, {:.0} MiB with 2 workers (≈ {:.0} MiB per extra worker VM)",
+        rss(&one), rss(&two), rss(&two) - rss(&one));
+    Ok(())
+}
