@@ -1,0 +1,262 @@
+//! Exact OpenAI BPE token counting for `cl100k_base` and `o200k_base`.
+//!
+//! Gives the same tokens as tiktoken's `encode_ordinary` (special tokens such
+//! as `<|endoftext|>` are ordinary text here), checked token for token against
+//! tiktoken-rs by the tests. Built for Envoy's Wasm runtime: no dependencies,
+//! no threads, no I/O, no C; the vocabularies are embedded (`data/`), and only
+//! the one asked for is turned into a hash table, by [`Tokenizer::new`].
+//!
+//! ```
+//! use sluice_tokenizer::{Encoding, Tokenizer};
+//! let enc = Encoding::for_model("gpt-4o-mini").unwrap_or(Encoding::O200kBase);
+//! let tok = Tokenizer::new(enc);
+//! assert_eq!(tok.count("Hello, world!"), 4);
+//! ```
+//!
+//! How: the pre-tokenization regexes are replaced by hand-written scanners
+//! with the same leftmost-first / backtracking semantics (`pretok`), on a
+//! Unicode class table generated from the `regex` crate (`classes`); each
+//! piece is looked up whole, else split with tiktoken's byte-pair merge
+//! (`bpe`; a heap-based merge for long pieces so that pathological inputs
+//! stay O(n log n)).
+
+#![no_std]
+
+extern crate alloc;
+
+mod bpe;
+mod classes;
+mod pretok;
+
+use alloc::vec::Vec;
+
+/// An OpenAI BPE encoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// GPT-4, GPT-3.5 and the `text-embedding-3` / `ada-002` embeddings.
+    Cl100kBase,
+    /// GPT-4o, GPT-4.1, GPT-4.5, GPT-5, o1, o3, o4, gpt-oss.
+    O200kBase,
+}
+
+impl Encoding {
+    /// tiktoken's name: `"cl100k_base"` or `"o200k_base"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::Cl100kBase => "cl100k_base",
+            Encoding::O200kBase => "o200k_base",
+        }
+    }
+
+    /// The encoding of a tiktoken name (`"cl100k_base"`, `"o200k_base"`).
+    pub fn from_name(name: &str) -> Option<Encoding> {
+        match name {
+            "cl100k_base" => Some(Encoding::Cl100kBase),
+            "o200k_base" => Some(Encoding::O200kBase),
+            _ => None,
+        }
+    }
+
+    /// The encoding OpenAI uses for a model name, or `None` if the model is
+    /// not known to use one of these two encodings.
+    ///
+    /// First tiktoken's own table (`tiktoken/model.py` 0.12, as tiktoken-rs
+    /// 0.12 carries it: exact names, then prefixes; a fine-tuned
+    /// `ft:<base>:<org>:...` resolves as `<base>`; `gpt-oss-*` is
+    /// `o200k_harmony`, which is `o200k_base` plus special tokens, so
+    /// `o200k_base` for ordinary text), then wider prefixes for names tiktoken
+    /// does not know yet: `gpt-4o`, `gpt-4.1`, `gpt-4.5`, `gpt-5`, `o1`, `o3`,
+    /// `o4`, `chatgpt-4o`, `gpt-oss`, `codex-mini` → o200k; `gpt-4`,
+    /// `gpt-3.5`, `gpt-35`, `text-embedding-3-` → cl100k. Names are
+    /// case-sensitive, as in tiktoken. Models of older encodings (`davinci`,
+    /// `text-davinci-003`, `gpt2`, ...) give `None`.
+    pub fn for_model(model: &str) -> Option<Encoding> {
+        use Encoding::{Cl100kBase as Cl, O200kBase as O2};
+        if let Some(rest) = model.strip_prefix("ft:") {
+            let base = rest.split(':').next().unwrap_or(rest);
+            return Encoding::for_model(base);
+        }
+        // tiktoken: MODEL_TO_ENCODING (only the entries of these encodings).
+        const EXACT: &[(&str, Encoding)] = &[
+            ("o1", O2),
+            ("o3", O2),
+            ("o4-mini", O2),
+            ("gpt-5", O2),
+            ("gpt-4.1", O2),
+            ("gpt-4o", O2),
+            ("gpt-4", Cl),
+            ("gpt-3.5-turbo", Cl),
+            ("gpt-3.5", Cl),
+            ("gpt-35-turbo", Cl),
+            ("davinci-002", Cl),
+            ("babbage-002", Cl),
+            ("text-embedding-ada-002", Cl),
+            ("text-embedding-3-small", Cl),
+            ("text-embedding-3-large", Cl),
+        ];
+        // tiktoken: MODEL_PREFIX_TO_ENCODING, in its order, then the extra
+        // prefix of tiktoken-rs; then the wider prefixes (o200k ones first,
+        // so that `gpt-4o`, `gpt-4.1`, `gpt-4.5` win over `gpt-4`).
+        const PREFIX: &[(&str, Encoding)] = &[
+            ("o1-", O2),
+            ("o3-", O2),
+            ("o4-mini-", O2),
+            ("gpt-5", O2),
+            ("gpt-4.5-", O2),
+            ("gpt-4.1-", O2),
+            ("chatgpt-4o-", O2),
+            ("gpt-4o-", O2),
+            ("gpt-4-", Cl),
+            ("gpt-3.5-turbo-", Cl),
+            ("gpt-35-turbo-", Cl),
+            ("gpt-oss-", O2),
+            ("codex-mini", O2),
+            // wider
+            ("gpt-4o", O2),
+            ("gpt-4.1", O2),
+            ("gpt-4.5", O2),
+            ("chatgpt-4o", O2),
+            ("gpt-oss", O2),
+            ("o1", O2),
+            ("o3", O2),
+            ("o4", O2),
+            ("gpt-4", Cl),
+            ("gpt-3.5", Cl),
+            ("gpt-35", Cl),
+            ("text-embedding-3-", Cl),
+        ];
+        if let Some(&(_, e)) = EXACT.iter().find(|(m, _)| *m == model) {
+            return Some(e);
+        }
+        PREFIX
+            .iter()
+            .find(|(p, _)| model.starts_with(p))
+            .map(|&(_, e)| e)
+    }
+}
+
+static CL100K_BASE: &[u8] = include_bytes!("../data/cl100k_base.bin");
+static O200K_BASE: &[u8] = include_bytes!("../data/o200k_base.bin");
+
+/// A tokenizer for one encoding. Cheap to share (`Send + Sync`, immutable);
+/// build it once per VM / process.
+#[derive(Debug)]
+pub struct Tokenizer {
+    encoding: Encoding,
+    ranks: bpe::Ranks,
+}
+
+impl Tokenizer {
+    /// Builds the rank table of `encoding` from the embedded data (no I/O,
+    /// cannot fail).
+    pub fn new(encoding: Encoding) -> Tokenizer {
+        let data = match encoding {
+            Encoding::Cl100kBase => CL100K_BASE,
+            Encoding::O200kBase => O200K_BASE,
+        };
+        Tokenizer {
+            encoding,
+            ranks: bpe::Ranks::new(data),
+        }
+    }
+
+    /// The encoding this tokenizer implements.
+    pub fn encoding(&self) -> Encoding {
+        self.encoding
+    }
+
+    /// Calls `f` with each piece of the pre-tokenization of `text`.
+    #[inline(always)]
+    fn for_each_piece(&self, text: &str, f: impl FnMut(&[u8])) {
+        match self.encoding {
+            Encoding::Cl100kBase => pieces(text.as_bytes(), pretok::piece_end_cl100k, f),
+            Encoding::O200kBase => pieces(text.as_bytes(), pretok::piece_end_o200k, f),
+        }
+    }
+
+    /// The pre-tokenization of `text` (the pieces tiktoken's regex finds).
+    /// For the tests; not part of the supported API.
+    #[doc(hidden)]
+    pub fn split_pieces<'a>(&self, text: &'a str) -> Vec<&'a str> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        self.for_each_piece(text, |piece| {
+            out.push(text.get(i..i + piece.len()).unwrap_or(""));
+            i += piece.len();
+        });
+        out
+    }
+
+    /// Number of tokens of `text` (ordinary text: special tokens are not
+    /// recognised), i.e. `self.encode(text).len()`, without building the list.
+    pub fn count(&self, text: &str) -> usize {
+        let mut count = 0;
+        let mut parts = Vec::new();
+        self.for_each_piece(text, |piece| {
+            if self.ranks.get(piece).is_some() {
+                count += 1;
+            } else {
+                self.ranks.merge(piece, &mut parts, |_| count += 1);
+            }
+        });
+        count
+    }
+
+    /// The tokens of `text`, as tiktoken's `encode_ordinary`.
+    pub fn encode(&self, text: &str) -> Vec<u32> {
+        let mut out = Vec::with_capacity(text.len() / 4 + 1);
+        let mut parts = Vec::new();
+        self.for_each_piece(text, |piece| match self.ranks.get(piece) {
+            Some(r) => out.push(r),
+            None => self.ranks.merge(piece, &mut parts, |t| {
+                // Every part of a merge is a token (all 256 bytes are).
+                if let Some(r) = self.ranks.get(t) {
+                    out.push(r);
+                }
+            }),
+        });
+        out
+    }
+}
+
+#[inline(always)]
+fn pieces(b: &[u8], piece_end: impl Fn(&[u8], usize) -> usize, mut f: impl FnMut(&[u8])) {
+    let mut i = 0;
+    while i < b.len() {
+        let mut e = piece_end(b, i);
+        if e <= i || e > b.len() {
+            // Never happens; keeps the loop finite whatever the input.
+            e = b.len();
+        }
+        f(&b[i..e]);
+        i = e;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn send_sync() {
+        fn is<T: Send + Sync>() {}
+        is::<Tokenizer>();
+    }
+
+    #[test]
+    fn names() {
+        for e in [Encoding::Cl100kBase, Encoding::O200kBase] {
+            assert_eq!(Encoding::from_name(e.name()), Some(e));
+        }
+        assert_eq!(Encoding::from_name("p50k_base"), None);
+    }
+
+    #[test]
+    fn small() {
+        let t = Tokenizer::new(Encoding::Cl100kBase);
+        assert_eq!(t.encode("hello world"), [15339, 1917]);
+        assert_eq!(t.count(""), 0);
+        let t = Tokenizer::new(Encoding::O200kBase);
+        assert_eq!(t.encode("hello world"), [24912, 2375]);
+    }
+}

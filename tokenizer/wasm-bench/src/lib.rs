@@ -1,0 +1,31 @@
+//! Exports for bench.mjs: build a tokenizer, hand out a buffer, count.
+#![allow(clippy::missing_safety_doc)]
+
+use sluice_tokenizer::{Encoding, Tokenizer};
+
+/// Builds a tokenizer (0: cl100k_base, 1: o200k_base); never freed.
+#[no_mangle]
+pub extern "C" fn tok_new(encoding: u32) -> *const Tokenizer {
+    let e = if encoding == 0 {
+        Encoding::Cl100kBase
+    } else {
+        Encoding::O200kBase
+    };
+    Box::into_raw(Box::new(Tokenizer::new(e)))
+}
+
+/// A buffer of `len` bytes for the caller to write a text into; never freed.
+#[no_mangle]
+pub extern "C" fn buf_new(len: usize) -> *mut u8 {
+    Box::leak(vec![0u8; len].into_boxed_slice()).as_mut_ptr()
+}
+
+/// Token count of the UTF-8 text at `ptr`, `len` bytes (u32::MAX if not UTF-8).
+#[no_mangle]
+pub unsafe extern "C" fn tok_count(tok: *const Tokenizer, ptr: *const u8, len: usize) -> u32 {
+    let bytes = std::slice::from_raw_parts(ptr, len);
+    match std::str::from_utf8(bytes) {
+        Ok(text) => (*tok).count(text) as u32,
+        Err(_) => u32::MAX,
+    }
+}
