@@ -4,13 +4,12 @@
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType, LogLevel as WasmLogLevel, MetricType};
-use sluice_admission::admission::{Encoders, RequestAdmission, Shared, Verdict};
+use sluice_admission::admission::{RequestAdmission, Shared, Verdict};
 use sluice_admission::config::FilterConfig;
 use sluice_admission::descriptors::FORCE_CHARGE_METADATA;
+use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::errors::LocalReply;
 use sluice_admission::host::{Host, LogLevel, Metric};
-use sluice_admission::TokenCounter;
-use sluice_tokenizer::{Encoding, Tokenizer};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -29,38 +28,13 @@ proxy_wasm::main! {{
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(SluiceRoot::default()) });
 }}
 
-/// Tokenizers of one VM, built at configure time (never per request).
-struct VmEncoders {
-    tokenizers: HashMap<Encoding, VmTokenizer>,
-}
-
-struct VmTokenizer(Tokenizer);
-
-impl TokenCounter for VmTokenizer {
-    fn count(&self, text: &str) -> usize {
-        self.0.count(text)
-    }
-}
-
-impl Encoders for VmEncoders {
-    fn openai_encoding(&self, model: &str) -> Option<&'static str> {
-        Encoding::for_model(model).map(Encoding::name)
-    }
-    fn counter(&self, encoding: &str) -> Option<&dyn TokenCounter> {
-        let encoding = Encoding::from_name(encoding)?;
-        self.tokenizers
-            .get(&encoding)
-            .map(|t| t as &dyn TokenCounter)
-    }
-}
-
 /// Metric ids defined once per VM.
 #[derive(Default, Clone)]
 struct Metrics(HashMap<Metric, u32>);
 
 #[derive(Default)]
 struct SluiceRoot {
-    shared: Option<Arc<Shared<VmEncoders>>>,
+    shared: Option<Arc<Shared<BpeEncoders>>>,
     metrics: Rc<Metrics>,
     queue: Option<u32>,
 }
@@ -86,12 +60,9 @@ impl RootContext for SluiceRoot {
                 return false;
             }
         };
-        // Build every tokenizer the config can ask for, now, so no request
-        // pays for loading ranks. OpenAI's table uses both encodings.
-        let mut tokenizers = HashMap::new();
-        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
-            tokenizers.insert(encoding, VmTokenizer(Tokenizer::new(encoding)));
-        }
+        // Build the tokenizers now, so no request pays for loading ranks.
+        // OpenAI's model table uses both encodings.
+        let encoders = BpeEncoders::new();
         let mut metrics = HashMap::new();
         for metric in Metric::ALL {
             match proxy_wasm::hostcalls::define_metric(MetricType::Counter, metric.name()) {
@@ -113,7 +84,7 @@ impl RootContext for SluiceRoot {
         );
         self.shared = Some(Arc::new(Shared {
             config,
-            encoders: VmEncoders { tokenizers },
+            encoders,
         }));
         true
     }
@@ -154,7 +125,7 @@ impl RootContext for SluiceRoot {
 }
 
 struct SluiceHttp {
-    admission: RequestAdmission<VmEncoders>,
+    admission: RequestAdmission<BpeEncoders>,
     io: EnvoyIo,
 }
 

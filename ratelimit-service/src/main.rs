@@ -86,6 +86,11 @@ struct ServeArgs {
     #[arg(long, env = "SLUICE_RLS_RELOAD_MS", default_value_t = 2000)]
     reload_ms: u64,
 
+    /// Serve Envoy's ext_authz API too, with this admission config (the Wasm
+    /// filter's JSON plugin configuration).
+    #[arg(long, env = "SLUICE_EXT_AUTHZ_CONFIG", value_name = "FILE.json")]
+    ext_authz_config: Option<PathBuf>,
+
     /// Log format.
     #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -222,10 +227,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Arc::new(SystemClock),
         Arc::new(Metrics::new()),
     ));
+    let ext_authz = match &args.ext_authz_config {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let config = sluice_admission::config::FilterConfig::from_json(&bytes)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            tracing::info!(config = %path.display(), "ext_authz front door enabled");
+            Some(sluice_ratelimit::ext_authz::ExtAuthzService::new(limiter.clone(), config))
+        }
+        None => None,
+    };
     let deps = Deps {
         limiter,
         config_path: Some(config_path),
         reload_interval: Duration::from_millis(args.reload_ms),
+        ext_authz,
     };
     server::run(grpc, Some(admin), deps, shutdown_signal()).await?;
     tracing::info!("sluice-rls stopped");

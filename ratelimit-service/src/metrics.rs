@@ -34,6 +34,11 @@ pub struct StoreLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    pub event: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
 }
@@ -58,6 +63,8 @@ pub struct Metrics {
     pub store_errors: Family<StoreLabels, Counter>,
     pub config_reloads: Family<ResultLabels, Counter>,
     pub config_limits: Gauge,
+    pub ext_authz_events: Family<EventLabels, Counter>,
+    pub ext_authz_prompt_tokens: Counter,
 }
 
 impl Default for Metrics {
@@ -126,7 +133,21 @@ impl Metrics {
             "Limits in the active configuration",
             config_limits.clone(),
         );
+        let ext_authz_events = Family::<EventLabels, Counter>::default();
+        registry.register(
+            "ext_authz_events",
+            "ext_authz front door: admitted, rejected, deferred, bad_request, body_too_large, missing_tenant, truncated_body, limiter_unavailable",
+            ext_authz_events.clone(),
+        );
+        let ext_authz_prompt_tokens = Counter::default();
+        registry.register(
+            "ext_authz_prompt_tokens",
+            "Prompt tokens counted by the ext_authz front door",
+            ext_authz_prompt_tokens.clone(),
+        );
         Metrics {
+            ext_authz_events,
+            ext_authz_prompt_tokens,
             registry,
             decisions,
             decision_seconds,

@@ -1,6 +1,7 @@
 //! Wiring: the gRPC server, the admin server and the reloader, stopped together.
 
 use crate::admin;
+use crate::ext_authz::ExtAuthzService;
 use crate::limiter::Limiter;
 use crate::reload::Reloader;
 use crate::service::RlsService;
@@ -18,6 +19,8 @@ pub struct Deps {
     /// Limits file or directory to watch; `None` disables hot reload.
     pub config_path: Option<PathBuf>,
     pub reload_interval: Duration,
+    /// The ext_authz front door on the same gRPC port, when configured.
+    pub ext_authz: Option<ExtAuthzService>,
 }
 
 /// Serve gRPC on `grpc` and the admin endpoints on `admin` until `shutdown`
@@ -58,10 +61,12 @@ pub async fn run(
     }
     {
         let service = RlsService::new(deps.limiter.clone()).into_server();
+        let ext_authz = deps.ext_authz.map(ExtAuthzService::into_server);
         let rx = stop_rx.clone();
         tasks.spawn(async move {
             tonic::transport::Server::builder()
                 .add_service(service)
+                .add_optional_service(ext_authz)
                 .serve_with_incoming_shutdown(nodelay_incoming(grpc), stopped(rx))
                 .await
                 .map_err(anyhow::Error::from)

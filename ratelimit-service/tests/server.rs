@@ -73,6 +73,7 @@ async fn start(config_path: &Path, store: Arc<dyn CounterStore>, reload: Duratio
         limiter: limiter.clone(),
         config_path: Some(config_path.to_path_buf()),
         reload_interval: reload,
+        ext_authz: None,
     };
     let task = tokio::spawn(run(grpc, Some(admin), deps, async {
         let _ = stopped.await;

@@ -195,6 +195,7 @@ async fn main() -> anyhow::Result<()> {
             limiter,
             config_path: None,
             reload_interval: Duration::ZERO,
+            ext_authz: None,
         },
         std::future::pending::<()>(),
     ));

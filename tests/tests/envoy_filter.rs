@@ -93,6 +93,7 @@ async fn stack(filter_json_edit: &[(&str, &str)], rls_up: bool) -> Stack {
             limiter: limiter.clone(),
             config_path: None,
             reload_interval: Duration::ZERO,
+            ext_authz: None,
         },
         async {
             let _ = stopped.await;

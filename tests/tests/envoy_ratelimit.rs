@@ -53,6 +53,7 @@ async fn stack(store: Arc<dyn CounterStore>) -> Stack {
             limiter,
             config_path: None,
             reload_interval: Duration::ZERO,
+            ext_authz: None,
         },
         async {
             let _ = stopped.await;

@@ -104,6 +104,12 @@ impl<E: Encoders> RequestAdmission<E> {
         &self.shared.config
     }
 
+    /// Headers for the client's response (`RateLimit-*`, and timing when on);
+    /// the filter adds them in `on_response_headers`, ext_authz returns them.
+    pub fn downstream_headers(&self) -> &[(String, String)] {
+        &self.downstream_headers
+    }
+
     fn reply(&mut self, host: &mut dyn Host, reply: LocalReply) -> Verdict {
         host.send_local_reply(&reply);
         self.phase = Phase::Finished;

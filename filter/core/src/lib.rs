@@ -12,6 +12,7 @@
 pub mod admission;
 pub mod config;
 pub mod descriptors;
+pub mod encoders;
 pub mod errors;
 pub mod host;
 pub mod openai;
