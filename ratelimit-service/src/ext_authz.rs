@@ -85,7 +85,8 @@ impl Host for CheckHost<'_> {
     fn set_request_header(&mut self, name: &str, value: &str) {
         self.upstream_removed.retain(|n| n != name);
         self.upstream_set.retain(|(n, _)| n != name);
-        self.upstream_set.push((name.to_string(), value.to_string()));
+        self.upstream_set
+            .push((name.to_string(), value.to_string()));
     }
     fn remove_request_header(&mut self, name: &str) {
         self.upstream_set.retain(|(n, _)| n != name);
@@ -121,7 +122,9 @@ impl Host for CheckHost<'_> {
         }
     }
     fn request_body(&self, size: usize) -> Option<Vec<u8>> {
-        self.body.get(..size.min(self.body.len())).map(<[u8]>::to_vec)
+        self.body
+            .get(..size.min(self.body.len()))
+            .map(<[u8]>::to_vec)
     }
     fn response_body_chunk(&self, _size: usize) -> Option<Vec<u8>> {
         None
@@ -209,7 +212,10 @@ fn denied(reply: LocalReply) -> CheckResponse {
 
 #[tonic::async_trait]
 impl Authorization for ExtAuthzService {
-    async fn check(&self, request: Request<CheckRequest>) -> Result<Response<CheckResponse>, Status> {
+    async fn check(
+        &self,
+        request: Request<CheckRequest>,
+    ) -> Result<Response<CheckResponse>, Status> {
         let check = request.into_inner();
         let attributes = check.attributes.as_ref();
         let Some(http) = attributes
@@ -267,8 +273,9 @@ impl Authorization for ExtAuthzService {
             admission.on_request_body(&mut host, body.len(), true);
         }
         if let Some(message) = host.rls_message.take() {
-            let rls_request = RateLimitRequest::decode(message.as_slice())
-                .map_err(|e| Status::internal(format!("admission built an unreadable request: {e}")))?;
+            let rls_request = RateLimitRequest::decode(message.as_slice()).map_err(|e| {
+                Status::internal(format!("admission built an unreadable request: {e}"))
+            })?;
             match self.limiter.should_rate_limit(&rls_request).await {
                 Ok(answer) => {
                     let bytes = answer.encode_to_vec();

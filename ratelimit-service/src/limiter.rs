@@ -320,7 +320,7 @@ impl Limiter {
             overall_code: Code::Ok as i32,
             ..Default::default()
         };
-        let mut tightest: Option<(u64, u32, &Applied)> = None; // (remaining, seconds to reset, limit)
+        let mut tightest: Option<(u64, u32, &Applied, bool)> = None; // (remaining, seconds to reset, limit, blocking)
         let mut retry_after_secs = 0u64;
         let mut over_limits: Vec<&Limit> = Vec::new();
         for (descriptor, entry) in request.descriptors.iter().zip(&resolved) {
@@ -381,12 +381,17 @@ impl Limiter {
                     }
                     let reset_millis = applied.window.millis_until_reset(now);
                     let reset_secs = applied.window.seconds_until_reset(now) as u32;
+                    // The headers describe the limit that blocks, if any; else the
+                    // one with the least left.
                     let tighter = match tightest {
                         None => true,
-                        Some((r, _, _)) => remaining < r,
+                        Some((r, _, _, was_blocking)) => {
+                            (blocking, std::cmp::Reverse(remaining))
+                                > (was_blocking, std::cmp::Reverse(r))
+                        }
                     };
                     if tighter && !limit.shadow_mode {
-                        tightest = Some((remaining, reset_secs, applied));
+                        tightest = Some((remaining, reset_secs, applied, blocking));
                     }
                     if blocking {
                         response.overall_code = Code::OverLimit as i32;
@@ -410,7 +415,7 @@ impl Limiter {
             response.statuses.push(status);
         }
 
-        if let Some((remaining, reset_secs, applied)) = tightest {
+        if let Some((remaining, reset_secs, applied, _)) = tightest {
             let limit = &applied.limit;
             let header = |key: &str, value: String| HeaderValue {
                 key: key.to_string(),

@@ -229,12 +229,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     ));
     let ext_authz = match &args.ext_authz_config {
         Some(path) => {
-            let bytes = std::fs::read(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
+            let bytes =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
             let config = sluice_admission::config::FilterConfig::from_json(&bytes)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             tracing::info!(config = %path.display(), "ext_authz front door enabled");
-            Some(sluice_ratelimit::ext_authz::ExtAuthzService::new(limiter.clone(), config))
+            Some(sluice_ratelimit::ext_authz::ExtAuthzService::new(
+                limiter.clone(),
+                config,
+            ))
         }
         None => None,
     };

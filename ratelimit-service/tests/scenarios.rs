@@ -349,6 +349,9 @@ scenarios! {
         assert_eq!(response.overall_code(), Code::OverLimit);
         assert_eq!(response.statuses[0].code(), Code::Ok);
         assert_eq!(response.statuses[1].code(), Code::OverLimit);
+        // The headers describe the limit that blocks, not the one with the least left.
+        assert_eq!(header(&response, "RateLimit-Limit"), Some("1000"));
+        assert_eq!(header(&response, "RateLimit-Remaining"), Some("1000"));
         // The request-count limit was not charged for the refused request.
         let response = h.ask(vec![rpm(), tokens(10)]).await;
         assert_eq!(response.statuses[0].limit_remaining, 2);

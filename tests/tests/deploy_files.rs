@@ -17,7 +17,10 @@ fn documents(path: &str) -> Vec<serde_yaml::Value> {
 fn envoyfilter_plugin_config_parses() {
     let docs = documents("deploy/istio/sluice-filter-envoyfilter.yaml");
     let config = &docs[0]["spec"]["configPatches"][0]["patch"]["value"]["typed_config"]["config"];
-    assert_eq!(config["allow_on_headers_stop_iteration"], serde_yaml::Value::Bool(true));
+    assert_eq!(
+        config["allow_on_headers_stop_iteration"],
+        serde_yaml::Value::Bool(true)
+    );
     let json = config["configuration"]["value"].as_str().unwrap();
     let parsed = FilterConfig::from_json(json.as_bytes()).unwrap();
     assert!(parsed.rls_cluster.starts_with("outbound|8081||sluice-rls."));
@@ -34,21 +37,35 @@ fn wasmplugin_plugin_config_parses() {
 fn deferral_route_matches_the_marker_the_filter_sets() {
     let docs = documents("deploy/istio/sluice-routes.yaml");
     let filter_docs = documents("deploy/istio/sluice-filter-envoyfilter.yaml");
-    let json = filter_docs[0]["spec"]["configPatches"][0]["patch"]["value"]["typed_config"]["config"]["configuration"]["value"]
+    let json = filter_docs[0]["spec"]["configPatches"][0]["patch"]["value"]["typed_config"]
+        ["config"]["configuration"]["value"]
         .as_str()
         .unwrap();
-    let marker = FilterConfig::from_json(json.as_bytes()).unwrap().deferral.marker_header;
+    let marker = FilterConfig::from_json(json.as_bytes())
+        .unwrap()
+        .deferral
+        .marker_header;
     let first_route = &docs[0]["spec"]["http"][0];
-    assert_eq!(first_route["match"][0]["headers"][&marker]["exact"].as_str(), Some("1"));
+    assert_eq!(
+        first_route["match"][0]["headers"][&marker]["exact"].as_str(),
+        Some("1")
+    );
     assert_eq!(first_route["timeout"].as_str(), Some("0s"));
-    assert_eq!(docs[1]["spec"]["ports"][0]["appProtocol"].as_str(), Some("grpc"));
+    assert_eq!(
+        docs[1]["spec"]["ports"][0]["appProtocol"].as_str(),
+        Some("grpc")
+    );
 }
 
 #[test]
 fn envoy_examples_carry_a_valid_plugin_config() {
     let docs = documents("envoy/sluice-filter.yaml");
-    let filters = &docs[0]["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]["http_filters"];
+    let filters = &docs[0]["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]
+        ["typed_config"]["http_filters"];
     let wasm = &filters[0]["typed_config"]["config"];
-    assert_eq!(wasm["allow_on_headers_stop_iteration"], serde_yaml::Value::Bool(true));
+    assert_eq!(
+        wasm["allow_on_headers_stop_iteration"],
+        serde_yaml::Value::Bool(true)
+    );
     FilterConfig::from_json(wasm["configuration"]["value"].as_str().unwrap().as_bytes()).unwrap();
 }

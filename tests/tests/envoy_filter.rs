@@ -1,14 +1,18 @@
-//! Real Envoy loading the built Wasm filter, the real RLS (Redis store), the
-//! project's simulated OpenAI backend, and a stand-in deferral endpoint.
+//! One scenario suite, two front doors: real Envoy loading the built Wasm
+//! filter, and real Envoy with `envoy.filters.http.ext_authz` pointing at
+//! sluice-rls — each with the real RLS (Redis store), the project's simulated
+//! OpenAI backend, and a stand-in deferral endpoint that echoes what it got.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use serde_json::Value;
+use sluice_admission::config::FilterConfig;
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::Entry, RateLimitDescriptor,
 };
 use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use sluice_proto::pb::google::protobuf::UInt64Value;
 use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::ext_authz::ExtAuthzService;
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
@@ -53,7 +57,14 @@ descriptors:
             rate_limit: { unit: hour, requests_per_unit: 1000000, name: meter-tph }
 "#;
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FrontDoor {
+    Wasm,
+    ExtAuthz,
+}
+
 struct Stack {
+    front: FrontDoor,
     envoy: Envoy,
     listener: SocketAddr,
     limiter: Arc<Limiter>,
@@ -61,24 +72,48 @@ struct Stack {
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
-/// `filter_json_edit` rewrites the plugin configuration (e.g. failure mode);
-/// `rls_up: false` points the filter at a port nobody listens on.
-async fn stack(filter_json_edit: &[(&str, &str)], rls_up: bool) -> Stack {
+/// `edits` rewrite the Envoy config (which carries the Wasm plugin
+/// configuration) or, for ext_authz, whichever of the Envoy config and
+/// config/ext-authz.json holds the text. `rls_up: false` points Envoy at a
+/// port nobody listens on.
+async fn stack(front: FrontDoor, edits: &[(&str, &str)], rls_up: bool) -> Stack {
     let redis = RedisServer::start().unwrap();
     let store = RedisStore::new(&RedisStoreOptions {
         url: redis.url(),
         ..Default::default()
     })
     .unwrap();
-    let config =
+    let limits =
         LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
     let limiter = Arc::new(Limiter::new(
-        config,
+        limits,
         Arc::new(store),
         CountingMode::AllOrNothing,
         Arc::new(SystemClock),
         Arc::new(Metrics::new()),
     ));
+
+    let envoy_file = match front {
+        FrontDoor::Wasm => "envoy/sluice-filter.yaml",
+        FrontDoor::ExtAuthz => "envoy/ext-authz.yaml",
+    };
+    let mut config = std::fs::read_to_string(workspace_root().join(envoy_file)).unwrap();
+    let mut admission_json =
+        std::fs::read_to_string(workspace_root().join("config/ext-authz.json")).unwrap();
+    for (from, to) in edits {
+        let target = if front == FrontDoor::ExtAuthz && admission_json.contains(from) {
+            &mut admission_json
+        } else {
+            &mut config
+        };
+        assert!(target.contains(from), "{from} not in the {front:?} config");
+        *target = target.replace(from, to);
+    }
+    let ext_authz = (front == FrontDoor::ExtAuthz).then(|| {
+        let admission = FilterConfig::from_json(admission_json.as_bytes()).unwrap();
+        ExtAuthzService::new(limiter.clone(), admission)
+    });
+
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let rls_port = if rls_up {
         grpc.local_addr().unwrap().port()
@@ -86,19 +121,15 @@ async fn stack(filter_json_edit: &[(&str, &str)], rls_up: bool) -> Stack {
         free_port()
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(run(
-        grpc,
-        None,
-        Deps {
-            limiter: limiter.clone(),
-            config_path: None,
-            reload_interval: Duration::ZERO,
-            ext_authz: None,
-        },
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let deps = Deps {
+        limiter: limiter.clone(),
+        config_path: None,
+        reload_interval: Duration::ZERO,
+        ext_authz,
+    };
+    tokio::spawn(run(grpc, None, deps, async {
+        let _ = stopped.await;
+    }));
 
     let backend = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let backend_port = backend.local_addr().unwrap().port();
@@ -109,9 +140,16 @@ async fn stack(filter_json_edit: &[(&str, &str)], rls_up: bool) -> Stack {
     ));
     let deferral = StaticHttpServer::start(ECHO_HEADERS).unwrap();
 
-    let (admin_port, listener_port) = (free_port(), free_port());
-    let mut config = std::fs::read_to_string(workspace_root().join("envoy/sluice-filter.yaml"))
-        .unwrap()
+    // Distinct from each other and from the dead RLS port of `rls_up: false`.
+    let mut ports = vec![rls_port];
+    while ports.len() < 3 {
+        let port = free_port();
+        if !ports.contains(&port) {
+            ports.push(port);
+        }
+    }
+    let (admin_port, listener_port) = (ports[1], ports[2]);
+    config = config
         .replace("port_value: 9901", &format!("port_value: {admin_port}"))
         .replace("port_value: 10000", &format!("port_value: {listener_port}"))
         .replace("port_value: 8081", &format!("port_value: {rls_port}"))
@@ -119,14 +157,12 @@ async fn stack(filter_json_edit: &[(&str, &str)], rls_up: bool) -> Stack {
         .replace(
             "port_value: 8090",
             &format!("port_value: {}", deferral.addr.port()),
-        )
-        .replace(
+        );
+    if front == FrontDoor::Wasm {
+        config = config.replace(
             "/etc/sluice/sluice_filter.wasm",
             &filter_wasm().unwrap().display().to_string(),
         );
-    for (from, to) in filter_json_edit {
-        assert!(config.contains(from), "{from} not in the filter config");
-        config = config.replace(from, to);
     }
     let envoy =
         tokio::task::spawn_blocking(move || Envoy::start(&config, admin_port, listener_port))
@@ -134,6 +170,7 @@ async fn stack(filter_json_edit: &[(&str, &str)], rls_up: bool) -> Stack {
             .unwrap()
             .unwrap();
     Stack {
+        front,
         envoy,
         listener: ([127, 0, 0, 1], listener_port).into(),
         limiter,
@@ -147,13 +184,13 @@ impl Stack {
         &self,
         path: &'static str,
         headers: Vec<(&'static str, String)>,
-        body: String,
+        body: Vec<u8>,
     ) -> HttpResponse {
         let addr = self.listener;
         tokio::task::spawn_blocking(move || {
             let headers: Vec<(&str, &str)> =
                 headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            http_request(addr, "POST", path, &headers, body.as_bytes()).unwrap()
+            http_request(addr, "POST", path, &headers, &body).unwrap()
         })
         .await
         .unwrap()
@@ -170,19 +207,43 @@ impl Stack {
             ("content-type", "application/json".into()),
         ];
         headers.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
-        self.post("/v1/chat/completions", headers, body.to_string())
-            .await
+        self.post(
+            "/v1/chat/completions",
+            headers,
+            body.to_string().into_bytes(),
+        )
+        .await
     }
 
-    async fn stats(&self) -> String {
-        let admin: SocketAddr = ([127, 0, 0, 1], self.envoy.admin_port).into();
-        tokio::task::spawn_blocking(move || {
-            http_request(admin, "GET", "/stats?filter=sluice", &[], b"")
-                .unwrap()
-                .body
-        })
-        .await
-        .unwrap()
+    /// How often the front door recorded `event` (admitted, rejected, ...):
+    /// Envoy's `wasmcustom.sluice_<event>_total` for the filter,
+    /// sluice-rls's `sluice_rls_ext_authz_events_total` for ext_authz.
+    async fn events(&self, event: &str) -> u64 {
+        match self.front {
+            FrontDoor::Wasm => {
+                let admin: SocketAddr = ([127, 0, 0, 1], self.envoy.admin_port).into();
+                let stats = tokio::task::spawn_blocking(move || {
+                    http_request(admin, "GET", "/stats?filter=sluice", &[], b"")
+                        .unwrap()
+                        .body
+                })
+                .await
+                .unwrap();
+                let name = format!("sluice_{event}_total: ");
+                stats
+                    .lines()
+                    .find_map(|l| l.split_once(&name).map(|(_, n)| n.trim().parse().unwrap()))
+                    .unwrap_or(0)
+            }
+            FrontDoor::ExtAuthz => {
+                let metrics = self.limiter.metrics().encode();
+                let name = format!("sluice_rls_ext_authz_events_total{{event=\"{event}\"}} ");
+                metrics
+                    .lines()
+                    .find_map(|l| l.strip_prefix(&name).map(|n| n.trim().parse().unwrap()))
+                    .unwrap_or(0)
+            }
+        }
     }
 
     /// Tokens left in the tenant's token window, without charging anything.
@@ -226,9 +287,10 @@ fn chat_body(words: usize, max_tokens: u64, stream: bool) -> Value {
     body
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn admission_rejection_deferral_and_reconciliation() {
-    let stack = stack(&[], true).await;
+/// Admitted, token limit exhausted → 429, defer → deferral route with markers,
+/// self-marking stripped. Same inputs, same outcomes, for both front doors.
+async fn admission_rejection_and_deferral(front: FrontDoor) {
+    let stack = stack(front, &[], true).await;
 
     // Admitted: 200 from the backend, RateLimit headers on the way back.
     let response = stack
@@ -245,55 +307,14 @@ async fn admission_rejection_deferral_and_reconciliation() {
         stack.envoy.log_text()
     );
     assert!(
+        response.body.contains("chat.completion"),
+        "{}",
+        response.body
+    );
+    assert!(
         response.header("ratelimit-remaining").is_some(),
         "{response:?}"
     );
-    let usage: Value = serde_json::from_str::<Value>(&response.body).unwrap()["usage"].clone();
-    let used = usage["total_tokens"].as_u64().unwrap();
-
-    // Reconciliation: the window ends up charged with what the backend reported.
-    let mut left = 0;
-    for _ in 0..50 {
-        left = stack.tokens_left("meter", "gpt-4o").await;
-        if u64::from(left) == 1_000_000 - used {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(
-        u64::from(left),
-        1_000_000 - used,
-        "window not reconciled to usage {usage}"
-    );
-
-    // Streamed, with include_usage: reconciled from the final SSE chunk.
-    let response = stack
-        .chat(
-            "meter",
-            chat_body(10, 500, true),
-            &[("x-sim-completion-tokens", "7")],
-        )
-        .await;
-    assert_eq!(response.status, 200);
-    assert!(response.body.contains("data: [DONE]"), "{}", response.body);
-    let usage_line = response
-        .body
-        .lines()
-        .filter(|l| l.contains("\"usage\"") && !l.contains("\"usage\":null"))
-        .last()
-        .unwrap();
-    let stream_used = serde_json::from_str::<Value>(usage_line.trim_start_matches("data: "))
-        .unwrap()["usage"]["total_tokens"]
-        .as_u64()
-        .unwrap();
-    for _ in 0..50 {
-        left = stack.tokens_left("meter", "gpt-4o").await;
-        if u64::from(left) == 1_000_000 - used - stream_used {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(u64::from(left), 1_000_000 - used - stream_used);
 
     // Token limit exhausted by a few large prompts while requests are fine: 429.
     let mut statuses = Vec::new();
@@ -307,9 +328,10 @@ async fn admission_rejection_deferral_and_reconciliation() {
         }
     }
     let rejected = rejected.unwrap_or_else(|| panic!("no 429 after {statuses:?}"));
-    assert!(
-        statuses.len() >= 2,
-        "first large prompt should pass: {statuses:?}"
+    assert_eq!(
+        statuses,
+        [200, 200, 429],
+        "1000-word prompts against 3000 tokens/hour"
     );
     assert!(rejected.header("retry-after").is_some(), "{rejected:?}");
     assert_eq!(
@@ -347,7 +369,7 @@ async fn admission_rejection_deferral_and_reconciliation() {
             > 100
     );
 
-    // A client cannot mark itself: small request, marker stripped, normal route.
+    // A client cannot mark itself: the marker is stripped, normal route.
     let response = stack
         .chat(
             "meter",
@@ -362,82 +384,168 @@ async fn admission_rejection_deferral_and_reconciliation() {
         response.body
     );
 
-    let stats = stack.stats().await;
-    for stat in [
-        "sluice_admitted_total",
-        "sluice_rejected_total: 1",
-        "sluice_deferred_total: 1",
-        "sluice_reconciled_total",
-    ] {
-        assert!(stats.contains(stat), "{stat} missing in\n{stats}");
-    }
+    assert_eq!(stack.events("admitted").await, 4);
+    assert_eq!(stack.events("rejected").await, 1);
+    assert_eq!(stack.events("deferred").await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_input_gets_clear_errors() {
+async fn wasm_admission_rejection_and_deferral() {
+    admission_rejection_and_deferral(FrontDoor::Wasm).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ext_authz_admission_rejection_and_deferral() {
+    admission_rejection_and_deferral(FrontDoor::ExtAuthz).await;
+}
+
+/// Reconciliation (Wasm only: ext_authz never sees the response).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wasm_reconciles_real_usage() {
+    let stack = stack(FrontDoor::Wasm, &[], true).await;
+    let response = stack
+        .chat(
+            "meter",
+            chat_body(10, 20, false),
+            &[("x-sim-completion-tokens", "20")],
+        )
+        .await;
+    assert_eq!(response.status, 200, "{response:?}");
+    let usage: Value = serde_json::from_str::<Value>(&response.body).unwrap()["usage"].clone();
+    let used = usage["total_tokens"].as_u64().unwrap();
+    let stack = &stack;
+    let settle = |expected: u64| async move {
+        let mut left = 0;
+        for _ in 0..50 {
+            left = u64::from(stack.tokens_left("meter", "gpt-4o").await);
+            if left == expected {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        left
+    };
+    // The estimate (prompt + max_tokens 20) was replaced by what the backend reported.
+    assert_eq!(
+        settle(1_000_000 - used).await,
+        1_000_000 - used,
+        "window not reconciled to {usage}"
+    );
+
+    // Streamed, with include_usage: reconciled from the final SSE chunk.
+    let response = stack
+        .chat(
+            "meter",
+            chat_body(10, 500, true),
+            &[("x-sim-completion-tokens", "7")],
+        )
+        .await;
+    assert_eq!(response.status, 200);
+    assert!(response.body.contains("data: [DONE]"), "{}", response.body);
+    let usage_line = response
+        .body
+        .lines()
+        .filter(|l| l.contains("\"usage\"") && !l.contains("\"usage\":null"))
+        .last()
+        .unwrap();
+    let streamed: Value = serde_json::from_str(usage_line.trim_start_matches("data: ")).unwrap();
+    let stream_used = streamed["usage"]["total_tokens"].as_u64().unwrap();
+    let expected = 1_000_000 - used - stream_used;
+    assert_eq!(
+        settle(expected).await,
+        expected,
+        "stream not reconciled (max_tokens 500, used {stream_used})"
+    );
+    assert_eq!(stack.events("reconciled").await, 2);
+}
+
+async fn bad_input_gets_clear_errors(front: FrontDoor) {
     let stack = stack(
+        front,
         &[("\"max_body_bytes\": 4194304", "\"max_body_bytes\": 4096")],
         true,
     )
     .await;
-    let post = |headers: Vec<(&'static str, String)>, body: String| {
-        stack.post("/v1/chat/completions", headers, body)
-    };
     let tenant = || vec![("x-tenant-id", "meter".to_string())];
+    let post = |headers: Vec<(&'static str, String)>, body: &[u8]| {
+        stack.post("/v1/chat/completions", headers, body.to_vec())
+    };
 
-    let too_big = post(tenant(), chat_body(2000, 5, false).to_string()).await;
+    let too_big = post(tenant(), chat_body(2000, 5, false).to_string().as_bytes()).await;
     assert_eq!(too_big.status, 413, "{too_big:?}");
-    let invalid = post(tenant(), "{\"model\": \"gpt-4o\", \"messages\": [".into()).await;
+    let invalid = post(tenant(), b"{\"model\": \"gpt-4o\", \"messages\": [").await;
     assert_eq!(invalid.status, 400);
     assert!(invalid.body.contains("not valid JSON"), "{}", invalid.body);
-    let no_model = post(tenant(), r#"{"messages": []}"#.into()).await;
+    let no_model = post(tenant(), br#"{"messages": []}"#).await;
     assert_eq!(no_model.status, 400);
     assert!(no_model.body.contains("'model'"), "{}", no_model.body);
-    let unknown = post(
-        tenant(),
-        r#"{"model": "mystery-9000", "messages": []}"#.into(),
-    )
-    .await;
+    let unknown = post(tenant(), br#"{"model": "mystery-9000", "messages": []}"#).await;
     assert_eq!(unknown.status, 400);
     assert!(unknown.body.contains("not known"), "{}", unknown.body);
-    let no_tenant = post(vec![], chat_body(1, 5, false).to_string()).await;
+    let no_tenant = post(vec![], chat_body(1, 5, false).to_string().as_bytes()).await;
     assert_eq!(no_tenant.status, 401, "{no_tenant:?}");
-    // Invalid UTF-8 inside a JSON string.
-    let addr = stack.listener;
-    let utf8 = tokio::task::spawn_blocking(move || {
-        http_request(addr, "POST", "/v1/chat/completions", &[("x-tenant-id", "meter")],
-            b"{\"model\": \"gpt-4o\", \"messages\": [{\"role\": \"user\", \"content\": \"\xc3\x28\"}]}").unwrap()
-    })
-    .await
-    .unwrap();
-    assert_eq!(utf8.status, 400, "{utf8:?}");
+    let bad_utf8 = post(
+        tenant(),
+        b"{\"model\": \"gpt-4o\", \"messages\": [{\"role\": \"user\", \"content\": \"\xc3\x28\"}]}",
+    )
+    .await;
+    assert_eq!(bad_utf8.status, 400, "{bad_utf8:?}");
     // Hostile tenant values are bounded and still counted.
-    let hostile = "t".repeat(3000);
     let response = post(
-        vec![("x-tenant-id", hostile)],
-        chat_body(1, 5, false).to_string(),
+        vec![("x-tenant-id", "t".repeat(3000))],
+        chat_body(1, 5, false).to_string().as_bytes(),
     )
     .await;
     assert_eq!(response.status, 200, "{response:?}");
-    // The VM survived all of it.
-    let fine = post(tenant(), chat_body(1, 5, false).to_string()).await;
+    // Still serving after all of it.
+    let fine = post(tenant(), chat_body(1, 5, false).to_string().as_bytes()).await;
     assert_eq!(fine.status, 200);
-    let stats = stack.stats().await;
-    assert!(stats.contains("sluice_bad_request_total: 4"), "{stats}");
-    assert!(stats.contains("sluice_body_too_large_total: 1"), "{stats}");
+    assert_eq!(stack.events("bad_request").await, 4);
+    assert_eq!(stack.events("body_too_large").await, 1);
+    assert_eq!(stack.events("missing_tenant").await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rls_down_fails_open_or_closed_as_configured() {
-    let open = stack(&[], false).await;
-    let response = open.chat("meter", chat_body(1, 5, false), &[]).await;
-    assert_eq!(response.status, 200, "{response:?}");
-    assert!(open
-        .stats()
-        .await
-        .contains("sluice_rls_failure_allowed_total: 1"));
+async fn wasm_bad_input_gets_clear_errors() {
+    bad_input_gets_clear_errors(FrontDoor::Wasm).await;
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ext_authz_bad_input_gets_clear_errors() {
+    bad_input_gets_clear_errors(FrontDoor::ExtAuthz).await;
+}
+
+/// A body cut by ext_authz's buffer is refused, never counted short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ext_authz_truncated_body_is_refused() {
+    let stack = stack(
+        FrontDoor::ExtAuthz,
+        &[("max_request_bytes: 4194304", "max_request_bytes: 2048")],
+        true,
+    )
+    .await;
+    let response = stack.chat("meter", chat_body(2000, 5, false), &[]).await;
+    assert_eq!(response.status, 413, "{response:?}");
+    assert!(
+        response.body.contains("authorization buffer"),
+        "{}",
+        response.body
+    );
+    assert_eq!(stack.events("truncated_body").await, 1);
+    let small = stack.chat("meter", chat_body(10, 5, false), &[]).await;
+    assert_eq!(small.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wasm_rls_down_fails_open_or_closed() {
+    let open = stack(FrontDoor::Wasm, &[], false).await;
+    assert_eq!(
+        open.chat("meter", chat_body(1, 5, false), &[]).await.status,
+        200
+    );
+    assert_eq!(open.events("rls_failure_allowed").await, 1);
     let closed = stack(
+        FrontDoor::Wasm,
         &[("\"failure_mode\": \"allow\"", "\"failure_mode\": \"deny\"")],
         false,
     )
@@ -449,8 +557,20 @@ async fn rls_down_fails_open_or_closed_as_configured() {
         "{}",
         response.body
     );
-    assert!(closed
-        .stats()
-        .await
-        .contains("sluice_rls_failure_denied_total: 1"));
+    assert_eq!(closed.events("rls_failure_denied").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ext_authz_sidecar_down_follows_envoy_failure_mode() {
+    let open = stack(FrontDoor::ExtAuthz, &[], false).await;
+    let response = open.chat("meter", chat_body(1, 5, false), &[]).await;
+    assert_eq!(response.status, 200, "{response:?}");
+    let closed = stack(
+        FrontDoor::ExtAuthz,
+        &[("failure_mode_allow: true", "failure_mode_allow: false")],
+        false,
+    )
+    .await;
+    let response = closed.chat("meter", chat_body(1, 5, false), &[]).await;
+    assert_eq!(response.status, 503, "{response:?}");
 }
