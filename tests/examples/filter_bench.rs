@@ -8,8 +8,10 @@
 //!
 //! Prints figures; asserts nothing.
 
+use sluice_admission::config::FilterConfig;
 use sluice_admission::openai::{self, Endpoint};
 use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::ext_authz::ExtAuthzService;
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
@@ -186,6 +188,11 @@ async fn main() -> anyhow::Result<()> {
         Arc::new(SystemClock),
         Arc::new(Metrics::new()),
     ));
+    let limiter_for_authz = limiter.clone();
+    let admission = FilterConfig::from_json(&std::fs::read(
+        workspace_root().join("config/ext-authz.json"),
+    )?)
+    .map_err(anyhow::Error::msg)?;
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let rls_port = grpc.local_addr()?.port();
     tokio::spawn(run(
@@ -195,7 +202,7 @@ async fn main() -> anyhow::Result<()> {
             limiter,
             config_path: None,
             reload_interval: Duration::ZERO,
-            ext_authz: None,
+            ext_authz: Some(ExtAuthzService::new(limiter_for_authz, admission)),
         },
         std::future::pending::<()>(),
     ));
@@ -228,6 +235,17 @@ async fn main() -> anyhow::Result<()> {
     )?;
     let without_start = started.elapsed();
     let without_addr: SocketAddr = ([127, 0, 0, 1], listener2).into();
+    let (admin5, listener5) = (free_port(), free_port());
+    let authz_config = std::fs::read_to_string(workspace_root().join("envoy/ext-authz.yaml"))?
+        .replace("port_value: 9901", &format!("port_value: {admin5}"))
+        .replace("port_value: 10000", &format!("port_value: {listener5}"))
+        .replace("port_value: 8081", &format!("port_value: {rls_port}"))
+        .replace(
+            "port_value: 8000",
+            &format!("port_value: {}", backend.addr.port()),
+        );
+    let _authz = Envoy::start(&authz_config, admin5, listener5)?;
+    let authz_addr: SocketAddr = ([127, 0, 0, 1], listener5).into();
     println!(
         "envoy start to listening: {:.0} ms with filter, {:.0} ms without",
         with_start.as_secs_f64() * 1e3,
@@ -283,14 +301,20 @@ async fn main() -> anyhow::Result<()> {
     let body_1k = chat_body(&prompt_1k);
     let mut a = Connection::open(with_addr);
     let mut b = Connection::open(without_addr);
+    let mut c = Connection::open(authz_addr);
     for _ in 0..50 {
         a.post(&body_1k);
         b.post(&body_1k);
+        c.post(&body_1k);
     }
-    let (mut with_ms, mut without_ms) = (Vec::new(), Vec::new());
+    let (mut with_ms, mut without_ms, mut authz_ms) = (Vec::new(), Vec::new(), Vec::new());
     let mut errors = 0;
     for _ in 0..rounds {
-        for (connection, out) in [(&mut a, &mut with_ms), (&mut b, &mut without_ms)] {
+        for (connection, out) in [
+            (&mut a, &mut with_ms),
+            (&mut b, &mut without_ms),
+            (&mut c, &mut authz_ms),
+        ] {
             for _ in 0..per_round {
                 let t = Instant::now();
                 let reply = connection.post(&body_1k);
@@ -301,6 +325,7 @@ async fn main() -> anyhow::Result<()> {
     }
     with_ms.sort_by(|x, y| x.total_cmp(y));
     without_ms.sort_by(|x, y| x.total_cmp(y));
+    authz_ms.sort_by(|x, y| x.total_cmp(y));
     println!();
     println!(
         "1k-token prompt ({} tokens), {} requests each, one connection, alternating rounds:",
@@ -313,6 +338,7 @@ async fn main() -> anyhow::Result<()> {
     );
     for (label, v) in [
         ("envoy + sluice filter + RLS", &with_ms),
+        ("envoy + ext_authz (sluice)", &authz_ms),
         ("envoy alone", &without_ms),
     ] {
         println!(
@@ -329,6 +355,13 @@ async fn main() -> anyhow::Result<()> {
         percentile(&with_ms, 0.5) - percentile(&without_ms, 0.5),
         percentile(&with_ms, 0.99) - percentile(&without_ms, 0.99),
         percentile(&with_ms, 0.999) - percentile(&without_ms, 0.999)
+    );
+    println!(
+        "{:<28} {:>9.3} {:>9.3} {:>9.3}",
+        "added by ext_authz",
+        percentile(&authz_ms, 0.5) - percentile(&without_ms, 0.5),
+        percentile(&authz_ms, 0.99) - percentile(&without_ms, 0.99),
+        percentile(&authz_ms, 0.999) - percentile(&without_ms, 0.999)
     );
     println!("non-200 answers: {errors}");
 

@@ -69,3 +69,21 @@ fn envoy_examples_carry_a_valid_plugin_config() {
     );
     FilterConfig::from_json(wasm["configuration"]["value"].as_str().unwrap().as_bytes()).unwrap();
 }
+
+#[test]
+fn ext_authz_files_agree_with_the_code() {
+    let docs = documents("deploy/istio/sluice-ext-authz.yaml");
+    assert_eq!(docs[0]["spec"]["action"].as_str(), Some("CUSTOM"));
+    let paths = docs[0]["spec"]["rules"][0]["to"][0]["operation"]["paths"]
+        .as_sequence()
+        .unwrap();
+    for path in paths {
+        let path = path.as_str().unwrap();
+        assert!(
+            sluice_admission::openai::Endpoint::from_path(path).is_some(),
+            "{path} is not an endpoint the admission understands"
+        );
+    }
+    let json = std::fs::read(workspace_root().join("config/ext-authz.json")).unwrap();
+    FilterConfig::from_json(&json).unwrap();
+}
