@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod deferral;
 pub mod ext_authz;
 pub mod limiter;
 pub mod metrics;

@@ -1,0 +1,309 @@
+//! Many waiting responses, few Redis connections.
+//!
+//! Each reader owns one dedicated connection and runs
+//! `XREAD BLOCK <ms> STREAMS <wake> <k1> ... <kn> <wake-id> <id1> ... <idn>`
+//! over every stream registered with it: one blocked call waits on all of
+//! them, server side, with no polling. A new registration interrupts the
+//! current call by appending to the reader's own wake stream, so a new
+//! request's first chunk is not held back until the block times out.
+//! Subscribers get entries through a bounded channel; a slow subscriber's
+//! cursor simply stays behind (the entries wait in Redis, not in memory).
+
+use redis::streams::{StreamReadOptions, StreamReadReply};
+use redis::AsyncCommands;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// One stream entry: its id and fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub id: String,
+    pub fields: HashMap<String, String>,
+}
+
+impl Entry {
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.fields.get(name).map(String::as_str)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct HubOptions {
+    /// Readers = dedicated Redis connections.
+    pub readers: usize,
+    /// Longest server-side block of one XREAD.
+    pub block: Duration,
+    /// Entries buffered per subscriber before its cursor waits in Redis.
+    pub buffer: usize,
+}
+
+impl Default for HubOptions {
+    fn default() -> Self {
+        HubOptions {
+            readers: 4,
+            block: Duration::from_secs(5),
+            buffer: 256,
+        }
+    }
+}
+
+enum Command {
+    Watch {
+        key: String,
+        from: String,
+        entries: mpsc::Sender<Entry>,
+    },
+    Forget {
+        key: String,
+    },
+}
+
+struct Reader {
+    commands: mpsc::UnboundedSender<Command>,
+    wake_key: String,
+}
+
+/// The shared reader pool.
+pub struct StreamHub {
+    readers: Vec<Reader>,
+    next: AtomicUsize,
+    /// Non-blocking connection for wake-ups.
+    control: redis::aio::ConnectionManager,
+    buffer: usize,
+}
+
+/// A subscriber's end: entries of one stream, in order. Dropping it stops the watch.
+pub struct Subscription {
+    pub entries: mpsc::Receiver<Entry>,
+    key: String,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Forget {
+            key: std::mem::take(&mut self.key),
+        });
+    }
+}
+
+impl StreamHub {
+    /// Starts `options.readers` reader tasks on their own connections.
+    pub fn start(
+        client: redis::Client,
+        options: HubOptions,
+    ) -> Result<Arc<StreamHub>, redis::RedisError> {
+        let control = redis::aio::ConnectionManager::new_lazy_with_config(
+            client.clone(),
+            redis::aio::ConnectionManagerConfig::new()
+                .set_response_timeout(Some(Duration::from_secs(2))),
+        )?;
+        let instance = format!("{:x}", std::process::id() as u64 ^ random_seed());
+        let readers = (0..options.readers.max(1))
+            .map(|index| {
+                let (commands, receiver) = mpsc::unbounded_channel();
+                let wake_key = format!("sluice:wake:{{{instance}-{index}}}");
+                tokio::spawn(run_reader(
+                    client.clone(),
+                    wake_key.clone(),
+                    receiver,
+                    options.block,
+                ));
+                Reader { commands, wake_key }
+            })
+            .collect();
+        Ok(Arc::new(StreamHub {
+            readers,
+            next: AtomicUsize::new(0),
+            control,
+            buffer: options.buffer.max(1),
+        }))
+    }
+
+    /// Watch `key` for entries after `from` (`0-0` for all of them).
+    pub async fn subscribe(&self, key: &str, from: &str) -> Subscription {
+        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.readers.len();
+        let reader = &self.readers[index];
+        let (sender, entries) = mpsc::channel(self.buffer);
+        let _ = reader.commands.send(Command::Watch {
+            key: key.to_string(),
+            from: from.to_string(),
+            entries: sender,
+        });
+        // Interrupt the reader's current XREAD so it picks the new key up now.
+        let mut control = self.control.clone();
+        let woken: Result<String, _> = redis::cmd("XADD")
+            .arg(&reader.wake_key)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(64)
+            .arg("*")
+            .arg("w")
+            .arg(1)
+            .query_async(&mut control)
+            .await;
+        if let Err(error) = woken {
+            tracing::warn!(%error, "cannot wake stream reader; the new watch waits for the next block timeout");
+        }
+        let _: Result<(), _> = control.expire(&reader.wake_key, 3600).await;
+        Subscription {
+            entries,
+            key: key.to_string(),
+            commands: reader.commands.clone(),
+        }
+    }
+}
+
+fn random_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+struct Watch {
+    cursor: String,
+    entries: mpsc::Sender<Entry>,
+}
+
+async fn run_reader(
+    client: redis::Client,
+    wake_key: String,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    block: Duration,
+) {
+    let mut watches: HashMap<String, Watch> = HashMap::new();
+    let mut wake_cursor = "0-0".to_string();
+    let mut connection = None;
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        // Apply everything queued; with nothing to watch, sleep until asked.
+        loop {
+            let command = if watches.is_empty() {
+                match commands.recv().await {
+                    Some(c) => c,
+                    None => return,
+                }
+            } else {
+                match commands.try_recv() {
+                    Ok(c) => c,
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => return,
+                }
+            };
+            match command {
+                Command::Watch { key, from, entries } => {
+                    watches.insert(
+                        key,
+                        Watch {
+                            cursor: from,
+                            entries,
+                        },
+                    );
+                }
+                Command::Forget { key } => {
+                    watches.remove(&key);
+                }
+            }
+        }
+        watches.retain(|_, w| !w.entries.is_closed());
+        if watches.is_empty() {
+            continue;
+        }
+        if connection.is_none() {
+            // A blocking XREAD must not share a connection with anything else.
+            // Default response timeout (500 ms) would cut every block short.
+            let config = redis::AsyncConnectionConfig::new()
+                .set_response_timeout(Some(block + Duration::from_secs(5)));
+            match client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+            {
+                Ok(c) => {
+                    connection = Some(c);
+                    backoff = Duration::from_millis(50);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "stream reader cannot connect to Redis; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+            }
+        }
+        let Some(conn) = connection.as_mut() else {
+            continue;
+        };
+        let mut keys: Vec<&str> = Vec::with_capacity(watches.len() + 1);
+        let mut ids: Vec<&str> = Vec::with_capacity(watches.len() + 1);
+        keys.push(&wake_key);
+        ids.push(&wake_cursor);
+        let mut paused = false;
+        for (key, watch) in &watches {
+            // A subscriber with a full buffer sits this round out: reading its
+            // stream again now would return the same entries at once (a busy loop).
+            if watch.entries.capacity() == 0 {
+                paused = true;
+                continue;
+            }
+            keys.push(key);
+            ids.push(&watch.cursor);
+        }
+        let wait = if paused {
+            block.min(Duration::from_millis(200))
+        } else {
+            block
+        };
+        let options = StreamReadOptions::default()
+            .block(wait.as_millis().max(1) as usize)
+            .count(128);
+        let reply: Result<Option<StreamReadReply>, _> =
+            conn.xread_options(&keys, &ids, &options).await;
+        match reply {
+            Ok(Some(reply)) => {
+                for stream in reply.keys {
+                    if stream.key == wake_key {
+                        if let Some(last) = stream.ids.last() {
+                            wake_cursor = last.id.clone();
+                        }
+                        continue;
+                    }
+                    let Some(watch) = watches.get_mut(&stream.key) else {
+                        continue;
+                    };
+                    for id in stream.ids {
+                        let fields = id
+                            .map
+                            .iter()
+                            .filter_map(|(k, v)| {
+                                redis::from_redis_value::<String>(v.clone())
+                                    .ok()
+                                    .map(|v| (k.clone(), v))
+                            })
+                            .collect();
+                        let entry = Entry {
+                            id: id.id.clone(),
+                            fields,
+                        };
+                        match watch.entries.try_send(entry) {
+                            Ok(()) => watch.cursor = id.id,
+                            // Full: leave the cursor; the rest is read again later.
+                            Err(mpsc::error::TrySendError::Full(_)) => break,
+                            Err(mpsc::error::TrySendError::Closed(_)) => break,
+                        }
+                    }
+                }
+            }
+            Ok(None) => {} // block timed out
+            Err(error) => {
+                tracing::warn!(%error, "stream reader lost its Redis connection; reconnecting");
+                connection = None;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}
