@@ -1,3 +1,4 @@
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 //! Sluice rate-limit service: an Envoy RLS v3 server (`ShouldRateLimit`) with
 //! fixed-window counters in memory or Redis, the envoyproxy/ratelimit config
 //! format, and Sluice's defer/priority extensions.

@@ -1,4 +1,5 @@
 //! `sluice-rls`: the Sluice rate-limit service.
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -91,6 +92,35 @@ struct ServeArgs {
     #[arg(long, env = "SLUICE_EXT_AUTHZ_CONFIG", value_name = "FILE.json")]
     ext_authz_config: Option<PathBuf>,
 
+    /// Serve the deferral endpoint (deferred requests wait here for their
+    /// answer) on this address. Needs --namesrv and Redis (--redis-url).
+    #[arg(long, env = "SLUICE_DEFERRAL_ADDR")]
+    deferral_addr: Option<SocketAddr>,
+
+    /// RocketMQ name server, for queuing deferred requests.
+    #[arg(long, env = "SLUICE_NAMESRV", default_value = "127.0.0.1:9876")]
+    namesrv: String,
+
+    /// Parent topic of the per tenant × model LiteTopics.
+    #[arg(long, env = "SLUICE_LITE_PARENT", default_value = "sluice-deferred")]
+    lite_parent: String,
+
+    /// Consumer group bound to the parent topic (created if missing).
+    #[arg(long, env = "SLUICE_CONSUMER_GROUP", default_value = "sluice-consumer")]
+    consumer_group: String,
+
+    /// Longest a deferred request waits for its answer, in seconds.
+    #[arg(long, env = "SLUICE_DEFERRAL_TIMEOUT_S", default_value_t = 600)]
+    deferral_timeout_s: u64,
+
+    /// Deferred requests held open at once; beyond it: 503.
+    #[arg(long, env = "SLUICE_DEFERRAL_MAX_IN_FLIGHT", default_value_t = 10_000)]
+    deferral_max_in_flight: usize,
+
+    /// Redis connections reading response streams (each waits on many).
+    #[arg(long, env = "SLUICE_STREAM_READERS", default_value_t = 4)]
+    stream_readers: usize,
+
     /// Log format.
     #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -182,6 +212,7 @@ fn validate(path: &std::path::Path) -> anyhow::Result<()> {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config_path = args
         .config
+        .clone()
         .context("no limits configuration: pass --config FILE|DIR or set SLUICE_RLS_CONFIG")?;
     let config = LimitsConfig::load(&config_path).context("refusing to start")?;
 
@@ -241,15 +272,63 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let deferral = match args.deferral_addr {
+        Some(addr) => Some(deferral_endpoint(&args, addr).await?),
+        None => None,
+    };
     let deps = Deps {
         limiter,
         config_path: Some(config_path),
         reload_interval: Duration::from_millis(args.reload_ms),
         ext_authz,
+        deferral,
     };
     server::run(grpc, Some(admin), deps, shutdown_signal()).await?;
     tracing::info!("sluice-rls stopped");
     Ok(())
+}
+
+async fn deferral_endpoint(
+    args: &ServeArgs,
+    addr: SocketAddr,
+) -> anyhow::Result<(tokio::net::TcpListener, axum::Router)> {
+    use sluice_ratelimit::deferral::{endpoint, hub, publisher::LitePublisher};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let redacted = sluice_ratelimit::store::redact_url(&args.redis_url);
+    let client = redis::Client::open(args.redis_url.as_str())
+        .map_err(|e| anyhow::anyhow!("invalid Redis URL {redacted}: {:?}", e.kind()))?;
+    let hub = hub::StreamHub::start(
+        client.clone(),
+        hub::HubOptions {
+            readers: args.stream_readers,
+            ..Default::default()
+        },
+    )?;
+    let control = redis::aio::ConnectionManager::new_lazy_with_config(
+        client,
+        redis::aio::ConnectionManagerConfig::new()
+            .set_response_timeout(Some(Duration::from_secs(2))),
+    )?;
+    let publisher = LitePublisher::connect(&args.namesrv, &args.lite_parent, &args.consumer_group)
+        .await
+        .with_context(|| format!("cannot reach the RocketMQ name server at {}", args.namesrv))?;
+    let options = endpoint::EndpointOptions {
+        timeout: Duration::from_secs(args.deferral_timeout_s),
+        max_in_flight: args.deferral_max_in_flight,
+        ..Default::default()
+    };
+    let router = endpoint::router(
+        hub,
+        std::sync::Arc::new(publisher),
+        control,
+        options,
+        std::sync::Arc::new(endpoint::EndpointMetrics::default()),
+    );
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (deferral endpoint)"))?;
+    tracing::info!(addr = %listener.local_addr()?, namesrv = %args.namesrv, parent = %args.lite_parent, "deferral endpoint listening");
+    Ok((listener, router))
 }
 
 async fn shutdown_signal() {

@@ -21,6 +21,8 @@ pub struct Deps {
     pub reload_interval: Duration,
     /// The ext_authz front door on the same gRPC port, when configured.
     pub ext_authz: Option<ExtAuthzService>,
+    /// The deferral endpoint (HTTP), when configured.
+    pub deferral: Option<(TcpListener, axum::Router)>,
 }
 
 /// Serve gRPC on `grpc` and the admin endpoints on `admin` until `shutdown`
@@ -48,6 +50,15 @@ pub async fn run(
                 Ok(())
             });
         }
+    }
+    if let Some((listener, router)) = deps.deferral {
+        let rx = stop_rx.clone();
+        tasks.spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(stopped(rx))
+                .await
+                .map_err(anyhow::Error::from)
+        });
     }
     if let Some(listener) = admin {
         let router = admin::router(deps.limiter.clone());

@@ -74,6 +74,7 @@ async fn start(config_path: &Path, store: Arc<dyn CounterStore>, reload: Duratio
         config_path: Some(config_path.to_path_buf()),
         reload_interval: reload,
         ext_authz: None,
+        deferral: None,
     };
     let task = tokio::spawn(run(grpc, Some(admin), deps, async {
         let _ = stopped.await;

@@ -203,6 +203,7 @@ async fn main() -> anyhow::Result<()> {
             config_path: None,
             reload_interval: Duration::ZERO,
             ext_authz: Some(ExtAuthzService::new(limiter_for_authz, admission)),
+            deferral: None,
         },
         std::future::pending::<()>(),
     ));

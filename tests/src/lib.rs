@@ -399,3 +399,277 @@ fn serve_static(stream: TcpStream, body: &str) {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// RocketMq: a name server + broker with LiteTopics on (the queue of Sluice's
+// parked requests). Same config templates as `scripts/broker`:
+// `lite-topic/broker/{namesrv,broker}.toml.in`.
+
+/// A RocketMQ name server and broker of their own, on free loopback ports,
+/// with a scratch store in a temporary directory; both killed on drop.
+/// Binaries: `$ROCKETMQ_NAMESRV_BIN` / `$ROCKETMQ_BROKER_BIN`, PATH, or
+/// `~/.cargo/bin` (`scripts/install-broker`, called by `scripts/setup`).
+pub struct RocketMq {
+    namesrv: Option<Child>,
+    broker: Option<Child>,
+    namesrv_port: u16,
+    broker_port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl RocketMq {
+    pub fn start() -> anyhow::Result<Self> {
+        let namesrv_bin = rocketmq_binary("ROCKETMQ_NAMESRV_BIN", "rocketmq-namesrv-rust")?;
+        let broker_bin = rocketmq_binary("ROCKETMQ_BROKER_BIN", "rocketmq-broker-rust")?;
+        let dir = tempfile::tempdir()?;
+        let home = dir.path().to_path_buf();
+        std::fs::create_dir_all(home.join("namesrv"))?;
+        std::fs::create_dir_all(home.join("store"))?;
+        let home_text = home.to_string_lossy().into_owned();
+        let mut mq = RocketMq {
+            namesrv: None,
+            broker: None,
+            namesrv_port: 0,
+            broker_port: 0,
+            dir,
+        };
+
+        let namesrv_conf = home.join("namesrv.toml");
+        std::fs::write(
+            &namesrv_conf,
+            render_rocketmq_template("namesrv.toml.in", &[("HOME", &home_text)])?,
+        )?;
+        let mut last_error = None;
+        for _ in 0..5 {
+            let port = free_port();
+            let child = rocketmq_command(&namesrv_bin, &home, "namesrv.log")?
+                .arg("-c")
+                .arg(&namesrv_conf)
+                .args([
+                    "--listenPort",
+                    &port.to_string(),
+                    "--bindAddress",
+                    "127.0.0.1",
+                ])
+                .spawn()
+                .context("spawning rocketmq-namesrv-rust")?;
+            mq.namesrv = Some(child);
+            mq.namesrv_port = port;
+            match wait_for_port(([127, 0, 0, 1], port).into(), Duration::from_secs(10)) {
+                Ok(()) => {
+                    last_error = None;
+                    break;
+                }
+                Err(error) => {
+                    mq.stop_namesrv();
+                    last_error = Some(error);
+                }
+            }
+        }
+        if let Some(error) = last_error {
+            bail!(
+                "{error:#}; name server log:\n{}",
+                mq.log_tail("namesrv.log")
+            );
+        }
+
+        let broker_conf = home.join("broker.toml");
+        for _ in 0..5 {
+            let (port, ha_port) = broker_ports();
+            let namesrv = mq.namesrv_addr();
+            std::fs::write(
+                &broker_conf,
+                render_rocketmq_template(
+                    "broker.toml.in",
+                    &[
+                        ("HOME", &home_text),
+                        ("NAMESRV", &namesrv),
+                        ("PORT", &port.to_string()),
+                        ("HA_PORT", &ha_port.to_string()),
+                    ],
+                )?,
+            )?;
+            let child = rocketmq_command(&broker_bin, &home, "broker.log")?
+                .arg("-c")
+                .arg(&broker_conf)
+                .args(["-n", &namesrv])
+                .spawn()
+                .context("spawning rocketmq-broker-rust")?;
+            mq.broker = Some(child);
+            mq.broker_port = port;
+            if wait_for_port(([127, 0, 0, 1], port).into(), Duration::from_secs(15)).is_ok()
+                && mq.wait_registered(Duration::from_secs(10))
+            {
+                return Ok(mq);
+            }
+            mq.stop_broker();
+        }
+        bail!(
+            "the broker did not start; broker log:\n{}",
+            mq.log_tail("broker.log")
+        )
+    }
+
+    /// `127.0.0.1:PORT` of the name server (what clients are given).
+    pub fn namesrv_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.namesrv_port)
+    }
+
+    /// `127.0.0.1:PORT` of the broker's remoting listener.
+    pub fn broker_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.broker_port)
+    }
+
+    /// The scratch directory (configs, store, logs).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The last lines of `namesrv.log` or `broker.log`.
+    pub fn log_tail(&self, name: &str) -> String {
+        let text = std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// Kill both processes (also done on drop).
+    pub fn stop(&mut self) {
+        self.stop_broker();
+        self.stop_namesrv();
+    }
+
+    fn stop_broker(&mut self) {
+        if let Some(mut child) = self.broker.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn stop_namesrv(&mut self) {
+        if let Some(mut child) = self.namesrv.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Until the name server lists the broker (the broker registers at start).
+    fn wait_registered(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let needle = self.broker_addr();
+        while Instant::now() < deadline {
+            if let Some(Ok(Some(_))) = self.broker.as_mut().map(|c| c.try_wait()) {
+                return false;
+            }
+            if rocketmq_cluster_info(self.namesrv_port).is_some_and(|info| info.contains(&needle)) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+impl Drop for RocketMq {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn rocketmq_binary(env_var: &str, name: &str) -> anyhow::Result<PathBuf> {
+    find_binary(env_var, name)
+        .filter(|path| path.is_file())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|home| PathBuf::from(home).join(".cargo/bin").join(name))
+                .filter(|path| path.is_file())
+        })
+        .with_context(|| {
+            format!("{name} not found: run ./scripts/setup (it installs the broker with scripts/install-broker) or set {env_var}")
+        })
+}
+
+fn rocketmq_command(binary: &Path, home: &Path, log: &str) -> anyhow::Result<Command> {
+    let log_file = std::fs::File::create(home.join(log))?;
+    let mut command = Command::new(binary);
+    command
+        .env("ROCKETMQ_HOME", home)
+        .env("ROCKETMQ_SECURITY_PROFILE", "development-insecure-loopback")
+        .env(
+            "RUST_LOG",
+            std::env::var("SLUICE_BROKER_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .current_dir(home)
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file);
+    Ok(command)
+}
+
+fn render_rocketmq_template(name: &str, values: &[(&str, &str)]) -> anyhow::Result<String> {
+    let path = workspace_root().join("lite-topic/broker").join(name);
+    let mut text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading the broker config template {}", path.display()))?;
+    for (key, value) in values {
+        text = text.replace(&format!("@{key}@"), value);
+    }
+    Ok(text)
+}
+
+/// A remoting port P whose P - 2 is free too (the broker's second, "fast"
+/// listener), and a free HA port.
+fn broker_ports() -> (u16, u16) {
+    let bindable = |port: u16| TcpListener::bind(("127.0.0.1", port)).is_ok();
+    for _ in 0..200 {
+        let port = free_port();
+        if port > 1026 && bindable(port - 2) {
+            let ha = free_port();
+            if ha != port && ha != port - 2 {
+                return (port, ha);
+            }
+        }
+    }
+    (free_port(), free_port())
+}
+
+/// The name server's cluster info (GET_BROKER_CLUSTER_INFO, code 106) over the
+/// remoting protocol with a JSON header: the body as text.
+fn rocketmq_cluster_info(namesrv_port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let header = br#"{"code":106,"language":"RUST","version":0,"opaque":1,"flag":0,"extFields":{},"serializeTypeCurrentRPC":"JSON"}"#;
+    let mut stream = TcpStream::connect_timeout(
+        &([127, 0, 0, 1], namesrv_port).into(),
+        Duration::from_secs(1),
+    )
+    .ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let mut frame = Vec::with_capacity(8 + header.len());
+    frame.extend_from_slice(&((4 + header.len()) as u32).to_be_bytes());
+    frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
+    frame.extend_from_slice(header);
+    stream.write_all(&frame).ok()?;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).ok()?;
+    let mut rest = vec![0u8; u32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut rest).ok()?;
+    let header_len = (u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) & 0x00FF_FFFF) as usize;
+    let body = rest.get(4 + header_len..)?;
+    Some(String::from_utf8_lossy(body).into_owned())
+}
+
+#[cfg(test)]
+mod rocketmq_tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_broker_binary_says_how_to_install_it() {
+        let error = rocketmq_binary("SLUICE_TEST_NO_SUCH_VAR", "no-such-rocketmq-binary")
+            .expect_err("no such binary");
+        assert!(error.to_string().contains("run ./scripts/setup"), "{error}");
+    }
+
+    #[test]
+    fn broker_ports_leave_room_for_the_fast_listener() {
+        let (port, ha) = broker_ports();
+        assert!(port > 1026 && ha != port && ha != port - 2);
+    }
+}

@@ -126,6 +126,7 @@ async fn stack(front: FrontDoor, edits: &[(&str, &str)], rls_up: bool) -> Stack 
         config_path: None,
         reload_interval: Duration::ZERO,
         ext_authz,
+        deferral: None,
     };
     tokio::spawn(run(grpc, None, deps, async {
         let _ = stopped.await;

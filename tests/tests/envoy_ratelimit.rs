@@ -54,6 +54,7 @@ async fn stack(store: Arc<dyn CounterStore>) -> Stack {
             config_path: None,
             reload_interval: Duration::ZERO,
             ext_authz: None,
+            deferral: None,
         },
         async {
             let _ = stopped.await;

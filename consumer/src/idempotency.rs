@@ -1,0 +1,464 @@
+//! Idempotency markers: "the model is never called twice for one request",
+//! whatever the broker redelivers.
+//!
+//! # Keys
+//!
+//! - `done:{id}` (value `ok` | `error` | `cancelled` | `interrupted`, expiry
+//!   `done_ttl_secs`, default one day): a terminal entry is in the stream.
+//! - `processing:{id}` (value `<owner> <heartbeat-ms>`, expiry
+//!   `processing_retention_secs`): an attempt claimed the request. `owner`
+//!   is unique per attempt (consumer id + a counter), so a redelivery to the
+//!   same process is still a different attempt. The owner rewrites the
+//!   heartbeat (Redis's clock) every `heartbeat_interval_ms` while its call
+//!   runs.
+//!
+//! # Rules (each one Lua script, atomic on the request's slot)
+//!
+//! 1. **Claim**, before anything is sent to the model:
+//!    - `done` exists → skip, ack ([`Claim::AlreadyDone`]).
+//!    - `processing` exists with a heartbeat younger than `lease_ms` → another
+//!      attempt is alive: do nothing now, look again later
+//!      ([`Claim::InProgressElsewhere`]). It will write the terminal entry.
+//!    - `processing` exists with a stale (or unreadable) heartbeat → an
+//!      attempt died mid-call: the model may have started on it and the
+//!      client may have seen part of the answer. Write `error` (code
+//!      `interrupted`), set `done`, ack ([`Claim::Interrupted`]). The model is
+//!      **not** called again.
+//!    - `cancel` exists → the client is gone: write `error` (code
+//!      `cancelled`), set `done`, ack, no call.
+//!    - otherwise `SET processing` (atomically with the checks above) →
+//!      [`Claim::Proceed`]: this attempt, and only this one, may call the model.
+//! 2. **Heartbeat** while the call runs: rewrite the heartbeat only if
+//!    `processing` still names this owner, and report `cancel`. If another
+//!    attempt took over (it judged this one dead), abort the call.
+//! 3. **Finish**: XADD the terminal entry, EXPIRE the stream, SET `done`,
+//!    DEL `processing`, all only if `processing` still names this owner and
+//!    `done` is absent. So exactly one terminal entry is written per request.
+//! 4. **Release** (infrastructure failure before any output, the request
+//!    must run again): DEL `processing` if it names this owner, so the next
+//!    delivery can claim it. If Redis is down the release fails; the marker
+//!    then goes stale and the next delivery writes `interrupted` (a
+//!    conservative answer, never a second model call).
+//!
+//! # Why the model is never called twice
+//!
+//! A call happens only after a successful claim; a claim succeeds only when
+//! neither `done` nor `processing` exists, and it creates `processing` in the
+//! same atomic step. `processing` disappears only (a) with `done` set in the
+//! same step (finish, interrupted), after which every claim skips, or (b) by
+//! release, which happens only after the backend call ended without output,
+//! or (c) by expiry after `processing_retention_secs`, which must therefore
+//! exceed the longest time a message can be redelivered. A second call can
+//! therefore only follow a first call that produced nothing (connect failure,
+//! timeout before the first chunk, backend busy) — the retry the design asks
+//! for. Stale-heartbeat takeover writes an error instead of calling, and the
+//! fenced finish keeps a late original attempt from writing a second
+//! terminal entry.
+
+use crate::keys;
+use crate::stream::{StreamConfig, Terminal};
+use redis::aio::ConnectionManager;
+use redis::Value;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Settings of the markers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct IdempotencyConfig {
+    /// A heartbeat older than this means the owning attempt is dead.
+    pub lease_ms: u64,
+    /// How often the owner refreshes its heartbeat (at most `lease_ms / 2`).
+    pub heartbeat_interval_ms: u64,
+    /// Expiry of `processing:{id}`: longer than any redelivery horizon.
+    pub processing_retention_secs: u64,
+    /// Expiry of `done:{id}`: longer than any redelivery horizon.
+    pub done_ttl_secs: u64,
+}
+
+impl Default for IdempotencyConfig {
+    fn default() -> Self {
+        IdempotencyConfig {
+            lease_ms: 15_000,
+            heartbeat_interval_ms: 5_000,
+            processing_retention_secs: 86_400,
+            done_ttl_secs: 86_400,
+        }
+    }
+}
+
+impl IdempotencyConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.heartbeat_interval_ms == 0 || self.heartbeat_interval_ms * 2 > self.lease_ms {
+            return Err("heartbeat_interval_ms must be > 0 and at most lease_ms / 2".into());
+        }
+        if self.processing_retention_secs == 0 || self.done_ttl_secs == 0 {
+            return Err("processing_retention_secs and done_ttl_secs must be > 0".into());
+        }
+        Ok(())
+    }
+}
+
+const NOW: &str = r#"
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"#;
+
+/// KEYS: done, processing, cancel, response.
+/// ARGV: owner, lease ms, retention ms, maxlen, stream ttl s, done ttl s,
+/// interrupted message, cancelled message.
+/// Returns {0} claimed | {1, done} | {2} cancelled | {3, owner, age} alive
+/// elsewhere | {4, owner, age} interrupted.
+const CLAIM_BODY: &str = r#"
+local done = redis.call('GET', KEYS[1])
+if done then return {1, done} end
+local function terminal(code, status, message, done_value)
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'type', 'error',
+    'status', status, 'code', code, 'message', message)
+  redis.call('EXPIRE', KEYS[4], ARGV[5])
+  redis.call('SET', KEYS[1], done_value, 'EX', ARGV[6])
+  redis.call('DEL', KEYS[2])
+end
+local cur = redis.call('GET', KEYS[2])
+if cur then
+  local owner, hb = string.match(cur, '^(%S+) (%d+)$')
+  local age = -1
+  if hb then age = now - tonumber(hb) end
+  if hb and age <= tonumber(ARGV[2]) then
+    return {3, owner, age}
+  end
+  terminal('interrupted', '502', ARGV[7], 'interrupted')
+  return {4, owner or cur, age}
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  terminal('cancelled', '499', ARGV[8], 'cancelled')
+  return {2}
+end
+redis.call('SET', KEYS[2], ARGV[1] .. ' ' .. now, 'PX', ARGV[3])
+return {0}
+"#;
+
+/// KEYS: processing, cancel. ARGV: owner, retention ms.
+/// Returns {owned 1|0, cancelled 1|0}.
+const HEARTBEAT_BODY: &str = r#"
+local cur = redis.call('GET', KEYS[1])
+local cancelled = redis.call('EXISTS', KEYS[2])
+local prefix = ARGV[1] .. ' '
+if not cur or string.sub(cur, 1, #prefix) ~= prefix then
+  return {0, cancelled}
+end
+redis.call('SET', KEYS[1], prefix .. now, 'PX', ARGV[2])
+return {1, cancelled}
+"#;
+
+/// KEYS: done, processing, response. ARGV: owner ('' = no owner check, only
+/// when no live attempt holds the request: see `give_up`), maxlen, stream
+/// ttl s, done ttl s, done value, lease ms, then field/value pairs.
+/// Returns 1 written | 0 not (done already, or not the owner / a live owner).
+const FINISH_BODY: &str = r#"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local cur = redis.call('GET', KEYS[2])
+if ARGV[1] ~= '' then
+  local prefix = ARGV[1] .. ' '
+  if not cur or string.sub(cur, 1, #prefix) ~= prefix then return 0 end
+elseif cur then
+  local hb = string.match(cur, '^%S+ (%d+)$')
+  if hb and now - tonumber(hb) <= tonumber(ARGV[6]) then return 0 end
+end
+local entry = {'XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*'}
+for i = 7, #ARGV do entry[#entry + 1] = ARGV[i] end
+redis.call(unpack(entry))
+redis.call('EXPIRE', KEYS[3], ARGV[3])
+redis.call('SET', KEYS[1], ARGV[5], 'EX', ARGV[4])
+redis.call('DEL', KEYS[2])
+return 1
+"#;
+
+/// KEYS: processing. ARGV: owner. Returns 1 deleted | 0 not ours.
+const RELEASE_SCRIPT: &str = r#"
+local cur = redis.call('GET', KEYS[1])
+local prefix = ARGV[1] .. ' '
+if cur and string.sub(cur, 1, #prefix) == prefix then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"#;
+
+/// `message` of the `interrupted` error.
+pub const INTERRUPTED_MESSAGE: &str =
+    "an earlier attempt of this request was interrupted; it is not sent to the model again";
+/// `message` of a `cancelled` error written before any call.
+pub const CANCELLED_BEFORE_CALL_MESSAGE: &str =
+    "the client went away before the request reached the model";
+
+/// Result of a claim.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// This attempt owns the request and may call the model.
+    Proceed(Lease),
+    /// A terminal entry exists already (`done:{id}` holds this value).
+    AlreadyDone(String),
+    /// The client had gone away: `error` (cancelled) written, no call.
+    Cancelled,
+    /// Another attempt holds the request and is alive.
+    InProgressElsewhere {
+        owner: String,
+        heartbeat_age_ms: i64,
+    },
+    /// An earlier attempt died mid-call: `error` (interrupted) written, no call.
+    Interrupted {
+        previous_owner: String,
+        heartbeat_age_ms: i64,
+    },
+}
+
+/// Ownership of one request by one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub req_id: String,
+    pub owner: String,
+}
+
+/// What a heartbeat found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub owned: bool,
+    pub cancelled: bool,
+}
+
+/// The marker scripts of one consumer instance.
+pub struct Idempotency {
+    consumer_id: String,
+    attempt: AtomicU64,
+    config: IdempotencyConfig,
+    claim: redis::Script,
+    heartbeat: redis::Script,
+    finish: redis::Script,
+    release: redis::Script,
+}
+
+impl Idempotency {
+    /// `consumer_id`: unique per consumer process (e.g. pod name + pid);
+    /// whitespace is replaced.
+    pub fn new(consumer_id: &str, config: IdempotencyConfig) -> Result<Self, String> {
+        config.validate()?;
+        let consumer_id: String = consumer_id
+            .chars()
+            .map(|c| {
+                if c.is_whitespace() || c.is_control() {
+                    '_'
+                } else {
+                    c
+                }
+            })
+            .collect();
+        Ok(Idempotency {
+            consumer_id,
+            attempt: AtomicU64::new(0),
+            config,
+            claim: redis::Script::new(&format!("{NOW}{CLAIM_BODY}")),
+            heartbeat: redis::Script::new(&format!("{NOW}{HEARTBEAT_BODY}")),
+            finish: redis::Script::new(&format!("{NOW}{FINISH_BODY}")),
+            release: redis::Script::new(RELEASE_SCRIPT),
+        })
+    }
+
+    pub fn config(&self) -> &IdempotencyConfig {
+        &self.config
+    }
+
+    /// Loads the scripts so the first calls need no NOSCRIPT retry.
+    pub async fn preload(&self, conn: &mut ConnectionManager) -> Result<(), redis::RedisError> {
+        for script in [&self.claim, &self.heartbeat, &self.finish, &self.release] {
+            script.load_async(conn).await?;
+        }
+        Ok(())
+    }
+
+    /// Rule 1.
+    pub async fn claim(
+        &self,
+        conn: &mut ConnectionManager,
+        req_id: &str,
+        stream: &StreamConfig,
+    ) -> Result<Claim, redis::RedisError> {
+        let owner = format!(
+            "{}/{}",
+            self.consumer_id,
+            self.attempt.fetch_add(1, Ordering::Relaxed)
+        );
+        let reply: Vec<Value> = self
+            .claim
+            .key(keys::done(req_id))
+            .key(keys::processing(req_id))
+            .key(keys::cancel(req_id))
+            .key(keys::response(req_id))
+            .arg(&owner)
+            .arg(self.config.lease_ms)
+            .arg(self.config.processing_retention_secs.saturating_mul(1000))
+            .arg(stream.maxlen)
+            .arg(stream.ttl_after_end_secs)
+            .arg(self.config.done_ttl_secs)
+            .arg(INTERRUPTED_MESSAGE)
+            .arg(CANCELLED_BEFORE_CALL_MESSAGE)
+            .invoke_async(conn)
+            .await?;
+        let code = reply.first().and_then(as_i64);
+        let text = |i: usize| reply.get(i).and_then(as_string).unwrap_or_default();
+        let number = |i: usize| reply.get(i).and_then(as_i64).unwrap_or(-1);
+        Ok(match code {
+            Some(0) => Claim::Proceed(Lease {
+                req_id: req_id.to_string(),
+                owner,
+            }),
+            Some(1) => Claim::AlreadyDone(text(1)),
+            Some(2) => Claim::Cancelled,
+            Some(3) => Claim::InProgressElsewhere {
+                owner: text(1),
+                heartbeat_age_ms: number(2),
+            },
+            Some(4) => Claim::Interrupted {
+                previous_owner: text(1),
+                heartbeat_age_ms: number(2),
+            },
+            _ => {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::UnexpectedReturnType,
+                    "claim script reply",
+                    format!("{reply:?}"),
+                )))
+            }
+        })
+    }
+
+    /// Rule 2.
+    pub async fn heartbeat(
+        &self,
+        conn: &mut ConnectionManager,
+        lease: &Lease,
+    ) -> Result<Heartbeat, redis::RedisError> {
+        let (owned, cancelled): (i64, i64) = self
+            .heartbeat
+            .key(keys::processing(&lease.req_id))
+            .key(keys::cancel(&lease.req_id))
+            .arg(&lease.owner)
+            .arg(self.config.processing_retention_secs.saturating_mul(1000))
+            .invoke_async(conn)
+            .await?;
+        Ok(Heartbeat {
+            owned: owned == 1,
+            cancelled: cancelled == 1,
+        })
+    }
+
+    /// Rule 3. `Ok(false)`: not written (this attempt lost the request).
+    pub async fn finish(
+        &self,
+        conn: &mut ConnectionManager,
+        lease: &Lease,
+        terminal: &Terminal,
+        stream: &StreamConfig,
+    ) -> Result<bool, redis::RedisError> {
+        self.write_terminal(conn, &lease.req_id, Some(&lease.owner), terminal, stream)
+            .await
+    }
+
+    /// Writes a terminal entry without owning the request: for a pop loop
+    /// that gives up on a message (e.g. the backend stayed unreachable for
+    /// too many attempts). Written only if no terminal entry exists and no
+    /// live attempt holds the request. `Ok(false)`: not written.
+    pub async fn give_up(
+        &self,
+        conn: &mut ConnectionManager,
+        req_id: &str,
+        terminal: &Terminal,
+        stream: &StreamConfig,
+    ) -> Result<bool, redis::RedisError> {
+        self.write_terminal(conn, req_id, None, terminal, stream)
+            .await
+    }
+
+    async fn write_terminal(
+        &self,
+        conn: &mut ConnectionManager,
+        req_id: &str,
+        owner: Option<&str>,
+        terminal: &Terminal,
+        stream: &StreamConfig,
+    ) -> Result<bool, redis::RedisError> {
+        let mut invocation = self.finish.prepare_invoke();
+        invocation
+            .key(keys::done(req_id))
+            .key(keys::processing(req_id))
+            .key(keys::response(req_id))
+            .arg(owner.unwrap_or(""))
+            .arg(stream.maxlen)
+            .arg(stream.ttl_after_end_secs)
+            .arg(self.config.done_ttl_secs)
+            .arg(terminal.done_value())
+            .arg(self.config.lease_ms);
+        for (field, value) in terminal.fields() {
+            invocation.arg(field).arg(value);
+        }
+        let written: i64 = invocation.invoke_async(conn).await?;
+        Ok(written == 1)
+    }
+
+    /// Rule 4. `Ok(false)`: the marker was not this attempt's any more.
+    pub async fn release(
+        &self,
+        conn: &mut ConnectionManager,
+        lease: &Lease,
+    ) -> Result<bool, redis::RedisError> {
+        let released: i64 = self
+            .release
+            .key(keys::processing(&lease.req_id))
+            .arg(&lease.owner)
+            .invoke_async(conn)
+            .await?;
+        Ok(released == 1)
+    }
+}
+
+fn as_i64(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(n) => Some(*n),
+        _ => None,
+    }
+}
+
+fn as_string(value: &Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_validation() {
+        assert!(IdempotencyConfig::default().validate().is_ok());
+        let bad = IdempotencyConfig {
+            lease_ms: 1000,
+            heartbeat_interval_ms: 600,
+            ..IdempotencyConfig::default()
+        };
+        assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn owners_are_unique_per_attempt_and_have_no_spaces() {
+        let idem = Idempotency::new("pod a", IdempotencyConfig::default()).unwrap();
+        assert_eq!(idem.consumer_id, "pod_a");
+        let a = idem.attempt.fetch_add(1, Ordering::Relaxed);
+        let b = idem.attempt.fetch_add(1, Ordering::Relaxed);
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,875 @@
+//! The streaming call to the LLM backend (OpenAI-compatible).
+//!
+//! The consumer always asks for a stream with usage (`"stream": true`,
+//! `"stream_options": {"include_usage": true}`), whatever the client asked:
+//! it needs chunks to forward and usage to account; the HTTP side rebuilds a
+//! whole answer when the client wanted one.
+//!
+//! How a call ends ([`CallEnd`]):
+//!
+//! | what happened | before any chunk was written | after |
+//! |---|---|---|
+//! | `[DONE]` (or a clean end after a `finish_reason`) | `done` | `done` |
+//! | HTTP 429 / 503 from the backend (busy) | retry later, nothing written | — |
+//! | other HTTP error status | `error` `backend_error`, no retry | — |
+//! | an `{"error": …}` event in the stream | `error` `backend_error` | `error` `backend_error` |
+//! | connect failure, first-byte timeout, stream broken | retry later, nothing written | `error` `backend_stream_broken` / `backend_timeout` |
+//! | `cancel:{id}` set | `error` `cancelled` | `error` `cancelled` |
+//! | a Redis write fails | abort the call, retry later | abort the call, retry later |
+//!
+//! "Retry later" writes no terminal entry, so a later attempt can still
+//! answer the client. A terminal entry after output started is final: the
+//! client has seen part of an answer, and calling the model again would
+//! burn the GPU twice.
+
+use crate::metrics::Metrics;
+use crate::sse::SseParser;
+use crate::stream::{self, codes, StreamConfig};
+use crate::work::WorkItem;
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use http::{Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use redis::aio::ConnectionManager;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::time::timeout_at;
+
+/// One backend (a base URL and how to talk to it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BackendTargetConfig {
+    /// `scheme://host[:port][/prefix]`; the work item's path is appended.
+    pub base_url: String,
+    /// Environment variable holding the API key (sent as `Authorization: Bearer`).
+    pub api_key_env: Option<String>,
+    /// File holding the API key (trailing whitespace trimmed); wins over `api_key_env`.
+    pub api_key_file: Option<PathBuf>,
+    /// Extra request headers.
+    pub headers: Vec<(String, String)>,
+    /// Model name to send upstream instead of the client's.
+    pub upstream_model: Option<String>,
+}
+
+impl Default for BackendTargetConfig {
+    fn default() -> Self {
+        BackendTargetConfig {
+            base_url: "http://127.0.0.1:8000".into(),
+            api_key_env: None,
+            api_key_file: None,
+            headers: Vec::new(),
+            upstream_model: None,
+        }
+    }
+}
+
+/// Backends and timeouts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BackendConfig {
+    /// Backend of models without an entry in `models`.
+    pub default: BackendTargetConfig,
+    /// Backend per model (the client's model name).
+    pub models: HashMap<String, BackendTargetConfig>,
+    /// TCP (+ TLS) connect.
+    pub connect_timeout_ms: u64,
+    /// From sending the request to the first SSE event.
+    pub first_byte_timeout_ms: u64,
+    /// Longest silence between two reads once the stream has started.
+    pub idle_timeout_ms: u64,
+    /// Paths a work item may call.
+    pub allowed_paths: Vec<String>,
+    /// Bytes of an error answer read for its message.
+    pub error_body_limit: usize,
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        BackendConfig {
+            default: BackendTargetConfig::default(),
+            models: HashMap::new(),
+            connect_timeout_ms: 5_000,
+            first_byte_timeout_ms: 60_000,
+            idle_timeout_ms: 30_000,
+            allowed_paths: vec!["/v1/chat/completions".into(), "/v1/completions".into()],
+            error_body_limit: 64 * 1024,
+        }
+    }
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("backend {0:?}: invalid base_url (want scheme://host[:port][/prefix])")]
+    BaseUrl(String),
+    #[error("backend {base_url:?}: API key: {detail}")]
+    ApiKey { base_url: String, detail: String },
+    #[error("backend {base_url:?}: invalid header {name:?}")]
+    Header { base_url: String, name: String },
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A resolved backend.
+#[derive(Clone)]
+struct Target {
+    base: String,
+    headers: HeaderMap,
+    upstream_model: Option<String>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the headers: they hold the API key.
+        f.debug_struct("Target").field("base", &self.base).finish()
+    }
+}
+
+impl Target {
+    fn resolve(config: &BackendTargetConfig) -> Result<Self, ConfigError> {
+        let base = config.base_url.trim_end_matches('/').to_string();
+        let uri: Uri = base
+            .parse()
+            .map_err(|_| ConfigError::BaseUrl(config.base_url.clone()))?;
+        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.authority().is_none() {
+            return Err(ConfigError::BaseUrl(config.base_url.clone()));
+        }
+        let mut headers = HeaderMap::new();
+        for (name, value) in &config.headers {
+            let header_error = || ConfigError::Header {
+                base_url: config.base_url.clone(),
+                name: name.clone(),
+            };
+            let name_parsed = HeaderName::try_from(name.as_str()).map_err(|_| header_error())?;
+            let value_parsed = HeaderValue::try_from(value.as_str()).map_err(|_| header_error())?;
+            headers.append(name_parsed, value_parsed);
+        }
+        let key_error = |detail: String| ConfigError::ApiKey {
+            base_url: config.base_url.clone(),
+            detail,
+        };
+        let key = if let Some(path) = &config.api_key_file {
+            Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| key_error(format!("reading {}: {e}", path.display())))?
+                    .trim_end()
+                    .to_string(),
+            )
+        } else if let Some(var) = &config.api_key_env {
+            Some(std::env::var(var).map_err(|_| key_error(format!("${var} is not set")))?)
+        } else {
+            None
+        };
+        if let Some(key) = key.filter(|k| !k.is_empty()) {
+            let mut value = HeaderValue::try_from(format!("Bearer {key}"))
+                .map_err(|_| key_error("not a valid header value".into()))?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        Ok(Target {
+            base,
+            headers,
+            upstream_model: config.upstream_model.clone(),
+        })
+    }
+}
+
+/// Why a call failed (metric label and outcome detail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The backend answered an HTTP error status (business error).
+    BackendStatus,
+    /// The backend answered 429 / 503: busy, try later.
+    BackendBusy,
+    /// Connection refused / reset / DNS / TLS before any answer.
+    Unreachable,
+    /// Nothing came within the first-byte timeout.
+    FirstByteTimeout,
+    /// The stream went silent longer than the idle timeout.
+    IdleTimeout,
+    /// The stream ended or broke without `[DONE]`.
+    StreamBroken,
+    /// The backend sent an error event in its stream.
+    BackendStreamError,
+    /// The backend answered 2xx without an event stream.
+    NotStreaming,
+    /// The work item cannot be sent (body, path).
+    InvalidRequest,
+    /// A Redis read or write failed.
+    Redis,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::BackendStatus => "backend_status",
+            FailureKind::BackendBusy => "backend_busy",
+            FailureKind::Unreachable => "backend_unreachable",
+            FailureKind::FirstByteTimeout => "first_byte_timeout",
+            FailureKind::IdleTimeout => "idle_timeout",
+            FailureKind::StreamBroken => "stream_broken",
+            FailureKind::BackendStreamError => "backend_stream_error",
+            FailureKind::NotStreaming => "not_streaming",
+            FailureKind::InvalidRequest => "invalid_request",
+            FailureKind::Redis => "redis",
+        }
+    }
+}
+
+/// How a call ended (before the terminal entry is written).
+#[derive(Debug)]
+pub(crate) enum CallEnd {
+    Completed {
+        usage: Option<String>,
+    },
+    /// Write this `error` entry; no retry.
+    Failed {
+        status: u16,
+        code: &'static str,
+        message: String,
+        kind: FailureKind,
+    },
+    Cancelled,
+    /// Nothing terminal written; run again later.
+    RetryLater {
+        kind: FailureKind,
+        retry_after: Option<Duration>,
+        detail: String,
+    },
+    /// Another attempt took the request over.
+    LostOwnership,
+}
+
+/// Counters of one call, shared with the heartbeat.
+#[derive(Debug)]
+pub(crate) struct CallStats {
+    chunks: AtomicU64,
+    pub started: Instant,
+}
+
+impl CallStats {
+    pub fn new() -> Self {
+        CallStats {
+            chunks: AtomicU64::new(0),
+            started: Instant::now(),
+        }
+    }
+
+    pub fn chunks(&self) -> u64 {
+        self.chunks.load(Ordering::Relaxed)
+    }
+}
+
+/// Where chunks go.
+pub(crate) struct Sink<'a> {
+    pub conn: ConnectionManager,
+    pub config: &'a StreamConfig,
+    pub response_key: String,
+    pub cancel_key: String,
+    pub stats: &'a CallStats,
+    pub metrics: &'a Metrics,
+}
+
+impl Sink<'_> {
+    /// Writes a batch; `Err(end)` when the call must stop.
+    async fn write(&mut self, chunks: &mut Vec<String>, model: &str) -> Result<(), CallEnd> {
+        if chunks.is_empty() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let result = stream::write_chunks(
+            &mut self.conn,
+            self.config,
+            &self.response_key,
+            &self.cancel_key,
+            chunks,
+        )
+        .await;
+        self.metrics
+            .chunk_write_seconds
+            .observe(started.elapsed().as_secs_f64());
+        let cancelled = result.map_err(|e| CallEnd::RetryLater {
+            kind: FailureKind::Redis,
+            retry_after: None,
+            detail: format!("writing chunks: {e}"),
+        })?;
+        let labels = self.metrics.model_label(model);
+        let before = self
+            .stats
+            .chunks
+            .fetch_add(chunks.len() as u64, Ordering::Relaxed);
+        if before == 0 {
+            self.metrics
+                .first_chunk_seconds
+                .get_or_create(&labels)
+                .observe(self.stats.started.elapsed().as_secs_f64());
+        }
+        self.metrics
+            .chunks
+            .get_or_create(&labels)
+            .inc_by(chunks.len() as u64);
+        chunks.clear();
+        if cancelled {
+            return Err(CallEnd::Cancelled);
+        }
+        Ok(())
+    }
+}
+
+type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The backend client.
+#[derive(Clone)]
+pub struct Invoker {
+    client: HttpClient,
+    default: Arc<Target>,
+    models: Arc<HashMap<String, Target>>,
+    config: Arc<BackendConfig>,
+}
+
+impl Invoker {
+    /// Resolves the targets (reads API keys now) and builds the client.
+    pub fn new(config: BackendConfig) -> Result<Self, ConfigError> {
+        if config.first_byte_timeout_ms == 0 || config.idle_timeout_ms == 0 {
+            return Err(ConfigError::Invalid(
+                "first_byte_timeout_ms and idle_timeout_ms must be > 0".into(),
+            ));
+        }
+        let default = Arc::new(Target::resolve(&config.default)?);
+        let models = config
+            .models
+            .iter()
+            .map(|(model, target)| Ok((model.clone(), Target::resolve(target)?)))
+            .collect::<Result<HashMap<_, _>, ConfigError>>()?;
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        if config.connect_timeout_ms > 0 {
+            http.set_connect_timeout(Some(Duration::from_millis(config.connect_timeout_ms)));
+        }
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+            .map_err(|e| ConfigError::Tls(e.to_string()))?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(https);
+        Ok(Invoker {
+            client,
+            default,
+            models: Arc::new(models),
+            config: Arc::new(config),
+        })
+    }
+
+    fn target(&self, model: &str) -> &Target {
+        self.models.get(model).unwrap_or(&self.default)
+    }
+
+    /// The request sent for `item` (also used by tests).
+    fn request(&self, item: &WorkItem) -> Result<Request<Full<Bytes>>, String> {
+        if !self.config.allowed_paths.iter().any(|p| p == &item.path) {
+            return Err(format!("path {:?} is not allowed", item.path));
+        }
+        let target = self.target(&item.model);
+        let body = prepare_body(item, target.upstream_model.as_deref())?;
+        let uri: Uri = format!("{}{}", target.base, item.path)
+            .parse()
+            .map_err(|_| format!("path {:?} does not make a valid URL", item.path))?;
+        let mut builder = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "text/event-stream");
+        if let Ok(id) = HeaderValue::try_from(item.req_id.as_str()) {
+            builder = builder.header("x-request-id", id);
+        }
+        let mut request = builder
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| e.to_string())?;
+        for (name, value) in &target.headers {
+            request.headers_mut().insert(name, value.clone());
+        }
+        Ok(request)
+    }
+
+    /// Streams the call, writing each chunk; returns how it ended. Dropping
+    /// the future aborts the backend call (the connection is closed).
+    pub(crate) async fn stream_call(&self, item: &WorkItem, sink: &mut Sink<'_>) -> CallEnd {
+        let request = match self.request(item) {
+            Ok(request) => request,
+            Err(message) => {
+                return CallEnd::Failed {
+                    status: 400,
+                    code: codes::INVALID_REQUEST,
+                    message,
+                    kind: FailureKind::InvalidRequest,
+                }
+            }
+        };
+        let first_byte_deadline =
+            tokio::time::Instant::now() + Duration::from_millis(self.config.first_byte_timeout_ms);
+        let idle = Duration::from_millis(self.config.idle_timeout_ms);
+        let response = match timeout_at(first_byte_deadline, self.client.request(request)).await {
+            Err(_) => {
+                return retry(
+                    FailureKind::FirstByteTimeout,
+                    "no answer within the first-byte timeout",
+                )
+            }
+            Ok(Err(error)) => {
+                return retry(
+                    FailureKind::Unreachable,
+                    &format!("backend request failed: {}", error_chain(&error)),
+                )
+            }
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if !status.is_success() {
+            return self.error_answer(response).await;
+        }
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if !content_type.starts_with("text/event-stream") {
+            return CallEnd::Failed {
+                status: 502,
+                code: codes::BACKEND_ERROR,
+                message: format!("the backend answered {content_type:?}, not an event stream"),
+                kind: FailureKind::NotStreaming,
+            };
+        }
+        let mut body = response.into_body();
+        let mut parser = SseParser::new();
+        let mut pending: Vec<String> = Vec::new();
+        let mut usage: Option<String> = None;
+        let mut finished = false;
+        loop {
+            let deadline = if sink.stats.chunks() == 0 {
+                first_byte_deadline
+            } else {
+                tokio::time::Instant::now() + idle
+            };
+            let payloads = match timeout_at(deadline, body.frame()).await {
+                Err(_) => {
+                    return broken(
+                        sink.stats,
+                        FailureKind::IdleTimeout,
+                        504,
+                        codes::BACKEND_TIMEOUT,
+                        "the backend went silent",
+                    );
+                }
+                Ok(None) => {
+                    // End of body: an event without its blank line still counts.
+                    let last: Vec<String> = parser.finish().into_iter().collect();
+                    match self
+                        .handle(
+                            last,
+                            &mut pending,
+                            &mut usage,
+                            &mut finished,
+                            sink,
+                            &item.model,
+                        )
+                        .await
+                    {
+                        Step::Continue => {}
+                        Step::End(end) => return end,
+                    }
+                    if finished {
+                        // A backend that closes after its last chunk without
+                        // `[DONE]` still answered completely.
+                        return CallEnd::Completed { usage };
+                    }
+                    return broken(
+                        sink.stats,
+                        FailureKind::StreamBroken,
+                        502,
+                        codes::BACKEND_STREAM_BROKEN,
+                        "the backend's stream ended without [DONE]",
+                    );
+                }
+                Ok(Some(Err(error))) => {
+                    if let Err(end) = sink.write(&mut pending, &item.model).await {
+                        return end;
+                    }
+                    return broken(
+                        sink.stats,
+                        FailureKind::StreamBroken,
+                        502,
+                        codes::BACKEND_STREAM_BROKEN,
+                        &format!("the backend's stream broke: {}", error_chain(&error)),
+                    );
+                }
+                Ok(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => match parser.push(&data) {
+                        Ok(payloads) => payloads,
+                        Err(error) => {
+                            return CallEnd::Failed {
+                                status: 502,
+                                code: codes::BACKEND_ERROR,
+                                message: error.to_string(),
+                                kind: FailureKind::StreamBroken,
+                            }
+                        }
+                    },
+                    Err(_trailers) => continue,
+                },
+            };
+            match self
+                .handle(
+                    payloads,
+                    &mut pending,
+                    &mut usage,
+                    &mut finished,
+                    sink,
+                    &item.model,
+                )
+                .await
+            {
+                Step::Continue => {}
+                Step::End(end) => {
+                    if matches!(end, CallEnd::Completed { .. }) {
+                        // Read the (normally empty) rest of the body briefly
+                        // so the connection can go back to the pool.
+                        let _ = tokio::time::timeout(Duration::from_millis(50), async {
+                            while let Some(Ok(_)) = body.frame().await {}
+                        })
+                        .await;
+                    }
+                    return end;
+                }
+            }
+        }
+    }
+
+    /// Handles the payloads of one read: queue chunks, stop at `[DONE]` or an
+    /// error event, then write the batch in one round trip.
+    async fn handle(
+        &self,
+        payloads: Vec<String>,
+        pending: &mut Vec<String>,
+        usage: &mut Option<String>,
+        finished: &mut bool,
+        sink: &mut Sink<'_>,
+        model: &str,
+    ) -> Step {
+        let mut end = None;
+        for payload in payloads {
+            if payload.trim() == "[DONE]" {
+                end = Some(CallEnd::Completed {
+                    usage: usage.take(),
+                });
+                break;
+            }
+            let probe = serde_json::from_str::<ChunkProbe>(&payload).ok();
+            if let Some(probe) = probe {
+                if let Some(error) = probe.error.filter(|e| !e.is_null()) {
+                    end = Some(CallEnd::Failed {
+                        status: 502,
+                        code: codes::BACKEND_ERROR,
+                        message: error_message_of(&error)
+                            .unwrap_or_else(|| "the backend sent an error event".into()),
+                        kind: FailureKind::BackendStreamError,
+                    });
+                    break;
+                }
+                if let Some(u) = probe.usage.filter(|u| !u.is_null()) {
+                    *usage = Some(u.to_string());
+                }
+                if probe
+                    .choices
+                    .iter()
+                    .any(|c| c.finish_reason.as_ref().is_some_and(|r| !r.is_null()))
+                {
+                    *finished = true;
+                }
+            }
+            pending.push(payload);
+        }
+        if let Err(stop) = sink.write(pending, model).await {
+            return Step::End(stop);
+        }
+        match end {
+            Some(end) => Step::End(end),
+            None => Step::Continue,
+        }
+    }
+
+    async fn error_answer(&self, response: http::Response<hyper::body::Incoming>) -> CallEnd {
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let limited = Limited::new(response.into_body(), self.config.error_body_limit);
+        let body = tokio::time::timeout(
+            Duration::from_millis(self.config.idle_timeout_ms),
+            limited.collect(),
+        )
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+        let message = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v.get("error").and_then(error_message_of))
+            .unwrap_or_else(|| format!("the backend answered {status}"));
+        if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+            return CallEnd::RetryLater {
+                kind: FailureKind::BackendBusy,
+                retry_after,
+                detail: format!("backend busy ({status}): {message}"),
+            };
+        }
+        CallEnd::Failed {
+            status: client_status(status),
+            code: codes::BACKEND_ERROR,
+            message,
+            kind: FailureKind::BackendStatus,
+        }
+    }
+}
+
+enum Step {
+    Continue,
+    End(CallEnd),
+}
+
+#[derive(Deserialize)]
+struct ChunkProbe {
+    #[serde(default)]
+    usage: Option<serde_json::Value>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+    #[serde(default)]
+    choices: Vec<ChoiceProbe>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceProbe {
+    #[serde(default)]
+    finish_reason: Option<serde_json::Value>,
+}
+
+fn retry(kind: FailureKind, detail: &str) -> CallEnd {
+    CallEnd::RetryLater {
+        kind,
+        retry_after: None,
+        detail: detail.to_string(),
+    }
+}
+
+/// A failure of the stream: retry if nothing was written yet, else a final error.
+fn broken(
+    stats: &CallStats,
+    kind: FailureKind,
+    status: u16,
+    code: &'static str,
+    message: &str,
+) -> CallEnd {
+    if stats.chunks() == 0 {
+        retry(kind, message)
+    } else {
+        CallEnd::Failed {
+            status,
+            code,
+            message: format!("{message} after {} chunks", stats.chunks()),
+            kind,
+        }
+    }
+}
+
+/// The status shown to the client for a backend error status: the client's
+/// own mistakes (bad request, unknown model, too large, unprocessable) pass
+/// through; everything else is the gateway's problem (502).
+pub fn client_status(backend: StatusCode) -> u16 {
+    match backend.as_u16() {
+        400 | 404 | 413 | 422 => backend.as_u16(),
+        _ => 502,
+    }
+}
+
+/// `error.message` of an OpenAI error object (or the error if it is a string).
+fn error_message_of(error: &serde_json::Value) -> Option<String> {
+    let message = match error {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.get("message")?.as_str()?.to_string(),
+    };
+    Some(message.chars().take(1000).collect())
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}
+
+/// The body sent upstream: the client's object with `stream: true` and
+/// `stream_options.include_usage: true` forced (other `stream_options`
+/// kept), `model` set to the upstream model when configured, or to the work
+/// item's model when the body has none.
+pub fn prepare_body(item: &WorkItem, upstream_model: Option<&str>) -> Result<Vec<u8>, String> {
+    let serde_json::Value::Object(mut body) = item.body.clone() else {
+        return Err("the request body is not a JSON object".into());
+    };
+    body.insert("stream".into(), serde_json::Value::Bool(true));
+    let options = body
+        .entry("stream_options")
+        .or_insert_with(|| serde_json::Value::Object(Default::default()));
+    if !options.is_object() {
+        *options = serde_json::Value::Object(Default::default());
+    }
+    if let Some(options) = options.as_object_mut() {
+        options.insert("include_usage".into(), serde_json::Value::Bool(true));
+    }
+    if let Some(model) = upstream_model {
+        body.insert("model".into(), model.into());
+    } else if !body.contains_key("model") {
+        body.insert("model".into(), item.model.clone().into());
+    }
+    serde_json::to_vec(&body).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn item(body: serde_json::Value) -> WorkItem {
+        WorkItem {
+            req_id: "r".into(),
+            tenant: "t".into(),
+            model: "m".into(),
+            priority: Default::default(),
+            path: "/v1/chat/completions".into(),
+            body,
+            enqueued_at_ms: 0,
+            estimated_tokens: 0,
+        }
+    }
+
+    #[test]
+    fn body_forces_stream_with_usage() {
+        let body = prepare_body(
+            &item(json!({"messages": [], "stream": false, "stream_options": {"x": 1}})),
+            None,
+        )
+        .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["stream"], json!(true));
+        assert_eq!(
+            body["stream_options"],
+            json!({"x": 1, "include_usage": true})
+        );
+        assert_eq!(body["model"], json!("m"));
+        let body = prepare_body(
+            &item(json!({"model": "a", "stream_options": 3})),
+            Some("up"),
+        )
+        .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["model"], json!("up"));
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+        assert!(prepare_body(&item(json!([1])), None).is_err());
+    }
+
+    #[test]
+    fn status_mapping() {
+        assert_eq!(client_status(StatusCode::BAD_REQUEST), 400);
+        assert_eq!(client_status(StatusCode::NOT_FOUND), 404);
+        assert_eq!(client_status(StatusCode::UNAUTHORIZED), 502);
+        assert_eq!(client_status(StatusCode::INTERNAL_SERVER_ERROR), 502);
+    }
+
+    #[test]
+    fn error_messages() {
+        assert_eq!(
+            error_message_of(&json!({"message": "bad", "type": "x"})).as_deref(),
+            Some("bad")
+        );
+        assert_eq!(error_message_of(&json!("plain")).as_deref(), Some("plain"));
+        assert_eq!(error_message_of(&json!({"code": 1})), None);
+    }
+
+    #[test]
+    fn targets_and_requests() {
+        let mut config = BackendConfig::default();
+        config.default.base_url = "http://backend:8000/".into();
+        config.default.headers = vec![("x-extra".into(), "1".into())];
+        config.models.insert(
+            "special".into(),
+            BackendTargetConfig {
+                base_url: "https://api.example.com/proxy".into(),
+                upstream_model: Some("real".into()),
+                ..BackendTargetConfig::default()
+            },
+        );
+        let invoker = Invoker::new(config.clone()).unwrap();
+        let request = invoker.request(&item(json!({"messages": []}))).unwrap();
+        assert_eq!(request.uri(), "http://backend:8000/v1/chat/completions");
+        assert_eq!(request.headers()["x-extra"], "1");
+        assert_eq!(request.headers()["x-request-id"], "r");
+        assert!(request.headers().get(AUTHORIZATION).is_none());
+        let mut special = item(json!({"messages": []}));
+        special.model = "special".into();
+        let request = invoker.request(&special).unwrap();
+        assert_eq!(
+            request.uri(),
+            "https://api.example.com/proxy/v1/chat/completions"
+        );
+        let mut bad_path = item(json!({}));
+        bad_path.path = "/admin".into();
+        assert!(invoker.request(&bad_path).is_err());
+
+        let mut bad = config.clone();
+        bad.default.base_url = "backend:8000".into();
+        assert!(Invoker::new(bad).is_err());
+        let mut missing_key = config;
+        missing_key.default.api_key_env = Some("SLUICE_CONSUMER_TEST_SURELY_UNSET".into());
+        assert!(Invoker::new(missing_key).is_err());
+    }
+
+    #[test]
+    fn api_key_from_file_is_sensitive() {
+        let dir = std::env::temp_dir().join(format!("sluice-consumer-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("key");
+        std::fs::write(&path, "sk-test\n").unwrap();
+        let mut config = BackendConfig::default();
+        config.default.api_key_file = Some(path);
+        let invoker = Invoker::new(config).unwrap();
+        let request = invoker.request(&item(json!({}))).unwrap();
+        let auth = &request.headers()[AUTHORIZATION];
+        assert_eq!(auth, "Bearer sk-test");
+        assert!(auth.is_sensitive());
+        assert!(!format!("{:?}", invoker.default).contains("sk-test"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -1,0 +1,199 @@
+//! Redis key names.
+//!
+//! Per-request keys carry the request id as the Redis Cluster hash tag, so
+//! every script and pipeline of one request stays on one slot:
+//! `response:{id}`, `cancel:{id}`, `done:{id}`, `processing:{id}`.
+//!
+//! Pacing keys carry the (sanitized) model as hash tag: a pacing decision
+//! reads the model column's rate hash and writes the bucket's two GCRA keys
+//! in one script, so all three must share a slot. Pacing traffic is one small
+//! script per deferred message, so one slot per model column is not a hot
+//! spot in practice.
+
+use std::fmt::Write as _;
+
+/// `response:{<req_id>}`: the response stream.
+pub fn response(req_id: &str) -> String {
+    format!("response:{{{req_id}}}")
+}
+
+/// `cancel:{<req_id>}`: set by the HTTP side when the client went away.
+pub fn cancel(req_id: &str) -> String {
+    format!("cancel:{{{req_id}}}")
+}
+
+/// `done:{<req_id>}`: a terminal entry (`done` or `error`) was written.
+pub fn done(req_id: &str) -> String {
+    format!("done:{{{req_id}}}")
+}
+
+/// `processing:{<req_id>}`: the owner of the running call and its heartbeat.
+pub fn processing(req_id: &str) -> String {
+    format!("processing:{{{req_id}}}")
+}
+
+/// Longest sanitized name component; longer names are shortened with a hash.
+pub const MAX_COMPONENT_LEN: usize = 64;
+
+/// A name made safe for Redis keys, metric labels and hash fields: bytes
+/// outside `[A-Za-z0-9._-]` are percent-encoded (so the mapping is
+/// injective: two different names never share a bucket), and results longer
+/// than [`MAX_COMPONENT_LEN`] become a readable prefix, `~`, and the SHA-1 of
+/// the whole name (`~` cannot occur in an encoded name, so a shortened name
+/// never equals an unshortened one). The result never contains `{`, `}`,
+/// `:`, `*` or whitespace.
+pub fn sanitize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for byte in name.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-') {
+            out.push(byte as char);
+        } else {
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+    if out.is_empty() {
+        // The empty name is distinct from every other: "%" alone never
+        // results from encoding.
+        return "%".into();
+    }
+    if out.len() <= MAX_COMPONENT_LEN {
+        return out;
+    }
+    let digest = sha1_smol::Sha1::from(name.as_bytes()).digest().to_string();
+    let keep = MAX_COMPONENT_LEN - 1 - digest.len();
+    // `out` is ASCII, so any byte index is a char boundary.
+    format!("{}~{}", &out[..keep], digest)
+}
+
+/// A pacing bucket: tenant × model, names sanitized.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BucketId {
+    tenant: String,
+    model: String,
+}
+
+/// The two pacing dimensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dimension {
+    Requests,
+    Tokens,
+}
+
+impl Dimension {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dimension::Requests => "requests",
+            Dimension::Tokens => "tokens",
+        }
+    }
+}
+
+impl BucketId {
+    pub fn new(tenant: &str, model: &str) -> Self {
+        BucketId {
+            tenant: sanitize(tenant),
+            model: sanitize(model),
+        }
+    }
+
+    /// Sanitized tenant.
+    pub fn tenant(&self) -> &str {
+        &self.tenant
+    }
+
+    /// Sanitized model.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// `tenant/model` (sanitized): the metric label of the bucket.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.tenant, self.model)
+    }
+
+    /// `sluice:pace:{<model>}:<tenant>:r|t`: the bucket's theoretical
+    /// arrival time (GCRA) in one dimension, in milliseconds.
+    pub fn pace_key(&self, dimension: Dimension) -> String {
+        let suffix = match dimension {
+            Dimension::Requests => "r",
+            Dimension::Tokens => "t",
+        };
+        format!("sluice:pace:{{{}}}:{}:{}", self.model, self.tenant, suffix)
+    }
+
+    /// The rate hash of this bucket's model column.
+    pub fn rates_key(&self) -> String {
+        rates_key_sanitized(&self.model)
+    }
+}
+
+/// `sluice:rates:{<model>}`: runtime rate overrides of one model column.
+/// Fields: `factor`, `rps:*` / `tps:*` (the column's own rates),
+/// `rps:<tenant>` / `tps:<tenant>` (one bucket), `name:<tenant>` (the
+/// tenant's unsanitized name, for listings).
+pub fn rates_key(model: &str) -> String {
+    rates_key_sanitized(&sanitize(model))
+}
+
+fn rates_key_sanitized(model: &str) -> String {
+    format!("sluice:rates:{{{model}}}")
+}
+
+/// Hash of the model columns that have overrides: field = sanitized model,
+/// value = the model's name. Written next to (not atomically with) the rate
+/// hashes; only listings read it.
+pub const RATES_INDEX: &str = "sluice:rates:models";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_keys_share_the_hash_tag() {
+        assert_eq!(response("abc"), "response:{abc}");
+        assert_eq!(cancel("abc"), "cancel:{abc}");
+        assert_eq!(done("abc"), "done:{abc}");
+        assert_eq!(processing("abc"), "processing:{abc}");
+    }
+
+    #[test]
+    fn sanitize_is_safe_and_injective() {
+        assert_eq!(sanitize("acme-corp_1.x"), "acme-corp_1.x");
+        assert_eq!(sanitize("a b"), "a%20b");
+        assert_eq!(sanitize("a%20b"), "a%2520b");
+        assert_eq!(sanitize("{evil}:*"), "%7Bevil%7D%3A%2A");
+        assert_eq!(sanitize(""), "%");
+        assert_ne!(sanitize("A"), sanitize("a"));
+        let long = "t".repeat(500);
+        let short = sanitize(&long);
+        assert_eq!(short.len(), MAX_COMPONENT_LEN);
+        assert!(short.contains('~'));
+        assert_ne!(short, sanitize(&"t".repeat(501)));
+        for name in ["ünïcødé", "x}y", "a\u{0}b", &long] {
+            let s = sanitize(name);
+            assert!(s.len() <= MAX_COMPONENT_LEN);
+            assert!(!s.contains(['{', '}', ':', '*', ' ']), "{s}");
+        }
+    }
+
+    #[test]
+    fn bucket_keys_share_the_model_tag() {
+        let bucket = BucketId::new("acme", "gpt-4o");
+        assert_eq!(
+            bucket.pace_key(Dimension::Requests),
+            "sluice:pace:{gpt-4o}:acme:r"
+        );
+        assert_eq!(
+            bucket.pace_key(Dimension::Tokens),
+            "sluice:pace:{gpt-4o}:acme:t"
+        );
+        assert_eq!(bucket.rates_key(), "sluice:rates:{gpt-4o}");
+        assert_eq!(rates_key("gpt-4o"), bucket.rates_key());
+        assert_eq!(bucket.label(), "acme/gpt-4o");
+        let hostile = BucketId::new("x}:y", "m{1}");
+        assert_eq!(
+            hostile.pace_key(Dimension::Tokens),
+            "sluice:pace:{m%7B1%7D}:x%7D%3Ay:t"
+        );
+    }
+}

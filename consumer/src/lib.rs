@@ -1,0 +1,455 @@
+//! Sluice consumer core: everything between "a deferred message was popped"
+//! and "ack it or run it again later", without the broker.
+//!
+//! The pop loop (wired to LiteTopics elsewhere) does, per message:
+//!
+//! 1. [`WorkItem::from_json`] (an invalid item is logged and acked);
+//! 2. [`InFlightLimits::try_acquire`] for the model (local, cheap) — on
+//!    `Busy`, suspend the LiteTopic briefly;
+//! 3. [`Pacer::check`] for the bucket (one Redis script) — on `Wait`, drop
+//!    the permit and suspend the LiteTopic (or wait locally below the
+//!    suspend floor, see [`PaceDecision::plan`]). Acquiring the permit first
+//!    means a paced slot is never burned by a message that then cannot run;
+//! 4. spawn a task: [`Consumer::process`] holding the permit, then act on
+//!    [`Outcome::disposition`]: ack, or re-publish / let it come back later.
+//!
+//! See README.md for the Redis contract with the HTTP side.
+
+pub mod idempotency;
+pub mod invoke;
+pub mod keys;
+pub mod limits;
+pub mod metrics;
+pub mod pacing;
+pub mod sse;
+pub mod stream;
+pub mod work;
+
+pub use idempotency::{Claim, Idempotency, IdempotencyConfig, Lease};
+pub use invoke::{BackendConfig, BackendTargetConfig, ConfigError, FailureKind, Invoker};
+pub use keys::BucketId;
+pub use limits::{Acquire, InFlightLimits, LimitsConfig, ModelPermit};
+pub use metrics::Metrics;
+pub use pacing::{PaceDecision, PacePlan, Pacer, PacingConfig, Rates};
+pub use stream::{StreamConfig, Terminal};
+pub use work::{Priority, WorkItem};
+
+use invoke::{CallEnd, CallStats, Sink};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tracing::{debug, info, warn};
+
+/// How the pop loop settles a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    /// Ack: the request reached a terminal state (or never will be answerable).
+    Ack,
+    /// Do not ack: the request must run again, after `after` if given.
+    Retry { after: Option<Duration> },
+}
+
+/// Result of [`Consumer::process`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// `done` written.
+    Completed {
+        chunks: u64,
+        usage: Option<serde_json::Value>,
+    },
+    /// `error` written (a backend business error, or a failure after output
+    /// started). No retry.
+    Failed {
+        status: u16,
+        code: &'static str,
+        kind: FailureKind,
+        chunks: u64,
+    },
+    /// The client went away; `error` (cancelled) written, the call aborted or
+    /// never made.
+    Cancelled { chunks: u64 },
+    /// A terminal entry existed already (redelivery after success).
+    AlreadyDone,
+    /// A redelivery of a call that died mid-way: `error` (interrupted)
+    /// written, the model not called.
+    Interrupted,
+    /// Another live attempt holds the request: look again later (it will
+    /// write the terminal entry).
+    InProgressElsewhere,
+    /// Another attempt judged this one dead and answered the request;
+    /// this attempt wrote nothing terminal.
+    LostOwnership,
+    /// Infrastructure failure, no terminal entry written: run again later.
+    RetryLater {
+        kind: FailureKind,
+        retry_after: Option<Duration>,
+        detail: String,
+    },
+    /// The work item cannot be answered at all (no valid request id).
+    Rejected { reason: String },
+}
+
+impl Outcome {
+    pub fn disposition(&self, idempotency: &IdempotencyConfig) -> Disposition {
+        match self {
+            Outcome::RetryLater { retry_after, .. } => Disposition::Retry {
+                after: *retry_after,
+            },
+            Outcome::InProgressElsewhere => Disposition::Retry {
+                after: Some(Duration::from_millis(idempotency.lease_ms)),
+            },
+            _ => Disposition::Ack,
+        }
+    }
+
+    /// Metric label.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::Completed { .. } => "completed",
+            Outcome::Failed { .. } => "failed",
+            Outcome::Cancelled { .. } => "cancelled",
+            Outcome::AlreadyDone => "already_done",
+            Outcome::Interrupted => "interrupted",
+            Outcome::InProgressElsewhere => "in_progress_elsewhere",
+            Outcome::LostOwnership => "lost_ownership",
+            Outcome::RetryLater { .. } => "retry_later",
+            Outcome::Rejected { .. } => "rejected",
+        }
+    }
+}
+
+/// What the pop loop does with a message before processing it (see [`admit`]).
+#[derive(Debug)]
+pub enum Admission {
+    /// Run now, holding the permit for the whole call.
+    Run(ModelPermit),
+    /// The bucket's next slot is closer than the suspend floor: wait this
+    /// long in the message's own task (never in the pop loop), then call
+    /// [`admit`] again.
+    WaitLocally(Duration),
+    /// Suspend the LiteTopic this long and move on.
+    Suspend(Duration),
+}
+
+/// Steps 2 and 3 of the pop loop: the model's in-flight cap first (local, so
+/// a paced slot is never taken by a message that then cannot run), then the
+/// bucket's pacing (one Redis round trip). `suspend_floor`: the broker's
+/// suspend granularity (about 30 ms). A pacing error is returned as is: the
+/// caller suspends briefly and tries again.
+pub async fn admit(
+    limits: &InFlightLimits,
+    pacer: &Pacer,
+    item: &WorkItem,
+    suspend_floor: Duration,
+) -> Result<Admission, pacing::PacingError> {
+    let permit = match limits.try_acquire(&item.model) {
+        Acquire::Acquired(permit) => permit,
+        Acquire::Busy { retry_after } => return Ok(Admission::Suspend(retry_after)),
+    };
+    let decision = pacer
+        .check(&item.bucket(), item.estimated_tokens, None)
+        .await?;
+    Ok(match decision.plan(suspend_floor) {
+        PacePlan::Run => Admission::Run(permit),
+        PacePlan::WaitLocally(wait) => Admission::WaitLocally(wait),
+        PacePlan::Suspend(wait) => Admission::Suspend(wait),
+    })
+}
+
+/// Redis connection settings of the consumer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RedisOptions {
+    /// `redis://…` or `rediss://…`.
+    pub url: String,
+    pub connect_timeout_ms: u64,
+    /// Bound of one round trip; a write slower than this aborts the call.
+    pub response_timeout_ms: u64,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            url: "redis://127.0.0.1:6379".into(),
+            connect_timeout_ms: 1_000,
+            response_timeout_ms: 2_000,
+        }
+    }
+}
+
+/// A multiplexed, reconnecting connection with bounded round trips (opened
+/// lazily: the consumer starts while Redis is down).
+pub fn connect(options: &RedisOptions) -> Result<ConnectionManager, redis::RedisError> {
+    let client = redis::Client::open(options.url.as_str())?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_millis(options.connect_timeout_ms)))
+        .set_response_timeout(Some(Duration::from_millis(options.response_timeout_ms)))
+        .set_number_of_retries(1)
+        .set_max_delay(Duration::from_millis(500));
+    ConnectionManager::new_lazy_with_config(client, config)
+}
+
+/// Configuration of [`Consumer`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConsumerConfig {
+    pub backend: BackendConfig,
+    pub stream: StreamConfig,
+    pub idempotency: IdempotencyConfig,
+}
+
+/// Processes work items: idempotency, the streaming call, the response stream.
+pub struct Consumer {
+    conn: ConnectionManager,
+    invoker: Invoker,
+    idempotency: Idempotency,
+    stream: StreamConfig,
+    metrics: Arc<Metrics>,
+}
+
+impl Consumer {
+    /// `consumer_id`: unique per process (e.g. pod name + pid).
+    pub fn new(
+        conn: ConnectionManager,
+        consumer_id: &str,
+        config: ConsumerConfig,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, ConfigError> {
+        let idempotency =
+            Idempotency::new(consumer_id, config.idempotency).map_err(ConfigError::Invalid)?;
+        Ok(Consumer {
+            conn,
+            invoker: Invoker::new(config.backend)?,
+            idempotency,
+            stream: config.stream,
+            metrics,
+        })
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    pub fn idempotency_config(&self) -> &IdempotencyConfig {
+        self.idempotency.config()
+    }
+
+    /// Loads the Lua scripts.
+    pub async fn preload(&self) -> Result<(), redis::RedisError> {
+        let mut conn = self.conn.clone();
+        self.idempotency.preload(&mut conn).await
+    }
+
+    /// Processes one work item from claim to terminal entry. Never panics on
+    /// network failures; every path ends in an [`Outcome`]. Dropping the
+    /// future aborts the backend call (the claim then goes stale and a
+    /// redelivery writes `interrupted`).
+    pub async fn process(&self, item: &WorkItem) -> Outcome {
+        let outcome = self.process_inner(item).await;
+        self.metrics.outcome(outcome.as_str());
+        match &outcome {
+            Outcome::RetryLater { kind, detail, .. } => {
+                self.metrics.error(kind.as_str());
+                warn!(req_id = %item.req_id, kind = kind.as_str(), %detail, "retry later");
+            }
+            Outcome::Failed {
+                kind,
+                status,
+                code,
+                chunks,
+            } => {
+                self.metrics.error(kind.as_str());
+                info!(req_id = %item.req_id, kind = kind.as_str(), status, code, chunks, "failed");
+            }
+            Outcome::Cancelled { chunks } => {
+                self.metrics.cancels.inc();
+                info!(req_id = %item.req_id, chunks, "cancelled");
+            }
+            other => debug!(req_id = %item.req_id, outcome = other.as_str(), "processed"),
+        }
+        outcome
+    }
+
+    async fn process_inner(&self, item: &WorkItem) -> Outcome {
+        if let Err(error) = item.validate() {
+            return Outcome::Rejected {
+                reason: error.to_string(),
+            };
+        }
+        let mut conn = self.conn.clone();
+        let claim = match self
+            .idempotency
+            .claim(&mut conn, &item.req_id, &self.stream)
+            .await
+        {
+            Ok(claim) => claim,
+            Err(error) => return redis_failure("claim", &error),
+        };
+        let lease = match claim {
+            Claim::Proceed(lease) => lease,
+            Claim::AlreadyDone(_) => return Outcome::AlreadyDone,
+            Claim::Cancelled => return Outcome::Cancelled { chunks: 0 },
+            Claim::InProgressElsewhere { .. } => return Outcome::InProgressElsewhere,
+            Claim::Interrupted { previous_owner, .. } => {
+                warn!(req_id = %item.req_id, %previous_owner, "earlier attempt interrupted; answered with an error");
+                return Outcome::Interrupted;
+            }
+        };
+        if item.enqueued_at_ms > 0 {
+            let waited = item.queued_ms(now_ms());
+            self.metrics
+                .queue_wait_seconds
+                .get_or_create(&self.metrics.model_label(&item.model))
+                .observe(waited as f64 / 1000.0);
+        }
+        let stats = CallStats::new();
+        let end = {
+            let mut sink = Sink {
+                conn: self.conn.clone(),
+                config: &self.stream,
+                response_key: keys::response(&item.req_id),
+                cancel_key: keys::cancel(&item.req_id),
+                stats: &stats,
+                metrics: &self.metrics,
+            };
+            // Whichever ends first wins; the other future is dropped, which
+            // for the call closes the backend connection.
+            tokio::select! {
+                end = self.invoker.stream_call(item, &mut sink) => end,
+                end = self.heartbeat_loop(&lease) => end,
+            }
+        };
+        let chunks = stats.chunks();
+        let (terminal, outcome) = match end {
+            CallEnd::Completed { usage } => {
+                let value = usage.as_deref().and_then(|u| serde_json::from_str(u).ok());
+                (
+                    Terminal::Done { usage },
+                    Outcome::Completed {
+                        chunks,
+                        usage: value,
+                    },
+                )
+            }
+            CallEnd::Failed {
+                status,
+                code,
+                message,
+                kind,
+            } => (
+                Terminal::Error {
+                    status,
+                    code,
+                    message,
+                },
+                Outcome::Failed {
+                    status,
+                    code,
+                    kind,
+                    chunks,
+                },
+            ),
+            CallEnd::Cancelled => (
+                Terminal::Error {
+                    status: 499,
+                    code: stream::codes::CANCELLED,
+                    message: "the client went away; the model call was aborted".into(),
+                },
+                Outcome::Cancelled { chunks },
+            ),
+            CallEnd::LostOwnership => return Outcome::LostOwnership,
+            CallEnd::RetryLater {
+                kind,
+                retry_after,
+                detail,
+            } => {
+                // Let the next delivery claim the request. If Redis is down
+                // this fails; the claim then goes stale (see idempotency.rs).
+                let release = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    self.idempotency.release(&mut conn, &lease),
+                )
+                .await;
+                if !matches!(release, Ok(Ok(_))) {
+                    warn!(req_id = %item.req_id, "could not release the claim");
+                }
+                return Outcome::RetryLater {
+                    kind,
+                    retry_after,
+                    detail,
+                };
+            }
+        };
+        match self
+            .idempotency
+            .finish(&mut conn, &lease, &terminal, &self.stream)
+            .await
+        {
+            Ok(true) => outcome,
+            Ok(false) => Outcome::LostOwnership,
+            Err(error) => redis_failure("writing the terminal entry", &error),
+        }
+    }
+
+    /// Refreshes the claim every heartbeat interval; returns only when the
+    /// call must stop (cancel, lost ownership, Redis failure).
+    async fn heartbeat_loop(&self, lease: &Lease) -> CallEnd {
+        let period = Duration::from_millis(self.idempotency.config().heartbeat_interval_ms);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut conn = self.conn.clone();
+        loop {
+            ticker.tick().await;
+            match self.idempotency.heartbeat(&mut conn, lease).await {
+                Ok(beat) if !beat.owned => return CallEnd::LostOwnership,
+                Ok(beat) if beat.cancelled => return CallEnd::Cancelled,
+                Ok(_) => {}
+                Err(error) => {
+                    return CallEnd::RetryLater {
+                        kind: FailureKind::Redis,
+                        retry_after: None,
+                        detail: format!("heartbeat: {error}"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends a request the pop loop gives up on (e.g. the backend stayed
+    /// unreachable for too many attempts): writes `error` unless a terminal
+    /// entry exists or a live attempt holds the request. `Ok(false)`: not written.
+    pub async fn give_up(
+        &self,
+        req_id: &str,
+        status: u16,
+        code: &'static str,
+        message: &str,
+    ) -> Result<bool, redis::RedisError> {
+        let mut conn = self.conn.clone();
+        let terminal = Terminal::Error {
+            status,
+            code,
+            message: message.to_string(),
+        };
+        self.idempotency
+            .give_up(&mut conn, req_id, &terminal, &self.stream)
+            .await
+    }
+}
+
+fn redis_failure(what: &str, error: &redis::RedisError) -> Outcome {
+    Outcome::RetryLater {
+        kind: FailureKind::Redis,
+        retry_after: None,
+        detail: format!("{what}: {error}"),
+    }
+}
+
+/// Unix time in milliseconds.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,208 @@
+//! Per-model cap on in-flight backend calls, protecting the GPU backend.
+//!
+//! Acquiring never blocks: [`InFlightLimits::try_acquire`] answers at once,
+//! and a refusal tells the pop loop to hold the message (suspend the
+//! LiteTopic briefly) and move on to other tenants.
+
+use crate::metrics::{Metrics, ModelLabels};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
+
+/// Configuration of the caps.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LimitsConfig {
+    /// Cap of a model without its own entry; `None` = unlimited.
+    pub default_max_in_flight: Option<usize>,
+    /// Caps per model (unsanitized name).
+    pub max_in_flight: HashMap<String, usize>,
+    /// Suspend hint returned with a refusal.
+    pub busy_retry_ms: u64,
+    /// Distinct models that get a semaphore of their own; models beyond this
+    /// share one (protects memory against unbounded model names).
+    pub max_models: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            default_max_in_flight: Some(64),
+            max_in_flight: HashMap::new(),
+            busy_retry_ms: 100,
+            max_models: 1000,
+        }
+    }
+}
+
+/// A held slot; released (and the gauge decremented) when dropped.
+#[derive(Debug)]
+pub struct ModelPermit {
+    _permit: Option<OwnedSemaphorePermit>,
+    gauge: Option<prometheus_client::metrics::gauge::Gauge>,
+}
+
+impl Drop for ModelPermit {
+    fn drop(&mut self) {
+        if let Some(gauge) = &self.gauge {
+            gauge.dec();
+        }
+    }
+}
+
+/// Answer of [`InFlightLimits::try_acquire`].
+#[derive(Debug)]
+pub enum Acquire {
+    /// Run; hold the permit for the whole call.
+    Acquired(ModelPermit),
+    /// The model is at its cap: hold the message, try again after `retry_after`.
+    Busy { retry_after: Duration },
+}
+
+/// The per-model semaphores.
+pub struct InFlightLimits {
+    config: LimitsConfig,
+    semaphores: Mutex<HashMap<String, Option<Arc<Semaphore>>>>,
+    overflow: Option<Arc<Semaphore>>,
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl InFlightLimits {
+    pub fn new(config: LimitsConfig, metrics: Option<Arc<Metrics>>) -> Self {
+        let overflow = config
+            .default_max_in_flight
+            .map(|n| Arc::new(Semaphore::new(n)));
+        InFlightLimits {
+            config,
+            semaphores: Mutex::new(HashMap::new()),
+            overflow,
+            metrics,
+        }
+    }
+
+    fn semaphore(&self, model: &str) -> Option<Arc<Semaphore>> {
+        let Ok(mut map) = self.semaphores.lock() else {
+            return self.overflow.clone();
+        };
+        if let Some(semaphore) = map.get(model) {
+            return semaphore.clone();
+        }
+        let cap = self
+            .config
+            .max_in_flight
+            .get(model)
+            .copied()
+            .or(self.config.default_max_in_flight);
+        if map.len() >= self.config.max_models && !self.config.max_in_flight.contains_key(model) {
+            return self.overflow.clone();
+        }
+        let semaphore = cap.map(|n| Arc::new(Semaphore::new(n)));
+        map.insert(model.to_string(), semaphore.clone());
+        semaphore
+    }
+
+    /// Takes a slot of `model` if one is free; never waits.
+    pub fn try_acquire(&self, model: &str) -> Acquire {
+        let labels = self.metrics.as_ref().map(|m| (m, m.model_label(model)));
+        let permit = match self.semaphore(model) {
+            None => None,
+            Some(semaphore) => match semaphore.try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(TryAcquireError::NoPermits | TryAcquireError::Closed) => {
+                    if let Some((metrics, labels)) = &labels {
+                        metrics.in_flight_refused.get_or_create(labels).inc();
+                    }
+                    return Acquire::Busy {
+                        retry_after: Duration::from_millis(self.config.busy_retry_ms),
+                    };
+                }
+            },
+        };
+        let gauge = labels.map(|(metrics, labels): (&Arc<Metrics>, ModelLabels)| {
+            let gauge = metrics.in_flight.get_or_create(&labels).clone();
+            gauge.inc();
+            gauge
+        });
+        Acquire::Acquired(ModelPermit {
+            _permit: permit,
+            gauge,
+        })
+    }
+
+    /// Free slots of `model` (`None` = unlimited).
+    pub fn available(&self, model: &str) -> Option<usize> {
+        self.semaphore(model).map(|s| s.available_permits())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_per_model_without_blocking() {
+        let metrics = Arc::new(Metrics::default());
+        let limits = InFlightLimits::new(
+            LimitsConfig {
+                default_max_in_flight: Some(1),
+                max_in_flight: HashMap::from([("big".to_string(), 2)]),
+                ..LimitsConfig::default()
+            },
+            Some(metrics.clone()),
+        );
+        let Acquire::Acquired(a) = limits.try_acquire("m") else {
+            panic!("first refused")
+        };
+        assert!(matches!(limits.try_acquire("m"), Acquire::Busy { .. }));
+        // Another model is independent.
+        let Acquire::Acquired(b1) = limits.try_acquire("big") else {
+            panic!()
+        };
+        let Acquire::Acquired(_b2) = limits.try_acquire("big") else {
+            panic!()
+        };
+        assert!(matches!(limits.try_acquire("big"), Acquire::Busy { .. }));
+        assert!(metrics
+            .encode()
+            .contains("sluice_consumer_in_flight{model=\"big\"} 2"));
+        drop(a);
+        drop(b1);
+        assert_eq!(limits.available("m"), Some(1));
+        assert!(matches!(limits.try_acquire("m"), Acquire::Acquired(_)));
+        assert!(metrics
+            .encode()
+            .contains("sluice_consumer_in_flight{model=\"big\"} 1"));
+        assert!(metrics
+            .encode()
+            .contains("sluice_consumer_in_flight_refused_total{model=\"m\"} 1"));
+    }
+
+    #[test]
+    fn unlimited_and_overflow() {
+        let limits = InFlightLimits::new(
+            LimitsConfig {
+                default_max_in_flight: None,
+                ..LimitsConfig::default()
+            },
+            None,
+        );
+        let permits: Vec<_> = (0..100).map(|_| limits.try_acquire("m")).collect();
+        assert!(permits.iter().all(|p| matches!(p, Acquire::Acquired(_))));
+        assert_eq!(limits.available("m"), None);
+
+        let limits = InFlightLimits::new(
+            LimitsConfig {
+                default_max_in_flight: Some(1),
+                max_models: 1,
+                ..LimitsConfig::default()
+            },
+            None,
+        );
+        let _a = limits.try_acquire("a");
+        // "b" and "c" exceed max_models and share the overflow semaphore.
+        let _b = limits.try_acquire("b");
+        assert!(matches!(limits.try_acquire("c"), Acquire::Busy { .. }));
+    }
+}

@@ -1,0 +1,271 @@
+//! Prometheus metrics of the consumer (prefix `sluice_consumer_`).
+//!
+//! Label cardinality is bounded: bucket and model labels are sanitized names
+//! (see [`crate::keys::sanitize`]) and only the first `max_buckets` /
+//! `max_models` distinct values get their own series; later ones are counted
+//! under `other`. Every other label takes values from a fixed set.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// Label of values beyond the cardinality bound.
+pub const OTHER: &str = "other";
+
+/// Admits the first `max` distinct label values, maps the rest to `other`.
+#[derive(Debug)]
+pub struct LabelLimiter {
+    max: usize,
+    seen: Mutex<HashSet<String>>,
+}
+
+impl LabelLimiter {
+    pub fn new(max: usize) -> Self {
+        LabelLimiter {
+            max,
+            seen: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// `value` if it already has a series or there is room, else `other`.
+    pub fn label(&self, value: &str) -> String {
+        let Ok(mut seen) = self.seen.lock() else {
+            return OTHER.into();
+        };
+        if seen.contains(value) {
+            return value.to_string();
+        }
+        if seen.len() < self.max {
+            seen.insert(value.to_string());
+            return value.to_string();
+        }
+        OTHER.into()
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PacingLabels {
+    /// `tenant/model`, sanitized and bounded.
+    pub bucket: String,
+    /// `admitted` or `suspended`.
+    pub result: &'static str,
+    /// `none`, `requests`, `tokens` or `paused`.
+    pub limited_by: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModelLabels {
+    pub model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: &'static str,
+}
+
+/// All metrics of the consumer, registered once; cheap to update from any task.
+#[derive(Debug)]
+pub struct Metrics {
+    pub registry: Registry,
+    buckets: LabelLimiter,
+    models: LabelLimiter,
+    /// Pacing decisions per bucket.
+    pub pacing_decisions: Family<PacingLabels, Counter>,
+    /// Waits returned by the pacer, per model.
+    pub pacing_wait_seconds: Family<ModelLabels, Histogram>,
+    /// Backend calls in flight, per model.
+    pub in_flight: Family<ModelLabels, Gauge>,
+    /// Try-acquire refusals of the in-flight cap, per model.
+    pub in_flight_refused: Family<ModelLabels, Counter>,
+    /// Time from enqueue to the start of the backend call, per model.
+    pub queue_wait_seconds: Family<ModelLabels, Histogram>,
+    /// Time from the start of the call to the first chunk written, per model.
+    pub first_chunk_seconds: Family<ModelLabels, Histogram>,
+    /// Round trip of one chunk write (XADD pipeline).
+    pub chunk_write_seconds: Histogram,
+    /// Chunks written, per model.
+    pub chunks: Family<ModelLabels, Counter>,
+    /// Calls aborted because the client cancelled.
+    pub cancels: Counter,
+    /// Errors by kind (see [`crate::invoke::FailureKind::as_str`]).
+    pub errors: Family<KindLabels, Counter>,
+    /// Outcomes (see [`crate::Outcome::as_str`]).
+    pub outcomes: Family<OutcomeLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new(1000, 100)
+    }
+}
+
+impl Metrics {
+    /// `max_buckets` / `max_models`: distinct bucket / model label values
+    /// before `other`.
+    pub fn new(max_buckets: usize, max_models: usize) -> Self {
+        let mut registry = Registry::with_prefix("sluice_consumer");
+        let pacing_decisions = Family::<PacingLabels, Counter>::default();
+        registry.register(
+            "pacing_decisions",
+            "Pacing decisions per bucket (tenant/model)",
+            pacing_decisions.clone(),
+        );
+        let pacing_wait_seconds =
+            Family::<ModelLabels, Histogram>::new_with_constructor(wait_histogram as fn() -> _);
+        registry.register(
+            "pacing_wait_seconds",
+            "Wait returned by the pacer before a bucket's next slot",
+            pacing_wait_seconds.clone(),
+        );
+        let in_flight = Family::<ModelLabels, Gauge>::default();
+        registry.register(
+            "in_flight",
+            "Backend calls in flight per model",
+            in_flight.clone(),
+        );
+        let in_flight_refused = Family::<ModelLabels, Counter>::default();
+        registry.register(
+            "in_flight_refused",
+            "Messages held back because the model's in-flight cap was reached",
+            in_flight_refused.clone(),
+        );
+        let queue_wait_seconds =
+            Family::<ModelLabels, Histogram>::new_with_constructor(wait_histogram as fn() -> _);
+        registry.register(
+            "queue_wait_seconds",
+            "Time from enqueue to the start of the backend call",
+            queue_wait_seconds.clone(),
+        );
+        let first_chunk_seconds =
+            Family::<ModelLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
+        registry.register(
+            "first_chunk_seconds",
+            "Time from the start of the backend call to the first chunk written",
+            first_chunk_seconds.clone(),
+        );
+        let chunk_write_seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
+        registry.register(
+            "chunk_write_seconds",
+            "Round trip of one chunk write to the response stream",
+            chunk_write_seconds.clone(),
+        );
+        let chunks = Family::<ModelLabels, Counter>::default();
+        registry.register(
+            "chunks",
+            "Chunks written to response streams",
+            chunks.clone(),
+        );
+        let cancels = Counter::default();
+        registry.register(
+            "cancels",
+            "Backend calls aborted because the client went away",
+            cancels.clone(),
+        );
+        let errors = Family::<KindLabels, Counter>::default();
+        registry.register("errors", "Errors by kind", errors.clone());
+        let outcomes = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "outcomes",
+            "Outcomes of processed messages",
+            outcomes.clone(),
+        );
+        Metrics {
+            registry,
+            buckets: LabelLimiter::new(max_buckets),
+            models: LabelLimiter::new(max_models),
+            pacing_decisions,
+            pacing_wait_seconds,
+            in_flight,
+            in_flight_refused,
+            queue_wait_seconds,
+            first_chunk_seconds,
+            chunk_write_seconds,
+            chunks,
+            cancels,
+            errors,
+            outcomes,
+        }
+    }
+
+    /// Bounded bucket label of a sanitized `tenant/model`.
+    pub fn bucket_label(&self, bucket: &str) -> String {
+        self.buckets.label(bucket)
+    }
+
+    /// Bounded model label (sanitizes the name).
+    pub fn model_label(&self, model: &str) -> ModelLabels {
+        ModelLabels {
+            model: self.models.label(&crate::keys::sanitize(model)),
+        }
+    }
+
+    pub fn error(&self, kind: &'static str) {
+        self.errors.get_or_create(&KindLabels { kind }).inc();
+    }
+
+    pub fn outcome(&self, outcome: &'static str) {
+        self.outcomes
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+fn wait_histogram() -> Histogram {
+    // 1 ms .. ~65 s
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+fn latency_histogram() -> Histogram {
+    // 5 ms .. ~80 s
+    Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_limiter_bounds_cardinality() {
+        let limiter = LabelLimiter::new(2);
+        assert_eq!(limiter.label("a"), "a");
+        assert_eq!(limiter.label("b"), "b");
+        assert_eq!(limiter.label("c"), OTHER);
+        assert_eq!(limiter.label("a"), "a");
+    }
+
+    #[test]
+    fn encodes() {
+        let metrics = Metrics::new(1, 1);
+        metrics.error("backend_status");
+        metrics.outcome("completed");
+        metrics
+            .in_flight
+            .get_or_create(&metrics.model_label("m{1}"))
+            .inc();
+        metrics
+            .in_flight
+            .get_or_create(&metrics.model_label("other-model"))
+            .inc();
+        let text = metrics.encode();
+        assert!(text.contains("sluice_consumer_errors_total{kind=\"backend_status\"} 1"));
+        assert!(text.contains("sluice_consumer_in_flight{model=\"m%7B1%7D\"} 1"));
+        assert!(text.contains("sluice_consumer_in_flight{model=\"other\"} 1"));
+    }
+}

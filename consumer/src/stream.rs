@@ -1,0 +1,164 @@
+//! The response stream `response:{<req_id>}`: entries `type=chunk|done|error`.
+//!
+//! - `chunk`: `data` = the exact `data:` payload of one SSE event from the
+//!   backend (JSON text).
+//! - `done`: `usage` = JSON text of the usage object, when the backend sent one.
+//! - `error`: `status` (HTTP status for the client), `code` (machine code),
+//!   `message` (human readable).
+//!
+//! Every XADD trims with `MAXLEN ~ maxlen`. While a call runs, every write
+//! also refreshes an in-flight expiry (so the stream of a consumer that died
+//! does not stay forever); the terminal entry sets the final expiry.
+
+use redis::aio::ConnectionManager;
+use serde::{Deserialize, Serialize};
+
+/// Settings of response streams.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StreamConfig {
+    /// `XADD … MAXLEN ~ maxlen`.
+    pub maxlen: u64,
+    /// Expiry of the stream after its `done` / `error` entry.
+    pub ttl_after_end_secs: u64,
+    /// Expiry refreshed by every write while the call runs.
+    pub in_flight_ttl_secs: u64,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        StreamConfig {
+            maxlen: 10_000,
+            ttl_after_end_secs: 300,
+            in_flight_ttl_secs: 3600,
+        }
+    }
+}
+
+/// The last entry of a stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Terminal {
+    Done {
+        /// JSON text of the usage object.
+        usage: Option<String>,
+    },
+    Error {
+        status: u16,
+        code: &'static str,
+        message: String,
+    },
+}
+
+/// Error codes written in `error` entries.
+pub mod codes {
+    /// The backend answered an error (status passed through for client
+    /// errors, 502 otherwise), or sent an error event in its stream.
+    pub const BACKEND_ERROR: &str = "backend_error";
+    /// The backend's stream broke after output started.
+    pub const BACKEND_STREAM_BROKEN: &str = "backend_stream_broken";
+    /// The backend went silent for longer than the idle timeout after output started.
+    pub const BACKEND_TIMEOUT: &str = "backend_timeout";
+    /// The backend could not be reached (written only by [`crate::Consumer::give_up`]).
+    pub const BACKEND_UNREACHABLE: &str = "backend_unreachable";
+    /// The work item cannot be sent (body not an object, path not allowed).
+    pub const INVALID_REQUEST: &str = "invalid_request";
+    /// The client went away (`cancel:{id}` was set).
+    pub const CANCELLED: &str = "cancelled";
+    /// A redelivery found an earlier attempt that died mid-call; the model
+    /// is not called a second time.
+    pub const INTERRUPTED: &str = "interrupted";
+}
+
+impl Terminal {
+    /// Field/value pairs of the entry.
+    pub fn fields(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Terminal::Done { usage } => {
+                let mut fields = vec![("type", "done".to_string())];
+                if let Some(usage) = usage {
+                    fields.push(("usage", usage.clone()));
+                }
+                fields
+            }
+            Terminal::Error {
+                status,
+                code,
+                message,
+            } => vec![
+                ("type", "error".to_string()),
+                ("status", status.to_string()),
+                ("code", (*code).to_string()),
+                ("message", message.clone()),
+            ],
+        }
+    }
+
+    /// Value of `done:{id}`.
+    pub fn done_value(&self) -> &'static str {
+        match self {
+            Terminal::Done { .. } => "ok",
+            Terminal::Error { code, .. } if *code == codes::CANCELLED => "cancelled",
+            Terminal::Error { .. } => "error",
+        }
+    }
+}
+
+/// One pipeline: every chunk XADDed, the in-flight expiry refreshed, and
+/// `EXISTS cancel:{id}`. Returns whether the request was cancelled.
+pub(crate) async fn write_chunks(
+    conn: &mut ConnectionManager,
+    config: &StreamConfig,
+    response_key: &str,
+    cancel_key: &str,
+    chunks: &[String],
+) -> Result<bool, redis::RedisError> {
+    let mut pipe = redis::pipe();
+    for chunk in chunks {
+        pipe.cmd("XADD")
+            .arg(response_key)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(config.maxlen)
+            .arg("*")
+            .arg("type")
+            .arg("chunk")
+            .arg("data")
+            .arg(chunk)
+            .ignore();
+    }
+    pipe.cmd("EXPIRE")
+        .arg(response_key)
+        .arg(config.in_flight_ttl_secs)
+        .ignore();
+    pipe.cmd("EXISTS").arg(cancel_key);
+    let (cancelled,): (bool,) = pipe.query_async(conn).await?;
+    Ok(cancelled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_fields() {
+        let done = Terminal::Done {
+            usage: Some("{\"total_tokens\":3}".into()),
+        };
+        assert_eq!(
+            done.fields(),
+            vec![
+                ("type", "done".to_string()),
+                ("usage", "{\"total_tokens\":3}".to_string())
+            ]
+        );
+        assert_eq!(done.done_value(), "ok");
+        assert_eq!(Terminal::Done { usage: None }.fields().len(), 1);
+        let error = Terminal::Error {
+            status: 499,
+            code: codes::CANCELLED,
+            message: "client went away".into(),
+        };
+        assert_eq!(error.fields()[1], ("status", "499".to_string()));
+        assert_eq!(error.done_value(), "cancelled");
+    }
+}

@@ -1,0 +1,165 @@
+//! The work item: the body of one LiteTopic message, written by the deferral
+//! endpoint and read by the consumer. This is the single definition; the HTTP
+//! side imports it from here.
+
+use crate::keys::{self, BucketId};
+use serde::{Deserialize, Serialize};
+
+/// Upper bound of a request id (it is embedded in four Redis keys).
+pub const MAX_REQ_ID_LEN: usize = 200;
+
+/// Priority class of a deferred request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    Low,
+    #[default]
+    Normal,
+    High,
+}
+
+impl Priority {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+        }
+    }
+}
+
+/// One deferred request.
+///
+/// ```json
+/// {"req_id": "r-1", "tenant": "acme", "model": "gpt-4o", "priority": "normal",
+///  "path": "/v1/chat/completions", "body": {"model": "gpt-4o", "messages": []},
+///  "enqueued_at_ms": 1732890000000, "estimated_tokens": 512}
+/// ```
+///
+/// `priority`, `enqueued_at_ms` and `estimated_tokens` default (normal, 0, 0)
+/// when absent; every other field is required.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkItem {
+    /// Request id; the Redis Cluster hash tag of every key of this request.
+    pub req_id: String,
+    /// Tenant, as identified by the filter (trusted).
+    pub tenant: String,
+    /// Model the client asked for (the LiteTopic's model column).
+    pub model: String,
+    #[serde(default)]
+    pub priority: Priority,
+    /// Backend path, e.g. `/v1/chat/completions`.
+    pub path: String,
+    /// The client's JSON request object, unchanged.
+    pub body: serde_json::Value,
+    /// Unix milliseconds when the deferral endpoint published the message.
+    #[serde(default)]
+    pub enqueued_at_ms: u64,
+    /// Prompt tokens + estimated output tokens (the filter's estimate): the
+    /// cost of this message in the tokens/s pacing dimension.
+    #[serde(default)]
+    pub estimated_tokens: u64,
+}
+
+/// Why a message cannot be processed at all.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WorkItemError {
+    #[error("work item is not valid JSON for the contract: {0}")]
+    Json(String),
+    #[error("invalid req_id: {0}")]
+    ReqId(&'static str),
+}
+
+impl WorkItem {
+    /// Parses a message body and checks the request id (see [`WorkItem::validate`]).
+    pub fn from_json(bytes: &[u8]) -> Result<Self, WorkItemError> {
+        let item: WorkItem =
+            serde_json::from_slice(bytes).map_err(|e| WorkItemError::Json(e.to_string()))?;
+        item.validate()?;
+        Ok(item)
+    }
+
+    /// The message body.
+    pub fn to_json(&self) -> Vec<u8> {
+        // Serializing a struct of strings, numbers and a Value cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Checks what must hold before any Redis key is built from the item: a
+    /// request id that is non-empty, bounded, and free of braces (the hash
+    /// tag), whitespace and control characters. An item failing this cannot
+    /// even be answered (there is no safe stream key): the caller logs and
+    /// acks it.
+    pub fn validate(&self) -> Result<(), WorkItemError> {
+        validate_req_id(&self.req_id)
+    }
+
+    /// The pacing bucket (tenant × model), with sanitized names.
+    pub fn bucket(&self) -> BucketId {
+        BucketId::new(&self.tenant, &self.model)
+    }
+
+    /// Milliseconds spent in the queue, given the current Unix time.
+    pub fn queued_ms(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_sub(self.enqueued_at_ms)
+    }
+
+    /// Key of the response stream.
+    pub fn response_key(&self) -> String {
+        keys::response(&self.req_id)
+    }
+}
+
+/// See [`WorkItem::validate`].
+pub fn validate_req_id(req_id: &str) -> Result<(), WorkItemError> {
+    if req_id.is_empty() {
+        return Err(WorkItemError::ReqId("empty"));
+    }
+    if req_id.len() > MAX_REQ_ID_LEN {
+        return Err(WorkItemError::ReqId("longer than 200 bytes"));
+    }
+    if req_id
+        .chars()
+        .any(|c| c == '{' || c == '}' || c.is_whitespace() || c.is_control())
+    {
+        return Err(WorkItemError::ReqId(
+            "contains a brace, whitespace or a control character",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_defaults() {
+        let text = br#"{"req_id":"r-1","tenant":"acme","model":"m","path":"/v1/chat/completions","body":{"model":"m","messages":[]}}"#;
+        let item = WorkItem::from_json(text).unwrap();
+        assert_eq!(item.priority, Priority::Normal);
+        assert_eq!(item.estimated_tokens, 0);
+        let again = WorkItem::from_json(&item.to_json()).unwrap();
+        assert_eq!(again, item);
+        let full = br#"{"req_id":"r-2","tenant":"t","model":"m","priority":"high","path":"/v1/completions","body":{},"enqueued_at_ms":5,"estimated_tokens":7}"#;
+        let item = WorkItem::from_json(full).unwrap();
+        assert_eq!(item.priority, Priority::High);
+        assert_eq!(item.estimated_tokens, 7);
+        assert_eq!(item.queued_ms(12), 7);
+        assert_eq!(item.response_key(), "response:{r-2}");
+    }
+
+    #[test]
+    fn rejects_bad_request_ids() {
+        for bad in ["", "a}b", "a{b", "a b", "a\nb"] {
+            assert!(validate_req_id(bad).is_err(), "{bad:?}");
+        }
+        assert!(validate_req_id(&"x".repeat(201)).is_err());
+        assert!(validate_req_id("chatcmpl-0f3a_9:x").is_ok());
+        assert!(WorkItem::from_json(br#"{"req_id":"r"}"#).is_err());
+        assert!(WorkItem::from_json(
+            br#"{"req_id":"r","tenant":"t","model":"m","priority":"urgent","path":"/","body":{}}"#
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,668 @@
+//! The consumer against a real redis-server and the real llm-sim: no mocks.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use sluice_consumer::stream::codes;
+use sluice_consumer::{keys, Disposition, FailureKind, IdempotencyConfig, Outcome};
+use sluice_llm_sim::SimConfig;
+use sluice_testkit::RedisServer;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn short_lease() -> IdempotencyConfig {
+    IdempotencyConfig {
+        lease_ms: 1000,
+        heartbeat_interval_ms: 100,
+        ..IdempotencyConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn streams_chunks_then_done_with_usage() {
+    let redis = RedisServer::start().unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let consumer = consumer(&redis, &sim.url(), &[("x-sim-completion-tokens", "5")]);
+    let mut conn = conn(&redis);
+    let item = item("stream-1");
+
+    let outcome = consumer.process(&item).await;
+    let Outcome::Completed { chunks, usage } = &outcome else {
+        panic!("{outcome:?}")
+    };
+    // role chunk + 5 tokens + finish chunk + usage chunk
+    assert_eq!(*chunks, 8);
+    assert_eq!(usage.as_ref().unwrap()["completion_tokens"], json!(5));
+    assert_eq!(
+        outcome.disposition(consumer.idempotency_config()),
+        Disposition::Ack
+    );
+
+    let entries = entries(&mut conn, "stream-1").await;
+    assert_eq!(entries.len(), 9);
+    let mut text = String::new();
+    for (_, fields) in &entries[..8] {
+        assert_eq!(fields["type"], "chunk");
+        let chunk: serde_json::Value = serde_json::from_str(&fields["data"]).unwrap();
+        assert_eq!(chunk["object"], "chat.completion.chunk");
+        if let Some(content) = chunk["choices"][0]["delta"]["content"].as_str() {
+            text.push_str(content);
+        }
+    }
+    assert_eq!(text, sluice_llm_sim::text::completion_text(5));
+    let (_, done) = &entries[8];
+    assert_eq!(done["type"], "done");
+    let usage: serde_json::Value = serde_json::from_str(&done["usage"]).unwrap();
+    assert_eq!(usage["completion_tokens"], json!(5));
+
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(keys::response("stream-1"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!((1..=300).contains(&ttl), "ttl {ttl}");
+    let done: Option<String> = redis::cmd("GET")
+        .arg(keys::done("stream-1"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(done.as_deref(), Some("ok"));
+    let processing: bool = redis::cmd("EXISTS")
+        .arg(keys::processing("stream-1"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!processing);
+    assert_eq!(sim_calls(&sim.url(), "stream-1").await, 1);
+    let metrics = consumer.metrics().encode();
+    assert!(metrics.contains("sluice_consumer_outcomes_total{outcome=\"completed\"} 1"));
+    assert!(metrics.contains("sluice_consumer_chunks_total{model=\"sim-model\"} 8"));
+    sim.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn client_asking_without_stream_still_gets_chunks() {
+    let redis = RedisServer::start().unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let consumer = consumer(&redis, &sim.url(), &[("x-sim-completion-tokens", "2")]);
+    let mut item = item("nostream-1");
+    item.body = json!({"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "stream": false});
+    let outcome = consumer.process(&item).await;
+    assert!(
+        matches!(
+            outcome,
+            Outcome::Completed {
+                chunks: 5,
+                usage: Some(_)
+            }
+        ),
+        "{outcome:?}"
+    );
+    sim.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn backend_business_error_is_final_and_not_retried() {
+    let redis = RedisServer::start().unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let mut conn = conn(&redis);
+
+    // 500 before any output.
+    let failing = consumer(&redis, &sim.url(), &[("x-sim-fail", "before")]);
+    let outcome = failing.process(&item("err-500")).await;
+    assert!(
+        matches!(
+            outcome,
+            Outcome::Failed {
+                status: 502,
+                code: codes::BACKEND_ERROR,
+                kind: FailureKind::BackendStatus,
+                chunks: 0
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        outcome.disposition(failing.idempotency_config()),
+        Disposition::Ack
+    );
+    let entries_500 = entries(&mut conn, "err-500").await;
+    assert_eq!(entries_500.len(), 1);
+    assert_eq!(entries_500[0].1["type"], "error");
+    assert_eq!(entries_500[0].1["status"], "502");
+    assert_eq!(entries_500[0].1["code"], "backend_error");
+    assert_eq!(sim_calls(&sim.url(), "err-500").await, 1);
+    // A redelivery does not call the model again.
+    assert_eq!(
+        failing.process(&item("err-500")).await,
+        Outcome::AlreadyDone
+    );
+    assert_eq!(sim_calls(&sim.url(), "err-500").await, 1);
+
+    // 400 for a bad body: the client's own mistake, status passed through.
+    let plain = consumer(&redis, &sim.url(), &[]);
+    let mut bad = item("err-400");
+    bad.body = json!({"model": "sim-model"});
+    let outcome = plain.process(&bad).await;
+    assert!(
+        matches!(outcome, Outcome::Failed { status: 400, .. }),
+        "{outcome:?}"
+    );
+    let entries_400 = entries(&mut conn, "err-400").await;
+    assert_eq!(entries_400.last().unwrap().1["status"], "400");
+    assert!(entries_400.last().unwrap().1["message"].contains("messages"));
+    assert_eq!(sim_calls(&sim.url(), "err-400").await, 1);
+
+    // A body that is not an object never reaches the model.
+    let mut not_object = item("err-shape");
+    not_object.body = json!([1, 2]);
+    let outcome = plain.process(&not_object).await;
+    assert!(
+        matches!(
+            outcome,
+            Outcome::Failed {
+                status: 400,
+                code: codes::INVALID_REQUEST,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(sim_calls(&sim.url(), "err-shape").await, 0);
+    sim.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn unreachable_backend_retries_later_without_terminal_entry() {
+    let redis = RedisServer::start().unwrap();
+    let closed = format!("http://127.0.0.1:{}", sluice_testkit::free_port());
+    let consumer = consumer(&redis, &closed, &[]);
+    let mut conn = conn(&redis);
+
+    let outcome = consumer.process(&item("unreach-1")).await;
+    assert!(
+        matches!(
+            outcome,
+            Outcome::RetryLater {
+                kind: FailureKind::Unreachable,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert!(matches!(
+        outcome.disposition(consumer.idempotency_config()),
+        Disposition::Retry { .. }
+    ));
+    assert_eq!(xlen(&mut conn, "unreach-1").await, 0);
+    for key in [keys::done("unreach-1"), keys::processing("unreach-1")] {
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(!exists, "{key} left behind");
+    }
+
+    // The retry, once the backend is back, answers the request.
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let working = common::consumer(&redis, &sim.url(), &[("x-sim-completion-tokens", "3")]);
+    let outcome = working.process(&item("unreach-1")).await;
+    assert!(matches!(outcome, Outcome::Completed { .. }), "{outcome:?}");
+    assert_eq!(sim_calls(&sim.url(), "unreach-1").await, 1);
+
+    // The pop loop can give up on a request that never got through.
+    assert!(consumer
+        .give_up(
+            "unreach-2",
+            504,
+            codes::BACKEND_UNREACHABLE,
+            "backend unreachable"
+        )
+        .await
+        .unwrap());
+    let given_up = entries(&mut conn, "unreach-2").await;
+    assert_eq!(given_up.len(), 1);
+    assert_eq!(given_up[0].1["code"], "backend_unreachable");
+    // ... once only.
+    assert!(!consumer
+        .give_up("unreach-2", 504, codes::BACKEND_UNREACHABLE, "again")
+        .await
+        .unwrap());
+    sim.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn busy_backend_retries_later_with_its_retry_after() {
+    let redis = RedisServer::start().unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig {
+        max_concurrency: 1,
+        retry_after_secs: 2,
+        ..SimConfig::fast()
+    })
+    .await
+    .unwrap();
+    let mut conn = conn(&redis);
+    let slow = Arc::new(consumer(
+        &redis,
+        &sim.url(),
+        &[
+            ("x-sim-completion-tokens", "20"),
+            ("x-sim-tokens-per-second", "20"),
+        ],
+    ));
+    let running = {
+        let slow = slow.clone();
+        tokio::spawn(async move { slow.process(&item("busy-1")).await })
+    };
+    wait_for_entries(&mut conn, "busy-1", 1).await;
+    let outcome = slow.process(&item("busy-2")).await;
+    assert!(
+        matches!(
+            outcome,
+            Outcome::RetryLater {
+                kind: FailureKind::BackendBusy,
+                retry_after: Some(d),
+                ..
+            } if d == Duration::from_secs(2)
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(xlen(&mut conn, "busy-2").await, 0);
+    running.abort();
+    sim.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn mid_stream_failure_ends_with_error_after_chunks() {
+    let redis = RedisServer::start().unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let consumer = consumer(
+        &redis,
+        &sim.url(),
+        &[("x-sim-fail", "mid"), ("x-sim-completion-tokens", "10")],
+    );
+    let mut conn = conn(&redis);
+    let outcome = consumer.process(&item("mid-1")).await;
+    let Outcome::Failed {
+        status,
+        code,
+        kind,
+        chunks,
+    } = outcome
+    else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        (status, code, kind),
+        (502, codes::BACKEND_STREAM_BROKEN, FailureKind::StreamBroken)
+    );
+    // role chunk + 5 of 10 tokens
+    assert_eq!(chunks, 6);
+    let entries = entries(&mut conn, "mid-1").await;
+    assert_eq!(entries.len(), 7);
+    assert!(entries[..6].iter().all(|(_, f)| f["type"] == "chunk"));
+    assert_eq!(entries[6].1["type"], "error");
+    assert_eq!(entries[6].1["code"], "backend_stream_broken");
+    assert_eq!(sim_calls(&sim.url(), "mid-1").await, 1);
+    sim.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn cancel_stops_a_slow_stream_within_about_a_chunk() {
+    let redis = RedisServer::start().unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let consumer = Arc::new(consumer(
+        &redis,
+        &sim.url(),
+        &[
+            ("x-sim-completion-tokens", "100"),
+            ("x-sim-tokens-per-second", "20"),
+        ],
+    ));
+    let mut conn = conn(&redis);
+    let running = {
+        let consumer = consumer.clone();
+        tokio::spawn(async move { consumer.process(&item("cancel-1")).await })
+    };
+    wait_for_entries(&mut conn, "cancel-1", 3).await;
+    let cancelled_at = Instant::now();
+    let _: () = redis::cmd("SET")
+        .arg(keys::cancel("cancel-1"))
+        .arg("1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let outcome = running.await.unwrap();
+    let stopped_after = cancelled_at.elapsed();
+    let Outcome::Cancelled { chunks } = outcome else {
+        panic!("{outcome:?}")
+    };
+    eprintln!("cancel: {chunks} chunks written, stopped {stopped_after:?} after the cancel");
+    // 20 tokens/s: a chunk every 50 ms; the whole answer would take 5 s.
+    assert!(chunks < 20, "{chunks} chunks written");
+    assert!(stopped_after < Duration::from_secs(2), "{stopped_after:?}");
+    let entries = entries(&mut conn, "cancel-1").await;
+    let (_, last) = entries.last().unwrap();
+    assert_eq!(last["type"], "error");
+    assert_eq!(last["code"], "cancelled");
+    assert!(
+        wait_for_disconnects(&sim.url(), 1).await,
+        "the backend call was not aborted"
+    );
+    assert!(consumer
+        .metrics()
+        .encode()
+        .contains("sluice_consumer_cancels_total 1"));
+    sim.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn cancel_before_start_never_calls_the_model() {
+    let redis = RedisServer::start().unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let consumer = consumer(&redis, &sim.url(), &[]);
+    let mut conn = conn(&redis);
+    let _: () = redis::cmd("SET")
+        .arg(keys::cancel("cancel-2"))
+        .arg("1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        consumer.process(&item("cancel-2")).await,
+        Outcome::Cancelled { chunks: 0 }
+    );
+    assert_eq!(
+        entries(&mut conn, "cancel-2").await[0].1["code"],
+        "cancelled"
+    );
+    assert_eq!(sim_calls(&sim.url(), "cancel-2").await, 0);
+    sim.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn same_item_twice_is_skipped() {
+    let redis = RedisServer::start().unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let consumer = consumer(&redis, &sim.url(), &[("x-sim-completion-tokens", "3")]);
+    let mut conn = conn(&redis);
+    assert!(matches!(
+        consumer.process(&item("twice-1")).await,
+        Outcome::Completed { .. }
+    ));
+    let outcome = consumer.process(&item("twice-1")).await;
+    assert_eq!(outcome, Outcome::AlreadyDone);
+    assert_eq!(
+        outcome.disposition(consumer.idempotency_config()),
+        Disposition::Ack
+    );
+    assert_eq!(sim_calls(&sim.url(), "twice-1").await, 1);
+    let entries = entries(&mut conn, "twice-1").await;
+    assert_eq!(
+        entries.iter().filter(|(_, f)| f["type"] == "done").count(),
+        1
+    );
+    sim.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn half_done_redelivery_writes_interrupted_without_calling_the_model() {
+    let redis = RedisServer::start().unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let headers = [
+        ("x-sim-completion-tokens", "100"),
+        ("x-sim-tokens-per-second", "20"),
+    ];
+    let first = Arc::new(consumer_with(&redis, &sim.url(), &headers, short_lease()));
+    let second = consumer_with(&redis, &sim.url(), &headers, short_lease());
+    let mut conn = conn(&redis);
+
+    // The first attempt runs; a redelivery meanwhile sees it alive.
+    let running = {
+        let first = first.clone();
+        tokio::spawn(async move { first.process(&item("half-1")).await })
+    };
+    wait_for_entries(&mut conn, "half-1", 3).await;
+    // Longer than the lease: the heartbeat keeps the claim fresh.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let outcome = second.process(&item("half-1")).await;
+    assert_eq!(outcome, Outcome::InProgressElsewhere);
+    assert!(matches!(
+        outcome.disposition(second.idempotency_config()),
+        Disposition::Retry { after: Some(_) }
+    ));
+
+    // The first attempt dies mid-call (its task is dropped: no heartbeat, no
+    // terminal entry, the backend connection closed).
+    running.abort();
+    let _ = running.await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let outcome = second.process(&item("half-1")).await;
+    assert_eq!(outcome, Outcome::Interrupted);
+    assert_eq!(
+        outcome.disposition(second.idempotency_config()),
+        Disposition::Ack
+    );
+    assert_eq!(sim_calls(&sim.url(), "half-1").await, 1);
+    let entries = entries(&mut conn, "half-1").await;
+    let (_, last) = entries.last().unwrap();
+    assert_eq!(last["type"], "error");
+    assert_eq!(last["code"], "interrupted");
+    // And from then on, redeliveries are skipped.
+    assert_eq!(second.process(&item("half-1")).await, Outcome::AlreadyDone);
+    assert_eq!(sim_calls(&sim.url(), "half-1").await, 1);
+
+    // A marker left by someone else (no readable heartbeat) counts as dead.
+    let _: () = redis::cmd("SET")
+        .arg(keys::processing("half-2"))
+        .arg("other-consumer")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(second.process(&item("half-2")).await, Outcome::Interrupted);
+    assert_eq!(sim_calls(&sim.url(), "half-2").await, 0);
+    sim.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_attempt_that_lost_its_claim_stops_and_writes_nothing() {
+    let redis = RedisServer::start().unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let consumer = Arc::new(consumer_with(
+        &redis,
+        &sim.url(),
+        &[
+            ("x-sim-completion-tokens", "100"),
+            ("x-sim-tokens-per-second", "20"),
+        ],
+        short_lease(),
+    ));
+    let mut conn = conn(&redis);
+    let running = {
+        let consumer = consumer.clone();
+        tokio::spawn(async move { consumer.process(&item("lost-1")).await })
+    };
+    wait_for_entries(&mut conn, "lost-1", 2).await;
+    // Another attempt took the request over.
+    let _: () = redis::cmd("SET")
+        .arg(keys::processing("lost-1"))
+        .arg("someone-else/1 99999999999999")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let outcome = running.await.unwrap();
+    assert_eq!(outcome, Outcome::LostOwnership);
+    assert!(entries(&mut conn, "lost-1")
+        .await
+        .iter()
+        .all(|(_, f)| f["type"] == "chunk"));
+    assert!(wait_for_disconnects(&sim.url(), 1).await);
+    sim.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn redis_down_mid_call_aborts_the_backend_call() {
+    let mut redis = RedisServer::start().unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let consumer = Arc::new(consumer(
+        &redis,
+        &sim.url(),
+        &[
+            ("x-sim-completion-tokens", "100"),
+            ("x-sim-tokens-per-second", "20"),
+        ],
+    ));
+    let mut conn = conn(&redis);
+    let running = {
+        let consumer = consumer.clone();
+        tokio::spawn(async move { consumer.process(&item("redis-down-1")).await })
+    };
+    wait_for_entries(&mut conn, "redis-down-1", 3).await;
+    let stopped_at = Instant::now();
+    redis.stop();
+    let outcome = running.await.unwrap();
+    assert!(
+        matches!(
+            outcome,
+            Outcome::RetryLater {
+                kind: FailureKind::Redis,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    eprintln!(
+        "redis down: call stopped {:?} after the kill",
+        stopped_at.elapsed()
+    );
+    // The whole answer would take 5 s; the call stops at the next write.
+    assert!(
+        stopped_at.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        stopped_at.elapsed()
+    );
+    assert!(
+        wait_for_disconnects(&sim.url(), 1).await,
+        "the backend call was not aborted"
+    );
+    assert_eq!(sim_calls(&sim.url(), "redis-down-1").await, 1);
+
+    // Redis down before the claim: nothing reaches the model.
+    let outcome = consumer.process(&item("redis-down-2")).await;
+    assert!(
+        matches!(
+            outcome,
+            Outcome::RetryLater {
+                kind: FailureKind::Redis,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(sim_calls(&sim.url(), "redis-down-2").await, 0);
+    sim.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn invalid_items_are_rejected() {
+    let redis = RedisServer::start().unwrap();
+    let consumer = consumer(&redis, "http://127.0.0.1:9", &[]);
+    let outcome = consumer.process(&item("bad}id")).await;
+    assert!(matches!(outcome, Outcome::Rejected { .. }), "{outcome:?}");
+    assert_eq!(
+        outcome.disposition(consumer.idempotency_config()),
+        Disposition::Ack
+    );
+}
+
+fn consumer_with_timeouts(
+    redis: &RedisServer,
+    base_url: &str,
+    headers: &[(&str, &str)],
+    first_byte_ms: u64,
+    idle_ms: u64,
+) -> sluice_consumer::Consumer {
+    let mut backend = sluice_consumer::BackendConfig {
+        first_byte_timeout_ms: first_byte_ms,
+        idle_timeout_ms: idle_ms,
+        ..sluice_consumer::BackendConfig::default()
+    };
+    backend.default.base_url = base_url.into();
+    backend.default.headers = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    sluice_consumer::Consumer::new(
+        common::conn(redis),
+        "timeouts",
+        sluice_consumer::ConsumerConfig {
+            backend,
+            ..Default::default()
+        },
+        Arc::new(sluice_consumer::Metrics::default()),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn timeouts_before_and_after_output() {
+    let redis = RedisServer::start().unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let mut conn = conn(&redis);
+
+    // A backend that accepts and never answers: retry later, nothing written.
+    let hung = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hung_url = format!("http://{}", hung.local_addr().unwrap());
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = hung.accept().await {
+            held.push(socket);
+        }
+    });
+    let slow_start = consumer_with_timeouts(&redis, &hung_url, &[], 300, 5000);
+    let outcome = slow_start.process(&item("timeout-1")).await;
+    assert!(
+        matches!(
+            outcome,
+            Outcome::RetryLater {
+                kind: FailureKind::FirstByteTimeout,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(xlen(&mut conn, "timeout-1").await, 0);
+    holder.abort();
+
+    // Silence after output started: a final 504.
+    let stalling = consumer_with_timeouts(
+        &redis,
+        &sim.url(),
+        &[
+            ("x-sim-completion-tokens", "5"),
+            ("x-sim-tokens-per-second", "1"),
+        ],
+        5000,
+        300,
+    );
+    let outcome = stalling.process(&item("timeout-2")).await;
+    assert!(
+        matches!(
+            outcome,
+            Outcome::Failed {
+                status: 504,
+                code: codes::BACKEND_TIMEOUT,
+                kind: FailureKind::IdleTimeout,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    let entries = entries(&mut conn, "timeout-2").await;
+    assert!(entries.len() >= 2);
+    assert_eq!(entries.last().unwrap().1["code"], "backend_timeout");
+    sim.shutdown().await.unwrap();
+}

@@ -1,0 +1,389 @@
+//! The pacing script against a real redis-server, on a simulated clock.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use sluice_consumer::keys::{BucketId, Dimension};
+use sluice_consumer::pacing::{Limit, RateSetting, Scope};
+use sluice_consumer::{Metrics, PaceDecision, Pacer, PacingConfig, Rates};
+use sluice_testkit::RedisServer;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+const T0: u64 = 1_700_000_000_000;
+
+fn pacer(redis: &RedisServer, config: PacingConfig) -> Pacer {
+    Pacer::new(
+        common::conn(redis),
+        config,
+        Some(Arc::new(Metrics::default())),
+    )
+    .unwrap()
+}
+
+fn rps(r: f64) -> PacingConfig {
+    PacingConfig {
+        default_rates: Rates {
+            requests_per_second: Some(r),
+            tokens_per_second: None,
+        },
+        ..PacingConfig::default()
+    }
+}
+
+/// Checks every `step_ms` over `[from, to)`; returns the admit times.
+async fn run(
+    pacer: &Pacer,
+    bucket: &BucketId,
+    tokens: u64,
+    from: u64,
+    to: u64,
+    step_ms: u64,
+) -> Vec<u64> {
+    let mut admitted = Vec::new();
+    let mut now = from;
+    while now < to {
+        if pacer.check(bucket, tokens, Some(now)).await.unwrap() == PaceDecision::Admit {
+            admitted.push(now);
+        }
+        now += step_ms;
+    }
+    admitted
+}
+
+fn per_second(admits: &[u64], from: u64, seconds: u64) -> Vec<usize> {
+    (0..seconds)
+        .map(|s| {
+            let start = from + s * 1000;
+            admits
+                .iter()
+                .filter(|&&t| t >= start && t < start + 1000)
+                .count()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn r_per_second_admits_r_per_second() {
+    let redis = RedisServer::start().unwrap();
+    for (rate, bucket) in [(5.0, "five"), (3.0, "three"), (0.5, "half")] {
+        let pacer = pacer(&redis, rps(rate));
+        let bucket = BucketId::new(bucket, "m");
+        let admits = run(&pacer, &bucket, 0, T0, T0 + 10_000, 7).await;
+        let total = admits.len() as f64;
+        assert!(
+            (total - rate * 10.0).abs() <= 1.0,
+            "rate {rate}: {total} in 10 s"
+        );
+        if rate >= 1.0 {
+            for count in per_second(&admits, T0, 10) {
+                assert!(
+                    (count as f64 - rate).abs() <= 1.0,
+                    "rate {rate}: {count} in one second"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn wait_is_the_time_to_the_next_slot() {
+    let redis = RedisServer::start().unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let pacer = Pacer::new(common::conn(&redis), rps(5.0), Some(metrics.clone())).unwrap();
+    let bucket = BucketId::new("acme", "m");
+    assert_eq!(
+        pacer.check(&bucket, 0, Some(T0)).await.unwrap(),
+        PaceDecision::Admit
+    );
+    assert_eq!(
+        pacer.check(&bucket, 0, Some(T0 + 1)).await.unwrap(),
+        PaceDecision::Wait {
+            wait: Duration::from_millis(199),
+            limited_by: Limit::Requests
+        }
+    );
+    // A refused check takes nothing: the slot is still at T0 + 200.
+    assert_eq!(
+        pacer.check(&bucket, 0, Some(T0 + 150)).await.unwrap(),
+        PaceDecision::Wait {
+            wait: Duration::from_millis(50),
+            limited_by: Limit::Requests
+        }
+    );
+    assert_eq!(
+        pacer.check(&bucket, 0, Some(T0 + 200)).await.unwrap(),
+        PaceDecision::Admit
+    );
+    // Another bucket is independent.
+    let other = BucketId::new("other", "m");
+    assert_eq!(
+        pacer.check(&other, 0, Some(T0 + 200)).await.unwrap(),
+        PaceDecision::Admit
+    );
+
+    // Redis's own clock when no time is passed.
+    let live = BucketId::new("live", "m");
+    assert_eq!(
+        pacer.check(&live, 0, None).await.unwrap(),
+        PaceDecision::Admit
+    );
+    match pacer.check(&live, 0, None).await.unwrap() {
+        PaceDecision::Wait { wait, .. } => {
+            assert!(wait > Duration::from_millis(100) && wait <= Duration::from_millis(200))
+        }
+        other => panic!("{other:?}"),
+    }
+    let metrics = metrics.encode();
+    assert!(
+        metrics.contains("bucket=\"acme/m\",result=\"suspended\",limited_by=\"requests\"} 2"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn runtime_rate_change_and_model_factor_take_effect_on_the_next_check() {
+    let redis = RedisServer::start().unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let pacer = Pacer::new(common::conn(&redis), rps(1.0), Some(metrics.clone())).unwrap();
+    let bucket = BucketId::new("acme", "gpt");
+    assert_eq!(
+        pacer.check(&bucket, 0, Some(T0)).await.unwrap(),
+        PaceDecision::Admit
+    );
+    assert!(matches!(
+        pacer.check(&bucket, 0, Some(T0 + 10)).await.unwrap(),
+        PaceDecision::Wait { wait, .. } if wait == Duration::from_millis(990)
+    ));
+
+    // Raise this bucket to 100/s: the next check already uses it (the
+    // outstanding 0.99 request drains in 9.9 ms).
+    pacer
+        .set_rate(
+            Scope::Bucket {
+                tenant: "acme",
+                model: "gpt",
+            },
+            Dimension::Requests,
+            Some(100.0),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        pacer.check(&bucket, 0, Some(T0 + 10)).await.unwrap(),
+        PaceDecision::Wait { wait, .. } if wait == Duration::from_millis(10)
+    ));
+    let admits = run(&pacer, &bucket, 0, T0 + 20, T0 + 2020, 1).await;
+    assert!((admits.len() as i64 - 200).abs() <= 1, "{}", admits.len());
+
+    // Halve the whole model column.
+    pacer.set_model_factor("gpt", 0.5).await.unwrap();
+    let admits = run(&pacer, &bucket, 0, T0 + 3000, T0 + 5000, 1).await;
+    assert!((admits.len() as i64 - 100).abs() <= 1, "{}", admits.len());
+    // ... including a tenant without overrides (1/s × 0.5).
+    let other = BucketId::new("beta", "gpt");
+    let admits = run(&pacer, &other, 0, T0, T0 + 10_000, 10).await;
+    assert!((admits.len() as i64 - 5).abs() <= 1, "{}", admits.len());
+    // ... and not another model.
+    let elsewhere = BucketId::new("acme", "other-model");
+    let admits = run(&pacer, &elsewhere, 0, T0, T0 + 10_000, 10).await;
+    assert!((admits.len() as i64 - 10).abs() <= 1, "{}", admits.len());
+
+    // Factor 0 pauses the column.
+    pacer.set_model_factor("gpt", 0.0).await.unwrap();
+    assert_eq!(
+        pacer.check(&bucket, 0, Some(T0 + 20_000)).await.unwrap(),
+        PaceDecision::Wait {
+            wait: Duration::from_millis(1000),
+            limited_by: Limit::Paused
+        }
+    );
+    // Clearing the factor and the override: back to the configured 1/s.
+    pacer.clear_model_factor("gpt").await.unwrap();
+    pacer
+        .clear_rate(
+            Scope::Bucket {
+                tenant: "acme",
+                model: "gpt",
+            },
+            Dimension::Requests,
+        )
+        .await
+        .unwrap();
+    let admits = run(&pacer, &bucket, 0, T0 + 30_000, T0 + 40_000, 10).await;
+    assert!((admits.len() as i64 - 10).abs() <= 1, "{}", admits.len());
+
+    // A column override applies to every tenant of the model.
+    pacer
+        .set_rate(
+            Scope::Column { model: "gpt" },
+            Dimension::Requests,
+            Some(4.0),
+        )
+        .await
+        .unwrap();
+    let admits = run(&pacer, &other, 0, T0 + 50_000, T0 + 60_000, 10).await;
+    assert!((admits.len() as i64 - 40).abs() <= 1, "{}", admits.len());
+
+    // Unlimited bucket override.
+    pacer
+        .set_rate(
+            Scope::Bucket {
+                tenant: "vip",
+                model: "gpt",
+            },
+            Dimension::Requests,
+            None,
+        )
+        .await
+        .unwrap();
+    let vip = BucketId::new("vip", "gpt");
+    let admits = run(&pacer, &vip, 0, T0, T0 + 100, 1).await;
+    assert_eq!(admits.len(), 100);
+
+    // What the admin endpoint shows.
+    let overrides = pacer.column_overrides("gpt").await.unwrap();
+    assert_eq!(overrides.factor, None);
+    assert_eq!(
+        overrides.column.requests_per_second,
+        Some(RateSetting::PerSecond(4.0))
+    );
+    assert_eq!(
+        overrides.buckets["vip"].requests_per_second,
+        Some(RateSetting::Unlimited)
+    );
+    let effective = pacer.effective_rates("beta", "gpt").await.unwrap();
+    assert_eq!(effective.requests_per_second, Some(4.0));
+    assert_eq!(
+        pacer
+            .effective_rates("vip", "gpt")
+            .await
+            .unwrap()
+            .requests_per_second,
+        None
+    );
+    assert_eq!(
+        pacer.models_with_overrides().await.unwrap(),
+        vec!["gpt".to_string()]
+    );
+    assert!(pacer.set_model_factor("gpt", -1.0).await.is_err());
+    assert!(pacer
+        .set_rate(
+            Scope::Column { model: "gpt" },
+            Dimension::Tokens,
+            Some(f64::NAN)
+        )
+        .await
+        .is_err());
+
+    let text = metrics.encode();
+    assert!(text.contains("limited_by=\"paused\"} 1"), "{text}");
+    assert!(text.contains("sluice_consumer_pacing_wait_seconds_count{model=\"gpt\"}"));
+}
+
+#[tokio::test]
+async fn tokens_dimension_limits_big_messages() {
+    let redis = RedisServer::start().unwrap();
+    let pacer = pacer(
+        &redis,
+        PacingConfig {
+            default_rates: Rates {
+                requests_per_second: Some(1.0),
+                tokens_per_second: Some(1000.0),
+            },
+            ..PacingConfig::default()
+        },
+    );
+    let bucket = BucketId::new("acme", "m");
+    let mut conn = common::conn(&redis);
+    // A 5000-token message runs on an empty bucket (never starved) ...
+    assert_eq!(
+        pacer.check(&bucket, 5000, Some(T0)).await.unwrap(),
+        PaceDecision::Admit
+    );
+    // ... and holds the token bucket for 5 s: a small message one second
+    // later fits the request dimension but not the token one.
+    assert_eq!(
+        pacer.check(&bucket, 10, Some(T0 + 1000)).await.unwrap(),
+        PaceDecision::Wait {
+            wait: Duration::from_millis(4000),
+            limited_by: Limit::Tokens
+        }
+    );
+    // All or nothing: the refused check did not take the request slot.
+    let requests_tat: String = redis::cmd("GET")
+        .arg(bucket.pace_key(Dimension::Requests))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let tat: f64 = requests_tat.split(' ').next().unwrap().parse().unwrap();
+    assert_eq!(tat, (T0 + 1000) as f64);
+    assert_eq!(
+        pacer.check(&bucket, 10, Some(T0 + 5000)).await.unwrap(),
+        PaceDecision::Admit
+    );
+
+    // Over a minute, big messages are admitted at tokens/s, not requests/s.
+    let big = BucketId::new("big", "m");
+    let admits = run(&pacer, &big, 4000, T0, T0 + 60_000, 10).await;
+    assert!((admits.len() as i64 - 15).abs() <= 1, "{}", admits.len());
+    // Small ones at requests/s.
+    let small = BucketId::new("small", "m");
+    let admits = run(&pacer, &small, 100, T0, T0 + 60_000, 10).await;
+    assert!((admits.len() as i64 - 60).abs() <= 1, "{}", admits.len());
+
+    // Per-model configured rates.
+    let pacer = Pacer::new(
+        common::conn(&redis),
+        PacingConfig {
+            model_rates: HashMap::from([(
+                "fast".to_string(),
+                Rates {
+                    requests_per_second: Some(10.0),
+                    tokens_per_second: None,
+                },
+            )]),
+            ..rps(1.0)
+        },
+        None,
+    )
+    .unwrap();
+    let fast = BucketId::new("acme", "fast");
+    let admits = run(&pacer, &fast, 1_000_000, T0, T0 + 10_000, 10).await;
+    assert!((admits.len() as i64 - 100).abs() <= 1, "{}", admits.len());
+}
+
+#[tokio::test]
+async fn admit_takes_the_cap_then_the_pace() {
+    use sluice_consumer::{admit, Admission, InFlightLimits, LimitsConfig};
+    let redis = RedisServer::start().unwrap();
+    let pacer = pacer(&redis, rps(1.0));
+    let limits = InFlightLimits::new(
+        LimitsConfig {
+            default_max_in_flight: Some(1),
+            ..LimitsConfig::default()
+        },
+        None,
+    );
+    let item = common::item("admit-1");
+    let floor = Duration::from_millis(30);
+    let Admission::Run(permit) = admit(&limits, &pacer, &item, floor).await.unwrap() else {
+        panic!("first message not admitted");
+    };
+    // The cap is full: held back without touching the pace.
+    assert!(matches!(
+        admit(&limits, &pacer, &item, floor).await.unwrap(),
+        Admission::Suspend(d) if d == Duration::from_millis(100)
+    ));
+    drop(permit);
+    // Now the pace (1/s, Redis clock) says wait most of a second.
+    match admit(&limits, &pacer, &item, floor).await.unwrap() {
+        Admission::Suspend(d) => {
+            assert!(d > Duration::from_millis(500) && d <= Duration::from_secs(1))
+        }
+        other => panic!("{other:?}"),
+    }
+    // ... and the refused message did not keep the model's slot.
+    assert_eq!(limits.available("sim-model"), Some(1));
+}

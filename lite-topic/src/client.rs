@@ -1,0 +1,302 @@
+//! The shared client: rocketmq-client-rust's runtime, remoting handles, and
+//! broker discovery through the name server.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cheetah_string::CheetahString;
+use rocketmq_client_rust::{
+    ClientConfig, ClientInstanceHandle, ClientRuntime, ClientRuntimeConfig, TelemetryHandle,
+};
+use rocketmq_protocol::protocol::remoting_command::RemotingCommand;
+use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
+use tracing::{debug, warn};
+
+use crate::error::{code, LiteError};
+
+/// Master broker id in RocketMQ routes.
+const MASTER_ID: u64 = 0;
+
+/// How to reach the RocketMQ cluster.
+#[derive(Debug, Clone)]
+pub struct LiteConfig {
+    /// Name server address(es), `host:port[;host:port...]`.
+    pub namesrv_addr: String,
+    /// Timeout of one ordinary request (a long-poll pop adds its poll time).
+    pub request_timeout: Duration,
+    /// Worker threads of the client's own runtime (rocketmq-client-rust
+    /// drives its connections on a runtime it owns).
+    pub worker_threads: usize,
+}
+
+impl LiteConfig {
+    pub fn new(namesrv_addr: impl Into<String>) -> Self {
+        LiteConfig {
+            namesrv_addr: namesrv_addr.into(),
+            request_timeout: Duration::from_secs(3),
+            worker_threads: 2,
+        }
+    }
+}
+
+/// A master broker: its name (used in request headers and handles) and its
+/// remoting address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerTarget {
+    pub name: String,
+    pub addr: String,
+}
+
+/// Entry point: one client runtime shared by [`crate::LiteAdmin`],
+/// [`crate::LiteProducer`] and [`crate::LiteConsumer`]s. Cheap to clone.
+///
+/// Call [`LiteClient::shutdown`] after shutting the parts down; dropping it
+/// instead stops its runtime in the background.
+#[derive(Clone)]
+pub struct LiteClient {
+    pub(crate) inner: Arc<ClientInner>,
+}
+
+pub(crate) struct ClientInner {
+    pub(crate) config: LiteConfig,
+    pub(crate) runtime: Arc<ClientRuntime>,
+    owner: Mutex<Option<RuntimeOwner>>,
+    next_domain: AtomicU64,
+}
+
+impl LiteClient {
+    /// Build the client runtime. Nothing is contacted yet.
+    pub fn connect(config: LiteConfig) -> Result<Self, LiteError> {
+        if config.namesrv_addr.trim().is_empty() {
+            return Err(LiteError::InvalidArgument(
+                "name server address is empty".into(),
+            ));
+        }
+        let runtime_config =
+            RuntimeConfig::for_parallelism("sluice-rocketmq", config.worker_threads.max(1));
+        let owner = RuntimeOwner::plan(runtime_config)
+            .map_err(|e| LiteError::Runtime(format!("runtime configuration: {e}")))?
+            .build()
+            .map_err(|e| LiteError::Runtime(format!("building the client runtime: {e}")))?;
+        let runtime = ClientRuntime::try_new(
+            owner.root_context().component("sluice-litetopic"),
+            ClientRuntimeConfig::default(),
+            TelemetryHandle::noop(),
+        )
+        .map_err(|e| LiteError::Runtime(format!("client runtime: {e}")))?;
+        Ok(LiteClient {
+            inner: Arc::new(ClientInner {
+                config,
+                runtime,
+                owner: Mutex::new(Some(owner)),
+                next_domain: AtomicU64::new(1),
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &LiteConfig {
+        &self.inner.config
+    }
+
+    pub(crate) fn client_config(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set_namesrv_addr(CheetahString::from_string(
+            self.inner.config.namesrv_addr.clone(),
+        ));
+        config.set_instance_name(CheetahString::from_string(format!(
+            "sluice-{}",
+            std::process::id()
+        )));
+        config
+    }
+
+    /// A started remoting handle of its own (its own connections and its
+    /// own call gate: see [`Remoting`]).
+    pub(crate) async fn remoting(&self, role: &'static str) -> Result<Remoting, LiteError> {
+        let domain = self.inner.next_domain.fetch_add(1, Ordering::Relaxed);
+        let handle = ClientInstanceHandle::get_or_create(
+            &self.inner.runtime,
+            domain,
+            self.client_config(),
+            None,
+        )
+        .map_err(|e| LiteError::client("create client handle", e))?;
+        if let Err(e) = Box::pin(handle.start()).await {
+            Box::pin(handle.shutdown_owned()).await;
+            return Err(LiteError::client("start client handle", e));
+        }
+        debug!(role, domain, "remoting handle started");
+        Ok(Remoting {
+            handle,
+            timeout: self.inner.config.request_timeout,
+        })
+    }
+
+    /// Stop the client runtime. Shut the admin, producers and consumers down
+    /// first.
+    pub async fn shutdown(self) {
+        let report = Box::pin(self.inner.runtime.shutdown()).await;
+        if !report.is_healthy() {
+            warn!(report = %report.to_json(), "rocketmq client runtime shut down unhealthy");
+        }
+        let owner = self
+            .inner
+            .owner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(owner) = owner {
+            let report = Box::pin(owner.shutdown_tasks()).await;
+            if !report.is_healthy() {
+                debug!(report = %report.to_json(), "rocketmq runtime tasks shut down unhealthy");
+            }
+            // Dropping the owner stops its runtime in the background (safe
+            // inside an async context).
+            drop(owner);
+        }
+    }
+}
+
+/// One `ClientInstanceHandle`.
+///
+/// Workaround `ONE_HANDLE_PER_POLLER` (facts sheet): a handle runs one call
+/// at a time behind an async mutex, so a long-poll pop waiting for up to its
+/// poll time would hold up every suspend, release or subscribe sent through
+/// the same handle. Each consumer therefore owns two: one only for pops, one
+/// for everything else.
+pub(crate) struct Remoting {
+    handle: ClientInstanceHandle,
+    pub(crate) timeout: Duration,
+}
+
+impl Remoting {
+    /// Send one request and return the broker's answer, whatever its code.
+    pub(crate) async fn invoke(
+        &self,
+        operation: &'static str,
+        addr: &str,
+        request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, LiteError> {
+        Box::pin(self.handle.invoke_remoting(
+            &CheetahString::from_slice(addr),
+            request,
+            timeout.as_millis() as u64,
+        ))
+        .await
+        .map_err(|e| LiteError::client(operation, e))
+    }
+
+    /// [`Remoting::invoke`], and turn any code but success into an error.
+    pub(crate) async fn invoke_ok(
+        &self,
+        operation: &'static str,
+        addr: &str,
+        request: RemotingCommand,
+    ) -> Result<RemotingCommand, LiteError> {
+        let response = self.invoke(operation, addr, request, self.timeout).await?;
+        expect_success(operation, addr, response)
+    }
+
+    /// Master brokers of the whole cluster, as the name server knows them.
+    pub(crate) async fn cluster_masters(&self) -> Result<Vec<BrokerTarget>, LiteError> {
+        let info = Box::pin(
+            self.handle
+                .broker_cluster_info(self.timeout.as_millis() as u64),
+        )
+        .await
+        .map_err(|e| LiteError::client("get cluster info", e))?;
+        let mut masters: Vec<BrokerTarget> = info
+            .broker_addr_table
+            .unwrap_or_default()
+            .into_values()
+            .filter_map(|data| {
+                data.broker_addrs()
+                    .get(&MASTER_ID)
+                    .map(|addr| BrokerTarget {
+                        name: data.broker_name().to_string(),
+                        addr: addr.to_string(),
+                    })
+            })
+            .collect();
+        masters.sort_by(|a, b| a.name.cmp(&b.name));
+        if masters.is_empty() {
+            return Err(LiteError::NoRoute(
+                "the cluster (no master broker registered)".into(),
+            ));
+        }
+        Ok(masters)
+    }
+
+    /// Master brokers serving `topic`, per the name server.
+    pub(crate) async fn topic_masters(&self, topic: &str) -> Result<Vec<BrokerTarget>, LiteError> {
+        let route = Box::pin(
+            self.handle
+                .topic_route(topic, self.timeout.as_millis() as u64),
+        )
+        .await;
+        let route = match route {
+            Ok(Some(route)) => route,
+            Ok(None) => return Err(LiteError::NoRoute(topic.to_owned())),
+            Err(e) if e.broker_response_code() == Some(code::TOPIC_NOT_EXIST) => {
+                return Err(LiteError::NoRoute(topic.to_owned()))
+            }
+            Err(e) => return Err(LiteError::client("get topic route", e)),
+        };
+        let mut masters: Vec<BrokerTarget> = route
+            .broker_datas
+            .iter()
+            .filter_map(|data| {
+                data.broker_addrs()
+                    .get(&MASTER_ID)
+                    .map(|addr| BrokerTarget {
+                        name: data.broker_name().to_string(),
+                        addr: addr.to_string(),
+                    })
+            })
+            .collect();
+        masters.sort_by(|a, b| a.name.cmp(&b.name));
+        if masters.is_empty() {
+            return Err(LiteError::NoRoute(topic.to_owned()));
+        }
+        Ok(masters)
+    }
+
+    pub(crate) async fn shutdown(self) {
+        Box::pin(self.handle.shutdown_owned()).await;
+    }
+}
+
+pub(crate) fn expect_success(
+    operation: &'static str,
+    addr: &str,
+    response: RemotingCommand,
+) -> Result<RemotingCommand, LiteError> {
+    if response.code() == code::SUCCESS {
+        Ok(response)
+    } else {
+        Err(broker_error(operation, addr, &response))
+    }
+}
+
+pub(crate) fn broker_error(
+    operation: &'static str,
+    addr: &str,
+    response: &RemotingCommand,
+) -> LiteError {
+    LiteError::Broker {
+        operation,
+        broker: addr.to_owned(),
+        code: response.code(),
+        remark: response.remark().map(|r| r.to_string()).unwrap_or_default(),
+    }
+}
+
+/// Milliseconds since the Unix epoch (the broker's clock unit).
+pub(crate) fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,137 @@
+//! Suspend: pacing one LiteTopic while the others keep flowing, against a
+//! real broker. Timings are asserted as lower bounds and ratios only; the
+//! figures are printed (`cargo test -- --nocapture`). The tests of this file
+//! run one at a time so they do not skew each other's timings.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_lite_topic_does_not_hold_up_the_others() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::start().await;
+    let producer = env.producer().await;
+    let consumer = env.consumer().await;
+    consumer.subscribe(&["a", "b"]).await.unwrap();
+    const A: usize = 8;
+    const B: usize = 60;
+    let suspend = Duration::from_millis(300);
+    for i in 0..B {
+        if i < A {
+            producer.send(&env.parent, "a", b"a", &[]).await.unwrap();
+        }
+        producer.send(&env.parent, "b", b"b", &[]).await.unwrap();
+    }
+
+    let start = Instant::now();
+    let mut a_times = Vec::new();
+    let mut b_times = Vec::new();
+    while (a_times.len() < A || b_times.len() < B) && start.elapsed() < Duration::from_secs(20) {
+        // One message per pop, as a pacing consumer takes them; a 2 s poll,
+        // so an A that came only when the poll ends would show.
+        for msg in consumer
+            .pop(1, INVISIBLE, Duration::from_secs(2))
+            .await
+            .unwrap()
+        {
+            let at = start.elapsed();
+            if msg.lite_topic == "a" {
+                a_times.push(at);
+                consumer.suspend(&msg.handle, suspend).await.unwrap();
+            } else {
+                b_times.push(at);
+                consumer.release(&msg.handle).await.unwrap();
+            }
+        }
+    }
+    assert_eq!(a_times.len(), A);
+    assert_eq!(b_times.len(), B);
+    let b_done = *b_times.last().unwrap();
+    let a_while_b = a_times.iter().filter(|t| **t <= b_done).count().max(1);
+    let b_rate = B as f64 / b_done.as_secs_f64();
+    let a_rate = a_while_b as f64 / b_done.as_secs_f64();
+    let gaps = gaps(&a_times);
+    eprintln!(
+        "B: {B} in {b_done:?} ({b_rate:.1}/s); A meanwhile: {a_while_b} ({a_rate:.1}/s); \
+         A gaps (300 ms suspend): {gaps:?}; {:?}",
+        consumer.stats()
+    );
+    // B is not held up by A's suspends: several times A's rate.
+    assert!(b_rate >= 4.0 * a_rate, "B {b_rate:.1}/s vs A {a_rate:.1}/s");
+    // A is paced: never faster than its suspend (lower bound only).
+    for gap in &gaps {
+        assert!(*gap >= suspend - Duration::from_millis(15), "A gap {gap:?}");
+    }
+    // And A alone, once B is done, is not left to the 2 s long poll: a
+    // suspend's end cuts the poll short (order of magnitude only).
+    let alone: Vec<Duration> = a_times
+        .windows(2)
+        .filter(|w| w[0] > b_done)
+        .map(|w| w[1] - w[0])
+        .collect();
+    if !alone.is_empty() {
+        let mean = alone.iter().sum::<Duration>() / alone.len() as u32;
+        eprintln!("A alone: gaps {alone:?}, mean {mean:?}");
+        assert!(mean < Duration::from_millis(1200), "mean gap {mean:?}");
+    }
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspend_spacing_is_honoured() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::start().await;
+    let producer = env.producer().await;
+    let consumer = env.consumer().await;
+    consumer.subscribe(&["paced"]).await.unwrap();
+    for suspend_ms in [30u64, 100, 250] {
+        let suspend = Duration::from_millis(suspend_ms);
+        for _ in 0..5 {
+            producer
+                .send(&env.parent, "paced", b"x", &[])
+                .await
+                .unwrap();
+        }
+        let mut times = Vec::new();
+        let start = Instant::now();
+        while times.len() < 5 && start.elapsed() < Duration::from_secs(15) {
+            for msg in consumer
+                .pop(1, INVISIBLE, Duration::from_secs(2))
+                .await
+                .unwrap()
+            {
+                times.push(Instant::now());
+                consumer.suspend(&msg.handle, suspend).await.unwrap();
+            }
+        }
+        assert_eq!(times.len(), 5);
+        let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
+        let mean = gaps.iter().sum::<Duration>() / gaps.len() as u32;
+        eprintln!("suspend {suspend_ms} ms -> gaps {gaps:?}, mean {mean:?}");
+        for gap in &gaps {
+            assert!(
+                *gap >= suspend.saturating_sub(Duration::from_millis(5)),
+                "suspend {suspend:?}, gap {gap:?}"
+            );
+        }
+        // Wait out the last suspend before the next round.
+        tokio::time::sleep(suspend).await;
+    }
+    eprintln!("{:?}", consumer.stats());
+    consumer.shutdown().await;
+    producer.shutdown().await;
+    env.shutdown().await;
+}
+
+fn gaps(times: &[Duration]) -> Vec<Duration> {
+    times.windows(2).map(|w| w[1] - w[0]).collect()
+}

@@ -1,0 +1,542 @@
+//! The deferral endpoint: accepts a request the filter marked as deferred,
+//! queues it for its tenant × model bucket, and answers the client from the
+//! Redis Stream the consumer writes — as SSE when the client streams, as one
+//! JSON answer when it does not.
+
+use super::hub::{Entry, StreamHub, Subscription};
+use super::sse;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::Router;
+use futures::future::BoxFuture;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::Semaphore;
+
+/// Queues a deferred request (the LiteTopic producer in production).
+pub trait Publisher: Send + Sync + 'static {
+    /// Publish `work` (the consumer's WorkItem JSON) to the bucket of
+    /// `tenant` × `model`. Either it is queued or it is not: no half state.
+    fn publish<'a>(
+        &'a self,
+        tenant: &'a str,
+        model: &'a str,
+        req_id: &'a str,
+        work: Vec<u8>,
+    ) -> BoxFuture<'a, Result<(), String>>;
+}
+
+#[derive(Clone, Debug)]
+pub struct EndpointOptions {
+    /// Longest a client waits for its answer, queue time included.
+    pub timeout: Duration,
+    /// SSE comment interval while nothing else is sent.
+    pub keep_alive: Duration,
+    /// Deferred requests held open at once by this endpoint; beyond: 503.
+    pub max_in_flight: usize,
+    pub max_body_bytes: usize,
+    /// `cancel:{id}` lifetime after a client disconnects.
+    pub cancel_ttl: Duration,
+    /// Send an SSE comment saying the request is queued, first thing.
+    pub announce_queued: bool,
+}
+
+impl Default for EndpointOptions {
+    fn default() -> Self {
+        EndpointOptions {
+            timeout: Duration::from_secs(600),
+            keep_alive: Duration::from_secs(15),
+            max_in_flight: 10_000,
+            max_body_bytes: 4 * 1024 * 1024,
+            cancel_ttl: Duration::from_secs(300),
+            announce_queued: true,
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct EndpointMetrics {
+    pub accepted: Counter,
+    pub rejected: Family<Vec<(String, String)>, Counter>,
+    pub in_flight: Gauge,
+    pub cancelled: Counter,
+    pub timed_out: Counter,
+}
+
+struct EndpointState {
+    hub: Arc<StreamHub>,
+    publisher: Arc<dyn Publisher>,
+    redis: redis::aio::ConnectionManager,
+    slots: Arc<Semaphore>,
+    options: EndpointOptions,
+    metrics: Arc<EndpointMetrics>,
+}
+
+pub fn router(
+    hub: Arc<StreamHub>,
+    publisher: Arc<dyn Publisher>,
+    redis: redis::aio::ConnectionManager,
+    options: EndpointOptions,
+    metrics: Arc<EndpointMetrics>,
+) -> Router {
+    let state = Arc::new(EndpointState {
+        hub,
+        publisher,
+        redis,
+        slots: Arc::new(Semaphore::new(options.max_in_flight.max(1))),
+        options,
+        metrics,
+    });
+    Router::new()
+        .route("/v1/sluice/streams/{req_id}", get(resume))
+        .fallback(any(accept))
+        .with_state(state)
+}
+
+fn stream_key(req_id: &str) -> String {
+    format!("response:{{{req_id}}}")
+}
+
+fn cancel_key(req_id: &str) -> String {
+    format!("cancel:{{{req_id}}}")
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = json!({"error": {"message": message, "type": "sluice_deferral", "param": null, "code": code}});
+    (
+        status,
+        [("content-type", "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+/// Request ids and descriptor values as the filter sends them: bounded, plain.
+fn valid_marker(value: &str) -> bool {
+    value.len() <= 128
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:/@+~".contains(&b))
+}
+
+fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+async fn accept(
+    State(state): State<Arc<EndpointState>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let reject = |code: &str| {
+        state
+            .metrics
+            .rejected
+            .get_or_create(&vec![("reason".to_string(), code.to_string())])
+            .inc();
+    };
+    if method != Method::POST {
+        reject("method");
+        return error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "deferred requests are POSTs",
+        );
+    }
+    if header(&headers, "x-sluice-deferred") != Some("1") {
+        reject("not_deferred");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "not_deferred",
+            "this endpoint only serves requests Sluice deferred (x-sluice-deferred: 1); check the route that sent it here",
+        );
+    }
+    let mut markers = Vec::new();
+    for name in ["x-sluice-request-id", "x-sluice-tenant", "x-sluice-model"] {
+        match header(&headers, name) {
+            Some(v) if valid_marker(v) => markers.push(v.to_string()),
+            Some(_) => {
+                reject("bad_marker");
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "bad_marker",
+                    &format!("{name} is malformed"),
+                );
+            }
+            None => {
+                reject("missing_marker");
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "missing_marker",
+                    &format!("{name} is missing"),
+                );
+            }
+        }
+    }
+    let (req_id, tenant, model) = (markers[0].clone(), markers[1].clone(), markers[2].clone());
+    let priority = match header(&headers, "x-sluice-priority") {
+        Some(p @ ("low" | "normal" | "high")) => p.to_string(),
+        _ => "normal".to_string(),
+    };
+    let estimated: u64 = header(&headers, "x-sluice-estimated-tokens")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    if body.len() > state.options.max_body_bytes {
+        reject("too_large");
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            "request body too large",
+        );
+    }
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        reject("invalid_json");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "request body is not valid JSON",
+        );
+    };
+    let stream = request
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let Ok(permit) = state.slots.clone().try_acquire_owned() else {
+        reject("busy");
+        let mut response = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "deferral_busy",
+            "too many requests are waiting on this gateway; retry shortly",
+        );
+        response
+            .headers_mut()
+            .insert("retry-after", HeaderValue::from_static("5"));
+        return response;
+    };
+
+    // Watch the response stream before the work can possibly start.
+    let subscription = state.hub.subscribe(&stream_key(&req_id), "0-0").await;
+    // The consumer's WorkItem (consumer/src/work.rs is the reference definition).
+    let work = json!({
+        "req_id": req_id,
+        "tenant": tenant,
+        "model": model,
+        "priority": priority,
+        "path": uri.path(),
+        "body": request,
+        "enqueued_at_ms": now_millis(),
+        "estimated_tokens": estimated,
+    });
+    let work = work.to_string().into_bytes();
+    if let Err(why) = state
+        .publisher
+        .publish(&tenant, &model, &req_id, work)
+        .await
+    {
+        reject("publish_failed");
+        tracing::warn!(req_id = %req_id, %why, "cannot queue deferred request");
+        let mut response = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "queue_unavailable",
+            "the request could not be queued; nothing was sent to the model, retry shortly",
+        );
+        response
+            .headers_mut()
+            .insert("retry-after", HeaderValue::from_static("5"));
+        return response;
+    }
+    state.metrics.accepted.inc();
+    state.metrics.in_flight.inc();
+    tracing::debug!(req_id = %req_id, tenant = %tenant, model = %model, stream, "deferred request queued");
+    let waiter = Waiter {
+        state: state.clone(),
+        req_id: req_id.clone(),
+        subscription,
+        finished: false,
+        _permit: permit,
+    };
+    if stream {
+        sse_response(waiter, true)
+    } else {
+        json_response(waiter).await
+    }
+}
+
+/// Holds a client's place; cancels the model call if the client goes away.
+struct Waiter {
+    state: Arc<EndpointState>,
+    req_id: String,
+    subscription: Subscription,
+    finished: bool,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        self.state.metrics.in_flight.dec();
+        if self.finished {
+            return;
+        }
+        // The client left before the end: tell the consumer to stop the GPU call.
+        self.state.metrics.cancelled.inc();
+        let mut redis = self.state.redis.clone();
+        let key = cancel_key(&self.req_id);
+        let ttl = self.state.options.cancel_ttl.as_secs().max(1);
+        tokio::spawn(async move {
+            let result: Result<(), _> = redis::cmd("SET")
+                .arg(&key)
+                .arg(1)
+                .arg("EX")
+                .arg(ttl)
+                .query_async(&mut redis)
+                .await;
+            if let Err(error) = result {
+                tracing::warn!(%key, %error, "cannot record the cancel");
+            }
+        });
+    }
+}
+
+enum Next {
+    Entry(Entry),
+    KeepAlive,
+    TimedOut,
+    Closed,
+}
+
+impl Waiter {
+    async fn next(&mut self, deadline: tokio::time::Instant, keep_alive: Option<Duration>) -> Next {
+        let tick = async {
+            match keep_alive {
+                Some(every) => tokio::time::sleep(every).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            entry = self.subscription.entries.recv() => match entry {
+                Some(entry) => Next::Entry(entry),
+                None => Next::Closed,
+            },
+            _ = tokio::time::sleep_until(deadline) => Next::TimedOut,
+            _ = tick => Next::KeepAlive,
+        }
+    }
+}
+
+fn error_payload(entry: &Entry) -> (StatusCode, Value) {
+    let status = entry
+        .field("status")
+        .and_then(|s| s.parse::<u16>().ok())
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .unwrap_or(StatusCode::BAD_GATEWAY);
+    let body = json!({"error": {
+        "message": entry.field("message").unwrap_or("the model call failed"),
+        "type": "sluice_deferral",
+        "param": null,
+        "code": entry.field("code").unwrap_or("backend_error"),
+    }});
+    (status, body)
+}
+
+fn sse_response(waiter: Waiter, announce: bool) -> Response {
+    let options = waiter.state.options.clone();
+    let deadline = tokio::time::Instant::now() + options.timeout;
+    let req_id = waiter.req_id.clone();
+    let first = (announce && options.announce_queued).then(|| sse::comment("queued"));
+    let stream = futures::stream::unfold(
+        (Box::new(waiter), first, false),
+        move |(mut waiter, pending, done)| {
+            let keep_alive = options.keep_alive;
+            async move {
+                if let Some(text) = pending {
+                    return Some((
+                        Ok::<_, std::convert::Infallible>(Bytes::from(text)),
+                        (waiter, None, false),
+                    ));
+                }
+                if done {
+                    return None;
+                }
+                let (text, finished) = match waiter.next(deadline, Some(keep_alive)).await {
+                    Next::KeepAlive => (sse::comment("keep-alive"), false),
+                    Next::Entry(entry) => match entry.field("type") {
+                        Some("chunk") => (
+                            sse::event(Some(&entry.id), None, entry.field("data").unwrap_or("")),
+                            false,
+                        ),
+                        Some("done") => (sse::DONE.to_string(), true),
+                        Some("error") => {
+                            let (_, body) = error_payload(&entry);
+                            (
+                                sse::event(Some(&entry.id), Some("error"), &body.to_string()),
+                                true,
+                            )
+                        }
+                        _ => (String::new(), false),
+                    },
+                    Next::TimedOut => {
+                        waiter.state.metrics.timed_out.inc();
+                        let body = json!({"error": {"message": "no answer in time", "type": "sluice_deferral", "param": null, "code": "timeout"}});
+                        (sse::event(None, Some("timeout"), &body.to_string()), true)
+                    }
+                    Next::Closed => (String::new(), true),
+                };
+                if finished {
+                    waiter.finished = true;
+                }
+                Some((Ok(Bytes::from(text)), (waiter, None, finished)))
+            }
+        },
+    );
+    let mut response = Response::new(Body::from_stream(stream));
+    let headers = response.headers_mut();
+    headers.insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert("cache-control", HeaderValue::from_static("no-cache"));
+    // Ask buffering proxies (nginx-style) not to hold the stream back.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    if let Ok(value) = HeaderValue::from_str(&req_id) {
+        headers.insert("x-sluice-request-id", value);
+    }
+    response
+}
+
+async fn json_response(mut waiter: Waiter) -> Response {
+    let deadline = tokio::time::Instant::now() + waiter.state.options.timeout;
+    let mut assembler = sse::Assembler::default();
+    loop {
+        match waiter.next(deadline, None).await {
+            Next::Entry(entry) => match entry.field("type") {
+                Some("chunk") => assembler.feed(entry.field("data").unwrap_or("")),
+                Some("done") => {
+                    waiter.finished = true;
+                    let mut response = (
+                        StatusCode::OK,
+                        [("content-type", "application/json")],
+                        assembler.finish().to_string(),
+                    )
+                        .into_response();
+                    if let Ok(value) = HeaderValue::from_str(&waiter.req_id) {
+                        response.headers_mut().insert("x-sluice-request-id", value);
+                    }
+                    return response;
+                }
+                Some("error") => {
+                    waiter.finished = true;
+                    let (status, body) = error_payload(&entry);
+                    return (
+                        status,
+                        [("content-type", "application/json")],
+                        body.to_string(),
+                    )
+                        .into_response();
+                }
+                _ => {}
+            },
+            Next::TimedOut => {
+                waiter.state.metrics.timed_out.inc();
+                return error(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "timeout",
+                    "no answer in time; the request was cancelled",
+                );
+            }
+            Next::Closed => {
+                return error(
+                    StatusCode::BAD_GATEWAY,
+                    "stream_closed",
+                    "the response channel closed",
+                )
+            }
+            Next::KeepAlive => {}
+        }
+    }
+}
+
+/// `GET /v1/sluice/streams/{req_id}` with `Last-Event-ID`: pick a stream up
+/// again after a disconnect, while it still exists.
+async fn resume(
+    State(state): State<Arc<EndpointState>>,
+    Path(req_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !valid_marker(&req_id) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad_request_id",
+            "malformed request id",
+        );
+    }
+    let from = header(&headers, "last-event-id")
+        .unwrap_or("0-0")
+        .to_string();
+    if !from.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad_last_event_id",
+            "Last-Event-ID must be a stream entry id",
+        );
+    }
+    let mut redis = state.redis.clone();
+    let exists: Result<bool, _> = redis::cmd("EXISTS")
+        .arg(stream_key(&req_id))
+        .query_async(&mut redis)
+        .await;
+    match exists {
+        Ok(true) => {}
+        Ok(false) => {
+            return error(
+                StatusCode::GONE,
+                "stream_gone",
+                "this response stream has expired or never existed; send the request again",
+            )
+        }
+        Err(e) => {
+            tracing::warn!(%e, "cannot check a stream for resume");
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "try again shortly",
+            );
+        }
+    }
+    let Ok(permit) = state.slots.clone().try_acquire_owned() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "deferral_busy",
+            "too many waiting requests",
+        );
+    };
+    let subscription = state.hub.subscribe(&stream_key(&req_id), &from).await;
+    state.metrics.in_flight.inc();
+    let waiter = Waiter {
+        state: state.clone(),
+        req_id,
+        subscription,
+        finished: false,
+        _permit: permit,
+    };
+    sse_response(waiter, false)
+}

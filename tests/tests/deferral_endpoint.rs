@@ -1,0 +1,327 @@
+//! The deferral endpoint with a real broker and a real Redis: a deferred
+//! request is queued in its tenant × model LiteTopic and its client is
+//! answered from the Redis Stream (written here the way the consumer writes
+//! it), as SSE or as one JSON answer.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
+
+use redis::AsyncCommands;
+use serde_json::Value;
+use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteMessage};
+use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions};
+use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
+use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_testkit::{http_request, HttpResponse, RedisServer, RocketMq};
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+const PARENT: &str = "sluice-deferred";
+const GROUP: &str = "sluice-consumer";
+
+struct Setup {
+    addr: SocketAddr,
+    redis: redis::aio::MultiplexedConnection,
+    consumer: LiteConsumer,
+    _broker: RocketMq,
+    _redis_server: RedisServer,
+    _client: LiteClient,
+}
+
+async fn setup(options: EndpointOptions) -> Setup {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn")
+        .with_test_writer()
+        .try_init();
+    let redis_server = RedisServer::start().unwrap();
+    let broker = tokio::task::spawn_blocking(RocketMq::start)
+        .await
+        .unwrap()
+        .unwrap();
+    let client = redis::Client::open(redis_server.url()).unwrap();
+    let hub = StreamHub::start(client.clone(), HubOptions::default()).unwrap();
+    let control = redis::aio::ConnectionManager::new(client.clone())
+        .await
+        .unwrap();
+    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP)
+        .await
+        .unwrap();
+    let app = router(
+        hub,
+        Arc::new(publisher),
+        control,
+        options,
+        Arc::new(EndpointMetrics::default()),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let lite_client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr())).unwrap();
+    let consumer = LiteConsumer::new(&lite_client, GROUP, PARENT)
+        .await
+        .unwrap();
+    Setup {
+        addr,
+        redis: client.get_multiplexed_async_connection().await.unwrap(),
+        consumer,
+        _broker: broker,
+        _redis_server: redis_server,
+        _client: lite_client,
+    }
+}
+
+fn markers(req_id: &str, tenant: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("x-sluice-deferred", "1".into()),
+        ("x-sluice-request-id", req_id.into()),
+        ("x-sluice-tenant", tenant.into()),
+        ("x-sluice-model", "gpt-4o".into()),
+        ("x-sluice-priority", "high".into()),
+        ("x-sluice-estimated-tokens", "42".into()),
+    ]
+}
+
+fn post(
+    addr: SocketAddr,
+    headers: Vec<(&'static str, String)>,
+    body: &str,
+) -> tokio::task::JoinHandle<HttpResponse> {
+    let body = body.to_string();
+    tokio::task::spawn_blocking(move || {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        http_request(
+            addr,
+            "POST",
+            "/v1/chat/completions",
+            &headers,
+            body.as_bytes(),
+        )
+        .unwrap()
+    })
+}
+
+/// Subscribe to a tenant's bucket before its first request is published (a
+/// LiteTopic subscription does not see messages sent before it: see
+/// lite-topic/README.md).
+async fn watch(consumer: &LiteConsumer, tenant: &str) {
+    let topic = lite_topic_name(tenant, "gpt-4o");
+    consumer.subscribe(&[topic.as_str()]).await.unwrap();
+}
+
+/// Pop the deferred request from its LiteTopic, as the consumer will.
+async fn pop_work(consumer: &LiteConsumer, tenant: &str) -> (LiteMessage, Value) {
+    let topic = lite_topic_name(tenant, "gpt-4o");
+    for _ in 0..40 {
+        let messages = consumer
+            .pop(1, Duration::from_secs(30), Duration::from_millis(500))
+            .await
+            .unwrap();
+        if let Some(message) = messages.into_iter().next() {
+            let work: Value = serde_json::from_slice(&message.body).unwrap();
+            return (message, work);
+        }
+    }
+    panic!("nothing published to {topic}");
+}
+
+async fn answer(redis: &mut redis::aio::MultiplexedConnection, req_id: &str, words: &[&str]) {
+    let key = format!("response:{{{req_id}}}");
+    for word in words {
+        let chunk = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o",
+            "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": null}]});
+        let _: String = redis
+            .xadd(
+                &key,
+                "*",
+                &[("type", "chunk"), ("data", &chunk.to_string())],
+            )
+            .await
+            .unwrap();
+    }
+    let last = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o",
+        "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": words.len(), "total_tokens": 5 + words.len()}});
+    let _: String = redis
+        .xadd(&key, "*", &[("type", "chunk"), ("data", &last.to_string())])
+        .await
+        .unwrap();
+    let _: String = redis.xadd(&key, "*", &[("type", "done")]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_then_streamed_back_as_sse_and_json() {
+    let mut s = setup(EndpointOptions::default()).await;
+    let body =
+        r#"{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "hi"}]}"#;
+    watch(&s.consumer, "acme").await;
+    let client = post(s.addr, markers("req-sse-1", "acme"), body);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !client.is_finished(),
+        "answered before any output: {:?}",
+        client.await.unwrap()
+    );
+    let (message, work) = pop_work(&s.consumer, "acme").await;
+    assert_eq!(
+        message.properties.get("reqId").map(String::as_str),
+        Some("req-sse-1")
+    );
+    assert_eq!(work["req_id"], "req-sse-1");
+    assert_eq!(work["tenant"], "acme");
+    assert_eq!(work["priority"], "high");
+    assert_eq!(work["estimated_tokens"], 42);
+    assert_eq!(work["path"], "/v1/chat/completions");
+    assert_eq!(work["body"]["messages"][0]["content"], "hi");
+    answer(&mut s.redis, "req-sse-1", &["Hel", "lo"]).await;
+    let response = client.await.unwrap();
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("content-type"), Some("text/event-stream"));
+    assert_eq!(response.header("x-sluice-request-id"), Some("req-sse-1"));
+    let events: Vec<&str> = response
+        .body
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
+        .collect();
+    assert_eq!(events[0], ": queued");
+    assert!(
+        events[1].starts_with("id: ") && events[1].contains("\ndata: {"),
+        "{}",
+        events[1]
+    );
+    assert!(events[1].contains("\"Hel\""));
+    assert_eq!(*events.last().unwrap(), "data: [DONE]");
+
+    // Not streamed: one chat.completion with usage.
+    let body = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}"#;
+    watch(&s.consumer, "bravo").await;
+    let client = post(s.addr, markers("req-json-1", "bravo"), body);
+    let _ = pop_work(&s.consumer, "bravo").await;
+    answer(&mut s.redis, "req-json-1", &["a", "b", "c"]).await;
+    let response = client.await.unwrap();
+    assert_eq!(response.status, 200, "{response:?}");
+    let json: Value = serde_json::from_str(&response.body).unwrap();
+    assert_eq!(json["object"], "chat.completion");
+    assert_eq!(json["choices"][0]["message"]["content"], "abc");
+    assert_eq!(json["usage"]["completion_tokens"], 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_markers_publish_nothing_and_errors_end_streams() {
+    let mut s = setup(EndpointOptions::default()).await;
+    watch(&s.consumer, "charlie").await;
+    let body = r#"{"model": "gpt-4o", "stream": true, "messages": []}"#;
+    let mut no_marker = markers("req-x", "charlie");
+    no_marker.remove(0);
+    let response = post(s.addr, no_marker, body).await.unwrap();
+    assert_eq!(response.status, 400);
+    let mut bad_id = markers("req\u{1}x", "charlie");
+    bad_id[1].1 = "has spaces and \"quotes\"".into();
+    assert_eq!(post(s.addr, bad_id, body).await.unwrap().status, 400);
+    assert_eq!(
+        post(s.addr, markers("req-y", "charlie"), "{not json")
+            .await
+            .unwrap()
+            .status,
+        400
+    );
+    // Nothing reached the broker for that tenant.
+    let popped = s
+        .consumer
+        .pop(1, Duration::from_secs(30), Duration::from_millis(800))
+        .await
+        .unwrap();
+    assert!(popped.is_empty(), "{popped:?}");
+
+    // A model error ends the stream with an SSE error event; JSON clients get its status.
+    watch(&s.consumer, "delta").await;
+    let client = post(s.addr, markers("req-err", "delta"), body);
+    let _ = pop_work(&s.consumer, "delta").await;
+    let _: String = s
+        .redis
+        .xadd(
+            "response:{req-err}",
+            "*",
+            &[
+                ("type", "error"),
+                ("status", "502"),
+                ("code", "backend_error"),
+                ("message", "model exploded"),
+            ],
+        )
+        .await
+        .unwrap();
+    let response = client.await.unwrap();
+    assert!(
+        response.body.contains("event: error\ndata: {"),
+        "{}",
+        response.body
+    );
+    assert!(response.body.contains("model exploded"));
+    assert!(!response.body.contains("[DONE]"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disconnect_cancels_and_streams_resume() {
+    let mut s = setup(EndpointOptions::default()).await;
+    // A client that goes away while queued: cancel:{id} is set for the consumer.
+    let body = r#"{"model": "gpt-4o", "stream": true, "messages": []}"#;
+    let mut stream = std::net::TcpStream::connect(s.addr).unwrap();
+    let mut request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in markers("req-gone", "echo") {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut first = [0u8; 64];
+    let _ = stream.read(&mut first).unwrap();
+    drop(stream);
+    let mut cancelled = false;
+    for _ in 0..50 {
+        if s.redis
+            .exists::<_, bool>("cancel:{req-gone}")
+            .await
+            .unwrap()
+        {
+            cancelled = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        cancelled,
+        "cancel:{{req-gone}} not set after the client left"
+    );
+
+    // Resume from Last-Event-ID while the stream exists; 410 once it does not.
+    answer(&mut s.redis, "req-resume", &["one", "two"]).await;
+    let entries: redis::streams::StreamRangeReply =
+        s.redis.xrange_all("response:{req-resume}").await.unwrap();
+    let first_id = entries.ids[0].id.clone();
+    let addr = s.addr;
+    let resumed = tokio::task::spawn_blocking(move || {
+        http_request(
+            addr,
+            "GET",
+            "/v1/sluice/streams/req-resume",
+            &[("last-event-id", first_id.as_str())],
+            b"",
+        )
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(resumed.status, 200);
+    assert!(!resumed.body.contains("\"one\""), "{}", resumed.body);
+    assert!(resumed.body.contains("\"two\""), "{}", resumed.body);
+    assert!(resumed.body.ends_with("data: [DONE]\n\n"));
+    let gone = tokio::task::spawn_blocking(move || {
+        http_request(addr, "GET", "/v1/sluice/streams/never-was", &[], b"").unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(gone.status, 410);
+}
