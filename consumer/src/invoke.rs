@@ -772,6 +772,7 @@ mod tests {
             body,
             enqueued_at_ms: 0,
             estimated_tokens: 0,
+            attempt: 0,
         }
     }
 

@@ -1,3 +1,4 @@
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 //! Sluice consumer core: everything between "a deferred message was popped"
 //! and "ack it or run it again later", without the broker.
 //!
@@ -21,6 +22,7 @@ pub mod keys;
 pub mod limits;
 pub mod metrics;
 pub mod pacing;
+pub mod runner;
 pub mod sse;
 pub mod stream;
 pub mod work;

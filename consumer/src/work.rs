@@ -59,6 +59,10 @@ pub struct WorkItem {
     /// cost of this message in the tokens/s pacing dimension.
     #[serde(default)]
     pub estimated_tokens: u64,
+    /// Times the consumer re-published this item after an infrastructure
+    /// failure (the broker never redelivers).
+    #[serde(default)]
+    pub attempt: u32,
 }
 
 /// Why a message cannot be processed at all.

@@ -309,9 +309,14 @@ async fn deferral_endpoint(
         redis::aio::ConnectionManagerConfig::new()
             .set_response_timeout(Some(Duration::from_secs(2))),
     )?;
-    let publisher = LitePublisher::connect(&args.namesrv, &args.lite_parent, &args.consumer_group)
-        .await
-        .with_context(|| format!("cannot reach the RocketMQ name server at {}", args.namesrv))?;
+    let publisher = LitePublisher::connect(
+        &args.namesrv,
+        &args.lite_parent,
+        &args.consumer_group,
+        control.clone(),
+    )
+    .await
+    .with_context(|| format!("cannot reach the RocketMQ name server at {}", args.namesrv))?;
     let options = endpoint::EndpointOptions {
         timeout: Duration::from_secs(args.deferral_timeout_s),
         max_in_flight: args.deferral_max_in_flight,

@@ -576,8 +576,14 @@ impl Drop for RocketMq {
 }
 
 fn rocketmq_binary(env_var: &str, name: &str) -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os(env_var) {
+        let path = PathBuf::from(path);
+        if !path.is_file() {
+            bail!("{env_var}={} is not a file: run ./scripts/setup (it installs the broker with scripts/install-broker)", path.display());
+        }
+        return Ok(path);
+    }
     find_binary(env_var, name)
-        .filter(|path| path.is_file())
         .or_else(|| {
             std::env::var_os("HOME")
                 .map(|home| PathBuf::from(home).join(".cargo/bin").join(name))

@@ -44,7 +44,7 @@ async fn setup(options: EndpointOptions) -> Setup {
     let control = redis::aio::ConnectionManager::new(client.clone())
         .await
         .unwrap();
-    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP)
+    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, control.clone())
         .await
         .unwrap();
     let app = router(
@@ -109,6 +109,15 @@ async fn watch(consumer: &LiteConsumer, tenant: &str) {
     consumer.subscribe(&[topic.as_str()]).await.unwrap();
 }
 
+/// What a consumer does after subscribing (consumer/src/runner.rs): mark it.
+async fn mark_subscribed(redis: &mut redis::aio::MultiplexedConnection, tenant: &str) {
+    let topic = lite_topic_name(tenant, "gpt-4o");
+    let _: () = redis
+        .set(format!("sluice:subscribed:{topic}"), 1)
+        .await
+        .unwrap();
+}
+
 /// Pop the deferred request from its LiteTopic, as the consumer will.
 async fn pop_work(consumer: &LiteConsumer, tenant: &str) -> (LiteMessage, Value) {
     let topic = lite_topic_name(tenant, "gpt-4o");
@@ -154,6 +163,7 @@ async fn queued_then_streamed_back_as_sse_and_json() {
     let body =
         r#"{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "hi"}]}"#;
     watch(&s.consumer, "acme").await;
+    mark_subscribed(&mut s.redis, "acme").await;
     let client = post(s.addr, markers("req-sse-1", "acme"), body);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
@@ -194,6 +204,7 @@ async fn queued_then_streamed_back_as_sse_and_json() {
     // Not streamed: one chat.completion with usage.
     let body = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}"#;
     watch(&s.consumer, "bravo").await;
+    mark_subscribed(&mut s.redis, "bravo").await;
     let client = post(s.addr, markers("req-json-1", "bravo"), body);
     let _ = pop_work(&s.consumer, "bravo").await;
     answer(&mut s.redis, "req-json-1", &["a", "b", "c"]).await;
@@ -209,6 +220,7 @@ async fn queued_then_streamed_back_as_sse_and_json() {
 async fn bad_markers_publish_nothing_and_errors_end_streams() {
     let mut s = setup(EndpointOptions::default()).await;
     watch(&s.consumer, "charlie").await;
+    mark_subscribed(&mut s.redis, "charlie").await;
     let body = r#"{"model": "gpt-4o", "stream": true, "messages": []}"#;
     let mut no_marker = markers("req-x", "charlie");
     no_marker.remove(0);
@@ -234,6 +246,7 @@ async fn bad_markers_publish_nothing_and_errors_end_streams() {
 
     // A model error ends the stream with an SSE error event; JSON clients get its status.
     watch(&s.consumer, "delta").await;
+    mark_subscribed(&mut s.redis, "delta").await;
     let client = post(s.addr, markers("req-err", "delta"), body);
     let _ = pop_work(&s.consumer, "delta").await;
     let _: String = s

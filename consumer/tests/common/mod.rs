@@ -35,6 +35,7 @@ pub fn item(req_id: &str) -> WorkItem {
         body: json!({"model": "sim-model", "messages": [{"role": "user", "content": "hi"}]}),
         enqueued_at_ms: sluice_consumer::now_ms(),
         estimated_tokens: 20,
+        attempt: 0,
     }
 }
 

@@ -1,0 +1,295 @@
+//! `sluice-consumer`: drains the deferred-request LiteTopics at each bucket's
+//! pace and streams the model's answers into Redis.
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
+
+use anyhow::Context;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{get, put};
+use axum::Router;
+use clap::Parser;
+use serde::Deserialize;
+use sluice_consumer::keys::Dimension;
+use sluice_consumer::pacing::{RateSetting, Scope};
+use sluice_consumer::runner::{Runner, RunnerOptions};
+use sluice_consumer::{
+    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer, PacingConfig,
+    RedisOptions,
+};
+use sluice_litetopic::{LiteAdmin, LiteClient, LiteConfig, LiteConsumer, LiteProducer};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    name = "sluice-consumer",
+    version,
+    about = "Paced consumer of Sluice's deferred LLM requests"
+)]
+struct Cli {
+    /// YAML file: backend, stream, idempotency, pacing, limits (see consumer/README.md).
+    #[arg(long, env = "SLUICE_CONSUMER_CONFIG")]
+    config: Option<PathBuf>,
+    #[arg(long, env = "SLUICE_NAMESRV", default_value = "127.0.0.1:9876")]
+    namesrv: String,
+    #[arg(long, env = "SLUICE_LITE_PARENT", default_value = "sluice-deferred")]
+    lite_parent: String,
+    #[arg(long, env = "SLUICE_CONSUMER_GROUP", default_value = "sluice-consumer")]
+    group: String,
+    #[arg(
+        long,
+        env = "SLUICE_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379",
+        hide_env_values = true
+    )]
+    redis_url: String,
+    /// Backend base URL for models without their own entry in the config file.
+    #[arg(long, env = "SLUICE_BACKEND_URL")]
+    backend_url: Option<String>,
+    /// Admin HTTP: /metrics, /healthz, and runtime rate changes.
+    #[arg(
+        long,
+        env = "SLUICE_CONSUMER_ADMIN_ADDR",
+        default_value = "0.0.0.0:9092"
+    )]
+    admin_addr: SocketAddr,
+    /// Unique id of this instance (default: host pid).
+    #[arg(long, env = "SLUICE_CONSUMER_ID")]
+    id: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct FileConfig {
+    #[serde(flatten)]
+    consumer: ConsumerConfig,
+    pacing: PacingConfig,
+    limits: LimitsConfig,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    match run(Cli::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("sluice-consumer: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut file: FileConfig = match &cli.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            serde_yaml::from_str(&text)
+                .with_context(|| format!("{}: invalid consumer config", path.display()))?
+        }
+        None => FileConfig::default(),
+    };
+    if let Some(url) = &cli.backend_url {
+        file.consumer.backend.default.base_url = url.clone();
+    }
+    let id = cli
+        .id
+        .clone()
+        .unwrap_or_else(|| format!("consumer-{}", std::process::id()));
+    let metrics = Arc::new(Metrics::new(10_000, 1_000));
+    let redis = connect(&RedisOptions {
+        url: cli.redis_url.clone(),
+        ..Default::default()
+    })
+    .context("invalid Redis URL")?;
+    let consumer = Arc::new(Consumer::new(
+        redis.clone(),
+        &id,
+        file.consumer,
+        metrics.clone(),
+    )?);
+    let pacer = Arc::new(Pacer::new(
+        redis.clone(),
+        file.pacing,
+        Some(metrics.clone()),
+    )?);
+    let limits = Arc::new(InFlightLimits::new(file.limits, Some(metrics.clone())));
+    if let Err(error) = consumer.preload().await {
+        tracing::warn!(%error, "Redis not reachable yet");
+    }
+
+    let client = LiteClient::connect(LiteConfig::new(cli.namesrv.clone()))?;
+    let admin = LiteAdmin::new(&client)
+        .await
+        .context("cannot reach the RocketMQ name server")?;
+    admin.ensure_parent_topic(&cli.lite_parent).await?;
+    admin
+        .ensure_consumer_group(&cli.group, &cli.lite_parent)
+        .await?;
+    admin.shutdown().await;
+    let lite = Arc::new(LiteConsumer::new(&client, &cli.group, &cli.lite_parent).await?);
+    let producer = Arc::new(LiteProducer::new(&client, "sluice-consumer-retry").await?);
+
+    let admin_listener = tokio::net::TcpListener::bind(cli.admin_addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", cli.admin_addr))?;
+    tracing::info!(id = %id, namesrv = %cli.namesrv, admin = %admin_listener.local_addr()?, "sluice-consumer started");
+    let router = admin_router(metrics.clone(), pacer.clone());
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(admin_listener, router).await {
+            tracing::error!(%error, "admin server stopped");
+        }
+    });
+
+    let runner = Arc::new(Runner {
+        lite,
+        producer,
+        consumer,
+        pacer,
+        limits,
+        redis,
+        metrics,
+        options: RunnerOptions {
+            parent: cli.lite_parent.clone(),
+            ..Default::default()
+        },
+    });
+    runner.run(shutdown_signal()).await;
+    drop(client);
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! { _ = ctrl_c => {}, _ = terminate => {} }
+}
+
+#[derive(Clone)]
+struct AdminState {
+    metrics: Arc<Metrics>,
+    pacer: Arc<Pacer>,
+}
+
+fn admin_router(metrics: Arc<Metrics>, pacer: Arc<Pacer>) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(|State(s): State<AdminState>| async move { s.metrics.encode() }),
+        )
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/rates/{model}", put(set_column))
+        .route("/rates/{model}/{tenant}", put(set_bucket))
+        .route("/factor/{model}", put(set_factor))
+        .with_state(AdminState { metrics, pacer })
+}
+
+fn setting(query: &HashMap<String, String>, key: &str) -> Result<Option<RateSetting>, String> {
+    match query.get(key).map(String::as_str) {
+        None => Ok(None),
+        Some("unlimited") => Ok(Some(RateSetting::Unlimited)),
+        Some(v) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|r| r.is_finite() && *r >= 0.0)
+            .map(|r| Some(RateSetting::PerSecond(r)))
+            .ok_or_else(|| format!("{key} must be a non-negative number or 'unlimited'")),
+    }
+}
+
+async fn apply(
+    pacer: &Pacer,
+    scope: Scope<'_>,
+    query: &HashMap<String, String>,
+) -> (StatusCode, String) {
+    let (rps, tps) = match (
+        setting(query, "requests_per_second"),
+        setting(query, "tokens_per_second"),
+    ) {
+        (Ok(r), Ok(t)) => (r, t),
+        (Err(e), _) | (_, Err(e)) => return (StatusCode::BAD_REQUEST, format!("{e}\n")),
+    };
+    if rps.is_none() && tps.is_none() {
+        return (
+            StatusCode::BAD_REQUEST,
+            "set requests_per_second and/or tokens_per_second\n".into(),
+        );
+    }
+    for (dimension, value) in [(Dimension::Requests, rps), (Dimension::Tokens, tps)] {
+        let Some(value) = value else { continue };
+        let rate = match value {
+            RateSetting::Unlimited => None,
+            RateSetting::PerSecond(r) => Some(r),
+        };
+        if let Err(e) = pacer.set_rate(scope, dimension, rate).await {
+            return (StatusCode::BAD_REQUEST, format!("{e}\n"));
+        }
+    }
+    (StatusCode::OK, "applied\n".into())
+}
+
+/// `PUT /rates/<model>?requests_per_second=2&tokens_per_second=unlimited`
+async fn set_column(
+    State(s): State<AdminState>,
+    Path(model): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> impl IntoResponse {
+    apply(&s.pacer, Scope::Column { model: &model }, &q).await
+}
+
+/// `PUT /rates/<model>/<tenant>?requests_per_second=0.5`
+async fn set_bucket(
+    State(s): State<AdminState>,
+    Path((model, tenant)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> impl IntoResponse {
+    apply(
+        &s.pacer,
+        Scope::Bucket {
+            tenant: &tenant,
+            model: &model,
+        },
+        &q,
+    )
+    .await
+}
+
+/// `PUT /factor/<model>?factor=0.5`: tightens (or loosens) every bucket of the model.
+async fn set_factor(
+    State(s): State<AdminState>,
+    Path(model): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> impl IntoResponse {
+    let Some(factor) = q.get("factor").and_then(|f| f.parse::<f64>().ok()) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "factor=<number> required\n".to_string(),
+        );
+    };
+    match s.pacer.set_model_factor(&model, factor).await {
+        Ok(()) => (StatusCode::OK, "applied\n".into()),
+        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")),
+    }
+}

@@ -1,0 +1,247 @@
+//! The pop loop: LiteTopics in, paced model calls out.
+//!
+//! * **Discovery**: the deferral endpoint adds every LiteTopic it publishes to
+//!   the Redis set `sluice:buckets`; each consumer subscribes to the ones it
+//!   does not have yet and marks them `sluice:subscribed:<topic>` (the endpoint
+//!   waits for that mark before the first publish to a new bucket: a LiteTopic
+//!   subscription does not see messages sent before it).
+//! * **Pacing**: for each popped message, [`admit`]; `Run` → a task calls the
+//!   model and the LiteTopic is released for its next message; `Suspend(d)` →
+//!   the broker stops delivering that LiteTopic for `d` while the message waits
+//!   in a task of its own (never in this loop); `WaitLocally(d)` below the
+//!   broker's suspend floor.
+//! * **Retries**: this broker commits a LiteTopic position at pop time and
+//!   never redelivers, so "run again later" means re-publishing the work item
+//!   to its LiteTopic ourselves.
+
+use crate::{
+    admit, Admission, Consumer, Disposition, InFlightLimits, Metrics, Outcome, Pacer, WorkItem,
+};
+use redis::aio::ConnectionManager;
+use sluice_litetopic::{lite_topic_name, LiteConsumer, LiteMessage, LiteProducer};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The Redis set of known buckets (LiteTopic names).
+pub const BUCKETS_KEY: &str = "sluice:buckets";
+
+/// Mark set by a consumer once it is subscribed to `topic`.
+pub fn subscribed_key(topic: &str) -> String {
+    format!("sluice:subscribed:{topic}")
+}
+
+#[derive(Clone, Debug)]
+pub struct RunnerOptions {
+    pub parent: String,
+    pub pop_batch: u32,
+    pub invisible: Duration,
+    pub poll: Duration,
+    pub discovery_interval: Duration,
+    /// The broker's suspend granularity; shorter waits happen locally.
+    pub suspend_floor: Duration,
+    /// Give up re-publishing a request after this many attempts.
+    pub max_attempts: u32,
+}
+
+impl Default for RunnerOptions {
+    fn default() -> Self {
+        RunnerOptions {
+            parent: "sluice-deferred".into(),
+            // This broker suspends and releases a LiteTopic for every message a
+            // pop returned from it: one message per pop keeps pacing exact.
+            pop_batch: 1,
+            invisible: Duration::from_secs(60),
+            poll: Duration::from_secs(1),
+            discovery_interval: Duration::from_millis(500),
+            suspend_floor: Duration::from_millis(30),
+            max_attempts: 5,
+        }
+    }
+}
+
+pub struct Runner {
+    pub lite: Arc<LiteConsumer>,
+    pub producer: Arc<LiteProducer>,
+    pub consumer: Arc<Consumer>,
+    pub pacer: Arc<Pacer>,
+    pub limits: Arc<InFlightLimits>,
+    pub redis: ConnectionManager,
+    pub metrics: Arc<Metrics>,
+    pub options: RunnerOptions,
+}
+
+impl Runner {
+    /// Subscribe to buckets the endpoint announced that this consumer does not have yet.
+    async fn discover(&self, known: &mut HashSet<String>) {
+        let mut redis = self.redis.clone();
+        let members: Vec<String> = match redis::cmd("SMEMBERS")
+            .arg(BUCKETS_KEY)
+            .query_async(&mut redis)
+            .await
+        {
+            Ok(m) => m,
+            Err(error) => {
+                tracing::warn!(%error, "bucket discovery: cannot read the bucket set");
+                return;
+            }
+        };
+        let new: Vec<&str> = members
+            .iter()
+            .map(String::as_str)
+            .filter(|t| !known.contains(*t))
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        if let Err(error) = self.lite.subscribe(&new).await {
+            tracing::warn!(%error, "bucket discovery: subscribe failed; retrying next round");
+            return;
+        }
+        for topic in &new {
+            let _: Result<(), _> = redis::cmd("SET")
+                .arg(subscribed_key(topic))
+                .arg(1)
+                .arg("EX")
+                .arg(3600)
+                .query_async(&mut redis)
+                .await;
+            known.insert((*topic).to_string());
+        }
+        tracing::info!(
+            count = new.len(),
+            total = known.len(),
+            "subscribed to new buckets"
+        );
+    }
+
+    /// Runs until `shutdown` resolves; in-flight calls are left to finish in
+    /// their tasks (their claims stay valid while they run).
+    pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut known = HashSet::new();
+        let mut discovery = tokio::time::interval(self.options.discovery_interval);
+        discovery.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = discovery.tick() => self.discover(&mut known).await,
+                popped = self.lite.pop(self.options.pop_batch, self.options.invisible, self.options.poll), if !known.is_empty() => {
+                    match popped {
+                        Ok(messages) => {
+                            for message in messages {
+                                self.clone().dispatch(message).await;
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "pop failed; backing off");
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                    }
+                }
+            }
+        }
+        tracing::info!("pop loop stopped");
+    }
+
+    async fn dispatch(self: Arc<Self>, message: LiteMessage) {
+        let item = match WorkItem::from_json(&message.body) {
+            Ok(item) => item,
+            Err(error) => {
+                // Nothing can answer it (no usable request id): drop it, free the topic.
+                tracing::error!(%error, topic = %message.lite_topic, "unreadable work item dropped");
+                let _ = self.lite.release(&message.handle).await;
+                return;
+            }
+        };
+        match admit(&self.limits, &self.pacer, &item, self.options.suspend_floor).await {
+            Ok(Admission::Run(permit)) => {
+                let _ = self.lite.release(&message.handle).await;
+                tokio::spawn(async move {
+                    let outcome = self.consumer.process(&item).await;
+                    drop(permit);
+                    self.settle(item, outcome).await;
+                });
+            }
+            Ok(Admission::Suspend(wait)) => {
+                // The broker holds the LiteTopic; this message waits in its own task.
+                if let Err(error) = self.lite.suspend(&message.handle, wait).await {
+                    tracing::debug!(%error, "suspend refused; holding locally only");
+                }
+                tokio::spawn(self.hold(item, wait));
+            }
+            Ok(Admission::WaitLocally(wait)) => {
+                tokio::spawn(async move {
+                    let handle = message.handle;
+                    self.clone().hold(item, wait).await;
+                    let _ = self.lite.release(&handle).await;
+                });
+            }
+            Err(error) => {
+                tracing::warn!(%error, req_id = %item.req_id, "pacing unavailable; holding the message");
+                let wait = Duration::from_millis(200);
+                let _ = self.lite.suspend(&message.handle, wait).await;
+                tokio::spawn(self.hold(item, wait));
+            }
+        }
+    }
+
+    /// Wait, then admit again until the message may run; then run it.
+    async fn hold(self: Arc<Self>, item: WorkItem, first_wait: Duration) {
+        let mut wait = first_wait;
+        loop {
+            tokio::time::sleep(wait).await;
+            match admit(&self.limits, &self.pacer, &item, Duration::ZERO).await {
+                Ok(Admission::Run(permit)) => {
+                    let outcome = self.consumer.process(&item).await;
+                    drop(permit);
+                    self.settle(item, outcome).await;
+                    return;
+                }
+                Ok(Admission::Suspend(next)) | Ok(Admission::WaitLocally(next)) => wait = next,
+                Err(_) => wait = Duration::from_millis(200),
+            }
+        }
+    }
+
+    /// Terminal outcomes are done (the broker already committed the position);
+    /// "run again later" re-publishes the item, since this broker never redelivers.
+    async fn settle(&self, mut item: WorkItem, outcome: Outcome) {
+        tracing::debug!(req_id = %item.req_id, outcome = outcome.as_str(), "processed");
+        let Disposition::Retry { after } = outcome.disposition(self.consumer.idempotency_config())
+        else {
+            return;
+        };
+        item.attempt = item.attempt.saturating_add(1);
+        if item.attempt >= self.options.max_attempts {
+            let _ = self
+                .consumer
+                .give_up(
+                    &item.req_id,
+                    503,
+                    "backend_unavailable",
+                    "the model backend stayed unavailable; gave up",
+                )
+                .await;
+            return;
+        }
+        tokio::time::sleep(after.unwrap_or(Duration::from_secs(1))).await;
+        let topic = lite_topic_name(&item.tenant, &item.model);
+        let body = match serde_json::to_vec(&item) {
+            Ok(b) => b,
+            Err(_) => return,
+        };
+        if let Err(error) = self
+            .producer
+            .send(
+                &self.options.parent,
+                &topic,
+                &body,
+                &[("reqId", item.req_id.as_str())],
+            )
+            .await
+        {
+            tracing::error!(%error, req_id = %item.req_id, "cannot re-publish; the endpoint's timeout will answer the client");
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! The whole path, real parts only: real Envoy with the built Wasm filter,
+//! sluice-rls (RLS + deferral endpoint), real Redis, the real RocketMQ
+//! broker, the consumer's pop loop, and the simulated OpenAI backend. A
+//! request over its tenant's token budget is deferred instead of refused, and
+//! its client gets the model's answer — streamed, or as one JSON body.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
+
+use serde_json::Value;
+use sluice_consumer::runner::{Runner, RunnerOptions};
+use sluice_consumer::{
+    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig as InFlightConfig,
+    Metrics as ConsumerMetrics, Pacer, PacingConfig, Rates, RedisOptions,
+};
+use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
+use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions};
+use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
+use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::metrics::Metrics;
+use sluice_ratelimit::server::{run, Deps};
+use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
+use sluice_testkit::{
+    filter_wasm, free_port, http_request, workspace_root, Envoy, RedisServer, RocketMq,
+};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PARENT: &str = "sluice-deferred";
+const GROUP: &str = "sluice-consumer";
+
+/// `patient` gets 50 tokens an hour and defers the rest.
+const LIMITS: &str = r#"
+domain: sluice
+descriptors:
+  - key: tenant
+    value: patient
+    descriptors:
+      - key: model
+        rate_limit: { unit: hour, requests_per_unit: 1000, name: patient-rph }
+        descriptors:
+          - key: tokens
+            rate_limit: { unit: hour, requests_per_unit: 50, name: patient-tph,
+                          sluice: { over_limit: defer, priority: normal } }
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn")
+        .with_test_writer()
+        .try_init();
+    let redis = RedisServer::start().unwrap();
+    let broker = tokio::task::spawn_blocking(RocketMq::start)
+        .await
+        .unwrap()
+        .unwrap();
+    let redis_client = redis::Client::open(redis.url()).unwrap();
+
+    // sluice-rls: RLS on Redis + the deferral endpoint.
+    let limits =
+        LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
+    let store = RedisStore::new(&RedisStoreOptions {
+        url: redis.url(),
+        ..Default::default()
+    })
+    .unwrap();
+    let limiter = Arc::new(Limiter::new(
+        limits,
+        Arc::new(store),
+        CountingMode::AllOrNothing,
+        Arc::new(SystemClock),
+        Arc::new(Metrics::new()),
+    ));
+    let control = redis::aio::ConnectionManager::new(redis_client.clone())
+        .await
+        .unwrap();
+    let hub = StreamHub::start(redis_client.clone(), HubOptions::default()).unwrap();
+    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, control.clone())
+        .await
+        .unwrap();
+    let deferral_app = router(
+        hub,
+        Arc::new(publisher),
+        control,
+        EndpointOptions::default(),
+        Arc::new(EndpointMetrics::default()),
+    );
+    let deferral_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let deferral_port = deferral_listener.local_addr().unwrap().port();
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rls_port = grpc.local_addr().unwrap().port();
+    let deps = Deps {
+        limiter,
+        config_path: None,
+        reload_interval: Duration::ZERO,
+        ext_authz: None,
+        deferral: Some((deferral_listener, deferral_app)),
+    };
+    tokio::spawn(run(grpc, None, deps, std::future::pending::<()>()));
+
+    // The model backend: 20 tokens per answer.
+    let backend = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let backend_url = format!("http://{}", backend.local_addr().unwrap());
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.default_completion_tokens = 20;
+    tokio::spawn(sluice_llm_sim::run(
+        backend,
+        sim,
+        std::future::pending::<()>(),
+    ));
+
+    // The consumer: 2 requests/s per bucket.
+    let conn = connect(&RedisOptions {
+        url: redis.url(),
+        ..Default::default()
+    })
+    .unwrap();
+    let metrics = Arc::new(ConsumerMetrics::new(1000, 100));
+    let mut config = ConsumerConfig::default();
+    config.backend.default.base_url = backend_url.clone();
+    let consumer =
+        Arc::new(Consumer::new(conn.clone(), "e2e-consumer", config, metrics.clone()).unwrap());
+    let pacing = PacingConfig {
+        default_rates: Rates {
+            requests_per_second: Some(2.0),
+            tokens_per_second: None,
+        },
+        ..Default::default()
+    };
+    let pacer = Arc::new(Pacer::new(conn.clone(), pacing, Some(metrics.clone())).unwrap());
+    let lite_client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr())).unwrap();
+    let runner = Arc::new(Runner {
+        lite: Arc::new(
+            LiteConsumer::new(&lite_client, GROUP, PARENT)
+                .await
+                .unwrap(),
+        ),
+        producer: Arc::new(LiteProducer::new(&lite_client, "e2e-retry").await.unwrap()),
+        consumer,
+        pacer,
+        limits: Arc::new(InFlightLimits::new(
+            InFlightConfig::default(),
+            Some(metrics.clone()),
+        )),
+        redis: conn,
+        metrics,
+        options: RunnerOptions {
+            parent: PARENT.into(),
+            ..Default::default()
+        },
+    });
+    tokio::spawn(runner.run(std::future::pending::<()>()));
+
+    // Envoy with the filter, its deferral route pointing at the endpoint.
+    let (admin_port, listener_port) = (free_port(), free_port());
+    let config = std::fs::read_to_string(workspace_root().join("envoy/sluice-filter.yaml"))
+        .unwrap()
+        .replace("port_value: 9901", &format!("port_value: {admin_port}"))
+        .replace("port_value: 10000", &format!("port_value: {listener_port}"))
+        .replace("port_value: 8081", &format!("port_value: {rls_port}"))
+        .replace(
+            "port_value: 8000",
+            &format!("port_value: {}", backend_url.rsplit(':').next().unwrap()),
+        )
+        .replace("port_value: 8090", &format!("port_value: {deferral_port}"))
+        .replace(
+            "/etc/sluice/sluice_filter.wasm",
+            &filter_wasm().unwrap().display().to_string(),
+        );
+    let envoy =
+        tokio::task::spawn_blocking(move || Envoy::start(&config, admin_port, listener_port))
+            .await
+            .unwrap()
+            .unwrap();
+    let envoy_addr: SocketAddr = ([127, 0, 0, 1], listener_port).into();
+
+    let chat = |stream: bool| {
+        let body = serde_json::json!({
+            "model": "gpt-4o",
+            "max_tokens": 30,
+            "stream": stream,
+            "messages": [{"role": "user", "content": "hello ".repeat(40)}]
+        });
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let response = http_request(
+                envoy_addr,
+                "POST",
+                "/v1/chat/completions",
+                &[("x-tenant-id", "patient")],
+                body.to_string().as_bytes(),
+            )
+            .unwrap();
+            (response, started.elapsed())
+        })
+    };
+
+    // 40 words + 30 output tokens is over 50 tokens/hour: deferred, not refused.
+    let (response, _) = chat(true).await.unwrap();
+    assert_eq!(response.status, 200, "{response:?}\n{}", envoy.log_text());
+    assert_eq!(
+        response.header("content-type"),
+        Some("text/event-stream"),
+        "{response:?}"
+    );
+    let request_id = response.header("x-sluice-request-id").unwrap().to_string();
+    let data: Vec<&str> = response
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
+    assert_eq!(*data.last().unwrap(), "[DONE]", "{}", response.body);
+    let content: String = data
+        .iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(content.split_whitespace().count(), 20, "{content}");
+    assert!(
+        response.body.contains("\nid: ")
+            || response.body.starts_with("id: ")
+            || response.body.contains(": queued\n\nid: "),
+        "{}",
+        response.body
+    );
+
+    // The model was called exactly once for it.
+    let calls = tokio::task::spawn_blocking({
+        let addr: SocketAddr = backend_url.trim_start_matches("http://").parse().unwrap();
+        move || {
+            http_request(
+                addr,
+                "GET",
+                &format!("/sim/calls?request_id={request_id}"),
+                &[],
+                b"",
+            )
+            .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(calls.body.contains("\"calls\":1"), "{}", calls.body);
+
+    // Non-streamed clients get one JSON answer. Three at once from one bucket
+    // at 2/s: the last can only start about a second after the first.
+    let started = Instant::now();
+    let clients: Vec<_> = (0..3).map(|_| chat(false)).collect();
+    let mut finished = Vec::new();
+    for client in clients {
+        let (response, took) = client.await.unwrap();
+        assert_eq!(response.status, 200, "{response:?}");
+        let json: Value = serde_json::from_str(&response.body).unwrap();
+        assert_eq!(json["object"], "chat.completion");
+        assert_eq!(json["usage"]["completion_tokens"], 20, "{json}");
+        finished.push(took);
+    }
+    let spread = finished
+        .iter()
+        .max()
+        .unwrap()
+        .saturating_sub(*finished.iter().min().unwrap());
+    assert!(
+        spread >= Duration::from_millis(700),
+        "paced at 2/s, yet all three finished within {spread:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
