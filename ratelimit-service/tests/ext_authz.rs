@@ -76,7 +76,6 @@ fn check(body: &str, claims: Option<&str>) -> CheckRequest {
             metadata_context: metadata,
             ..Default::default()
         }),
-        ..Default::default()
     }
 }
 

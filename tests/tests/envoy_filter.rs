@@ -446,8 +446,7 @@ async fn wasm_reconciles_real_usage() {
     let usage_line = response
         .body
         .lines()
-        .filter(|l| l.contains("\"usage\"") && !l.contains("\"usage\":null"))
-        .last()
+        .rfind(|l| l.contains("\"usage\"") && !l.contains("\"usage\":null"))
         .unwrap();
     let streamed: Value = serde_json::from_str(usage_line.trim_start_matches("data: ")).unwrap();
     let stream_used = streamed["usage"]["total_tokens"].as_u64().unwrap();

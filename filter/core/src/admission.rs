@@ -485,4 +485,5 @@ impl<E: Encoders> RequestAdmission<E> {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)] // tests fail loudly
 mod tests;

@@ -287,6 +287,7 @@ fn valid_header_name(name: &str) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)] // tests fail loudly
 mod tests {
     use super::*;
 

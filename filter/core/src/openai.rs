@@ -308,4 +308,5 @@ impl Counting<'_> {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)] // tests fail loudly
 mod tests;

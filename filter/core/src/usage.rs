@@ -147,6 +147,7 @@ fn sse_line_usage(line: &[u8]) -> Option<Usage> {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)] // tests fail loudly
 mod tests {
     use super::*;
 
