@@ -200,6 +200,12 @@ async fn queued_then_streamed_back_as_sse_and_json() {
     );
     assert!(events[1].contains("\"Hel\""));
     assert_eq!(*events.last().unwrap(), "data: [DONE]");
+    // The client did not ask for usage: the usage-only chunk is not forwarded.
+    assert!(
+        !response.body.contains("\"choices\":[]"),
+        "{}",
+        response.body
+    );
 
     // Not streamed: one chat.completion with usage.
     let body = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}"#;

@@ -221,6 +221,13 @@ async fn accept(
         .get("stream")
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    // The consumer always asks the model for usage; a client that did not
+    // gets no usage-only chunk.
+    let include_usage = request
+        .get("stream_options")
+        .and_then(|o| o.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let Ok(permit) = state.slots.clone().try_acquire_owned() else {
         reject("busy");
         let mut response = error(
@@ -276,7 +283,7 @@ async fn accept(
         _permit: permit,
     };
     if stream {
-        sse_response(waiter, true)
+        sse_response(waiter, true, include_usage)
     } else {
         json_response(waiter).await
     }
@@ -358,7 +365,20 @@ fn error_payload(entry: &Entry) -> (StatusCode, Value) {
     (status, body)
 }
 
-fn sse_response(waiter: Waiter, announce: bool) -> Response {
+/// A chunk carrying only usage (`"choices": []`), as models send it last.
+fn is_usage_only(data: &str) -> bool {
+    data.contains("\"usage\"")
+        && serde_json::from_str::<Value>(data)
+            .ok()
+            .and_then(|v| {
+                v.get("choices")
+                    .and_then(Value::as_array)
+                    .map(Vec::is_empty)
+            })
+            .unwrap_or(false)
+}
+
+fn sse_response(waiter: Waiter, announce: bool, include_usage: bool) -> Response {
     let options = waiter.state.options.clone();
     let deadline = tokio::time::Instant::now() + options.timeout;
     let req_id = waiter.req_id.clone();
@@ -380,10 +400,14 @@ fn sse_response(waiter: Waiter, announce: bool) -> Response {
                 let (text, finished) = match waiter.next(deadline, Some(keep_alive)).await {
                     Next::KeepAlive => (sse::comment("keep-alive"), false),
                     Next::Entry(entry) => match entry.field("type") {
-                        Some("chunk") => (
-                            sse::event(Some(&entry.id), None, entry.field("data").unwrap_or("")),
-                            false,
-                        ),
+                        Some("chunk") => {
+                            let data = entry.field("data").unwrap_or("");
+                            if !include_usage && is_usage_only(data) {
+                                (String::new(), false)
+                            } else {
+                                (sse::event(Some(&entry.id), None, data), false)
+                            }
+                        }
                         Some("done") => (sse::DONE.to_string(), true),
                         Some("error") => {
                             let (_, body) = error_payload(&entry);
@@ -538,5 +562,6 @@ async fn resume(
         finished: false,
         _permit: permit,
     };
-    sse_response(waiter, false)
+    // A resumed stream cannot know what the client asked: usage is sent.
+    sse_response(waiter, false, true)
 }
