@@ -145,6 +145,12 @@ impl Runner {
     }
 
     async fn dispatch(self: Arc<Self>, message: LiteMessage) {
+        // One fewer queued in this bucket (the endpoint counted it in).
+        let mut redis = self.redis.clone();
+        let _: Result<i64, _> = redis::cmd("DECR")
+            .arg(format!("sluice:backlog:{}", message.lite_topic))
+            .query_async(&mut redis)
+            .await;
         let item = match WorkItem::from_json(&message.body) {
             Ok(item) => item,
             Err(error) => {

@@ -344,3 +344,41 @@ async fn disconnect_cancels_and_streams_resume() {
     .unwrap();
     assert_eq!(gone.status, 410);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn low_priority_fails_fast_when_its_bucket_is_backed_up() {
+    let options = EndpointOptions {
+        low_priority_max_backlog: 1,
+        ..Default::default()
+    };
+    let mut s = setup(options).await;
+    watch(&s.consumer, "batch-1").await;
+    mark_subscribed(&mut s.redis, "batch-1").await;
+    let body = r#"{"model": "gpt-4o", "messages": []}"#;
+    let low = |id: &str| {
+        let mut m = markers(id, "batch-1");
+        m[4].1 = "low".into();
+        m
+    };
+    let first = post(s.addr, low("req-low-1"), body);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = post(s.addr, low("req-low-2"), body).await.unwrap();
+    assert_eq!(second.status, 429, "{second:?}");
+    assert_eq!(second.header("retry-after"), Some("30"));
+    assert!(second.body.contains("queue_full"), "{}", second.body);
+    // Normal priority still queues behind it.
+    let normal = post(s.addr, markers("req-normal", "batch-1"), body);
+    // The consumer pops (and counts down the backlog); answer both.
+    for _ in 0..2 {
+        let (message, work) = pop_work(&s.consumer, "batch-1").await;
+        s.consumer.release(&message.handle).await.unwrap();
+        let _: i64 = redis::cmd("DECR")
+            .arg(format!("sluice:backlog:{}", message.lite_topic))
+            .query_async(&mut s.redis)
+            .await
+            .unwrap();
+        answer(&mut s.redis, work["req_id"].as_str().unwrap(), &["ok"]).await;
+    }
+    assert_eq!(first.await.unwrap().status, 200);
+    assert_eq!(normal.await.unwrap().status, 200);
+}

@@ -46,6 +46,18 @@ pub struct EndpointOptions {
     pub cancel_ttl: Duration,
     /// Send an SSE comment saying the request is queued, first thing.
     pub announce_queued: bool,
+    /// Low-priority requests fail fast (429) when their bucket already holds
+    /// more queued requests than this.
+    pub low_priority_max_backlog: u64,
+    /// How long low- and high-priority requests may wait (normal: `timeout`).
+    pub low_priority_timeout: Duration,
+    pub high_priority_timeout: Duration,
+}
+
+/// Queued requests per bucket: the endpoint counts up on publish, the
+/// consumer down on pop (consumer/src/runner.rs).
+pub fn backlog_key(lite_topic: &str) -> String {
+    format!("sluice:backlog:{lite_topic}")
 }
 
 impl Default for EndpointOptions {
@@ -57,6 +69,9 @@ impl Default for EndpointOptions {
             max_body_bytes: 4 * 1024 * 1024,
             cancel_ttl: Duration::from_secs(300),
             announce_queued: true,
+            low_priority_max_backlog: 100,
+            low_priority_timeout: Duration::from_secs(120),
+            high_priority_timeout: Duration::from_secs(1800),
         }
     }
 }
@@ -228,6 +243,32 @@ async fn accept(
         .and_then(|o| o.get("include_usage"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let topic = sluice_litetopic::lite_topic_name(&tenant, &model);
+    let mut redis = state.redis.clone();
+    if priority == "low" {
+        let backlog: Option<u64> = redis::cmd("GET")
+            .arg(backlog_key(&topic))
+            .query_async(&mut redis)
+            .await
+            .unwrap_or(None);
+        if backlog.unwrap_or(0) >= state.options.low_priority_max_backlog {
+            reject("low_priority_backlog");
+            let mut response = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "queue_full",
+                "this tenant's queue for the model is long; low-priority requests are not queued now",
+            );
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from_static("30"));
+            return response;
+        }
+    }
+    let timeout = match priority.as_str() {
+        "low" => state.options.low_priority_timeout,
+        "high" => state.options.high_priority_timeout,
+        _ => state.options.timeout,
+    };
     let Ok(permit) = state.slots.clone().try_acquire_owned() else {
         reject("busy");
         let mut response = error(
@@ -273,10 +314,18 @@ async fn accept(
         return response;
     }
     state.metrics.accepted.inc();
+    let _: Result<(), _> = redis::pipe()
+        .incr(backlog_key(&topic), 1)
+        .ignore()
+        .expire(backlog_key(&topic), 86_400)
+        .ignore()
+        .query_async(&mut redis)
+        .await;
     state.metrics.in_flight.inc();
     tracing::debug!(req_id = %req_id, tenant = %tenant, model = %model, stream, "deferred request queued");
     let waiter = Waiter {
         state: state.clone(),
+        timeout,
         req_id: req_id.clone(),
         subscription,
         finished: false,
@@ -292,6 +341,8 @@ async fn accept(
 /// Holds a client's place; cancels the model call if the client goes away.
 struct Waiter {
     state: Arc<EndpointState>,
+    /// This client's overall deadline (by priority class).
+    timeout: Duration,
     req_id: String,
     subscription: Subscription,
     finished: bool,
@@ -380,7 +431,7 @@ fn is_usage_only(data: &str) -> bool {
 
 fn sse_response(waiter: Waiter, announce: bool, include_usage: bool) -> Response {
     let options = waiter.state.options.clone();
-    let deadline = tokio::time::Instant::now() + options.timeout;
+    let deadline = tokio::time::Instant::now() + waiter.timeout;
     let req_id = waiter.req_id.clone();
     let first = (announce && options.announce_queued).then(|| sse::comment("queued"));
     let stream = futures::stream::unfold(
@@ -448,7 +499,7 @@ fn sse_response(waiter: Waiter, announce: bool, include_usage: bool) -> Response
 }
 
 async fn json_response(mut waiter: Waiter) -> Response {
-    let deadline = tokio::time::Instant::now() + waiter.state.options.timeout;
+    let deadline = tokio::time::Instant::now() + waiter.timeout;
     let mut assembler = sse::Assembler::default();
     loop {
         match waiter.next(deadline, None).await {
@@ -557,6 +608,7 @@ async fn resume(
     state.metrics.in_flight.inc();
     let waiter = Waiter {
         state: state.clone(),
+        timeout: state.options.timeout,
         req_id,
         subscription,
         finished: false,
