@@ -101,6 +101,16 @@ impl StreamHub {
             redis::aio::ConnectionManagerConfig::new()
                 .set_response_timeout(Some(Duration::from_secs(2))),
         )?;
+        Ok(Self::start_with_control(client, control, options))
+    }
+
+    /// As [`StreamHub::start`], sharing `control` (a non-blocking connection
+    /// the caller also uses) for wake-ups: readers + 1 connections in all.
+    pub fn start_with_control(
+        client: redis::Client,
+        control: redis::aio::ConnectionManager,
+        options: HubOptions,
+    ) -> Arc<StreamHub> {
         let instance = format!("{:x}", std::process::id() as u64 ^ random_seed());
         let readers = (0..options.readers.max(1))
             .map(|index| {
@@ -115,12 +125,12 @@ impl StreamHub {
                 Reader { commands, wake_key }
             })
             .collect();
-        Ok(Arc::new(StreamHub {
+        Arc::new(StreamHub {
             readers,
             next: AtomicUsize::new(0),
             control,
             buffer: options.buffer.max(1),
-        }))
+        })
     }
 
     /// Watch `key` for entries after `from` (`0-0` for all of them).
