@@ -26,6 +26,19 @@ use std::time::Duration;
 /// The Redis set of known buckets (LiteTopic names).
 pub const BUCKETS_KEY: &str = "sluice:buckets";
 
+/// Lease of a popped request: held from pop until the call has finished.
+/// The deferral endpoint re-publishes a request whose lease lapsed before it
+/// was claimed (a consumer that died between pop and call): this broker
+/// commits positions at pop time and would never deliver it again.
+pub fn lease_key(req_id: &str) -> String {
+    format!("lease:{{{req_id}}}")
+}
+
+/// A lease outlives its last refresh by this much.
+const LEASE_TTL: Duration = Duration::from_secs(15);
+/// Refresh period of a lease (and the longest single local wait).
+const LEASE_REFRESH: Duration = Duration::from_secs(5);
+
 /// Mark set by a consumer once it is subscribed to `topic`.
 pub fn subscribed_key(topic: &str) -> String {
     format!("sluice:subscribed:{topic}")
@@ -160,13 +173,12 @@ impl Runner {
                 return;
             }
         };
+        self.refresh_lease(&item.req_id).await;
         match admit(&self.limits, &self.pacer, &item, self.options.suspend_floor).await {
             Ok(Admission::Run(permit)) => {
                 let _ = self.lite.release(&message.handle).await;
                 tokio::spawn(async move {
-                    let outcome = self.consumer.process(&item).await;
-                    drop(permit);
-                    self.settle(item, outcome).await;
+                    self.clone().run_leased(item, permit).await;
                 });
             }
             Ok(Admission::Suspend(wait)) => {
@@ -196,18 +208,58 @@ impl Runner {
     async fn hold(self: Arc<Self>, item: WorkItem, first_wait: Duration) {
         let mut wait = first_wait;
         loop {
-            tokio::time::sleep(wait).await;
+            // Never sleep past a lease refresh.
+            tokio::time::sleep(wait.min(LEASE_REFRESH)).await;
+            self.refresh_lease(&item.req_id).await;
             match admit(&self.limits, &self.pacer, &item, Duration::ZERO).await {
                 Ok(Admission::Run(permit)) => {
-                    let outcome = self.consumer.process(&item).await;
-                    drop(permit);
-                    self.settle(item, outcome).await;
+                    self.run_leased(item, permit).await;
                     return;
                 }
                 Ok(Admission::Suspend(next)) | Ok(Admission::WaitLocally(next)) => wait = next,
                 Err(_) => wait = Duration::from_millis(200),
             }
         }
+    }
+
+    async fn refresh_lease(&self, req_id: &str) {
+        let mut redis = self.redis.clone();
+        let result: Result<(), _> = redis::cmd("SET")
+            .arg(lease_key(req_id))
+            .arg(1)
+            .arg("PX")
+            .arg(LEASE_TTL.as_millis() as u64)
+            .query_async(&mut redis)
+            .await;
+        if let Err(error) = result {
+            tracing::warn!(%error, %req_id, "cannot refresh the lease");
+        }
+    }
+
+    /// The call, with the lease kept alive until it ends (the `processing`
+    /// claim guards against a second call; the lease only tells the endpoint
+    /// the request is not lost).
+    async fn run_leased(self: Arc<Self>, item: WorkItem, permit: crate::ModelPermit) {
+        let outcome = {
+            let call = self.consumer.process(&item);
+            tokio::pin!(call);
+            let mut refresh = tokio::time::interval(LEASE_REFRESH);
+            loop {
+                tokio::select! {
+                    outcome = &mut call => break outcome,
+                    _ = refresh.tick() => self.refresh_lease(&item.req_id).await,
+                }
+            }
+        };
+        drop(permit);
+        let req_id = item.req_id.clone();
+        // Settle first (a retry re-publishes), then drop the lease.
+        self.settle(item, outcome).await;
+        let mut redis = self.redis.clone();
+        let _: Result<(), _> = redis::cmd("DEL")
+            .arg(lease_key(&req_id))
+            .query_async(&mut redis)
+            .await;
     }
 
     /// Terminal outcomes are done (the broker already committed the position);

@@ -121,7 +121,10 @@ async fn mark_subscribed(redis: &mut redis::aio::MultiplexedConnection, tenant: 
 /// Pop the deferred request from its LiteTopic, as the consumer will.
 async fn pop_work(consumer: &LiteConsumer, tenant: &str) -> (LiteMessage, Value) {
     let topic = lite_topic_name(tenant, "gpt-4o");
-    for _ in 0..40 {
+    // By time, not by tries: this broker answers a long poll early (~21 ms)
+    // while a LiteTopic has a message in flight.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while std::time::Instant::now() < deadline {
         let messages = consumer
             .pop(1, Duration::from_secs(30), Duration::from_millis(500))
             .await
@@ -381,4 +384,72 @@ async fn low_priority_fails_fast_when_its_bucket_is_backed_up() {
     }
     assert_eq!(first.await.unwrap().status, 200);
     assert_eq!(normal.await.unwrap().status, 200);
+}
+
+/// A consumer pops a request, takes its lease, and dies before calling the
+/// model (this broker never redelivers): the endpoint holding the client
+/// publishes it again once the lease lapses, and the answer still arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_lost_between_pop_and_call_is_published_again() {
+    let options = EndpointOptions {
+        lease_check: Duration::from_millis(100),
+        ..Default::default()
+    };
+    let mut s = setup(options).await;
+    watch(&s.consumer, "foxtrot").await;
+    mark_subscribed(&mut s.redis, "foxtrot").await;
+    let body = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}"#;
+    let client = post(s.addr, markers("req-lost", "foxtrot"), body);
+
+    // The doomed consumer: pop, lease for 400 ms, then nothing.
+    let (message, _) = pop_work(&s.consumer, "foxtrot").await;
+    let _: () = redis::cmd("SET")
+        .arg("lease:{req-lost}")
+        .arg(1)
+        .arg("PX")
+        .arg(400)
+        .query_async(&mut s.redis)
+        .await
+        .unwrap();
+    s.consumer.release(&message.handle).await.unwrap();
+
+    // A healthy consumer gets the same request again and answers it.
+    let (message, work) = pop_work(&s.consumer, "foxtrot").await;
+    s.consumer.release(&message.handle).await.unwrap();
+    assert_eq!(work["req_id"], "req-lost");
+    answer(&mut s.redis, "req-lost", &["saved"]).await;
+    let response = client.await.unwrap();
+    assert_eq!(response.status, 200, "{response:?}");
+    assert!(response.body.contains("saved"), "{}", response.body);
+
+    // With a claim in place, a lapsed lease is not a lost request.
+    let client = post(s.addr, markers("req-claimed", "foxtrot"), body);
+    let (message, _) = pop_work(&s.consumer, "foxtrot").await;
+    let _: () = redis::cmd("SET")
+        .arg("processing:{req-claimed}")
+        .arg("c/1 0")
+        .query_async(&mut s.redis)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("lease:{req-claimed}")
+        .arg(1)
+        .arg("PX")
+        .arg(300)
+        .query_async(&mut s.redis)
+        .await
+        .unwrap();
+    s.consumer.release(&message.handle).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let again = s
+        .consumer
+        .pop(1, Duration::from_secs(30), Duration::from_millis(500))
+        .await
+        .unwrap();
+    assert!(
+        again.is_empty(),
+        "claimed request published again: {again:?}"
+    );
+    answer(&mut s.redis, "req-claimed", &["ok"]).await;
+    assert_eq!(client.await.unwrap().status, 200);
 }

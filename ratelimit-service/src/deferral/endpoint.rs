@@ -52,6 +52,10 @@ pub struct EndpointOptions {
     /// How long low- and high-priority requests may wait (normal: `timeout`).
     pub low_priority_timeout: Duration,
     pub high_priority_timeout: Duration,
+    /// How often a waiting request checks its consumer lease (see
+    /// consumer/src/runner.rs): a request popped by a consumer that died
+    /// before starting it is published again, once.
+    pub lease_check: Duration,
 }
 
 /// Queued requests per bucket: the endpoint counts up on publish, the
@@ -72,6 +76,7 @@ impl Default for EndpointOptions {
             low_priority_max_backlog: 100,
             low_priority_timeout: Duration::from_secs(120),
             high_priority_timeout: Duration::from_secs(1800),
+            lease_check: Duration::from_secs(2),
         }
     }
 }
@@ -83,6 +88,8 @@ pub struct EndpointMetrics {
     pub in_flight: Gauge,
     pub cancelled: Counter,
     pub timed_out: Counter,
+    /// Requests published again after their consumer lease lapsed.
+    pub republished: Counter,
 }
 
 struct EndpointState {
@@ -117,6 +124,17 @@ pub fn router(
 
 fn stream_key(req_id: &str) -> String {
     format!("response:{{{req_id}}}")
+}
+
+fn lease_key(req_id: &str) -> String {
+    format!("lease:{{{req_id}}}")
+}
+
+fn claimed_keys(req_id: &str) -> [String; 2] {
+    [
+        format!("processing:{{{req_id}}}"),
+        format!("done:{{{req_id}}}"),
+    ]
 }
 
 fn cancel_key(req_id: &str) -> String {
@@ -298,7 +316,7 @@ async fn accept(
     let work = work.to_string().into_bytes();
     if let Err(why) = state
         .publisher
-        .publish(&tenant, &model, &req_id, work)
+        .publish(&tenant, &model, &req_id, work.clone())
         .await
     {
         reject("publish_failed");
@@ -325,6 +343,13 @@ async fn accept(
     tracing::debug!(req_id = %req_id, tenant = %tenant, model = %model, stream, "deferred request queued");
     let waiter = Waiter {
         state: state.clone(),
+        republish: Some(Republish {
+            tenant: tenant.clone(),
+            model: model.clone(),
+            work,
+            lease_seen: false,
+            done: false,
+        }),
         timeout,
         req_id: req_id.clone(),
         subscription,
@@ -341,6 +366,8 @@ async fn accept(
 /// Holds a client's place; cancels the model call if the client goes away.
 struct Waiter {
     state: Arc<EndpointState>,
+    /// What was published, to publish again if a consumer lost it.
+    republish: Option<Republish>,
     /// This client's overall deadline (by priority class).
     timeout: Duration,
     req_id: String,
@@ -375,7 +402,16 @@ impl Drop for Waiter {
     }
 }
 
+struct Republish {
+    tenant: String,
+    model: String,
+    work: Vec<u8>,
+    lease_seen: bool,
+    done: bool,
+}
+
 enum Next {
+    CheckLease,
     Entry(Entry),
     KeepAlive,
     TimedOut,
@@ -384,19 +420,74 @@ enum Next {
 
 impl Waiter {
     async fn next(&mut self, deadline: tokio::time::Instant, keep_alive: Option<Duration>) -> Next {
-        let tick = async {
-            match keep_alive {
-                Some(every) => tokio::time::sleep(every).await,
-                None => std::future::pending::<()>().await,
+        let keep = tokio::time::sleep(keep_alive.unwrap_or(Duration::from_secs(86_400)));
+        tokio::pin!(keep);
+        loop {
+            let watching = self.republish.as_ref().is_some_and(|r| !r.done);
+            let lease_check = self.state.options.lease_check;
+            let step = tokio::select! {
+                entry = self.subscription.entries.recv() => match entry {
+                    Some(entry) => Next::Entry(entry),
+                    None => Next::Closed,
+                },
+                _ = tokio::time::sleep_until(deadline) => Next::TimedOut,
+                _ = &mut keep, if keep_alive.is_some() => Next::KeepAlive,
+                _ = tokio::time::sleep(lease_check), if watching => Next::CheckLease,
+            };
+            match step {
+                Next::CheckLease => self.check_lease().await,
+                Next::Entry(entry) => {
+                    // The answer is coming: no more lease watching.
+                    self.republish = None;
+                    return Next::Entry(entry);
+                }
+                other => return other,
             }
+        }
+    }
+
+    /// A request whose consumer lease was seen and has lapsed, with nothing
+    /// written and no claim on it, was lost between pop and call: publish it
+    /// again (once; the idempotency markers stop a second model call).
+    async fn check_lease(&mut self) {
+        let mut redis = self.state.redis.clone();
+        let lease: Result<bool, _> = redis::cmd("EXISTS")
+            .arg(lease_key(&self.req_id))
+            .query_async(&mut redis)
+            .await;
+        let Some(republish) = self.republish.as_mut() else {
+            return;
         };
-        tokio::select! {
-            entry = self.subscription.entries.recv() => match entry {
-                Some(entry) => Next::Entry(entry),
-                None => Next::Closed,
-            },
-            _ = tokio::time::sleep_until(deadline) => Next::TimedOut,
-            _ = tick => Next::KeepAlive,
+        match lease {
+            Ok(true) => republish.lease_seen = true,
+            Ok(false) if republish.lease_seen => {
+                let [processing, done] = claimed_keys(&self.req_id);
+                let claimed: Result<i64, _> = redis::cmd("EXISTS")
+                    .arg(&processing)
+                    .arg(&done)
+                    .query_async(&mut redis)
+                    .await;
+                if !matches!(claimed, Ok(0)) {
+                    return;
+                }
+                republish.done = true;
+                self.state.metrics.republished.inc();
+                tracing::warn!(req_id = %self.req_id, "consumer lease lapsed before the call started; publishing again");
+                let result = self
+                    .state
+                    .publisher
+                    .publish(
+                        &republish.tenant,
+                        &republish.model,
+                        &self.req_id,
+                        republish.work.clone(),
+                    )
+                    .await;
+                if let Err(why) = result {
+                    tracing::error!(req_id = %self.req_id, %why, "re-publish failed; the client will time out");
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -475,6 +566,8 @@ fn sse_response(waiter: Waiter, announce: bool, include_usage: bool) -> Response
                         (sse::event(None, Some("timeout"), &body.to_string()), true)
                     }
                     Next::Closed => (String::new(), true),
+                    // Handled inside `next`.
+                    Next::CheckLease => (String::new(), false),
                 };
                 if finished {
                     waiter.finished = true;
@@ -545,7 +638,7 @@ async fn json_response(mut waiter: Waiter) -> Response {
                     "the response channel closed",
                 )
             }
-            Next::KeepAlive => {}
+            Next::KeepAlive | Next::CheckLease => {}
         }
     }
 }
@@ -608,6 +701,7 @@ async fn resume(
     state.metrics.in_flight.inc();
     let waiter = Waiter {
         state: state.clone(),
+        republish: None,
         timeout: state.options.timeout,
         req_id,
         subscription,
