@@ -422,12 +422,15 @@ async fn request_lost_between_pop_and_call_is_published_again() {
     assert_eq!(response.status, 200, "{response:?}");
     assert!(response.body.contains("saved"), "{}", response.body);
 
-    // With a claim in place, a lapsed lease is not a lost request.
+    // A live claim (fresh heartbeat, Redis time) with a lapsed lease is a
+    // call in progress, not a lost request.
     let client = post(s.addr, markers("req-claimed", "foxtrot"), body);
     let (message, _) = pop_work(&s.consumer, "foxtrot").await;
+    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut s.redis).await.unwrap();
+    let heartbeat = format!("c/1 {}", seconds * 1000 + micros / 1000);
     let _: () = redis::cmd("SET")
         .arg("processing:{req-claimed}")
-        .arg("c/1 0")
+        .arg(&heartbeat)
         .query_async(&mut s.redis)
         .await
         .unwrap();
@@ -452,4 +455,46 @@ async fn request_lost_between_pop_and_call_is_published_again() {
     );
     answer(&mut s.redis, "req-claimed", &["ok"]).await;
     assert_eq!(client.await.unwrap().status, 200);
+
+    // A dead claim (heartbeat long stale): published again so a live consumer
+    // answers `interrupted` instead of calling the model twice.
+    let client = post(s.addr, markers("req-dead", "foxtrot"), body);
+    let (message, _) = pop_work(&s.consumer, "foxtrot").await;
+    let _: () = redis::cmd("SET")
+        .arg("processing:{req-dead}")
+        .arg("c/2 1000")
+        .query_async(&mut s.redis)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("lease:{req-dead}")
+        .arg(1)
+        .arg("PX")
+        .arg(300)
+        .query_async(&mut s.redis)
+        .await
+        .unwrap();
+    s.consumer.release(&message.handle).await.unwrap();
+    let (message, work) = pop_work(&s.consumer, "foxtrot").await;
+    s.consumer.release(&message.handle).await.unwrap();
+    assert_eq!(work["req_id"], "req-dead");
+    let _: String = redis::cmd("XADD")
+        .arg("response:{req-dead}")
+        .arg("*")
+        .arg(&[
+            "type",
+            "error",
+            "status",
+            "502",
+            "code",
+            "interrupted",
+            "message",
+            "the model call was interrupted",
+        ])
+        .query_async(&mut s.redis)
+        .await
+        .unwrap();
+    let response = client.await.unwrap();
+    assert_eq!(response.status, 502, "{response:?}");
+    assert!(response.body.contains("interrupted"), "{}", response.body);
 }

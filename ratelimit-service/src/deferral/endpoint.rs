@@ -130,6 +130,11 @@ fn lease_key(req_id: &str) -> String {
     format!("lease:{{{req_id}}}")
 }
 
+/// A `processing` claim whose heartbeat (Redis time, refreshed every 5 s by
+/// its owner) is older than this belongs to a dead consumer: above the
+/// consumer's own 15 s lease, so the two never disagree about a live call.
+const STALE_CLAIM_MS: u64 = 20_000;
+
 fn claimed_keys(req_id: &str) -> [String; 2] {
     [
         format!("processing:{{{req_id}}}"),
@@ -446,9 +451,10 @@ impl Waiter {
         }
     }
 
-    /// A request whose consumer lease was seen and has lapsed, with nothing
-    /// written and no claim on it, was lost between pop and call: publish it
-    /// again (once; the idempotency markers stop a second model call).
+    /// A request whose consumer lease was seen and has lapsed was lost: with
+    /// no claim, between pop and call; with a stale claim, mid-call. Either
+    /// way publish it again, once: a live consumer then runs it (no claim) or
+    /// answers `interrupted` (stale claim) — never a second model call.
     async fn check_lease(&mut self) {
         let mut redis = self.state.redis.clone();
         let lease: Result<bool, _> = redis::cmd("EXISTS")
@@ -462,13 +468,31 @@ impl Waiter {
             Ok(true) => republish.lease_seen = true,
             Ok(false) if republish.lease_seen => {
                 let [processing, done] = claimed_keys(&self.req_id);
-                let claimed: Result<i64, _> = redis::cmd("EXISTS")
-                    .arg(&processing)
-                    .arg(&done)
+                let state: Result<(bool, Option<String>, (u64, u64)), _> = redis::pipe()
+                    .exists(&done)
+                    .get(&processing)
+                    .cmd("TIME")
                     .query_async(&mut redis)
                     .await;
-                if !matches!(claimed, Ok(0)) {
+                let Ok((finished, claim, (seconds, micros))) = state else {
                     return;
+                };
+                if finished {
+                    return;
+                }
+                if let Some(claim) = claim {
+                    // A claim whose owner stopped its heartbeat died mid-call. Publish
+                    // again so a live consumer answers `interrupted` (it never calls
+                    // the model a second time); a live claim is left alone.
+                    let now_ms = seconds * 1000 + micros / 1000;
+                    let heartbeat = claim
+                        .rsplit(' ')
+                        .next()
+                        .and_then(|t| t.parse::<u64>().ok())
+                        .unwrap_or(0);
+                    if now_ms.saturating_sub(heartbeat) < STALE_CLAIM_MS {
+                        return;
+                    }
                 }
                 republish.done = true;
                 self.state.metrics.republished.inc();
