@@ -32,6 +32,28 @@ pub fn processing(req_id: &str) -> String {
     format!("processing:{{{req_id}}}")
 }
 
+/// `lease:{<req_id>}`: held by the consumer from pop until the call ends.
+/// The deferral endpoint publishes a request again if it lapses while the
+/// request is unclaimed or its claim is dead (this broker never redelivers).
+pub fn lease(req_id: &str) -> String {
+    format!("lease:{{{req_id}}}")
+}
+
+/// The Redis set of known buckets (LiteTopic names): the endpoint adds, the
+/// consumers subscribe to what is in it.
+pub const BUCKETS: &str = "sluice:buckets";
+
+/// Set by a consumer once it is subscribed to `lite_topic`.
+pub fn subscribed(lite_topic: &str) -> String {
+    format!("sluice:subscribed:{lite_topic}")
+}
+
+/// Queued requests of a bucket: the endpoint counts up at publish, the
+/// consumer down at pop.
+pub fn backlog(lite_topic: &str) -> String {
+    format!("sluice:backlog:{lite_topic}")
+}
+
 /// Longest sanitized name component; longer names are shortened with a hash.
 pub const MAX_COMPONENT_LEN: usize = 64;
 

@@ -14,6 +14,7 @@
 //!   never redelivers, so "run again later" means re-publishing the work item
 //!   to its LiteTopic ourselves.
 
+use crate::keys;
 use crate::{
     admit, Admission, Consumer, Disposition, InFlightLimits, Metrics, Outcome, Pacer, WorkItem,
 };
@@ -23,26 +24,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The Redis set of known buckets (LiteTopic names).
-pub const BUCKETS_KEY: &str = "sluice:buckets";
-
-/// Lease of a popped request: held from pop until the call has finished.
-/// The deferral endpoint re-publishes a request whose lease lapsed before it
-/// was claimed (a consumer that died between pop and call): this broker
-/// commits positions at pop time and would never deliver it again.
-pub fn lease_key(req_id: &str) -> String {
-    format!("lease:{{{req_id}}}")
-}
-
 /// A lease outlives its last refresh by this much.
 const LEASE_TTL: Duration = Duration::from_secs(15);
 /// Refresh period of a lease (and the longest single local wait).
 const LEASE_REFRESH: Duration = Duration::from_secs(5);
-
-/// Mark set by a consumer once it is subscribed to `topic`.
-pub fn subscribed_key(topic: &str) -> String {
-    format!("sluice:subscribed:{topic}")
-}
 
 #[derive(Clone, Debug)]
 pub struct RunnerOptions {
@@ -89,7 +74,7 @@ impl Runner {
     async fn discover(&self, known: &mut HashSet<String>) {
         let mut redis = self.redis.clone();
         let members: Vec<String> = match redis::cmd("SMEMBERS")
-            .arg(BUCKETS_KEY)
+            .arg(keys::BUCKETS)
             .query_async(&mut redis)
             .await
         {
@@ -113,7 +98,7 @@ impl Runner {
         }
         for topic in &new {
             let _: Result<(), _> = redis::cmd("SET")
-                .arg(subscribed_key(topic))
+                .arg(keys::subscribed(topic))
                 .arg(1)
                 .arg("EX")
                 .arg(3600)
@@ -158,13 +143,26 @@ impl Runner {
     }
 
     async fn dispatch(self: Arc<Self>, message: LiteMessage) {
-        // One fewer queued in this bucket (the endpoint counted it in).
+        // One round trip on the pop path: one fewer queued in this bucket
+        // (the endpoint counted it in), and the request's lease taken.
+        let item = WorkItem::from_json(&message.body);
+        let mut pipe = redis::pipe();
+        pipe.cmd("DECR")
+            .arg(keys::backlog(&message.lite_topic))
+            .ignore();
+        if let Ok(item) = &item {
+            pipe.cmd("SET")
+                .arg(keys::lease(&item.req_id))
+                .arg(1)
+                .arg("PX")
+                .arg(LEASE_TTL.as_millis() as u64)
+                .ignore();
+        }
         let mut redis = self.redis.clone();
-        let _: Result<i64, _> = redis::cmd("DECR")
-            .arg(format!("sluice:backlog:{}", message.lite_topic))
-            .query_async(&mut redis)
-            .await;
-        let item = match WorkItem::from_json(&message.body) {
+        if let Err(error) = pipe.query_async::<()>(&mut redis).await {
+            tracing::warn!(%error, "cannot record the pop (backlog, lease)");
+        }
+        let item = match item {
             Ok(item) => item,
             Err(error) => {
                 // Nothing can answer it (no usable request id): drop it, free the topic.
@@ -173,7 +171,6 @@ impl Runner {
                 return;
             }
         };
-        self.refresh_lease(&item.req_id).await;
         match admit(&self.limits, &self.pacer, &item, self.options.suspend_floor).await {
             Ok(Admission::Run(permit)) => {
                 let _ = self.lite.release(&message.handle).await;
@@ -225,7 +222,7 @@ impl Runner {
     async fn refresh_lease(&self, req_id: &str) {
         let mut redis = self.redis.clone();
         let result: Result<(), _> = redis::cmd("SET")
-            .arg(lease_key(req_id))
+            .arg(keys::lease(req_id))
             .arg(1)
             .arg("PX")
             .arg(LEASE_TTL.as_millis() as u64)
@@ -257,7 +254,7 @@ impl Runner {
         self.settle(item, outcome).await;
         let mut redis = self.redis.clone();
         let _: Result<(), _> = redis::cmd("DEL")
-            .arg(lease_key(&req_id))
+            .arg(keys::lease(&req_id))
             .query_async(&mut redis)
             .await;
     }

@@ -140,13 +140,7 @@ impl Host for CheckHost<'_> {
     fn resume_request(&mut self) {}
     fn count(&mut self, metric: Metric, by: u64) {
         let metrics = self.limiter.metrics();
-        let event = match metric {
-            Metric::Admitted => "admitted",
-            Metric::Rejected => "rejected",
-            Metric::Deferred => "deferred",
-            Metric::BadRequest => "bad_request",
-            Metric::BodyTooLarge => "body_too_large",
-            Metric::MissingTenant => "missing_tenant",
+        match metric {
             Metric::PromptTokens => {
                 metrics.ext_authz_prompt_tokens.inc_by(by);
                 return;
@@ -154,7 +148,9 @@ impl Host for CheckHost<'_> {
             // The in-process limiter has no transport to fail; reconciliation
             // does not happen on this path.
             Metric::RlsFailureAllowed | Metric::RlsFailureDenied | Metric::Reconciled => return,
-        };
+            _ => {}
+        }
+        let event = metric.event();
         metrics
             .ext_authz_events
             .get_or_create(&EventLabels { event })

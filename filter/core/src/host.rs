@@ -32,6 +32,15 @@ impl Metric {
         Metric::PromptTokens,
     ];
 
+    /// Short event name (`admitted`, `bad_request`, ...): the stat name
+    /// without its `sluice_` prefix and `_total` suffix.
+    pub fn event(self) -> &'static str {
+        let name = self.name();
+        name.strip_prefix("sluice_")
+            .and_then(|n| n.strip_suffix("_total"))
+            .unwrap_or(name)
+    }
+
     /// Stat name (Envoy shows it as `wasmcustom.<name>`).
     pub fn name(self) -> &'static str {
         match self {

@@ -16,6 +16,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use serde_json::{json, Value};
+use sluice_consumer::keys;
+use sluice_consumer::work::{Priority, WorkItem};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Semaphore;
@@ -56,12 +58,6 @@ pub struct EndpointOptions {
     /// consumer/src/runner.rs): a request popped by a consumer that died
     /// before starting it is published again, once.
     pub lease_check: Duration,
-}
-
-/// Queued requests per bucket: the endpoint counts up on publish, the
-/// consumer down on pop (consumer/src/runner.rs).
-pub fn backlog_key(lite_topic: &str) -> String {
-    format!("sluice:backlog:{lite_topic}")
 }
 
 impl Default for EndpointOptions {
@@ -122,29 +118,10 @@ pub fn router(
         .with_state(state)
 }
 
-fn stream_key(req_id: &str) -> String {
-    format!("response:{{{req_id}}}")
-}
-
-fn lease_key(req_id: &str) -> String {
-    format!("lease:{{{req_id}}}")
-}
-
 /// A `processing` claim whose heartbeat (Redis time, refreshed every 5 s by
 /// its owner) is older than this belongs to a dead consumer: above the
 /// consumer's own 15 s lease, so the two never disagree about a live call.
 const STALE_CLAIM_MS: u64 = 20_000;
-
-fn claimed_keys(req_id: &str) -> [String; 2] {
-    [
-        format!("processing:{{{req_id}}}"),
-        format!("done:{{{req_id}}}"),
-    ]
-}
-
-fn cancel_key(req_id: &str) -> String {
-    format!("cancel:{{{req_id}}}")
-}
 
 fn error(status: StatusCode, code: &str, message: &str) -> Response {
     let body = json!({"error": {"message": message, "type": "sluice_deferral", "param": null, "code": code}});
@@ -233,8 +210,9 @@ async fn accept(
     }
     let (req_id, tenant, model) = (markers[0].clone(), markers[1].clone(), markers[2].clone());
     let priority = match header(&headers, "x-sluice-priority") {
-        Some(p @ ("low" | "normal" | "high")) => p.to_string(),
-        _ => "normal".to_string(),
+        Some("low") => Priority::Low,
+        Some("high") => Priority::High,
+        _ => Priority::Normal,
     };
     let estimated: u64 = header(&headers, "x-sluice-estimated-tokens")
         .and_then(|v| v.parse().ok())
@@ -268,9 +246,9 @@ async fn accept(
         .unwrap_or(false);
     let topic = sluice_litetopic::lite_topic_name(&tenant, &model);
     let mut redis = state.redis.clone();
-    if priority == "low" {
+    if priority == Priority::Low {
         let backlog: Option<u64> = redis::cmd("GET")
-            .arg(backlog_key(&topic))
+            .arg(keys::backlog(&topic))
             .query_async(&mut redis)
             .await
             .unwrap_or(None);
@@ -287,10 +265,10 @@ async fn accept(
             return response;
         }
     }
-    let timeout = match priority.as_str() {
-        "low" => state.options.low_priority_timeout,
-        "high" => state.options.high_priority_timeout,
-        _ => state.options.timeout,
+    let timeout = match priority {
+        Priority::Low => state.options.low_priority_timeout,
+        Priority::High => state.options.high_priority_timeout,
+        Priority::Normal => state.options.timeout,
     };
     let Ok(permit) = state.slots.clone().try_acquire_owned() else {
         reject("busy");
@@ -306,19 +284,19 @@ async fn accept(
     };
 
     // Watch the response stream before the work can possibly start.
-    let subscription = state.hub.subscribe(&stream_key(&req_id), "0-0").await;
-    // The consumer's WorkItem (consumer/src/work.rs is the reference definition).
-    let work = json!({
-        "req_id": req_id,
-        "tenant": tenant,
-        "model": model,
-        "priority": priority,
-        "path": uri.path(),
-        "body": request,
-        "enqueued_at_ms": now_millis(),
-        "estimated_tokens": estimated,
-    });
-    let work = work.to_string().into_bytes();
+    let subscription = state.hub.subscribe(&keys::response(&req_id), "0-0").await;
+    let work = WorkItem {
+        req_id: req_id.clone(),
+        tenant: tenant.clone(),
+        model: model.clone(),
+        priority,
+        path: uri.path().to_string(),
+        body: request,
+        enqueued_at_ms: now_millis(),
+        estimated_tokens: estimated,
+        attempt: 0,
+    }
+    .to_json();
     if let Err(why) = state
         .publisher
         .publish(&tenant, &model, &req_id, work.clone())
@@ -338,9 +316,9 @@ async fn accept(
     }
     state.metrics.accepted.inc();
     let _: Result<(), _> = redis::pipe()
-        .incr(backlog_key(&topic), 1)
+        .incr(keys::backlog(&topic), 1)
         .ignore()
-        .expire(backlog_key(&topic), 86_400)
+        .expire(keys::backlog(&topic), 86_400)
         .ignore()
         .query_async(&mut redis)
         .await;
@@ -390,7 +368,7 @@ impl Drop for Waiter {
         // The client left before the end: tell the consumer to stop the GPU call.
         self.state.metrics.cancelled.inc();
         let mut redis = self.state.redis.clone();
-        let key = cancel_key(&self.req_id);
+        let key = keys::cancel(&self.req_id);
         let ttl = self.state.options.cancel_ttl.as_secs().max(1);
         tokio::spawn(async move {
             let result: Result<(), _> = redis::cmd("SET")
@@ -458,7 +436,7 @@ impl Waiter {
     async fn check_lease(&mut self) {
         let mut redis = self.state.redis.clone();
         let lease: Result<bool, _> = redis::cmd("EXISTS")
-            .arg(lease_key(&self.req_id))
+            .arg(keys::lease(&self.req_id))
             .query_async(&mut redis)
             .await;
         let Some(republish) = self.republish.as_mut() else {
@@ -467,7 +445,7 @@ impl Waiter {
         match lease {
             Ok(true) => republish.lease_seen = true,
             Ok(false) if republish.lease_seen => {
-                let [processing, done] = claimed_keys(&self.req_id);
+                let (processing, done) = (keys::processing(&self.req_id), keys::done(&self.req_id));
                 let state: Result<(bool, Option<String>, (u64, u64)), _> = redis::pipe()
                     .exists(&done)
                     .get(&processing)
@@ -693,7 +671,7 @@ async fn resume(
     }
     let mut redis = state.redis.clone();
     let exists: Result<bool, _> = redis::cmd("EXISTS")
-        .arg(stream_key(&req_id))
+        .arg(keys::response(&req_id))
         .query_async(&mut redis)
         .await;
     match exists {
@@ -721,7 +699,7 @@ async fn resume(
             "too many waiting requests",
         );
     };
-    let subscription = state.hub.subscribe(&stream_key(&req_id), &from).await;
+    let subscription = state.hub.subscribe(&keys::response(&req_id), &from).await;
     state.metrics.in_flight.inc();
     let waiter = Waiter {
         state: state.clone(),

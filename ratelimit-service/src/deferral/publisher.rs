@@ -3,11 +3,9 @@
 
 use super::endpoint::Publisher;
 use futures::future::BoxFuture;
+use sluice_consumer::keys;
 use sluice_litetopic::{lite_topic_name, LiteAdmin, LiteClient, LiteConfig, LiteProducer};
 
-/// The Redis set of known buckets; consumers subscribe to what is in it
-/// (consumer/src/runner.rs).
-pub const BUCKETS_KEY: &str = "sluice:buckets";
 /// How long the first publish to a new bucket waits for a consumer to
 /// subscribe (a LiteTopic subscription does not see earlier messages).
 const FIRST_SUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
@@ -50,7 +48,7 @@ impl LitePublisher {
     async fn announce(&self, topic: &str) -> Result<(), String> {
         let mut redis = self.redis.clone();
         let added: i64 = redis::cmd("SADD")
-            .arg(BUCKETS_KEY)
+            .arg(keys::BUCKETS)
             .arg(topic)
             .query_async(&mut redis)
             .await
@@ -58,7 +56,7 @@ impl LitePublisher {
         if added == 0 {
             return Ok(());
         }
-        let mark = format!("sluice:subscribed:{topic}");
+        let mark = keys::subscribed(topic);
         let deadline = tokio::time::Instant::now() + FIRST_SUBSCRIBE_WAIT;
         while tokio::time::Instant::now() < deadline {
             let ready: bool = redis::cmd("EXISTS")
