@@ -39,19 +39,32 @@ pub fn lease(req_id: &str) -> String {
     format!("lease:{{{req_id}}}")
 }
 
+/// Bucket bookkeeping keys share the `{buckets}` hash tag: the consumer
+/// retires an idle bucket with one script over several of them, which must
+/// stay on one Redis Cluster slot. They are touched once per publish and per
+/// pop, small next to the per-request traffic.
+///
 /// The Redis set of known buckets (LiteTopic names): the endpoint adds, the
 /// consumers subscribe to what is in it.
-pub const BUCKETS: &str = "sluice:buckets";
+pub const BUCKETS: &str = "sluice:{buckets}";
 
-/// Set by a consumer once it is subscribed to `lite_topic`.
+/// Sorted set: bucket → time of its last publish (ms). Idle buckets are
+/// retired from it and from [`BUCKETS`].
+pub const ACTIVITY: &str = "sluice:{buckets}:activity";
+
+/// Sorted set: consumer instance id → its last heartbeat (ms).
+pub const CONSUMERS: &str = "sluice:{buckets}:consumers";
+
+/// Set by a consumer once it is subscribed to `lite_topic`; deleted when
+/// the bucket is retired.
 pub fn subscribed(lite_topic: &str) -> String {
-    format!("sluice:subscribed:{lite_topic}")
+    format!("sluice:{{buckets}}:subscribed:{lite_topic}")
 }
 
 /// Queued requests of a bucket: the endpoint counts up at publish, the
 /// consumer down at pop.
 pub fn backlog(lite_topic: &str) -> String {
-    format!("sluice:backlog:{lite_topic}")
+    format!("sluice:{{buckets}}:backlog:{lite_topic}")
 }
 
 /// Longest sanitized name component; longer names are shortened with a hash.

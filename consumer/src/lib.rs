@@ -20,6 +20,7 @@ pub mod idempotency;
 pub mod invoke;
 pub mod keys;
 pub mod limits;
+pub mod membership;
 pub mod metrics;
 pub mod pacing;
 pub mod runner;

@@ -12,7 +12,7 @@ use clap::Parser;
 use serde::Deserialize;
 use sluice_consumer::keys::Dimension;
 use sluice_consumer::pacing::{RateSetting, Scope};
-use sluice_consumer::runner::{Runner, RunnerOptions};
+use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
 use sluice_consumer::{
     connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer, PacingConfig,
     RedisOptions,
@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -59,9 +60,20 @@ struct Cli {
         default_value = "0.0.0.0:9092"
     )]
     admin_addr: SocketAddr,
-    /// Unique id of this instance (default: host pid).
+    /// Unique id of this instance in the group (default: host name + pid).
     #[arg(long, env = "SLUICE_CONSUMER_ID")]
     id: Option<String>,
+    /// An instance silent for this long is gone and its buckets move to the others.
+    #[arg(long, env = "SLUICE_MEMBERSHIP_TTL_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1_000..))]
+    membership_ttl_ms: u64,
+    /// Unsubscribe a bucket after this long without requests (and nothing queued).
+    #[arg(long, env = "SLUICE_IDLE_TTL_S", default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    idle_ttl_s: u64,
+    /// At SIGTERM, held messages go back to the queue at once; running calls get this long.
+    #[arg(long, env = "SLUICE_SHUTDOWN_GRACE_S", default_value_t = 30)]
+    shutdown_grace_s: u64,
 }
 
 #[derive(Default, Deserialize)]
@@ -105,10 +117,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(url) = &cli.backend_url {
         file.consumer.backend.default.base_url = url.clone();
     }
-    let id = cli
-        .id
-        .clone()
-        .unwrap_or_else(|| format!("consumer-{}", std::process::id()));
+    let id = cli.id.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "consumer".into());
+        format!("{host}-{}", std::process::id())
+    });
     let metrics = Arc::new(Metrics::new(10_000, 1_000));
     let redis = connect(&RedisOptions {
         url: cli.redis_url.clone(),
@@ -154,19 +168,26 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
     });
 
-    let runner = Arc::new(Runner {
-        lite,
-        producer,
-        consumer,
-        pacer,
-        limits,
-        redis,
-        metrics,
-        options: RunnerOptions {
+    let runner = Runner::new(
+        RunnerParts {
+            lite,
+            producer,
+            consumer,
+            pacer,
+            limits,
+            redis,
+            metrics,
+            id: id.clone(),
+        },
+        RunnerOptions {
             parent: cli.lite_parent.clone(),
+            membership_ttl: Duration::from_millis(cli.membership_ttl_ms),
+            idle_ttl: Duration::from_secs(cli.idle_ttl_s),
+            retire_interval: Duration::from_secs(cli.idle_ttl_s.clamp(1, 30)),
+            shutdown_grace: Duration::from_secs(cli.shutdown_grace_s),
             ..Default::default()
         },
-    });
+    );
     runner.run(shutdown_signal()).await;
     drop(client);
     Ok(())

@@ -101,6 +101,16 @@ pub struct Metrics {
     pub errors: Family<KindLabels, Counter>,
     /// Outcomes (see [`crate::Outcome::as_str`]).
     pub outcomes: Family<OutcomeLabels, Counter>,
+    /// Buckets this instance owns and is subscribed to.
+    pub buckets_owned: Gauge,
+    /// Live instances of the consumer group, as this instance last saw them.
+    pub group_members: Gauge,
+    /// Idle buckets this instance retired (unsubscribed, removed from the set).
+    pub buckets_retired: Counter,
+    /// Time a popped message waited in this consumer for its bucket's slot.
+    pub hold_seconds: Histogram,
+    /// Held messages handed back to their LiteTopic at shutdown.
+    pub handed_back: Counter,
 }
 
 impl Default for Metrics {
@@ -179,6 +189,36 @@ impl Metrics {
             "Outcomes of processed messages",
             outcomes.clone(),
         );
+        let buckets_owned = Gauge::default();
+        registry.register(
+            "buckets_owned",
+            "Buckets (LiteTopics) this instance owns and is subscribed to",
+            buckets_owned.clone(),
+        );
+        let group_members = Gauge::default();
+        registry.register(
+            "group_members",
+            "Live consumer instances in the group, as last seen",
+            group_members.clone(),
+        );
+        let buckets_retired = Counter::default();
+        registry.register(
+            "buckets_retired",
+            "Idle buckets retired (unsubscribed and removed from the bucket set)",
+            buckets_retired.clone(),
+        );
+        let hold_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 18));
+        registry.register(
+            "hold_seconds",
+            "Time a popped message waited in the consumer for its bucket's slot",
+            hold_seconds.clone(),
+        );
+        let handed_back = Counter::default();
+        registry.register(
+            "handed_back",
+            "Held messages published back to their LiteTopic at shutdown",
+            handed_back.clone(),
+        );
         Metrics {
             registry,
             buckets: LabelLimiter::new(max_buckets),
@@ -194,6 +234,11 @@ impl Metrics {
             cancels,
             errors,
             outcomes,
+            buckets_owned,
+            group_members,
+            buckets_retired,
+            hold_seconds,
+            handed_back,
         }
     }
 

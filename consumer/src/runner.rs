@@ -1,10 +1,16 @@
 //! The pop loop: LiteTopics in, paced model calls out.
 //!
-//! * **Discovery**: the deferral endpoint adds every LiteTopic it publishes to
-//!   the Redis set `sluice:buckets`; each consumer subscribes to the ones it
-//!   does not have yet and marks them `sluice:subscribed:<topic>` (the endpoint
-//!   waits for that mark before the first publish to a new bucket: a LiteTopic
-//!   subscription does not see messages sent before it).
+//! * **Discovery and assignment**: the deferral endpoint adds every LiteTopic
+//!   it publishes to the Redis set [`keys::BUCKETS`] and stamps its activity.
+//!   Each instance heartbeats into the group's member set and subscribes to
+//!   the buckets it owns by rendezvous hashing over the live members
+//!   ([`crate::membership`]); a departed member's buckets are picked up within
+//!   one membership TTL (at once when it left gracefully). A subscribed
+//!   bucket is marked [`keys::subscribed`]: the endpoint waits for that mark
+//!   before publishing to a bucket nobody subscribes yet.
+//! * **Idle buckets**: a bucket without publishes for `idle_ttl` and nothing
+//!   queued is retired by its owner (removed from the set, unsubscribed; the
+//!   broker never expires subscriptions by itself).
 //! * **Pacing**: for each popped message, [`admit`]; `Run` → a task calls the
 //!   model and the LiteTopic is released for its next message; `Suspend(d)` →
 //!   the broker stops delivering that LiteTopic for `d` while the message waits
@@ -13,16 +19,23 @@
 //! * **Retries**: this broker commits a LiteTopic position at pop time and
 //!   never redelivers, so "run again later" means re-publishing the work item
 //!   to its LiteTopic ourselves.
+//! * **Shutdown**: stop popping, leave the group, unsubscribe; messages held
+//!   for their slot are published back to their LiteTopic (another instance
+//!   takes them); running calls get `shutdown_grace` to finish. A call cut
+//!   off after that is answered `interrupted` through the endpoint's lease
+//!   watch by another instance — never by calling the model again.
 
 use crate::keys;
+use crate::membership::{self, Assignment, Membership};
 use crate::{
     admit, Admission, Consumer, Disposition, InFlightLimits, Metrics, Outcome, Pacer, WorkItem,
 };
 use redis::aio::ConnectionManager;
-use sluice_litetopic::{lite_topic_name, LiteConsumer, LiteMessage, LiteProducer};
+use sluice_litetopic::{lite_topic_name, LiteConsumer, LiteMessage, LiteProducer, MessageHandle};
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A lease outlives its last refresh by this much.
 const LEASE_TTL: Duration = Duration::from_secs(15);
@@ -40,6 +53,14 @@ pub struct RunnerOptions {
     pub suspend_floor: Duration,
     /// Give up re-publishing a request after this many attempts.
     pub max_attempts: u32,
+    /// A member whose heartbeat is older than this is gone; its buckets move.
+    pub membership_ttl: Duration,
+    /// A bucket without publishes for this long and nothing queued is retired.
+    pub idle_ttl: Duration,
+    /// How often the owner looks for idle buckets.
+    pub retire_interval: Duration,
+    /// At shutdown, how long running calls may take to finish.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for RunnerOptions {
@@ -54,11 +75,16 @@ impl Default for RunnerOptions {
             discovery_interval: Duration::from_millis(500),
             suspend_floor: Duration::from_millis(30),
             max_attempts: 5,
+            membership_ttl: Duration::from_secs(10),
+            idle_ttl: Duration::from_secs(600),
+            retire_interval: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 }
 
-pub struct Runner {
+/// What a [`Runner`] is made of.
+pub struct RunnerParts {
     pub lite: Arc<LiteConsumer>,
     pub producer: Arc<LiteProducer>,
     pub consumer: Arc<Consumer>,
@@ -66,14 +92,109 @@ pub struct Runner {
     pub limits: Arc<InFlightLimits>,
     pub redis: ConnectionManager,
     pub metrics: Arc<Metrics>,
-    pub options: RunnerOptions,
+    /// This instance's id in the group (unique per process).
+    pub id: String,
 }
 
+pub struct Runner {
+    lite: Arc<LiteConsumer>,
+    producer: Arc<LiteProducer>,
+    consumer: Arc<Consumer>,
+    pacer: Arc<Pacer>,
+    limits: Arc<InFlightLimits>,
+    redis: ConnectionManager,
+    metrics: Arc<Metrics>,
+    membership: Membership,
+    options: RunnerOptions,
+    /// Flips to true when the pop loop stops: held messages are handed back.
+    stopping: tokio::sync::watch::Sender<bool>,
+    /// Held messages and running calls.
+    active: AtomicUsize,
+    /// The buckets this instance is subscribed to.
+    owned: std::sync::Mutex<HashSet<String>>,
+}
+
+/// Counts a task in [`Runner::active`] while it lives.
+struct Active(Arc<Runner>);
+
+impl Active {
+    fn new(runner: &Arc<Runner>) -> Self {
+        runner.active.fetch_add(1, Ordering::SeqCst);
+        Active(runner.clone())
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What happened to a message held for its slot.
+enum Held {
+    Ran,
+    HandedBack,
+}
+
+/// Subscribe calls carry at most this many LiteTopics (a cold start may own
+/// thousands).
+const SUBSCRIBE_CHUNK: usize = 500;
+
 impl Runner {
-    /// Subscribe to buckets the endpoint announced that this consumer does not have yet.
-    async fn discover(&self, known: &mut HashSet<String>) {
+    pub fn new(parts: RunnerParts, options: RunnerOptions) -> Arc<Self> {
+        let membership = Membership::new(&parts.id, options.membership_ttl, parts.redis.clone());
+        Arc::new(Runner {
+            lite: parts.lite,
+            producer: parts.producer,
+            consumer: parts.consumer,
+            pacer: parts.pacer,
+            limits: parts.limits,
+            redis: parts.redis,
+            metrics: parts.metrics,
+            membership,
+            options,
+            stopping: tokio::sync::watch::channel(false).0,
+            active: AtomicUsize::new(0),
+            owned: std::sync::Mutex::new(HashSet::new()),
+        })
+    }
+
+    pub fn id(&self) -> &str {
+        self.membership.id()
+    }
+
+    /// The buckets this instance owns and is subscribed to (sorted).
+    pub fn owned(&self) -> Vec<String> {
+        let mut owned: Vec<String> = self.owned_set().iter().cloned().collect();
+        owned.sort();
+        owned
+    }
+
+    /// Held messages plus running calls.
+    pub fn active(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
+    }
+
+    fn owned_set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        // A panic elsewhere cannot leave the set half-updated: take it anyway.
+        self.owned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// One membership and discovery round: beat, read the live members and
+    /// the bucket set, subscribe to this instance's new share and drop what
+    /// moved to another member.
+    async fn discover(&self, assignment: &mut Assignment) {
+        let members = match self.membership.beat().await {
+            Ok(members) => members,
+            Err(error) => {
+                tracing::warn!(%error, "membership heartbeat failed; keeping the current buckets");
+                return;
+            }
+        };
         let mut redis = self.redis.clone();
-        let members: Vec<String> = match redis::cmd("SMEMBERS")
+        let topics: Vec<String> = match redis::cmd("SMEMBERS")
             .arg(keys::BUCKETS)
             .query_async(&mut redis)
             .await
@@ -84,62 +205,185 @@ impl Runner {
                 return;
             }
         };
-        let new: Vec<&str> = members
-            .iter()
-            .map(String::as_str)
-            .filter(|t| !known.contains(*t))
-            .collect();
-        if new.is_empty() {
-            return;
-        }
-        if let Err(error) = self.lite.subscribe(&new).await {
-            tracing::warn!(%error, "bucket discovery: subscribe failed; retrying next round");
-            return;
-        }
-        for topic in &new {
-            let _: Result<(), _> = redis::cmd("SET")
-                .arg(keys::subscribed(topic))
-                .arg(1)
-                .arg("EX")
-                .arg(3600)
-                .query_async(&mut redis)
-                .await;
-            known.insert((*topic).to_string());
-        }
-        tracing::info!(
-            count = new.len(),
-            total = known.len(),
-            "subscribed to new buckets"
-        );
-    }
-
-    /// Runs until `shutdown` resolves; in-flight calls are left to finish in
-    /// their tasks (their claims stay valid while they run).
-    pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
-        tokio::pin!(shutdown);
-        let mut known = HashSet::new();
-        let mut discovery = tokio::time::interval(self.options.discovery_interval);
-        discovery.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = &mut shutdown => break,
-                _ = discovery.tick() => self.discover(&mut known).await,
-                popped = self.lite.pop(self.options.pop_batch, self.options.invisible, self.options.poll), if !known.is_empty() => {
-                    match popped {
-                        Ok(messages) => {
-                            for message in messages {
-                                self.clone().dispatch(message).await;
-                            }
-                        }
-                        Err(error) => {
-                            tracing::warn!(%error, "pop failed; backing off");
-                            tokio::time::sleep(Duration::from_millis(200)).await;
-                        }
+        let mine = assignment.share(self.id(), &members, &topics);
+        self.metrics
+            .group_members
+            .set(assignment.members().len() as i64);
+        let (new, gone): (Vec<String>, Vec<String>) = {
+            let owned = self.owned_set();
+            (
+                mine.difference(&owned).cloned().collect(),
+                owned.difference(&mine).cloned().collect(),
+            )
+        };
+        if !gone.is_empty() {
+            let refs: Vec<&str> = gone.iter().map(String::as_str).collect();
+            match self.lite.unsubscribe(&refs).await {
+                Ok(()) => {
+                    let mut owned = self.owned_set();
+                    for topic in &gone {
+                        owned.remove(topic);
                     }
+                    tracing::info!(
+                        count = gone.len(),
+                        "handed buckets to other members or dropped retired ones"
+                    );
                 }
+                Err(error) => tracing::warn!(%error, "unsubscribe failed; retrying next round"),
             }
         }
-        tracing::info!("pop loop stopped");
+        for chunk in new.chunks(SUBSCRIBE_CHUNK) {
+            let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            if let Err(error) = self.lite.subscribe(&refs).await {
+                tracing::warn!(%error, "bucket discovery: subscribe failed; retrying next round");
+                break;
+            }
+            let mut pipe = redis::pipe();
+            for topic in chunk {
+                pipe.cmd("SET").arg(keys::subscribed(topic)).arg(1).ignore();
+            }
+            if let Err(error) = pipe.query_async::<()>(&mut redis).await {
+                tracing::warn!(%error, "cannot mark buckets subscribed; the endpoint waits a little on them");
+            }
+            self.owned_set().extend(chunk.iter().cloned());
+            tracing::info!(count = chunk.len(), "subscribed to buckets");
+        }
+        self.metrics
+            .buckets_owned
+            .set(self.owned_set().len() as i64);
+    }
+
+    /// Retire this instance's buckets that saw no publish for `idle_ttl` and
+    /// have nothing queued.
+    async fn retire_idle(&self) {
+        let cutoff = crate::now_ms().saturating_sub(self.options.idle_ttl.as_millis() as u64);
+        let mut redis = self.redis.clone();
+        let candidates = match membership::idle_candidates(&mut redis, cutoff).await {
+            Ok(c) => c,
+            Err(error) => {
+                tracing::debug!(%error, "cannot list idle buckets");
+                return;
+            }
+        };
+        let mine: Vec<String> = {
+            let owned = self.owned_set();
+            candidates
+                .into_iter()
+                .filter(|t| owned.contains(t))
+                .collect()
+        };
+        for topic in mine {
+            match membership::retire_if_idle(&mut redis, &topic, cutoff).await {
+                Ok(true) => {
+                    if let Err(error) = self.lite.unsubscribe(&[topic.as_str()]).await {
+                        tracing::warn!(%error, %topic, "retired bucket: unsubscribe failed");
+                    }
+                    self.owned_set().remove(&topic);
+                    self.metrics.buckets_retired.inc();
+                    tracing::info!(%topic, "idle bucket retired");
+                }
+                Ok(false) => {}
+                Err(error) => tracing::debug!(%error, %topic, "cannot retire bucket"),
+            }
+        }
+        self.metrics
+            .buckets_owned
+            .set(self.owned_set().len() as i64);
+    }
+
+    /// Pops until `shutdown` resolves, then shuts down gracefully (see the
+    /// module docs); returns once nothing is held or running, or after
+    /// `shutdown_grace`.
+    pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let (halt, halted) = tokio::sync::watch::channel(false);
+        let housekeeping = tokio::spawn(self.clone().housekeeping(halted));
+        loop {
+            if self.owned_set().is_empty() {
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
+                }
+            }
+            // `POP_NEVER_CANCELLED`: the broker commits a LiteTopic position when
+            // it answers a pop, so a pop future dropped after its request went
+            // out loses the messages of its answer. A pop in flight is always
+            // awaited to the end, even when shutdown comes first.
+            let pop = self.lite.pop(
+                self.options.pop_batch,
+                self.options.invisible,
+                self.options.poll,
+            );
+            tokio::pin!(pop);
+            let (popped, stop) = tokio::select! {
+                popped = &mut pop => (popped, false),
+                _ = &mut shutdown => (pop.await, true),
+            };
+            match popped {
+                Ok(messages) => {
+                    for message in messages {
+                        self.clone().dispatch(message).await;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "pop failed; backing off");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+            if stop {
+                break;
+            }
+        }
+        let _ = halt.send(true);
+        let _ = housekeeping.await;
+        self.shut_down().await;
+    }
+
+    /// Membership, discovery and idle retirement, beside the
+    /// pop loop (never interrupting a pop).
+    async fn housekeeping(self: Arc<Self>, mut halted: tokio::sync::watch::Receiver<bool>) {
+        let mut assignment = Assignment::default();
+        let mut discovery = tokio::time::interval(self.options.discovery_interval);
+        discovery.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut retire = tokio::time::interval(self.options.retire_interval);
+        retire.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        retire.tick().await;
+        loop {
+            tokio::select! {
+                // Also ends when `run` is dropped (its sender goes away).
+                _ = halted.changed() => break,
+                _ = discovery.tick() => self.discover(&mut assignment).await,
+                _ = retire.tick() => self.retire_idle().await,
+            }
+        }
+    }
+
+    async fn shut_down(&self) {
+        tracing::info!(
+            active = self.active(),
+            "stopping: leaving the group, handing back held messages"
+        );
+        let _ = self.stopping.send(true);
+        if let Err(error) = self.membership.leave().await {
+            tracing::warn!(%error, "cannot leave the member set; the others take over after its TTL");
+        }
+        let owned: Vec<String> = self.owned_set().drain().collect();
+        let refs: Vec<&str> = owned.iter().map(String::as_str).collect();
+        if let Err(error) = self.lite.unsubscribe(&refs).await {
+            tracing::warn!(%error, "unsubscribe at shutdown failed");
+        }
+        self.metrics.buckets_owned.set(0);
+        let deadline = Instant::now() + self.options.shutdown_grace;
+        while self.active() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        match self.active() {
+            0 => tracing::info!("pop loop stopped; nothing left running"),
+            n => tracing::warn!(
+                running = n,
+                "shutdown grace over with calls still running; their clients get `interrupted` via another instance"
+            ),
+        }
     }
 
     async fn dispatch(self: Arc<Self>, message: LiteMessage) {
@@ -174,8 +418,10 @@ impl Runner {
         match admit(&self.limits, &self.pacer, &item, self.options.suspend_floor).await {
             Ok(Admission::Run(permit)) => {
                 let _ = self.lite.release(&message.handle).await;
+                let active = Active::new(&self);
                 tokio::spawn(async move {
                     self.clone().run_leased(item, permit).await;
+                    drop(active);
                 });
             }
             Ok(Admission::Suspend(wait)) => {
@@ -183,40 +429,137 @@ impl Runner {
                 if let Err(error) = self.lite.suspend(&message.handle, wait).await {
                     tracing::debug!(%error, "suspend refused; holding locally only");
                 }
-                tokio::spawn(self.hold(item, wait));
+                let active = Active::new(&self);
+                tokio::spawn(async move {
+                    self.hold(item, wait, None).await;
+                    drop(active);
+                });
             }
             Ok(Admission::WaitLocally(wait)) => {
+                let active = Active::new(&self);
                 tokio::spawn(async move {
-                    let handle = message.handle;
-                    self.clone().hold(item, wait).await;
-                    let _ = self.lite.release(&handle).await;
+                    self.hold(item, wait, Some(message.handle)).await;
+                    drop(active);
                 });
             }
             Err(error) => {
                 tracing::warn!(%error, req_id = %item.req_id, "pacing unavailable; holding the message");
                 let wait = Duration::from_millis(200);
                 let _ = self.lite.suspend(&message.handle, wait).await;
-                tokio::spawn(self.hold(item, wait));
+                let active = Active::new(&self);
+                tokio::spawn(async move {
+                    self.hold(item, wait, None).await;
+                    drop(active);
+                });
             }
         }
     }
 
-    /// Wait, then admit again until the message may run; then run it.
-    async fn hold(self: Arc<Self>, item: WorkItem, first_wait: Duration) {
+    /// Wait, then admit again until the message may run; then run it. A
+    /// `handle` still holding the LiteTopic (a short local wait) is released
+    /// once the message runs or is handed back.
+    async fn hold(
+        self: Arc<Self>,
+        item: WorkItem,
+        first_wait: Duration,
+        handle: Option<MessageHandle>,
+    ) {
+        let held = self
+            .clone()
+            .hold_until_admitted(item, first_wait, handle.as_ref())
+            .await;
+        if let Held::HandedBack = held {
+            self.metrics.handed_back.inc();
+            if let Some(handle) = handle {
+                let _ = self.lite.release(&handle).await;
+            }
+        }
+    }
+
+    async fn hold_until_admitted(
+        self: Arc<Self>,
+        item: WorkItem,
+        first_wait: Duration,
+        handle: Option<&MessageHandle>,
+    ) -> Held {
+        let started = Instant::now();
+        let mut stopping = self.stopping.subscribe();
         let mut wait = first_wait;
         loop {
             // Never sleep past a lease refresh.
-            tokio::time::sleep(wait.min(LEASE_REFRESH)).await;
+            let stop = tokio::select! {
+                _ = tokio::time::sleep(wait.min(LEASE_REFRESH)) => false,
+                // (the guard `wait_for` returns is not Send: keep only a bool)
+                changed = stopping.wait_for(|stop| *stop) => changed.is_ok(),
+            };
+            if stop {
+                self.hand_back(item).await;
+                return Held::HandedBack;
+            }
             self.refresh_lease(&item.req_id).await;
             match admit(&self.limits, &self.pacer, &item, Duration::ZERO).await {
                 Ok(Admission::Run(permit)) => {
+                    self.metrics
+                        .hold_seconds
+                        .observe(started.elapsed().as_secs_f64());
+                    if let Some(handle) = handle {
+                        // The bucket's next message may be popped while this one runs.
+                        let _ = self.lite.release(handle).await;
+                    }
                     self.run_leased(item, permit).await;
-                    return;
+                    return Held::Ran;
                 }
                 Ok(Admission::Suspend(next)) | Ok(Admission::WaitLocally(next)) => wait = next,
                 Err(_) => wait = Duration::from_millis(200),
             }
         }
+    }
+
+    /// Shutdown: a held message goes back to its LiteTopic (for the member
+    /// that takes the bucket over) and its lease is dropped. If the publish
+    /// fails, the lease lapses and the endpoint publishes it again.
+    async fn hand_back(&self, item: WorkItem) {
+        match self.publish_again(&item).await {
+            Ok(()) => {
+                let mut redis = self.redis.clone();
+                let _: Result<(), _> = redis::cmd("DEL")
+                    .arg(keys::lease(&item.req_id))
+                    .query_async(&mut redis)
+                    .await;
+                tracing::info!(req_id = %item.req_id, "held message handed back");
+            }
+            Err(error) => {
+                tracing::warn!(%error, req_id = %item.req_id, "cannot hand back; the endpoint re-publishes it when its lease lapses");
+            }
+        }
+    }
+
+    /// Publish `item` to its LiteTopic again, counting it in the bucket's
+    /// backlog and activity like the endpoint's publish does.
+    async fn publish_again(&self, item: &WorkItem) -> Result<(), String> {
+        let topic = lite_topic_name(&item.tenant, &item.model);
+        let body = serde_json::to_vec(item).map_err(|e| e.to_string())?;
+        self.producer
+            .send(
+                &self.options.parent,
+                &topic,
+                &body,
+                &[("reqId", item.req_id.as_str())],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut redis = self.redis.clone();
+        let _: Result<(), _> = redis::pipe()
+            .cmd("ZADD")
+            .arg(keys::ACTIVITY)
+            .arg(crate::now_ms())
+            .arg(&topic)
+            .ignore()
+            .incr(keys::backlog(&topic), 1)
+            .ignore()
+            .query_async(&mut redis)
+            .await;
+        Ok(())
     }
 
     async fn refresh_lease(&self, req_id: &str) {
@@ -281,21 +624,7 @@ impl Runner {
             return;
         }
         tokio::time::sleep(after.unwrap_or(Duration::from_secs(1))).await;
-        let topic = lite_topic_name(&item.tenant, &item.model);
-        let body = match serde_json::to_vec(&item) {
-            Ok(b) => b,
-            Err(_) => return,
-        };
-        if let Err(error) = self
-            .producer
-            .send(
-                &self.options.parent,
-                &topic,
-                &body,
-                &[("reqId", item.req_id.as_str())],
-            )
-            .await
-        {
+        if let Err(error) = self.publish_again(&item).await {
             tracing::error!(%error, req_id = %item.req_id, "cannot re-publish; the endpoint's timeout will answer the client");
         }
     }

@@ -308,6 +308,11 @@ impl LiteConsumer {
     ///
     /// An empty result is normal (nothing arrived, or a suspend ended: see
     /// `WAKE_ON_SUSPEND_EXPIRY`); call again.
+    ///
+    /// **Not cancel-safe** (`POP_NEVER_CANCELLED`): the broker commits the
+    /// positions of what it answers, so dropping this future after the
+    /// request went out (e.g. in a `select!` beside a timer) loses those
+    /// messages for good. Await every pop to its end.
     #[instrument(skip(self), level = "trace", fields(client_id = %self.client_id))]
     pub async fn pop(
         &self,

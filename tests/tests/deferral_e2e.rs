@@ -7,7 +7,7 @@
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use serde_json::Value;
-use sluice_consumer::runner::{Runner, RunnerOptions};
+use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
 use sluice_consumer::{
     connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig as InFlightConfig,
     Metrics as ConsumerMetrics, Pacer, PacingConfig, Rates, RedisOptions,
@@ -133,26 +133,29 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
     };
     let pacer = Arc::new(Pacer::new(conn.clone(), pacing, Some(metrics.clone())).unwrap());
     let lite_client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr())).unwrap();
-    let runner = Arc::new(Runner {
-        lite: Arc::new(
-            LiteConsumer::new(&lite_client, GROUP, PARENT)
-                .await
-                .unwrap(),
-        ),
-        producer: Arc::new(LiteProducer::new(&lite_client, "e2e-retry").await.unwrap()),
-        consumer,
-        pacer,
-        limits: Arc::new(InFlightLimits::new(
-            InFlightConfig::default(),
-            Some(metrics.clone()),
-        )),
-        redis: conn,
-        metrics,
-        options: RunnerOptions {
+    let runner = Runner::new(
+        RunnerParts {
+            lite: Arc::new(
+                LiteConsumer::new(&lite_client, GROUP, PARENT)
+                    .await
+                    .unwrap(),
+            ),
+            producer: Arc::new(LiteProducer::new(&lite_client, "e2e-retry").await.unwrap()),
+            consumer,
+            pacer,
+            limits: Arc::new(InFlightLimits::new(
+                InFlightConfig::default(),
+                Some(metrics.clone()),
+            )),
+            redis: conn,
+            metrics,
+            id: "e2e-consumer".into(),
+        },
+        RunnerOptions {
             parent: PARENT.into(),
             ..Default::default()
         },
-    });
+    );
     tokio::spawn(runner.run(std::future::pending::<()>()));
 
     // Envoy with the filter, its deferral route pointing at the endpoint.

@@ -113,7 +113,7 @@ async fn watch(consumer: &LiteConsumer, tenant: &str) {
 async fn mark_subscribed(redis: &mut redis::aio::MultiplexedConnection, tenant: &str) {
     let topic = lite_topic_name(tenant, "gpt-4o");
     let _: () = redis
-        .set(format!("sluice:subscribed:{topic}"), 1)
+        .set(sluice_consumer::keys::subscribed(&topic), 1)
         .await
         .unwrap();
 }
@@ -376,7 +376,7 @@ async fn low_priority_fails_fast_when_its_bucket_is_backed_up() {
         let (message, work) = pop_work(&s.consumer, "batch-1").await;
         s.consumer.release(&message.handle).await.unwrap();
         let _: i64 = redis::cmd("DECR")
-            .arg(format!("sluice:backlog:{}", message.lite_topic))
+            .arg(sluice_consumer::keys::backlog(&message.lite_topic))
             .query_async(&mut s.redis)
             .await
             .unwrap();

@@ -315,13 +315,6 @@ async fn accept(
         return response;
     }
     state.metrics.accepted.inc();
-    let _: Result<(), _> = redis::pipe()
-        .incr(keys::backlog(&topic), 1)
-        .ignore()
-        .expire(keys::backlog(&topic), 86_400)
-        .ignore()
-        .query_async(&mut redis)
-        .await;
     state.metrics.in_flight.inc();
     tracing::debug!(req_id = %req_id, tenant = %tenant, model = %model, stream, "deferred request queued");
     let waiter = Waiter {

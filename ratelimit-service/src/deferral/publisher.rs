@@ -43,22 +43,38 @@ impl LitePublisher {
 }
 
 impl LitePublisher {
-    /// Make the bucket known to the consumers; for a new one, give a consumer
-    /// the chance to subscribe before the first message goes out.
+    /// Make the bucket known to the consumers and record the publish; when
+    /// no consumer is subscribed yet (a new bucket, or one retired as idle),
+    /// give one the chance to subscribe before the message goes out.
+    ///
+    /// Order matters: the activity is recorded in the same round trip that
+    /// looks at the subscription mark, so a consumer retiring the bucket
+    /// concurrently either sees the fresh activity and keeps it, or has
+    /// already dropped the mark and this publish waits for a new one.
     async fn announce(&self, topic: &str) -> Result<(), String> {
         let mut redis = self.redis.clone();
-        let added: i64 = redis::cmd("SADD")
+        let mark = keys::subscribed(topic);
+        let (subscribed,): (bool,) = redis::pipe()
+            .cmd("ZADD")
+            .arg(keys::ACTIVITY)
+            .arg(sluice_consumer::now_ms())
+            .arg(topic)
+            .ignore()
+            .cmd("SADD")
             .arg(keys::BUCKETS)
             .arg(topic)
+            .ignore()
+            .cmd("EXISTS")
+            .arg(&mark)
             .query_async(&mut redis)
             .await
             .map_err(|e| format!("cannot register bucket {topic}: {e}"))?;
-        if added == 0 {
+        if subscribed {
             return Ok(());
         }
-        let mark = keys::subscribed(topic);
         let deadline = tokio::time::Instant::now() + FIRST_SUBSCRIBE_WAIT;
         while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
             let ready: bool = redis::cmd("EXISTS")
                 .arg(&mark)
                 .query_async(&mut redis)
@@ -67,9 +83,8 @@ impl LitePublisher {
             if ready {
                 return Ok(());
             }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
         }
-        tracing::warn!(%topic, "no consumer subscribed to a new bucket in time; publishing anyway");
+        tracing::warn!(%topic, "no consumer subscribed to the bucket in time; publishing anyway");
         Ok(())
     }
 }
@@ -88,8 +103,21 @@ impl Publisher for LitePublisher {
             self.producer
                 .send(&self.parent, &topic, &work, &[("reqId", req_id)])
                 .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            // One more queued in the bucket (the consumer counts down at pop);
+            // re-publishes count too, so the figure does not drift.
+            let mut redis = self.redis.clone();
+            let counted: Result<(), _> = redis::pipe()
+                .incr(keys::backlog(&topic), 1)
+                .ignore()
+                .expire(keys::backlog(&topic), 86_400)
+                .ignore()
+                .query_async(&mut redis)
+                .await;
+            if let Err(error) = counted {
+                tracing::warn!(%error, %topic, "published, but the backlog count was not updated");
+            }
+            Ok(())
         })
     }
 }

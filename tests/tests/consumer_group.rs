@@ -1,0 +1,465 @@
+//! The consumer group on real parts (Redis, the RocketMQ broker, the
+//! simulated backend, the endpoint's LitePublisher): buckets split among
+//! live instances, a departed instance's buckets taken over, held messages
+//! handed back at shutdown, 50 buckets with 5 throttled, idle buckets
+//! retired and revived.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
+
+use sluice_consumer::keys::{self, Dimension};
+use sluice_consumer::pacing::Scope;
+use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
+use sluice_consumer::{
+    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer, PacingConfig,
+    Rates, RedisOptions, WorkItem,
+};
+use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteProducer};
+use sluice_ratelimit::deferral::endpoint::Publisher;
+use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_testkit::{http_request, RedisServer, RocketMq};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PARENT: &str = "sluice-deferred";
+const GROUP: &str = "sluice-consumer";
+const MODEL: &str = "gpt-4o";
+
+struct Stack {
+    _redis: RedisServer,
+    broker: RocketMq,
+    backend: SocketAddr,
+    publisher: LitePublisher,
+    conn: redis::aio::ConnectionManager,
+}
+
+impl Stack {
+    async fn start() -> Stack {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .with_test_writer()
+            .try_init();
+        let redis = RedisServer::start().unwrap();
+        let broker = tokio::task::spawn_blocking(RocketMq::start)
+            .await
+            .unwrap()
+            .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let backend = listener.local_addr().unwrap();
+        let mut sim = sluice_llm_sim::SimConfig::fast();
+        sim.default_completion_tokens = 5;
+        tokio::spawn(sluice_llm_sim::run(
+            listener,
+            sim,
+            std::future::pending::<()>(),
+        ));
+        let conn = connect(&RedisOptions {
+            url: redis.url(),
+            ..Default::default()
+        })
+        .unwrap();
+        let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
+            .await
+            .unwrap();
+        Stack {
+            _redis: redis,
+            broker,
+            backend,
+            publisher,
+            conn,
+        }
+    }
+
+    /// A consumer instance on its own broker client (as a separate process
+    /// would have), unlimited pacing unless set otherwise.
+    async fn instance(&self, id: &str, options: RunnerOptions) -> Instance {
+        let metrics = Arc::new(Metrics::new(1000, 100));
+        let mut config = ConsumerConfig::default();
+        config.backend.default.base_url = format!("http://{}", self.backend);
+        let consumer =
+            Arc::new(Consumer::new(self.conn.clone(), id, config, metrics.clone()).unwrap());
+        let pacing = PacingConfig {
+            default_rates: Rates {
+                requests_per_second: None,
+                tokens_per_second: None,
+            },
+            ..Default::default()
+        };
+        let pacer = Arc::new(Pacer::new(self.conn.clone(), pacing, Some(metrics.clone())).unwrap());
+        let client = LiteClient::connect(LiteConfig::new(self.broker.namesrv_addr())).unwrap();
+        let runner = Runner::new(
+            RunnerParts {
+                lite: Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await.unwrap()),
+                producer: Arc::new(
+                    LiteProducer::new(&client, &format!("{id}-retry"))
+                        .await
+                        .unwrap(),
+                ),
+                consumer,
+                pacer: pacer.clone(),
+                limits: Arc::new(InFlightLimits::new(
+                    LimitsConfig::default(),
+                    Some(metrics.clone()),
+                )),
+                redis: self.conn.clone(),
+                metrics: metrics.clone(),
+                id: id.into(),
+            },
+            RunnerOptions {
+                parent: PARENT.into(),
+                discovery_interval: Duration::from_millis(200),
+                membership_ttl: Duration::from_secs(2),
+                ..options
+            },
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(runner.clone().run(async move {
+            let _ = stopped.await;
+        }));
+        Instance {
+            runner,
+            pacer,
+            metrics,
+            client,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    async fn publish(&self, tenant: &str, req_id: &str) {
+        let work = WorkItem {
+            req_id: req_id.into(),
+            tenant: tenant.into(),
+            model: MODEL.into(),
+            priority: Default::default(),
+            path: "/v1/chat/completions".into(),
+            body: serde_json::json!({
+                "model": MODEL,
+                "stream": true,
+                "messages": [{"role": "user", "content": "hi"}]
+            }),
+            enqueued_at_ms: sluice_consumer::now_ms(),
+            estimated_tokens: 10,
+            attempt: 0,
+        };
+        self.publisher
+            .publish(tenant, MODEL, req_id, work.to_json())
+            .await
+            .unwrap();
+    }
+
+    async fn is_done(&self, req_id: &str) -> bool {
+        let mut conn = self.conn.clone();
+        redis::cmd("EXISTS")
+            .arg(keys::done(req_id))
+            .query_async(&mut conn)
+            .await
+            .unwrap()
+    }
+
+    /// Waits until every id is answered; panics with the missing ones.
+    async fn wait_done(&self, ids: &[String], within: Duration) -> Duration {
+        let started = Instant::now();
+        loop {
+            let mut missing = Vec::new();
+            for id in ids {
+                if !self.is_done(id).await {
+                    missing.push(id.clone());
+                }
+            }
+            if missing.is_empty() {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < within,
+                "not answered within {within:?}: {missing:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// How many times the backend was called for `req_id`.
+    async fn calls(&self, req_id: &str) -> u64 {
+        let addr = self.backend;
+        let path = format!("/sim/calls?request_id={req_id}");
+        let response =
+            tokio::task::spawn_blocking(move || http_request(addr, "GET", &path, &[], b""))
+                .await
+                .unwrap()
+                .unwrap();
+        let json: serde_json::Value = serde_json::from_str(&response.body).unwrap();
+        json["calls"].as_u64().unwrap()
+    }
+
+    async fn members(&self) -> Vec<String> {
+        let mut conn = self.conn.clone();
+        redis::cmd("ZRANGE")
+            .arg(keys::CONSUMERS)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .unwrap()
+    }
+}
+
+struct Instance {
+    runner: Arc<Runner>,
+    pacer: Arc<Pacer>,
+    metrics: Arc<Metrics>,
+    client: LiteClient,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Instance {
+    /// SIGTERM: the graceful path. Returns how long the runner took to stop.
+    async fn stop(mut self) -> Duration {
+        let started = Instant::now();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.await.unwrap();
+        let took = started.elapsed();
+        drop(self.runner);
+        // The broker client's own shutdown waits for its idle connections to
+        // time out: not part of what is measured here.
+        tokio::spawn(self.client.shutdown());
+        took
+    }
+
+    /// kill -9 as far as the group can tell: the loop and its broker
+    /// connection vanish without leaving the member set.
+    async fn crash(self) {
+        self.task.abort();
+        let _ = self.task.await;
+        drop(self.runner);
+        tokio::spawn(self.client.shutdown());
+    }
+
+    fn counter(&self, name: &str) -> f64 {
+        let text = self.metrics.encode();
+        text.lines()
+            .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
+async fn wait_until(what: &str, within: Duration, mut check: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < within, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn ids(prefix: &str, tenants: &[String], per_tenant: usize) -> Vec<(String, String)> {
+    tenants
+        .iter()
+        .flat_map(|t| (0..per_tenant).map(move |i| (t.clone(), format!("{prefix}-{t}-{i}"))))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work() {
+    let stack = Stack::start().await;
+    let tenants: Vec<String> = (0..8).map(|i| format!("tenant-{i}")).collect();
+    let topics: HashSet<String> = tenants.iter().map(|t| lite_topic_name(t, MODEL)).collect();
+
+    let a = stack.instance("consumer-a", RunnerOptions::default()).await;
+    let b = stack.instance("consumer-b", RunnerOptions::default()).await;
+    wait_until("both members seen by both", Duration::from_secs(5), || {
+        a.metrics.group_members.get() == 2 && b.metrics.group_members.get() == 2
+    })
+    .await;
+
+    // Round 1: 8 buckets × 3 requests; the buckets are split, each answered once.
+    let round1 = ids("r1", &tenants, 3);
+    for (tenant, id) in &round1 {
+        stack.publish(tenant, id).await;
+    }
+    let ids1: Vec<String> = round1.iter().map(|(_, id)| id.clone()).collect();
+    let took = stack.wait_done(&ids1, Duration::from_secs(30)).await;
+    eprintln!("round 1: 24 requests over 2 instances in {took:?}");
+    let (owned_a, owned_b): (HashSet<String>, HashSet<String>) = (
+        a.runner.owned().into_iter().collect(),
+        b.runner.owned().into_iter().collect(),
+    );
+    assert!(owned_a.is_disjoint(&owned_b), "{owned_a:?} / {owned_b:?}");
+    assert_eq!(&owned_a | &owned_b, topics);
+    assert!(
+        !owned_a.is_empty() && !owned_b.is_empty(),
+        "{owned_a:?} / {owned_b:?}"
+    );
+    for id in &ids1 {
+        assert_eq!(stack.calls(id).await, 1, "{id}");
+    }
+
+    // A dies without a word: after the membership TTL B owns every bucket,
+    // and requests to A's former buckets are answered.
+    a.crash().await;
+    wait_until("B takes over A's buckets", Duration::from_secs(10), || {
+        b.runner.owned().len() == tenants.len()
+    })
+    .await;
+    assert_eq!(stack.members().await, vec!["consumer-b".to_string()]);
+    let round2 = ids("r2", &tenants, 2);
+    for (tenant, id) in &round2 {
+        stack.publish(tenant, id).await;
+    }
+    let ids2: Vec<String> = round2.iter().map(|(_, id)| id.clone()).collect();
+    stack.wait_done(&ids2, Duration::from_secs(30)).await;
+    for id in &ids2 {
+        assert_eq!(stack.calls(id).await, 1, "{id}");
+    }
+
+    // C joins and takes a share; then B is stopped gracefully while holding
+    // a message of a throttled bucket: it leaves the member set at once and
+    // hands the message back, and C answers it.
+    let c = stack.instance("consumer-c", RunnerOptions::default()).await;
+    wait_until("C takes a share", Duration::from_secs(10), || {
+        !c.runner.owned().is_empty()
+            && c.runner.owned().len() + b.runner.owned().len() == tenants.len()
+    })
+    .await;
+    let slow_tenant = tenants
+        .iter()
+        .find(|t| b.runner.owned().contains(&lite_topic_name(t, MODEL)))
+        .unwrap()
+        .clone();
+    // One every 3 s, with the slot just taken: the next message waits ~3 s.
+    b.pacer
+        .set_rate(
+            Scope::Bucket {
+                tenant: &slow_tenant,
+                model: MODEL,
+            },
+            Dimension::Requests,
+            Some(1.0 / 3.0),
+        )
+        .await
+        .unwrap();
+    stack.publish(&slow_tenant, "r3-first").await;
+    stack
+        .wait_done(&["r3-first".into()], Duration::from_secs(10))
+        .await;
+    stack.publish(&slow_tenant, "r3-held").await;
+    wait_until("B holds the paced message", Duration::from_secs(5), || {
+        b.runner.active() == 1
+    })
+    .await;
+    let b_metrics = b.metrics.clone();
+    let took = b.stop().await;
+    eprintln!("B stopped in {took:?}");
+    assert_eq!(b_metrics.handed_back.get(), 1);
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert_eq!(stack.members().await, vec!["consumer-c".to_string()]);
+    stack
+        .wait_done(&["r3-held".into()], Duration::from_secs(15))
+        .await;
+    assert_eq!(stack.calls("r3-held").await, 1);
+    assert!(c.counter("sluice_consumer_outcomes_total") >= 1.0);
+    c.stop().await;
+    drop(stack);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_throttled_buckets_do_not_hold_up_forty_five_others() {
+    let stack = Stack::start().await;
+    let one = stack
+        .instance("consumer-solo", RunnerOptions::default())
+        .await;
+    let tenants: Vec<String> = (0..50).map(|i| format!("iso-{i:02}")).collect();
+    let (throttled, healthy) = tenants.split_at(5);
+    for tenant in throttled {
+        one.pacer
+            .set_rate(
+                Scope::Bucket {
+                    tenant,
+                    model: MODEL,
+                },
+                Dimension::Requests,
+                Some(0.2),
+            )
+            .await
+            .unwrap();
+    }
+    let work = ids("iso", &tenants, 3);
+    let started = Instant::now();
+    for (tenant, id) in &work {
+        stack.publish(tenant, id).await;
+    }
+    let published = started.elapsed();
+    let healthy_ids: Vec<String> = work
+        .iter()
+        .filter(|(t, _)| healthy.contains(t))
+        .map(|(_, id)| id.clone())
+        .collect();
+    let took = stack.wait_done(&healthy_ids, Duration::from_secs(60)).await;
+    // At 0.2/s the throttled buckets had one slot each so far (the burst),
+    // a second at most if publishing took over 5 s.
+    let mut throttled_done = 0;
+    for (tenant, id) in &work {
+        if throttled.contains(tenant) && stack.is_done(id).await {
+            throttled_done += 1;
+        }
+    }
+    eprintln!(
+        "135 healthy requests answered {took:?} after publishing started (publishing took {published:?}); \
+         throttled answered so far: {throttled_done} of 15"
+    );
+    let allowed = 5 * (1 + (started.elapsed().as_secs_f64() * 0.2).floor() as usize);
+    assert!(
+        (5..=allowed).contains(&throttled_done),
+        "throttled buckets ran {throttled_done}, pace allows {allowed}"
+    );
+    one.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_buckets_are_retired_and_come_back_on_the_next_request() {
+    let stack = Stack::start().await;
+    let one = stack
+        .instance(
+            "consumer-idle",
+            RunnerOptions {
+                idle_ttl: Duration::from_secs(1),
+                retire_interval: Duration::from_millis(300),
+                ..Default::default()
+            },
+        )
+        .await;
+    let topic = lite_topic_name("sleepy", MODEL);
+    stack.publish("sleepy", "idle-1").await;
+    stack
+        .wait_done(&["idle-1".into()], Duration::from_secs(10))
+        .await;
+    assert_eq!(one.runner.owned(), vec![topic.clone()]);
+
+    wait_until("bucket retired", Duration::from_secs(10), || {
+        one.runner.owned().is_empty()
+    })
+    .await;
+    let mut conn = stack.conn.clone();
+    let (in_set, marked): (bool, bool) = redis::pipe()
+        .cmd("SISMEMBER")
+        .arg(keys::BUCKETS)
+        .arg(&topic)
+        .exists(keys::subscribed(&topic))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!in_set && !marked, "retired bucket still announced");
+    assert_eq!(one.metrics.buckets_retired.get(), 1);
+
+    // The next request brings it back: the publish waits for the fresh
+    // subscription and is answered.
+    stack.publish("sleepy", "idle-2").await;
+    stack
+        .wait_done(&["idle-2".into()], Duration::from_secs(10))
+        .await;
+    assert_eq!(one.runner.owned(), vec![topic]);
+    one.stop().await;
+}
