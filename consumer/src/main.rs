@@ -34,8 +34,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
     about = "Paced consumer of Sluice's deferred LLM requests"
 )]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// YAML file: backend, stream, idempotency, pacing, limits (see consumer/README.md).
-    #[arg(long, env = "SLUICE_CONSUMER_CONFIG")]
+    #[arg(long, env = "SLUICE_CONSUMER_CONFIG", global = true)]
     config: Option<PathBuf>,
     #[arg(long, env = "SLUICE_NAMESRV", default_value = "127.0.0.1:9876")]
     namesrv: String,
@@ -47,7 +49,8 @@ struct Cli {
         long,
         env = "SLUICE_REDIS_URL",
         default_value = "redis://127.0.0.1:6379",
-        hide_env_values = true
+        hide_env_values = true,
+        global = true
     )]
     redis_url: String,
     /// Backend base URL for models without their own entry in the config file.
@@ -74,6 +77,52 @@ struct Cli {
     /// At SIGTERM, held messages go back to the queue at once; running calls get this long.
     #[arg(long, env = "SLUICE_SHUTDOWN_GRACE_S", default_value_t = 30)]
     shutdown_grace_s: u64,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// Show or change pacing rates at run time (in Redis: every consumer
+    /// instance applies a change on its next admission, no restart).
+    #[command(subcommand)]
+    Rates(RatesCommand),
+}
+
+#[derive(clap::Subcommand)]
+enum RatesCommand {
+    /// Overrides of one model column, or of every column with overrides (JSON).
+    Show { model: Option<String> },
+    /// The rates one bucket runs at now (configured defaults, overrides, factor).
+    Effective { model: String, tenant: String },
+    /// Set the rates of a model column, or of one bucket with --tenant.
+    Set {
+        model: String,
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Requests per second, or `unlimited`.
+        #[arg(long)]
+        rps: Option<String>,
+        /// Tokens per second, or `unlimited`.
+        #[arg(long)]
+        tps: Option<String>,
+    },
+    /// Remove overrides (the scope inherits again); both dimensions unless one is named.
+    Clear {
+        model: String,
+        #[arg(long)]
+        tenant: Option<String>,
+        #[arg(long)]
+        rps: bool,
+        #[arg(long)]
+        tps: bool,
+    },
+    /// Scale every bucket of a model column (0 pauses it, 1 is neutral); `--clear` resets.
+    Factor {
+        model: String,
+        #[arg(required_unless_present = "clear")]
+        factor: Option<f64>,
+        #[arg(long)]
+        clear: bool,
+    },
 }
 
 #[derive(Default, Deserialize)]
@@ -105,15 +154,10 @@ async fn main() -> std::process::ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut file: FileConfig = match &cli.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            serde_yaml::from_str(&text)
-                .with_context(|| format!("{}: invalid consumer config", path.display()))?
-        }
-        None => FileConfig::default(),
-    };
+    if let Some(Command::Rates(command)) = &cli.command {
+        return rates(&cli, command).await;
+    }
+    let mut file = read_config(&cli)?;
     if let Some(url) = &cli.backend_url {
         file.consumer.backend.default.base_url = url.clone();
     }
@@ -193,6 +237,122 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn read_config(cli: &Cli) -> anyhow::Result<FileConfig> {
+    Ok(match &cli.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            serde_yaml::from_str(&text)
+                .with_context(|| format!("{}: invalid consumer config", path.display()))?
+        }
+        None => FileConfig::default(),
+    })
+}
+
+/// `sluice-consumer rates ...`: the admin API's rate changes, straight in Redis.
+async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
+    let file = read_config(cli)?;
+    let redis = connect(&RedisOptions {
+        url: cli.redis_url.clone(),
+        ..Default::default()
+    })
+    .context("invalid Redis URL")?;
+    let pacer = Pacer::new(redis, file.pacing, None)?;
+    let parse = |key: &str, value: &Option<String>| -> anyhow::Result<Option<Option<f64>>> {
+        let mut query = HashMap::new();
+        if let Some(v) = value {
+            query.insert(key.to_string(), v.clone());
+        }
+        Ok(setting(&query, key)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "--{}: {e}",
+                    if key.starts_with('r') { "rps" } else { "tps" }
+                )
+            })?
+            .map(|s| match s {
+                RateSetting::Unlimited => None,
+                RateSetting::PerSecond(r) => Some(r),
+            }))
+    };
+    match command {
+        RatesCommand::Show { model } => {
+            let models = match model {
+                Some(m) => vec![m.clone()],
+                None => pacer.models_with_overrides().await?,
+            };
+            let mut out = serde_json::Map::new();
+            for m in models {
+                let overrides = pacer.column_overrides(&m).await?;
+                out.insert(m, serde_json::to_value(overrides)?);
+            }
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+        RatesCommand::Effective { model, tenant } => {
+            let rates = pacer.effective_rates(tenant, model).await?;
+            println!("{}", serde_json::to_string_pretty(&rates)?);
+        }
+        RatesCommand::Set {
+            model,
+            tenant,
+            rps,
+            tps,
+        } => {
+            let (rps, tps) = (
+                parse("requests_per_second", rps)?,
+                parse("tokens_per_second", tps)?,
+            );
+            anyhow::ensure!(
+                rps.is_some() || tps.is_some(),
+                "give --rps and/or --tps (a number or `unlimited`)"
+            );
+            let scope = scope_of(model, tenant.as_deref());
+            for (dimension, rate) in [(Dimension::Requests, rps), (Dimension::Tokens, tps)] {
+                if let Some(rate) = rate {
+                    pacer.set_rate(scope, dimension, rate).await?;
+                }
+            }
+            println!("applied");
+        }
+        RatesCommand::Clear {
+            model,
+            tenant,
+            rps,
+            tps,
+        } => {
+            let scope = scope_of(model, tenant.as_deref());
+            let both = !rps && !tps;
+            if *rps || both {
+                pacer.clear_rate(scope, Dimension::Requests).await?;
+            }
+            if *tps || both {
+                pacer.clear_rate(scope, Dimension::Tokens).await?;
+            }
+            println!("cleared");
+        }
+        RatesCommand::Factor {
+            model,
+            factor,
+            clear,
+        } => {
+            match (clear, factor) {
+                (true, _) => pacer.clear_model_factor(model).await?,
+                (false, Some(f)) => pacer.set_model_factor(model, *f).await?,
+                (false, None) => anyhow::bail!("give a factor or --clear"),
+            }
+            println!("applied");
+        }
+    }
+    Ok(())
+}
+
+fn scope_of<'a>(model: &'a str, tenant: Option<&'a str>) -> Scope<'a> {
+    match tenant {
+        Some(tenant) => Scope::Bucket { tenant, model },
+        None => Scope::Column { model },
+    }
+}
+
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -221,6 +381,7 @@ fn admin_router(metrics: Arc<Metrics>, pacer: Arc<Pacer>) -> Router {
             get(|State(s): State<AdminState>| async move { s.metrics.encode() }),
         )
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/rates", get(list_rates))
         .route("/rates/{model}", put(set_column))
         .route("/rates/{model}/{tenant}", put(set_bucket))
         .route("/factor/{model}", put(set_factor))
@@ -269,6 +430,30 @@ async fn apply(
         }
     }
     (StatusCode::OK, "applied\n".into())
+}
+
+/// `GET /rates`: every model column's overrides, as JSON.
+async fn list_rates(State(s): State<AdminState>) -> impl IntoResponse {
+    let listing = async {
+        let mut out = serde_json::Map::new();
+        for model in s.pacer.models_with_overrides().await? {
+            let overrides = s.pacer.column_overrides(&model).await?;
+            out.insert(model, serde_json::to_value(overrides).unwrap_or_default());
+        }
+        Ok::<_, sluice_consumer::pacing::PacingError>(serde_json::Value::Object(out))
+    };
+    match listing.await {
+        Ok(json) => (
+            StatusCode::OK,
+            [("content-type", "application/json")],
+            format!("{json}\n"),
+        ),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [("content-type", "text/plain")],
+            format!("{e}\n"),
+        ),
+    }
 }
 
 /// `PUT /rates/<model>?requests_per_second=2&tokens_per_second=unlimited`

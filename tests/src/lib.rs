@@ -40,6 +40,25 @@ pub fn find_binary(env_var: &str, name: &str) -> Option<PathBuf> {
     })
 }
 
+/// A binary of this workspace, built next to the running test or example
+/// (`target/<profile>/<name>`; `cargo test --workspace` builds them all).
+pub fn workspace_binary(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    // target/<profile>/deps/<test> or target/<profile>/examples/<example>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| anyhow::anyhow!("unexpected test binary path {}", exe.display()))?;
+    let binary = profile_dir.join(name);
+    if !binary.is_file() {
+        bail!(
+            "{} not built; run `cargo build --workspace --bins` (or `cargo test --workspace`)",
+            binary.display()
+        );
+    }
+    Ok(binary)
+}
+
 /// A `redis-server` of its own, on a free port, without persistence.
 pub struct RedisServer {
     child: Option<Child>,

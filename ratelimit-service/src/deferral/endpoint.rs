@@ -412,11 +412,10 @@ impl Waiter {
             };
             match step {
                 Next::CheckLease => self.check_lease().await,
-                Next::Entry(entry) => {
-                    // The answer is coming: no more lease watching.
-                    self.republish = None;
-                    return Next::Entry(entry);
-                }
+                // The lease stays watched while chunks arrive: a consumer that
+                // dies mid-stream stops refreshing it. The check only runs after
+                // `lease_check` of silence, so a flowing stream costs nothing.
+                Next::Entry(entry) => return Next::Entry(entry),
                 other => return other,
             }
         }
@@ -451,7 +450,7 @@ impl Waiter {
                 if finished {
                     return;
                 }
-                if let Some(claim) = claim {
+                if let Some(claim) = &claim {
                     // A claim whose owner stopped its heartbeat died mid-call. Publish
                     // again so a live consumer answers `interrupted` (it never calls
                     // the model a second time); a live claim is left alone.
@@ -467,7 +466,11 @@ impl Waiter {
                 }
                 republish.done = true;
                 self.state.metrics.republished.inc();
-                tracing::warn!(req_id = %self.req_id, "consumer lease lapsed before the call started; publishing again");
+                tracing::warn!(
+                    req_id = %self.req_id,
+                    call_started = claim.is_some(),
+                    "consumer lease lapsed (its consumer died); publishing again"
+                );
                 let result = self
                     .state
                     .publisher

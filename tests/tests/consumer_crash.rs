@@ -1,0 +1,262 @@
+//! Crash safety with real processes: the `sluice-consumer` binary is killed
+//! with SIGKILL while it holds one request for its bucket's slot (popped,
+//! not started) and streams another. Real Redis, the real broker, the
+//! deferral endpoint (as in `sluice-rls`) and the simulated backend.
+//!
+//! * popped but not started → the endpoint sees the lease lapse, publishes
+//!   the request again, a second consumer answers it completely, and the
+//!   model is called once;
+//! * killed mid-stream → the client gets the chunks so far and then an
+//!   `interrupted` error event; the model is not called again.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
+
+use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions};
+use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
+use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_testkit::{
+    free_port, http_request, workspace_binary, HttpResponse, RedisServer, RocketMq,
+};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PARENT: &str = "sluice-deferred";
+const GROUP: &str = "sluice-consumer";
+
+struct Consumer(Child);
+
+impl Consumer {
+    fn start(
+        id: &str,
+        redis: &str,
+        namesrv: &str,
+        backend: &str,
+        config: &std::path::Path,
+    ) -> Self {
+        let child = Command::new(workspace_binary("sluice-consumer").unwrap())
+            .args([
+                "--id",
+                id,
+                "--redis-url",
+                redis,
+                "--namesrv",
+                namesrv,
+                "--backend-url",
+                backend,
+                "--config",
+                config.to_str().unwrap(),
+                "--admin-addr",
+                &format!("127.0.0.1:{}", free_port()),
+                "--membership-ttl-ms",
+                "2000",
+            ])
+            .env(
+                "RUST_LOG",
+                std::env::var("CONSUMER_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        Consumer(child)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.0.kill(); // SIGKILL: no shutdown path runs
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn post(
+    addr: SocketAddr,
+    req_id: &str,
+    tenant: &str,
+    stream: bool,
+) -> tokio::task::JoinHandle<HttpResponse> {
+    let headers = [
+        ("x-sluice-deferred", "1".to_string()),
+        ("x-sluice-request-id", req_id.to_string()),
+        ("x-sluice-tenant", tenant.to_string()),
+        ("x-sluice-model", "gpt-4o".to_string()),
+        ("x-sluice-priority", "normal".to_string()),
+        ("x-sluice-estimated-tokens", "50".to_string()),
+    ];
+    let body = serde_json::json!({
+        "model": "gpt-4o",
+        "stream": stream,
+        "messages": [{"role": "user", "content": "hello"}]
+    })
+    .to_string();
+    tokio::task::spawn_blocking(move || {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        http_request(
+            addr,
+            "POST",
+            "/v1/chat/completions",
+            &headers,
+            body.as_bytes(),
+        )
+        .unwrap()
+    })
+}
+
+async fn exists(redis: &mut redis::aio::MultiplexedConnection, key: &str) -> bool {
+    redis::cmd("EXISTS")
+        .arg(key)
+        .query_async(redis)
+        .await
+        .unwrap()
+}
+
+async fn stream_len(redis: &mut redis::aio::MultiplexedConnection, key: &str) -> u64 {
+    redis::cmd("XLEN")
+        .arg(key)
+        .query_async(redis)
+        .await
+        .unwrap()
+}
+
+async fn calls(backend: SocketAddr, req_id: &str) -> u64 {
+    let path = format!("/sim/calls?request_id={req_id}");
+    let response =
+        tokio::task::spawn_blocking(move || http_request(backend, "GET", &path, &[], b""))
+            .await
+            .unwrap()
+            .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&response.body).unwrap();
+    json["calls"].as_u64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_consumer_loses_no_request_and_never_calls_the_model_twice() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_test_writer()
+        .try_init();
+    let redis_server = RedisServer::start().unwrap();
+    let broker = tokio::task::spawn_blocking(RocketMq::start)
+        .await
+        .unwrap()
+        .unwrap();
+
+    // The endpoint, checking leases often.
+    let client = redis::Client::open(redis_server.url()).unwrap();
+    let hub = StreamHub::start(client.clone(), HubOptions::default()).unwrap();
+    let control = redis::aio::ConnectionManager::new(client.clone())
+        .await
+        .unwrap();
+    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, control.clone())
+        .await
+        .unwrap();
+    let app = router(
+        hub,
+        Arc::new(publisher),
+        control,
+        EndpointOptions {
+            lease_check: Duration::from_millis(250),
+            ..Default::default()
+        },
+        Arc::new(EndpointMetrics::default()),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    // A backend slow enough to be killed mid-stream: 40 tokens at 10/s.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let backend = listener.local_addr().unwrap();
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.tokens_per_second = 10.0;
+    sim.default_completion_tokens = 40;
+    tokio::spawn(sluice_llm_sim::run(
+        listener,
+        sim,
+        std::future::pending::<()>(),
+    ));
+
+    // One request per 12 s per bucket: a bucket's second request is held.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("consumer.yaml");
+    std::fs::write(
+        &config,
+        "pacing:\n  default_rates: { requests_per_second: 0.083 }\n",
+    )
+    .unwrap();
+    let backend_url = format!("http://{backend}");
+    let mut first = Consumer::start(
+        "doomed",
+        &redis_server.url(),
+        &broker.namesrv_addr(),
+        &backend_url,
+        &config,
+    );
+    let mut redis = client.get_multiplexed_async_connection().await.unwrap();
+
+    // Bucket "held": one answered, the next popped and held for its slot.
+    let warmup = post(endpoint, "held-1", "held", false);
+    let response = warmup.await.unwrap();
+    assert_eq!(response.status, 200, "{response:?}");
+    let held = post(endpoint, "held-2", "held", false);
+    // Bucket "streaming": its first request streams slowly.
+    let streaming = post(endpoint, "stream-1", "streaming", true);
+    let started = Instant::now();
+    loop {
+        let leased = exists(&mut redis, "lease:{held-2}").await;
+        let chunks = stream_len(&mut redis, "response:{stream-1}").await;
+        if leased && chunks >= 3 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never reached the state to kill in (leased {leased}, chunks {chunks})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !exists(&mut redis, "processing:{held-2}").await,
+        "held-2 already started"
+    );
+    first.kill();
+    let killed_at = Instant::now();
+
+    let _second = Consumer::start(
+        "survivor",
+        &redis_server.url(),
+        &broker.namesrv_addr(),
+        &backend_url,
+        &config,
+    );
+
+    // Held, never started: answered completely by the survivor.
+    let response = held.await.unwrap();
+    eprintln!(
+        "held request answered {:?} after the kill",
+        killed_at.elapsed()
+    );
+    assert_eq!(response.status, 200, "{response:?}");
+    let json: serde_json::Value = serde_json::from_str(&response.body).unwrap();
+    assert_eq!(json["usage"]["completion_tokens"], 40, "{json}");
+    assert_eq!(calls(backend, "held-2").await, 1);
+
+    // Killed mid-stream: the chunks so far, then an `interrupted` error event.
+    let response = streaming.await.unwrap();
+    eprintln!("stream ended {:?} after the kill", killed_at.elapsed());
+    assert_eq!(response.status, 200, "{response:?}");
+    assert!(response.body.contains("\"content\""), "{}", response.body);
+    assert!(response.body.contains("event: error"), "{}", response.body);
+    assert!(response.body.contains("interrupted"), "{}", response.body);
+    assert!(!response.body.contains("data: [DONE]"), "{}", response.body);
+    assert_eq!(
+        calls(backend, "stream-1").await,
+        1,
+        "the model was called again"
+    );
+}
