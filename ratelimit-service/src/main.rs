@@ -4,6 +4,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::deferral::endpoint::EndpointMetrics;
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{self, Deps};
@@ -251,12 +252,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config = %config_path.display(),
         "sluice-rls listening"
     );
+    let mut metrics = Metrics::new();
+    let endpoint_metrics = Arc::new(EndpointMetrics::default());
+    if args.deferral_addr.is_some() {
+        endpoint_metrics.register(&mut metrics.registry);
+    }
     let limiter = Arc::new(Limiter::new(
         config,
         store,
         args.counting,
         Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
+        Arc::new(metrics),
     ));
     let ext_authz = match &args.ext_authz_config {
         Some(path) => {
@@ -273,7 +279,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let deferral = match args.deferral_addr {
-        Some(addr) => Some(deferral_endpoint(&args, addr).await?),
+        Some(addr) => Some(deferral_endpoint(&args, addr, endpoint_metrics).await?),
         None => None,
     };
     let deps = Deps {
@@ -291,6 +297,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 async fn deferral_endpoint(
     args: &ServeArgs,
     addr: SocketAddr,
+    metrics: Arc<EndpointMetrics>,
 ) -> anyhow::Result<(tokio::net::TcpListener, axum::Router)> {
     use sluice_ratelimit::deferral::{endpoint, hub, publisher::LitePublisher};
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -327,7 +334,7 @@ async fn deferral_endpoint(
         std::sync::Arc::new(publisher),
         control,
         options,
-        std::sync::Arc::new(endpoint::EndpointMetrics::default()),
+        metrics,
     );
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -55,6 +55,26 @@ fn deferral_route_matches_the_marker_the_filter_sets() {
         docs[1]["spec"]["ports"][0]["appProtocol"].as_str(),
         Some("grpc")
     );
+    // The deferred route's destination is a Service of this file, on the
+    // sluice-rls pods.
+    let destination = &first_route["route"][0]["destination"];
+    let host = destination["host"].as_str().unwrap();
+    let deferral = docs
+        .iter()
+        .find(|d| {
+            d["kind"].as_str() == Some("Service")
+                && host.starts_with(&format!(
+                    "{}.{}.",
+                    d["metadata"]["name"].as_str().unwrap(),
+                    d["metadata"]["namespace"].as_str().unwrap()
+                ))
+        })
+        .unwrap_or_else(|| panic!("no Service for {host}"));
+    assert_eq!(deferral["spec"]["selector"], docs[1]["spec"]["selector"]);
+    assert_eq!(
+        deferral["spec"]["ports"][0]["port"],
+        destination["port"]["number"]
+    );
 }
 
 #[test]

@@ -77,6 +77,8 @@ impl Default for EndpointOptions {
     }
 }
 
+/// Metrics of the deferral endpoint; [`EndpointMetrics::register`] adds them
+/// to the service's registry (`sluice_rls_deferral_*` on the admin port).
 #[derive(Default)]
 pub struct EndpointMetrics {
     pub accepted: Counter,
@@ -86,6 +88,44 @@ pub struct EndpointMetrics {
     pub timed_out: Counter,
     /// Requests published again after their consumer lease lapsed.
     pub republished: Counter,
+}
+
+impl EndpointMetrics {
+    /// Registers every metric under `deferral_` in `registry` (the service's
+    /// registry has the `sluice_rls` prefix).
+    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        let registry = registry.sub_registry_with_prefix("deferral");
+        registry.register(
+            "accepted",
+            "Deferred requests queued for their tenant × model bucket",
+            self.accepted.clone(),
+        );
+        registry.register(
+            "rejected",
+            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, too_large, invalid_json, low_priority_backlog, busy, publish_failed)",
+            self.rejected.clone(),
+        );
+        registry.register(
+            "in_flight",
+            "Deferred requests whose client is waiting for the answer now",
+            self.in_flight.clone(),
+        );
+        registry.register(
+            "cancelled",
+            "Deferred requests whose client went away before the answer ended",
+            self.cancelled.clone(),
+        );
+        registry.register(
+            "timed_out",
+            "Deferred requests answered with a timeout error",
+            self.timed_out.clone(),
+        );
+        registry.register(
+            "republished",
+            "Requests published again after their consumer lease lapsed",
+            self.republished.clone(),
+        );
+    }
 }
 
 struct EndpointState {

@@ -1,0 +1,34 @@
+# RocketMQ name server + broker for Sluice's LiteTopics: rocketmq-rust 1.0.0
+# (the version scripts/install-broker pins), with this repository's broker
+# config templates (lite-topic/broker/*.toml.in: LMQ and multi-dispatch on,
+# which LiteTopics need).
+#
+#   docker build -f deploy/docker/rocketmq.Dockerfile -t sluice-rocketmq .
+#   docker run sluice-rocketmq namesrv
+#   docker run -e BROKER_IP=... -e NAMESRV_ADDR=...:9876 sluice-rocketmq broker
+#
+# The compile takes about 11 minutes on 2 cores.
+
+FROM debian:bookworm AS build
+ARG ROCKETMQ_VERSION=1.0.0
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      rustc-web cargo-web build-essential cmake pkg-config zlib1g-dev ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+RUN cargo install --locked --root /opt/rocketmq \
+      "rocketmq-namesrv@${ROCKETMQ_VERSION}" "rocketmq-broker@${ROCKETMQ_VERSION}"
+
+FROM debian:bookworm-slim
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zlib1g \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --home-dir /var/lib/rocketmq --create-home rocketmq
+COPY --from=build /opt/rocketmq/bin/rocketmq-namesrv-rust /opt/rocketmq/bin/rocketmq-broker-rust /usr/local/bin/
+COPY lite-topic/broker/namesrv.toml.in lite-topic/broker/broker.toml.in /opt/sluice/broker/
+COPY deploy/docker/rocketmq-entrypoint.sh /usr/local/bin/rocketmq-entrypoint.sh
+USER rocketmq
+VOLUME /var/lib/rocketmq
+# Name server 9876; broker remoting 10911 (and its fast port 10909), HA 10912.
+EXPOSE 9876 10909 10911 10912
+ENTRYPOINT ["/usr/local/bin/rocketmq-entrypoint.sh"]
+CMD ["namesrv"]

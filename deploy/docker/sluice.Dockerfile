@@ -1,0 +1,60 @@
+# Sluice's own binaries and the Wasm filter, built from this repository.
+#
+#   docker build -f deploy/docker/sluice.Dockerfile --target rls      .   # sluice-rls
+#   docker build -f deploy/docker/sluice.Dockerfile --target consumer .   # sluice-consumer
+#   docker build -f deploy/docker/sluice.Dockerfile --target llm-sim  .   # sluice-llm-sim
+#   docker build -f deploy/docker/sluice.Dockerfile --target filter   .   # sluice_filter.wasm
+#
+# One toolchain for everything: Debian bookworm's Rust 1.96 (rustc-web), the
+# same one ./scripts/setup installs for the Wasm build (its wasm32 std source
+# lets -Zbuild-std build the filter). docker-compose.yml uses these targets.
+
+FROM debian:bookworm AS toolchain
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      rustc-web cargo-web rust-web-src rust-web-llvm lld-22 \
+      build-essential pkg-config ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+
+# Native services: release build of the three binaries.
+FROM toolchain AS build
+COPY . .
+RUN cargo build --release --locked --bins \
+      -p sluice-ratelimit -p sluice-consumer -p sluice-llm-sim \
+ && mkdir -p /out \
+ && cp target/release/sluice-rls target/release/sluice-consumer target/release/sluice-llm-sim /out/
+
+# The Wasm filter, exactly as scripts/build-wasm builds it.
+FROM toolchain AS filter-build
+COPY . .
+RUN ./scripts/build-wasm
+
+# A one-shot image that copies the filter into a volume Envoy mounts.
+FROM debian:bookworm-slim AS filter
+COPY --from=filter-build /src/target/sluice_filter.wasm /sluice_filter.wasm
+CMD ["sh", "-c", "cp /sluice_filter.wasm /filter/sluice_filter.wasm && echo installed /filter/sluice_filter.wasm"]
+
+FROM debian:bookworm-slim AS runtime
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 sluice
+USER sluice
+
+FROM runtime AS rls
+COPY --from=build /out/sluice-rls /usr/local/bin/sluice-rls
+# gRPC (RLS v3, ext_authz), admin (/metrics /healthz /readyz), deferral endpoint.
+EXPOSE 8081 9091 8090
+ENTRYPOINT ["/usr/local/bin/sluice-rls"]
+
+FROM runtime AS consumer
+COPY --from=build /out/sluice-consumer /usr/local/bin/sluice-consumer
+# Admin: /metrics /healthz and the rates API.
+EXPOSE 9092
+ENTRYPOINT ["/usr/local/bin/sluice-consumer"]
+
+FROM runtime AS llm-sim
+COPY --from=build /out/sluice-llm-sim /usr/local/bin/sluice-llm-sim
+EXPOSE 8000
+ENTRYPOINT ["/usr/local/bin/sluice-llm-sim"]
