@@ -516,7 +516,11 @@ impl RocketMq {
                 .context("spawning rocketmq-broker-rust")?;
             mq.broker = Some(child);
             mq.broker_port = port;
+            // Both listeners must be up: the remoting port and its fast twin
+            // (port - 2), which clients use too; another process can take the
+            // latter between the check in `broker_ports` and the broker's bind.
             if wait_for_port(([127, 0, 0, 1], port).into(), Duration::from_secs(15)).is_ok()
+                && wait_for_port(([127, 0, 0, 1], port - 2).into(), Duration::from_secs(5)).is_ok()
                 && mq.wait_registered(Duration::from_secs(10))
             {
                 return Ok(mq);

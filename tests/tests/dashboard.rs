@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
-use sluice_consumer::runner::{Runner, RunnerOptions};
+use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
 use sluice_consumer::{
     connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig as InFlightConfig,
     Metrics as ConsumerMetrics, Pacer, PacingConfig, RedisOptions,
@@ -344,30 +344,33 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
         .unwrap(),
     );
     let lite_client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr())).unwrap();
-    let runner = Arc::new(Runner {
-        lite: Arc::new(
-            LiteConsumer::new(&lite_client, GROUP, PARENT)
-                .await
-                .unwrap(),
-        ),
-        producer: Arc::new(
-            LiteProducer::new(&lite_client, "dashboard-retry")
-                .await
-                .unwrap(),
-        ),
-        consumer,
-        pacer,
-        limits: Arc::new(InFlightLimits::new(
-            InFlightConfig::default(),
-            Some(consumer_metrics.clone()),
-        )),
-        redis: conn,
-        metrics: consumer_metrics.clone(),
-        options: RunnerOptions {
+    let runner = Runner::new(
+        RunnerParts {
+            lite: Arc::new(
+                LiteConsumer::new(&lite_client, GROUP, PARENT)
+                    .await
+                    .unwrap(),
+            ),
+            producer: Arc::new(
+                LiteProducer::new(&lite_client, "dashboard-retry")
+                    .await
+                    .unwrap(),
+            ),
+            consumer,
+            pacer,
+            limits: Arc::new(InFlightLimits::new(
+                InFlightConfig::default(),
+                Some(consumer_metrics.clone()),
+            )),
+            redis: conn,
+            metrics: consumer_metrics.clone(),
+            id: "dashboard-consumer".into(),
+        },
+        RunnerOptions {
             parent: PARENT.into(),
             ..Default::default()
         },
-    });
+    );
     tokio::spawn(runner.run(std::future::pending::<()>()));
 
     // Envoy with the filter (the repository's config, ports rewritten).
