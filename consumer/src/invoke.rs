@@ -278,6 +278,8 @@ pub(crate) struct Sink<'a> {
     pub cancel_key: String,
     pub stats: &'a CallStats,
     pub metrics: &'a Metrics,
+    /// In-process mode: the waiting client's channel (chunks skip Redis).
+    pub local: Option<tokio::sync::mpsc::Sender<String>>,
 }
 
 impl Sink<'_> {
@@ -287,14 +289,29 @@ impl Sink<'_> {
             return Ok(());
         }
         let started = Instant::now();
-        let result = stream::write_chunks(
-            &mut self.conn,
-            self.config,
-            &self.response_key,
-            &self.cancel_key,
-            chunks,
-        )
-        .await;
+        let result = match &self.local {
+            // A closed channel is a client that went away: cancelled.
+            Some(local) => {
+                let mut gone = false;
+                for chunk in chunks.iter() {
+                    if local.send(chunk.clone()).await.is_err() {
+                        gone = true;
+                        break;
+                    }
+                }
+                Ok(gone)
+            }
+            None => {
+                stream::write_chunks(
+                    &mut self.conn,
+                    self.config,
+                    &self.response_key,
+                    &self.cancel_key,
+                    chunks,
+                )
+                .await
+            }
+        };
         self.metrics
             .chunk_write_seconds
             .observe(started.elapsed().as_secs_f64());

@@ -16,10 +16,13 @@
 //!
 //! See README.md for the Redis contract with the HTTP side.
 
+pub mod admin;
+pub mod embedded;
 pub mod idempotency;
 pub mod invoke;
 pub mod keys;
 pub mod limits;
+pub mod local;
 pub mod membership;
 pub mod metrics;
 pub mod pacing;
@@ -209,6 +212,8 @@ pub struct Consumer {
     idempotency: Idempotency,
     stream: StreamConfig,
     metrics: Arc<Metrics>,
+    /// In-process mode: chunks for clients waiting in this process.
+    local: Option<Arc<local::LocalBus>>,
 }
 
 impl Consumer {
@@ -227,7 +232,15 @@ impl Consumer {
             idempotency,
             stream: config.stream,
             metrics,
+            local: None,
         })
+    }
+
+    /// In-process mode: chunks of requests whose client waits in this
+    /// process go through `bus` instead of the Redis Stream (see [`local`]).
+    pub fn with_local_bus(mut self, bus: Arc<local::LocalBus>) -> Self {
+        self.local = Some(bus);
+        self
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {
@@ -315,6 +328,7 @@ impl Consumer {
                 cancel_key: keys::cancel(&item.req_id),
                 stats: &stats,
                 metrics: &self.metrics,
+                local: self.local.as_ref().and_then(|bus| bus.sender(&item.req_id)),
             };
             // Whichever ends first wins; the other future is dropped, which
             // for the call closes the backend connection.

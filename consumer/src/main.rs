@@ -3,25 +3,15 @@
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use anyhow::Context;
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
-use axum::routing::{get, put};
-use axum::Router;
 use clap::Parser;
-use serde::Deserialize;
+use sluice_consumer::embedded::{self, default_id, FileConfig, StartOptions};
 use sluice_consumer::keys::Dimension;
 use sluice_consumer::pacing::{RateSetting, Scope};
-use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
-use sluice_consumer::{
-    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer, PacingConfig,
-    RedisOptions,
-};
-use sluice_litetopic::{LiteAdmin, LiteClient, LiteConfig, LiteConsumer, LiteProducer};
+use sluice_consumer::runner::RunnerOptions;
+use sluice_consumer::{connect, Pacer, RedisOptions};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[global_allocator]
@@ -125,15 +115,6 @@ enum RatesCommand {
     },
 }
 
-#[derive(Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct FileConfig {
-    #[serde(flatten)]
-    consumer: ConsumerConfig,
-    pacing: PacingConfig,
-    limits: LimitsConfig,
-}
-
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let _ = tracing_subscriber::fmt()
@@ -161,92 +142,42 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(url) = &cli.backend_url {
         file.consumer.backend.default.base_url = url.clone();
     }
-    let id = cli.id.clone().unwrap_or_else(|| {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "consumer".into());
-        format!("{host}-{}", std::process::id())
-    });
-    let metrics = Arc::new(Metrics::new(10_000, 1_000));
-    let redis = connect(&RedisOptions {
-        url: cli.redis_url.clone(),
-        ..Default::default()
-    })
-    .context("invalid Redis URL")?;
-    let consumer = Arc::new(Consumer::new(
-        redis.clone(),
-        &id,
-        file.consumer,
-        metrics.clone(),
-    )?);
-    let pacer = Arc::new(Pacer::new(
-        redis.clone(),
-        file.pacing,
-        Some(metrics.clone()),
-    )?);
-    let limits = Arc::new(InFlightLimits::new(file.limits, Some(metrics.clone())));
-    if let Err(error) = consumer.preload().await {
-        tracing::warn!(%error, "Redis not reachable yet");
-    }
-
-    let client = LiteClient::connect(LiteConfig::new(cli.namesrv.clone()))?;
-    let admin = LiteAdmin::new(&client)
-        .await
-        .context("cannot reach the RocketMQ name server")?;
-    admin.ensure_parent_topic(&cli.lite_parent).await?;
-    admin
-        .ensure_consumer_group(&cli.group, &cli.lite_parent)
-        .await?;
-    admin.shutdown().await;
-    let lite = Arc::new(LiteConsumer::new(&client, &cli.group, &cli.lite_parent).await?);
-    let producer = Arc::new(LiteProducer::new(&client, "sluice-consumer-retry").await?);
-
-    let admin_listener = tokio::net::TcpListener::bind(cli.admin_addr)
-        .await
-        .with_context(|| format!("cannot listen on {}", cli.admin_addr))?;
-    tracing::info!(id = %id, namesrv = %cli.namesrv, admin = %admin_listener.local_addr()?, "sluice-consumer started");
-    let router = admin_router(metrics.clone(), pacer.clone());
-    tokio::spawn(async move {
-        if let Err(error) = axum::serve(admin_listener, router).await {
-            tracing::error!(%error, "admin server stopped");
-        }
-    });
-
-    let runner = Runner::new(
-        RunnerParts {
-            lite,
-            producer,
-            consumer,
-            pacer,
-            limits,
-            redis,
-            metrics,
-            id: id.clone(),
-        },
-        RunnerOptions {
-            parent: cli.lite_parent.clone(),
+    let id = cli.id.clone().unwrap_or_else(default_id);
+    let started = embedded::start(StartOptions {
+        file,
+        namesrv: cli.namesrv.clone(),
+        parent: cli.lite_parent.clone(),
+        group: cli.group.clone(),
+        redis_url: cli.redis_url.clone(),
+        id: id.clone(),
+        runner: RunnerOptions {
             membership_ttl: Duration::from_millis(cli.membership_ttl_ms),
             idle_ttl: Duration::from_secs(cli.idle_ttl_s),
             retire_interval: Duration::from_secs(cli.idle_ttl_s.clamp(1, 30)),
             shutdown_grace: Duration::from_secs(cli.shutdown_grace_s),
             ..Default::default()
         },
-    );
-    runner.run(shutdown_signal()).await;
-    drop(client);
+        local: None,
+    })
+    .await?;
+
+    let admin_listener = tokio::net::TcpListener::bind(cli.admin_addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", cli.admin_addr))?;
+    tracing::info!(id = %id, namesrv = %cli.namesrv, admin = %admin_listener.local_addr()?, "sluice-consumer started");
+    let router = sluice_consumer::admin::router(started.metrics.clone(), started.pacer.clone());
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(admin_listener, router).await {
+            tracing::error!(%error, "admin server stopped");
+        }
+    });
+    started.runner.clone().run(shutdown_signal()).await;
+    drop(started);
     Ok(())
 }
 
 fn read_config(cli: &Cli) -> anyhow::Result<FileConfig> {
-    Ok(match &cli.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            serde_yaml::from_str(&text)
-                .with_context(|| format!("{}: invalid consumer config", path.display()))?
-        }
-        None => FileConfig::default(),
-    })
+    Ok(FileConfig::load(cli.config.as_deref())?)
 }
 
 /// `sluice-consumer rates ...`: the admin API's rate changes, straight in Redis.
@@ -263,7 +194,7 @@ async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
         if let Some(v) = value {
             query.insert(key.to_string(), v.clone());
         }
-        Ok(setting(&query, key)
+        Ok(sluice_consumer::admin::setting(&query, key)
             .map_err(|e| {
                 anyhow::anyhow!(
                     "--{}: {e}",
@@ -366,136 +297,4 @@ async fn shutdown_signal() {
         }
     };
     tokio::select! { _ = ctrl_c => {}, _ = terminate => {} }
-}
-
-#[derive(Clone)]
-struct AdminState {
-    metrics: Arc<Metrics>,
-    pacer: Arc<Pacer>,
-}
-
-fn admin_router(metrics: Arc<Metrics>, pacer: Arc<Pacer>) -> Router {
-    Router::new()
-        .route(
-            "/metrics",
-            get(|State(s): State<AdminState>| async move { s.metrics.encode() }),
-        )
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/rates", get(list_rates))
-        .route("/rates/{model}", put(set_column))
-        .route("/rates/{model}/{tenant}", put(set_bucket))
-        .route("/factor/{model}", put(set_factor))
-        .with_state(AdminState { metrics, pacer })
-}
-
-fn setting(query: &HashMap<String, String>, key: &str) -> Result<Option<RateSetting>, String> {
-    match query.get(key).map(String::as_str) {
-        None => Ok(None),
-        Some("unlimited") => Ok(Some(RateSetting::Unlimited)),
-        Some(v) => v
-            .parse::<f64>()
-            .ok()
-            .filter(|r| r.is_finite() && *r >= 0.0)
-            .map(|r| Some(RateSetting::PerSecond(r)))
-            .ok_or_else(|| format!("{key} must be a non-negative number or 'unlimited'")),
-    }
-}
-
-async fn apply(
-    pacer: &Pacer,
-    scope: Scope<'_>,
-    query: &HashMap<String, String>,
-) -> (StatusCode, String) {
-    let (rps, tps) = match (
-        setting(query, "requests_per_second"),
-        setting(query, "tokens_per_second"),
-    ) {
-        (Ok(r), Ok(t)) => (r, t),
-        (Err(e), _) | (_, Err(e)) => return (StatusCode::BAD_REQUEST, format!("{e}\n")),
-    };
-    if rps.is_none() && tps.is_none() {
-        return (
-            StatusCode::BAD_REQUEST,
-            "set requests_per_second and/or tokens_per_second\n".into(),
-        );
-    }
-    for (dimension, value) in [(Dimension::Requests, rps), (Dimension::Tokens, tps)] {
-        let Some(value) = value else { continue };
-        let rate = match value {
-            RateSetting::Unlimited => None,
-            RateSetting::PerSecond(r) => Some(r),
-        };
-        if let Err(e) = pacer.set_rate(scope, dimension, rate).await {
-            return (StatusCode::BAD_REQUEST, format!("{e}\n"));
-        }
-    }
-    (StatusCode::OK, "applied\n".into())
-}
-
-/// `GET /rates`: every model column's overrides, as JSON.
-async fn list_rates(State(s): State<AdminState>) -> impl IntoResponse {
-    let listing = async {
-        let mut out = serde_json::Map::new();
-        for model in s.pacer.models_with_overrides().await? {
-            let overrides = s.pacer.column_overrides(&model).await?;
-            out.insert(model, serde_json::to_value(overrides).unwrap_or_default());
-        }
-        Ok::<_, sluice_consumer::pacing::PacingError>(serde_json::Value::Object(out))
-    };
-    match listing.await {
-        Ok(json) => (
-            StatusCode::OK,
-            [("content-type", "application/json")],
-            format!("{json}\n"),
-        ),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [("content-type", "text/plain")],
-            format!("{e}\n"),
-        ),
-    }
-}
-
-/// `PUT /rates/<model>?requests_per_second=2&tokens_per_second=unlimited`
-async fn set_column(
-    State(s): State<AdminState>,
-    Path(model): Path<String>,
-    Query(q): Query<HashMap<String, String>>,
-) -> impl IntoResponse {
-    apply(&s.pacer, Scope::Column { model: &model }, &q).await
-}
-
-/// `PUT /rates/<model>/<tenant>?requests_per_second=0.5`
-async fn set_bucket(
-    State(s): State<AdminState>,
-    Path((model, tenant)): Path<(String, String)>,
-    Query(q): Query<HashMap<String, String>>,
-) -> impl IntoResponse {
-    apply(
-        &s.pacer,
-        Scope::Bucket {
-            tenant: &tenant,
-            model: &model,
-        },
-        &q,
-    )
-    .await
-}
-
-/// `PUT /factor/<model>?factor=0.5`: tightens (or loosens) every bucket of the model.
-async fn set_factor(
-    State(s): State<AdminState>,
-    Path(model): Path<String>,
-    Query(q): Query<HashMap<String, String>>,
-) -> impl IntoResponse {
-    let Some(factor) = q.get("factor").and_then(|f| f.parse::<f64>().ok()) else {
-        return (
-            StatusCode::BAD_REQUEST,
-            "factor=<number> required\n".to_string(),
-        );
-    };
-    match s.pacer.set_model_factor(&model, factor).await {
-        Ok(()) => (StatusCode::OK, "applied\n".into()),
-        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")),
-    }
 }

@@ -122,6 +122,30 @@ struct ServeArgs {
     #[arg(long, env = "SLUICE_STREAM_READERS", default_value_t = 4)]
     stream_readers: usize,
 
+    /// In-process mode, for small installs: run the consumer in this process
+    /// too; chunks of requests waiting here skip the Redis Stream. In-flight
+    /// requests die with the process and streams cannot be resumed. Needs
+    /// --deferral-addr.
+    #[arg(long, env = "SLUICE_IN_PROCESS_CONSUMER", requires = "deferral_addr")]
+    in_process_consumer: bool,
+
+    /// In-process mode: the consumer's YAML (backend, pacing, limits; see consumer/README.md).
+    #[arg(long, env = "SLUICE_CONSUMER_CONFIG", requires = "in_process_consumer")]
+    consumer_config: Option<PathBuf>,
+
+    /// In-process mode: backend base URL for models without their own entry.
+    #[arg(long, env = "SLUICE_BACKEND_URL", requires = "in_process_consumer")]
+    backend_url: Option<String>,
+
+    /// In-process mode: the consumer's admin API (/metrics, rate changes).
+    #[arg(
+        long,
+        env = "SLUICE_CONSUMER_ADMIN_ADDR",
+        default_value = "127.0.0.1:9092",
+        requires = "in_process_consumer"
+    )]
+    consumer_admin_addr: SocketAddr,
+
     /// Log format.
     #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -278,9 +302,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let local = args
+        .in_process_consumer
+        .then(sluice_consumer::local::LocalBus::new);
     let deferral = match args.deferral_addr {
-        Some(addr) => Some(deferral_endpoint(&args, addr, endpoint_metrics).await?),
+        Some(addr) => Some(deferral_endpoint(&args, addr, endpoint_metrics, local.clone()).await?),
         None => None,
+    };
+    let (consumer_stop, consumer_task) = match local {
+        Some(bus) => {
+            let (stop, task) = in_process_consumer(&args, bus).await?;
+            (Some(stop), Some(task))
+        }
+        None => (None, None),
     };
     let deps = Deps {
         limiter,
@@ -290,14 +324,73 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         deferral,
     };
     server::run(grpc, Some(admin), deps, shutdown_signal()).await?;
+    if let (Some(stop), Some(task)) = (consumer_stop, consumer_task) {
+        let _ = stop.send(());
+        let _ = task.await;
+    }
     tracing::info!("sluice-rls stopped");
     Ok(())
+}
+
+/// In-process mode: the consumer's pop loop and admin API in this process.
+async fn in_process_consumer(
+    args: &ServeArgs,
+    bus: Arc<sluice_consumer::local::LocalBus>,
+) -> anyhow::Result<(
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+)> {
+    use sluice_consumer::embedded::{self, FileConfig, StartOptions};
+    let mut file = FileConfig::load(args.consumer_config.as_deref())?;
+    if let Some(url) = &args.backend_url {
+        file.consumer.backend.default.base_url = url.clone();
+    }
+    let started = embedded::start(StartOptions {
+        file,
+        namesrv: args.namesrv.clone(),
+        parent: args.lite_parent.clone(),
+        group: args.consumer_group.clone(),
+        redis_url: args.redis_url.clone(),
+        id: embedded::default_id(),
+        runner: Default::default(),
+        local: Some(bus),
+    })
+    .await
+    .context("in-process consumer")?;
+    let listener = tokio::net::TcpListener::bind(args.consumer_admin_addr)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {} (consumer admin)",
+                args.consumer_admin_addr
+            )
+        })?;
+    tracing::info!(admin = %listener.local_addr()?, "in-process consumer started");
+    let router = sluice_consumer::admin::router(started.metrics.clone(), started.pacer.clone());
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, router).await {
+            tracing::error!(%error, "consumer admin server stopped");
+        }
+    });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        started
+            .runner
+            .clone()
+            .run(async move {
+                let _ = stopped.await;
+            })
+            .await;
+        drop(started.client);
+    });
+    Ok((stop, task))
 }
 
 async fn deferral_endpoint(
     args: &ServeArgs,
     addr: SocketAddr,
     metrics: Arc<EndpointMetrics>,
+    local: Option<Arc<sluice_consumer::local::LocalBus>>,
 ) -> anyhow::Result<(tokio::net::TcpListener, axum::Router)> {
     use sluice_ratelimit::deferral::{endpoint, hub, publisher::LitePublisher};
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -329,12 +422,13 @@ async fn deferral_endpoint(
         max_in_flight: args.deferral_max_in_flight,
         ..Default::default()
     };
-    let router = endpoint::router(
+    let router = endpoint::router_with_local(
         hub,
         std::sync::Arc::new(publisher),
         control,
         options,
         metrics,
+        local,
     );
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -17,6 +17,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use serde_json::{json, Value};
 use sluice_consumer::keys;
+use sluice_consumer::local::{LocalBus, LocalReceiver};
 use sluice_consumer::work::{Priority, WorkItem};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -135,6 +136,8 @@ struct EndpointState {
     slots: Arc<Semaphore>,
     options: EndpointOptions,
     metrics: Arc<EndpointMetrics>,
+    /// In-process mode: chunks from the consumer in this process.
+    local: Option<Arc<LocalBus>>,
 }
 
 pub fn router(
@@ -144,6 +147,20 @@ pub fn router(
     options: EndpointOptions,
     metrics: Arc<EndpointMetrics>,
 ) -> Router {
+    router_with_local(hub, publisher, redis, options, metrics, None)
+}
+
+/// As [`router`]; with `local`, in-process mode: a consumer running in this
+/// process sends the chunks of requests waiting here through `local`
+/// instead of the Redis Stream (terminal entries still come through Redis).
+pub fn router_with_local(
+    hub: Arc<StreamHub>,
+    publisher: Arc<dyn Publisher>,
+    redis: redis::aio::ConnectionManager,
+    options: EndpointOptions,
+    metrics: Arc<EndpointMetrics>,
+    local: Option<Arc<LocalBus>>,
+) -> Router {
     let state = Arc::new(EndpointState {
         hub,
         publisher,
@@ -151,11 +168,19 @@ pub fn router(
         slots: Arc::new(Semaphore::new(options.max_in_flight.max(1))),
         options,
         metrics,
+        local,
     });
     Router::new()
         .route("/v1/sluice/streams/{req_id}", get(resume))
         .fallback(any(accept))
         .with_state(state)
+}
+
+async fn recv_local(local: &mut Option<LocalReceiver>) -> Option<String> {
+    match local {
+        Some(receiver) => receiver.chunks.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// A `processing` claim whose heartbeat (Redis time, refreshed every 5 s by
@@ -323,8 +348,10 @@ async fn accept(
         return response;
     };
 
-    // Watch the response stream before the work can possibly start.
+    // Watch the response stream (and in in-process mode register for local
+    // chunks) before the work can possibly start.
     let subscription = state.hub.subscribe(&keys::response(&req_id), "0-0").await;
+    let local = state.local.as_ref().map(|bus| bus.register(&req_id));
     let work = WorkItem {
         req_id: req_id.clone(),
         tenant: tenant.clone(),
@@ -369,6 +396,9 @@ async fn accept(
         timeout,
         req_id: req_id.clone(),
         subscription,
+        local,
+        local_seq: 0,
+        held_back: None,
         finished: false,
         _permit: permit,
     };
@@ -388,6 +418,12 @@ struct Waiter {
     timeout: Duration,
     req_id: String,
     subscription: Subscription,
+    /// In-process mode: chunks sent by this process's consumer.
+    local: Option<LocalReceiver>,
+    /// Local chunks delivered so far (their SSE ids).
+    local_seq: u64,
+    /// A Redis entry that arrived while local chunks were still queued.
+    held_back: Option<Entry>,
     finished: bool,
     _permit: tokio::sync::OwnedSemaphorePermit,
 }
@@ -439,11 +475,33 @@ impl Waiter {
         let keep = tokio::time::sleep(keep_alive.unwrap_or(Duration::from_secs(86_400)));
         tokio::pin!(keep);
         loop {
+            // Local chunks were all sent before any later Redis entry (the
+            // terminal) was written: drain them first.
+            if let Some(entry) = self.try_local() {
+                return Next::Entry(entry);
+            }
+            if let Some(entry) = self.held_back.take() {
+                return Next::Entry(entry);
+            }
             let watching = self.republish.as_ref().is_some_and(|r| !r.done);
             let lease_check = self.state.options.lease_check;
+            let local_open = self.local.is_some();
             let step = tokio::select! {
+                chunk = recv_local(&mut self.local), if local_open => match chunk {
+                    Some(data) => Next::Entry(self.local_entry(data)),
+                    None => {
+                        self.local = None;
+                        continue;
+                    }
+                },
                 entry = self.subscription.entries.recv() => match entry {
-                    Some(entry) => Next::Entry(entry),
+                    Some(entry) => match self.try_local() {
+                        Some(chunk) => {
+                            self.held_back = Some(entry);
+                            Next::Entry(chunk)
+                        }
+                        None => Next::Entry(entry),
+                    },
                     None => Next::Closed,
                 },
                 _ = tokio::time::sleep_until(deadline) => Next::TimedOut,
@@ -458,6 +516,26 @@ impl Waiter {
                 Next::Entry(entry) => return Next::Entry(entry),
                 other => return other,
             }
+        }
+    }
+
+    fn try_local(&mut self) -> Option<Entry> {
+        let data = self.local.as_mut()?.chunks.try_recv().ok()?;
+        Some(self.local_entry(data))
+    }
+
+    /// A local chunk as a stream entry. Its id (`local-<n>`) is not a Redis
+    /// stream id: in-process streams cannot be resumed.
+    fn local_entry(&mut self, data: String) -> Entry {
+        self.local_seq += 1;
+        Entry {
+            id: format!("local-{}", self.local_seq),
+            fields: [
+                ("type".to_string(), "chunk".to_string()),
+                ("data".to_string(), data),
+            ]
+            .into_iter()
+            .collect(),
         }
     }
 
@@ -698,6 +776,13 @@ async fn resume(
     let from = header(&headers, "last-event-id")
         .unwrap_or("0-0")
         .to_string();
+    if from.starts_with("local-") {
+        return error(
+            StatusCode::CONFLICT,
+            "not_resumable",
+            "this stream was served in in-process mode; its chunks were not kept and it cannot be resumed",
+        );
+    }
     if !from.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
         return error(
             StatusCode::BAD_REQUEST,
@@ -743,6 +828,10 @@ async fn resume(
         timeout: state.options.timeout,
         req_id,
         subscription,
+        // Resume reads the Redis Stream only (in-process chunks are not kept).
+        local: None,
+        local_seq: 0,
+        held_back: None,
         finished: false,
         _permit: permit,
     };

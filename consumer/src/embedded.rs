@@ -1,0 +1,158 @@
+//! The whole consumer as one library call: `sluice-consumer` runs it, and so
+//! does `sluice-rls` in in-process mode (deferral endpoint and consumer in
+//! one process, chunks over [`crate::local::LocalBus`]).
+
+use crate::local::LocalBus;
+use crate::runner::{Runner, RunnerOptions, RunnerParts};
+use crate::{
+    connect, ConfigError, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer,
+    PacingConfig, RedisOptions,
+};
+use serde::Deserialize;
+use sluice_litetopic::{LiteAdmin, LiteClient, LiteConfig, LiteConsumer, LiteError, LiteProducer};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The consumer's YAML file: `backend`, `stream`, `idempotency`, `pacing`,
+/// `limits` (consumer/README.md).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(flatten)]
+    pub consumer: ConsumerConfig,
+    pub pacing: PacingConfig,
+    pub limits: LimitsConfig,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: invalid consumer config: {source}")]
+    Parse {
+        path: String,
+        source: serde_yaml::Error,
+    },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("invalid Redis URL: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error(transparent)]
+    Pacing(#[from] crate::pacing::PacingError),
+    #[error("RocketMQ: {0}")]
+    Broker(#[from] LiteError),
+}
+
+impl FileConfig {
+    /// The file at `path`, or the built-in defaults without one.
+    pub fn load(path: Option<&Path>) -> Result<Self, StartError> {
+        let Some(path) = path else {
+            return Ok(FileConfig::default());
+        };
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| StartError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        serde_yaml::from_str(&text).map_err(|source| StartError::Parse {
+            path: shown,
+            source,
+        })
+    }
+}
+
+pub struct StartOptions {
+    pub file: FileConfig,
+    pub namesrv: String,
+    pub parent: String,
+    pub group: String,
+    pub redis_url: String,
+    /// This instance's id in the consumer group.
+    pub id: String,
+    pub runner: RunnerOptions,
+    /// In-process mode: chunks for clients waiting in this process.
+    pub local: Option<Arc<LocalBus>>,
+}
+
+/// A consumer ready to run: `runner.run(shutdown)`.
+pub struct Started {
+    pub runner: Arc<Runner>,
+    pub metrics: Arc<Metrics>,
+    pub pacer: Arc<Pacer>,
+    /// The broker connection the runner's consumer and producer live on.
+    pub client: LiteClient,
+}
+
+/// Connects to Redis and the broker, makes sure the parent topic and the
+/// consumer group exist (idempotent), and builds the runner.
+pub async fn start(options: StartOptions) -> Result<Started, StartError> {
+    let metrics = Arc::new(Metrics::new(10_000, 1_000));
+    let redis = connect(&RedisOptions {
+        url: options.redis_url.clone(),
+        ..Default::default()
+    })?;
+    let mut consumer = Consumer::new(
+        redis.clone(),
+        &options.id,
+        options.file.consumer,
+        metrics.clone(),
+    )?;
+    if let Some(bus) = options.local {
+        consumer = consumer.with_local_bus(bus);
+    }
+    let consumer = Arc::new(consumer);
+    let pacer = Arc::new(Pacer::new(
+        redis.clone(),
+        options.file.pacing,
+        Some(metrics.clone()),
+    )?);
+    let limits = Arc::new(InFlightLimits::new(
+        options.file.limits,
+        Some(metrics.clone()),
+    ));
+    if let Err(error) = consumer.preload().await {
+        tracing::warn!(%error, "Redis not reachable yet");
+    }
+    let client = LiteClient::connect(LiteConfig::new(options.namesrv.clone()))?;
+    let admin = LiteAdmin::new(&client).await?;
+    admin.ensure_parent_topic(&options.parent).await?;
+    admin
+        .ensure_consumer_group(&options.group, &options.parent)
+        .await?;
+    admin.shutdown().await;
+    let lite = Arc::new(LiteConsumer::new(&client, &options.group, &options.parent).await?);
+    let producer = Arc::new(LiteProducer::new(&client, "sluice-consumer-retry").await?);
+    let runner = Runner::new(
+        RunnerParts {
+            lite,
+            producer,
+            consumer,
+            pacer: pacer.clone(),
+            limits,
+            redis,
+            metrics: metrics.clone(),
+            id: options.id,
+        },
+        RunnerOptions {
+            parent: options.parent,
+            ..options.runner
+        },
+    );
+    Ok(Started {
+        runner,
+        metrics,
+        pacer,
+        client,
+    })
+}
+
+/// Default instance id: host name and pid.
+pub fn default_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "consumer".into());
+    format!("{host}-{}", std::process::id())
+}
