@@ -234,11 +234,11 @@ impl Stack {
         let consumer = self.consumer(id, &metrics)?;
         let pacer = self.pacer(Some(metrics.clone()))?;
         let client = LiteClient::connect(LiteConfig::new(self.broker.namesrv_addr()))?;
-        let lite = LiteConsumer::new(&client, GROUP, PARENT).await?;
+        let lite = Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await?);
         let producer = LiteProducer::new(&client, &format!("{id}-retry")).await?;
         let runner = Runner::new(
             RunnerParts {
-                lite: Arc::new(lite),
+                lite: lite.clone(),
                 producer: Arc::new(producer),
                 consumer,
                 pacer,
@@ -262,6 +262,7 @@ impl Stack {
         }));
         Ok(Instance {
             runner,
+            lite,
             metrics,
             client,
             stop: Some(stop),
@@ -398,6 +399,7 @@ impl Stack {
 
 struct Instance {
     runner: Arc<Runner>,
+    lite: Arc<LiteConsumer>,
     metrics: Arc<Metrics>,
     client: LiteClient,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -617,7 +619,9 @@ async fn naive_loop(
                     Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
                 }
             };
-            let _ = lite.release(&message.handle).await;
+            if let Err(error) = lite.release(&message.handle).await {
+                eprintln!("naive pacer: release failed: {error}");
+            }
             let consumer = consumer.clone();
             tokio::spawn(async move {
                 let _ = consumer.process(&item).await;
@@ -627,18 +631,35 @@ async fn naive_loop(
     }
 }
 
-async fn isolation_case(
-    label: &'static str,
+/// How the healthy buckets' work comes: all queued before the consumer
+/// starts (`backlog`), or arriving while it runs (`live`).
+#[derive(Clone, Copy, PartialEq)]
+enum IsoMode {
+    Backlog,
+    Live,
+}
+
+struct IsoShape {
     healthy_n: usize,
     throttled_n: usize,
     per_bucket: usize,
     throttled_rate: f64,
+    live_rps: f64,
+    live_secs: f64,
+}
+
+async fn isolation_case(
+    label: &'static str,
+    mode: IsoMode,
+    shape: &IsoShape,
+    with_throttled: bool,
     naive: bool,
     csv_rows: &mut Vec<String>,
 ) -> anyhow::Result<IsoResult> {
     let stack = Stack::start().await?;
     let pacer = stack.pacer(None)?;
-    let healthy: Vec<String> = (0..healthy_n).map(|i| format!("ok-{i:02}")).collect();
+    let throttled_n = if with_throttled { shape.throttled_n } else { 0 };
+    let healthy: Vec<String> = (0..shape.healthy_n).map(|i| format!("ok-{i:02}")).collect();
     let throttled: Vec<String> = (0..throttled_n).map(|i| format!("slow-{i:02}")).collect();
     for tenant in &throttled {
         pacer
@@ -648,37 +669,34 @@ async fn isolation_case(
                     model: MODEL,
                 },
                 Dimension::Requests,
-                Some(throttled_rate),
+                Some(shape.throttled_rate),
             )
             .await?;
     }
-    // Round-robin order of publishing: message i of every bucket, then i+1.
-    let mut items = Vec::new();
-    for i in 0..per_bucket {
-        for tenant in throttled.iter().chain(&healthy) {
-            items.push(item(tenant, format!("{tenant}-{i}"), 10));
-        }
-    }
-    stack.publish_all(&items).await?;
     let topics: Vec<String> = throttled
         .iter()
         .chain(&healthy)
         .map(|t| lite_topic_name(t, MODEL))
         .collect();
+    stack.announce(&topics, true).await?;
+    // Queued first, round-robin: message i of every bucket, then i+1.
+    let queued_tenants: Vec<&String> = match mode {
+        IsoMode::Backlog => throttled.iter().chain(&healthy).collect(),
+        IsoMode::Live => throttled.iter().collect(),
+    };
+    let mut queued = Vec::new();
+    for i in 0..shape.per_bucket {
+        for tenant in &queued_tenants {
+            queued.push(item(tenant, format!("{tenant}-{i}"), 10));
+        }
+    }
+    stack.publish_all(&queued).await?;
 
     let t0 = wall_ms();
-    // The naive pacer may serialize every throttled slot.
-    let slots = if naive {
-        (per_bucket * throttled_n) as f64
-    } else {
-        per_bucket as f64
-    };
-    let within = Duration::from_secs_f64(if throttled_n > 0 {
-        slots / throttled_rate.max(0.01) + 60.0
-    } else {
-        60.0
-    });
-    let missing = if naive {
+    let (halt, halted) = tokio::sync::watch::channel(false);
+    let mut runner = None;
+    let mut naive_parts = None;
+    if naive {
         let metrics = Arc::new(Metrics::default());
         let client = LiteClient::connect(LiteConfig::new(stack.broker.namesrv_addr()))?;
         let lite = Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await?);
@@ -686,7 +704,6 @@ async fn isolation_case(
             let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
             lite.subscribe(&refs).await?;
         }
-        let (halt, halted) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(naive_loop(
             lite.clone(),
             stack.consumer("bench-naive", &metrics)?,
@@ -694,102 +711,178 @@ async fn isolation_case(
             Arc::new(InFlightLimits::new(LimitsConfig::default(), None)),
             halted,
         ));
-        let missing = stack.wait_done(&ids_of(&items), within).await?;
+        naive_parts = Some((client, task, lite));
+    } else {
+        runner = Some(stack.runner("bench-isolation").await?);
+    }
+
+    // Healthy work: queued (backlog) or published now at a steady pace (live).
+    let mut started_at: HashMap<String, f64> =
+        queued.iter().map(|i| (i.req_id.clone(), t0)).collect();
+    let mut healthy_ids: Vec<String> = queued
+        .iter()
+        .filter(|i| i.tenant.starts_with("ok-"))
+        .map(|i| i.req_id.clone())
+        .collect();
+    if mode == IsoMode::Live {
+        // Let the consumer subscribe first.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let total = (shape.live_rps * shape.live_secs).round() as usize;
+        let period = Duration::from_secs_f64(1.0 / shape.live_rps);
+        let begin = tokio::time::Instant::now();
+        for k in 0..total {
+            tokio::time::sleep_until(begin + period * k as u32).await;
+            let tenant = &healthy[k % healthy.len()];
+            let work = item(tenant, format!("{tenant}-live-{k}"), 10);
+            started_at.insert(work.req_id.clone(), wall_ms());
+            stack
+                .publisher
+                .publish(tenant, MODEL, &work.req_id, work.to_json())
+                .await
+                .map_err(|e| anyhow::anyhow!("live publish: {e}"))?;
+            healthy_ids.push(work.req_id);
+        }
+    }
+    let mut missing = stack
+        .wait_done(&healthy_ids, Duration::from_secs(60))
+        .await?;
+    let throttled_ids: Vec<String> = queued
+        .iter()
+        .filter(|i| i.tenant.starts_with("slow-"))
+        .map(|i| i.req_id.clone())
+        .collect();
+    // The naive pacer may serialize every throttled slot.
+    let slots = if naive {
+        throttled_ids.len() as f64
+    } else {
+        shape.per_bucket as f64
+    };
+    let within = Duration::from_secs_f64(slots / shape.throttled_rate.max(0.01) + 30.0);
+    missing.extend(stack.wait_done(&throttled_ids, within).await?);
+    if let Some(one) = runner {
+        one.stop().await;
+    }
+    if let Some((client, task, lite)) = naive_parts {
         let _ = halt.send(true);
         let _ = task.await;
+        println!("  naive pacer's broker client: {:?}", lite.stats());
         tokio::spawn(client.shutdown());
-        missing
-    } else {
-        let one = stack.runner("bench-isolation").await?;
-        let missing = stack.wait_done(&ids_of(&items), within).await?;
-        one.stop().await;
-        missing
-    };
-    let ends = stack.end_ms(&ids_of(&items)).await?;
+    }
+    let all: Vec<String> = healthy_ids.iter().chain(&throttled_ids).cloned().collect();
+    let ends = stack.end_ms(&all).await?;
     let mut healthy_lat = Vec::new();
+    let mut healthy_drain: f64 = 0.0;
     let mut throttled_end: Option<f64> = None;
-    for item in &items {
-        let Some(end) = ends.get(&item.req_id) else {
+    let first_start = started_at.values().copied().fold(f64::INFINITY, f64::min);
+    for id in &all {
+        let (Some(end), Some(start)) = (ends.get(id), started_at.get(id)) else {
             continue;
         };
-        let latency = end - t0;
-        let class = if item.tenant.starts_with("ok-") {
+        let latency = end - start;
+        let tenant = id.rsplit_once('-').map(|(t, _)| t).unwrap_or(id);
+        let tenant = tenant.strip_suffix("-live").unwrap_or(tenant);
+        let class = if id.starts_with("ok-") {
             healthy_lat.push(latency);
+            healthy_drain = healthy_drain.max(end - first_start);
             "healthy"
         } else {
-            throttled_end = Some(throttled_end.map_or(latency, |m: f64| m.max(latency)));
+            let from_start = end - t0;
+            throttled_end = Some(throttled_end.map_or(from_start, |m: f64| m.max(from_start)));
             "throttled"
         };
-        csv_rows.push(format!(
-            "{label},{},{class},{},{latency:.0}",
-            item.tenant, item.req_id
-        ));
+        csv_rows.push(format!("{label},{tenant},{class},{id},{latency:.0}"));
     }
-    let healthy_lat = sorted(healthy_lat);
     Ok(IsoResult {
         label,
-        healthy_drain: healthy_lat.last().copied().unwrap_or(f64::NAN),
-        healthy: healthy_lat,
+        healthy: sorted(healthy_lat),
+        healthy_drain,
         throttled_drain: throttled_end,
         missing: missing.len(),
     })
 }
 
 async fn isolation(csv: &Csv) -> anyhow::Result<()> {
-    let per_bucket: usize = env_num("ISO_PER_BUCKET", 10);
-    let healthy_n: usize = env_num("ISO_HEALTHY", 45);
-    let throttled_n: usize = env_num("ISO_THROTTLED", 5);
-    let rate: f64 = env_num("ISO_THROTTLED_RATE", 0.5);
-    println!(
-        "\n== isolation: {healthy_n} healthy (unlimited) + {throttled_n} throttled ({rate}/s) buckets, \
-         {per_bucket} messages each, all queued before the consumer starts =="
-    );
+    let shape = IsoShape {
+        per_bucket: env_num("ISO_PER_BUCKET", 10),
+        healthy_n: env_num("ISO_HEALTHY", 45),
+        throttled_n: env_num("ISO_THROTTLED", 5),
+        throttled_rate: env_num("ISO_THROTTLED_RATE", 0.5),
+        live_rps: env_num("ISO_LIVE_RPS", 45.0),
+        live_secs: env_num("ISO_LIVE_SECS", 20.0),
+    };
+    let modes = std::env::var("ISO_MODES").unwrap_or_else(|_| "live,backlog".into());
     let mut rows = Vec::new();
-    let mut results = Vec::new();
-    for (label, throttled, naive) in [
-        ("runner, healthy only", 0, false),
-        ("runner, with throttled", throttled_n, false),
-        ("naive sleep pacer, with throttled", throttled_n, true),
-    ] {
-        let r = isolation_case(
-            label, healthy_n, throttled, per_bucket, rate, naive, &mut rows,
-        )
-        .await
-        .with_context(|| format!("isolation case {label}"))?;
-        results.push(r);
-    }
-    println!(
-        "{:<36} {:>9} {:>9} {:>13} {:>15} {:>8}",
-        "case", "p50", "p99", "healthy drain", "throttled drain", "missing"
-    );
-    for r in &results {
+    for mode in modes.split(',').map(str::trim) {
+        let mode = match mode {
+            "live" => IsoMode::Live,
+            "backlog" => IsoMode::Backlog,
+            other => bail!("ISO_MODES: unknown mode {other:?} (live, backlog)"),
+        };
+        match mode {
+            IsoMode::Live => println!(
+                "\n== isolation, live: {} healthy (unlimited) buckets get {} messages/s in all for {} s \
+                 while {} throttled ({}/s) buckets hold {} queued messages each ==",
+                shape.healthy_n,
+                shape.live_rps,
+                shape.live_secs,
+                shape.throttled_n,
+                shape.throttled_rate,
+                shape.per_bucket
+            ),
+            IsoMode::Backlog => println!(
+                "\n== isolation, backlog: {} healthy (unlimited) + {} throttled ({}/s) buckets, \
+                 {} messages each, all queued before the consumer starts ==",
+                shape.healthy_n, shape.throttled_n, shape.throttled_rate, shape.per_bucket
+            ),
+        }
+        let mut results = Vec::new();
+        for (label, with_throttled, naive) in [
+            ("runner, healthy only", false, false),
+            ("runner, with throttled", true, false),
+            ("naive sleep pacer, with throttled", true, true),
+        ] {
+            let r = isolation_case(label, mode, &shape, with_throttled, naive, &mut rows)
+                .await
+                .with_context(|| format!("isolation case {label}"))?;
+            results.push(r);
+        }
         println!(
-            "{:<36} {:>6.0} ms {:>6.0} ms {:>10.0} ms {:>15} {:>8}",
-            r.label,
-            pct(&r.healthy, 50.0),
-            pct(&r.healthy, 99.0),
-            r.healthy_drain,
-            r.throttled_drain
-                .map(|d| format!("{d:.0} ms"))
-                .unwrap_or_else(|| "-".into()),
-            r.missing
+            "{:<36} {:>9} {:>9} {:>13} {:>15} {:>8}",
+            "case", "p50", "p99", "healthy drain", "throttled drain", "missing"
+        );
+        for r in &results {
+            println!(
+                "{:<36} {:>6.0} ms {:>6.0} ms {:>10.0} ms {:>15} {:>8}",
+                r.label,
+                pct(&r.healthy, 50.0),
+                pct(&r.healthy, 99.0),
+                r.healthy_drain,
+                r.throttled_drain
+                    .map(|d| format!("{d:.0} ms"))
+                    .unwrap_or_else(|| "-".into()),
+                r.missing
+            );
+        }
+        if let [alone, with, naive] = &results[..] {
+            println!(
+                "runner with/without throttled neighbours: p50 ×{:.2}, p99 ×{:.2}, healthy drain ×{:.2}",
+                pct(&with.healthy, 50.0) / pct(&alone.healthy, 50.0),
+                pct(&with.healthy, 99.0) / pct(&alone.healthy, 99.0),
+                with.healthy_drain / alone.healthy_drain,
+            );
+            println!(
+                "naive vs runner, both with throttled neighbours: p50 ×{:.2}, p99 ×{:.2}, healthy drain ×{:.2}",
+                pct(&naive.healthy, 50.0) / pct(&with.healthy, 50.0),
+                pct(&naive.healthy, 99.0) / pct(&with.healthy, 99.0),
+                naive.healthy_drain / with.healthy_drain,
+            );
+        }
+        println!(
+            "(healthy latency = terminal entry of response:{{id}} − its publish (live) or the consumer's \
+             start (backlog); healthy drain = last healthy answer − first publish / start; \
+             throttled drain from the consumer's start)"
         );
     }
-    if let [alone, with, naive] = &results[..] {
-        println!(
-            "runner with/without throttled neighbours: p50 ×{:.2}, p99 ×{:.2}, healthy drain ×{:.2}",
-            pct(&with.healthy, 50.0) / pct(&alone.healthy, 50.0),
-            pct(&with.healthy, 99.0) / pct(&alone.healthy, 99.0),
-            with.healthy_drain / alone.healthy_drain,
-        );
-        println!(
-            "naive vs runner, both with throttled neighbours: p50 ×{:.1}, p99 ×{:.1}, healthy drain ×{:.1}",
-            pct(&naive.healthy, 50.0) / pct(&with.healthy, 50.0),
-            pct(&naive.healthy, 99.0) / pct(&with.healthy, 99.0),
-            naive.healthy_drain / with.healthy_drain,
-        );
-    }
-    println!("(latency = terminal entry of response:{{id}} − consumer start; the whole workload was queued before)");
     csv.write(
         "isolation.csv",
         "case,bucket,class,req_id,completion_ms",
@@ -877,6 +970,7 @@ async fn scale(csv: &Csv) -> anyhow::Result<()> {
         .await?;
     let drained = wall_ms() - t0;
     let metrics = one.metrics.encode();
+    println!("  runner's broker client: {:?}", one.lite.stats());
     one.stop().await;
     let mut times: Vec<f64> = ids.iter().filter_map(|id| stack.arrival(id)).collect();
     times.sort_by(f64::total_cmp);
