@@ -1088,7 +1088,7 @@ async fn subscriptions() -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("probe publish: {e}"))?;
     let missing = stack
-        .wait_done(&[probe.req_id.clone()], Duration::from_secs(30))
+        .wait_done(std::slice::from_ref(&probe.req_id), Duration::from_secs(30))
         .await?;
     println!(
         "a message to bucket #{n} with {owned} subscribed: {} in {:.0} ms",
