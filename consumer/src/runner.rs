@@ -71,7 +71,7 @@ impl Default for RunnerOptions {
             // pop returned from it: one message per pop keeps pacing exact.
             pop_batch: 1,
             invisible: Duration::from_secs(60),
-            poll: Duration::from_secs(1),
+            poll: Duration::from_millis(400),
             discovery_interval: Duration::from_millis(500),
             suspend_floor: Duration::from_millis(30),
             max_attempts: 5,
@@ -135,6 +135,12 @@ enum Held {
     Ran,
     HandedBack,
 }
+
+/// After an empty pop, ask the broker to dispatch again
+/// (`REDISPATCH_WHEN_QUIET`), at most once per this period...
+const REDISPATCH_QUIET: Duration = Duration::from_millis(500);
+/// ...and in any case this often, for buckets stuck while others flow.
+const REDISPATCH_EVERY: Duration = Duration::from_secs(5);
 
 /// Subscribe calls carry at most this many LiteTopics (a cold start may own
 /// thousands).
@@ -298,6 +304,7 @@ impl Runner {
         tokio::pin!(shutdown);
         let (halt, halted) = tokio::sync::watch::channel(false);
         let housekeeping = tokio::spawn(self.clone().housekeeping(halted));
+        let mut last_redispatch = Instant::now();
         loop {
             if self.owned_set().is_empty() {
                 tokio::select! {
@@ -321,8 +328,19 @@ impl Runner {
             };
             match popped {
                 Ok(messages) => {
+                    let empty = messages.is_empty();
                     for message in messages {
                         self.clone().dispatch(message).await;
+                    }
+                    // `REDISPATCH_WHEN_QUIET` (lite-topic/README.md): the broker
+                    // can leave a released LiteTopic with waiting messages un-ready.
+                    let now = Instant::now();
+                    let since = now.duration_since(last_redispatch);
+                    if (empty && since >= REDISPATCH_QUIET) || since >= REDISPATCH_EVERY {
+                        last_redispatch = now;
+                        if let Err(error) = self.lite.redispatch().await {
+                            tracing::debug!(%error, "redispatch failed");
+                        }
                     }
                 }
                 Err(error) => {
@@ -485,6 +503,8 @@ impl Runner {
         let started = Instant::now();
         let mut stopping = self.stopping.subscribe();
         let mut wait = first_wait;
+        // The lease was taken at pop.
+        let mut last_refresh = Instant::now();
         loop {
             // Never sleep past a lease refresh.
             let stop = tokio::select! {
@@ -496,7 +516,12 @@ impl Runner {
                 self.hand_back(item).await;
                 return Held::HandedBack;
             }
-            self.refresh_lease(&item.req_id).await;
+            // Only when due: a round trip before every check made a fast
+            // bucket's slots late (≈2 ms per slot, −4 % at 20/s with burst 1).
+            if last_refresh.elapsed() >= LEASE_REFRESH {
+                self.refresh_lease(&item.req_id).await;
+                last_refresh = Instant::now();
+            }
             match admit(&self.limits, &self.pacer, &item, Duration::ZERO).await {
                 Ok(Admission::Run(permit)) => {
                     self.metrics

@@ -686,6 +686,16 @@ impl LiteConsumer {
         Ok(())
     }
 
+    /// `REDISPATCH_WHEN_QUIET`: ask the broker to make every subscribed
+    /// LiteTopic with waiting messages ready for this client again. This
+    /// broker can leave a LiteTopic that still holds messages un-ready after
+    /// its in-flight message was released (seen with 1,000 buckets × 2
+    /// messages: 400 delivered, the rest waited until a new message arrived
+    /// in their LiteTopic). One request; harmless when nothing is stuck.
+    pub async fn redispatch(&self) -> Result<(), LiteError> {
+        self.trigger_dispatch().await
+    }
+
     async fn trigger_dispatch(&self) -> Result<(), LiteError> {
         let header = TriggerLiteDispatchRequestHeader {
             group: CheetahString::from_slice(&self.group),
