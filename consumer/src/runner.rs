@@ -58,6 +58,15 @@ impl Default for RunnerOptions {
     }
 }
 
+/// A pop in flight (see [`Runner::run`]).
+type PopFuture<'a> = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = Result<Vec<LiteMessage>, sluice_litetopic::LiteError>>
+            + Send
+            + 'a,
+    >,
+>;
+
 pub struct Runner {
     pub lite: Arc<LiteConsumer>,
     pub producer: Arc<LiteProducer>,
@@ -120,11 +129,29 @@ impl Runner {
         let mut known = HashSet::new();
         let mut discovery = tokio::time::interval(self.options.discovery_interval);
         discovery.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The pending pop survives the other branches: dropping a long poll
+        // the broker has not answered yet loses what it answers with (the
+        // broker commits at pop time and wakes a LiteTopic's pops only when a
+        // message arrives), which left queued requests stranded.
+        let mut pending_pop: Option<PopFuture<'_>> = None;
         loop {
+            if pending_pop.is_none() && !known.is_empty() {
+                pending_pop = Some(Box::pin(self.lite.pop(
+                    self.options.pop_batch,
+                    self.options.invisible,
+                    self.options.poll,
+                )));
+            }
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = discovery.tick() => self.discover(&mut known).await,
-                popped = self.lite.pop(self.options.pop_batch, self.options.invisible, self.options.poll), if !known.is_empty() => {
+                popped = async {
+                    match pending_pop.as_mut() {
+                        Some(pop) => pop.await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    pending_pop = None;
                     match popped {
                         Ok(messages) => {
                             for message in messages {
