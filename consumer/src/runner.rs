@@ -40,6 +40,9 @@ pub struct RunnerOptions {
     pub suspend_floor: Duration,
     /// Give up re-publishing a request after this many attempts.
     pub max_attempts: u32,
+    /// How often to ask the broker to re-create pop events for LiteTopics
+    /// with waiting messages.
+    pub redispatch_interval: Duration,
 }
 
 impl Default for RunnerOptions {
@@ -54,6 +57,7 @@ impl Default for RunnerOptions {
             discovery_interval: Duration::from_millis(500),
             suspend_floor: Duration::from_millis(30),
             max_attempts: 5,
+            redispatch_interval: Duration::from_secs(2),
         }
     }
 }
@@ -134,6 +138,10 @@ impl Runner {
         // broker commits at pop time and wakes a LiteTopic's pops only when a
         // message arrives), which left queued requests stranded.
         let mut pending_pop: Option<PopFuture<'_>> = None;
+        // Messages that arrived while their LiteTopic was suspended get no pop
+        // event of their own: ask the broker for events now and then.
+        let mut redispatch = tokio::time::interval(self.options.redispatch_interval);
+        redispatch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if pending_pop.is_none() && !known.is_empty() {
                 pending_pop = Some(Box::pin(self.lite.pop(
@@ -145,6 +153,11 @@ impl Runner {
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = discovery.tick() => self.discover(&mut known).await,
+                _ = redispatch.tick(), if !known.is_empty() => {
+                    if let Err(error) = self.lite.redispatch().await {
+                        tracing::debug!(%error, "trigger dispatch failed");
+                    }
+                }
                 popped = async {
                     match pending_pop.as_mut() {
                         Some(pop) => pop.await,

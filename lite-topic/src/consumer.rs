@@ -273,6 +273,16 @@ impl LiteConsumer {
         self.trigger_dispatch().await
     }
 
+    /// Ask the broker to create pop events for every subscribed LiteTopic
+    /// that holds messages (TriggerLiteDispatch). The broker creates one only
+    /// when a message arrives; messages that were already waiting while a
+    /// LiteTopic was suspended can otherwise sit there until the next one
+    /// arrives. Cheap: one control request.
+    #[instrument(skip(self), fields(client_id = %self.client_id))]
+    pub async fn redispatch(&self) -> Result<(), LiteError> {
+        self.trigger_dispatch().await
+    }
+
     /// Remove LiteTopics from this consumer's set (PartialRemove). Call it
     /// for idle LiteTopics: the broker never expires subscriptions.
     #[instrument(skip(self), fields(client_id = %self.client_id))]
