@@ -118,6 +118,11 @@ struct ServeArgs {
     #[arg(long, env = "SLUICE_DEFERRAL_MAX_IN_FLIGHT", default_value_t = 10_000)]
     deferral_max_in_flight: usize,
 
+    /// Low-priority requests fail fast (429, Retry-After) when their tenant ×
+    /// model queue already holds this many unclaimed requests.
+    #[arg(long, env = "SLUICE_LOW_PRIORITY_MAX_BACKLOG", default_value_t = 100)]
+    low_priority_max_backlog: u64,
+
     /// Redis connections reading response streams (each waits on many).
     #[arg(long, env = "SLUICE_STREAM_READERS", default_value_t = 4)]
     stream_readers: usize,
@@ -420,6 +425,7 @@ async fn deferral_endpoint(
     let options = endpoint::EndpointOptions {
         timeout: Duration::from_secs(args.deferral_timeout_s),
         max_in_flight: args.deferral_max_in_flight,
+        low_priority_max_backlog: args.low_priority_max_backlog,
         ..Default::default()
     };
     let router = endpoint::router_with_local(

@@ -1,0 +1,5 @@
+//! Sluice demo: the whole stack on loopback ports and a scripted scenario
+//! ([`chart`] is reusable by benches).
+
+pub mod chart;
+pub mod stats;
