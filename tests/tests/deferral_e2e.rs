@@ -230,7 +230,7 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
     assert!(
         response.body.contains("\nid: ")
             || response.body.starts_with("id: ")
-            || response.body.contains(": queued\n\nid: "),
+            || response.body.contains(" queue\n\nid: "),
         "{}",
         response.body
     );

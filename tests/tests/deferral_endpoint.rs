@@ -31,7 +31,7 @@ struct Setup {
 
 async fn setup(options: EndpointOptions) -> Setup {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn")
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .with_test_writer()
         .try_init();
     let redis_server = RedisServer::start().unwrap();
@@ -195,7 +195,12 @@ async fn queued_then_streamed_back_as_sse_and_json() {
         .split("\n\n")
         .filter(|e| !e.is_empty())
         .collect();
-    assert_eq!(events[0], ": queued");
+    // First a comment saying it is queued, and where (first in its bucket).
+    assert_eq!(
+        events[0],
+        ": queued; position 1 in this tenant × model queue"
+    );
+    assert_eq!(response.header("x-sluice-queue-position"), Some("1"));
     assert!(
         events[1].starts_with("id: ") && events[1].contains("\ndata: {"),
         "{}",
@@ -497,4 +502,71 @@ async fn request_lost_between_pop_and_call_is_published_again() {
     let response = client.await.unwrap();
     assert_eq!(response.status, 502, "{response:?}");
     assert!(response.body.contains("interrupted"), "{}", response.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_and_a_missing_broker_or_redis_answer_clearly() {
+    // (the markers say priority high: its class's own bound applies)
+    let mut s = setup(EndpointOptions {
+        high_priority_timeout: Duration::from_millis(1500),
+        ..Default::default()
+    })
+    .await;
+    watch(&s.consumer, "echo").await;
+    mark_subscribed(&mut s.redis, "echo").await;
+
+    // Nobody answers: a streaming client gets a `timeout` event, a JSON one 504.
+    let streamed = post(
+        s.addr,
+        markers("req-slow-1", "echo"),
+        r#"{"model": "gpt-4o", "stream": true, "messages": []}"#,
+    );
+    let plain = post(
+        s.addr,
+        markers("req-slow-2", "echo"),
+        r#"{"model": "gpt-4o", "messages": []}"#,
+    );
+    let response = streamed.await.unwrap();
+    assert_eq!(response.status, 200);
+    assert!(
+        response.body.contains("event: timeout\ndata: {"),
+        "{}",
+        response.body
+    );
+    assert!(!response.body.contains("[DONE]"), "{}", response.body);
+    let response = plain.await.unwrap();
+    assert_eq!(response.status, 504, "{response:?}");
+    assert!(
+        response.body.contains("\"code\":\"timeout\""),
+        "{}",
+        response.body
+    );
+
+    // The broker is gone: 503 with Retry-After, nothing half-published.
+    s._broker.stop();
+    let body = r#"{"model": "gpt-4o", "stream": true, "messages": []}"#;
+    let response = post(s.addr, markers("req-no-broker", "echo"), body)
+        .await
+        .unwrap();
+    assert_eq!(response.status, 503, "{response:?}");
+    assert!(
+        response.body.contains("queue_unavailable"),
+        "{}",
+        response.body
+    );
+    assert!(response.header("retry-after").is_some(), "{response:?}");
+
+    // Redis is gone too: still a clear 503, not a hang or a reset.
+    s._redis_server.stop();
+    let started = std::time::Instant::now();
+    let response = post(s.addr, markers("req-no-redis", "echo"), body)
+        .await
+        .unwrap();
+    assert_eq!(response.status, 503, "{response:?}");
+    assert!(response.body.contains("\"code\""), "{}", response.body);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
 }

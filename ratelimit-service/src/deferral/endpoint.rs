@@ -382,6 +382,15 @@ async fn accept(
         return response;
     }
     state.metrics.accepted.inc();
+    // Where it stands: the bucket's queued count just after this publish
+    // (the publisher counts it in). Best effort; unknown when Redis is slow.
+    let queue_position: Option<u64> = redis::cmd("GET")
+        .arg(keys::backlog(&topic))
+        .query_async(&mut redis)
+        .await
+        .ok()
+        .flatten()
+        .filter(|n: &u64| *n > 0);
     state.metrics.in_flight.inc();
     tracing::debug!(req_id = %req_id, tenant = %tenant, model = %model, stream, "deferred request queued");
     let waiter = Waiter {
@@ -403,7 +412,15 @@ async fn accept(
         _permit: permit,
     };
     if stream {
-        sse_response(waiter, true, include_usage)
+        let mut response = sse_response(waiter, true, include_usage, queue_position);
+        if let Some(position) = queue_position {
+            if let Ok(value) = HeaderValue::from_str(&position.to_string()) {
+                response
+                    .headers_mut()
+                    .insert("x-sluice-queue-position", value);
+            }
+        }
+        response
     } else {
         json_response(waiter).await
     }
@@ -636,11 +653,22 @@ fn is_usage_only(data: &str) -> bool {
             .unwrap_or(false)
 }
 
-fn sse_response(waiter: Waiter, announce: bool, include_usage: bool) -> Response {
+fn sse_response(
+    waiter: Waiter,
+    announce: bool,
+    include_usage: bool,
+    queue_position: Option<u64>,
+) -> Response {
     let options = waiter.state.options.clone();
     let deadline = tokio::time::Instant::now() + waiter.timeout;
     let req_id = waiter.req_id.clone();
-    let first = (announce && options.announce_queued).then(|| sse::comment("queued"));
+    // A comment: OpenAI clients ignore it; people and load balancers see it.
+    let first = (announce && options.announce_queued).then(|| match queue_position {
+        Some(n) => sse::comment(&format!(
+            "queued; position {n} in this tenant × model queue"
+        )),
+        None => sse::comment("queued"),
+    });
     let stream = futures::stream::unfold(
         (Box::new(waiter), first, false),
         move |(mut waiter, pending, done)| {
@@ -836,5 +864,5 @@ async fn resume(
         _permit: permit,
     };
     // A resumed stream cannot know what the client asked: usage is sent.
-    sse_response(waiter, false, true)
+    sse_response(waiter, false, true, None)
 }
