@@ -40,6 +40,41 @@ pub fn find_binary(env_var: &str, name: &str) -> Option<PathBuf> {
     })
 }
 
+/// Ports of the repository's `envoy/sluice-filter.yaml` (Envoy + Wasm filter
+/// + RLS + deferral route), to rewrite onto free test ports.
+pub struct SluiceFilterPorts {
+    pub admin: u16,
+    pub listener: u16,
+    pub rls: u16,
+    pub backend: u16,
+    pub deferral: u16,
+}
+
+/// `envoy/sluice-filter.yaml` with its ports replaced and the built filter
+/// (`filter_wasm()`) in place of the deployed path.
+pub fn sluice_filter_envoy_config(ports: &SluiceFilterPorts) -> anyhow::Result<String> {
+    let config = std::fs::read_to_string(workspace_root().join("envoy/sluice-filter.yaml"))?;
+    let port = |from: u16, to: u16| (format!("port_value: {from}"), format!("port_value: {to}"));
+    let mut config = config;
+    for (from, to) in [
+        port(9901, ports.admin),
+        port(10000, ports.listener),
+        port(8081, ports.rls),
+        port(8000, ports.backend),
+        port(8090, ports.deferral),
+    ] {
+        anyhow::ensure!(
+            config.contains(&from),
+            "envoy/sluice-filter.yaml has no `{from}`"
+        );
+        config = config.replace(&from, &to);
+    }
+    Ok(config.replace(
+        "/etc/sluice/sluice_filter.wasm",
+        &filter_wasm()?.display().to_string(),
+    ))
+}
+
 /// A binary of this workspace, built next to the running test or example
 /// (`target/<profile>/<name>`; `cargo test --workspace` builds them all).
 pub fn workspace_binary(name: &str) -> anyhow::Result<PathBuf> {

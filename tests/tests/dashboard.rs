@@ -22,9 +22,8 @@ use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
 use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
-use sluice_testkit::{
-    filter_wasm, free_port, http_request, workspace_root, Envoy, RedisServer, RocketMq,
-};
+use sluice_testkit::{free_port, http_request, workspace_root, Envoy, RedisServer, RocketMq};
+use sluice_testkit::{sluice_filter_envoy_config, SluiceFilterPorts};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -375,20 +374,14 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
 
     // Envoy with the filter (the repository's config, ports rewritten).
     let (admin_port, listener_port) = (free_port(), free_port());
-    let envoy_config = std::fs::read_to_string(workspace_root().join("envoy/sluice-filter.yaml"))
-        .unwrap()
-        .replace("port_value: 9901", &format!("port_value: {admin_port}"))
-        .replace("port_value: 10000", &format!("port_value: {listener_port}"))
-        .replace("port_value: 8081", &format!("port_value: {rls_port}"))
-        .replace(
-            "port_value: 8000",
-            &format!("port_value: {}", backend_addr.port()),
-        )
-        .replace("port_value: 8090", &format!("port_value: {deferral_port}"))
-        .replace(
-            "/etc/sluice/sluice_filter.wasm",
-            &filter_wasm().unwrap().display().to_string(),
-        );
+    let envoy_config = sluice_filter_envoy_config(&SluiceFilterPorts {
+        admin: admin_port,
+        listener: listener_port,
+        rls: rls_port,
+        backend: backend_addr.port(),
+        deferral: deferral_port,
+    })
+    .unwrap();
     let envoy =
         tokio::task::spawn_blocking(move || Envoy::start(&envoy_config, admin_port, listener_port))
             .await

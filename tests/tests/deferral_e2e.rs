@@ -21,9 +21,8 @@ use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
 use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
-use sluice_testkit::{
-    filter_wasm, free_port, http_request, workspace_root, Envoy, RedisServer, RocketMq,
-};
+use sluice_testkit::{free_port, http_request, Envoy, RedisServer, RocketMq};
+use sluice_testkit::{sluice_filter_envoy_config, SluiceFilterPorts};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -160,20 +159,14 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
 
     // Envoy with the filter, its deferral route pointing at the endpoint.
     let (admin_port, listener_port) = (free_port(), free_port());
-    let config = std::fs::read_to_string(workspace_root().join("envoy/sluice-filter.yaml"))
-        .unwrap()
-        .replace("port_value: 9901", &format!("port_value: {admin_port}"))
-        .replace("port_value: 10000", &format!("port_value: {listener_port}"))
-        .replace("port_value: 8081", &format!("port_value: {rls_port}"))
-        .replace(
-            "port_value: 8000",
-            &format!("port_value: {}", backend_url.rsplit(':').next().unwrap()),
-        )
-        .replace("port_value: 8090", &format!("port_value: {deferral_port}"))
-        .replace(
-            "/etc/sluice/sluice_filter.wasm",
-            &filter_wasm().unwrap().display().to_string(),
-        );
+    let config = sluice_filter_envoy_config(&SluiceFilterPorts {
+        admin: admin_port,
+        listener: listener_port,
+        rls: rls_port,
+        backend: backend_url.rsplit(':').next().unwrap().parse().unwrap(),
+        deferral: deferral_port,
+    })
+    .unwrap();
     let envoy =
         tokio::task::spawn_blocking(move || Envoy::start(&config, admin_port, listener_port))
             .await

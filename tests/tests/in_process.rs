@@ -8,9 +8,9 @@
 
 use serde_json::Value;
 use sluice_testkit::{
-    filter_wasm, free_port, http_request, wait_for_port, workspace_binary, workspace_root, Envoy,
-    RedisServer, RocketMq,
+    free_port, http_request, wait_for_port, workspace_binary, Envoy, RedisServer, RocketMq,
 };
+use sluice_testkit::{sluice_filter_envoy_config, SluiceFilterPorts};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -95,20 +95,14 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
     }
 
     let (envoy_admin, listener_port) = (free_port(), free_port());
-    let config = std::fs::read_to_string(workspace_root().join("envoy/sluice-filter.yaml"))
-        .unwrap()
-        .replace("port_value: 9901", &format!("port_value: {envoy_admin}"))
-        .replace("port_value: 10000", &format!("port_value: {listener_port}"))
-        .replace("port_value: 8081", &format!("port_value: {grpc}"))
-        .replace(
-            "port_value: 8000",
-            &format!("port_value: {}", backend.port()),
-        )
-        .replace("port_value: 8090", &format!("port_value: {deferral}"))
-        .replace(
-            "/etc/sluice/sluice_filter.wasm",
-            &filter_wasm().unwrap().display().to_string(),
-        );
+    let config = sluice_filter_envoy_config(&SluiceFilterPorts {
+        admin: envoy_admin,
+        listener: listener_port,
+        rls: grpc,
+        backend: backend.port(),
+        deferral,
+    })
+    .unwrap();
     let envoy = Envoy::start(&config, envoy_admin, listener_port).unwrap();
     let envoy_addr: SocketAddr = ([127, 0, 0, 1], listener_port).into();
     let chat = |stream: bool| {
