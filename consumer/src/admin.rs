@@ -35,18 +35,30 @@ pub fn router(metrics: Arc<Metrics>, pacer: Arc<Pacer>) -> Router {
         .with_state(AdminState { metrics, pacer })
 }
 
-/// A rate from a query parameter: a non-negative number or `unlimited`.
-pub fn setting(query: &HashMap<String, String>, key: &str) -> Result<Option<RateSetting>, String> {
-    match query.get(key).map(String::as_str) {
-        None => Ok(None),
-        Some("unlimited") => Ok(Some(RateSetting::Unlimited)),
-        Some(v) => v
-            .parse::<f64>()
-            .ok()
-            .filter(|r| r.is_finite() && *r >= 0.0)
-            .map(|r| Some(RateSetting::PerSecond(r)))
-            .ok_or_else(|| format!("{key} must be a non-negative number or 'unlimited'")),
+/// A rate as an operator writes it: a non-negative number or `unlimited`
+/// (`None` = unlimited).
+pub fn parse_rate(value: &str) -> Result<Option<f64>, String> {
+    if value == "unlimited" {
+        return Ok(None);
     }
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|r| r.is_finite() && *r >= 0.0)
+        .map(Some)
+        .ok_or_else(|| "must be a non-negative number or 'unlimited'".to_string())
+}
+
+/// A rate from a query parameter (see [`parse_rate`]).
+fn setting(query: &HashMap<String, String>, key: &str) -> Result<Option<RateSetting>, String> {
+    query
+        .get(key)
+        .map(|v| match parse_rate(v) {
+            Ok(None) => Ok(RateSetting::Unlimited),
+            Ok(Some(r)) => Ok(RateSetting::PerSecond(r)),
+            Err(e) => Err(format!("{key} {e}")),
+        })
+        .transpose()
 }
 
 async fn apply(

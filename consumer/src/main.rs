@@ -4,12 +4,12 @@
 
 use anyhow::Context;
 use clap::Parser;
+use sluice_consumer::admin::parse_rate;
 use sluice_consumer::embedded::{self, default_id, FileConfig, StartOptions};
 use sluice_consumer::keys::Dimension;
-use sluice_consumer::pacing::{RateSetting, Scope};
+use sluice_consumer::pacing::Scope;
 use sluice_consumer::runner::RunnerOptions;
 use sluice_consumer::{connect, Pacer, RedisOptions};
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -189,22 +189,13 @@ async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
     })
     .context("invalid Redis URL")?;
     let pacer = Pacer::new(redis, file.pacing, None)?;
-    let parse = |key: &str, value: &Option<String>| -> anyhow::Result<Option<Option<f64>>> {
-        let mut query = HashMap::new();
-        if let Some(v) = value {
-            query.insert(key.to_string(), v.clone());
-        }
-        Ok(sluice_consumer::admin::setting(&query, key)
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "--{}: {e}",
-                    if key.starts_with('r') { "rps" } else { "tps" }
-                )
-            })?
-            .map(|s| match s {
-                RateSetting::Unlimited => None,
-                RateSetting::PerSecond(r) => Some(r),
-            }))
+    // `Some(None)`: set to unlimited; `None`: flag not given.
+    let parse = |flag: &str, value: &Option<String>| -> anyhow::Result<Option<Option<f64>>> {
+        value
+            .as_deref()
+            .map(parse_rate)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--{flag} {e}"))
     };
     match command {
         RatesCommand::Show { model } => {
@@ -229,10 +220,7 @@ async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
             rps,
             tps,
         } => {
-            let (rps, tps) = (
-                parse("requests_per_second", rps)?,
-                parse("tokens_per_second", tps)?,
-            );
+            let (rps, tps) = (parse("rps", rps)?, parse("tps", tps)?);
             anyhow::ensure!(
                 rps.is_some() || tps.is_some(),
                 "give --rps and/or --tps (a number or `unlimited`)"

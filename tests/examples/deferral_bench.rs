@@ -28,8 +28,8 @@ impl Publisher for Accept {
         _: &'a str,
         _: &'a str,
         _: Vec<u8>,
-    ) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async { Ok(()) })
+    ) -> BoxFuture<'a, Result<Option<u64>, String>> {
+        Box::pin(async { Ok(None) })
     }
 }
 

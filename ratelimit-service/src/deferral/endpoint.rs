@@ -27,13 +27,15 @@ use tokio::sync::Semaphore;
 pub trait Publisher: Send + Sync + 'static {
     /// Publish `work` (the consumer's WorkItem JSON) to the bucket of
     /// `tenant` × `model`. Either it is queued or it is not: no half state.
+    /// `Ok(Some(n))`: the bucket holds `n` queued requests now, this one
+    /// included (`None` when the publisher does not know).
     fn publish<'a>(
         &'a self,
         tenant: &'a str,
         model: &'a str,
         req_id: &'a str,
         work: Vec<u8>,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, Result<Option<u64>, String>>;
 }
 
 #[derive(Clone, Debug)]
@@ -364,33 +366,27 @@ async fn accept(
         attempt: 0,
     }
     .to_json();
-    if let Err(why) = state
+    let queue_position = match state
         .publisher
         .publish(&tenant, &model, &req_id, work.clone())
         .await
     {
-        reject("publish_failed");
-        tracing::warn!(req_id = %req_id, %why, "cannot queue deferred request");
-        let mut response = error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "queue_unavailable",
-            "the request could not be queued; nothing was sent to the model, retry shortly",
-        );
-        response
-            .headers_mut()
-            .insert("retry-after", HeaderValue::from_static("5"));
-        return response;
-    }
+        Ok(position) => position.filter(|n| *n > 0),
+        Err(why) => {
+            reject("publish_failed");
+            tracing::warn!(req_id = %req_id, %why, "cannot queue deferred request");
+            let mut response = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "queue_unavailable",
+                "the request could not be queued; nothing was sent to the model, retry shortly",
+            );
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from_static("5"));
+            return response;
+        }
+    };
     state.metrics.accepted.inc();
-    // Where it stands: the bucket's queued count just after this publish
-    // (the publisher counts it in). Best effort; unknown when Redis is slow.
-    let queue_position: Option<u64> = redis::cmd("GET")
-        .arg(keys::backlog(&topic))
-        .query_async(&mut redis)
-        .await
-        .ok()
-        .flatten()
-        .filter(|n: &u64| *n > 0);
     state.metrics.in_flight.inc();
     tracing::debug!(req_id = %req_id, tenant = %tenant, model = %model, stream, "deferred request queued");
     let waiter = Waiter {

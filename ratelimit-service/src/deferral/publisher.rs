@@ -96,7 +96,7 @@ impl Publisher for LitePublisher {
         model: &'a str,
         req_id: &'a str,
         work: Vec<u8>,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<Option<u64>, String>> {
         Box::pin(async move {
             let topic = lite_topic_name(tenant, model);
             self.announce(&topic).await?;
@@ -107,17 +107,19 @@ impl Publisher for LitePublisher {
             // One more queued in the bucket (the consumer counts down at pop);
             // re-publishes count too, so the figure does not drift.
             let mut redis = self.redis.clone();
-            let counted: Result<(), _> = redis::pipe()
+            let counted: Result<(u64,), _> = redis::pipe()
                 .incr(keys::backlog(&topic), 1)
-                .ignore()
                 .expire(keys::backlog(&topic), 86_400)
                 .ignore()
                 .query_async(&mut redis)
                 .await;
-            if let Err(error) = counted {
-                tracing::warn!(%error, %topic, "published, but the backlog count was not updated");
+            match counted {
+                Ok((queued,)) => Ok(Some(queued)),
+                Err(error) => {
+                    tracing::warn!(%error, %topic, "published, but the backlog count was not updated");
+                    Ok(None)
+                }
             }
-            Ok(())
         })
     }
 }
