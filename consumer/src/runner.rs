@@ -136,12 +136,6 @@ enum Held {
     HandedBack,
 }
 
-/// After an empty pop, ask the broker to dispatch again
-/// (`REDISPATCH_WHEN_QUIET`), at most once per this period...
-const REDISPATCH_QUIET: Duration = Duration::from_millis(500);
-/// ...and in any case this often, for buckets stuck while others flow.
-const REDISPATCH_EVERY: Duration = Duration::from_secs(5);
-
 /// Subscribe calls carry at most this many LiteTopics (a cold start may own
 /// thousands).
 const SUBSCRIBE_CHUNK: usize = 500;
@@ -304,7 +298,6 @@ impl Runner {
         tokio::pin!(shutdown);
         let (halt, halted) = tokio::sync::watch::channel(false);
         let housekeeping = tokio::spawn(self.clone().housekeeping(halted));
-        let mut last_redispatch = Instant::now();
         loop {
             if self.owned_set().is_empty() {
                 tokio::select! {
@@ -328,19 +321,8 @@ impl Runner {
             };
             match popped {
                 Ok(messages) => {
-                    let empty = messages.is_empty();
                     for message in messages {
                         self.clone().dispatch(message).await;
-                    }
-                    // `REDISPATCH_WHEN_QUIET` (lite-topic/README.md): the broker
-                    // can leave a released LiteTopic with waiting messages un-ready.
-                    let now = Instant::now();
-                    let since = now.duration_since(last_redispatch);
-                    if (empty && since >= REDISPATCH_QUIET) || since >= REDISPATCH_EVERY {
-                        last_redispatch = now;
-                        if let Err(error) = self.lite.redispatch().await {
-                            tracing::debug!(%error, "redispatch failed");
-                        }
                     }
                 }
                 Err(error) => {

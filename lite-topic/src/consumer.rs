@@ -67,6 +67,11 @@ const SUSPEND_END_LEAD_MS: u64 = 25;
 /// held by a pop that is reading it right now).
 const BUSY_RETRIES: u32 = 20;
 
+/// `REDISPATCH_WHEN_QUIET`: after an empty pop, at most this often...
+const REDISPATCH_QUIET: Duration = Duration::from_millis(500);
+/// ...and in any case this often, for LiteTopics stuck while others flow.
+const REDISPATCH_EVERY: Duration = Duration::from_secs(5);
+
 /// One message taken from a LiteTopic.
 #[derive(Debug, Clone)]
 pub struct LiteMessage {
@@ -171,6 +176,8 @@ pub struct LiteConsumer {
     subscription_version: AtomicI64,
     /// `WAKE_ON_SUSPEND_EXPIRY`: when the suspends in force end.
     suspend_ends: Mutex<BinaryHeap<Reverse<Instant>>>,
+    /// `REDISPATCH_WHEN_QUIET`: when the broker was last asked.
+    last_redispatch: Mutex<Instant>,
     counters: Counters,
 }
 
@@ -219,6 +226,7 @@ impl LiteConsumer {
             subscriptions: Mutex::new(BTreeSet::new()),
             subscription_version: AtomicI64::new(0),
             suspend_ends: Mutex::new(BinaryHeap::new()),
+            last_redispatch: Mutex::new(Instant::now()),
             counters: Counters::default(),
         })
     }
@@ -315,6 +323,40 @@ impl LiteConsumer {
     /// messages for good. Await every pop to its end.
     #[instrument(skip(self), level = "trace", fields(client_id = %self.client_id))]
     pub async fn pop(
+        &self,
+        max: u32,
+        invisible_time: Duration,
+        poll_time: Duration,
+    ) -> Result<Vec<LiteMessage>, LiteError> {
+        let messages = self.pop_once(max, invisible_time, poll_time).await?;
+        self.redispatch_if_due(messages.is_empty()).await;
+        Ok(messages)
+    }
+
+    /// `REDISPATCH_WHEN_QUIET`: this broker can leave a released LiteTopic
+    /// that still holds messages un-ready for the client until a new message
+    /// arrives in it (1,000 LiteTopics × 2 queued messages: 400 delivered,
+    /// then nothing). After an empty pop (at most every 500 ms), and every
+    /// 5 s in any case, ask it to make every subscribed LiteTopic with
+    /// waiting messages ready again: one control request.
+    async fn redispatch_if_due(&self, empty: bool) {
+        let due = {
+            let mut last = lock(&self.last_redispatch);
+            let since = last.elapsed();
+            let due = (empty && since >= REDISPATCH_QUIET) || since >= REDISPATCH_EVERY;
+            if due {
+                *last = Instant::now();
+            }
+            due
+        };
+        if due && !lock(&self.subscriptions).is_empty() {
+            if let Err(error) = self.trigger_dispatch().await {
+                tracing::debug!(%error, "redispatch failed; next time");
+            }
+        }
+    }
+
+    async fn pop_once(
         &self,
         max: u32,
         invisible_time: Duration,
@@ -684,16 +726,6 @@ impl LiteConsumer {
             .invoke_ok("lite subscription", &self.broker.addr, request)
             .await?;
         Ok(())
-    }
-
-    /// `REDISPATCH_WHEN_QUIET`: ask the broker to make every subscribed
-    /// LiteTopic with waiting messages ready for this client again. This
-    /// broker can leave a LiteTopic that still holds messages un-ready after
-    /// its in-flight message was released (seen with 1,000 buckets × 2
-    /// messages: 400 delivered, the rest waited until a new message arrived
-    /// in their LiteTopic). One request; harmless when nothing is stuck.
-    pub async fn redispatch(&self) -> Result<(), LiteError> {
-        self.trigger_dispatch().await
     }
 
     async fn trigger_dispatch(&self) -> Result<(), LiteError> {
