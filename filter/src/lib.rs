@@ -60,6 +60,9 @@ impl RootContext for SluiceRoot {
                 return false;
             }
         };
+        for warning in config.warnings() {
+            log::warn!("sluice: {warning}");
+        }
         // Build the tokenizers now, so no request pays for loading ranks.
         // OpenAI's model table uses both encodings.
         let encoders = BpeEncoders::new();
@@ -208,6 +211,12 @@ impl Host for EnvoyIo {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0)
     }
+    fn random_128(&mut self) -> Option<[u8; 16]> {
+        let mut bytes = [0u8; 16];
+        // SAFETY: `random_get` writes exactly `len` bytes into the buffer we own.
+        let errno = unsafe { wasi::random_get(bytes.as_mut_ptr(), bytes.len()) };
+        (errno == 0).then_some(bytes)
+    }
     fn log(&self, level: LogLevel, message: &str) {
         match level {
             LogLevel::Debug => log::debug!("{message}"),
@@ -215,6 +224,22 @@ impl Host for EnvoyIo {
             LogLevel::Warn => log::warn!("{message}"),
             LogLevel::Error => log::error!("{message}"),
         }
+    }
+}
+
+/// Envoy gives every Wasm module WASI's `random_get` (proxy-wasm has no
+/// random call of its own), backed by the host's CSPRNG.
+mod wasi {
+    #[cfg(target_arch = "wasm32")]
+    #[link(wasm_import_module = "wasi_snapshot_preview1")]
+    extern "C" {
+        pub fn random_get(buf: *mut u8, len: usize) -> u16;
+    }
+
+    /// Native builds (unit tests of this crate) have no Envoy: no randomness.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub unsafe fn random_get(_buf: *mut u8, _len: usize) -> u16 {
+        52 // ENOSYS
     }
 }
 

@@ -5,6 +5,7 @@
 //! response ─▶ RateLimit headers ─▶ usage read as it streams ─▶ reconcile at the end.
 
 use crate::config::{FailureMode, FilterConfig, TenantSource, UnknownPaths};
+use crate::deferral::{self, DeferralClaims, DEFERRAL_TOKEN_HEADER};
 use crate::descriptors::{admission_request, reconcile_request, sanitize_value};
 use crate::errors::LocalReply;
 use crate::host::{Host, LogLevel, Metric};
@@ -24,7 +25,11 @@ pub const PROMPT_TOKENS_HEADER: &str = "x-sluice-prompt-tokens";
 pub const ESTIMATED_TOKENS_HEADER: &str = "x-sluice-estimated-tokens";
 /// Only with `timing_headers: true`.
 pub const COUNT_MICROS_HEADER: &str = "x-sluice-count-micros";
-const OWN_HEADERS: [&str; 7] = [
+/// The client's own `x-request-id`: kept for correlation only, never as
+/// Sluice's request id.
+pub const CLIENT_REQUEST_ID_HEADER: &str = "x-request-id";
+const OWN_HEADERS: [&str; 8] = [
+    DEFERRAL_TOKEN_HEADER,
     COUNT_MICROS_HEADER,
     REQUEST_ID_HEADER,
     TENANT_HEADER,
@@ -76,7 +81,10 @@ pub struct RequestAdmission<E> {
     endpoint: Option<Endpoint>,
     tenant: String,
     model: String,
+    /// Sluice's own id for this request (random, see [`deferral::request_id`]).
     request_id: String,
+    /// SHA-256 of the body, kept only when this request may be deferred.
+    body_sha256: Option<[u8; 32]>,
     estimate: Estimate,
     /// Tokens charged at admission (0 if nothing was charged).
     charged: u64,
@@ -93,6 +101,7 @@ impl<E: Encoders> RequestAdmission<E> {
             tenant: String::new(),
             model: String::new(),
             request_id: String::new(),
+            body_sha256: None,
             estimate: Estimate::default(),
             charged: 0,
             downstream_headers: Vec::new(),
@@ -182,10 +191,22 @@ impl<E: Encoders> RequestAdmission<E> {
             }
             None => sanitize_value(&self.config().anonymous_tenant),
         };
-        self.request_id = host
-            .request_header("x-request-id")
-            .map(|id| sanitize_value(&id))
-            .unwrap_or_else(|| "unknown".into());
+        // Sluice names the request itself: a client-chosen id could address
+        // another request's answer.
+        let Some(random) = host.random_128() else {
+            host.log(
+                LogLevel::Error,
+                "sluice: the host gave no random bytes for a request id",
+            );
+            let reply = LocalReply::error(
+                503,
+                "the gateway cannot admit requests right now",
+                "service_unavailable",
+                "no_request_id",
+            );
+            return self.reply(host, reply);
+        };
+        self.request_id = deferral::request_id(random);
 
         let declared = host
             .request_header("content-length")
@@ -259,6 +280,9 @@ impl<E: Encoders> RequestAdmission<E> {
                 .push((COUNT_MICROS_HEADER.into(), micros));
         }
         host.count(Metric::PromptTokens, self.estimate.prompt_tokens);
+        if shared.config.deferral.active() {
+            self.body_sha256 = Some(deferral::body_digest(&body));
+        }
         let message = admission_request(
             &shared.config.domain,
             &self.tenant,
@@ -326,7 +350,7 @@ impl<E: Encoders> RequestAdmission<E> {
         };
         let action = field("action").unwrap_or("reject");
         let priority = field("priority").unwrap_or("normal").to_string();
-        if action == "defer" && self.config().deferral.enabled {
+        if action == "defer" && self.config().deferral.active() {
             self.defer(host, &priority);
         } else {
             self.reject(host, metadata.is_some());
@@ -355,7 +379,10 @@ impl<E: Encoders> RequestAdmission<E> {
         self.set_accounting_headers(host);
         host.set_request_header(TENANT_HEADER, &self.tenant);
         host.set_request_header(MODEL_HEADER, &self.model);
-        host.set_request_header(PRIORITY_HEADER, &sanitize_value(priority));
+        let priority = sanitize_value(priority);
+        host.set_request_header(PRIORITY_HEADER, &priority);
+        let token = self.deferral_token(host, &priority);
+        host.set_request_header(DEFERRAL_TOKEN_HEADER, &token);
         let marker = self.config().deferral.marker_header.clone();
         // Changing request headers makes Envoy recompute the route, which now
         // matches the deferral route on the marker.
@@ -373,6 +400,24 @@ impl<E: Encoders> RequestAdmission<E> {
             ),
         );
         host.resume_request();
+    }
+
+    /// Signs what the deferral endpoint will act on (see [`crate::deferral`]).
+    fn deferral_token(&self, host: &dyn Host, priority: &str) -> String {
+        let digest = self.body_sha256.unwrap_or_else(|| deferral::body_digest(b""));
+        let claims = DeferralClaims {
+            request_id: &self.request_id,
+            tenant: &self.tenant,
+            model: &self.model,
+            priority,
+            estimated_tokens: self.estimate.total(),
+            body_sha256: &digest,
+        };
+        // `defer` only runs when `deferral.active()`: there is a first secret.
+        match self.config().deferral.secrets.first() {
+            Some(secret) => claims.sign(secret, host.now_nanos() / 1_000_000),
+            None => String::new(),
+        }
     }
 
     fn reject(&mut self, host: &mut dyn Host, has_sluice_metadata: bool) {

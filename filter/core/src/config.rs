@@ -1,6 +1,7 @@
 //! The filter's plugin configuration (the `configuration` JSON of Envoy's Wasm
 //! plugin, or Istio's `WasmPlugin.spec.pluginConfig`).
 
+use crate::deferral::Secret;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -73,6 +74,18 @@ pub struct Deferral {
     /// matches on it.
     #[serde(default = "default_marker_header")]
     pub marker_header: String,
+    /// Secrets shared with sluice-rls (`--deferral-secret-file`): the first
+    /// signs the deferral token the endpoint checks; list two while rotating.
+    /// Without one, nothing is deferred: such requests get 429.
+    #[serde(default)]
+    pub secrets: Vec<Secret>,
+}
+
+impl Deferral {
+    /// Deferring needs both the switch and a secret to sign with.
+    pub fn active(&self) -> bool {
+        self.enabled && !self.secrets.is_empty()
+    }
 }
 
 impl Default for Deferral {
@@ -80,6 +93,7 @@ impl Default for Deferral {
         Deferral {
             enabled: true,
             marker_header: default_marker_header(),
+            secrets: Vec::new(),
         }
     }
 }
@@ -172,6 +186,19 @@ fn default_image_tokens() -> u64 {
 pub const ENCODINGS: [&str; 2] = ["cl100k_base", "o200k_base"];
 
 impl FilterConfig {
+    /// Things that are allowed but probably not meant, for the log.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self.deferral.enabled && self.deferral.secrets.is_empty() {
+            warnings.push(
+                "deferral.secrets is empty: requests a limit would defer are rejected with 429 \
+                 (set the secret sluice-rls's --deferral-secret-file holds)"
+                    .to_string(),
+            );
+        }
+        warnings
+    }
+
     /// Parse and validate; the error says what is wrong in words an operator
     /// can act on.
     pub fn from_json(bytes: &[u8]) -> Result<FilterConfig, String> {
@@ -239,6 +266,11 @@ impl FilterConfig {
         }
         if self.output_tokens.max == 0 {
             return fail("output_tokens.max must be positive".into());
+        }
+        for (i, secret) in self.deferral.secrets.iter().enumerate() {
+            if let Err(why) = secret.validate() {
+                return fail(format!("deferral.secrets[{i}]: {why}"));
+            }
         }
         Ok(())
     }

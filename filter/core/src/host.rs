@@ -87,7 +87,11 @@ pub trait Host {
     /// Let a paused request go on.
     fn resume_request(&mut self);
     fn count(&mut self, metric: Metric, by: u64);
-    /// A monotonic-enough clock for timing the counting step, in nanoseconds.
+    /// Wall-clock time (Unix nanoseconds): times the counting step and
+    /// dates the deferral token.
     fn now_nanos(&self) -> u64;
+    /// 128 bits from a cryptographically secure source (request ids);
+    /// `None` when the host has none (the request is then refused).
+    fn random_128(&mut self) -> Option<[u8; 16]>;
     fn log(&self, level: LogLevel, message: &str);
 }

@@ -11,6 +11,7 @@
 
 pub mod admission;
 pub mod config;
+pub mod deferral;
 pub mod descriptors;
 pub mod encoders;
 pub mod errors;

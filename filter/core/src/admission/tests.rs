@@ -37,6 +37,8 @@ struct FakeHost {
     replies: Vec<LocalReply>,
     resumed: u32,
     metrics: HashMap<Metric, u64>,
+    /// Counter behind `random_128` (distinct ids per call); `None`: no randomness.
+    random: Option<u8>,
 }
 
 impl Host for FakeHost {
@@ -94,7 +96,14 @@ impl Host for FakeHost {
     fn now_nanos(&self) -> u64 {
         12_345_000
     }
+    fn random_128(&mut self) -> Option<[u8; 16]> {
+        let next = self.random?;
+        self.random = Some(next.wrapping_add(1));
+        Some([next; 16])
+    }
 }
+
+const SECRET: &str = "test-secret-test-secret-test-secret-0001";
 
 fn shared(extra: &str) -> Arc<Shared<TestEncoders>> {
     let json = format!(r#"{{"tenant": {{"header": "x-tenant-id"}} {extra}}}"#);
@@ -118,6 +127,7 @@ fn host_with(body: &str) -> FakeHost {
         host.request_headers.insert(k.into(), v.into());
     }
     host.body = body.as_bytes().to_vec();
+    host.random = Some(0xab);
     host
 }
 
@@ -258,7 +268,7 @@ fn over_limit_reject_answers_429_with_openai_error() {
 
 #[test]
 fn over_limit_defer_marks_and_resumes() {
-    let shared = shared("");
+    let shared = shared(&format!(r#", "deferral": {{"secrets": ["{SECRET}"]}}"#));
     let mut host = host_with(CHAT);
     let mut admission = through_body(&shared, &mut host);
     let answer = rls_answer(rls::Code::OverLimit, Some("defer"), &[]);
@@ -269,7 +279,25 @@ fn over_limit_defer_marks_and_resumes() {
     assert_eq!(host.request_headers[TENANT_HEADER], "acme");
     assert_eq!(host.request_headers[MODEL_HEADER], "gpt-4o");
     assert_eq!(host.request_headers[PRIORITY_HEADER], "high");
-    assert_eq!(host.request_headers[REQUEST_ID_HEADER], "req-1");
+    // Sluice's own id, not the client's x-request-id (kept as it was).
+    let id = host.request_headers[REQUEST_ID_HEADER].clone();
+    assert_eq!(id, "ab".repeat(16));
+    assert_eq!(host.request_headers["x-request-id"], "req-1");
+    // The token vouches for exactly what the endpoint will act on.
+    let token = &host.request_headers[DEFERRAL_TOKEN_HEADER];
+    let digest = deferral::body_digest(CHAT.as_bytes());
+    let claims = DeferralClaims {
+        request_id: &id,
+        tenant: "acme",
+        model: "gpt-4o",
+        priority: "high",
+        estimated_tokens: host.request_headers[ESTIMATED_TOKENS_HEADER].parse().unwrap(),
+        body_sha256: &digest,
+    };
+    let secrets = [crate::deferral::Secret::new(SECRET).unwrap()];
+    assert_eq!(claims.verify(token, &secrets, 12, 30_000), Ok(()));
+    let other_tenant = DeferralClaims { tenant: "evil", ..claims };
+    assert!(other_tenant.verify(token, &secrets, 12, 30_000).is_err());
     // Nothing charged, so nothing to reconcile.
     admission.on_response_headers(&mut host);
     admission.on_response_body(&mut host, 0, true);
@@ -281,6 +309,38 @@ fn over_limit_defer_marks_and_resumes() {
     let mut admission = through_body(&no_deferral, &mut host);
     admission.on_rls_response(&mut host, 7, 0, Some(&answer));
     assert_eq!(host.replies[0].status, 429);
+
+    // Without a secret to sign with, nothing is deferred either.
+    let unsigned = self::shared("");
+    assert!(!unsigned.config.warnings().is_empty());
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&unsigned, &mut host);
+    admission.on_rls_response(&mut host, 7, 0, Some(&answer));
+    assert_eq!(host.replies[0].status, 429);
+    assert!(!host.request_headers.contains_key("x-sluice-deferred"));
+}
+
+#[test]
+fn every_request_gets_its_own_id_whatever_the_client_sends() {
+    let shared = shared("");
+    let mut ids = Vec::new();
+    for random in [1u8, 2] {
+        let mut host = host_with(CHAT);
+        host.random = Some(random);
+        let mut admission = through_body(&shared, &mut host);
+        let answer = rls_answer(rls::Code::Ok, None, &[]);
+        admission.on_rls_response(&mut host, 7, 0, Some(&answer));
+        ids.push(host.request_headers[REQUEST_ID_HEADER].clone());
+    }
+    assert_ne!(ids[0], ids[1]);
+    assert!(ids.iter().all(|id| deferral::is_request_id(id)), "{ids:?}");
+
+    // No randomness: refused, never a guessable id.
+    let mut host = host_with(CHAT);
+    host.random = None;
+    let mut admission = RequestAdmission::new(shared.clone());
+    assert_eq!(admission.on_request_headers(&mut host, false), Verdict::Pause);
+    assert_eq!(host.replies[0].status, 503);
 }
 
 #[test]
@@ -291,9 +351,12 @@ fn clients_cannot_mark_themselves() {
         .insert("x-sluice-deferred".into(), "1".into());
     host.request_headers
         .insert(PROMPT_TOKENS_HEADER.into(), "1".into());
+    host.request_headers
+        .insert(DEFERRAL_TOKEN_HEADER.into(), "v1.1.00".into());
     let _ = through_body(&shared, &mut host);
     assert!(!host.request_headers.contains_key("x-sluice-deferred"));
     assert!(!host.request_headers.contains_key(PROMPT_TOKENS_HEADER));
+    assert!(!host.request_headers.contains_key(DEFERRAL_TOKEN_HEADER));
 }
 
 #[test]

@@ -1,0 +1,355 @@
+//! Request identity and the authenticated deferral marker.
+//!
+//! Sluice names every request itself: a 128-bit random id, never a value a
+//! client sent. A deferred request reaches the deferral endpoint with that id
+//! and a **deferral token**: an HMAC-SHA256, under a secret shared by the
+//! filter (or ext_authz) and sluice-rls, over everything the endpoint acts
+//! on — request id, tenant, model, priority, token estimate, the time it was
+//! issued and a SHA-256 of the body. The endpoint refuses a request without a
+//! valid, fresh token, so only Sluice's own admission can queue work.
+//!
+//! A streaming client that loses its connection resumes with a **resume
+//! token**, `<request id>.<mac>`, the MAC binding the id to its tenant: the
+//! bare id (which shows up in logs and headers) opens nothing.
+//!
+//! Rotation: every verifier accepts any of its configured secrets; signers
+//! use the first. Roll a new secret out as the *second* everywhere, then make
+//! it the first, then drop the old one.
+//!
+//! Token format: `v1.<issued unix ms>.<64 hex digits of HMAC>`; the MAC input
+//! is [`DEFERRAL_CONTEXT`] and the fields, each on its own line (no field can
+//! contain a newline: ids and names are sanitized, numbers are decimal).
+
+use hmac::{Hmac, KeyInit, Mac};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// Header carrying the deferral token (set by Sluice only; stripped from clients).
+pub const DEFERRAL_TOKEN_HEADER: &str = "x-sluice-deferral-token";
+/// Response header of a streamed deferred answer: the resume token.
+pub const RESUME_TOKEN_HEADER: &str = "x-sluice-resume-token";
+/// Shortest secret accepted (bytes): 256 bits of a random string.
+pub const MIN_SECRET_LEN: usize = 32;
+
+/// Domain separation: a deferral MAC is never a valid resume MAC, and back.
+const DEFERRAL_CONTEXT: &str = "sluice-deferral-v1";
+const RESUME_CONTEXT: &str = "sluice-resume-v1";
+const TOKEN_VERSION: &str = "v1";
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// A shared secret. Its `Debug` never shows the value, so configs that hold
+/// one can be logged.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// A secret from its text; at least [`MIN_SECRET_LEN`] bytes.
+    pub fn new(value: impl Into<String>) -> Result<Secret, String> {
+        let secret = Secret(value.into());
+        secret.validate()?;
+        Ok(secret)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.0.len() < MIN_SECRET_LEN {
+            return Err(format!(
+                "a deferral secret must be at least {MIN_SECRET_LEN} bytes (it is {})",
+                self.0.len()
+            ));
+        }
+        Ok(())
+    }
+
+    fn mac(&self) -> HmacSha256 {
+        // HMAC takes keys of any length, so this never falls back; the
+        // fallback (a zero key) only keeps the filter free of panics.
+        HmacSha256::new_from_slice(self.0.as_bytes())
+            .unwrap_or_else(|_| HmacSha256::new(&Default::default()))
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// A new request id: 32 lowercase hex digits of 128 random bits.
+pub fn request_id(random: [u8; 16]) -> String {
+    hex(&random)
+}
+
+/// True for ids [`request_id`] makes.
+pub fn is_request_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// SHA-256 of a request body, as signed in the token.
+pub fn body_digest(body: &[u8]) -> [u8; 32] {
+    Sha256::digest(body).into()
+}
+
+/// What a deferral token vouches for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeferralClaims<'a> {
+    pub request_id: &'a str,
+    pub tenant: &'a str,
+    pub model: &'a str,
+    pub priority: &'a str,
+    pub estimated_tokens: u64,
+    pub body_sha256: &'a [u8; 32],
+}
+
+impl DeferralClaims<'_> {
+    fn mac(&self, secret: &Secret, issued_ms: u64) -> HmacSha256 {
+        let mut mac = secret.mac();
+        let text = format!(
+            "{DEFERRAL_CONTEXT}\n{}\n{}\n{}\n{}\n{}\n{issued_ms}\n",
+            self.request_id, self.tenant, self.model, self.priority, self.estimated_tokens
+        );
+        mac.update(text.as_bytes());
+        mac.update(self.body_sha256);
+        mac
+    }
+
+    /// The token for these claims, issued at `issued_ms` (Unix ms).
+    pub fn sign(&self, secret: &Secret, issued_ms: u64) -> String {
+        let tag = self.mac(secret, issued_ms).finalize().into_bytes();
+        format!("{TOKEN_VERSION}.{issued_ms}.{}", hex(&tag))
+    }
+
+    /// Checks `token` against these claims with any of `secrets`, and that it
+    /// was issued within `max_age_ms` of `now_ms` (either way: clocks of the
+    /// gateway and of sluice-rls differ a little).
+    pub fn verify(
+        &self,
+        token: &str,
+        secrets: &[Secret],
+        now_ms: u64,
+        max_age_ms: u64,
+    ) -> Result<(), TokenError> {
+        let (issued_ms, tag) = parse_token(token)?;
+        if now_ms.abs_diff(issued_ms) > max_age_ms {
+            return Err(TokenError::Expired);
+        }
+        let valid = secrets
+            .iter()
+            .any(|secret| self.mac(secret, issued_ms).verify_slice(&tag).is_ok());
+        if valid {
+            Ok(())
+        } else {
+            Err(TokenError::BadSignature)
+        }
+    }
+}
+
+/// Why a deferral token is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenError {
+    Malformed,
+    Expired,
+    BadSignature,
+}
+
+impl TokenError {
+    /// Metric label.
+    pub fn reason(self) -> &'static str {
+        match self {
+            TokenError::Malformed => "token_malformed",
+            TokenError::Expired => "token_expired",
+            TokenError::BadSignature => "token_bad_signature",
+        }
+    }
+}
+
+impl fmt::Display for TokenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TokenError::Malformed => "the deferral token is malformed",
+            TokenError::Expired => "the deferral token is too old (or from the future)",
+            TokenError::BadSignature => "the deferral token's signature does not match",
+        })
+    }
+}
+
+fn parse_token(token: &str) -> Result<(u64, Vec<u8>), TokenError> {
+    let mut parts = token.trim().split('.');
+    let (Some(TOKEN_VERSION), Some(issued), Some(tag), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(TokenError::Malformed);
+    };
+    let issued: u64 = issued.parse().map_err(|_| TokenError::Malformed)?;
+    let tag = unhex(tag).filter(|t| t.len() == 32).ok_or(TokenError::Malformed)?;
+    Ok((issued, tag))
+}
+
+fn resume_mac(secret: &Secret, request_id: &str, tenant: &str) -> HmacSha256 {
+    let mut mac = secret.mac();
+    mac.update(format!("{RESUME_CONTEXT}\n{request_id}\n{tenant}\n").as_bytes());
+    mac
+}
+
+/// The resume token of a request: `<request id>.<hex MAC>`.
+pub fn resume_token(secret: &Secret, request_id: &str, tenant: &str) -> String {
+    let tag = resume_mac(secret, request_id, tenant)
+        .finalize()
+        .into_bytes();
+    format!("{request_id}.{}", hex(&tag))
+}
+
+/// The request id a resume token names, before its MAC is checked (the
+/// verifier needs the id to look up the tenant). `None` when malformed.
+pub fn resume_token_request_id(token: &str) -> Option<&str> {
+    let (id, tag) = token.split_once('.')?;
+    (is_request_id(id) && tag.len() == 64).then_some(id)
+}
+
+/// True when `token` is the resume token of `request_id` for `tenant` under
+/// any of `secrets`.
+pub fn verify_resume_token(token: &str, secrets: &[Secret], tenant: &str) -> bool {
+    let Some(id) = resume_token_request_id(token) else {
+        return false;
+    };
+    let Some(tag) = token.split_once('.').and_then(|(_, tag)| unhex(tag)) else {
+        return false;
+    };
+    secrets
+        .iter()
+        .any(|secret| resume_mac(secret, id, tenant).verify_slice(&tag).is_ok())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    text.as_bytes()
+        .chunks_exact(2)
+        .map(|pair| match pair {
+            [hi, lo] => Some(digit(*hi)? << 4 | digit(*lo)?),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret(c: char) -> Secret {
+        Secret::new(c.to_string().repeat(40)).unwrap()
+    }
+
+    fn claims(body: &[u8; 32]) -> DeferralClaims<'_> {
+        DeferralClaims {
+            request_id: "0123456789abcdef0123456789abcdef",
+            tenant: "acme",
+            model: "gpt-4o",
+            priority: "normal",
+            estimated_tokens: 1200,
+            body_sha256: body,
+        }
+    }
+
+    #[test]
+    fn a_signed_token_verifies_with_any_configured_secret() {
+        let digest = body_digest(b"{}");
+        let token = claims(&digest).sign(&secret('a'), 1_000_000);
+        assert!(token.starts_with("v1.1000000."));
+        let both = [secret('b'), secret('a')];
+        assert_eq!(claims(&digest).verify(&token, &both, 1_000_500, 30_000), Ok(()));
+        assert_eq!(
+            claims(&digest).verify(&token, &[secret('b')], 1_000_500, 30_000),
+            Err(TokenError::BadSignature)
+        );
+    }
+
+    #[test]
+    fn every_claim_is_bound() {
+        let digest = body_digest(b"{\"model\":\"gpt-4o\"}");
+        let other_digest = body_digest(b"{\"model\":\"gpt-4\"}");
+        let good = claims(&digest);
+        let token = good.sign(&secret('a'), 5_000);
+        let variants = [
+            DeferralClaims { request_id: "1123456789abcdef0123456789abcdef", ..good },
+            DeferralClaims { tenant: "acme2", ..good },
+            DeferralClaims { model: "gpt-4", ..good },
+            DeferralClaims { priority: "high", ..good },
+            DeferralClaims { estimated_tokens: 1, ..good },
+            DeferralClaims { body_sha256: &other_digest, ..good },
+        ];
+        for claims in variants {
+            assert_eq!(
+                claims.verify(&token, &[secret('a')], 5_000, 30_000),
+                Err(TokenError::BadSignature),
+                "{claims:?}"
+            );
+        }
+        // The issue time is signed too.
+        let moved = token.replacen("v1.5000.", "v1.5001.", 1);
+        assert_eq!(good.verify(&moved, &[secret('a')], 5_000, 30_000), Err(TokenError::BadSignature));
+    }
+
+    #[test]
+    fn old_future_and_malformed_tokens_are_refused() {
+        let digest = body_digest(b"");
+        let c = claims(&digest);
+        let token = c.sign(&secret('a'), 100_000);
+        let s = [secret('a')];
+        assert_eq!(c.verify(&token, &s, 130_001, 30_000), Err(TokenError::Expired));
+        assert_eq!(c.verify(&token, &s, 69_999, 30_000), Err(TokenError::Expired));
+        assert_eq!(c.verify(&token, &s, 130_000, 30_000), Ok(()));
+        for bad in ["", "1", "v1", "v2.100000.00", "v1.x.00", "v1.100000.zz", "v1.100000.00", "v1.1.2.3"] {
+            assert_eq!(c.verify(bad, &s, 100_000, 30_000), Err(TokenError::Malformed), "{bad}");
+        }
+    }
+
+    #[test]
+    fn resume_tokens_bind_the_id_to_its_tenant() {
+        let id = request_id([7; 16]);
+        assert!(is_request_id(&id));
+        let token = resume_token(&secret('a'), &id, "acme");
+        assert_eq!(resume_token_request_id(&token), Some(id.as_str()));
+        assert!(verify_resume_token(&token, &[secret('z'), secret('a')], "acme"));
+        assert!(!verify_resume_token(&token, &[secret('a')], "other"));
+        assert!(!verify_resume_token(&token, &[secret('b')], "acme"));
+        assert!(!verify_resume_token(&id, &[secret('a')], "acme"));
+        let last = if token.ends_with('0') { "1" } else { "0" };
+        let tampered = format!("{}{last}", &token[..token.len() - 1]);
+        assert!(!verify_resume_token(&tampered, &[secret('a')], "acme"));
+        assert_eq!(resume_token_request_id("not-an-id.00"), None);
+    }
+
+    #[test]
+    fn short_secrets_are_refused_and_never_printed() {
+        assert!(Secret::new("short").is_err());
+        let s = secret('q');
+        assert_eq!(format!("{s:?}"), "Secret(***)");
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        assert_eq!(unhex(&hex(&bytes)), Some(bytes));
+        assert_eq!(unhex("abc"), None);
+        assert_eq!(unhex("AB"), None);
+    }
+}
