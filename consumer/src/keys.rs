@@ -39,6 +39,13 @@ pub fn lease(req_id: &str) -> String {
     format!("lease:{{{req_id}}}")
 }
 
+/// `owner:{<req_id>}`: the tenant a request id belongs to. The deferral
+/// endpoint sets it once (`SET NX`) when it accepts a request — a second
+/// request with the same id is refused — and checks it before a resume.
+pub fn owner(req_id: &str) -> String {
+    format!("owner:{{{req_id}}}")
+}
+
 /// Bucket bookkeeping keys share the `{buckets}` hash tag: the consumer
 /// retires an idle bucket with one script over several of them, which must
 /// stay on one Redis Cluster slot. They are touched once per publish and per

@@ -273,6 +273,12 @@ impl Stack {
             broker.namesrv_addr(),
             "--low-priority-max-backlog".into(),
             paths.low_priority_max_backlog.to_string(),
+            // The example secret, as in envoy/sluice-filter.yaml.
+            "--deferral-secret-file".into(),
+            workspace_root()
+                .join("config/deferral-secret.example")
+                .display()
+                .to_string(),
         ];
         let rls = start_retrying(
             "sluice-rls",

@@ -162,6 +162,10 @@ impl Host for CheckHost<'_> {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0)
     }
+    fn random_128(&mut self) -> Option<[u8; 16]> {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).ok().map(|()| bytes)
+    }
     fn log(&self, level: LogLevel, message: &str) {
         match level {
             LogLevel::Debug => tracing::debug!("{message}"),

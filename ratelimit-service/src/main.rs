@@ -110,6 +110,24 @@ struct ServeArgs {
     #[arg(long, env = "SLUICE_CONSUMER_GROUP", default_value = "sluice-consumer")]
     consumer_group: String,
 
+    /// File of secrets shared with the filter / ext_authz, one per line (at
+    /// least 32 bytes each): a deferred request is served only with a token
+    /// signed by one of them. The first also signs resume tokens and
+    /// ext_authz's deferrals; list the new one second while rotating.
+    #[arg(long, env = "SLUICE_DEFERRAL_SECRET_FILE", value_name = "FILE")]
+    deferral_secret_file: Option<PathBuf>,
+
+    /// The same secrets, comma-separated, from the environment (after those
+    /// of --deferral-secret-file).
+    #[arg(long, env = "SLUICE_DEFERRAL_SECRETS", hide_env_values = true)]
+    deferral_secrets: Option<String>,
+
+    /// Oldest deferral token accepted, in seconds (also the clock skew
+    /// allowed between Envoy and sluice-rls).
+    #[arg(long, env = "SLUICE_DEFERRAL_TOKEN_MAX_AGE_S", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    deferral_token_max_age_s: u64,
+
     /// Longest a deferred request waits for its answer, in seconds.
     #[arg(long, env = "SLUICE_DEFERRAL_TIMEOUT_S", default_value_t = 600)]
     deferral_timeout_s: u64,
@@ -293,12 +311,30 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Arc::new(SystemClock),
         Arc::new(metrics),
     ));
+    let secrets = sluice_ratelimit::deferral::secrets::load(
+        args.deferral_secret_file.as_deref(),
+        args.deferral_secrets.as_deref(),
+    )?;
+    if args.deferral_addr.is_some() && secrets.is_empty() {
+        anyhow::bail!(
+            "the deferral endpoint needs the secret the filter signs deferred requests with: \
+             pass --deferral-secret-file FILE (or set SLUICE_DEFERRAL_SECRETS)"
+        );
+    }
     let ext_authz = match &args.ext_authz_config {
         Some(path) => {
             let bytes =
                 std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let config = sluice_admission::config::FilterConfig::from_json(&bytes)
+            let mut config = sluice_admission::config::FilterConfig::from_json(&bytes)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            // ext_authz lives next to the endpoint: it signs with the same secrets
+            // unless its own config names others.
+            if config.deferral.secrets.is_empty() {
+                config.deferral.secrets = secrets.clone();
+            }
+            for warning in config.warnings() {
+                tracing::warn!(config = %path.display(), "{warning}");
+            }
             tracing::info!(config = %path.display(), "ext_authz front door enabled");
             Some(sluice_ratelimit::ext_authz::ExtAuthzService::new(
                 limiter.clone(),
@@ -311,7 +347,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .in_process_consumer
         .then(sluice_consumer::local::LocalBus::new);
     let deferral = match args.deferral_addr {
-        Some(addr) => Some(deferral_endpoint(&args, addr, endpoint_metrics, local.clone()).await?),
+        Some(addr) => {
+            Some(deferral_endpoint(&args, addr, secrets, endpoint_metrics, local.clone()).await?)
+        }
         None => None,
     };
     let (consumer_stop, consumer_task) = match local {
@@ -394,6 +432,7 @@ async fn in_process_consumer(
 async fn deferral_endpoint(
     args: &ServeArgs,
     addr: SocketAddr,
+    secrets: Vec<sluice_admission::deferral::Secret>,
     metrics: Arc<EndpointMetrics>,
     local: Option<Arc<sluice_consumer::local::LocalBus>>,
 ) -> anyhow::Result<(tokio::net::TcpListener, axum::Router)> {
@@ -426,6 +465,8 @@ async fn deferral_endpoint(
         timeout: Duration::from_secs(args.deferral_timeout_s),
         max_in_flight: args.deferral_max_in_flight,
         low_priority_max_backlog: args.low_priority_max_backlog,
+        secrets,
+        token_max_age: Duration::from_secs(args.deferral_token_max_age_s),
         ..Default::default()
     };
     let router = endpoint::router_with_local(

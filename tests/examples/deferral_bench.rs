@@ -74,6 +74,7 @@ async fn main() -> anyhow::Result<()> {
     let options = EndpointOptions {
         max_in_flight: n + 10,
         announce_queued: true,
+        secrets: vec![sluice_testkit::example_deferral_secret()],
         ..Default::default()
     };
     let app = router(
@@ -95,11 +96,19 @@ async fn main() -> anyhow::Result<()> {
         r#"{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "hi"}]}"#;
     let mut clients = Vec::with_capacity(n);
     for i in 0..n {
-        let request = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: b\r\nx-sluice-deferred: 1\r\nx-sluice-request-id: r{i}\r\nx-sluice-tenant: t{}\r\nx-sluice-model: gpt-4o\r\ncontent-length: {}\r\n\r\n{body}",
-            i % 100,
-            body.len()
+        let markers = sluice_testkit::deferral_headers(
+            &format!("r{i}"),
+            &format!("t{}", i % 100),
+            "gpt-4o",
+            "normal",
+            0,
+            body.as_bytes(),
         );
+        let mut request = String::from("POST /v1/chat/completions HTTP/1.1\r\nHost: b\r\n");
+        for (name, value) in markers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
         let mut stream = tokio::net::TcpStream::connect(addr).await?;
         stream.write_all(request.as_bytes()).await?;
         clients.push(tokio::spawn(async move {

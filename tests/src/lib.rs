@@ -75,6 +75,85 @@ pub fn sluice_filter_envoy_config(ports: &SluiceFilterPorts) -> anyhow::Result<S
     ))
 }
 
+/// A fresh Sluice request id (what the filter generates).
+pub fn new_request_id() -> String {
+    let mut random = [0u8; 16];
+    // Tests only: a failing OS RNG is a broken machine.
+    getrandom::fill(&mut random).unwrap_or_else(|e| panic!("no randomness: {e}"));
+    sluice_admission::deferral::request_id(random)
+}
+
+/// The secret of the repository's example configs; tests sign with it.
+pub fn example_deferral_secret() -> sluice_admission::deferral::Secret {
+    sluice_admission::deferral::Secret::new(sluice_admission::deferral::EXAMPLE_SECRET)
+        .unwrap_or_else(|e| panic!("example secret: {e}"))
+}
+
+/// The headers the filter sets on a request it defers, signed now with the
+/// example secret: what the deferral endpoint accepts.
+pub fn deferral_headers(
+    req_id: &str,
+    tenant: &str,
+    model: &str,
+    priority: &str,
+    estimated_tokens: u64,
+    body: &[u8],
+) -> Vec<(&'static str, String)> {
+    use sluice_admission::admission as a;
+    let mut headers = vec![
+        (
+            sluice_admission::deferral::DEFAULT_MARKER_HEADER,
+            "1".into(),
+        ),
+        (a::REQUEST_ID_HEADER, req_id.into()),
+        (a::TENANT_HEADER, tenant.into()),
+        (a::MODEL_HEADER, model.into()),
+        (a::PRIORITY_HEADER, priority.into()),
+        (a::ESTIMATED_TOKENS_HEADER, estimated_tokens.to_string()),
+    ];
+    sign_deferral_headers(&mut headers, body);
+    headers
+}
+
+/// Adds the deferral token (example secret, issued now) for the marker
+/// headers in `headers` and `body`; does nothing when one of them is missing
+/// or not a number where a number belongs (tests of malformed requests).
+pub fn sign_deferral_headers(headers: &mut Vec<(&'static str, String)>, body: &[u8]) {
+    use sluice_admission::admission as a;
+    use sluice_admission::deferral::{self, DeferralClaims};
+    let get = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    let (Some(id), Some(tenant), Some(model), Some(priority), Some(estimated)) = (
+        get(a::REQUEST_ID_HEADER),
+        get(a::TENANT_HEADER),
+        get(a::MODEL_HEADER),
+        get(a::PRIORITY_HEADER),
+        get(a::ESTIMATED_TOKENS_HEADER).and_then(|e| e.parse::<u64>().ok()),
+    ) else {
+        return;
+    };
+    let digest = deferral::body_digest(body);
+    let claims = DeferralClaims {
+        request_id: &id,
+        tenant: &tenant,
+        model: &model,
+        priority: &priority,
+        estimated_tokens: estimated,
+        body_sha256: &digest,
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let token = claims.sign(&example_deferral_secret(), now_ms);
+    headers.retain(|(k, _)| !k.eq_ignore_ascii_case(deferral::DEFERRAL_TOKEN_HEADER));
+    headers.push((deferral::DEFERRAL_TOKEN_HEADER, token));
+}
+
 /// A binary of this workspace, built next to the running test or example
 /// (`target/<profile>/<name>`; `cargo test --workspace` builds them all).
 pub fn workspace_binary(name: &str) -> anyhow::Result<PathBuf> {

@@ -95,6 +95,8 @@ fn post(
         "messages": [{"role": "user", "content": "hello"}]
     })
     .to_string();
+    let mut headers = headers.to_vec();
+    sluice_testkit::sign_deferral_headers(&mut headers, body.as_bytes());
     tokio::task::spawn_blocking(move || {
         let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
         http_request(
@@ -162,6 +164,7 @@ async fn killed_consumer_loses_no_request_and_never_calls_the_model_twice() {
         control,
         EndpointOptions {
             lease_check: Duration::from_millis(250),
+            secrets: vec![sluice_testkit::example_deferral_secret()],
             ..Default::default()
         },
         Arc::new(EndpointMetrics::default()),

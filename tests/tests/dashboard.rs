@@ -279,7 +279,10 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
         hub,
         Arc::new(publisher),
         control,
-        EndpointOptions::default(),
+        EndpointOptions {
+            secrets: vec![sluice_testkit::example_deferral_secret()],
+            ..Default::default()
+        },
         endpoint_metrics,
     );
     let deferral_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

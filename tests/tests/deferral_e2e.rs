@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 const PARENT: &str = "sluice-deferred";
 const GROUP: &str = "sluice-consumer";
 
-/// `patient` gets 50 tokens an hour and defers the rest.
+/// `patient` and `other` get 50 tokens an hour and defer the rest.
 const LIMITS: &str = r#"
 domain: sluice
 descriptors:
@@ -43,6 +43,15 @@ descriptors:
         descriptors:
           - key: tokens
             rate_limit: { unit: hour, requests_per_unit: 50, name: patient-tph,
+                          sluice: { over_limit: defer, priority: normal } }
+  - key: tenant
+    value: other
+    descriptors:
+      - key: model
+        rate_limit: { unit: hour, requests_per_unit: 1000, name: other-rph }
+        descriptors:
+          - key: tokens
+            rate_limit: { unit: hour, requests_per_unit: 50, name: other-tph,
                           sluice: { over_limit: defer, priority: normal } }
 "#;
 
@@ -85,7 +94,10 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
         hub,
         Arc::new(publisher),
         control,
-        EndpointOptions::default(),
+        EndpointOptions {
+            secrets: vec![sluice_testkit::example_deferral_secret()],
+            ..Default::default()
+        },
         Arc::new(EndpointMetrics::default()),
     );
     let deferral_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -269,4 +281,154 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
         "paced at 2/s, yet all three finished within {spread:?}"
     );
     assert!(started.elapsed() < Duration::from_secs(30));
+
+    tenants_sharing_a_client_request_id_get_their_own_answers(envoy_addr, &backend_url).await;
+    resume_needs_the_token_and_forged_deferrals_are_refused(
+        envoy_addr,
+        ([127, 0, 0, 1], deferral_port).into(),
+        &response,
+    )
+    .await;
+}
+
+/// Two tenants send the same `x-request-id` at once (the attack that used
+/// to hand one tenant the other's answer): each gets its own answer, under
+/// its own Sluice id, and the model is called once for each.
+async fn tenants_sharing_a_client_request_id_get_their_own_answers(
+    envoy_addr: SocketAddr,
+    backend_url: &str,
+) {
+    let ask = |tenant: &'static str, model: &'static str| {
+        let body = serde_json::json!({
+            "model": model,
+            "max_tokens": 30,
+            "messages": [{"role": "user", "content": "hello ".repeat(40)}]
+        });
+        tokio::task::spawn_blocking(move || {
+            http_request(
+                envoy_addr,
+                "POST",
+                "/v1/chat/completions",
+                &[
+                    ("x-tenant-id", tenant),
+                    ("x-request-id", "shared-client-id"),
+                ],
+                body.to_string().as_bytes(),
+            )
+            .unwrap()
+        })
+    };
+    let (a, b) = (ask("patient", "gpt-4o"), ask("other", "gpt-4o-mini"));
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    let mut ids = Vec::new();
+    for (response, model) in [(&a, "gpt-4o"), (&b, "gpt-4o-mini")] {
+        assert_eq!(response.status, 200, "{response:?}");
+        let json: Value = serde_json::from_str(&response.body).unwrap();
+        assert_eq!(json["model"], model, "{json}");
+        ids.push(response.header("x-sluice-request-id").unwrap().to_string());
+    }
+    assert_ne!(ids[0], ids[1]);
+    assert!(ids.iter().all(|id| id != "shared-client-id"), "{ids:?}");
+    let backend: SocketAddr = backend_url.trim_start_matches("http://").parse().unwrap();
+    for id in ids {
+        let calls = tokio::task::spawn_blocking(move || {
+            http_request(
+                backend,
+                "GET",
+                &format!("/sim/calls?request_id={id}"),
+                &[],
+                b"",
+            )
+            .unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(calls.body.contains("\"calls\":1"), "{}", calls.body);
+    }
+}
+
+/// The streamed answer's resume token reopens it; the bare request id does
+/// not; the marker headers sent straight to the endpoint are refused, and
+/// sent through Envoy they are stripped.
+async fn resume_needs_the_token_and_forged_deferrals_are_refused(
+    envoy_addr: SocketAddr,
+    deferral_addr: SocketAddr,
+    streamed: &sluice_testkit::HttpResponse,
+) {
+    let id = streamed.header("x-sluice-request-id").unwrap().to_string();
+    let token = streamed
+        .header("x-sluice-resume-token")
+        .unwrap()
+        .to_string();
+    assert!(
+        streamed.body.contains(&format!(": resume-token {token}\n")),
+        "{}",
+        streamed.body
+    );
+    let get = |path: String| {
+        tokio::task::spawn_blocking(move || {
+            http_request(deferral_addr, "GET", &path, &[], b"").unwrap()
+        })
+    };
+    let resumed = get(format!("/v1/sluice/streams/{token}")).await.unwrap();
+    assert_eq!(resumed.status, 200, "{resumed:?}");
+    assert!(
+        resumed.body.ends_with("data: [DONE]\n\n"),
+        "{}",
+        resumed.body
+    );
+    let bare = get(format!("/v1/sluice/streams/{id}")).await.unwrap();
+    assert_eq!(bare.status, 404, "{bare:?}");
+
+    let body =
+        r#"{"model": "gpt-4o", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}"#;
+    let forged: Vec<(&str, &str)> = vec![
+        ("x-sluice-deferred", "1"),
+        ("x-sluice-request-id", "0123456789abcdef0123456789abcdef"),
+        ("x-sluice-tenant", "patient"),
+        ("x-sluice-model", "gpt-4o"),
+        ("x-sluice-priority", "high"),
+        ("x-sluice-estimated-tokens", "1"),
+        ("x-sluice-deferral-token", "v1.1.00"),
+    ];
+    let direct = {
+        let forged = forged.clone();
+        tokio::task::spawn_blocking(move || {
+            http_request(
+                deferral_addr,
+                "POST",
+                "/v1/chat/completions",
+                &forged,
+                body.as_bytes(),
+            )
+            .unwrap()
+        })
+    }
+    .await
+    .unwrap();
+    assert_eq!(direct.status, 403, "{direct:?}");
+    // Through Envoy, as a tenant with budget left: stripped, admitted directly.
+    let mut headers = forged;
+    headers.push(("x-tenant-id", "fresh"));
+    let through = tokio::task::spawn_blocking(move || {
+        http_request(
+            envoy_addr,
+            "POST",
+            "/v1/chat/completions",
+            &headers,
+            body.as_bytes(),
+        )
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(through.status, 200, "{through:?}");
+    assert!(
+        through.header("x-sluice-resume-token").is_none(),
+        "{through:?}"
+    );
+    assert_ne!(
+        through.header("x-sluice-request-id"),
+        Some("0123456789abcdef0123456789abcdef")
+    );
 }

@@ -7,11 +7,15 @@
 
 use redis::AsyncCommands;
 use serde_json::Value;
+use sluice_admission::deferral;
 use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteMessage};
 use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions};
 use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
 use sluice_ratelimit::deferral::publisher::LitePublisher;
-use sluice_testkit::{http_request, HttpResponse, RedisServer, RocketMq};
+use sluice_testkit::{
+    example_deferral_secret, http_request, new_request_id, sign_deferral_headers, HttpResponse,
+    RedisServer, RocketMq,
+};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,6 +34,13 @@ struct Setup {
 }
 
 async fn setup(options: EndpointOptions) -> Setup {
+    setup_with_metrics(options, Arc::new(EndpointMetrics::default())).await
+}
+
+async fn setup_with_metrics(mut options: EndpointOptions, metrics: Arc<EndpointMetrics>) -> Setup {
+    if options.secrets.is_empty() {
+        options.secrets = vec![example_deferral_secret()];
+    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .with_test_writer()
@@ -47,13 +58,7 @@ async fn setup(options: EndpointOptions) -> Setup {
     let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, control.clone())
         .await
         .unwrap();
-    let app = router(
-        hub,
-        Arc::new(publisher),
-        control,
-        options,
-        Arc::new(EndpointMetrics::default()),
-    );
+    let app = router(hub, Arc::new(publisher), control, options, metrics);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -82,7 +87,18 @@ fn markers(req_id: &str, tenant: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// POSTs a deferred request, signed as the filter signs it.
 fn post(
+    addr: SocketAddr,
+    mut headers: Vec<(&'static str, String)>,
+    body: &str,
+) -> tokio::task::JoinHandle<HttpResponse> {
+    sign_deferral_headers(&mut headers, body.as_bytes());
+    post_unsigned(addr, headers, body)
+}
+
+/// POSTs exactly these headers (forgeries).
+fn post_unsigned(
     addr: SocketAddr,
     headers: Vec<(&'static str, String)>,
     body: &str,
@@ -297,7 +313,9 @@ async fn disconnect_cancels_and_streams_resume() {
         "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-length: {}\r\n",
         body.len()
     );
-    for (k, v) in markers("req-gone", "echo") {
+    let mut gone = markers("req-gone", "echo");
+    sign_deferral_headers(&mut gone, body.as_bytes());
+    for (k, v) in gone {
         request.push_str(&format!("{k}: {v}\r\n"));
     }
     request.push_str("\r\n");
@@ -323,34 +341,59 @@ async fn disconnect_cancels_and_streams_resume() {
         "cancel:{{req-gone}} not set after the client left"
     );
 
-    // Resume from Last-Event-ID while the stream exists; 410 once it does not.
-    answer(&mut s.redis, "req-resume", &["one", "two"]).await;
-    let entries: redis::streams::StreamRangeReply =
-        s.redis.xrange_all("response:{req-resume}").await.unwrap();
+    // Resume from Last-Event-ID with the request's resume token while the
+    // stream exists; 410 once it does not.
+    let id = new_request_id();
+    let _: () = s
+        .redis
+        .set(sluice_consumer::keys::owner(&id), "echo")
+        .await
+        .unwrap();
+    answer(&mut s.redis, &id, &["one", "two"]).await;
+    let entries: redis::streams::StreamRangeReply = s
+        .redis
+        .xrange_all(sluice_consumer::keys::response(&id))
+        .await
+        .unwrap();
     let first_id = entries.ids[0].id.clone();
     let addr = s.addr;
-    let resumed = tokio::task::spawn_blocking(move || {
-        http_request(
-            addr,
-            "GET",
-            "/v1/sluice/streams/req-resume",
-            &[("last-event-id", first_id.as_str())],
-            b"",
-        )
-        .unwrap()
-    })
-    .await
-    .unwrap();
+    let secret = example_deferral_secret();
+    let token = deferral::resume_token(&secret, &id, "echo");
+    let get = move |path: String, last: String| {
+        tokio::task::spawn_blocking(move || {
+            http_request(addr, "GET", &path, &[("last-event-id", last.as_str())], b"").unwrap()
+        })
+    };
+    // Neither the bare id nor another tenant's token opens it.
+    for path in [
+        format!("/v1/sluice/streams/{id}"),
+        format!(
+            "/v1/sluice/streams/{}",
+            deferral::resume_token(&secret, &id, "other")
+        ),
+    ] {
+        let refused = get(path, first_id.clone()).await.unwrap();
+        assert_eq!(refused.status, 404, "{refused:?}");
+        assert!(!refused.body.contains("\"two\""), "{}", refused.body);
+    }
+    let resumed = get(format!("/v1/sluice/streams/{token}"), first_id)
+        .await
+        .unwrap();
     assert_eq!(resumed.status, 200);
     assert!(!resumed.body.contains("\"one\""), "{}", resumed.body);
     assert!(resumed.body.contains("\"two\""), "{}", resumed.body);
     assert!(resumed.body.ends_with("data: [DONE]\n\n"));
-    let gone = tokio::task::spawn_blocking(move || {
-        http_request(addr, "GET", "/v1/sluice/streams/never-was", &[], b"").unwrap()
-    })
-    .await
-    .unwrap();
-    assert_eq!(gone.status, 410);
+    let expired = new_request_id();
+    let _: () = s
+        .redis
+        .set(sluice_consumer::keys::owner(&expired), "echo")
+        .await
+        .unwrap();
+    let token = deferral::resume_token(&secret, &expired, "echo");
+    let gone = get(format!("/v1/sluice/streams/{token}"), "0-0".into())
+        .await
+        .unwrap();
+    assert_eq!(gone.status, 410, "{gone:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -569,4 +612,117 @@ async fn timeouts_and_a_missing_broker_or_redis_answer_clearly() {
         "took {:?}",
         started.elapsed()
     );
+}
+
+/// Only Sluice's admission can queue work: a forged marker, a token signed
+/// with another secret, a stale token, a token for other claims or another
+/// body, and a replayed id are all refused before anything is published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_and_replayed_deferrals_are_refused() {
+    let metrics = Arc::new(EndpointMetrics::default());
+    let mut s = setup_with_metrics(EndpointOptions::default(), metrics.clone()).await;
+    watch(&s.consumer, "victim").await;
+    mark_subscribed(&mut s.redis, "victim").await;
+    let body = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}"#;
+    let id = new_request_id();
+
+    // The marker headers alone (what an attacker inside the mesh can send).
+    let forged = post_unsigned(s.addr, markers(&id, "victim"), body)
+        .await
+        .unwrap();
+    assert_eq!(forged.status, 403, "{forged:?}");
+    assert!(
+        forged.body.contains("\"code\":\"forbidden\""),
+        "{}",
+        forged.body
+    );
+
+    // Signed with a secret sluice-rls does not hold.
+    let other = deferral::Secret::new("another-secret-another-secret-another-secret").unwrap();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let digest = deferral::body_digest(body.as_bytes());
+    let claims = deferral::DeferralClaims {
+        request_id: &id,
+        tenant: "victim",
+        model: "gpt-4o",
+        priority: "high",
+        estimated_tokens: 42,
+        body_sha256: &digest,
+    };
+    let with_token = |token: String| {
+        let mut headers = markers(&id, "victim");
+        headers.push((deferral::DEFERRAL_TOKEN_HEADER, token));
+        headers
+    };
+    let wrong_key = post_unsigned(s.addr, with_token(claims.sign(&other, now_ms)), body);
+    assert_eq!(wrong_key.await.unwrap().status, 403);
+    // Too old.
+    let secret = example_deferral_secret();
+    let stale = post_unsigned(
+        s.addr,
+        with_token(claims.sign(&secret, now_ms - 120_000)),
+        body,
+    );
+    assert_eq!(stale.await.unwrap().status, 403);
+    // A good token, moved to another tenant, priority or body.
+    let good = claims.sign(&secret, now_ms);
+    let mut moved = with_token(good.clone());
+    moved[2].1 = "attacker".into();
+    assert_eq!(
+        post_unsigned(s.addr, moved, body).await.unwrap().status,
+        403
+    );
+    let mut raised = with_token(good.clone());
+    raised[4].1 = "low".into();
+    assert_eq!(
+        post_unsigned(s.addr, raised, body).await.unwrap().status,
+        403
+    );
+    let other_body = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": "bye"}]}"#;
+    let swapped = post_unsigned(s.addr, with_token(good.clone()), other_body);
+    assert_eq!(swapped.await.unwrap().status, 403);
+    let refused = |reason: &str| {
+        metrics
+            .rejected
+            .get_or_create(&vec![("reason".to_string(), reason.to_string())])
+            .get()
+    };
+    assert_eq!(refused("token_missing"), 1);
+    assert_eq!(refused("token_expired"), 1);
+    assert_eq!(refused("token_bad_signature"), 4);
+
+    // Signed, but not an inference request: the endpoint checks as the filter does.
+    let no_model = r#"{"messages": []}"#;
+    let response = post(s.addr, markers(&new_request_id(), "victim"), no_model)
+        .await
+        .unwrap();
+    assert_eq!(response.status, 400, "{response:?}");
+    assert!(response.body.contains("model"), "{}", response.body);
+
+    // Nothing reached the broker.
+    let popped = s
+        .consumer
+        .pop(1, Duration::from_secs(30), Duration::from_millis(800))
+        .await
+        .unwrap();
+    assert!(popped.is_empty(), "{popped:?}");
+
+    // The genuine request is served once; its token replayed is refused at
+    // once (no wait, no second answer).
+    let first = post_unsigned(s.addr, with_token(good.clone()), body);
+    let (message, work) = pop_work(&s.consumer, "victim").await;
+    s.consumer.release(&message.handle).await.unwrap();
+    assert_eq!(work["req_id"], id.as_str());
+    let started = std::time::Instant::now();
+    let replay = post_unsigned(s.addr, with_token(good), body).await.unwrap();
+    assert_eq!(replay.status, 409, "{replay:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(refused("duplicate_request"), 1);
+    answer(&mut s.redis, &id, &["yours"]).await;
+    let response = first.await.unwrap();
+    assert_eq!(response.status, 200, "{response:?}");
+    assert!(response.body.contains("yours"), "{}", response.body);
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use sluice_testkit::{
     free_port, http_request, wait_for_port, workspace_binary, Envoy, RedisServer, RocketMq,
 };
-use sluice_testkit::{sluice_filter_envoy_config, SluiceFilterPorts};
+use sluice_testkit::{sluice_filter_envoy_config, workspace_root, SluiceFilterPorts};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -76,6 +76,13 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
             .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
             .args(["--store", "redis", "--redis-url", &redis.url()])
             .args(["--deferral-addr", &format!("127.0.0.1:{deferral}")])
+            .args([
+                "--deferral-secret-file",
+                workspace_root()
+                    .join("config/deferral-secret.example")
+                    .to_str()
+                    .unwrap(),
+            ])
             .args(["--namesrv", &broker.namesrv_addr()])
             .arg("--in-process-consumer")
             .args(["--consumer-config", consumer_config.to_str().unwrap()])
@@ -126,6 +133,10 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
     let response = chat(true);
     assert_eq!(response.status, 200, "{response:?}\n{}", envoy.log_text());
     let request_id = response.header("x-sluice-request-id").unwrap().to_string();
+    let resume_token = response
+        .header("x-sluice-resume-token")
+        .unwrap()
+        .to_string();
     let data: Vec<&str> = response
         .body
         .lines()
@@ -163,7 +174,7 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
     let resume = http_request(
         ([127, 0, 0, 1], deferral).into(),
         "GET",
-        &format!("/v1/sluice/streams/{request_id}"),
+        &format!("/v1/sluice/streams/{resume_token}"),
         &[("last-event-id", "local-3")],
         b"",
     )

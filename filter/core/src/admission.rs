@@ -404,7 +404,9 @@ impl<E: Encoders> RequestAdmission<E> {
 
     /// Signs what the deferral endpoint will act on (see [`crate::deferral`]).
     fn deferral_token(&self, host: &dyn Host, priority: &str) -> String {
-        let digest = self.body_sha256.unwrap_or_else(|| deferral::body_digest(b""));
+        let digest = self
+            .body_sha256
+            .unwrap_or_else(|| deferral::body_digest(b""));
         let claims = DeferralClaims {
             request_id: &self.request_id,
             tenant: &self.tenant,

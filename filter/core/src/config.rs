@@ -161,7 +161,7 @@ fn default_output_cap() -> u64 {
     32_768
 }
 fn default_marker_header() -> String {
-    "x-sluice-deferred".into()
+    crate::deferral::DEFAULT_MARKER_HEADER.into()
 }
 fn default_rls_cluster() -> String {
     "sluice_rls".into()
@@ -193,6 +193,12 @@ impl FilterConfig {
             warnings.push(
                 "deferral.secrets is empty: requests a limit would defer are rejected with 429 \
                  (set the secret sluice-rls's --deferral-secret-file holds)"
+                    .to_string(),
+            );
+        }
+        if self.deferral.secrets.iter().any(Secret::is_example) {
+            warnings.push(
+                "deferral.secrets holds the public example secret: replace it outside a test setup"
                     .to_string(),
             );
         }

@@ -25,10 +25,16 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::fmt;
 
+/// The default marker header: the route to the deferral endpoint matches
+/// on it (`deferral.marker_header` in the filter config).
+pub const DEFAULT_MARKER_HEADER: &str = "x-sluice-deferred";
 /// Header carrying the deferral token (set by Sluice only; stripped from clients).
 pub const DEFERRAL_TOKEN_HEADER: &str = "x-sluice-deferral-token";
 /// Response header of a streamed deferred answer: the resume token.
 pub const RESUME_TOKEN_HEADER: &str = "x-sluice-resume-token";
+/// The secret in the repository's example configs (`config/deferral-secret.example`,
+/// `envoy/*.yaml`): fine on a laptop, public everywhere else.
+pub const EXAMPLE_SECRET: &str = "sluice-example-deferral-secret--replace-me-in-production";
 /// Shortest secret accepted (bytes): 256 bits of a random string.
 pub const MIN_SECRET_LEN: usize = 32;
 
@@ -61,6 +67,11 @@ impl Secret {
             ));
         }
         Ok(())
+    }
+
+    /// True for [`EXAMPLE_SECRET`]: services warn when they run with it.
+    pub fn is_example(&self) -> bool {
+        self.0 == EXAMPLE_SECRET
     }
 
     fn mac(&self) -> HmacSha256 {
@@ -183,7 +194,9 @@ fn parse_token(token: &str) -> Result<(u64, Vec<u8>), TokenError> {
         return Err(TokenError::Malformed);
     };
     let issued: u64 = issued.parse().map_err(|_| TokenError::Malformed)?;
-    let tag = unhex(tag).filter(|t| t.len() == 32).ok_or(TokenError::Malformed)?;
+    let tag = unhex(tag)
+        .filter(|t| t.len() == 32)
+        .ok_or(TokenError::Malformed)?;
     Ok((issued, tag))
 }
 
@@ -223,17 +236,16 @@ pub fn verify_resume_token(token: &str, secrets: &[Secret], tenant: &str) -> boo
 }
 
 fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    use std::fmt::Write as _;
     let mut out = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
     }
     out
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     let digit = |c: u8| match c {
@@ -275,7 +287,10 @@ mod tests {
         let token = claims(&digest).sign(&secret('a'), 1_000_000);
         assert!(token.starts_with("v1.1000000."));
         let both = [secret('b'), secret('a')];
-        assert_eq!(claims(&digest).verify(&token, &both, 1_000_500, 30_000), Ok(()));
+        assert_eq!(
+            claims(&digest).verify(&token, &both, 1_000_500, 30_000),
+            Ok(())
+        );
         assert_eq!(
             claims(&digest).verify(&token, &[secret('b')], 1_000_500, 30_000),
             Err(TokenError::BadSignature)
@@ -289,12 +304,30 @@ mod tests {
         let good = claims(&digest);
         let token = good.sign(&secret('a'), 5_000);
         let variants = [
-            DeferralClaims { request_id: "1123456789abcdef0123456789abcdef", ..good },
-            DeferralClaims { tenant: "acme2", ..good },
-            DeferralClaims { model: "gpt-4", ..good },
-            DeferralClaims { priority: "high", ..good },
-            DeferralClaims { estimated_tokens: 1, ..good },
-            DeferralClaims { body_sha256: &other_digest, ..good },
+            DeferralClaims {
+                request_id: "1123456789abcdef0123456789abcdef",
+                ..good
+            },
+            DeferralClaims {
+                tenant: "acme2",
+                ..good
+            },
+            DeferralClaims {
+                model: "gpt-4",
+                ..good
+            },
+            DeferralClaims {
+                priority: "high",
+                ..good
+            },
+            DeferralClaims {
+                estimated_tokens: 1,
+                ..good
+            },
+            DeferralClaims {
+                body_sha256: &other_digest,
+                ..good
+            },
         ];
         for claims in variants {
             assert_eq!(
@@ -305,7 +338,10 @@ mod tests {
         }
         // The issue time is signed too.
         let moved = token.replacen("v1.5000.", "v1.5001.", 1);
-        assert_eq!(good.verify(&moved, &[secret('a')], 5_000, 30_000), Err(TokenError::BadSignature));
+        assert_eq!(
+            good.verify(&moved, &[secret('a')], 5_000, 30_000),
+            Err(TokenError::BadSignature)
+        );
     }
 
     #[test]
@@ -314,11 +350,30 @@ mod tests {
         let c = claims(&digest);
         let token = c.sign(&secret('a'), 100_000);
         let s = [secret('a')];
-        assert_eq!(c.verify(&token, &s, 130_001, 30_000), Err(TokenError::Expired));
-        assert_eq!(c.verify(&token, &s, 69_999, 30_000), Err(TokenError::Expired));
+        assert_eq!(
+            c.verify(&token, &s, 130_001, 30_000),
+            Err(TokenError::Expired)
+        );
+        assert_eq!(
+            c.verify(&token, &s, 69_999, 30_000),
+            Err(TokenError::Expired)
+        );
         assert_eq!(c.verify(&token, &s, 130_000, 30_000), Ok(()));
-        for bad in ["", "1", "v1", "v2.100000.00", "v1.x.00", "v1.100000.zz", "v1.100000.00", "v1.1.2.3"] {
-            assert_eq!(c.verify(bad, &s, 100_000, 30_000), Err(TokenError::Malformed), "{bad}");
+        for bad in [
+            "",
+            "1",
+            "v1",
+            "v2.100000.00",
+            "v1.x.00",
+            "v1.100000.zz",
+            "v1.100000.00",
+            "v1.1.2.3",
+        ] {
+            assert_eq!(
+                c.verify(bad, &s, 100_000, 30_000),
+                Err(TokenError::Malformed),
+                "{bad}"
+            );
         }
     }
 
@@ -328,7 +383,11 @@ mod tests {
         assert!(is_request_id(&id));
         let token = resume_token(&secret('a'), &id, "acme");
         assert_eq!(resume_token_request_id(&token), Some(id.as_str()));
-        assert!(verify_resume_token(&token, &[secret('z'), secret('a')], "acme"));
+        assert!(verify_resume_token(
+            &token,
+            &[secret('z'), secret('a')],
+            "acme"
+        ));
         assert!(!verify_resume_token(&token, &[secret('a')], "other"));
         assert!(!verify_resume_token(&token, &[secret('b')], "acme"));
         assert!(!verify_resume_token(&id, &[secret('a')], "acme"));

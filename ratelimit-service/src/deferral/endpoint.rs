@@ -16,6 +16,15 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use serde_json::{json, Value};
+use sluice_admission::admission::{
+    CLIENT_REQUEST_ID_HEADER, ESTIMATED_TOKENS_HEADER, MODEL_HEADER, PRIORITY_HEADER,
+    REQUEST_ID_HEADER, TENANT_HEADER,
+};
+use sluice_admission::deferral::{
+    self, DeferralClaims, Secret, DEFAULT_MARKER_HEADER as DEFERRED_MARKER_HEADER,
+    DEFERRAL_TOKEN_HEADER, RESUME_TOKEN_HEADER,
+};
+use sluice_admission::openai::{self, Endpoint};
 use sluice_consumer::keys;
 use sluice_consumer::local::{LocalBus, LocalReceiver};
 use sluice_consumer::work::{Priority, WorkItem};
@@ -61,6 +70,15 @@ pub struct EndpointOptions {
     /// consumer/src/runner.rs): a request popped by a consumer that died
     /// before starting it is published again, once.
     pub lease_check: Duration,
+    /// Secrets shared with the filter / ext_authz (`--deferral-secret-file`):
+    /// a request is served only with a deferral token signed by one of them.
+    /// Empty: every request is refused (403).
+    pub secrets: Vec<Secret>,
+    /// Longest accepted age (and clock skew) of a deferral token.
+    pub token_max_age: Duration,
+    /// How long a request id stays bound to its tenant (`owner:{id}`): at
+    /// least as long as its answer can be resumed.
+    pub owner_ttl: Duration,
 }
 
 impl Default for EndpointOptions {
@@ -76,6 +94,9 @@ impl Default for EndpointOptions {
             low_priority_timeout: Duration::from_secs(120),
             high_priority_timeout: Duration::from_secs(1800),
             lease_check: Duration::from_secs(2),
+            secrets: Vec::new(),
+            token_max_age: Duration::from_secs(30),
+            owner_ttl: Duration::from_secs(86_400),
         }
     }
 }
@@ -105,7 +126,7 @@ impl EndpointMetrics {
         );
         registry.register(
             "rejected",
-            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, too_large, invalid_json, low_priority_backlog, busy, publish_failed)",
+            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, token_missing, token_malformed, token_expired, token_bad_signature, duplicate_request, too_large, unknown_path, invalid_request, invalid_json, low_priority_backlog, busy, store_unavailable, publish_failed)",
             self.rejected.clone(),
         );
         registry.register(
@@ -173,7 +194,7 @@ pub fn router_with_local(
         local,
     });
     Router::new()
-        .route("/v1/sluice/streams/{req_id}", get(resume))
+        .route("/v1/sluice/streams/{resume_token}", get(resume))
         .fallback(any(accept))
         .with_state(state)
 }
@@ -208,7 +229,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
-/// Request ids and descriptor values as the filter sends them: bounded, plain.
+/// Descriptor values as the filter sends them: bounded, plain.
 fn valid_marker(value: &str) -> bool {
     value.len() <= 128
         && value
@@ -223,83 +244,192 @@ fn now_millis() -> u64 {
         .unwrap_or(0)
 }
 
-async fn accept(
-    State(state): State<Arc<EndpointState>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let reject = |code: &str| {
-        state
-            .metrics
-            .rejected
-            .get_or_create(&vec![("reason".to_string(), code.to_string())])
-            .inc();
-    };
-    if method != Method::POST {
-        reject("method");
-        return error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            "deferred requests are POSTs",
-        );
-    }
-    if header(&headers, "x-sluice-deferred") != Some("1") {
-        reject("not_deferred");
-        return error(
-            StatusCode::BAD_REQUEST,
-            "not_deferred",
-            "this endpoint only serves requests Sluice deferred (x-sluice-deferred: 1); check the route that sent it here",
-        );
-    }
-    let mut markers = Vec::new();
-    for name in ["x-sluice-request-id", "x-sluice-tenant", "x-sluice-model"] {
-        match header(&headers, name) {
-            Some(v) if valid_marker(v) => markers.push(v.to_string()),
-            Some(_) => {
-                reject("bad_marker");
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "bad_marker",
-                    &format!("{name} is malformed"),
-                );
-            }
-            None => {
-                reject("missing_marker");
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "missing_marker",
-                    &format!("{name} is missing"),
-                );
-            }
+/// A refusal before anything was queued: the answer, and the reason it is
+/// counted under in `sluice_rls_deferral_rejected_total`.
+#[derive(Debug)]
+pub(crate) struct Rejection {
+    status: StatusCode,
+    code: &'static str,
+    reason: &'static str,
+    message: String,
+    retry_after: Option<&'static str>,
+}
+
+impl Rejection {
+    fn new(
+        status: StatusCode,
+        code: &'static str,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
+        Rejection {
+            status,
+            code,
+            reason,
+            message: message.into(),
+            retry_after: None,
         }
     }
-    let (req_id, tenant, model) = (markers[0].clone(), markers[1].clone(), markers[2].clone());
-    let priority = match header(&headers, "x-sluice-priority") {
-        Some("low") => Priority::Low,
-        Some("high") => Priority::High,
-        _ => Priority::Normal,
+
+    fn retry_after(mut self, seconds: &'static str) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+
+    /// Anything that did not come from Sluice's own admission: 403.
+    fn forbidden(reason: &'static str, message: impl Into<String>) -> Self {
+        Rejection::new(StatusCode::FORBIDDEN, "forbidden", reason, message)
+    }
+
+    fn bad_request(code: &'static str, reason: &'static str, message: impl Into<String>) -> Self {
+        Rejection::new(StatusCode::BAD_REQUEST, code, reason, message)
+    }
+
+    fn into_response(self) -> Response {
+        let mut response = error(self.status, self.code, &self.message);
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from_static(seconds));
+        }
+        response
+    }
+}
+
+impl EndpointState {
+    fn refuse(&self, rejection: Rejection) -> Response {
+        self.metrics
+            .rejected
+            .get_or_create(&vec![("reason".to_string(), rejection.reason.to_string())])
+            .inc();
+        tracing::debug!(reason = rejection.reason, message = %rejection.message, "deferred request refused");
+        rejection.into_response()
+    }
+}
+
+/// A deferred request whose marker and body checked out.
+struct Deferred {
+    req_id: String,
+    tenant: String,
+    model: String,
+    priority: Priority,
+    estimated_tokens: u64,
+    /// The client's own `x-request-id`, for log correlation only.
+    client_request_id: Option<String>,
+    path: String,
+    request: Value,
+    stream: bool,
+    include_usage: bool,
+}
+
+/// Checks that a request was deferred by Sluice's admission (its signed
+/// token, see `sluice_admission::deferral`) and that its body is an
+/// inference request, as the filter checked it.
+fn parse_deferred(
+    options: &EndpointOptions,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Deferred, Rejection> {
+    if method != Method::POST {
+        return Err(Rejection::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "method",
+            "deferred requests are POSTs",
+        ));
+    }
+    if header(headers, DEFERRED_MARKER_HEADER) != Some("1") {
+        return Err(Rejection::bad_request(
+            "not_deferred",
+            "not_deferred",
+            "this endpoint only serves requests Sluice deferred (x-sluice-deferred: 1); check the route that sent it here",
+        ));
+    }
+    let marker = |name: &'static str| match header(headers, name) {
+        Some(v) if valid_marker(v) => Ok(v.to_string()),
+        Some(_) => Err(Rejection::bad_request(
+            "bad_marker",
+            "bad_marker",
+            format!("{name} is malformed"),
+        )),
+        None => Err(Rejection::bad_request(
+            "missing_marker",
+            "missing_marker",
+            format!("{name} is missing"),
+        )),
     };
-    let estimated: u64 = header(&headers, "x-sluice-estimated-tokens")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    if body.len() > state.options.max_body_bytes {
-        reject("too_large");
-        return error(
+    let (req_id, tenant, model) = (
+        marker(REQUEST_ID_HEADER)?,
+        marker(TENANT_HEADER)?,
+        marker(MODEL_HEADER)?,
+    );
+    let priority_label = marker(PRIORITY_HEADER)?;
+    let estimated = marker(ESTIMATED_TOKENS_HEADER)?;
+    let Some(token) = header(headers, DEFERRAL_TOKEN_HEADER) else {
+        return Err(Rejection::forbidden(
+            "token_missing",
+            "only requests deferred by Sluice's admission are served here (no deferral token)",
+        ));
+    };
+    if body.len() > options.max_body_bytes {
+        return Err(Rejection::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "request_too_large",
+            "too_large",
             "request body too large",
-        );
+        ));
     }
-    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
-        reject("invalid_json");
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            "request body is not valid JSON",
-        );
+    let digest = deferral::body_digest(body);
+    let estimated_tokens: u64 = estimated.parse().map_err(|_| {
+        Rejection::bad_request(
+            "bad_marker",
+            "bad_marker",
+            format!("{ESTIMATED_TOKENS_HEADER} is not a number"),
+        )
+    })?;
+    let claims = DeferralClaims {
+        request_id: &req_id,
+        tenant: &tenant,
+        model: &model,
+        priority: &priority_label,
+        estimated_tokens,
+        body_sha256: &digest,
     };
+    let max_age = options.token_max_age.as_millis() as u64;
+    if let Err(why) = claims.verify(token, &options.secrets, now_millis(), max_age) {
+        return Err(Rejection::forbidden(why.reason(), why.to_string()));
+    }
+    let priority = match priority_label.as_str() {
+        "low" => Priority::Low,
+        "high" => Priority::High,
+        _ => Priority::Normal,
+    };
+    // Signed, but checked again as the filter checks it: this endpoint never
+    // queues what the filter would have refused.
+    let Some(endpoint) = Endpoint::from_path(uri.path()) else {
+        return Err(Rejection::new(
+            StatusCode::NOT_FOUND,
+            "unknown_url",
+            "unknown_path",
+            format!("{} is not an inference endpoint", uri.path()),
+        ));
+    };
+    if let Err(message) = openai::parse(endpoint, body) {
+        return Err(Rejection::bad_request(
+            "invalid_request",
+            "invalid_request",
+            message,
+        ));
+    }
+    let request: Value = serde_json::from_slice(body).map_err(|_| {
+        Rejection::bad_request(
+            "invalid_request",
+            "invalid_json",
+            "request body is not valid JSON",
+        )
+    })?;
     let stream = request
         .get("stream")
         .and_then(Value::as_bool)
@@ -311,89 +441,174 @@ async fn accept(
         .and_then(|o| o.get("include_usage"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let topic = sluice_litetopic::lite_topic_name(&tenant, &model);
+    Ok(Deferred {
+        req_id,
+        tenant,
+        model,
+        priority,
+        estimated_tokens,
+        client_request_id: header(headers, CLIENT_REQUEST_ID_HEADER)
+            .filter(|id| valid_marker(id))
+            .map(str::to_string),
+        path: uri.path().to_string(),
+        request,
+        stream,
+        include_usage,
+    })
+}
+
+/// Low-priority requests fail fast when their bucket's queue is long.
+async fn check_backlog(state: &EndpointState, deferred: &Deferred) -> Result<(), Rejection> {
+    if deferred.priority != Priority::Low {
+        return Ok(());
+    }
+    let topic = sluice_litetopic::lite_topic_name(&deferred.tenant, &deferred.model);
     let mut redis = state.redis.clone();
-    if priority == Priority::Low {
-        let backlog: Option<u64> = redis::cmd("GET")
-            .arg(keys::backlog(&topic))
-            .query_async(&mut redis)
-            .await
-            .unwrap_or(None);
-        if backlog.unwrap_or(0) >= state.options.low_priority_max_backlog {
-            reject("low_priority_backlog");
-            let mut response = error(
-                StatusCode::TOO_MANY_REQUESTS,
-                "queue_full",
-                "this tenant's queue for the model is long; low-priority requests are not queued now",
-            );
-            response
-                .headers_mut()
-                .insert("retry-after", HeaderValue::from_static("30"));
-            return response;
+    let backlog: Option<u64> = redis::cmd("GET")
+        .arg(keys::backlog(&topic))
+        .query_async(&mut redis)
+        .await
+        .unwrap_or(None);
+    if backlog.unwrap_or(0) >= state.options.low_priority_max_backlog {
+        return Err(Rejection::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "queue_full",
+            "low_priority_backlog",
+            "this tenant's queue for the model is long; low-priority requests are not queued now",
+        )
+        .retry_after("30"));
+    }
+    Ok(())
+}
+
+/// Binds the request id to its tenant, once: a second request with the same
+/// id (a replayed token) is refused at once, never served another's answer.
+async fn claim_request_id(state: &EndpointState, deferred: &Deferred) -> Result<(), Rejection> {
+    let mut redis = state.redis.clone();
+    let claimed: Result<Option<String>, _> = redis::cmd("SET")
+        .arg(keys::owner(&deferred.req_id))
+        .arg(&deferred.tenant)
+        .arg("NX")
+        .arg("EX")
+        .arg(state.options.owner_ttl.as_secs().max(1))
+        .query_async(&mut redis)
+        .await;
+    match claimed {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(Rejection::new(
+            StatusCode::CONFLICT,
+            "duplicate_request",
+            "duplicate_request",
+            "this request id was already used",
+        )),
+        Err(error) => {
+            tracing::warn!(%error, "cannot record a deferred request's owner");
+            Err(Rejection::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "queue_unavailable",
+                "store_unavailable",
+                "the request could not be queued; nothing was sent to the model, retry shortly",
+            )
+            .retry_after("5"))
         }
     }
-    let timeout = match priority {
-        Priority::Low => state.options.low_priority_timeout,
-        Priority::High => state.options.high_priority_timeout,
-        Priority::Normal => state.options.timeout,
-    };
-    let Ok(permit) = state.slots.clone().try_acquire_owned() else {
-        reject("busy");
-        let mut response = error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "deferral_busy",
-            "too many requests are waiting on this gateway; retry shortly",
-        );
-        response
-            .headers_mut()
-            .insert("retry-after", HeaderValue::from_static("5"));
-        return response;
-    };
+}
 
+async fn accept(
+    State(state): State<Arc<EndpointState>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let deferred = match parse_deferred(&state.options, &method, &uri, &headers, &body) {
+        Ok(deferred) => deferred,
+        Err(rejection) => return state.refuse(rejection),
+    };
+    if let Err(rejection) = check_backlog(&state, &deferred).await {
+        return state.refuse(rejection);
+    }
+    let Ok(permit) = state.slots.clone().try_acquire_owned() else {
+        return state.refuse(
+            Rejection::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "deferral_busy",
+                "busy",
+                "too many requests are waiting on this gateway; retry shortly",
+            )
+            .retry_after("5"),
+        );
+    };
+    if let Err(rejection) = claim_request_id(&state, &deferred).await {
+        return state.refuse(rejection);
+    }
+    match queue(&state, &deferred, permit).await {
+        Ok((waiter, queue_position)) => answer(waiter, &deferred, queue_position).await,
+        Err(rejection) => state.refuse(rejection),
+    }
+}
+
+/// Watches the response stream, then publishes the work item; the waiter
+/// holds the client's place until the answer ends.
+async fn queue(
+    state: &Arc<EndpointState>,
+    deferred: &Deferred,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Result<(Waiter, Option<u64>), Rejection> {
+    let req_id = &deferred.req_id;
     // Watch the response stream (and in in-process mode register for local
     // chunks) before the work can possibly start.
-    let subscription = state.hub.subscribe(&keys::response(&req_id), "0-0").await;
-    let local = state.local.as_ref().map(|bus| bus.register(&req_id));
+    let subscription = state.hub.subscribe(&keys::response(req_id), "0-0").await;
+    let local = state.local.as_ref().map(|bus| bus.register(req_id));
     let work = WorkItem {
         req_id: req_id.clone(),
-        tenant: tenant.clone(),
-        model: model.clone(),
-        priority,
-        path: uri.path().to_string(),
-        body: request,
+        tenant: deferred.tenant.clone(),
+        model: deferred.model.clone(),
+        priority: deferred.priority,
+        path: deferred.path.clone(),
+        body: deferred.request.clone(),
         enqueued_at_ms: now_millis(),
-        estimated_tokens: estimated,
+        estimated_tokens: deferred.estimated_tokens,
         attempt: 0,
     }
     .to_json();
     let queue_position = match state
         .publisher
-        .publish(&tenant, &model, &req_id, work.clone())
+        .publish(&deferred.tenant, &deferred.model, req_id, work.clone())
         .await
     {
         Ok(position) => position.filter(|n| *n > 0),
         Err(why) => {
-            reject("publish_failed");
             tracing::warn!(req_id = %req_id, %why, "cannot queue deferred request");
-            let mut response = error(
+            return Err(Rejection::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "queue_unavailable",
+                "publish_failed",
                 "the request could not be queued; nothing was sent to the model, retry shortly",
-            );
-            response
-                .headers_mut()
-                .insert("retry-after", HeaderValue::from_static("5"));
-            return response;
+            )
+            .retry_after("5"));
         }
     };
     state.metrics.accepted.inc();
     state.metrics.in_flight.inc();
-    tracing::debug!(req_id = %req_id, tenant = %tenant, model = %model, stream, "deferred request queued");
+    tracing::debug!(
+        req_id = %req_id,
+        client_request_id = deferred.client_request_id.as_deref().unwrap_or(""),
+        tenant = %deferred.tenant,
+        model = %deferred.model,
+        stream = deferred.stream,
+        "deferred request queued"
+    );
+    let timeout = match deferred.priority {
+        Priority::Low => state.options.low_priority_timeout,
+        Priority::High => state.options.high_priority_timeout,
+        Priority::Normal => state.options.timeout,
+    };
     let waiter = Waiter {
         state: state.clone(),
         republish: Some(Republish {
-            tenant: tenant.clone(),
-            model: model.clone(),
+            tenant: deferred.tenant.clone(),
+            model: deferred.model.clone(),
             work,
             lease_seen: false,
             done: false,
@@ -407,19 +622,37 @@ async fn accept(
         finished: false,
         _permit: permit,
     };
-    if stream {
-        let mut response = sse_response(waiter, true, include_usage, queue_position);
-        if let Some(position) = queue_position {
-            if let Ok(value) = HeaderValue::from_str(&position.to_string()) {
-                response
-                    .headers_mut()
-                    .insert("x-sluice-queue-position", value);
-            }
-        }
-        response
-    } else {
-        json_response(waiter).await
+    Ok((waiter, queue_position))
+}
+
+/// SSE for a streaming client (with its resume token), else one JSON body.
+async fn answer(waiter: Waiter, deferred: &Deferred, queue_position: Option<u64>) -> Response {
+    if !deferred.stream {
+        return json_response(waiter).await;
     }
+    let resume = waiter
+        .state
+        .options
+        .secrets
+        .first()
+        .map(|secret| deferral::resume_token(secret, &deferred.req_id, &deferred.tenant));
+    let mut response = sse_response(
+        waiter,
+        true,
+        deferred.include_usage,
+        queue_position,
+        resume.as_deref(),
+    );
+    let headers = response.headers_mut();
+    if let Some(position) = queue_position {
+        if let Ok(value) = HeaderValue::from_str(&position.to_string()) {
+            headers.insert("x-sluice-queue-position", value);
+        }
+    }
+    if let Some(Ok(value)) = resume.as_deref().map(HeaderValue::from_str) {
+        headers.insert(RESUME_TOKEN_HEADER, value);
+    }
+    response
 }
 
 /// Holds a client's place; cancels the model call if the client goes away.
@@ -654,16 +887,23 @@ fn sse_response(
     announce: bool,
     include_usage: bool,
     queue_position: Option<u64>,
+    resume_token: Option<&str>,
 ) -> Response {
     let options = waiter.state.options.clone();
     let deadline = tokio::time::Instant::now() + waiter.timeout;
     let req_id = waiter.req_id.clone();
     // A comment: OpenAI clients ignore it; people and load balancers see it.
-    let first = (announce && options.announce_queued).then(|| match queue_position {
-        Some(n) => sse::comment(&format!(
-            "queued; position {n} in this tenant × model queue"
-        )),
-        None => sse::comment("queued"),
+    let first = (announce && options.announce_queued).then(|| {
+        let mut text = match queue_position {
+            Some(n) => sse::comment(&format!(
+                "queued; position {n} in this tenant × model queue"
+            )),
+            None => sse::comment("queued"),
+        };
+        if let Some(token) = resume_token {
+            text.push_str(&sse::comment(&format!("resume-token {token}")));
+        }
+        text
     });
     let stream = futures::stream::unfold(
         (Box::new(waiter), first, false),
@@ -726,7 +966,7 @@ fn sse_response(
     // Ask buffering proxies (nginx-style) not to hold the stream back.
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     if let Ok(value) = HeaderValue::from_str(&req_id) {
-        headers.insert("x-sluice-request-id", value);
+        headers.insert(REQUEST_ID_HEADER, value);
     }
     response
 }
@@ -747,7 +987,7 @@ async fn json_response(mut waiter: Waiter) -> Response {
                     )
                         .into_response();
                     if let Ok(value) = HeaderValue::from_str(&waiter.req_id) {
-                        response.headers_mut().insert("x-sluice-request-id", value);
+                        response.headers_mut().insert(REQUEST_ID_HEADER, value);
                     }
                     return response;
                 }
@@ -783,20 +1023,54 @@ async fn json_response(mut waiter: Waiter) -> Response {
     }
 }
 
-/// `GET /v1/sluice/streams/{req_id}` with `Last-Event-ID`: pick a stream up
-/// again after a disconnect, while it still exists.
+/// The request a resume token opens, if the token is that request's and
+/// its tenant's. Unknown, wrong-tenant and forged tokens all get the same
+/// 404: the answer tells nothing about other requests.
+async fn resumable_request(state: &EndpointState, token: &str) -> Result<String, Response> {
+    let not_found = || {
+        error(
+            StatusCode::NOT_FOUND,
+            "stream_not_found",
+            "no stream for this resume token (use the x-sluice-resume-token of the original answer)",
+        )
+    };
+    let Some(req_id) = deferral::resume_token_request_id(token) else {
+        return Err(not_found());
+    };
+    let mut redis = state.redis.clone();
+    let owner: Result<Option<String>, _> = redis::cmd("GET")
+        .arg(keys::owner(req_id))
+        .query_async(&mut redis)
+        .await;
+    match owner {
+        Ok(Some(tenant))
+            if deferral::verify_resume_token(token, &state.options.secrets, &tenant) =>
+        {
+            Ok(req_id.to_string())
+        }
+        Ok(_) => Err(not_found()),
+        Err(e) => {
+            tracing::warn!(%e, "cannot check a resume token");
+            Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "try again shortly",
+            ))
+        }
+    }
+}
+
+/// `GET /v1/sluice/streams/{resume token}` with `Last-Event-ID`: pick a
+/// stream up again after a disconnect, while it still exists.
 async fn resume(
     State(state): State<Arc<EndpointState>>,
-    Path(req_id): Path<String>,
+    Path(token): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if !valid_marker(&req_id) {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "bad_request_id",
-            "malformed request id",
-        );
-    }
+    let req_id = match resumable_request(&state, &token).await {
+        Ok(req_id) => req_id,
+        Err(response) => return response,
+    };
     let from = header(&headers, "last-event-id")
         .unwrap_or("0-0")
         .to_string();
@@ -860,5 +1134,5 @@ async fn resume(
         _permit: permit,
     };
     // A resumed stream cannot know what the client asked: usage is sent.
-    sse_response(waiter, false, true, None)
+    sse_response(waiter, false, true, None, None)
 }

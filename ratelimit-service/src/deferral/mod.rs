@@ -3,4 +3,5 @@
 pub mod endpoint;
 pub mod hub;
 pub mod publisher;
+pub mod secrets;
 pub mod sse;

@@ -291,12 +291,17 @@ fn over_limit_defer_marks_and_resumes() {
         tenant: "acme",
         model: "gpt-4o",
         priority: "high",
-        estimated_tokens: host.request_headers[ESTIMATED_TOKENS_HEADER].parse().unwrap(),
+        estimated_tokens: host.request_headers[ESTIMATED_TOKENS_HEADER]
+            .parse()
+            .unwrap(),
         body_sha256: &digest,
     };
     let secrets = [crate::deferral::Secret::new(SECRET).unwrap()];
     assert_eq!(claims.verify(token, &secrets, 12, 30_000), Ok(()));
-    let other_tenant = DeferralClaims { tenant: "evil", ..claims };
+    let other_tenant = DeferralClaims {
+        tenant: "evil",
+        ..claims
+    };
     assert!(other_tenant.verify(token, &secrets, 12, 30_000).is_err());
     // Nothing charged, so nothing to reconcile.
     admission.on_response_headers(&mut host);
@@ -339,7 +344,10 @@ fn every_request_gets_its_own_id_whatever_the_client_sends() {
     let mut host = host_with(CHAT);
     host.random = None;
     let mut admission = RequestAdmission::new(shared.clone());
-    assert_eq!(admission.on_request_headers(&mut host, false), Verdict::Pause);
+    assert_eq!(
+        admission.on_request_headers(&mut host, false),
+        Verdict::Pause
+    );
     assert_eq!(host.replies[0].status, 503);
 }
 
