@@ -315,6 +315,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         args.deferral_secret_file.as_deref(),
         args.deferral_secrets.as_deref(),
     )?;
+    if secrets.iter().any(|s| s.is_example()) {
+        tracing::warn!(
+            "the deferral secret is the public example (config/deferral-secret.example): \
+             anyone can sign deferrals with it; generate your own outside a test setup"
+        );
+    }
     if args.deferral_addr.is_some() && secrets.is_empty() {
         anyhow::bail!(
             "the deferral endpoint needs the secret the filter signs deferred requests with: \

@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 use sluice_admission::config::FilterConfig;
+use sluice_admission::deferral;
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::Entry, RateLimitDescriptor,
 };
@@ -110,7 +111,9 @@ async fn stack(front: FrontDoor, edits: &[(&str, &str)], rls_up: bool) -> Stack 
         *target = target.replace(from, to);
     }
     let ext_authz = (front == FrontDoor::ExtAuthz).then(|| {
-        let admission = FilterConfig::from_json(admission_json.as_bytes()).unwrap();
+        let mut admission = FilterConfig::from_json(admission_json.as_bytes()).unwrap();
+        // As sluice-rls does: ext_authz signs with its --deferral-secret-file.
+        admission.deferral.secrets = vec![sluice_testkit::example_deferral_secret()];
         ExtAuthzService::new(limiter.clone(), admission)
     });
 
@@ -348,17 +351,49 @@ async fn admission_rejection_and_deferral(front: FrontDoor) {
     );
 
     // Over a defer limit: re-routed to the deferral cluster with the markers.
-    let response = stack.chat("patient", chat_body(100, 10, false), &[]).await;
+    let response = stack
+        .chat(
+            "patient",
+            chat_body(100, 10, false),
+            &[("x-request-id", "client-chosen")],
+        )
+        .await;
     assert_eq!(response.status, 200, "{response:?}");
     let seen: Value = serde_json::from_str(&response.body).unwrap();
     assert_eq!(seen["x-sluice-deferred"], "1", "{seen}");
     assert_eq!(seen["x-sluice-tenant"], "patient");
     assert_eq!(seen["x-sluice-model"], "gpt-4o");
     assert_eq!(seen["x-sluice-priority"], "high");
-    assert!(
-        seen["x-sluice-request-id"]
+    // Sluice's own id (Envoy's CSPRNG through WASI random_get for the
+    // filter), and a token the deferral endpoint accepts.
+    let id = seen["x-sluice-request-id"].as_str().unwrap();
+    assert!(deferral::is_request_id(id), "{seen}");
+    let digest = deferral::body_digest(chat_body(100, 10, false).to_string().as_bytes());
+    let claims = deferral::DeferralClaims {
+        request_id: id,
+        tenant: "patient",
+        model: "gpt-4o",
+        priority: "high",
+        estimated_tokens: seen["x-sluice-estimated-tokens"]
             .as_str()
-            .is_some_and(|id| !id.is_empty()),
+            .unwrap()
+            .parse()
+            .unwrap(),
+        body_sha256: &digest,
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let token = seen["x-sluice-deferral-token"].as_str().unwrap();
+    assert_eq!(
+        claims.verify(
+            token,
+            &[sluice_testkit::example_deferral_secret()],
+            now_ms,
+            30_000
+        ),
+        Ok(()),
         "{seen}"
     );
     assert!(
