@@ -217,12 +217,20 @@ async fn queued_then_streamed_back_as_sse_and_json() {
         ": queued; position 1 in this tenant × model queue"
     );
     assert_eq!(response.header("x-sluice-queue-position"), Some("1"));
+    // Then the resume token (also in a header), bound to the tenant.
+    let token = response.header("x-sluice-resume-token").unwrap();
+    assert_eq!(events[1], format!(": resume-token {token}"));
+    assert!(deferral::verify_resume_token(
+        token,
+        &[example_deferral_secret()],
+        "acme"
+    ));
     assert!(
-        events[1].starts_with("id: ") && events[1].contains("\ndata: {"),
+        events[2].starts_with("id: ") && events[2].contains("\ndata: {"),
         "{}",
-        events[1]
+        events[2]
     );
-    assert!(events[1].contains("\"Hel\""));
+    assert!(events[2].contains("\"Hel\""));
     assert_eq!(*events.last().unwrap(), "data: [DONE]");
     // The client did not ask for usage: the usage-only chunk is not forwarded.
     assert!(

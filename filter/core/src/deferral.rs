@@ -217,8 +217,14 @@ pub fn resume_token(secret: &Secret, request_id: &str, tenant: &str) -> String {
 /// The request id a resume token names, before its MAC is checked (the
 /// verifier needs the id to look up the tenant). `None` when malformed.
 pub fn resume_token_request_id(token: &str) -> Option<&str> {
-    let (id, tag) = token.split_once('.')?;
-    (is_request_id(id) && tag.len() == 64).then_some(id)
+    // The MAC is hex (no dots), so the last dot ends the id.
+    let (id, tag) = token.rsplit_once('.')?;
+    let plain_id = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:@+~".contains(&b));
+    (plain_id && tag.len() == 64).then_some(id)
 }
 
 /// True when `token` is the resume token of `request_id` for `tenant` under
@@ -227,7 +233,7 @@ pub fn verify_resume_token(token: &str, secrets: &[Secret], tenant: &str) -> boo
     let Some(id) = resume_token_request_id(token) else {
         return false;
     };
-    let Some(tag) = token.split_once('.').and_then(|(_, tag)| unhex(tag)) else {
+    let Some(tag) = token.rsplit_once('.').and_then(|(_, tag)| unhex(tag)) else {
         return false;
     };
     secrets
@@ -394,7 +400,14 @@ mod tests {
         let last = if token.ends_with('0') { "1" } else { "0" };
         let tampered = format!("{}{last}", &token[..token.len() - 1]);
         assert!(!verify_resume_token(&tampered, &[secret('a')], "acme"));
-        assert_eq!(resume_token_request_id("not-an-id.00"), None);
+        assert_eq!(resume_token_request_id("an-id.00"), None);
+        assert_eq!(
+            resume_token_request_id(&format!("a/b.{}", "0".repeat(64))),
+            None
+        );
+        let dotted = resume_token(&secret('a'), "r.1", "acme");
+        assert_eq!(resume_token_request_id(&dotted), Some("r.1"));
+        assert!(verify_resume_token(&dotted, &[secret('a')], "acme"));
     }
 
     #[test]
