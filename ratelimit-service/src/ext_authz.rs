@@ -82,6 +82,9 @@ impl Host for CheckHost<'_> {
     fn request_header(&self, name: &str) -> Option<String> {
         self.headers.get(name).cloned()
     }
+    fn request_header_names(&self) -> Vec<String> {
+        self.headers.keys().cloned().collect()
+    }
     fn set_request_header(&mut self, name: &str, value: &str) {
         self.upstream_removed.retain(|n| n != name);
         self.upstream_set.retain(|(n, _)| n != name);
