@@ -6,7 +6,7 @@
 use super::hub::{Entry, StreamHub, Subscription};
 use super::sse;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
@@ -16,6 +16,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use serde_json::{json, Value};
+use sluice_admission::config::{DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES};
 use sluice_consumer::keys;
 use sluice_consumer::local::{LocalBus, LocalReceiver};
 use sluice_consumer::work::{Priority, WorkItem};
@@ -46,7 +47,10 @@ pub struct EndpointOptions {
     pub keep_alive: Duration,
     /// Deferred requests held open at once by this endpoint; beyond: 503.
     pub max_in_flight: usize,
+    /// Larger bodies get Sluice's JSON 413 (the filter's `max_body_bytes`).
     pub max_body_bytes: usize,
+    /// A body not complete this long after the headers gets 408.
+    pub body_timeout: Duration,
     /// `cancel:{id}` lifetime after a client disconnects.
     pub cancel_ttl: Duration,
     /// Send an SSE comment saying the request is queued, first thing.
@@ -69,7 +73,8 @@ impl Default for EndpointOptions {
             timeout: Duration::from_secs(600),
             keep_alive: Duration::from_secs(15),
             max_in_flight: 10_000,
-            max_body_bytes: 4 * 1024 * 1024,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            body_timeout: Duration::from_millis(DEFAULT_BODY_TIMEOUT_MS),
             cancel_ttl: Duration::from_secs(300),
             announce_queued: true,
             low_priority_max_backlog: 100,
@@ -105,7 +110,7 @@ impl EndpointMetrics {
         );
         registry.register(
             "rejected",
-            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, too_large, invalid_json, low_priority_backlog, busy, publish_failed)",
+            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, too_large, body_timeout, body_unreadable, invalid_json, low_priority_backlog, busy, publish_failed)",
             self.rejected.clone(),
         );
         registry.register(
@@ -172,10 +177,43 @@ pub fn router_with_local(
         metrics,
         local,
     });
+    // `accept` reads the body itself (deadline, JSON 413); the same limit
+    // holds for anything else that buffers a body here.
+    let body_limit = DefaultBodyLimit::max(state.options.max_body_bytes);
     Router::new()
         .route("/v1/sluice/streams/{req_id}", get(resume))
         .fallback(any(accept))
+        .layer(body_limit)
         .with_state(state)
+}
+
+/// Why a request body could not be read.
+#[derive(Debug, PartialEq, Eq)]
+enum BodyError {
+    TooLarge,
+    TimedOut,
+    Unreadable,
+}
+
+/// The whole body, at most `max` bytes, complete within `deadline` of the
+/// call: a client trickling bytes or going silent is cut off.
+async fn read_body(body: Body, max: usize, deadline: Duration) -> Result<Bytes, BodyError> {
+    use futures::StreamExt;
+    let mut stream = body.into_data_stream();
+    let read = async {
+        let mut buffer = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|_| BodyError::Unreadable)?;
+            if buffer.len() + chunk.len() > max {
+                return Err(BodyError::TooLarge);
+            }
+            buffer.extend_from_slice(&chunk);
+        }
+        Ok(Bytes::from(buffer))
+    };
+    tokio::time::timeout(deadline, read)
+        .await
+        .unwrap_or(Err(BodyError::TimedOut))
 }
 
 async fn recv_local(local: &mut Option<LocalReceiver>) -> Option<String> {
@@ -228,7 +266,7 @@ async fn accept(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     let reject = |code: &str| {
         state
@@ -284,14 +322,39 @@ async fn accept(
     let estimated: u64 = header(&headers, "x-sluice-estimated-tokens")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    if body.len() > state.options.max_body_bytes {
-        reject("too_large");
-        return error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request_too_large",
-            "request body too large",
-        );
-    }
+    let body = match read_body(body, state.options.max_body_bytes, state.options.body_timeout).await {
+        Ok(body) => body,
+        Err(why) => {
+            let (status, code, reason, message) = match why {
+                BodyError::TooLarge => (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "request_too_large",
+                    "too_large",
+                    format!(
+                        "request body is larger than this gateway accepts ({} bytes)",
+                        state.options.max_body_bytes
+                    ),
+                ),
+                BodyError::TimedOut => (
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    "body_timeout",
+                    format!(
+                        "request body not received within {} ms",
+                        state.options.body_timeout.as_millis()
+                    ),
+                ),
+                BodyError::Unreadable => (
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request",
+                    "body_unreadable",
+                    "request body could not be read".to_string(),
+                ),
+            };
+            reject(reason);
+            return error(status, code, &message);
+        }
+    };
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         reject("invalid_json");
         return error(
