@@ -348,10 +348,18 @@ async fn admission_rejection_and_deferral(front: FrontDoor) {
     );
 
     // Over a defer limit: re-routed to the deferral cluster with the markers.
-    let response = stack.chat("patient", chat_body(100, 10, false), &[]).await;
+    let response = stack
+        .chat(
+            "patient",
+            chat_body(100, 10, false),
+            &[("x-sluice-foo", "forged")],
+        )
+        .await;
     assert_eq!(response.status, 200, "{response:?}");
     let seen: Value = serde_json::from_str(&response.body).unwrap();
     assert_eq!(seen["x-sluice-deferred"], "1", "{seen}");
+    // Any client x-sluice-* header is removed, not only Sluice's own.
+    assert!(seen.get("x-sluice-foo").is_none(), "{seen}");
     assert_eq!(seen["x-sluice-tenant"], "patient");
     assert_eq!(seen["x-sluice-model"], "gpt-4o");
     assert_eq!(seen["x-sluice-priority"], "high");
