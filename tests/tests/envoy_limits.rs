@@ -111,7 +111,10 @@ async fn stack(edits: &[(&str, &str)], deferral: Option<SocketAddr>) -> Stack {
     })
     .unwrap();
     for (from, to) in edits {
-        assert!(config.contains(from), "`{from}` not in envoy/sluice-filter.yaml");
+        assert!(
+            config.contains(from),
+            "`{from}` not in envoy/sluice-filter.yaml"
+        );
         config = config.replace(from, to);
     }
     let envoy = tokio::task::spawn_blocking(move || Envoy::start(&config, admin, listener))
@@ -253,7 +256,8 @@ fn tenant(name: &str) -> Vec<(&'static str, String)> {
 
 /// A chat request of exactly `size` bytes.
 fn chat_of_size(size: usize) -> Vec<u8> {
-    let frame = r#"{"model": "gpt-4o", "max_tokens": 5, "messages": [{"role": "user", "content": ""}]}"#;
+    let frame =
+        r#"{"model": "gpt-4o", "max_tokens": 5, "messages": [{"role": "user", "content": ""}]}"#;
     let words = "hello ".repeat((size - frame.len()) / 6 + 1);
     let content = &words[..size - frame.len()];
     let body = frame.replace(r#""content": """#, &format!(r#""content": "{content}""#));
@@ -539,8 +543,8 @@ impl Issuer {
 
     fn jwks(&self) -> String {
         let path = self.key.path().to_str().unwrap();
-        let modulus = String::from_utf8(openssl(&["rsa", "-in", path, "-noout", "-modulus"], b""))
-            .unwrap();
+        let modulus =
+            String::from_utf8(openssl(&["rsa", "-in", path, "-noout", "-modulus"], b"")).unwrap();
         let hex = modulus.trim().trim_start_matches("Modulus=");
         let bytes: Vec<u8> = (0..hex.len())
             .step_by(2)
@@ -558,7 +562,8 @@ impl Issuer {
             .as_secs()
             + 3600;
         let header = base64url(br#"{"alg":"RS256","typ":"JWT","kid":"k1"}"#);
-        let claims = serde_json::json!({"iss": ISSUER, "sub": "user-1", "tenant": tenant, "exp": exp});
+        let claims =
+            serde_json::json!({"iss": ISSUER, "sub": "user-1", "tenant": tenant, "exp": exp});
         let input = format!("{header}.{}", base64url(claims.to_string().as_bytes()));
         let path = self.key.path().to_str().unwrap();
         let signature = openssl(&["dgst", "-sha256", "-sign", path], input.as_bytes());
@@ -597,7 +602,10 @@ async fn a_jwt_tenant_wins_over_a_forged_tenant_header() {
         None,
     )
     .await;
-    let before = (stack.tokens_left("alpha").await, stack.tokens_left("beta").await);
+    let before = (
+        stack.tokens_left("alpha").await,
+        stack.tokens_left("beta").await,
+    );
 
     // Valid token for alpha, forged tenant headers for beta: alpha pays.
     let mut headers = tenant("beta");
@@ -610,8 +618,14 @@ async fn a_jwt_tenant_wins_over_a_forged_tenant_header() {
         "{response:?}\n{}",
         stack.envoy.log_text()
     );
-    let after = (stack.tokens_left("alpha").await, stack.tokens_left("beta").await);
-    assert!(after.0 < before.0, "alpha not charged: {before:?} → {after:?}");
+    let after = (
+        stack.tokens_left("alpha").await,
+        stack.tokens_left("beta").await,
+    );
+    assert!(
+        after.0 < before.0,
+        "alpha not charged: {before:?} → {after:?}"
+    );
     assert_eq!(after.1, before.1, "beta charged: {before:?} → {after:?}");
 
     // No token: refused by jwt_authn, whatever the tenant header says.

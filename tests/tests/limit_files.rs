@@ -28,7 +28,9 @@ fn envoy_configs() -> Vec<String> {
 }
 
 fn seconds(value: &Value) -> f64 {
-    let text = value.as_str().unwrap_or_else(|| panic!("{value:?} is not a duration"));
+    let text = value
+        .as_str()
+        .unwrap_or_else(|| panic!("{value:?} is not a duration"));
     text.strip_suffix('s').unwrap().parse().unwrap()
 }
 
@@ -37,7 +39,8 @@ fn seconds(value: &Value) -> f64 {
 fn assert_buffer(path: &str, buffer: &Value) {
     let buffer = buffer
         .as_u64()
-        .unwrap_or_else(|| panic!("{path}: no per_connection_buffer_limit_bytes")) as usize;
+        .unwrap_or_else(|| panic!("{path}: no per_connection_buffer_limit_bytes"))
+        as usize;
     assert!(
         buffer > DEFAULT_MAX_BODY_BYTES && buffer <= 2 * DEFAULT_MAX_BODY_BYTES,
         "{path}: buffer {buffer}"
@@ -88,10 +91,7 @@ fn istio_limits_match_the_envoy_example_and_the_routes() {
     let limits = &documents("deploy/istio/sluice-limits-envoyfilter.yaml")[0];
     let patches = limits["spec"]["configPatches"].as_sequence().unwrap();
     let reference = &documents("envoy/sluice-filter.yaml")[0]["static_resources"]["listeners"][0];
-    let listener = patches
-        .iter()
-        .find(|p| p["applyTo"] == "LISTENER")
-        .unwrap();
+    let listener = patches.iter().find(|p| p["applyTo"] == "LISTENER").unwrap();
     assert_eq!(
         listener["patch"]["value"]["per_connection_buffer_limit_bytes"],
         reference["per_connection_buffer_limit_bytes"]
@@ -128,9 +128,8 @@ fn istio_limits_match_the_envoy_example_and_the_routes() {
         .collect();
     assert_eq!(patched, names);
     // The Istio ext_authz provider buffers Sluice's maximum too.
-    let text =
-        std::fs::read_to_string(workspace_root().join("deploy/istio/sluice-ext-authz.yaml"))
-            .unwrap();
+    let text = std::fs::read_to_string(workspace_root().join("deploy/istio/sluice-ext-authz.yaml"))
+        .unwrap();
     assert!(
         text.contains(&format!("maxRequestBytes: {DEFAULT_MAX_BODY_BYTES}")),
         "sluice-ext-authz.yaml"

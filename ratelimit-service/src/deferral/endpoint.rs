@@ -322,7 +322,13 @@ async fn accept(
     let estimated: u64 = header(&headers, "x-sluice-estimated-tokens")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    let body = match read_body(body, state.options.max_body_bytes, state.options.body_timeout).await {
+    let body = match read_body(
+        body,
+        state.options.max_body_bytes,
+        state.options.body_timeout,
+    )
+    .await
+    {
         Ok(body) => body,
         Err(why) => {
             let (status, code, reason, message) = match why {

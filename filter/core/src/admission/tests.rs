@@ -527,12 +527,21 @@ fn a_body_slower_than_the_deadline_gets_408() {
     let shared = shared(r#", "body_timeout_ms": 2000"#);
     let mut host = host_with(CHAT);
     let mut admission = RequestAdmission::new(shared.clone());
-    assert_eq!(admission.on_request_headers(&mut host, false), Verdict::Pause);
+    assert_eq!(
+        admission.on_request_headers(&mut host, false),
+        Verdict::Pause
+    );
     host.elapsed = 1_999_000_000;
-    assert_eq!(admission.on_request_body(&mut host, 10, false), Verdict::Pause);
+    assert_eq!(
+        admission.on_request_body(&mut host, 10, false),
+        Verdict::Pause
+    );
     assert!(host.replies.is_empty());
     host.elapsed = 2_001_000_000;
-    assert_eq!(admission.on_request_body(&mut host, 11, false), Verdict::Pause);
+    assert_eq!(
+        admission.on_request_body(&mut host, 11, false),
+        Verdict::Pause
+    );
     assert_eq!(host.replies[0].status, 408);
     assert!(
         host.replies[0].body.contains("request_timeout"),
@@ -578,7 +587,8 @@ fn with_a_claim_as_tenant_the_client_header_is_ignored() {
     let mut host = host_with(CHAT);
     host.request_headers
         .insert("x-tenant-id".into(), "victim".into());
-    host.request_headers.insert("x-tenant".into(), "victim".into());
+    host.request_headers
+        .insert("x-tenant".into(), "victim".into());
     host.properties.insert(claim, b"acme".to_vec());
     let _ = through_body(&shared, &mut host);
     assert_eq!(host.dispatched[0].descriptors[0].entries[0].value, "acme");
