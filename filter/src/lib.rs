@@ -146,6 +146,12 @@ impl Host for EnvoyIo {
     fn request_header(&self, name: &str) -> Option<String> {
         self.get_http_request_header(name)
     }
+    fn request_header_names(&self) -> Vec<String> {
+        self.get_http_request_headers()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    }
     fn set_request_header(&mut self, name: &str, value: &str) {
         self.set_http_request_header(name, Some(value));
     }

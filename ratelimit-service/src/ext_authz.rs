@@ -32,6 +32,8 @@ use tonic::{Request, Response, Status};
 
 /// Header Envoy sets when `with_request_body.allow_partial_message` cut the body.
 const PARTIAL_BODY_HEADER: &str = "x-envoy-auth-partial-body";
+/// Room for a check's headers and attributes next to its body.
+const CHECK_OVERHEAD_BYTES: usize = 1024 * 1024;
 /// The single, synchronous "RLS call" of one check.
 const LOCAL_CALL: u32 = 1;
 
@@ -54,7 +56,11 @@ impl ExtAuthzService {
     }
 
     pub fn into_server(self) -> AuthorizationServer<Self> {
-        AuthorizationServer::new(self)
+        // A check carries the body (up to max_body_bytes) and the headers.
+        // Above tonic's default 4 MiB decode limit the check would fail, and
+        // Envoy's failure_mode_allow would let the request through uncounted.
+        let limit = self.shared.config.max_body_bytes + CHECK_OVERHEAD_BYTES;
+        AuthorizationServer::new(self).max_decoding_message_size(limit)
     }
 
     fn event(&self, event: &'static str) {
@@ -81,6 +87,9 @@ struct CheckHost<'a> {
 impl Host for CheckHost<'_> {
     fn request_header(&self, name: &str) -> Option<String> {
         self.headers.get(name).cloned()
+    }
+    fn request_header_names(&self) -> Vec<String> {
+        self.headers.keys().cloned().collect()
     }
     fn set_request_header(&mut self, name: &str, value: &str) {
         self.upstream_removed.retain(|n| n != name);

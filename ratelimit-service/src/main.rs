@@ -132,6 +132,14 @@ struct ServeArgs {
     #[arg(long, env = "SLUICE_DEFERRAL_TIMEOUT_S", default_value_t = 600)]
     deferral_timeout_s: u64,
 
+    /// Largest deferred request body; larger: 413 (same as the filter's max_body_bytes).
+    #[arg(long, env = "SLUICE_DEFERRAL_MAX_BODY_BYTES", default_value_t = sluice_admission::config::DEFAULT_MAX_BODY_BYTES)]
+    deferral_max_body_bytes: usize,
+
+    /// A deferred request body not complete this long after its headers: 408.
+    #[arg(long, env = "SLUICE_DEFERRAL_BODY_TIMEOUT_MS", default_value_t = sluice_admission::config::DEFAULT_BODY_TIMEOUT_MS)]
+    deferral_body_timeout_ms: u64,
+
     /// Deferred requests held open at once; beyond it: 503.
     #[arg(long, env = "SLUICE_DEFERRAL_MAX_IN_FLIGHT", default_value_t = 10_000)]
     deferral_max_in_flight: usize,
@@ -470,6 +478,8 @@ async fn deferral_endpoint(
     let options = endpoint::EndpointOptions {
         timeout: Duration::from_secs(args.deferral_timeout_s),
         max_in_flight: args.deferral_max_in_flight,
+        max_body_bytes: args.deferral_max_body_bytes,
+        body_timeout: Duration::from_millis(args.deferral_body_timeout_ms),
         low_priority_max_backlog: args.low_priority_max_backlog,
         secrets,
         token_max_age: Duration::from_secs(args.deferral_token_max_age_s),

@@ -28,6 +28,7 @@ struct Setup {
     addr: SocketAddr,
     redis: redis::aio::MultiplexedConnection,
     consumer: LiteConsumer,
+    metrics: Arc<EndpointMetrics>,
     _broker: RocketMq,
     _redis_server: RedisServer,
     _client: LiteClient,
@@ -58,7 +59,7 @@ async fn setup_with_metrics(mut options: EndpointOptions, metrics: Arc<EndpointM
     let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, control.clone())
         .await
         .unwrap();
-    let app = router(hub, Arc::new(publisher), control, options, metrics);
+    let app = router(hub, Arc::new(publisher), control, options, metrics.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -70,6 +71,7 @@ async fn setup_with_metrics(mut options: EndpointOptions, metrics: Arc<EndpointM
         addr,
         redis: client.get_multiplexed_async_connection().await.unwrap(),
         consumer,
+        metrics,
         _broker: broker,
         _redis_server: redis_server,
         _client: lite_client,
@@ -733,4 +735,127 @@ async fn forged_and_replayed_deferrals_are_refused() {
     let response = first.await.unwrap();
     assert_eq!(response.status, 200, "{response:?}");
     assert!(response.body.contains("yours"), "{}", response.body);
+}
+
+/// Writes `head` + `body` on one connection (ignoring a reset: the server may
+/// answer before it read everything) and returns the status line's code, the
+/// answer's body and when its first byte came.
+fn raw_post(
+    addr: SocketAddr,
+    head: String,
+    body: Vec<u8>,
+) -> tokio::task::JoinHandle<(u16, String, Duration)> {
+    tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let started = std::time::Instant::now();
+        let mut reader = stream.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&body);
+            // Keep the connection open (a silent client) until the reader is done.
+            std::thread::sleep(Duration::from_secs(30));
+        });
+        let mut raw = Vec::new();
+        let mut first = None;
+        let mut buffer = [0u8; 8192];
+        while let Ok(n) = reader.read(&mut buffer) {
+            if n == 0 {
+                break;
+            }
+            first.get_or_insert_with(|| started.elapsed());
+            raw.extend_from_slice(&buffer[..n]);
+            if raw.windows(4).any(|w| w == b"\r\n\r\n") && raw.ends_with(b"}") {
+                break;
+            }
+        }
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let status = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body, first.unwrap_or_else(|| started.elapsed()))
+    })
+}
+
+fn rejected(s: &Setup, reason: &str) -> u64 {
+    s.metrics
+        .rejected
+        .get_or_create(&vec![("reason".to_string(), reason.to_string())])
+        .get()
+}
+
+/// The endpoint's body limit is Sluice's one maximum (4 MiB, not the web
+/// framework's 2 MiB), answered with Sluice's JSON 413 and counted; a body
+/// that does not arrive within the deadline gets 408.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_limit_and_body_deadline() {
+    let max = sluice_admission::config::DEFAULT_MAX_BODY_BYTES;
+    let mut s = setup(EndpointOptions {
+        body_timeout: Duration::from_secs(2),
+        ..Default::default()
+    })
+    .await;
+    let head = |tenant: &str, length: usize, body: &[u8]| {
+        let mut head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\ncontent-length: {length}\r\n"
+        );
+        let mut signed = markers(&format!("req-{tenant}"), tenant);
+        sign_deferral_headers(&mut signed, body);
+        for (k, v) in signed {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head + "\r\n"
+    };
+    let chat = |size: usize| {
+        let frame = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": ""}]}"#;
+        let content = "a".repeat(size - frame.len());
+        frame
+            .replace(r#""content": """#, &format!(r#""content": "{content}""#))
+            .into_bytes()
+    };
+
+    let (status, body, _) = raw_post(
+        s.addr,
+        head("delta", max + 1, &chat(max + 1)),
+        chat(max + 1),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 413, "{body}");
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(error["error"]["code"], "request_too_large", "{error}");
+    assert_eq!(rejected(&s, "too_large"), 1);
+
+    // Headers, then silence: 408 at the deadline.
+    let (status, body, after) = raw_post(s.addr, head("delta", 100, b""), Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(status, 408, "{body}");
+    assert!(body.contains("request_timeout"), "{body}");
+    assert!(
+        after >= Duration::from_secs(2) && after < Duration::from_secs(3),
+        "answered after {after:?}"
+    );
+    assert_eq!(rejected(&s, "body_timeout"), 1);
+
+    // 3 MiB (over axum's 2 MiB default, under Sluice's maximum): queued whole.
+    watch(&s.consumer, "echo").await;
+    mark_subscribed(&mut s.redis, "echo").await;
+    let size = 3 * 1024 * 1024;
+    let client = raw_post(s.addr, head("echo", size, &chat(size)), chat(size));
+    let (_, work) = pop_work(&s.consumer, "echo").await;
+    let content = work["body"]["messages"][0]["content"].as_str().unwrap();
+    assert!(content.len() > size - 100, "{} bytes queued", content.len());
+    assert_eq!(s.metrics.accepted.get(), 1);
+    answer(&mut s.redis, "req-echo", &["ok"]).await;
+    let (status, body, _) = client.await.unwrap();
+    assert_eq!(status, 200, "{body}");
 }

@@ -355,12 +355,17 @@ async fn admission_rejection_and_deferral(front: FrontDoor) {
         .chat(
             "patient",
             chat_body(100, 10, false),
-            &[("x-request-id", "client-chosen")],
+            &[
+                ("x-request-id", "client-chosen"),
+                ("x-sluice-foo", "forged"),
+            ],
         )
         .await;
     assert_eq!(response.status, 200, "{response:?}");
     let seen: Value = serde_json::from_str(&response.body).unwrap();
     assert_eq!(seen["x-sluice-deferred"], "1", "{seen}");
+    // Any client x-sluice-* header is removed, not only Sluice's own.
+    assert!(seen.get("x-sluice-foo").is_none(), "{seen}");
     assert_eq!(seen["x-sluice-tenant"], "patient");
     assert_eq!(seen["x-sluice-model"], "gpt-4o");
     assert_eq!(seen["x-sluice-priority"], "high");
@@ -608,4 +613,69 @@ async fn ext_authz_sidecar_down_follows_envoy_failure_mode() {
     .await;
     let response = closed.chat("meter", chat_body(1, 5, false), &[]).await;
     assert_eq!(response.status, 503, "{response:?}");
+}
+
+/// The shipped ext-authz.yaml passes Sluice's one maximum body to the check
+/// (Envoy's 1 MiB default buffer would refuse 1.5 MiB itself); a body over
+/// it is sluice-rls's JSON 413, counted — not a failed check that
+/// failure_mode_allow lets through (gRPC's default 4 MiB message limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ext_authz_one_maximum_body() {
+    use std::io::{Read, Write};
+    let stack = stack(FrontDoor::ExtAuthz, &[], true).await;
+    let max = sluice_admission::config::DEFAULT_MAX_BODY_BYTES;
+    let response = stack
+        .chat("meter", chat_body(3 * 1024 * 1024 / 12, 5, false), &[])
+        .await;
+    assert_eq!(
+        response.status,
+        200,
+        "{:?}",
+        response.header("content-type")
+    );
+
+    // Over the maximum: refused while the client is still sending (a reset
+    // after the answer is fine).
+    let body = chat_body(max / 6 + 1, 5, false).to_string().into_bytes();
+    assert!(body.len() > max);
+    let addr = stack.listener;
+    let text = tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut reader = stream.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let head = format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nx-tenant-id: meter\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&body);
+        });
+        let mut raw = Vec::new();
+        let mut buffer = [0u8; 8192];
+        while let Ok(n) = reader.read(&mut buffer) {
+            if n == 0 {
+                break;
+            }
+            raw.extend_from_slice(&buffer[..n]);
+            // Envoy may keep the connection open: stop at the end of the answer.
+            let text = String::from_utf8_lossy(&raw);
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)));
+                if length.is_some_and(|length| body.len() >= length) {
+                    break;
+                }
+            }
+        }
+        String::from_utf8_lossy(&raw).into_owned()
+    })
+    .await
+    .unwrap();
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(text.contains("request_too_large"), "{text}");
+    assert_eq!(stack.events("body_too_large").await, 1);
 }

@@ -16,7 +16,8 @@ use prost::Message;
 use sluice_proto::rls::{Code, RateLimitResponse};
 use std::sync::Arc;
 
-/// Headers Sluice sets upstream; a client sending any of them has them removed.
+/// Headers Sluice sets upstream. A client sending any header with
+/// [`SLUICE_HEADER_PREFIX`] has it removed.
 pub const REQUEST_ID_HEADER: &str = "x-sluice-request-id";
 pub const TENANT_HEADER: &str = "x-sluice-tenant";
 pub const MODEL_HEADER: &str = "x-sluice-model";
@@ -28,16 +29,8 @@ pub const COUNT_MICROS_HEADER: &str = "x-sluice-count-micros";
 /// The client's own `x-request-id`: kept for correlation only, never as
 /// Sluice's request id.
 pub const CLIENT_REQUEST_ID_HEADER: &str = "x-request-id";
-const OWN_HEADERS: [&str; 8] = [
-    DEFERRAL_TOKEN_HEADER,
-    COUNT_MICROS_HEADER,
-    REQUEST_ID_HEADER,
-    TENANT_HEADER,
-    MODEL_HEADER,
-    PRIORITY_HEADER,
-    PROMPT_TOKENS_HEADER,
-    ESTIMATED_TOKENS_HEADER,
-];
+/// Every request header starting with this (any case) is Sluice's to set.
+pub const SLUICE_HEADER_PREFIX: &str = "x-sluice-";
 
 /// Largest response body (or SSE line) kept to find `usage`.
 const USAGE_BUFFER_LIMIT: usize = 4 * 1024 * 1024;
@@ -90,6 +83,8 @@ pub struct RequestAdmission<E> {
     charged: u64,
     downstream_headers: Vec<(String, String)>,
     usage: Option<UsageTracker>,
+    /// When the request headers arrived (`Host::now_nanos`): the body deadline counts from here.
+    headers_at: u64,
 }
 
 impl<E: Encoders> RequestAdmission<E> {
@@ -106,6 +101,7 @@ impl<E: Encoders> RequestAdmission<E> {
             charged: 0,
             downstream_headers: Vec::new(),
             usage: None,
+            headers_at: 0,
         }
     }
 
@@ -143,13 +139,37 @@ impl<E: Encoders> RequestAdmission<E> {
         )
     }
 
-    pub fn on_request_headers(&mut self, host: &mut dyn Host, end_of_stream: bool) -> Verdict {
-        // Sluice's own headers are only ever set by Sluice: a client must not
-        // be able to route itself to the deferral path or fake its token count.
-        host.remove_request_header(&self.config().deferral.marker_header.clone());
-        for header in OWN_HEADERS {
-            host.remove_request_header(header);
+    /// Sluice's headers are only ever set by Sluice: a client must not be
+    /// able to route itself to the deferral path, fake its token count, or
+    /// pass anything `x-sluice-*` to the backend.
+    fn strip_client_headers(&self, host: &mut dyn Host) {
+        host.remove_request_header(&self.config().deferral.marker_header);
+        for name in host.request_header_names() {
+            let is_sluice = name
+                .get(..SLUICE_HEADER_PREFIX.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(SLUICE_HEADER_PREFIX));
+            if is_sluice {
+                host.remove_request_header(&name);
+            }
         }
+    }
+
+    /// The body did not finish within `body_timeout_ms` of the headers: 408.
+    fn body_too_slow(&mut self, host: &mut dyn Host) -> Verdict {
+        host.count(Metric::BodyTimeout, 1);
+        let message = format!(
+            "request body not received within {} ms",
+            self.config().body_timeout_ms
+        );
+        self.reply(
+            host,
+            LocalReply::error(408, &message, "invalid_request_error", "request_timeout"),
+        )
+    }
+
+    pub fn on_request_headers(&mut self, host: &mut dyn Host, end_of_stream: bool) -> Verdict {
+        self.strip_client_headers(host);
+        self.headers_at = host.now_nanos();
         let path = host.request_header(":path").unwrap_or_default();
         let method = host.request_header(":method").unwrap_or_default();
         let endpoint = Endpoint::from_path(&path).filter(|_| method.eq_ignore_ascii_case("POST"));
@@ -232,6 +252,12 @@ impl<E: Encoders> RequestAdmission<E> {
         }
         if body_size > self.config().max_body_bytes {
             return self.too_large(host);
+        }
+        let elapsed_ms = host.now_nanos().saturating_sub(self.headers_at) / 1_000_000;
+        if elapsed_ms > self.config().body_timeout_ms {
+            // Only seen when more bytes arrive: a body that stalls completely
+            // gives no callback, and Envoy's request_timeout ends it.
+            return self.body_too_slow(host);
         }
         if !end_of_stream {
             // Envoy buffers until the whole body is in.

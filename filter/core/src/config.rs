@@ -122,6 +122,9 @@ pub struct FilterConfig {
     /// Larger bodies get 413 before anything is parsed.
     #[serde(default = "default_max_body")]
     pub max_body_bytes: usize,
+    /// A body still incomplete this long after the headers gets 408.
+    #[serde(default = "default_body_timeout_ms")]
+    pub body_timeout_ms: u64,
     #[serde(default)]
     pub failure_mode: FailureMode,
     #[serde(default)]
@@ -175,8 +178,17 @@ fn default_domain() -> String {
 fn default_anonymous() -> String {
     "anonymous".into()
 }
+/// The one maximum request body of Sluice (filter, ext_authz, deferral
+/// endpoint); the example Envoy configs buffer exactly this much.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// How long after the headers a request body may take to arrive.
+pub const DEFAULT_BODY_TIMEOUT_MS: u64 = 10_000;
+
 fn default_max_body() -> usize {
-    4 * 1024 * 1024
+    DEFAULT_MAX_BODY_BYTES
+}
+fn default_body_timeout_ms() -> u64 {
+    DEFAULT_BODY_TIMEOUT_MS
 }
 fn default_image_tokens() -> u64 {
     765
@@ -252,6 +264,12 @@ impl FilterConfig {
             return fail(format!(
                 "max_body_bytes must be between 1 KiB and 64 MiB, got {}",
                 self.max_body_bytes
+            ));
+        }
+        if !(100..=600_000).contains(&self.body_timeout_ms) {
+            return fail(format!(
+                "body_timeout_ms must be 100..600000, got {}",
+                self.body_timeout_ms
             ));
         }
         for (model, encoding) in self
@@ -336,6 +354,7 @@ mod tests {
         assert_eq!(c.domain, "sluice");
         assert_eq!(c.failure_mode, FailureMode::Allow);
         assert!(c.tenant_required && c.reconcile && c.deferral.enabled);
+        assert_eq!((c.max_body_bytes, c.body_timeout_ms), (4 << 20, 10_000));
         assert_eq!(c.output_estimate("gpt-4o", None), 512);
         assert_eq!(c.output_estimate("gpt-4o", Some(1_000_000)), 32_768);
     }
@@ -359,7 +378,7 @@ mod tests {
 
     #[test]
     fn invalid_configs_say_why() {
-        let cases: [(&str, &str); 8] = [
+        let cases: [(&str, &str); 9] = [
             ("{}", "missing field `tenant`"),
             (
                 r#"{"tenant": {"header": "X-Tenant"}}"#,
@@ -372,6 +391,10 @@ mod tests {
             (
                 r#"{"tenant": {"header": "t"}, "max_body_bytes": 10}"#,
                 "max_body_bytes",
+            ),
+            (
+                r#"{"tenant": {"header": "t"}, "body_timeout_ms": 0}"#,
+                "body_timeout_ms",
             ),
             (
                 r#"{"tenant": {"header": "t"}, "default_encoding": "p50k"}"#,

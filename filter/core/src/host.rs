@@ -16,10 +16,11 @@ pub enum Metric {
     MissingTenant,
     Reconciled,
     PromptTokens,
+    BodyTimeout,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 10] = [
+    pub const ALL: [Metric; 11] = [
         Metric::Admitted,
         Metric::Rejected,
         Metric::Deferred,
@@ -30,6 +31,7 @@ impl Metric {
         Metric::MissingTenant,
         Metric::Reconciled,
         Metric::PromptTokens,
+        Metric::BodyTimeout,
     ];
 
     /// Short event name (`admitted`, `bad_request`, ...): the stat name
@@ -54,6 +56,7 @@ impl Metric {
             Metric::MissingTenant => "sluice_missing_tenant_total",
             Metric::Reconciled => "sluice_reconciled_total",
             Metric::PromptTokens => "sluice_prompt_tokens_total",
+            Metric::BodyTimeout => "sluice_body_timeout_total",
         }
     }
 }
@@ -69,6 +72,8 @@ pub enum LogLevel {
 /// Operations on the current HTTP stream.
 pub trait Host {
     fn request_header(&self, name: &str) -> Option<String>;
+    /// Names of every request header (lowercase, as Envoy keeps them).
+    fn request_header_names(&self) -> Vec<String>;
     fn set_request_header(&mut self, name: &str, value: &str);
     fn remove_request_header(&mut self, name: &str);
     fn add_response_header(&mut self, name: &str, value: &str);

@@ -3,10 +3,11 @@
 //! Redis Stream the consumer writes — as SSE when the client streams, as one
 //! JSON answer when it does not.
 
+use super::body::{read_body, BodyError};
 use super::hub::{Entry, StreamHub, Subscription};
 use super::sse;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
@@ -20,6 +21,7 @@ use sluice_admission::admission::{
     CLIENT_REQUEST_ID_HEADER, ESTIMATED_TOKENS_HEADER, MODEL_HEADER, PRIORITY_HEADER,
     REQUEST_ID_HEADER, TENANT_HEADER,
 };
+use sluice_admission::config::{DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES};
 use sluice_admission::deferral::{
     self, DeferralClaims, Secret, DEFAULT_MARKER_HEADER as DEFERRED_MARKER_HEADER,
     DEFERRAL_TOKEN_HEADER, RESUME_TOKEN_HEADER,
@@ -55,7 +57,10 @@ pub struct EndpointOptions {
     pub keep_alive: Duration,
     /// Deferred requests held open at once by this endpoint; beyond: 503.
     pub max_in_flight: usize,
+    /// Larger bodies get Sluice's JSON 413 (the filter's `max_body_bytes`).
     pub max_body_bytes: usize,
+    /// A body not complete this long after the headers gets 408.
+    pub body_timeout: Duration,
     /// `cancel:{id}` lifetime after a client disconnects.
     pub cancel_ttl: Duration,
     /// Send an SSE comment saying the request is queued, first thing.
@@ -87,7 +92,8 @@ impl Default for EndpointOptions {
             timeout: Duration::from_secs(600),
             keep_alive: Duration::from_secs(15),
             max_in_flight: 10_000,
-            max_body_bytes: 4 * 1024 * 1024,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            body_timeout: Duration::from_millis(DEFAULT_BODY_TIMEOUT_MS),
             cancel_ttl: Duration::from_secs(300),
             announce_queued: true,
             low_priority_max_backlog: 100,
@@ -126,7 +132,7 @@ impl EndpointMetrics {
         );
         registry.register(
             "rejected",
-            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, token_missing, token_malformed, token_expired, token_bad_signature, duplicate_request, too_large, unknown_path, invalid_request, invalid_json, low_priority_backlog, busy, store_unavailable, publish_failed)",
+            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, token_missing, token_malformed, token_expired, token_bad_signature, duplicate_request, too_large, body_timeout, body_unreadable, unknown_path, invalid_request, invalid_json, low_priority_backlog, busy, store_unavailable, publish_failed)",
             self.rejected.clone(),
         );
         registry.register(
@@ -193,9 +199,13 @@ pub fn router_with_local(
         metrics,
         local,
     });
+    // `accept` reads the body itself (deadline, JSON 413); the same limit
+    // holds for anything else that buffers a body here.
+    let body_limit = DefaultBodyLimit::max(state.options.max_body_bytes);
     Router::new()
         .route("/v1/sluice/streams/{resume_token}", get(resume))
         .fallback(any(accept))
+        .layer(body_limit)
         .with_state(state)
 }
 
@@ -457,6 +467,35 @@ fn parse_deferred(
     })
 }
 
+/// A body that was too large, too slow or unreadable.
+fn body_rejection(why: BodyError, options: &EndpointOptions) -> Rejection {
+    match why {
+        BodyError::TooLarge => Rejection::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            "too_large",
+            format!(
+                "request body is larger than this gateway accepts ({} bytes)",
+                options.max_body_bytes
+            ),
+        ),
+        BodyError::TimedOut => Rejection::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            "body_timeout",
+            format!(
+                "request body not received within {} ms",
+                options.body_timeout.as_millis()
+            ),
+        ),
+        BodyError::Unreadable => Rejection::bad_request(
+            "invalid_request",
+            "body_unreadable",
+            "request body could not be read",
+        ),
+    }
+}
+
 /// Low-priority requests fail fast when their bucket's queue is long.
 async fn check_backlog(state: &EndpointState, deferred: &Deferred) -> Result<(), Rejection> {
     if deferred.priority != Priority::Low {
@@ -519,8 +558,18 @@ async fn accept(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
+    let body = match read_body(
+        body,
+        state.options.max_body_bytes,
+        state.options.body_timeout,
+    )
+    .await
+    {
+        Ok(body) => body,
+        Err(why) => return state.refuse(body_rejection(why, &state.options)),
+    };
     let deferred = match parse_deferred(&state.options, &method, &uri, &headers, &body) {
         Ok(deferred) => deferred,
         Err(rejection) => return state.refuse(rejection),

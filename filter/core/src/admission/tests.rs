@@ -39,11 +39,16 @@ struct FakeHost {
     metrics: HashMap<Metric, u64>,
     /// Counter behind `random_128` (distinct ids per call); `None`: no randomness.
     random: Option<u8>,
+    /// Nanoseconds added to the clock (for deadlines).
+    elapsed: u64,
 }
 
 impl Host for FakeHost {
     fn request_header(&self, name: &str) -> Option<String> {
         self.request_headers.get(name).cloned()
+    }
+    fn request_header_names(&self) -> Vec<String> {
+        self.request_headers.keys().cloned().collect()
     }
     fn set_request_header(&mut self, name: &str, value: &str) {
         self.request_headers.insert(name.into(), value.into());
@@ -94,7 +99,7 @@ impl Host for FakeHost {
     }
     fn log(&self, _level: LogLevel, _message: &str) {}
     fn now_nanos(&self) -> u64 {
-        12_345_000
+        12_345_000 + self.elapsed
     }
     fn random_128(&mut self) -> Option<[u8; 16]> {
         let next = self.random?;
@@ -549,4 +554,121 @@ fn streamed_usage_charges_the_difference() {
         charge.descriptors[0].hits_addend.unwrap().value,
         511 - charged
     );
+}
+
+#[test]
+fn every_client_sluice_header_is_stripped() {
+    let mut host = host_with(CHAT);
+    for name in [
+        "x-sluice-foo",
+        "X-Sluice-Tenant",
+        "x-sluice-deferred",
+        "x-sluice-request-id",
+    ] {
+        host.request_headers.insert(name.into(), "forged".into());
+    }
+    host.request_headers
+        .insert("x-sluicey".into(), "kept".into());
+    let shared = shared("");
+    let mut admission = through_body(&shared, &mut host);
+    let sluice: Vec<_> = host
+        .request_headers
+        .keys()
+        .filter(|k| k.to_ascii_lowercase().starts_with("x-sluice-"))
+        .collect();
+    assert!(sluice.is_empty(), "{sluice:?}");
+    assert_eq!(host.request_headers["x-sluicey"], "kept");
+    // Sluice's own headers are set afterwards, by Sluice.
+    let answer = rls_answer(rls::Code::Ok, None, &[]);
+    admission.on_rls_response(&mut host, 7, 0, Some(&answer));
+    assert_ne!(host.request_headers[REQUEST_ID_HEADER], "forged");
+}
+
+#[test]
+fn a_custom_marker_header_is_stripped_too() {
+    let mut host = host_with(CHAT);
+    host.request_headers.insert("x-defer-me".into(), "1".into());
+    let shared = shared(r#", "deferral": {"marker_header": "x-defer-me"}"#);
+    let _ = through_body(&shared, &mut host);
+    assert!(!host.request_headers.contains_key("x-defer-me"));
+}
+
+#[test]
+fn a_body_slower_than_the_deadline_gets_408() {
+    let shared = shared(r#", "body_timeout_ms": 2000"#);
+    let mut host = host_with(CHAT);
+    let mut admission = RequestAdmission::new(shared.clone());
+    assert_eq!(
+        admission.on_request_headers(&mut host, false),
+        Verdict::Pause
+    );
+    host.elapsed = 1_999_000_000;
+    assert_eq!(
+        admission.on_request_body(&mut host, 10, false),
+        Verdict::Pause
+    );
+    assert!(host.replies.is_empty());
+    host.elapsed = 2_001_000_000;
+    assert_eq!(
+        admission.on_request_body(&mut host, 11, false),
+        Verdict::Pause
+    );
+    assert_eq!(host.replies[0].status, 408);
+    assert!(
+        host.replies[0].body.contains("request_timeout"),
+        "{}",
+        host.replies[0].body
+    );
+    assert_eq!(host.metrics[&Metric::BodyTimeout], 1);
+    assert!(host.dispatched.is_empty());
+    // Answered: later body callbacks change nothing.
+    assert_eq!(
+        admission.on_request_body(&mut host, CHAT.len(), true),
+        Verdict::Continue
+    );
+    assert_eq!(host.replies.len(), 1);
+
+    // The last byte after the deadline is late too.
+    let mut host = host_with(CHAT);
+    let mut admission = RequestAdmission::new(shared);
+    admission.on_request_headers(&mut host, false);
+    host.elapsed = 2_500_000_000;
+    admission.on_request_body(&mut host, CHAT.len(), true);
+    assert_eq!(host.replies[0].status, 408);
+}
+
+#[test]
+fn with_a_claim_as_tenant_the_client_header_is_ignored() {
+    let json = r#"{"tenant": {"property": ["metadata", "filter_metadata", "envoy.filters.http.jwt_authn", "payload", "tenant"]}}"#;
+    let shared = Arc::new(Shared {
+        config: FilterConfig::from_json(json.as_bytes()).unwrap(),
+        encoders: TestEncoders,
+    });
+    let claim: Vec<String> = [
+        "metadata",
+        "filter_metadata",
+        "envoy.filters.http.jwt_authn",
+        "payload",
+        "tenant",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    // Valid claim for acme, forged header for another tenant: acme is charged.
+    let mut host = host_with(CHAT);
+    host.request_headers
+        .insert("x-tenant-id".into(), "victim".into());
+    host.request_headers
+        .insert("x-tenant".into(), "victim".into());
+    host.properties.insert(claim, b"acme".to_vec());
+    let _ = through_body(&shared, &mut host);
+    assert_eq!(host.dispatched[0].descriptors[0].entries[0].value, "acme");
+    // No claim: refused, whatever the headers say.
+    let mut host = host_with(CHAT);
+    host.request_headers
+        .insert("x-tenant-id".into(), "victim".into());
+    let mut admission = RequestAdmission::new(shared);
+    admission.on_request_headers(&mut host, false);
+    assert_eq!(host.replies[0].status, 401);
+    assert!(host.dispatched.is_empty());
 }
