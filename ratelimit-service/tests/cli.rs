@@ -116,6 +116,6 @@ fn admin_listeners_default_to_loopback() {
     // sluice-rls's admin and the in-process consumer admin.
     assert!(help.contains("[default: 127.0.0.1:9091]"), "{help}");
     assert!(help.contains("[default: 127.0.0.1:9092]"), "{help}");
-    assert!(!help.contains("0.0.0.0:909"), "{help}");
+    assert!(!help.contains("[default: 0.0.0.0:909"), "{help}");
     assert!(help.contains("--admin-token-file"), "{help}");
 }
