@@ -124,7 +124,9 @@ fn resolve_token(
         return AdminToken::new(&text, &path.display().to_string()).map(Some);
     }
     match env {
-        Some(value) if !value.trim().is_empty() => AdminToken::new(&value, ADMIN_TOKEN_ENV).map(Some),
+        Some(value) if !value.trim().is_empty() => {
+            AdminToken::new(&value, ADMIN_TOKEN_ENV).map(Some)
+        }
         _ => Ok(None),
     }
 }
@@ -269,9 +271,10 @@ impl WritePolicy {
                 Refusal::WrongToken => r#"Bearer realm="sluice-admin", error="invalid_token""#,
                 _ => r#"Bearer realm="sluice-admin""#,
             };
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(challenge),
+            );
         }
         response
     }
@@ -339,10 +342,20 @@ mod tests {
 
     #[test]
     fn loopback_is_only_the_loopback_addresses() {
-        for a in ["127.0.0.1:9092", "127.1.2.3:1", "[::1]:9092", "[::ffff:127.0.0.1]:9"] {
+        for a in [
+            "127.0.0.1:9092",
+            "127.1.2.3:1",
+            "[::1]:9092",
+            "[::ffff:127.0.0.1]:9",
+        ] {
             assert!(is_loopback(addr(a)), "{a}");
         }
-        for a in ["0.0.0.0:9092", "[::]:9092", "10.0.0.5:9092", "[::ffff:10.0.0.5]:9"] {
+        for a in [
+            "0.0.0.0:9092",
+            "[::]:9092",
+            "10.0.0.5:9092",
+            "[::ffff:10.0.0.5]:9",
+        ] {
             assert!(!is_loopback(addr(a)), "{a}");
         }
     }
@@ -373,11 +386,23 @@ mod tests {
             let policy = WritePolicy::for_listener(addr(listener), Some(token()));
             let check = |h: Option<&str>| policy.check(&Method::PUT, &headers(h));
             assert_eq!(check(None), Err(Refusal::MissingToken));
-            assert_eq!(check(Some("Basic dXNlcjpwYXNz")), Err(Refusal::MissingToken));
+            assert_eq!(
+                check(Some("Basic dXNlcjpwYXNz")),
+                Err(Refusal::MissingToken)
+            );
             assert_eq!(check(Some("Bearer ")), Err(Refusal::MissingToken));
-            assert_eq!(check(Some("Bearer wrong-token-wrong-token")), Err(Refusal::WrongToken));
-            assert_eq!(check(Some(&format!("Bearer {TOKEN}x"))), Err(Refusal::WrongToken));
-            assert_eq!(check(Some(&format!("Bearer {}", &TOKEN[1..]))), Err(Refusal::WrongToken));
+            assert_eq!(
+                check(Some("Bearer wrong-token-wrong-token")),
+                Err(Refusal::WrongToken)
+            );
+            assert_eq!(
+                check(Some(&format!("Bearer {TOKEN}x"))),
+                Err(Refusal::WrongToken)
+            );
+            assert_eq!(
+                check(Some(&format!("Bearer {}", &TOKEN[1..]))),
+                Err(Refusal::WrongToken)
+            );
             assert_eq!(check(Some(&format!("Bearer {TOKEN}"))), Ok(()));
             assert_eq!(check(Some(&format!("bearer {TOKEN}"))), Ok(()));
             assert_eq!(check(Some(&format!("BEARER  {TOKEN} "))), Ok(()));
@@ -414,7 +439,9 @@ mod tests {
         .unwrap();
         assert!(from_file.matches(TOKEN.as_bytes()));
 
-        let from_env = resolve_token(None, Some(format!(" {TOKEN} "))).unwrap().unwrap();
+        let from_env = resolve_token(None, Some(format!(" {TOKEN} ")))
+            .unwrap()
+            .unwrap();
         assert!(from_env.matches(TOKEN.as_bytes()));
 
         assert!(resolve_token(None, None).unwrap().is_none());

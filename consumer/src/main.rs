@@ -175,11 +175,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     tracing::info!(id = %id, namesrv = %cli.namesrv, admin = %admin_addr, "sluice-consumer started");
     let writes = WritePolicy::for_listener(admin_addr, admin_token);
     writes.log_startup("admin API", admin_addr);
-    let router = sluice_consumer::admin::router(
-        started.metrics.clone(),
-        started.pacer.clone(),
-        writes,
-    );
+    let router =
+        sluice_consumer::admin::router(started.metrics.clone(), started.pacer.clone(), writes);
     tokio::spawn(async move {
         if let Err(error) = axum::serve(admin_listener, router).await {
             tracing::error!(%error, "admin server stopped");

@@ -132,7 +132,12 @@ fn a_bad_admin_token_stops_the_start() {
     let output = Command::new(env!("CARGO_BIN_EXE_sluice-consumer"))
         .arg("--admin-token-file")
         .arg(&dir)
-        .args(["--namesrv", "127.0.0.1:1", "--redis-url", "redis://127.0.0.1:1"])
+        .args([
+            "--namesrv",
+            "127.0.0.1:1",
+            "--redis-url",
+            "redis://127.0.0.1:1",
+        ])
         .env_remove("SLUICE_CONSUMER_CONFIG")
         .output()
         .unwrap();
@@ -140,7 +145,10 @@ fn a_bad_admin_token_stops_the_start() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("at least 16"), "{stderr}");
-    assert!(!stderr.contains("short"), "the token reached the log: {stderr}");
+    assert!(
+        !stderr.contains("short"),
+        "the token reached the log: {stderr}"
+    );
 
     let output = Command::new(env!("CARGO_BIN_EXE_sluice-consumer"))
         .args(["--admin-token-file", "/nonexistent/sluice-admin-token"])
@@ -149,5 +157,8 @@ fn a_bad_admin_token_stops_the_start() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("cannot read the admin token file"), "{stderr}");
+    assert!(
+        stderr.contains("cannot read the admin token file"),
+        "{stderr}"
+    );
 }

@@ -383,11 +383,8 @@ async fn in_process_consumer(
     tracing::info!(admin = %admin_addr, "in-process consumer started");
     let writes = WritePolicy::for_listener(admin_addr, admin_token);
     writes.log_startup("consumer admin API", admin_addr);
-    let router = sluice_consumer::admin::router(
-        started.metrics.clone(),
-        started.pacer.clone(),
-        writes,
-    );
+    let router =
+        sluice_consumer::admin::router(started.metrics.clone(), started.pacer.clone(), writes);
     tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, router).await {
             tracing::error!(%error, "consumer admin server stopped");

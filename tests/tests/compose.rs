@@ -92,7 +92,11 @@ fn published_on_loopback(service: &Value, port: u16) -> bool {
 fn service_env_names(service: &Value) -> Vec<String> {
     service["environment"]
         .as_mapping()
-        .map(|m| m.keys().filter_map(|k| k.as_str().map(String::from)).collect())
+        .map(|m| {
+            m.keys()
+                .filter_map(|k| k.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -455,10 +459,17 @@ fn services_agree_on_redis_broker_topic_and_backend() {
         .unwrap() as u16;
     for (service, port) in [
         (rls, port_of(env(rls, "SLUICE_RLS_ADMIN_ADDR"))),
-        (consumer, port_of(env(consumer, "SLUICE_CONSUMER_ADMIN_ADDR"))),
+        (
+            consumer,
+            port_of(env(consumer, "SLUICE_CONSUMER_ADMIN_ADDR")),
+        ),
         (&services["envoy"], envoy_admin),
     ] {
-        assert!(published_on_loopback(service, port), "{port}: {:?}", service["ports"]);
+        assert!(
+            published_on_loopback(service, port),
+            "{port}: {:?}",
+            service["ports"]
+        );
     }
     // Bound beyond loopback inside its container, the consumer's admin API
     // takes the token from the host's environment (unset: writes answer 403).
