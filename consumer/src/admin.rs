@@ -3,6 +3,7 @@
 //! `PUT /factor/<model>`), served by `sluice-consumer` and by `sluice-rls`
 //! in in-process mode.
 
+use crate::admin_auth::{self, WritePolicy};
 use crate::keys::Dimension;
 use crate::pacing::{RateSetting, Scope};
 use crate::{Metrics, Pacer};
@@ -20,9 +21,11 @@ struct AdminState {
     pacer: Arc<Pacer>,
 }
 
-/// The admin routes over `metrics` and `pacer`.
-pub fn router(metrics: Arc<Metrics>, pacer: Arc<Pacer>) -> Router {
-    Router::new()
+/// The admin routes over `metrics` and `pacer`, writes behind `writes`
+/// (refusals counted in `metrics`).
+pub fn router(metrics: Arc<Metrics>, pacer: Arc<Pacer>, writes: WritePolicy) -> Router {
+    let refused = metrics.admin_refused.clone();
+    let routes = Router::new()
         .route(
             "/metrics",
             get(|State(s): State<AdminState>| async move { s.metrics.encode() }),
@@ -32,7 +35,8 @@ pub fn router(metrics: Arc<Metrics>, pacer: Arc<Pacer>) -> Router {
         .route("/rates/{model}", put(set_column))
         .route("/rates/{model}/{tenant}", put(set_bucket))
         .route("/factor/{model}", put(set_factor))
-        .with_state(AdminState { metrics, pacer })
+        .with_state(AdminState { metrics, pacer });
+    admin_auth::protect(routes, writes, refused)
 }
 
 /// A rate as an operator writes it: a non-negative number or `unlimited`

@@ -17,6 +17,7 @@
 //! See README.md for the Redis contract with the HTTP side.
 
 pub mod admin;
+pub mod admin_auth;
 pub mod embedded;
 pub mod idempotency;
 pub mod invoke;

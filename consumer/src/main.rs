@@ -5,6 +5,7 @@
 use anyhow::Context;
 use clap::Parser;
 use sluice_consumer::admin::parse_rate;
+use sluice_consumer::admin_auth::{self, WritePolicy};
 use sluice_consumer::embedded::{self, default_id, FileConfig, StartOptions};
 use sluice_consumer::keys::Dimension;
 use sluice_consumer::pacing::Scope;
@@ -46,13 +47,18 @@ struct Cli {
     /// Backend base URL for models without their own entry in the config file.
     #[arg(long, env = "SLUICE_BACKEND_URL")]
     backend_url: Option<String>,
-    /// Admin HTTP: /metrics, /healthz, and runtime rate changes.
+    /// Admin HTTP: /metrics, /healthz, and runtime rate changes. Loopback by
+    /// default; bound elsewhere, writes need the admin token.
     #[arg(
         long,
         env = "SLUICE_CONSUMER_ADMIN_ADDR",
-        default_value = "0.0.0.0:9092"
+        default_value = "127.0.0.1:9092"
     )]
     admin_addr: SocketAddr,
+    /// File holding the admin API's bearer token (else $SLUICE_ADMIN_TOKEN).
+    /// When set, every admin write needs `Authorization: Bearer <token>`.
+    #[arg(long, env = admin_auth::ADMIN_TOKEN_FILE_ENV)]
+    admin_token_file: Option<PathBuf>,
     /// Unique id of this instance in the group (default: host name + pid).
     #[arg(long, env = "SLUICE_CONSUMER_ID")]
     id: Option<String>,
@@ -139,6 +145,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         return rates(&cli, command).await;
     }
     let mut file = read_config(&cli)?;
+    let admin_token = admin_auth::load_token(cli.admin_token_file.as_deref())?;
     if let Some(url) = &cli.backend_url {
         file.consumer.backend.default.base_url = url.clone();
     }
@@ -164,8 +171,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let admin_listener = tokio::net::TcpListener::bind(cli.admin_addr)
         .await
         .with_context(|| format!("cannot listen on {}", cli.admin_addr))?;
-    tracing::info!(id = %id, namesrv = %cli.namesrv, admin = %admin_listener.local_addr()?, "sluice-consumer started");
-    let router = sluice_consumer::admin::router(started.metrics.clone(), started.pacer.clone());
+    let admin_addr = admin_listener.local_addr()?;
+    tracing::info!(id = %id, namesrv = %cli.namesrv, admin = %admin_addr, "sluice-consumer started");
+    let writes = WritePolicy::for_listener(admin_addr, admin_token);
+    writes.log_startup("admin API", admin_addr);
+    let router =
+        sluice_consumer::admin::router(started.metrics.clone(), started.pacer.clone(), writes);
     tokio::spawn(async move {
         if let Err(error) = axum::serve(admin_listener, router).await {
             tracing::error!(%error, "admin server stopped");

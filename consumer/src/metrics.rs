@@ -69,6 +69,11 @@ pub struct KindLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
@@ -111,6 +116,8 @@ pub struct Metrics {
     pub hold_seconds: Histogram,
     /// Held messages handed back to their LiteTopic at shutdown.
     pub handed_back: Counter,
+    /// Admin writes refused, by reason (see [`crate::admin_auth::Refusal`]).
+    pub admin_refused: Family<ReasonLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -219,6 +226,18 @@ impl Metrics {
             "Held messages published back to their LiteTopic at shutdown",
             handed_back.clone(),
         );
+        let admin_refused = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "admin_refused",
+            "Admin API writes refused (missing_token, wrong_token, writes_disabled)",
+            admin_refused.clone(),
+        );
+        // Every reason from the start, so alerts see 0 rather than nothing.
+        for refusal in crate::admin_auth::Refusal::ALL {
+            let _ = admin_refused.get_or_create(&ReasonLabels {
+                reason: refusal.as_str(),
+            });
+        }
         Metrics {
             registry,
             buckets: LabelLimiter::new(max_buckets),
@@ -239,6 +258,7 @@ impl Metrics {
             buckets_retired,
             hold_seconds,
             handed_back,
+            admin_refused,
         }
     }
 

@@ -110,3 +110,55 @@ fn bad_rate_commands_fail_clearly_and_change_nothing() {
     assert!(!output.status.success());
     assert!(!String::from_utf8_lossy(&output.stderr).contains("panicked"));
 }
+
+#[test]
+fn the_admin_api_defaults_to_loopback() {
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice-consumer"))
+        .arg("--help")
+        .env_remove("SLUICE_CONSUMER_ADMIN_ADDR")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{help}");
+    assert!(help.contains("[default: 127.0.0.1:9092]"), "{help}");
+    assert!(help.contains("--admin-token-file"), "{help}");
+}
+
+#[test]
+fn a_bad_admin_token_stops_the_start() {
+    // Checked before anything is reached (no Redis, no broker needed).
+    let dir = std::env::temp_dir().join(format!("sluice-admin-token-{}", std::process::id()));
+    std::fs::write(&dir, "short\n").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice-consumer"))
+        .arg("--admin-token-file")
+        .arg(&dir)
+        .args([
+            "--namesrv",
+            "127.0.0.1:1",
+            "--redis-url",
+            "redis://127.0.0.1:1",
+        ])
+        .env_remove("SLUICE_CONSUMER_CONFIG")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&dir);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("at least 16"), "{stderr}");
+    assert!(
+        !stderr.contains("short"),
+        "the token reached the log: {stderr}"
+    );
+
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice-consumer"))
+        .args(["--admin-token-file", "/nonexistent/sluice-admin-token"])
+        .env_remove("SLUICE_CONSUMER_CONFIG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot read the admin token file"),
+        "{stderr}"
+    );
+}

@@ -45,12 +45,16 @@ USER sluice
 FROM runtime AS rls
 COPY --from=build /out/sluice-rls /usr/local/bin/sluice-rls
 # gRPC (RLS v3, ext_authz), admin (/metrics /healthz /readyz), deferral endpoint.
+# The admin port binds 127.0.0.1 unless --admin-addr / SLUICE_RLS_ADMIN_ADDR
+# says otherwise (0.0.0.0:9091 for Prometheus and probes).
 EXPOSE 8081 9091 8090
 ENTRYPOINT ["/usr/local/bin/sluice-rls"]
 
 FROM runtime AS consumer
 COPY --from=build /out/sluice-consumer /usr/local/bin/sluice-consumer
-# Admin: /metrics /healthz and the rates API.
+# Admin: /metrics /healthz and the rates API. Binds 127.0.0.1 unless
+# SLUICE_CONSUMER_ADMIN_ADDR says otherwise; bound elsewhere, rate changes
+# need the token (SLUICE_ADMIN_TOKEN_FILE or SLUICE_ADMIN_TOKEN).
 EXPOSE 9092
 ENTRYPOINT ["/usr/local/bin/sluice-consumer"]
 

@@ -49,8 +49,9 @@ struct ServeArgs {
     #[arg(long, env = "SLUICE_RLS_GRPC_ADDR", default_value = "0.0.0.0:8081")]
     grpc_addr: SocketAddr,
 
-    /// Admin HTTP address: /metrics, /healthz, /readyz.
-    #[arg(long, env = "SLUICE_RLS_ADMIN_ADDR", default_value = "0.0.0.0:9091")]
+    /// Admin HTTP address: /metrics, /healthz, /readyz (read-only). Loopback
+    /// by default: bind 0.0.0.0:9091 for Prometheus and kubelet probes.
+    #[arg(long, env = "SLUICE_RLS_ADMIN_ADDR", default_value = "127.0.0.1:9091")]
     admin_addr: SocketAddr,
 
     /// Where counters live: `memory` (one instance) or `redis` (shared).
@@ -169,6 +170,7 @@ struct ServeArgs {
     backend_url: Option<String>,
 
     /// In-process mode: the consumer's admin API (/metrics, rate changes).
+    /// Loopback by default; bound elsewhere, writes need the admin token.
     #[arg(
         long,
         env = "SLUICE_CONSUMER_ADMIN_ADDR",
@@ -176,6 +178,11 @@ struct ServeArgs {
         requires = "in_process_consumer"
     )]
     consumer_admin_addr: SocketAddr,
+
+    /// In-process mode: file holding the bearer token of the consumer admin
+    /// API's writes (else $SLUICE_ADMIN_TOKEN). sluice-rls's own admin is read-only.
+    #[arg(long, env = sluice_consumer::admin_auth::ADMIN_TOKEN_FILE_ENV)]
+    admin_token_file: Option<PathBuf>,
 
     /// Log format.
     #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value = "text")]
@@ -397,8 +404,10 @@ async fn in_process_consumer(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
 )> {
+    use sluice_consumer::admin_auth::{self, WritePolicy};
     use sluice_consumer::embedded::{self, FileConfig, StartOptions};
     let mut file = FileConfig::load(args.consumer_config.as_deref())?;
+    let admin_token = admin_auth::load_token(args.admin_token_file.as_deref())?;
     if let Some(url) = &args.backend_url {
         file.consumer.backend.default.base_url = url.clone();
     }
@@ -422,8 +431,12 @@ async fn in_process_consumer(
                 args.consumer_admin_addr
             )
         })?;
-    tracing::info!(admin = %listener.local_addr()?, "in-process consumer started");
-    let router = sluice_consumer::admin::router(started.metrics.clone(), started.pacer.clone());
+    let admin_addr = listener.local_addr()?;
+    tracing::info!(admin = %admin_addr, "in-process consumer started");
+    let writes = WritePolicy::for_listener(admin_addr, admin_token);
+    writes.log_startup("consumer admin API", admin_addr);
+    let router =
+        sluice_consumer::admin::router(started.metrics.clone(), started.pacer.clone(), writes);
     tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, router).await {
             tracing::error!(%error, "consumer admin server stopped");

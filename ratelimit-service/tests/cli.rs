@@ -107,3 +107,15 @@ fn redis_password_never_reaches_the_logs() {
     assert!(stderr.contains(":***@127.0.0.1:1"), "{stderr}");
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
+
+#[test]
+fn admin_listeners_default_to_loopback() {
+    let output = bin().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{help}");
+    // sluice-rls's admin and the in-process consumer admin.
+    assert!(help.contains("[default: 127.0.0.1:9091]"), "{help}");
+    assert!(help.contains("[default: 127.0.0.1:9092]"), "{help}");
+    assert!(!help.contains("[default: 0.0.0.0:909"), "{help}");
+    assert!(help.contains("--admin-token-file"), "{help}");
+}

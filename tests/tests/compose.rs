@@ -65,11 +65,36 @@ fn published(service: &Value) -> Vec<u16> {
                 .iter()
                 .map(|p| match p {
                     Value::Mapping(_) => p["target"].as_u64().unwrap() as u16,
+                    // "[host_ip:]published:target[/protocol]"
                     other => {
                         let text = other.as_str().unwrap();
-                        text.rsplit(':').next().unwrap().parse().unwrap()
+                        let target = text.rsplit(':').next().unwrap();
+                        target.split('/').next().unwrap().parse().unwrap()
                     }
                 })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether a service publishes container port `port` on the host's loopback
+/// only (`127.0.0.1:published:target[/protocol]`).
+fn published_on_loopback(service: &Value, port: u16) -> bool {
+    service["ports"].as_sequence().is_some_and(|ports| {
+        ports.iter().filter_map(Value::as_str).any(|text| {
+            let target = text.rsplit(':').next().unwrap().split('/').next().unwrap();
+            text.starts_with("127.0.0.1:") && target == port.to_string()
+        })
+    })
+}
+
+/// Names of a service's environment variables.
+fn service_env_names(service: &Value) -> Vec<String> {
+    service["environment"]
+        .as_mapping()
+        .map(|m| {
+            m.keys()
+                .filter_map(|k| k.as_str().map(String::from))
                 .collect()
         })
         .unwrap_or_default()
@@ -427,6 +452,31 @@ fn services_agree_on_redis_broker_topic_and_backend() {
         let port = port_of(env(service, key));
         assert!(published(service).contains(&port), "{key}: {port}");
     }
+
+    // Admin ports reach the host's loopback only.
+    let envoy_admin = yaml("envoy/compose.yaml")["admin"]["address"]["socket_address"]["port_value"]
+        .as_u64()
+        .unwrap() as u16;
+    for (service, port) in [
+        (rls, port_of(env(rls, "SLUICE_RLS_ADMIN_ADDR"))),
+        (
+            consumer,
+            port_of(env(consumer, "SLUICE_CONSUMER_ADMIN_ADDR")),
+        ),
+        (&services["envoy"], envoy_admin),
+    ] {
+        assert!(
+            published_on_loopback(service, port),
+            "{port}: {:?}",
+            service["ports"]
+        );
+    }
+    // Bound beyond loopback inside its container, the consumer's admin API
+    // takes the token from the host's environment (unset: writes answer 403).
+    assert!(
+        service_env_names(consumer).contains(&"SLUICE_ADMIN_TOKEN".to_string()),
+        "{consumer:?}"
+    );
 }
 
 /// The consumer's config file, shaped as `sluice-consumer --config` reads it.

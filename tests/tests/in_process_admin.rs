@@ -1,0 +1,85 @@
+//! The in-process consumer's admin API (`sluice-rls --in-process-consumer
+//! --consumer-admin-addr`) with the real binary, Redis and broker: bound
+//! beyond loopback with `SLUICE_ADMIN_TOKEN` set, a rate change needs the
+//! token; reads do not.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
+
+use sluice_testkit::{
+    free_port, http_request, wait_for_port, workspace_binary, RedisServer, RocketMq,
+};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const TOKEN: &str = "in-process-admin-token-93c1";
+
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn in_process_consumer_admin_writes_need_the_token() {
+    let redis = RedisServer::start().unwrap();
+    let broker = RocketMq::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let limits = dir.path().join("limits.yaml");
+    std::fs::write(&limits, "domain: sluice\n").unwrap();
+    let (grpc, admin, deferral, consumer_admin) =
+        (free_port(), free_port(), free_port(), free_port());
+    let _rls = Process(
+        Command::new(workspace_binary("sluice-rls").unwrap())
+            .args(["--config", limits.to_str().unwrap()])
+            .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
+            .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
+            .args(["--store", "redis", "--redis-url", &redis.url()])
+            .args(["--deferral-addr", &format!("127.0.0.1:{deferral}")])
+            .args(["--namesrv", &broker.namesrv_addr()])
+            .args([
+                "--in-process-consumer",
+                "--backend-url",
+                "http://127.0.0.1:1",
+            ])
+            .args([
+                "--consumer-admin-addr",
+                &format!("0.0.0.0:{consumer_admin}"),
+            ])
+            .env_remove("SLUICE_CONSUMER_CONFIG")
+            .env_remove("SLUICE_ADMIN_TOKEN_FILE")
+            .env("SLUICE_ADMIN_TOKEN", TOKEN)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: SocketAddr = ([127, 0, 0, 1], consumer_admin).into();
+    wait_for_port(addr, Duration::from_secs(60)).unwrap();
+
+    let put = |headers: &[(&str, &str)]| {
+        http_request(addr, "PUT", "/factor/gpt-4o?factor=0.5", headers, b"").unwrap()
+    };
+    let refused = put(&[]);
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    assert!(refused.body.contains("missing_token"), "{}", refused.body);
+    let bearer = format!("Bearer {TOKEN}");
+    let applied = put(&[("authorization", bearer.as_str())]);
+    assert_eq!(applied.status, 200, "{}", applied.body);
+
+    let rates = http_request(addr, "GET", "/rates", &[], b"").unwrap();
+    assert_eq!(rates.status, 200, "{}", rates.body);
+    let json: serde_json::Value = serde_json::from_str(&rates.body).unwrap();
+    assert_eq!(json["gpt-4o"]["factor"], 0.5, "{json}");
+    let metrics = http_request(addr, "GET", "/metrics", &[], b"").unwrap();
+    assert!(
+        metrics
+            .body
+            .contains("sluice_consumer_admin_refused_total{reason=\"missing_token\"} 1"),
+        "{}",
+        metrics.body
+    );
+}
