@@ -3,6 +3,7 @@
 //! Redis Stream the consumer writes — as SSE when the client streams, as one
 //! JSON answer when it does not.
 
+use super::caps::PublishError;
 use super::hub::{Entry, StreamHub, Subscription};
 use super::sse;
 use axum::body::{Body, Bytes};
@@ -28,14 +29,15 @@ pub trait Publisher: Send + Sync + 'static {
     /// Publish `work` (the consumer's WorkItem JSON) to the bucket of
     /// `tenant` × `model`. Either it is queued or it is not: no half state.
     /// `Ok(Some(n))`: the bucket holds `n` queued requests now, this one
-    /// included (`None` when the publisher does not know).
+    /// included (`None` when the publisher does not know). A new bucket may
+    /// be refused by a cap ([`PublishError::Refused`]).
     fn publish<'a>(
         &'a self,
         tenant: &'a str,
         model: &'a str,
         req_id: &'a str,
         work: Vec<u8>,
-    ) -> BoxFuture<'a, Result<Option<u64>, String>>;
+    ) -> BoxFuture<'a, Result<Option<u64>, PublishError>>;
 }
 
 #[derive(Clone, Debug)]
@@ -105,7 +107,7 @@ impl EndpointMetrics {
         );
         registry.register(
             "rejected",
-            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, too_large, invalid_json, low_priority_backlog, busy, publish_failed)",
+            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, too_large, invalid_json, low_priority_backlog, busy, tenant_bucket_limit, bucket_capacity, bucket_rate_limit, publish_failed)",
             self.rejected.clone(),
         );
         registry.register(
@@ -372,7 +374,15 @@ async fn accept(
         .await
     {
         Ok(position) => position.filter(|n| *n > 0),
-        Err(why) => {
+        Err(PublishError::Refused(refusal)) => {
+            reject(refusal.code());
+            let mut response = error(refusal.status(), refusal.code(), &refusal.message());
+            response
+                .headers_mut()
+                .insert("retry-after", HeaderValue::from(refusal.retry_after_secs()));
+            return response;
+        }
+        Err(PublishError::Failed(why)) => {
             reject("publish_failed");
             tracing::warn!(req_id = %req_id, %why, "cannot queue deferred request");
             let mut response = error(

@@ -1,5 +1,6 @@
 //! The deferral endpoint's response side: Redis Streams → the client.
 
+pub mod caps;
 pub mod endpoint;
 pub mod hub;
 pub mod publisher;
