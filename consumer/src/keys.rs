@@ -67,6 +67,19 @@ pub fn backlog(lite_topic: &str) -> String {
     format!("sluice:{{buckets}}:backlog:{lite_topic}")
 }
 
+/// Set while a consumer deletes a retired bucket's queue at the broker
+/// (between the retire script and the broker's answer): the endpoint does
+/// not publish to the bucket meanwhile, since the delete would take the
+/// message with it. Expires after [`RECLAIM_MARK_TTL_MS`] should the
+/// consumer die half-way.
+pub fn reclaiming(lite_topic: &str) -> String {
+    format!("sluice:{{buckets}}:reclaiming:{lite_topic}")
+}
+
+/// Lifetime of a [`reclaiming`] mark, ms: above the two broker requests of a
+/// reclaim (3 s timeout each).
+pub const RECLAIM_MARK_TTL_MS: u64 = 10_000;
+
 /// Hash: bucket (LiteTopic) → its tenant (sanitized). Written by the
 /// endpoint's bucket caps when it adds a bucket to [`BUCKETS`]; read and
 /// dropped by the retire script, which counts the tenant down.

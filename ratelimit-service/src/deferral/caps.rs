@@ -51,6 +51,7 @@ const WINDOW_TTL_S: u64 = 120;
 /// KEYS[4]  hash tenant → bucket count
 /// KEYS[5]  this minute's new-bucket counter
 /// KEYS[6]  the bucket's subscription mark (set by the consumer)
+/// KEYS[7]  the bucket's reclaim mark (a consumer is deleting its queue)
 /// ARGV[1]  the bucket (LiteTopic name)
 /// ARGV[2]  its tenant (sanitized)
 /// ARGV[3]  now, ms (the activity stamp)
@@ -61,8 +62,9 @@ const WINDOW_TTL_S: u64 = 120;
 ///
 /// Returns { status, subscribed (0|1), buckets known after the call }:
 /// status 1 = the bucket exists (activity stamped), 0 = created,
-/// -1 = refused: tenant cap, -2 = refused: global cap, -3 = refused: rate.
-/// A refusal writes nothing.
+/// -1 = refused: tenant cap, -2 = refused: global cap, -3 = refused: rate,
+/// 2 = the bucket is being reclaimed: ask again shortly. A refusal (and 2)
+/// writes nothing.
 ///
 /// A bucket whose tenant entry survived without it being in the set (retired
 /// by a consumer of an older version) still holds its tenant's slot: it is
@@ -73,6 +75,7 @@ if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then
   return { 1, redis.call('EXISTS', KEYS[6]), redis.call('SCARD', KEYS[1]) }
 end
 local known = redis.call('SCARD', KEYS[1])
+if redis.call('EXISTS', KEYS[7]) == 1 then return { 2, 0, known } end
 local held = redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1
 if not held then
   local mine = tonumber(redis.call('HGET', KEYS[4], ARGV[2]) or '0') or 0
@@ -229,6 +232,17 @@ impl From<String> for PublishError {
     }
 }
 
+/// What the caps said of a bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// The bucket exists or was created now.
+    Admitted(Admitted),
+    /// A consumer is deleting the bucket's retired queue at the broker:
+    /// nothing may be published to it until that is done (see
+    /// `sluice_consumer::keys::reclaiming`).
+    Reclaiming,
+}
+
 /// A bucket the caps let through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Admitted {
@@ -307,7 +321,7 @@ impl BucketCaps {
         tenant: &str,
         topic: &str,
         now_ms: u64,
-    ) -> Result<Admitted, PublishError> {
+    ) -> Result<Admission, PublishError> {
         let minute = now_ms / MINUTE_MS;
         let reply: Vec<i64> = self
             .script
@@ -317,6 +331,7 @@ impl BucketCaps {
             .key(keys::TENANT_BUCKET_COUNTS)
             .key(keys::created_in_minute(minute))
             .key(keys::subscribed(topic))
+            .key(keys::reclaiming(topic))
             .arg(topic)
             .arg(keys::sanitize(tenant))
             .arg(now_ms)
@@ -346,11 +361,12 @@ impl BucketCaps {
                     self.metrics.created.inc();
                     tracing::debug!(%topic, known, "new deferral bucket");
                 }
-                Ok(Admitted {
+                Ok(Admission::Admitted(Admitted {
                     created: status == 0,
                     subscribed: subscribed == 1,
-                })
+                }))
             }
+            2 => Ok(Admission::Reclaiming),
             -1 => refusal(
                 CapKind::Tenant,
                 self.limits.max_buckets_per_tenant,
@@ -459,6 +475,7 @@ mod tests {
         }
         assert!(keys::created_in_minute(7).contains("{buckets}"));
         assert!(keys::subscribed("t").contains("{buckets}"));
+        assert!(keys::reclaiming("t").contains("{buckets}"));
         for line in ADMIT_BUCKET.lines().filter(|l| l.contains("redis.call")) {
             assert!(!line.contains("'sluice:"), "undeclared key: {line}");
         }

@@ -1,7 +1,7 @@
 //! The endpoint's [`Publisher`] over RocketMQ LiteTopics: one LiteTopic per
 //! tenant × model under one parent topic, created by the broker on first send.
 
-use super::caps::{BucketCaps, PublishError};
+use super::caps::{Admission, BucketCaps, PublishError};
 use super::endpoint::Publisher;
 use futures::future::BoxFuture;
 use sluice_consumer::keys;
@@ -10,6 +10,11 @@ use sluice_litetopic::{lite_topic_name, LiteAdmin, LiteClient, LiteConfig, LiteP
 /// How long the first publish to a new bucket waits for a consumer to
 /// subscribe (a LiteTopic subscription does not see earlier messages).
 const FIRST_SUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Longest wait for a consumer to finish deleting a retired bucket's queue
+/// (a little above the reclaim mark's lifetime).
+const RECLAIM_WAIT: std::time::Duration =
+    std::time::Duration::from_millis(keys::RECLAIM_MARK_TTL_MS + 1_000);
 
 pub struct LitePublisher {
     producer: LiteProducer,
@@ -68,11 +73,27 @@ impl LitePublisher {
     async fn announce(&self, tenant: &str, topic: &str) -> Result<(), PublishError> {
         let mut redis = self.redis.clone();
         let mark = keys::subscribed(topic);
-        let subscribed = self
-            .caps
-            .admit(&mut redis, tenant, topic, sluice_consumer::now_ms())
-            .await?
-            .subscribed;
+        // A consumer deleting the bucket's retired queue at the broker would
+        // take this message with it: wait until it is done (milliseconds; the
+        // mark lapses by itself should that consumer die half-way).
+        let reclaim_deadline = tokio::time::Instant::now() + RECLAIM_WAIT;
+        let subscribed = loop {
+            match self
+                .caps
+                .admit(&mut redis, tenant, topic, sluice_consumer::now_ms())
+                .await?
+            {
+                Admission::Admitted(admitted) => break admitted.subscribed,
+                Admission::Reclaiming if tokio::time::Instant::now() < reclaim_deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+                }
+                Admission::Reclaiming => {
+                    return Err(PublishError::Failed(format!(
+                        "bucket {topic} is still being reclaimed at the broker"
+                    )))
+                }
+            }
+        };
         if subscribed {
             return Ok(());
         }
