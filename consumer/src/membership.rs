@@ -215,7 +215,11 @@ pub async fn retire_if_idle(
         .arg(topic)
         .arg(cutoff_ms)
         .arg(crate::now_ms())
-        .arg(if reclaim { keys::RECLAIM_MARK_TTL_MS } else { 0 })
+        .arg(if reclaim {
+            keys::RECLAIM_MARK_TTL_MS
+        } else {
+            0
+        })
         .invoke_async(redis)
         .await?;
     Ok(retired == 1)

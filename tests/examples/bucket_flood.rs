@@ -1,8 +1,8 @@
 //! `cargo run -p sluice-testkit --example bucket_flood`
 //!
-//! A flood of deferred requests from `FLOOD_TENANTS` (10,000) random tenants,
-//! one model each, plus one greedy tenant asking for `GREEDY_MODELS` (40)
-//! models, sent over loopback HTTP to a deferral endpoint started in this
+//! A flood of deferred requests: one greedy tenant asking for
+//! `GREEDY_MODELS` (40) models, then `FLOOD_TENANTS` (10,000) random tenants,
+//! one model each, sent over loopback HTTP to a deferral endpoint started in this
 //! process (real Redis, real broker, a real consumer `Runner` answering from
 //! the simulated backend), with the bucket caps in place
 //! (`FLOOD_MAX_BUCKETS`, `FLOOD_MAX_PER_TENANT`, `FLOOD_MAX_PER_MINUTE`;
@@ -200,7 +200,10 @@ async fn main() -> anyhow::Result<()> {
     let idle_secs: u64 = env_num("IDLE_SECS", 10);
     let limits = CapLimits {
         max_buckets: env_num("FLOOD_MAX_BUCKETS", caps::DEFAULT_MAX_BUCKETS),
-        max_buckets_per_tenant: env_num("FLOOD_MAX_PER_TENANT", caps::DEFAULT_MAX_BUCKETS_PER_TENANT),
+        max_buckets_per_tenant: env_num(
+            "FLOOD_MAX_PER_TENANT",
+            caps::DEFAULT_MAX_BUCKETS_PER_TENANT,
+        ),
         max_new_buckets_per_minute: env_num(
             "FLOOD_MAX_PER_MINUTE",
             caps::DEFAULT_MAX_NEW_BUCKETS_PER_MINUTE,
@@ -286,7 +289,10 @@ async fn main() -> anyhow::Result<()> {
     }));
 
     // The endpoint, as sluice-rls serves it.
-    let hub = StreamHub::start(redis::Client::open(redis_server.url())?, HubOptions::default())?;
+    let hub = StreamHub::start(
+        redis::Client::open(redis_server.url())?,
+        HubOptions::default(),
+    )?;
     let app = router(
         hub,
         Arc::new(publisher),
@@ -309,12 +315,16 @@ async fn main() -> anyhow::Result<()> {
     let before = stack.snapshot().await;
     println!("before: {before}");
 
-    // Random tenants (one model each), then the greedy tenant's models.
+    // The greedy tenant's models first (so they meet its own cap, not the
+    // rate cap), then random tenants, one model each.
     let seed = sluice_consumer::now_ms();
-    let mut requests: Vec<(String, String)> = (0..tenants)
-        .map(|i| (format!("t{:016x}", seed.wrapping_mul(31).wrapping_add(i as u64 * 2654435761)), "gpt-4o".to_string()))
+    let mut requests: Vec<(String, String)> = (0..greedy_models)
+        .map(|i| ("greedy".to_string(), format!("model-{i}")))
         .collect();
-    requests.extend((0..greedy_models).map(|i| ("greedy".to_string(), format!("model-{i}"))));
+    requests.extend((0..tenants).map(|i| {
+        let tenant = seed.wrapping_mul(31).wrapping_add(i as u64 * 2_654_435_761);
+        (format!("t{tenant:016x}"), "gpt-4o".to_string())
+    }));
     let outcomes: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let requests = Arc::new(requests);
@@ -357,8 +367,15 @@ async fn main() -> anyhow::Result<()> {
                 ("x-sluice-tenant", tenant.as_str()),
                 ("x-sluice-model", model.as_str()),
             ];
-            let body = format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
-            let outcome = match http_request(endpoint, "POST", "/v1/chat/completions", &headers, body.as_bytes()) {
+            let body =
+                format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
+            let outcome = match http_request(
+                endpoint,
+                "POST",
+                "/v1/chat/completions",
+                &headers,
+                body.as_bytes(),
+            ) {
                 Ok(response) if response.status == 200 => "answered".to_string(),
                 Ok(response) => {
                     let code = serde_json::from_str::<serde_json::Value>(&response.body)

@@ -205,11 +205,9 @@ async fn retiring_a_bucket_frees_its_tenants_slot() {
     // The consumer's retire script (nothing queued, idle since the cutoff).
     let topic = lite_topic_name("acme", "m1");
     let cutoff = sluice_consumer::now_ms() + 1;
-    assert!(
-        membership::retire_if_idle(&mut conn, &topic, cutoff, false)
-            .await
-            .unwrap()
-    );
+    assert!(membership::retire_if_idle(&mut conn, &topic, cutoff, false)
+        .await
+        .unwrap());
     assert_eq!(tenant_count(&mut conn, "acme").await, None);
     assert!(created(admit(&caps, &mut conn, "acme", "m2").await));
     assert_eq!(tenant_count(&mut conn, "acme").await, Some(1));
@@ -227,11 +225,9 @@ async fn a_bucket_being_reclaimed_is_not_published_to() {
     assert!(created(admit(&caps, &mut conn, "acme", "m").await));
     let topic = lite_topic_name("acme", "m");
     let cutoff = sluice_consumer::now_ms() + 1;
-    assert!(
-        membership::retire_if_idle(&mut conn, &topic, cutoff, true)
-            .await
-            .unwrap()
-    );
+    assert!(membership::retire_if_idle(&mut conn, &topic, cutoff, true)
+        .await
+        .unwrap());
     assert_eq!(
         admit(&caps, &mut conn, "acme", "m").await,
         Ok(Admission::Reclaiming)
@@ -303,7 +299,7 @@ async fn defer(
         .query_async(conn)
         .await
         .unwrap();
-    let headers = vec![
+    let headers = [
         ("x-sluice-deferred", "1".to_string()),
         ("x-sluice-request-id", req_id.to_string()),
         ("x-sluice-tenant", tenant.to_string()),
@@ -328,7 +324,10 @@ async fn defer(
 
 fn error_code(response: &sluice_testkit::HttpResponse) -> String {
     let body: serde_json::Value = serde_json::from_str(&response.body).unwrap();
-    body["error"]["code"].as_str().unwrap_or_default().to_string()
+    body["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -354,7 +353,9 @@ async fn the_endpoint_answers_refusals_with_429_or_503_and_retry_after() {
     assert!(body["error"]["message"].as_str().unwrap().contains('1'));
 
     assert_eq!(
-        defer(&endpoint, &mut conn, "zeta", "m1", "r-3").await.status,
+        defer(&endpoint, &mut conn, "zeta", "m1", "r-3")
+            .await
+            .status,
         504
     );
     let full = defer(&endpoint, &mut conn, "omega", "m1", "r-4").await;
@@ -364,7 +365,9 @@ async fn the_endpoint_answers_refusals_with_429_or_503_and_retry_after() {
 
     // The existing bucket still takes requests at both caps.
     assert_eq!(
-        defer(&endpoint, &mut conn, "acme", "m1", "r-5").await.status,
+        defer(&endpoint, &mut conn, "acme", "m1", "r-5")
+            .await
+            .status,
         504
     );
     let rejected = |reason: &str| {
