@@ -24,10 +24,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use sluice_consumer::keys;
 use std::time::Duration;
 
-/// Default global cap: a tenth of what 1.0 brokers accept as LMQ queues
-/// (`LMQ_CONSUME_QUEUE_NUM_EXCEEDED`, 20,000) leaves room for them, and at
-/// the configured 64 KiB per idle bucket it bounds the broker's LMQ files to
-/// well under 1 GiB (see docs/security-caps.md).
+/// Default global cap: half the broker's own LMQ quota
+/// (`maxLmqConsumeQueueNum`, 20,000, enforced only with `enableLmqQuota`),
+/// and at the configured 56 KiB per idle bucket it bounds the broker's LMQ
+/// files to about 550 MiB (see docs/security-caps.md).
 pub const DEFAULT_MAX_BUCKETS: u64 = 10_000;
 /// Default per-tenant cap: one bucket per model a tenant calls; 16 models is
 /// more than a tenant uses in practice.
