@@ -74,6 +74,34 @@ pub fn backlog(lite_topic: &str) -> String {
     format!("sluice:{{buckets}}:backlog:{lite_topic}")
 }
 
+/// Set while a consumer deletes a retired bucket's queue at the broker
+/// (between the retire script and the broker's answer): the endpoint does
+/// not publish to the bucket meanwhile, since the delete would take the
+/// message with it. Expires after [`RECLAIM_MARK_TTL_MS`] should the
+/// consumer die half-way.
+pub fn reclaiming(lite_topic: &str) -> String {
+    format!("sluice:{{buckets}}:reclaiming:{lite_topic}")
+}
+
+/// Lifetime of a [`reclaiming`] mark, ms: above the two broker requests of a
+/// reclaim (3 s timeout each).
+pub const RECLAIM_MARK_TTL_MS: u64 = 10_000;
+
+/// Hash: bucket (LiteTopic) → its tenant (sanitized). Written by the
+/// endpoint's bucket caps when it adds a bucket to [`BUCKETS`]; read and
+/// dropped by the retire script, which counts the tenant down.
+pub const BUCKET_TENANTS: &str = "sluice:{buckets}:owners";
+
+/// Hash: tenant (sanitized) → how many of its buckets are in [`BUCKETS`]
+/// (the per-tenant cap). A tenant's field is dropped at zero.
+pub const TENANT_BUCKET_COUNTS: &str = "sluice:{buckets}:per-tenant";
+
+/// Buckets created in one minute (`unix_ms / 60_000`): the per-minute cap.
+/// Expires two minutes after its window started.
+pub fn created_in_minute(minute: u64) -> String {
+    format!("sluice:{{buckets}}:created:{minute}")
+}
+
 /// Longest sanitized name component; longer names are shortened with a hash.
 pub const MAX_COMPONENT_LEN: usize = 64;
 

@@ -151,7 +151,24 @@ impl Membership {
 /// drops its subscription mark, so the endpoint's next publish to it waits
 /// for a fresh subscription (it records activity before it looks at the
 /// mark; see the endpoint's publisher). A bucket without an activity entry
-/// (created before activity was recorded) gets one now and stays.
+/// (created before activity was recorded) gets one now and stays. The
+/// bucket's tenant gives its slot back (the endpoint's per-tenant cap,
+/// ratelimit-service/src/deferral/caps.rs) in the same step, so the count
+/// never drifts from the set.
+///
+/// KEYS[1]  activity sorted set (bucket → last publish, ms)
+/// KEYS[2]  bucket set
+/// KEYS[3]  the bucket's backlog counter
+/// KEYS[4]  the bucket's subscription mark
+/// KEYS[5]  hash bucket → tenant
+/// KEYS[6]  hash tenant → bucket count
+/// KEYS[7]  the bucket's reclaim mark
+/// ARGV[1]  the bucket (LiteTopic name)
+/// ARGV[2]  cutoff, ms: retire only if the last publish is at or before it
+/// ARGV[3]  now, ms (stamps a bucket that has no activity entry yet)
+/// ARGV[4]  lifetime of the reclaim mark, ms; 0 = the caller reclaims nothing
+///
+/// Returns 1 when retired, 0 when kept.
 const RETIRE_IDLE: &str = r#"
 local last = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not last then
@@ -164,26 +181,59 @@ if backlog > 0 then return 0 end
 redis.call('SREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('DEL', KEYS[3], KEYS[4])
+local tenant = redis.call('HGET', KEYS[5], ARGV[1])
+if tenant then
+  redis.call('HDEL', KEYS[5], ARGV[1])
+  if redis.call('HINCRBY', KEYS[6], tenant, -1) <= 0 then
+    redis.call('HDEL', KEYS[6], tenant)
+  end
+end
+if tonumber(ARGV[4]) > 0 then
+  redis.call('SET', KEYS[7], '1', 'PX', ARGV[4])
+end
 return 1
 "#;
 
 /// Retires `topic` if idle since `cutoff_ms`; true when it was retired.
+/// With `reclaim`, the bucket is left marked [`keys::reclaiming`] for the
+/// caller, which deletes its queue at the broker and then drops the mark
+/// ([`end_reclaim`]).
 pub async fn retire_if_idle(
     redis: &mut redis::aio::ConnectionManager,
     topic: &str,
     cutoff_ms: u64,
+    reclaim: bool,
 ) -> Result<bool, redis::RedisError> {
     let retired: i64 = redis::Script::new(RETIRE_IDLE)
         .key(keys::ACTIVITY)
         .key(keys::BUCKETS)
         .key(keys::backlog(topic))
         .key(keys::subscribed(topic))
+        .key(keys::BUCKET_TENANTS)
+        .key(keys::TENANT_BUCKET_COUNTS)
+        .key(keys::reclaiming(topic))
         .arg(topic)
         .arg(cutoff_ms)
         .arg(crate::now_ms())
+        .arg(if reclaim {
+            keys::RECLAIM_MARK_TTL_MS
+        } else {
+            0
+        })
         .invoke_async(redis)
         .await?;
     Ok(retired == 1)
+}
+
+/// The broker is done with a retired bucket's queue: publishes may go on.
+pub async fn end_reclaim(
+    redis: &mut redis::aio::ConnectionManager,
+    topic: &str,
+) -> Result<(), redis::RedisError> {
+    redis::cmd("DEL")
+        .arg(keys::reclaiming(topic))
+        .query_async(redis)
+        .await
 }
 
 /// Topics whose last recorded publish is at or before `cutoff_ms`.

@@ -11,7 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 /// Label of values beyond the cardinality bound.
@@ -46,7 +46,23 @@ impl LabelLimiter {
         }
         OTHER.into()
     }
+
+    /// Frees `value`'s slot; true when it had one.
+    pub fn forget(&self, value: &str) -> bool {
+        self.seen
+            .lock()
+            .map(|mut seen| seen.remove(value))
+            .unwrap_or(false)
+    }
 }
+
+/// Every (result, limited_by) pair a pacing decision is recorded under.
+const PACING_OUTCOMES: [(&str, &str); 4] = [
+    ("admitted", "none"),
+    ("suspended", "requests"),
+    ("suspended", "tokens"),
+    ("suspended", "paused"),
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PacingLabels {
@@ -112,6 +128,10 @@ pub struct Metrics {
     pub group_members: Gauge,
     /// Idle buckets this instance retired (unsubscribed, removed from the set).
     pub buckets_retired: Counter,
+    /// Retired buckets whose queue this instance deleted at the broker.
+    pub buckets_reclaimed: Counter,
+    /// LiteTopic → bucket label, to drop a bucket's series when it goes.
+    bucket_topics: Mutex<HashMap<String, String>>,
     /// Time a popped message waited in this consumer for its bucket's slot.
     pub hold_seconds: Histogram,
     /// Held messages handed back to their LiteTopic at shutdown.
@@ -214,6 +234,12 @@ impl Metrics {
             "Idle buckets retired (unsubscribed and removed from the bucket set)",
             buckets_retired.clone(),
         );
+        let buckets_reclaimed = Counter::default();
+        registry.register(
+            "buckets_reclaimed",
+            "Retired buckets whose queue (LMQ consume-queue files) was deleted at the broker",
+            buckets_reclaimed.clone(),
+        );
         let hold_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 18));
         registry.register(
             "hold_seconds",
@@ -256,6 +282,8 @@ impl Metrics {
             buckets_owned,
             group_members,
             buckets_retired,
+            buckets_reclaimed,
+            bucket_topics: Mutex::new(HashMap::new()),
             hold_seconds,
             handed_back,
             admin_refused,
@@ -265,6 +293,44 @@ impl Metrics {
     /// Bounded bucket label of a sanitized `tenant/model`.
     pub fn bucket_label(&self, bucket: &str) -> String {
         self.buckets.label(bucket)
+    }
+
+    /// Notes which bucket `lite_topic` is (called per popped message), so
+    /// that [`Metrics::forget_bucket`] can find its series.
+    pub fn remember_bucket(&self, lite_topic: &str, tenant: &str, model: &str) {
+        let Ok(mut topics) = self.bucket_topics.lock() else {
+            return;
+        };
+        if !topics.contains_key(lite_topic) {
+            let label = crate::keys::BucketId::new(tenant, model).label();
+            topics.insert(lite_topic.to_string(), label);
+        }
+    }
+
+    /// Drops the per-bucket series of `lite_topic` (retired, or handed to
+    /// another instance) and frees its label slot; series counted under
+    /// `other` stay. Returns how many series were removed.
+    pub fn forget_bucket(&self, lite_topic: &str) -> usize {
+        let label = match self.bucket_topics.lock() {
+            Ok(mut topics) => topics.remove(lite_topic),
+            Err(_) => None,
+        };
+        let Some(bucket) = label else {
+            return 0;
+        };
+        if !self.buckets.forget(&bucket) {
+            return 0;
+        }
+        PACING_OUTCOMES
+            .iter()
+            .filter(|&&(result, limited_by)| {
+                self.pacing_decisions.remove(&PacingLabels {
+                    bucket: bucket.clone(),
+                    result,
+                    limited_by,
+                })
+            })
+            .count()
     }
 
     /// Bounded model label (sanitizes the name).
@@ -313,6 +379,37 @@ mod tests {
         assert_eq!(limiter.label("b"), "b");
         assert_eq!(limiter.label("c"), OTHER);
         assert_eq!(limiter.label("a"), "a");
+    }
+
+    #[test]
+    fn a_forgotten_bucket_loses_its_series_and_its_label_slot() {
+        let metrics = Metrics::new(1, 1);
+        let record = |bucket: &str, result, limited_by| {
+            metrics
+                .pacing_decisions
+                .get_or_create(&PacingLabels {
+                    bucket: metrics.bucket_label(bucket),
+                    result,
+                    limited_by,
+                })
+                .inc();
+        };
+        metrics.remember_bucket("acme_gpt-4o", "acme", "gpt-4o");
+        metrics.remember_bucket("zeta_gpt-4o", "zeta", "gpt-4o");
+        record("acme/gpt-4o", "admitted", "none");
+        record("acme/gpt-4o", "suspended", "requests");
+        // Beyond the bound: counted under `other`, which forgetting keeps.
+        record("zeta/gpt-4o", "admitted", "none");
+        assert!(metrics.encode().contains("bucket=\"acme/gpt-4o\""));
+        assert_eq!(metrics.forget_bucket("zeta_gpt-4o"), 0);
+        assert_eq!(metrics.forget_bucket("acme_gpt-4o"), 2);
+        let text = metrics.encode();
+        assert!(!text.contains("acme/gpt-4o"), "{text}");
+        assert!(text.contains("bucket=\"other\""), "{text}");
+        // Forgotten twice: nothing left to drop.
+        assert_eq!(metrics.forget_bucket("acme_gpt-4o"), 0);
+        // Its slot is free for the next bucket.
+        assert_eq!(metrics.bucket_label("zeta/gpt-4o"), "zeta/gpt-4o");
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //!   before publishing to a bucket nobody subscribes yet.
 //! * **Idle buckets**: a bucket without publishes for `idle_ttl` and nothing
 //!   queued is retired by its owner (removed from the set, unsubscribed; the
-//!   broker never expires subscriptions by itself).
+//!   broker never expires subscriptions by itself), its queue deleted at the
+//!   broker (`reclaim_retired`: the broker keeps an LMQ's files forever
+//!   otherwise) and its metric series dropped.
 //! * **Pacing**: for each popped message, [`admit`]; `Run` → a task calls the
 //!   model and the LiteTopic is released for its next message; `Suspend(d)` →
 //!   the broker stops delivering that LiteTopic for `d` while the message waits
@@ -59,6 +61,9 @@ pub struct RunnerOptions {
     pub idle_ttl: Duration,
     /// How often the owner looks for idle buckets.
     pub retire_interval: Duration,
+    /// Delete a retired bucket's queue at the broker (its consume-queue
+    /// files): without it, every bucket ever created keeps its files.
+    pub reclaim_retired: bool,
     /// At shutdown, how long running calls may take to finish.
     pub shutdown_grace: Duration,
 }
@@ -78,6 +83,7 @@ impl Default for RunnerOptions {
             membership_ttl: Duration::from_secs(10),
             idle_ttl: Duration::from_secs(600),
             retire_interval: Duration::from_secs(30),
+            reclaim_retired: true,
             shutdown_grace: Duration::from_secs(30),
         }
     }
@@ -223,6 +229,7 @@ impl Runner {
                     let mut owned = self.owned_set();
                     for topic in &gone {
                         owned.remove(topic);
+                        self.metrics.forget_bucket(topic);
                     }
                     tracing::info!(
                         count = gone.len(),
@@ -272,15 +279,15 @@ impl Runner {
                 .filter(|t| owned.contains(t))
                 .collect()
         };
+        let reclaim = self.options.reclaim_retired;
         for topic in mine {
-            match membership::retire_if_idle(&mut redis, &topic, cutoff).await {
+            match membership::retire_if_idle(&mut redis, &topic, cutoff, reclaim).await {
                 Ok(true) => {
-                    if let Err(error) = self.lite.unsubscribe(&[topic.as_str()]).await {
-                        tracing::warn!(%error, %topic, "retired bucket: unsubscribe failed");
-                    }
+                    self.drop_retired(&mut redis, &topic).await;
                     self.owned_set().remove(&topic);
+                    self.metrics.forget_bucket(&topic);
                     self.metrics.buckets_retired.inc();
-                    tracing::info!(%topic, "idle bucket retired");
+                    tracing::info!(%topic, reclaimed = reclaim, "idle bucket retired");
                 }
                 Ok(false) => {}
                 Err(error) => tracing::debug!(%error, %topic, "cannot retire bucket"),
@@ -289,6 +296,30 @@ impl Runner {
         self.metrics
             .buckets_owned
             .set(self.owned_set().len() as i64);
+    }
+
+    /// Unsubscribe from a bucket just retired and, with `reclaim_retired`,
+    /// delete its queue at the broker; then lift its reclaim mark, so the
+    /// endpoint may publish to it again (creating it anew).
+    async fn drop_retired(&self, redis: &mut ConnectionManager, topic: &str) {
+        if !self.options.reclaim_retired {
+            if let Err(error) = self.lite.unsubscribe(&[topic]).await {
+                tracing::warn!(%error, %topic, "retired bucket: unsubscribe failed");
+            }
+            return;
+        }
+        match self.lite.delete_lite_topics(&[topic]).await {
+            Ok(()) => {
+                self.metrics.buckets_reclaimed.inc();
+            }
+            Err(error) => {
+                self.metrics.error("reclaim");
+                tracing::warn!(%error, %topic, "retired bucket: deleting its queue at the broker failed; its files stay");
+            }
+        }
+        if let Err(error) = membership::end_reclaim(redis, topic).await {
+            tracing::warn!(%error, %topic, "cannot lift the reclaim mark; it lapses by itself");
+        }
     }
 
     /// Pops until `shutdown` resolves, then shuts down gracefully (see the
@@ -407,7 +438,11 @@ impl Runner {
             tracing::warn!(%error, "cannot record the pop (backlog, lease)");
         }
         let item = match item {
-            Ok(item) => item,
+            Ok(item) => {
+                self.metrics
+                    .remember_bucket(&message.lite_topic, &item.tenant, &item.model);
+                item
+            }
             Err(error) => {
                 // Nothing can answer it (no usable request id): drop it, free the topic.
                 tracing::error!(%error, topic = %message.lite_topic, "unreadable work item dropped");

@@ -29,6 +29,7 @@ use rocketmq_protocol::code::request_code::RequestCode;
 use rocketmq_protocol::common::message::message_decoder;
 use rocketmq_protocol::protocol::body::lite_subscription_ctl_request_body::LiteSubscriptionCtlRequestBody;
 use rocketmq_protocol::protocol::header::change_invisible_time_request_header::ChangeInvisibleTimeRequestHeader;
+use rocketmq_protocol::protocol::header::delete_topic_request_header::DeleteTopicRequestHeader;
 use rocketmq_protocol::protocol::header::extra_info_util::ExtraInfoUtil;
 use rocketmq_protocol::protocol::header::lite_subscription_ctl_request_header::LiteSubscriptionCtlRequestHeader;
 use rocketmq_protocol::protocol::header::pop_lite_message_request_header::PopLiteMessageRequestHeader;
@@ -41,7 +42,7 @@ use tracing::{debug, instrument, trace, warn};
 
 use crate::client::{broker_error, now_millis, BrokerTarget, LiteClient, Remoting};
 use crate::error::{code, LiteError};
-use crate::naming::{validate_group, validate_lite_topic, validate_parent_topic};
+use crate::naming::{lmq_name, validate_group, validate_lite_topic, validate_parent_topic};
 use crate::producer::{MessageId, BROKER_INTERNAL_PROPERTIES};
 
 /// Most messages one pop may return (broker limit).
@@ -294,6 +295,36 @@ impl LiteConsumer {
         let mut subscriptions = lock(&self.subscriptions);
         for topic in &set {
             subscriptions.remove(topic);
+        }
+        Ok(())
+    }
+
+    /// Delete idle LiteTopics at the broker, reclaiming their disk: each is
+    /// unsubscribed, then its queue `%LMQ%$<parent>$<lite>` is deleted with
+    /// `DeleteTopicInBroker` (the broker drops the queue's consume-queue
+    /// files and every group's offset in it). The next message sent to the
+    /// LiteTopic creates it again, from offset 0.
+    ///
+    /// Only for LiteTopics nobody sends to any more: a message still queued
+    /// in one, or sent while the request is under way, is lost. The caller
+    /// makes sure of that (Sluice: its retire script and reclaim mark).
+    #[instrument(skip(self), fields(client_id = %self.client_id))]
+    pub async fn delete_lite_topics(&self, lite_topics: &[&str]) -> Result<(), LiteError> {
+        let set = checked_set(lite_topics)?;
+        if set.is_empty() {
+            return Ok(());
+        }
+        self.unsubscribe(lite_topics).await?;
+        for lite_topic in &set {
+            let header = DeleteTopicRequestHeader {
+                topic: CheetahString::from_string(lmq_name(&self.parent, lite_topic.as_str())),
+                topic_request_header: None,
+            };
+            let request =
+                RemotingCommand::create_request_command(RequestCode::DeleteTopicInBroker, header);
+            self.control
+                .invoke_ok("delete lite topic", &self.broker.addr, request)
+                .await?;
         }
         Ok(())
     }

@@ -29,6 +29,12 @@ const HASH_HEX_LEN: usize = 16;
 /// A clean part never contains it, which is what makes names unambiguous.
 const SEP: char = '_';
 
+/// The broker's queue of a LiteTopic: `%LMQ%$<parent>$<lite>` (also its
+/// directory name in the store's `consumequeue/`).
+pub(crate) fn lmq_name(parent: &str, lite_topic: &str) -> String {
+    format!("%LMQ%${parent}${lite_topic}")
+}
+
 /// The LiteTopic for `(tenant, model)`.
 ///
 /// * When both parts are already clean, lowercase `[a-z0-9-]+`, and fit, the
@@ -156,6 +162,14 @@ fn pair_hash(tenant: &str, model: &str) -> String {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    #[test]
+    fn lmq_names_are_the_brokers() {
+        assert_eq!(
+            Some(lmq_name("sluice-deferred", "acme_gpt-4o")),
+            rocketmq_model::lite::to_lmq_name("sluice-deferred", "acme_gpt-4o")
+        );
+    }
 
     #[test]
     fn clean_pairs_stay_readable() {

@@ -4,6 +4,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::deferral::caps::{self, BucketCaps, CapLimits, CapsMetrics};
 use sluice_ratelimit::deferral::endpoint::EndpointMetrics;
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
@@ -149,6 +150,21 @@ struct ServeArgs {
     /// model queue already holds this many unclaimed requests.
     #[arg(long, env = "SLUICE_LOW_PRIORITY_MAX_BACKLOG", default_value_t = 100)]
     low_priority_max_backlog: u64,
+
+    /// Most deferral buckets (tenant × model queues) in all; a request that
+    /// would open one more gets 503 `bucket_capacity`. At least 1.
+    #[arg(long, env = "SLUICE_DEFERRAL_MAX_BUCKETS", default_value_t = caps::DEFAULT_MAX_BUCKETS, value_parser = clap::value_parser!(u64).range(1..))]
+    deferral_max_buckets: u64,
+
+    /// Most deferral buckets (models) per tenant; beyond: 429
+    /// `tenant_bucket_limit`. At least 1, at most --deferral-max-buckets.
+    #[arg(long, env = "SLUICE_DEFERRAL_MAX_BUCKETS_PER_TENANT", default_value_t = caps::DEFAULT_MAX_BUCKETS_PER_TENANT, value_parser = clap::value_parser!(u64).range(1..))]
+    deferral_max_buckets_per_tenant: u64,
+
+    /// New deferral buckets per minute, all tenants together; beyond: 429
+    /// `bucket_rate_limit`. At least 1.
+    #[arg(long, env = "SLUICE_DEFERRAL_MAX_NEW_BUCKETS_PER_MINUTE", default_value_t = caps::DEFAULT_MAX_NEW_BUCKETS_PER_MINUTE, value_parser = clap::value_parser!(u64).range(1..))]
+    deferral_max_new_buckets_per_minute: u64,
 
     /// Redis connections reading response streams (each waits on many).
     #[arg(long, env = "SLUICE_STREAM_READERS", default_value_t = 4)]
@@ -316,8 +332,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     );
     let mut metrics = Metrics::new();
     let endpoint_metrics = Arc::new(EndpointMetrics::default());
+    let caps_metrics = CapsMetrics::default();
     if args.deferral_addr.is_some() {
         endpoint_metrics.register(&mut metrics.registry);
+        caps_metrics.register(&mut metrics.registry);
     }
     let limiter = Arc::new(Limiter::new(
         config,
@@ -368,9 +386,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .in_process_consumer
         .then(sluice_consumer::local::LocalBus::new);
     let deferral = match args.deferral_addr {
-        Some(addr) => {
-            Some(deferral_endpoint(&args, addr, secrets, endpoint_metrics, local.clone()).await?)
-        }
+        Some(addr) => Some(
+            deferral_endpoint(
+                &args,
+                addr,
+                secrets,
+                endpoint_metrics,
+                caps_metrics,
+                local.clone(),
+            )
+            .await?,
+        ),
         None => None,
     };
     let (consumer_stop, consumer_task) = match local {
@@ -461,9 +487,20 @@ async fn deferral_endpoint(
     addr: SocketAddr,
     secrets: Vec<sluice_admission::deferral::Secret>,
     metrics: Arc<EndpointMetrics>,
+    caps_metrics: CapsMetrics,
     local: Option<Arc<sluice_consumer::local::LocalBus>>,
 ) -> anyhow::Result<(tokio::net::TcpListener, axum::Router)> {
     use sluice_ratelimit::deferral::{endpoint, hub, publisher::LitePublisher};
+    let caps = BucketCaps::new(
+        CapLimits {
+            max_buckets: args.deferral_max_buckets,
+            max_buckets_per_tenant: args.deferral_max_buckets_per_tenant,
+            max_new_buckets_per_minute: args.deferral_max_new_buckets_per_minute,
+            ..Default::default()
+        },
+        caps_metrics,
+    )
+    .context("invalid deferral bucket caps")?;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let redacted = sluice_ratelimit::store::redact_url(&args.redis_url);
     let client = redis::Client::open(args.redis_url.as_str())
@@ -487,7 +524,8 @@ async fn deferral_endpoint(
         control.clone(),
     )
     .await
-    .with_context(|| format!("cannot reach the RocketMQ name server at {}", args.namesrv))?;
+    .with_context(|| format!("cannot reach the RocketMQ name server at {}", args.namesrv))?
+    .with_caps(caps);
     let options = endpoint::EndpointOptions {
         timeout: Duration::from_secs(args.deferral_timeout_s),
         max_in_flight: args.deferral_max_in_flight,

@@ -12,6 +12,7 @@
 
 use futures::future::BoxFuture;
 use redis::AsyncCommands;
+use sluice_ratelimit::deferral::caps::PublishError;
 use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions, Publisher};
 use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
 use sluice_testkit::RedisServer;
@@ -28,7 +29,7 @@ impl Publisher for Accept {
         _: &'a str,
         _: &'a str,
         _: Vec<u8>,
-    ) -> BoxFuture<'a, Result<Option<u64>, String>> {
+    ) -> BoxFuture<'a, Result<Option<u64>, PublishError>> {
         Box::pin(async { Ok(None) })
     }
 }

@@ -4,6 +4,7 @@
 //! JSON answer when it does not.
 
 use super::body::{read_body, BodyError};
+use super::caps::PublishError;
 use super::hub::{Entry, StreamHub, Subscription};
 use super::sse;
 use axum::body::{Body, Bytes};
@@ -39,14 +40,15 @@ pub trait Publisher: Send + Sync + 'static {
     /// Publish `work` (the consumer's WorkItem JSON) to the bucket of
     /// `tenant` × `model`. Either it is queued or it is not: no half state.
     /// `Ok(Some(n))`: the bucket holds `n` queued requests now, this one
-    /// included (`None` when the publisher does not know).
+    /// included (`None` when the publisher does not know). A new bucket may
+    /// be refused by a cap ([`PublishError::Refused`]).
     fn publish<'a>(
         &'a self,
         tenant: &'a str,
         model: &'a str,
         req_id: &'a str,
         work: Vec<u8>,
-    ) -> BoxFuture<'a, Result<Option<u64>, String>>;
+    ) -> BoxFuture<'a, Result<Option<u64>, PublishError>>;
 }
 
 #[derive(Clone, Debug)]
@@ -132,7 +134,7 @@ impl EndpointMetrics {
         );
         registry.register(
             "rejected",
-            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, token_missing, token_malformed, token_expired, token_bad_signature, duplicate_request, too_large, body_timeout, body_unreadable, unknown_path, invalid_request, invalid_json, low_priority_backlog, busy, store_unavailable, publish_failed)",
+            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, token_missing, token_malformed, token_expired, token_bad_signature, duplicate_request, too_large, body_timeout, body_unreadable, unknown_path, invalid_request, invalid_json, low_priority_backlog, busy, store_unavailable, tenant_bucket_limit, bucket_capacity, bucket_rate_limit, publish_failed)",
             self.rejected.clone(),
         );
         registry.register(
@@ -262,7 +264,7 @@ pub(crate) struct Rejection {
     code: &'static str,
     reason: &'static str,
     message: String,
-    retry_after: Option<&'static str>,
+    retry_after: Option<u64>,
 }
 
 impl Rejection {
@@ -281,7 +283,7 @@ impl Rejection {
         }
     }
 
-    fn retry_after(mut self, seconds: &'static str) -> Self {
+    fn retry_after(mut self, seconds: u64) -> Self {
         self.retry_after = Some(seconds);
         self
     }
@@ -300,7 +302,7 @@ impl Rejection {
         if let Some(seconds) = self.retry_after {
             response
                 .headers_mut()
-                .insert("retry-after", HeaderValue::from_static(seconds));
+                .insert("retry-after", HeaderValue::from(seconds));
         }
         response
     }
@@ -515,7 +517,7 @@ async fn check_backlog(state: &EndpointState, deferred: &Deferred) -> Result<(),
             "low_priority_backlog",
             "this tenant's queue for the model is long; low-priority requests are not queued now",
         )
-        .retry_after("30"));
+        .retry_after(30));
     }
     Ok(())
 }
@@ -548,7 +550,7 @@ async fn claim_request_id(state: &EndpointState, deferred: &Deferred) -> Result<
                 "store_unavailable",
                 "the request could not be queued; nothing was sent to the model, retry shortly",
             )
-            .retry_after("5"))
+            .retry_after(5))
         }
     }
 }
@@ -585,7 +587,7 @@ async fn accept(
                 "busy",
                 "too many requests are waiting on this gateway; retry shortly",
             )
-            .retry_after("5"),
+            .retry_after(5),
         );
     };
     if let Err(rejection) = claim_request_id(&state, &deferred).await {
@@ -627,7 +629,16 @@ async fn queue(
         .await
     {
         Ok(position) => position.filter(|n| *n > 0),
-        Err(why) => {
+        Err(PublishError::Refused(refusal)) => {
+            return Err(Rejection::new(
+                refusal.status(),
+                refusal.code(),
+                refusal.code(),
+                refusal.message(),
+            )
+            .retry_after(refusal.retry_after_secs()));
+        }
+        Err(PublishError::Failed(why)) => {
             tracing::warn!(req_id = %req_id, %why, "cannot queue deferred request");
             return Err(Rejection::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -635,7 +646,7 @@ async fn queue(
                 "publish_failed",
                 "the request could not be queued; nothing was sent to the model, retry shortly",
             )
-            .retry_after("5"));
+            .retry_after(5));
         }
     };
     state.metrics.accepted.inc();

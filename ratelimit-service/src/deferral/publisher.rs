@@ -1,6 +1,7 @@
 //! The endpoint's [`Publisher`] over RocketMQ LiteTopics: one LiteTopic per
 //! tenant × model under one parent topic, created by the broker on first send.
 
+use super::caps::{Admission, BucketCaps, PublishError};
 use super::endpoint::Publisher;
 use futures::future::BoxFuture;
 use sluice_consumer::keys;
@@ -10,17 +11,26 @@ use sluice_litetopic::{lite_topic_name, LiteAdmin, LiteClient, LiteConfig, LiteP
 /// subscribe (a LiteTopic subscription does not see earlier messages).
 const FIRST_SUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// Longest wait for a consumer to finish deleting a retired bucket's queue
+/// (a little above the reclaim mark's lifetime).
+const RECLAIM_WAIT: std::time::Duration =
+    std::time::Duration::from_millis(keys::RECLAIM_MARK_TTL_MS + 1_000);
+
 pub struct LitePublisher {
     producer: LiteProducer,
     parent: String,
     redis: redis::aio::ConnectionManager,
+    /// Caps on new buckets, checked as a bucket is announced.
+    caps: BucketCaps,
     /// The producer runs on the client's runtime: it must live as long.
     _client: LiteClient,
 }
 
 impl LitePublisher {
     /// Connects through the name server and makes sure the parent topic
-    /// (`message.type=LITE`) and the consumer group bound to it exist.
+    /// (`message.type=LITE`) and the consumer group bound to it exist. New
+    /// buckets are capped by the default [`BucketCaps`]; see
+    /// [`LitePublisher::with_caps`].
     pub async fn connect(
         namesrv: &str,
         parent: &str,
@@ -37,38 +47,53 @@ impl LitePublisher {
             producer,
             parent: parent.to_string(),
             redis,
+            caps: BucketCaps::default(),
             _client: client,
         })
+    }
+
+    /// Caps new buckets with `caps` instead of the defaults.
+    pub fn with_caps(mut self, caps: BucketCaps) -> Self {
+        self.caps = caps;
+        self
     }
 }
 
 impl LitePublisher {
-    /// Make the bucket known to the consumers and record the publish; when
-    /// no consumer is subscribed yet (a new bucket, or one retired as idle),
-    /// give one the chance to subscribe before the message goes out.
+    /// Make the bucket known to the consumers and record the publish — or
+    /// refuse a new bucket that a cap does not allow; when no consumer is
+    /// subscribed yet (a new bucket, or one retired as idle), give one the
+    /// chance to subscribe before the message goes out.
     ///
-    /// Order matters: the activity is recorded in the same round trip that
-    /// looks at the subscription mark, so a consumer retiring the bucket
-    /// concurrently either sees the fresh activity and keeps it, or has
-    /// already dropped the mark and this publish waits for a new one.
-    async fn announce(&self, topic: &str) -> Result<(), String> {
+    /// Order matters: the activity is recorded in the same round trip (the
+    /// caps' script) that looks at the subscription mark, so a consumer
+    /// retiring the bucket concurrently either sees the fresh activity and
+    /// keeps it, or has already dropped the mark and this publish waits for
+    /// a new one.
+    async fn announce(&self, tenant: &str, topic: &str) -> Result<(), PublishError> {
         let mut redis = self.redis.clone();
         let mark = keys::subscribed(topic);
-        let (subscribed,): (bool,) = redis::pipe()
-            .cmd("ZADD")
-            .arg(keys::ACTIVITY)
-            .arg(sluice_consumer::now_ms())
-            .arg(topic)
-            .ignore()
-            .cmd("SADD")
-            .arg(keys::BUCKETS)
-            .arg(topic)
-            .ignore()
-            .cmd("EXISTS")
-            .arg(&mark)
-            .query_async(&mut redis)
-            .await
-            .map_err(|e| format!("cannot register bucket {topic}: {e}"))?;
+        // A consumer deleting the bucket's retired queue at the broker would
+        // take this message with it: wait until it is done (milliseconds; the
+        // mark lapses by itself should that consumer die half-way).
+        let reclaim_deadline = tokio::time::Instant::now() + RECLAIM_WAIT;
+        let subscribed = loop {
+            match self
+                .caps
+                .admit(&mut redis, tenant, topic, sluice_consumer::now_ms())
+                .await?
+            {
+                Admission::Admitted(admitted) => break admitted.subscribed,
+                Admission::Reclaiming if tokio::time::Instant::now() < reclaim_deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+                }
+                Admission::Reclaiming => {
+                    return Err(PublishError::Failed(format!(
+                        "bucket {topic} is still being reclaimed at the broker"
+                    )))
+                }
+            }
+        };
         if subscribed {
             return Ok(());
         }
@@ -96,14 +121,14 @@ impl Publisher for LitePublisher {
         model: &'a str,
         req_id: &'a str,
         work: Vec<u8>,
-    ) -> BoxFuture<'a, Result<Option<u64>, String>> {
+    ) -> BoxFuture<'a, Result<Option<u64>, PublishError>> {
         Box::pin(async move {
             let topic = lite_topic_name(tenant, model);
-            self.announce(&topic).await?;
+            self.announce(tenant, &topic).await?;
             self.producer
                 .send(&self.parent, &topic, &work, &[("reqId", req_id)])
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| PublishError::Failed(e.to_string()))?;
             // One more queued in the bucket (the consumer counts down at pop);
             // re-publishes count too, so the figure does not drift.
             let mut redis = self.redis.clone();

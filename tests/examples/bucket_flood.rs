@@ -1,0 +1,443 @@
+//! `cargo run -p sluice-testkit --example bucket_flood`
+//!
+//! A flood of deferred requests: one greedy tenant asking for
+//! `GREEDY_MODELS` (40) models, then `FLOOD_TENANTS` (10,000) random tenants,
+//! one model each, sent over loopback HTTP to a deferral endpoint started in this
+//! process (real Redis, real broker, a real consumer `Runner` answering from
+//! the simulated backend), with the bucket caps in place
+//! (`FLOOD_MAX_BUCKETS`, `FLOOD_MAX_PER_TENANT`, `FLOOD_MAX_PER_MINUTE`;
+//! the service's defaults unless set). The flood stops after all requests or
+//! `FLOOD_SECS` (90), whichever comes first, and is aborted if `df /work`
+//! shows less than 20 GB free. The consumer retires buckets idle for
+//! `IDLE_SECS` (10) and deletes their queues at the broker.
+//!
+//! Prints before / during (end of flood) / after retirement: the broker's
+//! store size (`du`), the broker's RSS, Redis `used_memory`, the consumer's
+//! metric series (all, and per-bucket ones), and the requests answered,
+//! refused by reason, or failed; and the store bytes per bucket created.
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
+
+use anyhow::Context;
+use sluice_consumer::keys;
+use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
+use sluice_consumer::{
+    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer, PacingConfig,
+    Rates, RedisOptions,
+};
+use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
+use sluice_ratelimit::deferral::caps::{self, BucketCaps, CapLimits, CapsMetrics};
+use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions};
+use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
+use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_testkit::{http_request, RedisServer, RocketMq};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const PARENT: &str = "sluice-deferred";
+const GROUP: &str = "sluice-consumer";
+/// The flood stops when the disk holding /work has less free space.
+const MIN_FREE_BYTES: u64 = 20_000_000_000;
+
+fn env_num<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Bytes used under `path` (`du -sb`).
+fn du_bytes(path: &Path) -> u64 {
+    std::process::Command::new("du")
+        .arg("-sB1")
+        .arg(path)
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Free bytes on the file system of /work (`df`).
+fn free_bytes() -> u64 {
+    std::process::Command::new("df")
+        .args(["-B1", "--output=avail", "/work"])
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .nth(1)
+                .and_then(|l| l.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// RSS (KiB) of the broker whose command line names `config`.
+fn broker_rss_kib(config: &Path) -> u64 {
+    let needle = config.to_string_lossy().into_owned();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    for entry in entries.flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if cmdline.contains("rocketmq-broker-rust") && cmdline.contains(&needle) {
+            let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+            return status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+        }
+    }
+    0
+}
+
+async fn redis_used_memory(conn: &mut redis::aio::ConnectionManager) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(conn)
+        .await
+        .unwrap_or_default();
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+async fn known_buckets(conn: &mut redis::aio::ConnectionManager) -> u64 {
+    redis::cmd("SCARD")
+        .arg(keys::BUCKETS)
+        .query_async(conn)
+        .await
+        .unwrap_or(0)
+}
+
+/// Bytes under the store's LMQ queue directories (one per LiteTopic), and
+/// how many there are.
+fn lmq_queues(store: &Path) -> (u64, usize) {
+    let Ok(entries) = std::fs::read_dir(store.join("consumequeue")) else {
+        return (0, 0);
+    };
+    let lmq: Vec<_> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("%LMQ%"))
+        .map(|e| e.path())
+        .collect();
+    (lmq.iter().map(|p| du_bytes(p)).sum(), lmq.len())
+}
+
+struct Snapshot {
+    store: u64,
+    lmq_bytes: u64,
+    lmq_queues: usize,
+    broker_rss_kib: u64,
+    redis: u64,
+    series: usize,
+    bucket_series: usize,
+    buckets: u64,
+}
+
+impl std::fmt::Display for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "store {:>8.1} MiB (LMQ queues: {} in {:.1} MiB) | broker RSS {:>6.1} MiB | Redis used_memory {:>6.2} MiB | consumer metric series {:>5} (per-bucket {:>5}) | buckets known {:>5}",
+            self.store as f64 / 1048576.0,
+            self.lmq_queues,
+            self.lmq_bytes as f64 / 1048576.0,
+            self.broker_rss_kib as f64 / 1024.0,
+            self.redis as f64 / 1048576.0,
+            self.series,
+            self.bucket_series,
+            self.buckets
+        )
+    }
+}
+
+struct Stack {
+    broker: RocketMq,
+    conn: redis::aio::ConnectionManager,
+    metrics: Arc<Metrics>,
+}
+
+impl Stack {
+    async fn snapshot(&self) -> Snapshot {
+        let mut conn = self.conn.clone();
+        let text = self.metrics.encode();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .collect();
+        let store = self.broker.dir().join("store");
+        let (lmq_bytes, lmq_queues) = lmq_queues(&store);
+        Snapshot {
+            store: du_bytes(&store),
+            lmq_bytes,
+            lmq_queues,
+            broker_rss_kib: broker_rss_kib(&self.broker.dir().join("broker.toml")),
+            redis: redis_used_memory(&mut conn).await,
+            series: series.len(),
+            bucket_series: series.iter().filter(|l| l.contains("bucket=\"")).count(),
+            buckets: known_buckets(&mut conn).await,
+        }
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let tenants: usize = env_num("FLOOD_TENANTS", 10_000);
+    let greedy_models: usize = env_num("GREEDY_MODELS", 40);
+    let flood_secs: u64 = env_num("FLOOD_SECS", 90);
+    let concurrency: usize = env_num("FLOOD_CONCURRENCY", 32);
+    let idle_secs: u64 = env_num("IDLE_SECS", 10);
+    let limits = CapLimits {
+        max_buckets: env_num("FLOOD_MAX_BUCKETS", caps::DEFAULT_MAX_BUCKETS),
+        max_buckets_per_tenant: env_num(
+            "FLOOD_MAX_PER_TENANT",
+            caps::DEFAULT_MAX_BUCKETS_PER_TENANT,
+        ),
+        max_new_buckets_per_minute: env_num(
+            "FLOOD_MAX_PER_MINUTE",
+            caps::DEFAULT_MAX_NEW_BUCKETS_PER_MINUTE,
+        ),
+        ..Default::default()
+    };
+    anyhow::ensure!(
+        free_bytes() >= MIN_FREE_BYTES,
+        "less than 20 GB free on /work: not flooding"
+    );
+    println!(
+        "caps: {} buckets, {} per tenant, {} new per minute; {tenants} tenants + 1 × {greedy_models} models, {concurrency} at once, ≤ {flood_secs} s",
+        limits.max_buckets, limits.max_buckets_per_tenant, limits.max_new_buckets_per_minute
+    );
+
+    let redis_server = RedisServer::start()?;
+    let broker = tokio::task::spawn_blocking(RocketMq::start).await??;
+    let conn = connect(&RedisOptions {
+        url: redis_server.url(),
+        ..Default::default()
+    })?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let backend = listener.local_addr()?;
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.default_completion_tokens = 5;
+    tokio::spawn(sluice_llm_sim::run(
+        listener,
+        sim,
+        std::future::pending::<()>(),
+    ));
+
+    // The endpoint's publisher first: it creates the parent topic and group.
+    let caps_metrics = CapsMetrics::default();
+    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!("publisher: {e}"))?
+        .with_caps(BucketCaps::new(limits, caps_metrics.clone())?);
+
+    // The consumer: answers every request, retires idle buckets, reclaims.
+    let metrics = Arc::new(Metrics::new(1000, 100));
+    let mut config = ConsumerConfig::default();
+    config.backend.default.base_url = format!("http://{backend}");
+    let consumer = Arc::new(Consumer::new(
+        conn.clone(),
+        "flood-consumer",
+        config,
+        metrics.clone(),
+    )?);
+    let pacing = PacingConfig {
+        default_rates: Rates {
+            requests_per_second: None,
+            tokens_per_second: None,
+        },
+        ..Default::default()
+    };
+    let pacer = Arc::new(Pacer::new(conn.clone(), pacing, Some(metrics.clone()))?);
+    let client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr()))?;
+    let runner = Runner::new(
+        RunnerParts {
+            lite: Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await?),
+            producer: Arc::new(LiteProducer::new(&client, "flood-retry").await?),
+            consumer,
+            pacer,
+            limits: Arc::new(InFlightLimits::new(
+                LimitsConfig::default(),
+                Some(metrics.clone()),
+            )),
+            redis: conn.clone(),
+            metrics: metrics.clone(),
+            id: "flood-consumer".into(),
+        },
+        RunnerOptions {
+            parent: PARENT.into(),
+            discovery_interval: Duration::from_millis(200),
+            idle_ttl: Duration::from_secs(idle_secs),
+            retire_interval: Duration::from_secs(1),
+            ..Default::default()
+        },
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let runner_task = tokio::spawn(runner.clone().run(async move {
+        let _ = stopped.await;
+    }));
+
+    // The endpoint, as sluice-rls serves it.
+    let hub = StreamHub::start(
+        redis::Client::open(redis_server.url())?,
+        HubOptions::default(),
+    )?;
+    let app = router(
+        hub,
+        Arc::new(publisher),
+        conn.clone(),
+        EndpointOptions {
+            timeout: Duration::from_secs(30),
+            ..Default::default()
+        },
+        Arc::new(EndpointMetrics::default()),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let endpoint = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let stack = Stack {
+        broker,
+        conn: conn.clone(),
+        metrics: metrics.clone(),
+    };
+    let before = stack.snapshot().await;
+    println!("before: {before}");
+
+    // The greedy tenant's models first (so they meet its own cap, not the
+    // rate cap), then random tenants, one model each.
+    let seed = sluice_consumer::now_ms();
+    let mut requests: Vec<(String, String)> = (0..greedy_models)
+        .map(|i| ("greedy".to_string(), format!("model-{i}")))
+        .collect();
+    requests.extend((0..tenants).map(|i| {
+        let tenant = seed.wrapping_mul(31).wrapping_add(i as u64 * 2_654_435_761);
+        (format!("t{tenant:016x}"), "gpt-4o".to_string())
+    }));
+    let outcomes: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let requests = Arc::new(requests);
+    let deadline = Instant::now() + Duration::from_secs(flood_secs);
+    let aborted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let disk_watch = {
+        let aborted = aborted.clone();
+        tokio::spawn(async move {
+            while Instant::now() < deadline {
+                if free_bytes() < MIN_FREE_BYTES {
+                    aborted.store(true, std::sync::atomic::Ordering::SeqCst);
+                    eprintln!("ABORT: less than 20 GB free on /work");
+                    return;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for _ in 0..concurrency {
+        let (requests, next, outcomes, aborted) = (
+            requests.clone(),
+            next.clone(),
+            outcomes.clone(),
+            aborted.clone(),
+        );
+        workers.push(tokio::task::spawn_blocking(move || loop {
+            if Instant::now() >= deadline || aborted.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let Some((tenant, model)) = requests.get(i) else {
+                return;
+            };
+            let req_id = format!("flood-{i}");
+            let headers = [
+                ("x-sluice-deferred", "1"),
+                ("x-sluice-request-id", req_id.as_str()),
+                ("x-sluice-tenant", tenant.as_str()),
+                ("x-sluice-model", model.as_str()),
+            ];
+            let body =
+                format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
+            let outcome = match http_request(
+                endpoint,
+                "POST",
+                "/v1/chat/completions",
+                &headers,
+                body.as_bytes(),
+            ) {
+                Ok(response) if response.status == 200 => "answered".to_string(),
+                Ok(response) => {
+                    let code = serde_json::from_str::<serde_json::Value>(&response.body)
+                        .ok()
+                        .and_then(|b| b["error"]["code"].as_str().map(str::to_string))
+                        .unwrap_or_default();
+                    format!("{} {code}", response.status)
+                }
+                Err(error) => format!("transport error: {error}"),
+            };
+            if let Ok(mut outcomes) = outcomes.lock() {
+                *outcomes.entry(outcome).or_default() += 1;
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await?;
+    }
+    disk_watch.abort();
+    let flood_took = started.elapsed();
+    let sent = next
+        .load(std::sync::atomic::Ordering::SeqCst)
+        .min(requests.len());
+    let during = stack.snapshot().await;
+    println!(
+        "during (end of flood, {:.1} s, {sent} of {} requests sent): {during}",
+        flood_took.as_secs_f64(),
+        requests.len()
+    );
+    let created = caps_metrics.created.get();
+    for (outcome, count) in outcomes.lock().map(|o| o.clone()).unwrap_or_default() {
+        println!("  {outcome:<32} {count:>6}");
+    }
+    println!(
+        "  buckets created {created}; disk per bucket (LMQ queue directories): {:.1} KiB; store growth / buckets: {:.1} KiB",
+        during.lmq_bytes as f64 / during.lmq_queues.max(1) as f64 / 1024.0,
+        (during.store.saturating_sub(before.store)) as f64 / created.max(1) as f64 / 1024.0
+    );
+
+    // After retirement: every bucket idle, retired and reclaimed.
+    let wait_until = Instant::now() + Duration::from_secs(idle_secs + 120);
+    let mut redis = conn.clone();
+    while known_buckets(&mut redis).await > 0 && Instant::now() < wait_until {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = stack.snapshot().await;
+    println!(
+        "after retirement ({} retired, {} reclaimed at the broker): {after}",
+        metrics.buckets_retired.get(),
+        metrics.buckets_reclaimed.get()
+    );
+    let per_tenant: u64 = redis::cmd("HLEN")
+        .arg(keys::TENANT_BUCKET_COUNTS)
+        .query_async(&mut redis)
+        .await
+        .context("HLEN")?;
+    println!("  tenants still counted against the per-tenant cap: {per_tenant}");
+
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(40), runner_task).await;
+    drop(runner);
+    tokio::spawn(client.shutdown());
+    Ok(())
+}

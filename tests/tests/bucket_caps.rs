@@ -1,0 +1,565 @@
+//! Caps on deferral buckets (ratelimit-service/src/deferral/caps.rs) on a
+//! real Redis, and with the real broker: the per-tenant, global and
+//! per-minute caps refuse only new buckets, hold under concurrency, and a
+//! retired bucket gives its tenant's slot back; the deferral endpoint answers
+//! a refusal with 429 / 503, Retry-After and an OpenAI-style error; a retired
+//! bucket's queue files and metric series go, and the bucket comes back.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
+
+use sluice_consumer::keys;
+use sluice_consumer::membership;
+use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
+use sluice_consumer::{
+    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer, PacingConfig,
+    Rates, RedisOptions, WorkItem,
+};
+use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteProducer};
+use sluice_ratelimit::deferral::caps::{
+    Admission, BucketCaps, CapKind, CapLimits, CapsMetrics, PublishError,
+};
+use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions, Publisher};
+use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
+use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_testkit::{http_request, RedisServer, RocketMq};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PARENT: &str = "sluice-deferred";
+const GROUP: &str = "sluice-consumer";
+
+fn caps(global: u64, per_tenant: u64, per_minute: u64) -> BucketCaps {
+    BucketCaps::new(
+        CapLimits {
+            max_buckets: global,
+            max_buckets_per_tenant: per_tenant,
+            max_new_buckets_per_minute: per_minute,
+            ..Default::default()
+        },
+        CapsMetrics::default(),
+    )
+    .unwrap()
+}
+
+async fn redis() -> (RedisServer, redis::aio::ConnectionManager) {
+    let server = RedisServer::start().unwrap();
+    let conn = connect(&RedisOptions {
+        url: server.url(),
+        ..Default::default()
+    })
+    .unwrap();
+    (server, conn)
+}
+
+/// The caps' answer for `tenant` × `model`, now.
+async fn admit(
+    caps: &BucketCaps,
+    conn: &mut redis::aio::ConnectionManager,
+    tenant: &str,
+    model: &str,
+) -> Result<Admission, CapKind> {
+    let topic = lite_topic_name(tenant, model);
+    match caps
+        .admit(conn, tenant, &topic, sluice_consumer::now_ms())
+        .await
+    {
+        Ok(admission) => Ok(admission),
+        Err(PublishError::Refused(refusal)) => Err(refusal.kind),
+        Err(other) => panic!("{other}"),
+    }
+}
+
+fn created(answer: Result<Admission, CapKind>) -> bool {
+    match answer {
+        Ok(Admission::Admitted(admitted)) => admitted.created,
+        other => panic!("expected an admission, got {other:?}"),
+    }
+}
+
+async fn tenant_count(conn: &mut redis::aio::ConnectionManager, tenant: &str) -> Option<u64> {
+    redis::cmd("HGET")
+        .arg(keys::TENANT_BUCKET_COUNTS)
+        .arg(keys::sanitize(tenant))
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+async fn bucket_count(conn: &mut redis::aio::ConnectionManager) -> u64 {
+    redis::cmd("SCARD")
+        .arg(keys::BUCKETS)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_per_tenant_cap_refuses_new_buckets_only() {
+    let (_server, mut conn) = redis().await;
+    let caps = caps(100, 2, 100);
+    assert!(created(admit(&caps, &mut conn, "acme", "m1").await));
+    assert!(created(admit(&caps, &mut conn, "acme", "m2").await));
+    assert_eq!(
+        admit(&caps, &mut conn, "acme", "m3").await,
+        Err(CapKind::Tenant)
+    );
+    // At the cap, the tenant's existing buckets are still accepted ...
+    assert!(!created(admit(&caps, &mut conn, "acme", "m1").await));
+    assert!(!created(admit(&caps, &mut conn, "acme", "m2").await));
+    // ... and other tenants are not affected.
+    assert!(created(admit(&caps, &mut conn, "zeta", "m3").await));
+    assert_eq!(tenant_count(&mut conn, "acme").await, Some(2));
+    assert_eq!(tenant_count(&mut conn, "zeta").await, Some(1));
+    // A refusal wrote nothing.
+    assert_eq!(bucket_count(&mut conn).await, 3);
+}
+
+#[tokio::test]
+async fn the_global_cap_answers_capacity_and_keeps_existing_buckets() {
+    let (_server, mut conn) = redis().await;
+    let caps = caps(3, 2, 100);
+    for tenant in ["a", "b", "c"] {
+        assert!(created(admit(&caps, &mut conn, tenant, "m").await));
+    }
+    assert_eq!(
+        admit(&caps, &mut conn, "d", "m").await,
+        Err(CapKind::Global)
+    );
+    // A tenant over its own cap hears about that first.
+    assert!(!created(admit(&caps, &mut conn, "a", "m").await));
+    assert_eq!(bucket_count(&mut conn).await, 3);
+    assert_eq!(tenant_count(&mut conn, "d").await, None);
+}
+
+#[tokio::test]
+async fn the_per_minute_cap_limits_new_buckets_in_all() {
+    let (_server, mut conn) = redis().await;
+    let caps = caps(100, 16, 2);
+    // Stay inside one clock minute, or the window would reset mid-test.
+    let into_minute = sluice_consumer::now_ms() % 60_000;
+    if into_minute > 55_000 {
+        tokio::time::sleep(Duration::from_millis(60_500 - into_minute)).await;
+    }
+    assert!(created(admit(&caps, &mut conn, "a", "m").await));
+    assert!(created(admit(&caps, &mut conn, "b", "m").await));
+    let topic = lite_topic_name("c", "m");
+    let refused = caps
+        .admit(&mut conn, "c", &topic, sluice_consumer::now_ms())
+        .await;
+    let Err(PublishError::Refused(refusal)) = refused else {
+        panic!("third new bucket in a minute admitted: {refused:?}");
+    };
+    assert_eq!(refusal.kind, CapKind::Rate);
+    assert_eq!(refusal.code(), "bucket_rate_limit");
+    assert!((1..=60).contains(&refusal.retry_after_secs()));
+    // Existing buckets are not new buckets.
+    assert!(!created(admit(&caps, &mut conn, "a", "m").await));
+    assert_eq!(tenant_count(&mut conn, "c").await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_never_overshoot_a_cap() {
+    let (_server, conn) = redis().await;
+    let caps = Arc::new(caps(10, 3, 1000));
+    // 60 new buckets at once: 40 tenants × 1 model and one tenant × 20 models.
+    let mut tasks = Vec::new();
+    for i in 0..60 {
+        let (caps, mut conn) = (caps.clone(), conn.clone());
+        let (tenant, model) = if i < 40 {
+            (format!("t{i}"), "m".to_string())
+        } else {
+            ("greedy".to_string(), format!("m{i}"))
+        };
+        tasks.push(tokio::spawn(async move {
+            let topic = lite_topic_name(&tenant, &model);
+            caps.admit(&mut conn, &tenant, &topic, sluice_consumer::now_ms())
+                .await
+        }));
+    }
+    let mut admitted = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(Admission::Admitted(a)) => {
+                assert!(a.created);
+                admitted += 1;
+            }
+            Err(PublishError::Refused(_)) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    let mut conn = conn.clone();
+    assert_eq!(admitted, 10);
+    assert_eq!(bucket_count(&mut conn).await, 10);
+    assert!(tenant_count(&mut conn, "greedy").await.unwrap_or(0) <= 3);
+}
+
+#[tokio::test]
+async fn retiring_a_bucket_frees_its_tenants_slot() {
+    let (_server, mut conn) = redis().await;
+    let caps = caps(100, 1, 100);
+    assert!(created(admit(&caps, &mut conn, "acme", "m1").await));
+    assert_eq!(
+        admit(&caps, &mut conn, "acme", "m2").await,
+        Err(CapKind::Tenant)
+    );
+    // The consumer's retire script (nothing queued, idle since the cutoff).
+    let topic = lite_topic_name("acme", "m1");
+    let cutoff = sluice_consumer::now_ms() + 1;
+    assert!(membership::retire_if_idle(&mut conn, &topic, cutoff, false)
+        .await
+        .unwrap());
+    assert_eq!(tenant_count(&mut conn, "acme").await, None);
+    assert!(created(admit(&caps, &mut conn, "acme", "m2").await));
+    assert_eq!(tenant_count(&mut conn, "acme").await, Some(1));
+    // The retired bucket is new again, and the tenant is at its cap.
+    assert_eq!(
+        admit(&caps, &mut conn, "acme", "m1").await,
+        Err(CapKind::Tenant)
+    );
+}
+
+#[tokio::test]
+async fn a_bucket_being_reclaimed_is_not_published_to() {
+    let (_server, mut conn) = redis().await;
+    let caps = caps(100, 16, 100);
+    assert!(created(admit(&caps, &mut conn, "acme", "m").await));
+    let topic = lite_topic_name("acme", "m");
+    let cutoff = sluice_consumer::now_ms() + 1;
+    assert!(membership::retire_if_idle(&mut conn, &topic, cutoff, true)
+        .await
+        .unwrap());
+    assert_eq!(
+        admit(&caps, &mut conn, "acme", "m").await,
+        Ok(Admission::Reclaiming)
+    );
+    assert_eq!(bucket_count(&mut conn).await, 0);
+    membership::end_reclaim(&mut conn, &topic).await.unwrap();
+    assert!(created(admit(&caps, &mut conn, "acme", "m").await));
+}
+
+/// The endpoint with real Redis and broker; each bucket marked subscribed
+/// beforehand, so a publish does not wait for a consumer.
+struct Endpoint {
+    addr: std::net::SocketAddr,
+    metrics: Arc<EndpointMetrics>,
+    caps_metrics: CapsMetrics,
+    _broker: RocketMq,
+    _redis: RedisServer,
+}
+
+async fn endpoint(limits: CapLimits) -> (Endpoint, redis::aio::ConnectionManager) {
+    let (server, conn) = redis().await;
+    let broker = tokio::task::spawn_blocking(RocketMq::start)
+        .await
+        .unwrap()
+        .unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let hub = StreamHub::start(client, HubOptions::default()).unwrap();
+    let caps_metrics = CapsMetrics::default();
+    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
+        .await
+        .unwrap()
+        .with_caps(BucketCaps::new(limits, caps_metrics.clone()).unwrap());
+    let metrics = Arc::new(EndpointMetrics::default());
+    let app = router(
+        hub,
+        Arc::new(publisher),
+        conn.clone(),
+        EndpointOptions {
+            timeout: Duration::from_millis(500),
+            ..Default::default()
+        },
+        metrics.clone(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (
+        Endpoint {
+            addr,
+            metrics,
+            caps_metrics,
+            _broker: broker,
+            _redis: server,
+        },
+        conn,
+    )
+}
+
+async fn defer(
+    endpoint: &Endpoint,
+    conn: &mut redis::aio::ConnectionManager,
+    tenant: &str,
+    model: &str,
+    req_id: &str,
+) -> sluice_testkit::HttpResponse {
+    let _: () = redis::cmd("SET")
+        .arg(keys::subscribed(&lite_topic_name(tenant, model)))
+        .arg(1)
+        .query_async(conn)
+        .await
+        .unwrap();
+    let headers = [
+        ("x-sluice-deferred", "1".to_string()),
+        ("x-sluice-request-id", req_id.to_string()),
+        ("x-sluice-tenant", tenant.to_string()),
+        ("x-sluice-model", model.to_string()),
+    ];
+    let addr = endpoint.addr;
+    let body = format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
+    tokio::task::spawn_blocking(move || {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        http_request(
+            addr,
+            "POST",
+            "/v1/chat/completions",
+            &headers,
+            body.as_bytes(),
+        )
+        .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn error_code(response: &sluice_testkit::HttpResponse) -> String {
+    let body: serde_json::Value = serde_json::from_str(&response.body).unwrap();
+    body["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_answers_refusals_with_429_or_503_and_retry_after() {
+    let (endpoint, mut conn) = endpoint(CapLimits {
+        max_buckets: 2,
+        max_buckets_per_tenant: 1,
+        max_new_buckets_per_minute: 100,
+        ..Default::default()
+    })
+    .await;
+    // Queued: nobody answers, so the client gets the endpoint's timeout.
+    let queued = defer(&endpoint, &mut conn, "acme", "m1", "r-1").await;
+    assert_eq!(queued.status, 504, "{}", queued.body);
+    assert_eq!(error_code(&queued), "timeout");
+
+    let tenant = defer(&endpoint, &mut conn, "acme", "m2", "r-2").await;
+    assert_eq!(tenant.status, 429, "{}", tenant.body);
+    assert_eq!(error_code(&tenant), "tenant_bucket_limit");
+    assert_eq!(tenant.header("retry-after"), Some("60"));
+    let body: serde_json::Value = serde_json::from_str(&tenant.body).unwrap();
+    assert_eq!(body["error"]["type"], "sluice_deferral");
+    assert!(body["error"]["message"].as_str().unwrap().contains('1'));
+
+    assert_eq!(
+        defer(&endpoint, &mut conn, "zeta", "m1", "r-3")
+            .await
+            .status,
+        504
+    );
+    let full = defer(&endpoint, &mut conn, "omega", "m1", "r-4").await;
+    assert_eq!(full.status, 503, "{}", full.body);
+    assert_eq!(error_code(&full), "bucket_capacity");
+    assert_eq!(full.header("retry-after"), Some("60"));
+
+    // The existing bucket still takes requests at both caps.
+    assert_eq!(
+        defer(&endpoint, &mut conn, "acme", "m1", "r-5")
+            .await
+            .status,
+        504
+    );
+    let rejected = |reason: &str| {
+        endpoint
+            .metrics
+            .rejected
+            .get_or_create(&vec![("reason".to_string(), reason.to_string())])
+            .get()
+    };
+    assert_eq!(rejected("tenant_bucket_limit"), 1);
+    assert_eq!(rejected("bucket_capacity"), 1);
+    assert_eq!(endpoint.metrics.accepted.get(), 3);
+    assert_eq!(endpoint.caps_metrics.buckets.get(), 2);
+    assert_eq!(endpoint.caps_metrics.created.get(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_answers_429_beyond_the_new_bucket_rate() {
+    let (endpoint, mut conn) = endpoint(CapLimits {
+        max_new_buckets_per_minute: 1,
+        ..Default::default()
+    })
+    .await;
+    let into_minute = sluice_consumer::now_ms() % 60_000;
+    if into_minute > 55_000 {
+        tokio::time::sleep(Duration::from_millis(60_500 - into_minute)).await;
+    }
+    assert_eq!(
+        defer(&endpoint, &mut conn, "a", "m", "r-1").await.status,
+        504
+    );
+    let refused = defer(&endpoint, &mut conn, "b", "m", "r-2").await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(error_code(&refused), "bucket_rate_limit");
+    let retry: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+}
+
+/// The reclaim path on real parts: a consumer retires an idle bucket, the
+/// broker's queue directory and the bucket's metric series go, and the next
+/// request re-creates the bucket and is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_test_writer()
+        .try_init();
+    let (_server, conn) = redis().await;
+    let broker = tokio::task::spawn_blocking(RocketMq::start)
+        .await
+        .unwrap()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let backend = listener.local_addr().unwrap();
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.default_completion_tokens = 5;
+    tokio::spawn(sluice_llm_sim::run(
+        listener,
+        sim,
+        std::future::pending::<()>(),
+    ));
+    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
+        .await
+        .unwrap();
+    let metrics = Arc::new(Metrics::new(1000, 100));
+    let mut config = ConsumerConfig::default();
+    config.backend.default.base_url = format!("http://{backend}");
+    let consumer =
+        Arc::new(Consumer::new(conn.clone(), "reclaimer", config, metrics.clone()).unwrap());
+    let pacing = PacingConfig {
+        default_rates: Rates {
+            requests_per_second: None,
+            tokens_per_second: None,
+        },
+        ..Default::default()
+    };
+    let pacer = Arc::new(Pacer::new(conn.clone(), pacing, Some(metrics.clone())).unwrap());
+    let client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr())).unwrap();
+    let runner = Runner::new(
+        RunnerParts {
+            lite: Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await.unwrap()),
+            producer: Arc::new(LiteProducer::new(&client, "reclaimer-retry").await.unwrap()),
+            consumer,
+            pacer,
+            limits: Arc::new(InFlightLimits::new(
+                LimitsConfig::default(),
+                Some(metrics.clone()),
+            )),
+            redis: conn.clone(),
+            metrics: metrics.clone(),
+            id: "reclaimer".into(),
+        },
+        RunnerOptions {
+            parent: PARENT.into(),
+            discovery_interval: Duration::from_millis(200),
+            idle_ttl: Duration::from_secs(1),
+            retire_interval: Duration::from_millis(300),
+            ..Default::default()
+        },
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(runner.clone().run(async move {
+        let _ = stopped.await;
+    }));
+
+    let topic = lite_topic_name("sleepy", "gpt-4o");
+    let queue_dir = broker
+        .dir()
+        .join("store/consumequeue")
+        .join(format!("%LMQ%${PARENT}${topic}"));
+    let publish = |req_id: &'static str| {
+        let work = WorkItem {
+            req_id: req_id.into(),
+            tenant: "sleepy".into(),
+            model: "gpt-4o".into(),
+            priority: Default::default(),
+            path: "/v1/chat/completions".into(),
+            body: serde_json::json!({
+                "model": "gpt-4o",
+                "stream": true,
+                "messages": [{"role": "user", "content": "hi"}]
+            }),
+            enqueued_at_ms: sluice_consumer::now_ms(),
+            estimated_tokens: 10,
+            attempt: 0,
+        };
+        let publisher = &publisher;
+        async move {
+            publisher
+                .publish("sleepy", "gpt-4o", req_id, work.to_json())
+                .await
+                .unwrap();
+        }
+    };
+    let done = |req_id: &'static str| {
+        let mut conn = conn.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while Instant::now() < deadline {
+                let done: bool = redis::cmd("EXISTS")
+                    .arg(keys::done(req_id))
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                if done {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            panic!("{req_id} not answered");
+        }
+    };
+
+    publish("reclaim-1").await;
+    done("reclaim-1").await;
+    assert!(queue_dir.is_dir(), "no queue at {}", queue_dir.display());
+    assert!(metrics.encode().contains("bucket=\"sleepy/gpt-4o\""));
+
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while metrics.buckets_retired.get() == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(metrics.buckets_retired.get(), 1);
+    assert_eq!(metrics.buckets_reclaimed.get(), 1, "{}", metrics.encode());
+    assert!(
+        !queue_dir.exists(),
+        "the broker kept {}: {:?}",
+        queue_dir.display(),
+        std::fs::read_dir(&queue_dir).map(|d| d.count())
+    );
+    let text = metrics.encode();
+    assert!(!text.contains("sleepy/gpt-4o"), "series left:\n{text}");
+    let mut redis = conn.clone();
+    let (mark, in_set): (bool, bool) = redis::pipe()
+        .exists(keys::reclaiming(&topic))
+        .cmd("SISMEMBER")
+        .arg(keys::BUCKETS)
+        .arg(&topic)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!(!mark && !in_set);
+
+    // The bucket comes back: its queue is created anew (from offset 0) and
+    // the request is answered.
+    publish("reclaim-2").await;
+    done("reclaim-2").await;
+    assert!(queue_dir.is_dir());
+    assert!(metrics.encode().contains("bucket=\"sleepy/gpt-4o\""));
+
+    let _ = stop.send(());
+    task.await.unwrap();
+    drop(runner);
+    tokio::spawn(client.shutdown());
+}
