@@ -1,5 +1,5 @@
 //! Every shipped Envoy / Istio config carries the deadlines and Sluice's one
-//! maximum body (docs/security-limits.md); none turns a deadline off.
+//! maximum body (docs/security.md); none turns a deadline off.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use serde::Deserialize;

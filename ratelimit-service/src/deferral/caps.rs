@@ -27,7 +27,7 @@ use std::time::Duration;
 /// Default global cap: half the broker's own LMQ quota
 /// (`maxLmqConsumeQueueNum`, 20,000, enforced only with `enableLmqQuota`),
 /// and at the configured 56 KiB per idle bucket it bounds the broker's LMQ
-/// files to about 550 MiB (see docs/security-caps.md).
+/// files to about 550 MiB (see docs/security.md).
 pub const DEFAULT_MAX_BUCKETS: u64 = 10_000;
 /// Default per-tenant cap: one bucket per model a tenant calls; 16 models is
 /// more than a tenant uses in practice.
