@@ -299,6 +299,7 @@ async fn main() -> anyhow::Result<()> {
         conn.clone(),
         EndpointOptions {
             timeout: Duration::from_secs(30),
+            secrets: vec![sluice_testkit::example_deferral_secret()],
             ..Default::default()
         },
         Arc::new(EndpointMetrics::default()),
@@ -361,14 +362,17 @@ async fn main() -> anyhow::Result<()> {
                 return;
             };
             let req_id = format!("flood-{i}");
-            let headers = [
-                ("x-sluice-deferred", "1"),
-                ("x-sluice-request-id", req_id.as_str()),
-                ("x-sluice-tenant", tenant.as_str()),
-                ("x-sluice-model", model.as_str()),
-            ];
             let body =
                 format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
+            let signed = sluice_testkit::deferral_headers(
+                &req_id,
+                &tenant,
+                &model,
+                "normal",
+                0,
+                body.as_bytes(),
+            );
+            let headers: Vec<(&str, &str)> = signed.iter().map(|(k, v)| (*k, v.as_str())).collect();
             let outcome = match http_request(
                 endpoint,
                 "POST",

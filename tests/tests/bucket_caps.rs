@@ -267,6 +267,7 @@ async fn endpoint(limits: CapLimits) -> (Endpoint, redis::aio::ConnectionManager
         conn.clone(),
         EndpointOptions {
             timeout: Duration::from_millis(500),
+            secrets: vec![sluice_testkit::example_deferral_secret()],
             ..Default::default()
         },
         metrics.clone(),
@@ -299,14 +300,10 @@ async fn defer(
         .query_async(conn)
         .await
         .unwrap();
-    let headers = [
-        ("x-sluice-deferred", "1".to_string()),
-        ("x-sluice-request-id", req_id.to_string()),
-        ("x-sluice-tenant", tenant.to_string()),
-        ("x-sluice-model", model.to_string()),
-    ];
     let addr = endpoint.addr;
     let body = format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
+    let headers =
+        sluice_testkit::deferral_headers(req_id, tenant, model, "normal", 0, body.as_bytes());
     tokio::task::spawn_blocking(move || {
         let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
         http_request(
