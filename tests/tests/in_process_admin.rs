@@ -38,6 +38,13 @@ fn in_process_consumer_admin_writes_need_the_token() {
             .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
             .args(["--store", "redis", "--redis-url", &redis.url()])
             .args(["--deferral-addr", &format!("127.0.0.1:{deferral}")])
+            .args([
+                "--deferral-secret-file",
+                sluice_testkit::workspace_root()
+                    .join("config/deferral-secret.example")
+                    .to_str()
+                    .unwrap(),
+            ])
             .args(["--namesrv", &broker.namesrv_addr()])
             .args(["--backend-url", "http://127.0.0.1:1"])
             .args([
