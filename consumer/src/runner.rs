@@ -2,12 +2,12 @@
 //!
 //! * **Discovery and assignment**: every publish (the deferral endpoint's, and
 //!   this runner's re-publishes) adds the LiteTopic to the Redis set
-//!   [`keys::BUCKETS`] and stamps its activity (`sluice_contract::bookkeeping`).
+//!   [`crate::keys::BUCKETS`] and stamps its activity (`sluice_contract::bookkeeping`).
 //!   Each instance heartbeats into the group's member set and subscribes to
 //!   the buckets it owns by rendezvous hashing over the live members
 //!   ([`crate::membership`]); a departed member's buckets are picked up within
 //!   one membership TTL (at once when it left gracefully). A subscribed
-//!   bucket is marked [`keys::subscribed`]: the endpoint waits for that mark
+//!   bucket is marked [`crate::keys::subscribed`]: the endpoint waits for that mark
 //!   before publishing to a bucket nobody subscribes yet.
 //! * **Idle buckets**: a bucket without publishes for `idle_ttl` and nothing
 //!   queued is retired by its owner (removed from the set, unsubscribed; the
@@ -28,7 +28,6 @@
 //!   off after that is answered `interrupted` through the endpoint's lease
 //!   watch by another instance — never by calling the model again.
 
-use crate::keys;
 use crate::membership::{self, Assignment, Membership};
 use crate::{
     admit, Admission, Consumer, Disposition, InFlightLimits, Metrics, Outcome, Pacer, WorkItem,
@@ -205,11 +204,7 @@ impl Runner {
             }
         };
         let mut redis = self.redis.clone();
-        let topics: Vec<String> = match redis::cmd("SMEMBERS")
-            .arg(keys::BUCKETS)
-            .query_async(&mut redis)
-            .await
-        {
+        let topics = match bookkeeping::known_buckets(&mut redis).await {
             Ok(m) => m,
             Err(error) => {
                 tracing::warn!(%error, "bucket discovery: cannot read the bucket set");
@@ -250,11 +245,7 @@ impl Runner {
                 tracing::warn!(%error, "bucket discovery: subscribe failed; retrying next round");
                 break;
             }
-            let mut pipe = redis::pipe();
-            for topic in chunk {
-                pipe.cmd("SET").arg(keys::subscribed(topic)).arg(1).ignore();
-            }
-            if let Err(error) = pipe.query_async::<()>(&mut redis).await {
+            if let Err(error) = bookkeeping::mark_subscribed(&mut redis, chunk).await {
                 tracing::warn!(%error, "cannot mark buckets subscribed; the endpoint waits a little on them");
             }
             self.owned_set().extend(chunk.iter().cloned());

@@ -14,8 +14,10 @@
 //! 3. [`count_publish`] — one more queued in the bucket's backlog.
 //!
 //! The consumer counts a pop ([`record_pop`], which also takes the
-//! request's lease), refreshes and drops leases; the endpoint watches for a
-//! lapsed lease ([`lease_held`], [`lapsed_request`]).
+//! request's lease), refreshes and drops leases, marks the buckets it
+//! subscribed to ([`mark_subscribed`]) and retires idle ones
+//! ([`retire_if_idle`], [`RETIRE_IDLE`]: the reverse of the announce); the
+//! endpoint watches for a lapsed lease ([`lease_held`], [`lapsed_request`]).
 
 use crate::claim::{ClaimTiming, ClaimValue};
 use crate::keys;
@@ -386,6 +388,132 @@ pub fn judge_lapse(
     }
 }
 
+/// The buckets known now (each consumer subscribes to its share).
+pub async fn known_buckets(
+    redis: &mut redis::aio::ConnectionManager,
+) -> Result<Vec<String>, redis::RedisError> {
+    redis::cmd("SMEMBERS")
+        .arg(keys::BUCKETS)
+        .query_async(redis)
+        .await
+}
+
+/// A consumer is subscribed to `topics`: the endpoint's first publish to
+/// one of them need not wait.
+pub async fn mark_subscribed(
+    redis: &mut redis::aio::ConnectionManager,
+    topics: &[String],
+) -> Result<(), redis::RedisError> {
+    let mut pipe = redis::pipe();
+    for topic in topics {
+        pipe.cmd("SET").arg(keys::subscribed(topic)).arg(1).ignore();
+    }
+    pipe.query_async(redis).await
+}
+
+/// Retire an idle bucket atomically: only if nothing was published to it
+/// since `cutoff` and nothing is queued. Removes it from the bucket set and
+/// drops its subscription mark, so the endpoint's next publish to it waits
+/// for a fresh subscription (it records activity before it looks at the
+/// mark: [`Bookkeeping::announce`]). A bucket without an activity entry
+/// (created before activity was recorded) gets one now and stays. The
+/// bucket's tenant gives its slot back (the endpoint's per-tenant cap,
+/// ratelimit-service/src/deferral/caps.rs; see [`ADMIT_BUCKET`]) in the same step, so the count
+/// never drifts from the set.
+///
+/// KEYS[1]  activity sorted set (bucket → last publish, ms)
+/// KEYS[2]  bucket set
+/// KEYS[3]  the bucket's backlog counter
+/// KEYS[4]  the bucket's subscription mark
+/// KEYS[5]  hash bucket → tenant
+/// KEYS[6]  hash tenant → bucket count
+/// KEYS[7]  the bucket's reclaim mark
+/// ARGV[1]  the bucket (LiteTopic name)
+/// ARGV[2]  cutoff, ms: retire only if the last publish is at or before it
+/// ARGV[3]  now, ms (stamps a bucket that has no activity entry yet)
+/// ARGV[4]  lifetime of the reclaim mark, ms; 0 = the caller reclaims nothing
+///
+/// Returns 1 when retired, 0 when kept.
+pub const RETIRE_IDLE: &str = r#"
+local last = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not last then
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+  return 0
+end
+if tonumber(last) > tonumber(ARGV[2]) then return 0 end
+local backlog = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+if backlog > 0 then return 0 end
+redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[3], KEYS[4])
+local tenant = redis.call('HGET', KEYS[5], ARGV[1])
+if tenant then
+  redis.call('HDEL', KEYS[5], ARGV[1])
+  if redis.call('HINCRBY', KEYS[6], tenant, -1) <= 0 then
+    redis.call('HDEL', KEYS[6], tenant)
+  end
+end
+if tonumber(ARGV[4]) > 0 then
+  redis.call('SET', KEYS[7], '1', 'PX', ARGV[4])
+end
+return 1
+"#;
+
+/// Retires `topic` if idle since `cutoff_ms`; true when it was retired.
+/// With `reclaim`, the bucket is left marked [`keys::reclaiming`] for the
+/// caller, which deletes its queue at the broker and then drops the mark
+/// ([`end_reclaim`]).
+pub async fn retire_if_idle(
+    redis: &mut redis::aio::ConnectionManager,
+    topic: &str,
+    cutoff_ms: u64,
+    reclaim: bool,
+) -> Result<bool, redis::RedisError> {
+    let retired: i64 = redis::Script::new(RETIRE_IDLE)
+        .key(keys::ACTIVITY)
+        .key(keys::BUCKETS)
+        .key(keys::backlog(topic))
+        .key(keys::subscribed(topic))
+        .key(keys::BUCKET_TENANTS)
+        .key(keys::TENANT_BUCKET_COUNTS)
+        .key(keys::reclaiming(topic))
+        .arg(topic)
+        .arg(cutoff_ms)
+        .arg(crate::now_ms())
+        .arg(if reclaim {
+            keys::RECLAIM_MARK_TTL_MS
+        } else {
+            0
+        })
+        .invoke_async(redis)
+        .await?;
+    Ok(retired == 1)
+}
+
+/// The broker is done with a retired bucket's queue: publishes may go on.
+pub async fn end_reclaim(
+    redis: &mut redis::aio::ConnectionManager,
+    topic: &str,
+) -> Result<(), redis::RedisError> {
+    redis::cmd("DEL")
+        .arg(keys::reclaiming(topic))
+        .query_async(redis)
+        .await
+}
+
+/// Topics whose last recorded publish is at or before `cutoff_ms`.
+pub async fn idle_candidates(
+    redis: &mut redis::aio::ConnectionManager,
+    cutoff_ms: u64,
+) -> Result<Vec<String>, redis::RedisError> {
+    redis::cmd("ZRANGEBYSCORE")
+        .arg(keys::ACTIVITY)
+        .arg("-inf")
+        .arg(cutoff_ms)
+        .query_async(redis)
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,8 +532,10 @@ mod tests {
         assert!(keys::created_in_minute(7).contains("{buckets}"));
         assert!(keys::subscribed("t").contains("{buckets}"));
         assert!(keys::reclaiming("t").contains("{buckets}"));
-        for line in ADMIT_BUCKET.lines().filter(|l| l.contains("redis.call")) {
-            assert!(!line.contains("'sluice:"), "undeclared key: {line}");
+        for script in [ADMIT_BUCKET, RETIRE_IDLE] {
+            for line in script.lines().filter(|l| l.contains("redis.call")) {
+                assert!(!line.contains("'sluice:"), "undeclared key: {line}");
+            }
         }
     }
 

@@ -13,11 +13,13 @@
 //! * rate: new buckets per minute (one fixed window per clock minute, all
 //!   tenants together) → 429 `bucket_rate_limit`.
 //!
-//! Check and registration are one Lua script (`sluice_contract::bookkeeping::
-//! ADMIT_BUCKET`, the announce step of every publish) over keys that share
-//! the `{buckets}` hash tag, so concurrent endpoints never overshoot a cap. The consumer's retire script (consumer/src/membership.rs) gives the
-//! tenant's slot back when it retires an idle bucket, in the same step as it
-//! removes the bucket from the set.
+//! Check and registration are one Lua script
+//! (`sluice_contract::bookkeeping::ADMIT_BUCKET`, the announce step of every
+//! publish) over keys that share the `{buckets}` hash tag, so concurrent
+//! endpoints never overshoot a cap. The consumer's retire script
+//! (`sluice_contract::bookkeeping::RETIRE_IDLE`) gives the tenant's slot back
+//! when it retires an idle bucket, in the same step as it removes the bucket
+//! from the set.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
