@@ -86,6 +86,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         cli.rls.deferral_addr.is_some(),
         "the in-process consumer answers deferred requests: pass --deferral-addr"
     );
+    // rustls needs a process-wide crypto provider (rediss:// URLs, https
+    // backends) before the consumer connects.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let bus = LocalBus::new();
     let (consumer, claim_timing) = start_consumer(&cli.rls, &cli.consumer, bus.clone()).await?;
     let in_process = InProcess {
