@@ -5,7 +5,8 @@
 //!
 //! - `done:{id}` (value `ok` | `error` | `cancelled` | `interrupted`, expiry
 //!   `done_ttl_secs`, default one day): a terminal entry is in the stream.
-//! - `processing:{id}` (value `<owner> <heartbeat-ms>`, expiry
+//! - `processing:{id}` (value `<owner> <heartbeat-ms>`, the contract's
+//!   `sluice_contract::claim` format, built by the scripts below; expiry
 //!   `processing_retention_secs`): an attempt claimed the request. `owner`
 //!   is unique per attempt (consumer id + a counter), so a redelivery to the
 //!   same process is still a different attempt. The owner rewrites the
@@ -60,6 +61,7 @@ use crate::stream::{StreamConfig, Terminal};
 use redis::aio::ConnectionManager;
 use redis::Value;
 use serde::{Deserialize, Serialize};
+use sluice_contract::claim::{self, ClaimTiming};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Settings of the markers.
@@ -79,8 +81,8 @@ pub struct IdempotencyConfig {
 impl Default for IdempotencyConfig {
     fn default() -> Self {
         IdempotencyConfig {
-            lease_ms: 15_000,
-            heartbeat_interval_ms: 5_000,
+            lease_ms: claim::DEFAULT_LEASE_MS,
+            heartbeat_interval_ms: claim::DEFAULT_HEARTBEAT_INTERVAL_MS,
             processing_retention_secs: 86_400,
             done_ttl_secs: 86_400,
         }
@@ -88,6 +90,15 @@ impl Default for IdempotencyConfig {
 }
 
 impl IdempotencyConfig {
+    /// The heartbeat settings the deferral endpoint judges claims by (see
+    /// `sluice_contract::claim`).
+    pub fn claim_timing(&self) -> ClaimTiming {
+        ClaimTiming {
+            lease_ms: self.lease_ms,
+            heartbeat_interval_ms: self.heartbeat_interval_ms,
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if self.heartbeat_interval_ms == 0 || self.heartbeat_interval_ms * 2 > self.lease_ms {
             return Err("heartbeat_interval_ms must be > 0 and at most lease_ms / 2".into());
@@ -284,10 +295,9 @@ impl Idempotency {
         req_id: &str,
         stream: &StreamConfig,
     ) -> Result<Claim, redis::RedisError> {
-        let owner = format!(
-            "{}/{}",
-            self.consumer_id,
-            self.attempt.fetch_add(1, Ordering::Relaxed)
+        let owner = claim::owner(
+            &self.consumer_id,
+            self.attempt.fetch_add(1, Ordering::Relaxed),
         );
         let reply: Vec<Value> = self
             .claim

@@ -23,14 +23,12 @@ pub mod idempotency;
 pub mod invoke;
 pub mod keys;
 pub mod limits;
-pub mod local;
 pub mod membership;
 pub mod metrics;
 pub mod pacing;
 pub mod runner;
 pub mod sse;
 pub mod stream;
-pub mod work;
 
 pub use idempotency::{Claim, Idempotency, IdempotencyConfig, Lease};
 pub use invoke::{BackendConfig, BackendTargetConfig, ConfigError, FailureKind, Invoker};
@@ -38,14 +36,17 @@ pub use keys::BucketId;
 pub use limits::{Acquire, InFlightLimits, LimitsConfig, ModelPermit};
 pub use metrics::Metrics;
 pub use pacing::{PaceDecision, PacePlan, Pacer, PacingConfig, Rates};
+pub use sluice_contract::now_ms;
 pub use stream::{StreamConfig, Terminal};
+// The deferral contract, shared with the endpoint (see contract/).
+pub use sluice_contract::{local, work};
 pub use work::{Priority, WorkItem};
 
 use invoke::{CallEnd, CallStats, Sink};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tracing::{debug, info, warn};
 
 /// How the pop loop settles a message.
@@ -155,7 +156,11 @@ pub async fn admit(
         Acquire::Busy { retry_after } => return Ok(Admission::Suspend(retry_after)),
     };
     let decision = pacer
-        .check(&item.bucket(), item.estimated_tokens, None)
+        .check(
+            &BucketId::new(&item.tenant, &item.model),
+            item.estimated_tokens,
+            None,
+        )
         .await?;
     Ok(match decision.plan(suspend_floor) {
         PacePlan::Run => Admission::Run(permit),
@@ -462,12 +467,4 @@ fn redis_failure(what: &str, error: &redis::RedisError) -> Outcome {
         retry_after: None,
         detail: format!("{what}: {error}"),
     }
-}
-
-/// Unix time in milliseconds.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }

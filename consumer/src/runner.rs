@@ -1,12 +1,13 @@
 //! The pop loop: LiteTopics in, paced model calls out.
 //!
-//! * **Discovery and assignment**: the deferral endpoint adds every LiteTopic
-//!   it publishes to the Redis set [`keys::BUCKETS`] and stamps its activity.
+//! * **Discovery and assignment**: every publish (the deferral endpoint's, and
+//!   this runner's re-publishes) adds the LiteTopic to the Redis set
+//!   [`crate::keys::BUCKETS`] and stamps its activity (`sluice_contract::bookkeeping`).
 //!   Each instance heartbeats into the group's member set and subscribes to
 //!   the buckets it owns by rendezvous hashing over the live members
 //!   ([`crate::membership`]); a departed member's buckets are picked up within
 //!   one membership TTL (at once when it left gracefully). A subscribed
-//!   bucket is marked [`keys::subscribed`]: the endpoint waits for that mark
+//!   bucket is marked [`crate::keys::subscribed`]: the endpoint waits for that mark
 //!   before publishing to a bucket nobody subscribes yet.
 //! * **Idle buckets**: a bucket without publishes for `idle_ttl` and nothing
 //!   queued is retired by its owner (removed from the set, unsubscribed; the
@@ -27,12 +28,12 @@
 //!   off after that is answered `interrupted` through the endpoint's lease
 //!   watch by another instance — never by calling the model again.
 
-use crate::keys;
 use crate::membership::{self, Assignment, Membership};
 use crate::{
     admit, Admission, Consumer, Disposition, InFlightLimits, Metrics, Outcome, Pacer, WorkItem,
 };
 use redis::aio::ConnectionManager;
+use sluice_contract::bookkeeping::{self, Bookkeeping, CapValues};
 use sluice_litetopic::{lite_topic_name, LiteConsumer, LiteMessage, LiteProducer, MessageHandle};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -111,6 +112,8 @@ pub struct Runner {
     redis: ConnectionManager,
     metrics: Arc<Metrics>,
     membership: Membership,
+    /// The shared bucket bookkeeping (re-publishes).
+    bookkeeping: Bookkeeping,
     options: RunnerOptions,
     /// Flips to true when the pop loop stops: held messages are handed back.
     stopping: tokio::sync::watch::Sender<bool>,
@@ -158,6 +161,7 @@ impl Runner {
             redis: parts.redis,
             metrics: parts.metrics,
             membership,
+            bookkeeping: Bookkeeping::default(),
             options,
             stopping: tokio::sync::watch::channel(false).0,
             active: AtomicUsize::new(0),
@@ -200,11 +204,7 @@ impl Runner {
             }
         };
         let mut redis = self.redis.clone();
-        let topics: Vec<String> = match redis::cmd("SMEMBERS")
-            .arg(keys::BUCKETS)
-            .query_async(&mut redis)
-            .await
-        {
+        let topics = match bookkeeping::known_buckets(&mut redis).await {
             Ok(m) => m,
             Err(error) => {
                 tracing::warn!(%error, "bucket discovery: cannot read the bucket set");
@@ -245,11 +245,7 @@ impl Runner {
                 tracing::warn!(%error, "bucket discovery: subscribe failed; retrying next round");
                 break;
             }
-            let mut pipe = redis::pipe();
-            for topic in chunk {
-                pipe.cmd("SET").arg(keys::subscribed(topic)).arg(1).ignore();
-            }
-            if let Err(error) = pipe.query_async::<()>(&mut redis).await {
+            if let Err(error) = bookkeeping::mark_subscribed(&mut redis, chunk).await {
                 tracing::warn!(%error, "cannot mark buckets subscribed; the endpoint waits a little on them");
             }
             self.owned_set().extend(chunk.iter().cloned());
@@ -421,20 +417,11 @@ impl Runner {
         // One round trip on the pop path: one fewer queued in this bucket
         // (the endpoint counted it in), and the request's lease taken.
         let item = WorkItem::from_json(&message.body);
-        let mut pipe = redis::pipe();
-        pipe.cmd("DECR")
-            .arg(keys::backlog(&message.lite_topic))
-            .ignore();
-        if let Ok(item) = &item {
-            pipe.cmd("SET")
-                .arg(keys::lease(&item.req_id))
-                .arg(1)
-                .arg("PX")
-                .arg(LEASE_TTL.as_millis() as u64)
-                .ignore();
-        }
+        let req_id = item.as_ref().ok().map(|item| item.req_id.as_str());
         let mut redis = self.redis.clone();
-        if let Err(error) = pipe.query_async::<()>(&mut redis).await {
+        if let Err(error) =
+            bookkeeping::record_pop(&mut redis, &message.lite_topic, req_id, LEASE_TTL).await
+        {
             tracing::warn!(%error, "cannot record the pop (backlog, lease)");
         }
         let item = match item {
@@ -564,10 +551,7 @@ impl Runner {
         match self.publish_again(&item).await {
             Ok(()) => {
                 let mut redis = self.redis.clone();
-                let _: Result<(), _> = redis::cmd("DEL")
-                    .arg(keys::lease(&item.req_id))
-                    .query_async(&mut redis)
-                    .await;
+                let _ = bookkeeping::drop_lease(&mut redis, &item.req_id).await;
                 tracing::info!(req_id = %item.req_id, "held message handed back");
             }
             Err(error) => {
@@ -576,11 +560,26 @@ impl Runner {
         }
     }
 
-    /// Publish `item` to its LiteTopic again, counting it in the bucket's
-    /// backlog and activity like the endpoint's publish does.
+    /// Publish `item` to its LiteTopic again, with the same bookkeeping as
+    /// the endpoint's publish (`sluice_contract::bookkeeping`): the bucket
+    /// announced first (registered in the bucket set if it was retired
+    /// meanwhile, activity stamped; no cap, the request was admitted
+    /// already), then the send, then the backlog count.
     async fn publish_again(&self, item: &WorkItem) -> Result<(), String> {
         let topic = lite_topic_name(&item.tenant, &item.model);
         let body = serde_json::to_vec(item).map_err(|e| e.to_string())?;
+        let mut redis = self.redis.clone();
+        self.bookkeeping
+            .announce_after_reclaim(
+                &mut redis,
+                &item.tenant,
+                &topic,
+                &CapValues::UNBOUNDED,
+                crate::now_ms,
+                |_| {},
+            )
+            .await
+            .map_err(|e| e.to_string())?;
         self.producer
             .send(
                 &self.options.parent,
@@ -590,30 +589,15 @@ impl Runner {
             )
             .await
             .map_err(|e| e.to_string())?;
-        let mut redis = self.redis.clone();
-        let _: Result<(), _> = redis::pipe()
-            .cmd("ZADD")
-            .arg(keys::ACTIVITY)
-            .arg(crate::now_ms())
-            .arg(&topic)
-            .ignore()
-            .incr(keys::backlog(&topic), 1)
-            .ignore()
-            .query_async(&mut redis)
-            .await;
+        if let Err(error) = bookkeeping::count_publish(&mut redis, &topic).await {
+            tracing::warn!(%error, %topic, "re-published, but the backlog count was not updated");
+        }
         Ok(())
     }
 
     async fn refresh_lease(&self, req_id: &str) {
         let mut redis = self.redis.clone();
-        let result: Result<(), _> = redis::cmd("SET")
-            .arg(keys::lease(req_id))
-            .arg(1)
-            .arg("PX")
-            .arg(LEASE_TTL.as_millis() as u64)
-            .query_async(&mut redis)
-            .await;
-        if let Err(error) = result {
+        if let Err(error) = bookkeeping::refresh_lease(&mut redis, req_id, LEASE_TTL).await {
             tracing::warn!(%error, %req_id, "cannot refresh the lease");
         }
     }
@@ -638,10 +622,7 @@ impl Runner {
         // Settle first (a retry re-publishes), then drop the lease.
         self.settle(item, outcome).await;
         let mut redis = self.redis.clone();
-        let _: Result<(), _> = redis::cmd("DEL")
-            .arg(keys::lease(&req_id))
-            .query_async(&mut redis)
-            .await;
+        let _ = bookkeeping::drop_lease(&mut redis, &req_id).await;
     }
 
     /// Terminal outcomes are done (the broker already committed the position);

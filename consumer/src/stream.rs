@@ -1,10 +1,5 @@
-//! The response stream `response:{<req_id>}`: entries `type=chunk|done|error`.
-//!
-//! - `chunk`: `data` = the exact `data:` payload of one SSE event from the
-//!   backend (JSON text).
-//! - `done`: `usage` = JSON text of the usage object, when the backend sent one.
-//! - `error`: `status` (HTTP status for the client), `code` (machine code),
-//!   `message` (human readable).
+//! Writing the response stream `response:{<req_id>}`. Its entries
+//! (`chunk`, `done`, `error`) are the contract's [`StreamEvent`].
 //!
 //! Every XADD trims with `MAXLEN ~ maxlen`. While a call runs, every write
 //! also refreshes an in-flight expiry (so the stream of a consumer that died
@@ -12,6 +7,7 @@
 
 use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
+use sluice_contract::stream::{field, kind, StreamEvent};
 
 /// Settings of response streams.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -70,27 +66,27 @@ pub mod codes {
 }
 
 impl Terminal {
-    /// Field/value pairs of the entry.
-    pub fn fields(&self) -> Vec<(&'static str, String)> {
+    /// The entry, as the contract spells it.
+    pub fn event(&self) -> StreamEvent {
         match self {
-            Terminal::Done { usage } => {
-                let mut fields = vec![("type", "done".to_string())];
-                if let Some(usage) = usage {
-                    fields.push(("usage", usage.clone()));
-                }
-                fields
-            }
+            Terminal::Done { usage } => StreamEvent::Done {
+                usage: usage.clone(),
+            },
             Terminal::Error {
                 status,
                 code,
                 message,
-            } => vec![
-                ("type", "error".to_string()),
-                ("status", status.to_string()),
-                ("code", (*code).to_string()),
-                ("message", message.clone()),
-            ],
+            } => StreamEvent::Error {
+                status: *status,
+                code: (*code).to_string(),
+                message: message.clone(),
+            },
         }
+    }
+
+    /// Field/value pairs of the entry.
+    pub fn fields(&self) -> Vec<(&'static str, String)> {
+        self.event().fields()
     }
 
     /// Value of `done:{id}`.
@@ -120,9 +116,9 @@ pub(crate) async fn write_chunks(
             .arg("~")
             .arg(config.maxlen)
             .arg("*")
-            .arg("type")
-            .arg("chunk")
-            .arg("data")
+            .arg(field::TYPE)
+            .arg(kind::CHUNK)
+            .arg(field::DATA)
             .arg(chunk)
             .ignore();
     }

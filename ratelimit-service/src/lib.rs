@@ -3,9 +3,11 @@
 //! fixed-window counters in memory or Redis, the envoyproxy/ratelimit config
 //! format, and Sluice's defer/priority extensions.
 //!
-//! The binary (`sluice-rls`) is a thin shell over [`server::run`].
+//! The binary (`sluice-rls`) is a thin shell over [`cli::serve`], which
+//! wires [`server::run`].
 
 pub mod admin;
+pub mod cli;
 pub mod config;
 pub mod deferral;
 pub mod ext_authz;

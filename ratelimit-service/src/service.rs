@@ -1,15 +1,13 @@
 //! The tonic front of the limiter: `envoy.service.ratelimit.v3.RateLimitService`.
 
 use crate::limiter::{DecisionError, Limiter};
+use sluice_admission::descriptors::FORCE_CHARGE_METADATA;
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
 use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
-
-/// gRPC metadata key marking a charge for usage that already happened.
-pub const FORCE_CHARGE_METADATA: &str = "x-sluice-charge";
 
 pub struct RlsService {
     limiter: Arc<Limiter>,
@@ -33,10 +31,12 @@ impl RateLimitService for RlsService {
     ) -> Result<Response<RateLimitResponse>, Status> {
         // Sluice's filter reconciles real usage with this marker: the tokens
         // were already spent, so the charge applies even over the limit.
+        // The marker (key and value) is the filter's: sluice-admission.
+        let (key, value) = FORCE_CHARGE_METADATA;
         let forced = request
             .metadata()
-            .get(FORCE_CHARGE_METADATA)
-            .is_some_and(|v| v.as_bytes() == b"force");
+            .get(key)
+            .is_some_and(|v| v.as_bytes() == value);
         let request = request.into_inner();
         let decision = if forced {
             self.limiter.force_charge(&request).await

@@ -18,9 +18,9 @@ use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, Li
 use sluice_ratelimit::deferral::caps::{
     Admission, BucketCaps, CapKind, CapLimits, CapsMetrics, PublishError,
 };
-use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions, Publisher};
-use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
+use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions, Publisher};
 use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_ratelimit::deferral::{Endpoint as DeferralEndpoint, EndpointConfig};
 use sluice_testkit::{http_request, RedisServer, RocketMq};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -253,25 +253,23 @@ async fn endpoint(limits: CapLimits) -> (Endpoint, redis::aio::ConnectionManager
         .await
         .unwrap()
         .unwrap();
-    let client = redis::Client::open(server.url()).unwrap();
-    let hub = StreamHub::start(client, HubOptions::default()).unwrap();
     let caps_metrics = CapsMetrics::default();
-    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
-        .await
-        .unwrap()
-        .with_caps(BucketCaps::new(limits, caps_metrics.clone()).unwrap());
     let metrics = Arc::new(EndpointMetrics::default());
-    let app = router(
-        hub,
-        Arc::new(publisher),
-        conn.clone(),
-        EndpointOptions {
+    let app = DeferralEndpoint::build(EndpointConfig {
+        parent: PARENT.into(),
+        consumer_group: GROUP.into(),
+        caps: limits,
+        caps_metrics: caps_metrics.clone(),
+        options: EndpointOptions {
             timeout: Duration::from_millis(500),
             secrets: vec![sluice_testkit::example_deferral_secret()],
             ..Default::default()
         },
-        metrics.clone(),
-    );
+        metrics: metrics.clone(),
+        ..EndpointConfig::new(server.url(), broker.namesrv_addr())
+    })
+    .await
+    .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -302,8 +300,9 @@ async fn defer(
         .unwrap();
     let addr = endpoint.addr;
     let body = format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
+    // Signed as the filter signs a deferral (the endpoint refuses anything else).
     let headers =
-        sluice_testkit::deferral_headers(req_id, tenant, model, "normal", 0, body.as_bytes());
+        sluice_testkit::deferral_headers(req_id, tenant, model, "normal", 1, body.as_bytes());
     tokio::task::spawn_blocking(move || {
         let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
         http_request(

@@ -11,15 +11,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
-use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions};
-use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
-use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_ratelimit::deferral::endpoint::EndpointOptions;
+use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
 use sluice_testkit::{
     free_port, http_request, workspace_binary, HttpResponse, RedisServer, RocketMq,
 };
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PARENT: &str = "sluice-deferred";
@@ -151,24 +149,18 @@ async fn killed_consumer_loses_no_request_and_never_calls_the_model_twice() {
 
     // The endpoint, checking leases often.
     let client = redis::Client::open(redis_server.url()).unwrap();
-    let hub = StreamHub::start(client.clone(), HubOptions::default()).unwrap();
-    let control = redis::aio::ConnectionManager::new(client.clone())
-        .await
-        .unwrap();
-    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, control.clone())
-        .await
-        .unwrap();
-    let app = router(
-        hub,
-        Arc::new(publisher),
-        control,
-        EndpointOptions {
+    let app = Endpoint::build(EndpointConfig {
+        parent: PARENT.into(),
+        consumer_group: GROUP.into(),
+        options: EndpointOptions {
             lease_check: Duration::from_millis(250),
             secrets: vec![sluice_testkit::example_deferral_secret()],
             ..Default::default()
         },
-        Arc::new(EndpointMetrics::default()),
-    );
+        ..EndpointConfig::new(redis_server.url(), broker.namesrv_addr())
+    })
+    .await
+    .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });

@@ -15,9 +15,8 @@ use sluice_consumer::{
 };
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::config::LimitsConfig;
-use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions};
-use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
-use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions};
+use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
@@ -245,7 +244,6 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
         .await
         .unwrap()
         .unwrap();
-    let redis_client = redis::Client::open(redis.url()).unwrap();
 
     // sluice-rls as its binary wires it: RLS on Redis, admin port, deferral
     // endpoint with its metrics in the service's registry.
@@ -268,23 +266,18 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
         Arc::new(SystemClock),
         Arc::new(rls_metrics),
     ));
-    let control = redis::aio::ConnectionManager::new(redis_client.clone())
-        .await
-        .unwrap();
-    let hub = StreamHub::start(redis_client.clone(), HubOptions::default()).unwrap();
-    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, control.clone())
-        .await
-        .unwrap();
-    let deferral_app = router(
-        hub,
-        Arc::new(publisher),
-        control,
-        EndpointOptions {
+    let deferral_app = Endpoint::build(EndpointConfig {
+        parent: PARENT.into(),
+        consumer_group: GROUP.into(),
+        options: EndpointOptions {
             secrets: vec![sluice_testkit::example_deferral_secret()],
             ..Default::default()
         },
-        endpoint_metrics,
-    );
+        metrics: endpoint_metrics,
+        ..EndpointConfig::new(redis.url(), broker.namesrv_addr())
+    })
+    .await
+    .unwrap();
     let deferral_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let deferral_port = deferral_listener.local_addr().unwrap().port();
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

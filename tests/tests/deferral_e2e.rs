@@ -14,9 +14,8 @@ use sluice_consumer::{
 };
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::config::LimitsConfig;
-use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions};
-use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
-use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_ratelimit::deferral::endpoint::EndpointOptions;
+use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
@@ -66,7 +65,6 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
         .await
         .unwrap()
         .unwrap();
-    let redis_client = redis::Client::open(redis.url()).unwrap();
 
     // sluice-rls: RLS on Redis + the deferral endpoint.
     let limits =
@@ -83,23 +81,17 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
         Arc::new(SystemClock),
         Arc::new(Metrics::new()),
     ));
-    let control = redis::aio::ConnectionManager::new(redis_client.clone())
-        .await
-        .unwrap();
-    let hub = StreamHub::start(redis_client.clone(), HubOptions::default()).unwrap();
-    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, control.clone())
-        .await
-        .unwrap();
-    let deferral_app = router(
-        hub,
-        Arc::new(publisher),
-        control,
-        EndpointOptions {
+    let deferral_app = Endpoint::build(EndpointConfig {
+        parent: PARENT.into(),
+        consumer_group: GROUP.into(),
+        options: EndpointOptions {
             secrets: vec![sluice_testkit::example_deferral_secret()],
             ..Default::default()
         },
-        Arc::new(EndpointMetrics::default()),
-    );
+        ..EndpointConfig::new(redis.url(), broker.namesrv_addr())
+    })
+    .await
+    .unwrap();
     let deferral_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let deferral_port = deferral_listener.local_addr().unwrap().port();
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -9,9 +9,8 @@ use redis::AsyncCommands;
 use serde_json::Value;
 use sluice_admission::deferral;
 use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteMessage};
-use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions};
-use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
-use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions};
+use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
 use sluice_testkit::{
     example_deferral_secret, http_request, new_request_id, sign_deferral_headers, HttpResponse,
     RedisServer, RocketMq,
@@ -52,14 +51,15 @@ async fn setup_with_metrics(mut options: EndpointOptions, metrics: Arc<EndpointM
         .unwrap()
         .unwrap();
     let client = redis::Client::open(redis_server.url()).unwrap();
-    let hub = StreamHub::start(client.clone(), HubOptions::default()).unwrap();
-    let control = redis::aio::ConnectionManager::new(client.clone())
-        .await
-        .unwrap();
-    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, control.clone())
-        .await
-        .unwrap();
-    let app = router(hub, Arc::new(publisher), control, options, metrics.clone());
+    let app = Endpoint::build(EndpointConfig {
+        parent: PARENT.into(),
+        consumer_group: GROUP.into(),
+        options,
+        metrics: metrics.clone(),
+        ..EndpointConfig::new(redis_server.url(), broker.namesrv_addr())
+    })
+    .await
+    .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });

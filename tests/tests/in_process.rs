@@ -1,6 +1,5 @@
-//! In-process mode end to end: the real `sluice-rls` binary with
-//! `--in-process-consumer` (RLS + deferral endpoint + consumer in one
-//! process), real Envoy with the Wasm filter, real Redis and broker, the
+//! In-process mode end to end: the real `sluice-allinone` binary (RLS +
+//! deferral endpoint + consumer in one process), real Envoy with the Wasm filter, real Redis and broker, the
 //! simulated backend. A deferred request still goes through its LiteTopic;
 //! its chunks reach the client without touching the Redis Stream, which
 //! holds only the terminal entry.
@@ -70,7 +69,7 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
     let (grpc, admin, deferral, consumer_admin) =
         (free_port(), free_port(), free_port(), free_port());
     let _rls = Process(
-        Command::new(workspace_binary("sluice-rls").unwrap())
+        Command::new(workspace_binary("sluice-allinone").unwrap())
             .args(["--config", limits.to_str().unwrap()])
             .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
             .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
@@ -84,7 +83,6 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
                     .unwrap(),
             ])
             .args(["--namesrv", &broker.namesrv_addr()])
-            .arg("--in-process-consumer")
             .args(["--consumer-config", consumer_config.to_str().unwrap()])
             .args(["--backend-url", &format!("http://{backend}")])
             .args([

@@ -1,4 +1,4 @@
-//! The in-process consumer's admin API (`sluice-rls --in-process-consumer
+//! The in-process consumer's admin API (`sluice-allinone
 //! --consumer-admin-addr`) with the real binary, Redis and broker: bound
 //! beyond loopback with `SLUICE_ADMIN_TOKEN` set, a rate change needs the
 //! token; reads do not.
@@ -32,7 +32,7 @@ fn in_process_consumer_admin_writes_need_the_token() {
     let (grpc, admin, deferral, consumer_admin) =
         (free_port(), free_port(), free_port(), free_port());
     let _rls = Process(
-        Command::new(workspace_binary("sluice-rls").unwrap())
+        Command::new(workspace_binary("sluice-allinone").unwrap())
             .args(["--config", limits.to_str().unwrap()])
             .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
             .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
@@ -46,11 +46,7 @@ fn in_process_consumer_admin_writes_need_the_token() {
                     .unwrap(),
             ])
             .args(["--namesrv", &broker.namesrv_addr()])
-            .args([
-                "--in-process-consumer",
-                "--backend-url",
-                "http://127.0.0.1:1",
-            ])
+            .args(["--backend-url", "http://127.0.0.1:1"])
             .args([
                 "--consumer-admin-addr",
                 &format!("0.0.0.0:{consumer_admin}"),

@@ -32,6 +32,8 @@ pub const DEFAULT_MARKER_HEADER: &str = "x-sluice-deferred";
 pub const DEFERRAL_TOKEN_HEADER: &str = "x-sluice-deferral-token";
 /// Response header of a streamed deferred answer: the resume token.
 pub const RESUME_TOKEN_HEADER: &str = "x-sluice-resume-token";
+/// Response header of a streamed deferred answer: its place in the queue.
+pub const QUEUE_POSITION_HEADER: &str = "x-sluice-queue-position";
 /// The secret in the repository's example configs (`config/deferral-secret.example`,
 /// `envoy/*.yaml`): fine on a laptop, public everywhere else.
 pub const EXAMPLE_SECRET: &str = "sluice-example-deferral-secret--replace-me-in-production";

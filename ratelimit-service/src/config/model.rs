@@ -99,23 +99,6 @@ impl OverLimitAction {
     }
 }
 
-/// Priority class of traffic matching a limit: high waits longest when
-/// deferred, low fails fast.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Priority {
-    Low,
-    #[default]
-    Normal,
-    High,
-}
-
-impl Priority {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Priority::Low => "low",
-            Priority::Normal => "normal",
-            Priority::High => "high",
-        }
-    }
-}
+/// Priority class of traffic matching a limit: the deferral contract's one
+/// definition (high waits longest when deferred, low fails fast).
+pub use sluice_contract::Priority;

@@ -13,15 +13,19 @@
 //! * rate: new buckets per minute (one fixed window per clock minute, all
 //!   tenants together) → 429 `bucket_rate_limit`.
 //!
-//! Check and registration are one Lua script ([`ADMIT_BUCKET`]) over keys that
-//! share the `{buckets}` hash tag, so concurrent endpoints never overshoot a
-//! cap. The consumer's retire script (consumer/src/membership.rs) gives the
-//! tenant's slot back when it retires an idle bucket, in the same step as it
-//! removes the bucket from the set.
+//! Check and registration are one Lua script
+//! (`sluice_contract::bookkeeping::ADMIT_BUCKET`, the announce step of every
+//! publish) over keys that share the `{buckets}` hash tag, so concurrent
+//! endpoints never overshoot a cap. The consumer's retire script
+//! (`sluice_contract::bookkeeping::RETIRE_IDLE`) gives the tenant's slot back
+//! when it retires an idle bucket, in the same step as it removes the bucket
+//! from the set.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
-use sluice_consumer::keys;
+use sluice_contract::bookkeeping::{
+    Announced, Announcement, Bookkeeping, BookkeepingError, CapHit, CapValues, MINUTE_MS,
+};
 use std::time::Duration;
 
 /// Default global cap: half the broker's own LMQ quota
@@ -38,63 +42,6 @@ pub const DEFAULT_MAX_NEW_BUCKETS_PER_MINUTE: u64 = 600;
 /// Retry-After of a refusal at the global or per-tenant cap: a slot frees
 /// only when the consumer retires an idle bucket.
 pub const DEFAULT_FULL_RETRY_AFTER: Duration = Duration::from_secs(60);
-
-const MINUTE_MS: u64 = 60_000;
-/// A minute's counter outlives its window; any window key is safe to expire.
-const WINDOW_TTL_S: u64 = 120;
-
-/// Check the caps and, if they allow it, register a bucket: atomically.
-///
-/// KEYS[1]  bucket set (`sluice:{buckets}`)
-/// KEYS[2]  activity sorted set (bucket → last publish, ms)
-/// KEYS[3]  hash bucket → tenant
-/// KEYS[4]  hash tenant → bucket count
-/// KEYS[5]  this minute's new-bucket counter
-/// KEYS[6]  the bucket's subscription mark (set by the consumer)
-/// KEYS[7]  the bucket's reclaim mark (a consumer is deleting its queue)
-/// ARGV[1]  the bucket (LiteTopic name)
-/// ARGV[2]  its tenant (sanitized)
-/// ARGV[3]  now, ms (the activity stamp)
-/// ARGV[4]  global cap
-/// ARGV[5]  per-tenant cap
-/// ARGV[6]  new buckets per minute
-/// ARGV[7]  TTL of the minute's counter, seconds
-///
-/// Returns { status, subscribed (0|1), buckets known after the call }:
-/// status 1 = the bucket exists (activity stamped), 0 = created,
-/// -1 = refused: tenant cap, -2 = refused: global cap, -3 = refused: rate,
-/// 2 = the bucket is being reclaimed: ask again shortly. A refusal (and 2)
-/// writes nothing.
-///
-/// A bucket whose tenant entry survived without it being in the set (retired
-/// by a consumer of an older version) still holds its tenant's slot: it is
-/// neither checked against nor counted again for its tenant.
-pub const ADMIT_BUCKET: &str = r#"
-if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then
-  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-  return { 1, redis.call('EXISTS', KEYS[6]), redis.call('SCARD', KEYS[1]) }
-end
-local known = redis.call('SCARD', KEYS[1])
-if redis.call('EXISTS', KEYS[7]) == 1 then return { 2, 0, known } end
-local held = redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1
-if not held then
-  local mine = tonumber(redis.call('HGET', KEYS[4], ARGV[2]) or '0') or 0
-  if mine >= tonumber(ARGV[5]) then return { -1, 0, known } end
-end
-if known >= tonumber(ARGV[4]) then return { -2, 0, known } end
-local created = tonumber(redis.call('GET', KEYS[5]) or '0') or 0
-if created >= tonumber(ARGV[6]) then return { -3, 0, known } end
-if redis.call('INCR', KEYS[5]) == 1 then
-  redis.call('EXPIRE', KEYS[5], ARGV[7])
-end
-if not held then
-  redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
-  redis.call('HINCRBY', KEYS[4], ARGV[2], 1)
-end
-redis.call('SADD', KEYS[1], ARGV[1])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-return { 0, redis.call('EXISTS', KEYS[6]), known + 1 }
-"#;
 
 /// The three caps. Every one is at least 1 ([`CapLimits::validate`]): a cap
 /// of 0 would refuse every new bucket, i.e. turn deferral off in a way that
@@ -131,6 +78,15 @@ pub enum CapsError {
 }
 
 impl CapLimits {
+    /// The caps as the announce script takes them.
+    pub fn values(&self) -> CapValues {
+        CapValues {
+            max_buckets: self.max_buckets,
+            max_buckets_per_tenant: self.max_buckets_per_tenant,
+            max_new_buckets_per_minute: self.max_new_buckets_per_minute,
+        }
+    }
+
     pub fn validate(&self) -> Result<(), CapsError> {
         for (name, value) in [
             ("the global bucket cap", self.max_buckets),
@@ -159,12 +115,7 @@ impl CapLimits {
 }
 
 /// Which cap refused a new bucket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CapKind {
-    Tenant,
-    Global,
-    Rate,
-}
+pub use sluice_contract::bookkeeping::CapHit as CapKind;
 
 /// A new bucket refused by a cap: what the client is told.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -232,6 +183,12 @@ impl From<String> for PublishError {
     }
 }
 
+impl From<BookkeepingError> for PublishError {
+    fn from(why: BookkeepingError) -> Self {
+        PublishError::Failed(why.to_string())
+    }
+}
+
 /// What the caps said of a bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {
@@ -239,7 +196,7 @@ pub enum Admission {
     Admitted(Admitted),
     /// A consumer is deleting the bucket's retired queue at the broker:
     /// nothing may be published to it until that is done (see
-    /// `sluice_consumer::keys::reclaiming`).
+    /// `sluice_contract::keys::reclaiming`).
     Reclaiming,
 }
 
@@ -281,21 +238,11 @@ impl CapsMetrics {
 }
 
 /// The caps, checked in Redis.
+#[derive(Default)]
 pub struct BucketCaps {
     limits: CapLimits,
-    script: redis::Script,
+    bookkeeping: Bookkeeping,
     metrics: CapsMetrics,
-}
-
-impl Default for BucketCaps {
-    /// The default caps (valid: see the tests), with metrics of their own.
-    fn default() -> Self {
-        BucketCaps {
-            limits: CapLimits::default(),
-            script: redis::Script::new(ADMIT_BUCKET),
-            metrics: CapsMetrics::default(),
-        }
-    }
 }
 
 impl BucketCaps {
@@ -303,7 +250,7 @@ impl BucketCaps {
         limits.validate()?;
         Ok(BucketCaps {
             limits,
-            script: redis::Script::new(ADMIT_BUCKET),
+            bookkeeping: Bookkeeping::default(),
             metrics,
         })
     }
@@ -322,32 +269,53 @@ impl BucketCaps {
         topic: &str,
         now_ms: u64,
     ) -> Result<Admission, PublishError> {
-        let minute = now_ms / MINUTE_MS;
-        let reply: Vec<i64> = self
-            .script
-            .key(keys::BUCKETS)
-            .key(keys::ACTIVITY)
-            .key(keys::BUCKET_TENANTS)
-            .key(keys::TENANT_BUCKET_COUNTS)
-            .key(keys::created_in_minute(minute))
-            .key(keys::subscribed(topic))
-            .key(keys::reclaiming(topic))
-            .arg(topic)
-            .arg(keys::sanitize(tenant))
-            .arg(now_ms)
-            .arg(self.limits.max_buckets)
-            .arg(self.limits.max_buckets_per_tenant)
-            .arg(self.limits.max_new_buckets_per_minute)
-            .arg(WINDOW_TTL_S)
-            .invoke_async(redis)
-            .await
-            .map_err(|e| PublishError::Failed(format!("cannot register bucket {topic}: {e}")))?;
-        let [status, subscribed, known] = reply[..] else {
-            return Err(PublishError::Failed(format!(
-                "bucket caps: unexpected reply {reply:?}"
-            )));
-        };
-        self.metrics.buckets.set(known);
+        let announcement = self
+            .bookkeeping
+            .announce(redis, tenant, topic, now_ms, &self.limits.values())
+            .await?;
+        self.observe(topic, &announcement);
+        self.judge(announcement.outcome, now_ms)
+    }
+
+    /// As [`BucketCaps::admit`], waiting (at most
+    /// `sluice_contract::bookkeeping::RECLAIM_WAIT`) while a consumer
+    /// deletes the bucket's retired queue at the broker.
+    pub async fn admit_after_reclaim(
+        &self,
+        redis: &mut redis::aio::ConnectionManager,
+        tenant: &str,
+        topic: &str,
+    ) -> Result<Admitted, PublishError> {
+        let outcome = self
+            .bookkeeping
+            .announce_after_reclaim(
+                redis,
+                tenant,
+                topic,
+                &self.limits.values(),
+                sluice_contract::now_ms,
+                |announcement| self.observe(topic, announcement),
+            )
+            .await?;
+        match self.judge(outcome, sluice_contract::now_ms())? {
+            Admission::Admitted(admitted) => Ok(admitted),
+            Admission::Reclaiming => Err(PublishError::Failed(format!(
+                "bucket {topic} is still being reclaimed at the broker"
+            ))),
+        }
+    }
+
+    /// Metrics of one answer of the announce script.
+    fn observe(&self, topic: &str, announcement: &Announcement) {
+        self.metrics.buckets.set(announcement.known);
+        if let Announced::Admitted { created: true, .. } = announcement.outcome {
+            self.metrics.created.inc();
+            tracing::debug!(%topic, known = announcement.known, "new deferral bucket");
+        }
+    }
+
+    /// What the client is told of the script's answer.
+    fn judge(&self, outcome: Announced, now_ms: u64) -> Result<Admission, PublishError> {
         let refusal = |kind, limit, retry_after| {
             Err(PublishError::Refused(CapRefusal {
                 kind,
@@ -355,36 +323,30 @@ impl BucketCaps {
                 retry_after,
             }))
         };
-        match status {
-            1 | 0 => {
-                if status == 0 {
-                    self.metrics.created.inc();
-                    tracing::debug!(%topic, known, "new deferral bucket");
-                }
-                Ok(Admission::Admitted(Admitted {
-                    created: status == 0,
-                    subscribed: subscribed == 1,
-                }))
-            }
-            2 => Ok(Admission::Reclaiming),
-            -1 => refusal(
+        match outcome {
+            Announced::Admitted {
+                created,
+                subscribed,
+            } => Ok(Admission::Admitted(Admitted {
+                created,
+                subscribed,
+            })),
+            Announced::Reclaiming => Ok(Admission::Reclaiming),
+            Announced::Refused(CapHit::Tenant) => refusal(
                 CapKind::Tenant,
                 self.limits.max_buckets_per_tenant,
                 self.limits.full_retry_after,
             ),
-            -2 => refusal(
+            Announced::Refused(CapHit::Global) => refusal(
                 CapKind::Global,
                 self.limits.max_buckets,
                 self.limits.full_retry_after,
             ),
-            -3 => refusal(
+            Announced::Refused(CapHit::Rate) => refusal(
                 CapKind::Rate,
                 self.limits.max_new_buckets_per_minute,
                 until_next_minute(now_ms),
             ),
-            other => Err(PublishError::Failed(format!(
-                "bucket caps: unexpected status {other}"
-            ))),
         }
     }
 }
@@ -460,24 +422,5 @@ mod tests {
     fn the_rate_window_is_the_clock_minute() {
         assert_eq!(until_next_minute(120_000), Duration::from_secs(60));
         assert_eq!(until_next_minute(179_500), Duration::from_millis(500));
-    }
-
-    #[test]
-    fn the_script_names_every_key_it_touches() {
-        // Redis Cluster: only declared keys, all on the `{buckets}` slot.
-        for key in [
-            keys::BUCKETS,
-            keys::ACTIVITY,
-            keys::BUCKET_TENANTS,
-            keys::TENANT_BUCKET_COUNTS,
-        ] {
-            assert!(key.contains("{buckets}"), "{key}");
-        }
-        assert!(keys::created_in_minute(7).contains("{buckets}"));
-        assert!(keys::subscribed("t").contains("{buckets}"));
-        assert!(keys::reclaiming("t").contains("{buckets}"));
-        for line in ADMIT_BUCKET.lines().filter(|l| l.contains("redis.call")) {
-            assert!(!line.contains("'sluice:"), "undeclared key: {line}");
-        }
     }
 }

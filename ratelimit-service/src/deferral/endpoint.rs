@@ -25,14 +25,15 @@ use sluice_admission::admission::{
 use sluice_admission::config::{DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES};
 use sluice_admission::deferral::{
     self, DeferralClaims, Secret, DEFAULT_MARKER_HEADER as DEFERRED_MARKER_HEADER,
-    DEFERRAL_TOKEN_HEADER, RESUME_TOKEN_HEADER,
+    DEFERRAL_TOKEN_HEADER, QUEUE_POSITION_HEADER, RESUME_TOKEN_HEADER,
 };
 use sluice_admission::openai::{self, Endpoint};
-use sluice_consumer::keys;
-use sluice_consumer::local::{LocalBus, LocalReceiver};
-use sluice_consumer::work::{Priority, WorkItem};
+use sluice_contract::bookkeeping::{self, Lapse};
+use sluice_contract::keys;
+use sluice_contract::local::{LocalBus, LocalReceiver};
+use sluice_contract::{now_ms, ClaimTiming, Priority, StreamEvent, WorkItem};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::sync::Semaphore;
 
 /// Queues a deferred request (the LiteTopic producer in production).
@@ -77,6 +78,9 @@ pub struct EndpointOptions {
     /// consumer/src/runner.rs): a request popped by a consumer that died
     /// before starting it is published again, once.
     pub lease_check: Duration,
+    /// The consumers' heartbeat settings: a `processing` claim older than
+    /// `claim_timing.stale_after_ms()` belongs to a dead consumer.
+    pub claim_timing: ClaimTiming,
     /// Secrets shared with the filter / ext_authz (`--deferral-secret-file`):
     /// a request is served only with a deferral token signed by one of them.
     /// Empty: every request is refused (403).
@@ -102,6 +106,7 @@ impl Default for EndpointOptions {
             low_priority_timeout: Duration::from_secs(120),
             high_priority_timeout: Duration::from_secs(1800),
             lease_check: Duration::from_secs(2),
+            claim_timing: ClaimTiming::default(),
             secrets: Vec::new(),
             token_max_age: Duration::from_secs(30),
             owner_ttl: Duration::from_secs(86_400),
@@ -218,11 +223,6 @@ async fn recv_local(local: &mut Option<LocalReceiver>) -> Option<String> {
     }
 }
 
-/// A `processing` claim whose heartbeat (Redis time, refreshed every 5 s by
-/// its owner) is older than this belongs to a dead consumer: above the
-/// consumer's own 15 s lease, so the two never disagree about a live call.
-const STALE_CLAIM_MS: u64 = 20_000;
-
 fn error(status: StatusCode, code: &str, message: &str) -> Response {
     let body = json!({"error": {"message": message, "type": "sluice_deferral", "param": null, "code": code}});
     (
@@ -247,13 +247,6 @@ fn valid_marker(value: &str) -> bool {
         && value
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.:/@+~".contains(&b))
-}
-
-fn now_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// A refusal before anything was queued: the answer, and the reason it is
@@ -410,14 +403,10 @@ fn parse_deferred(
         body_sha256: &digest,
     };
     let max_age = options.token_max_age.as_millis() as u64;
-    if let Err(why) = claims.verify(token, &options.secrets, now_millis(), max_age) {
+    if let Err(why) = claims.verify(token, &options.secrets, now_ms(), max_age) {
         return Err(Rejection::forbidden(why.reason(), why.to_string()));
     }
-    let priority = match priority_label.as_str() {
-        "low" => Priority::Low,
-        "high" => Priority::High,
-        _ => Priority::Normal,
-    };
+    let priority = Priority::from_label(&priority_label);
     // Signed, but checked again as the filter checks it: this endpoint never
     // queues what the filter would have refused.
     let Some(endpoint) = Endpoint::from_path(uri.path()) else {
@@ -505,9 +494,7 @@ async fn check_backlog(state: &EndpointState, deferred: &Deferred) -> Result<(),
     }
     let topic = sluice_litetopic::lite_topic_name(&deferred.tenant, &deferred.model);
     let mut redis = state.redis.clone();
-    let backlog: Option<u64> = redis::cmd("GET")
-        .arg(keys::backlog(&topic))
-        .query_async(&mut redis)
+    let backlog = bookkeeping::backlog(&mut redis, &topic)
         .await
         .unwrap_or(None);
     if backlog.unwrap_or(0) >= state.options.low_priority_max_backlog {
@@ -618,7 +605,7 @@ async fn queue(
         priority: deferred.priority,
         path: deferred.path.clone(),
         body: deferred.request.clone(),
-        enqueued_at_ms: now_millis(),
+        enqueued_at_ms: now_ms(),
         estimated_tokens: deferred.estimated_tokens,
         attempt: 0,
     }
@@ -706,7 +693,7 @@ async fn answer(waiter: Waiter, deferred: &Deferred, queue_position: Option<u64>
     let headers = response.headers_mut();
     if let Some(position) = queue_position {
         if let Ok(value) = HeaderValue::from_str(&position.to_string()) {
-            headers.insert("x-sluice-queue-position", value);
+            headers.insert(QUEUE_POSITION_HEADER, value);
         }
     }
     if let Some(Ok(value)) = resume.as_deref().map(HeaderValue::from_str) {
@@ -836,12 +823,11 @@ impl Waiter {
         self.local_seq += 1;
         Entry {
             id: format!("local-{}", self.local_seq),
-            fields: [
-                ("type".to_string(), "chunk".to_string()),
-                ("data".to_string(), data),
-            ]
-            .into_iter()
-            .collect(),
+            fields: StreamEvent::Chunk { data }
+                .fields()
+                .into_iter()
+                .map(|(name, value)| (name.to_string(), value))
+                .collect(),
         }
     }
 
@@ -851,48 +837,30 @@ impl Waiter {
     /// answers `interrupted` (stale claim) — never a second model call.
     async fn check_lease(&mut self) {
         let mut redis = self.state.redis.clone();
-        let lease: Result<bool, _> = redis::cmd("EXISTS")
-            .arg(keys::lease(&self.req_id))
-            .query_async(&mut redis)
-            .await;
+        let lease = bookkeeping::lease_held(&mut redis, &self.req_id).await;
         let Some(republish) = self.republish.as_mut() else {
             return;
         };
         match lease {
             Ok(true) => republish.lease_seen = true,
             Ok(false) if republish.lease_seen => {
-                let (processing, done) = (keys::processing(&self.req_id), keys::done(&self.req_id));
-                let state: Result<(bool, Option<String>, (u64, u64)), _> = redis::pipe()
-                    .exists(&done)
-                    .get(&processing)
-                    .cmd("TIME")
-                    .query_async(&mut redis)
-                    .await;
-                let Ok((finished, claim, (seconds, micros))) = state else {
+                // A claim whose owner stopped its heartbeat died mid-call. Publish
+                // again so a live consumer answers `interrupted` (it never calls
+                // the model a second time); a live claim is left alone.
+                let lapse = bookkeeping::lapsed_request(
+                    &mut redis,
+                    &self.req_id,
+                    &self.state.options.claim_timing,
+                )
+                .await;
+                let Ok(Lapse::Lost { call_started }) = lapse else {
                     return;
                 };
-                if finished {
-                    return;
-                }
-                if let Some(claim) = &claim {
-                    // A claim whose owner stopped its heartbeat died mid-call. Publish
-                    // again so a live consumer answers `interrupted` (it never calls
-                    // the model a second time); a live claim is left alone.
-                    let now_ms = seconds * 1000 + micros / 1000;
-                    let heartbeat = claim
-                        .rsplit(' ')
-                        .next()
-                        .and_then(|t| t.parse::<u64>().ok())
-                        .unwrap_or(0);
-                    if now_ms.saturating_sub(heartbeat) < STALE_CLAIM_MS {
-                        return;
-                    }
-                }
                 republish.done = true;
                 self.state.metrics.republished.inc();
                 tracing::warn!(
                     req_id = %self.req_id,
-                    call_started = claim.is_some(),
+                    call_started,
                     "consumer lease lapsed (its consumer died); publishing again"
                 );
                 let result = self
@@ -914,17 +882,14 @@ impl Waiter {
     }
 }
 
-fn error_payload(entry: &Entry) -> (StatusCode, Value) {
-    let status = entry
-        .field("status")
-        .and_then(|s| s.parse::<u16>().ok())
-        .and_then(|s| StatusCode::from_u16(s).ok())
-        .unwrap_or(StatusCode::BAD_GATEWAY);
+/// The client's answer to an `error` entry.
+fn error_payload(status: u16, code: &str, message: &str) -> (StatusCode, Value) {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
     let body = json!({"error": {
-        "message": entry.field("message").unwrap_or("the model call failed"),
+        "message": message,
         "type": "sluice_deferral",
         "param": null,
-        "code": entry.field("code").unwrap_or("backend_error"),
+        "code": code,
     }});
     (status, body)
 }
@@ -981,24 +946,27 @@ fn sse_response(
                 }
                 let (text, finished) = match waiter.next(deadline, Some(keep_alive)).await {
                     Next::KeepAlive => (sse::comment("keep-alive"), false),
-                    Next::Entry(entry) => match entry.field("type") {
-                        Some("chunk") => {
-                            let data = entry.field("data").unwrap_or("");
-                            if !include_usage && is_usage_only(data) {
+                    Next::Entry(entry) => match entry.event() {
+                        Some(StreamEvent::Chunk { data }) => {
+                            if !include_usage && is_usage_only(&data) {
                                 (String::new(), false)
                             } else {
-                                (sse::event(Some(&entry.id), None, data), false)
+                                (sse::event(Some(&entry.id), None, &data), false)
                             }
                         }
-                        Some("done") => (sse::DONE.to_string(), true),
-                        Some("error") => {
-                            let (_, body) = error_payload(&entry);
+                        Some(StreamEvent::Done { .. }) => (sse::DONE.to_string(), true),
+                        Some(StreamEvent::Error {
+                            status,
+                            code,
+                            message,
+                        }) => {
+                            let (_, body) = error_payload(status, &code, &message);
                             (
                                 sse::event(Some(&entry.id), Some("error"), &body.to_string()),
                                 true,
                             )
                         }
-                        _ => (String::new(), false),
+                        None => (String::new(), false),
                     },
                     Next::TimedOut => {
                         waiter.state.metrics.timed_out.inc();
@@ -1036,9 +1004,9 @@ async fn json_response(mut waiter: Waiter) -> Response {
     let mut assembler = sse::Assembler::default();
     loop {
         match waiter.next(deadline, None).await {
-            Next::Entry(entry) => match entry.field("type") {
-                Some("chunk") => assembler.feed(entry.field("data").unwrap_or("")),
-                Some("done") => {
+            Next::Entry(entry) => match entry.event() {
+                Some(StreamEvent::Chunk { data }) => assembler.feed(&data),
+                Some(StreamEvent::Done { .. }) => {
                     waiter.finished = true;
                     let mut response = (
                         StatusCode::OK,
@@ -1051,9 +1019,13 @@ async fn json_response(mut waiter: Waiter) -> Response {
                     }
                     return response;
                 }
-                Some("error") => {
+                Some(StreamEvent::Error {
+                    status,
+                    code,
+                    message,
+                }) => {
                     waiter.finished = true;
-                    let (status, body) = error_payload(&entry);
+                    let (status, body) = error_payload(status, &code, &message);
                     return (
                         status,
                         [("content-type", "application/json")],
@@ -1061,7 +1033,7 @@ async fn json_response(mut waiter: Waiter) -> Response {
                     )
                         .into_response();
                 }
-                _ => {}
+                None => {}
             },
             Next::TimedOut => {
                 waiter.state.metrics.timed_out.inc();

@@ -11,6 +11,7 @@
 
 use redis::streams::{StreamReadOptions, StreamReadReply};
 use redis::AsyncCommands;
+use sluice_contract::StreamEvent;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -27,6 +28,12 @@ pub struct Entry {
 impl Entry {
     pub fn field(&self, name: &str) -> Option<&str> {
         self.fields.get(name).map(String::as_str)
+    }
+
+    /// The entry as the contract's typed event; `None` for a type this
+    /// version does not know (skipped).
+    pub fn event(&self) -> Option<StreamEvent> {
+        StreamEvent::from_fields(|name| self.field(name))
     }
 }
 

@@ -1,4 +1,9 @@
-//! The deferral endpoint's response side: Redis Streams → the client.
+//! The deferral endpoint: deferred requests are queued for their tenant ×
+//! model bucket and answered from the Redis Streams the consumer writes.
+//!
+//! [`Endpoint::build`] wires it (stream hub, control connection, LiteTopic
+//! publisher with its bucket caps, router) from an [`EndpointConfig`]; the
+//! binaries and the tests use it.
 
 pub mod body;
 pub mod caps;
@@ -7,3 +12,115 @@ pub mod hub;
 pub mod publisher;
 pub mod secrets;
 pub mod sse;
+
+use caps::{BucketCaps, CapLimits, CapsError, CapsMetrics};
+use endpoint::{EndpointMetrics, EndpointOptions};
+use hub::{HubOptions, StreamHub};
+use publisher::LitePublisher;
+use sluice_contract::LocalBus;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything the endpoint needs from outside.
+pub struct EndpointConfig {
+    /// Redis: response streams, request keys, bucket bookkeeping.
+    pub redis_url: String,
+    /// RocketMQ name server.
+    pub namesrv: String,
+    /// Parent topic of the per tenant × model LiteTopics.
+    pub parent: String,
+    /// Consumer group bound to the parent topic (created if missing).
+    pub consumer_group: String,
+    /// Caps on new buckets.
+    pub caps: CapLimits,
+    pub caps_metrics: CapsMetrics,
+    pub hub: HubOptions,
+    pub options: EndpointOptions,
+    pub metrics: Arc<EndpointMetrics>,
+    /// In-process mode: chunks from a consumer running in this process.
+    pub local: Option<Arc<LocalBus>>,
+}
+
+impl EndpointConfig {
+    /// Defaults for everything but the stores: parent `sluice-deferred`,
+    /// group `sluice-consumer`, default caps, options and metrics.
+    pub fn new(redis_url: impl Into<String>, namesrv: impl Into<String>) -> Self {
+        EndpointConfig {
+            redis_url: redis_url.into(),
+            namesrv: namesrv.into(),
+            parent: "sluice-deferred".into(),
+            consumer_group: "sluice-consumer".into(),
+            caps: CapLimits::default(),
+            caps_metrics: CapsMetrics::default(),
+            hub: HubOptions::default(),
+            options: EndpointOptions::default(),
+            metrics: Arc::new(EndpointMetrics::default()),
+            local: None,
+        }
+    }
+}
+
+/// Why the endpoint could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("invalid deferral bucket caps: {0}")]
+    Caps(#[from] CapsError),
+    #[error("invalid Redis URL {url}: {kind:?}")]
+    RedisUrl {
+        /// Credentials redacted.
+        url: String,
+        kind: redis::ErrorKind,
+    },
+    #[error("Redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("cannot reach the RocketMQ name server at {namesrv}: {source}")]
+    Broker {
+        namesrv: String,
+        source: sluice_litetopic::LiteError,
+    },
+}
+
+/// The deferral endpoint's constructor.
+pub struct Endpoint;
+
+impl Endpoint {
+    /// Connects the stream hub, a control connection (2 s response
+    /// timeout; connects lazily) and the LiteTopic publisher, and returns
+    /// the endpoint's router.
+    pub async fn build(config: EndpointConfig) -> Result<axum::Router, BuildError> {
+        let caps = BucketCaps::new(config.caps, config.caps_metrics)?;
+        // rustls needs a process-wide crypto provider for rediss:// URLs.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client =
+            redis::Client::open(config.redis_url.as_str()).map_err(|e| BuildError::RedisUrl {
+                url: crate::store::redact_url(&config.redis_url),
+                kind: e.kind(),
+            })?;
+        let hub = StreamHub::start(client.clone(), config.hub)?;
+        let control = redis::aio::ConnectionManager::new_lazy_with_config(
+            client,
+            redis::aio::ConnectionManagerConfig::new()
+                .set_response_timeout(Some(Duration::from_secs(2))),
+        )?;
+        let publisher = LitePublisher::connect(
+            &config.namesrv,
+            &config.parent,
+            &config.consumer_group,
+            control.clone(),
+        )
+        .await
+        .map_err(|source| BuildError::Broker {
+            namesrv: config.namesrv.clone(),
+            source,
+        })?
+        .with_caps(caps);
+        Ok(endpoint::router_with_local(
+            hub,
+            Arc::new(publisher),
+            control,
+            config.options,
+            config.metrics,
+            config.local,
+        ))
+    }
+}

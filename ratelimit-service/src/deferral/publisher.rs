@@ -1,20 +1,15 @@
 //! The endpoint's [`Publisher`] over RocketMQ LiteTopics: one LiteTopic per
 //! tenant × model under one parent topic, created by the broker on first send.
 
-use super::caps::{Admission, BucketCaps, PublishError};
+use super::caps::{BucketCaps, PublishError};
 use super::endpoint::Publisher;
 use futures::future::BoxFuture;
-use sluice_consumer::keys;
+use sluice_contract::bookkeeping;
 use sluice_litetopic::{lite_topic_name, LiteAdmin, LiteClient, LiteConfig, LiteProducer};
 
 /// How long the first publish to a new bucket waits for a consumer to
 /// subscribe (a LiteTopic subscription does not see earlier messages).
 const FIRST_SUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// Longest wait for a consumer to finish deleting a retired bucket's queue
-/// (a little above the reclaim mark's lifetime).
-const RECLAIM_WAIT: std::time::Duration =
-    std::time::Duration::from_millis(keys::RECLAIM_MARK_TTL_MS + 1_000);
 
 pub struct LitePublisher {
     producer: LiteProducer,
@@ -72,37 +67,20 @@ impl LitePublisher {
     /// a new one.
     async fn announce(&self, tenant: &str, topic: &str) -> Result<(), PublishError> {
         let mut redis = self.redis.clone();
-        let mark = keys::subscribed(topic);
         // A consumer deleting the bucket's retired queue at the broker would
-        // take this message with it: wait until it is done (milliseconds; the
-        // mark lapses by itself should that consumer die half-way).
-        let reclaim_deadline = tokio::time::Instant::now() + RECLAIM_WAIT;
-        let subscribed = loop {
-            match self
-                .caps
-                .admit(&mut redis, tenant, topic, sluice_consumer::now_ms())
-                .await?
-            {
-                Admission::Admitted(admitted) => break admitted.subscribed,
-                Admission::Reclaiming if tokio::time::Instant::now() < reclaim_deadline => {
-                    tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-                }
-                Admission::Reclaiming => {
-                    return Err(PublishError::Failed(format!(
-                        "bucket {topic} is still being reclaimed at the broker"
-                    )))
-                }
-            }
-        };
+        // take this message with it: the caps wait until it is done.
+        let subscribed = self
+            .caps
+            .admit_after_reclaim(&mut redis, tenant, topic)
+            .await?
+            .subscribed;
         if subscribed {
             return Ok(());
         }
         let deadline = tokio::time::Instant::now() + FIRST_SUBSCRIBE_WAIT;
         while tokio::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-            let ready: bool = redis::cmd("EXISTS")
-                .arg(&mark)
-                .query_async(&mut redis)
+            let ready = bookkeeping::is_subscribed(&mut redis, topic)
                 .await
                 .unwrap_or(false);
             if ready {
@@ -132,14 +110,8 @@ impl Publisher for LitePublisher {
             // One more queued in the bucket (the consumer counts down at pop);
             // re-publishes count too, so the figure does not drift.
             let mut redis = self.redis.clone();
-            let counted: Result<(u64,), _> = redis::pipe()
-                .incr(keys::backlog(&topic), 1)
-                .expire(keys::backlog(&topic), 86_400)
-                .ignore()
-                .query_async(&mut redis)
-                .await;
-            match counted {
-                Ok((queued,)) => Ok(Some(queued)),
+            match bookkeeping::count_publish(&mut redis, &topic).await {
+                Ok(queued) => Ok(Some(queued)),
                 Err(error) => {
                     tracing::warn!(%error, %topic, "published, but the backlog count was not updated");
                     Ok(None)

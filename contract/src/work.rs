@@ -1,15 +1,18 @@
 //! The work item: the body of one LiteTopic message, written by the deferral
-//! endpoint and read by the consumer. This is the single definition; the HTTP
-//! side imports it from here.
+//! endpoint and read by the consumer. This is the single definition.
 
-use crate::keys::{self, BucketId};
+use crate::keys;
 use serde::{Deserialize, Serialize};
 
 /// Upper bound of a request id (it is embedded in four Redis keys).
 pub const MAX_REQ_ID_LEN: usize = 200;
 
-/// Priority class of a deferred request.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Priority class of traffic: set per limit in the RLS's limits file, sent
+/// by the filter as `x-sluice-priority`, carried in the work item. High
+/// waits longest when deferred, low fails fast.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     Low,
@@ -19,11 +22,21 @@ pub enum Priority {
 }
 
 impl Priority {
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Priority::Low => "low",
             Priority::Normal => "normal",
             Priority::High => "high",
+        }
+    }
+
+    /// The priority a header label names; anything else is normal (the
+    /// label is signed by the filter, so it is one of the three in practice).
+    pub fn from_label(label: &str) -> Self {
+        match label {
+            "low" => Priority::Low,
+            "high" => Priority::High,
+            _ => Priority::Normal,
         }
     }
 }
@@ -98,11 +111,6 @@ impl WorkItem {
         validate_req_id(&self.req_id)
     }
 
-    /// The pacing bucket (tenant × model), with sanitized names.
-    pub fn bucket(&self) -> BucketId {
-        BucketId::new(&self.tenant, &self.model)
-    }
-
     /// Milliseconds spent in the queue, given the current Unix time.
     pub fn queued_ms(&self, now_ms: u64) -> u64 {
         now_ms.saturating_sub(self.enqueued_at_ms)
@@ -160,6 +168,10 @@ mod tests {
         }
         assert!(validate_req_id(&"x".repeat(201)).is_err());
         assert!(validate_req_id("chatcmpl-0f3a_9:x").is_ok());
+        assert_eq!(Priority::from_label("high"), Priority::High);
+        assert_eq!(Priority::from_label("low"), Priority::Low);
+        assert_eq!(Priority::from_label("urgent"), Priority::Normal);
+        assert!(Priority::Low < Priority::Normal && Priority::Normal < Priority::High);
         assert!(WorkItem::from_json(br#"{"req_id":"r"}"#).is_err());
         assert!(WorkItem::from_json(
             br#"{"req_id":"r","tenant":"t","model":"m","priority":"urgent","path":"/","body":{}}"#

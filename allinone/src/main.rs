@@ -1,0 +1,159 @@
+//! `sluice-allinone`: `sluice-rls` with its deferral endpoint and the paced
+//! consumer in one process, for small installs (the in-process mode).
+//!
+//! The composition root of the two libraries: `sluice-rls` itself does not
+//! link the consumer. Chunks of requests waiting in this process go from the
+//! model call to the client through a channel ([`sluice_contract::LocalBus`])
+//! instead of the Redis Stream; terminal entries and every marker still go
+//! through Redis. In-flight requests die with the process and their streams
+//! cannot be resumed (see docs/operations.md, "In-process mode").
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
+
+use anyhow::Context;
+use clap::Parser;
+use sluice_consumer::admin_auth::{self, WritePolicy};
+use sluice_consumer::embedded::{self, FileConfig, StartOptions};
+use sluice_contract::LocalBus;
+use sluice_ratelimit::cli::{self, InProcess, ServeArgs};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    name = "sluice-allinone",
+    version,
+    about = "sluice-rls, its deferral endpoint and the paced consumer in one process"
+)]
+struct Cli {
+    #[command(flatten)]
+    rls: ServeArgs,
+
+    #[command(flatten)]
+    consumer: ConsumerArgs,
+}
+
+/// The consumer's flags (the rest of its settings are in its YAML).
+#[derive(clap::Args)]
+struct ConsumerArgs {
+    /// The consumer's YAML (backend, pacing, limits; see consumer/README.md).
+    #[arg(long, env = "SLUICE_CONSUMER_CONFIG")]
+    consumer_config: Option<PathBuf>,
+
+    /// Backend base URL for models without their own entry.
+    #[arg(long, env = "SLUICE_BACKEND_URL")]
+    backend_url: Option<String>,
+
+    /// The consumer's admin API (/metrics, rate changes). Loopback by
+    /// default; bound elsewhere, writes need the admin token.
+    #[arg(
+        long,
+        env = "SLUICE_CONSUMER_ADMIN_ADDR",
+        default_value = "127.0.0.1:9092"
+    )]
+    consumer_admin_addr: SocketAddr,
+
+    /// File holding the bearer token of the consumer admin API's writes
+    /// (else $SLUICE_ADMIN_TOKEN). sluice-rls's own admin is read-only.
+    #[arg(long, env = admin_auth::ADMIN_TOKEN_FILE_ENV)]
+    admin_token_file: Option<PathBuf>,
+}
+
+/// The running consumer: stop it with `stop`, then await `task`.
+struct RunningConsumer {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    cli::init_tracing(cli.rls.log_format);
+    match run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("sluice-allinone: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        cli.rls.deferral_addr.is_some(),
+        "the in-process consumer answers deferred requests: pass --deferral-addr"
+    );
+    // rustls needs a process-wide crypto provider (rediss:// URLs, https
+    // backends) before the consumer connects.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let bus = LocalBus::new();
+    let (consumer, claim_timing) = start_consumer(&cli.rls, &cli.consumer, bus.clone()).await?;
+    let in_process = InProcess {
+        local: bus,
+        claim_timing,
+    };
+    let served = cli::serve(cli.rls, Some(in_process), cli::shutdown_signal()).await;
+    let _ = consumer.stop.send(());
+    let _ = consumer.task.await;
+    served
+}
+
+/// The consumer's pop loop and admin API in this process.
+async fn start_consumer(
+    rls: &ServeArgs,
+    args: &ConsumerArgs,
+    bus: Arc<LocalBus>,
+) -> anyhow::Result<(RunningConsumer, sluice_contract::ClaimTiming)> {
+    let mut file = FileConfig::load(args.consumer_config.as_deref())?;
+    let admin_token = admin_auth::load_token(args.admin_token_file.as_deref())?;
+    if let Some(url) = &args.backend_url {
+        file.consumer.backend.default.base_url = url.clone();
+    }
+    let claim_timing = file.consumer.idempotency.claim_timing();
+    let started = embedded::start(StartOptions {
+        file,
+        namesrv: rls.namesrv.clone(),
+        parent: rls.lite_parent.clone(),
+        group: rls.consumer_group.clone(),
+        redis_url: rls.redis_url.clone(),
+        id: embedded::default_id(),
+        runner: Default::default(),
+        local: Some(bus),
+    })
+    .await
+    .context("in-process consumer")?;
+    let listener = tokio::net::TcpListener::bind(args.consumer_admin_addr)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {} (consumer admin)",
+                args.consumer_admin_addr
+            )
+        })?;
+    let admin_addr = listener.local_addr()?;
+    tracing::info!(admin = %admin_addr, "in-process consumer started");
+    let writes = WritePolicy::for_listener(admin_addr, admin_token);
+    writes.log_startup("consumer admin API", admin_addr);
+    let router =
+        sluice_consumer::admin::router(started.metrics.clone(), started.pacer.clone(), writes);
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, router).await {
+            tracing::error!(%error, "consumer admin server stopped");
+        }
+    });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        started
+            .runner
+            .clone()
+            .run(async move {
+                let _ = stopped.await;
+            })
+            .await;
+        drop(started.client);
+    });
+    Ok((RunningConsumer { stop, task }, claim_timing))
+}

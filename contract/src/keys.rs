@@ -1,0 +1,170 @@
+//! Redis key names shared by the deferral endpoint and the consumer.
+//!
+//! Per-request keys carry the request id as the Redis Cluster hash tag, so
+//! every script and pipeline of one request stays on one slot:
+//! `response:{id}`, `cancel:{id}`, `done:{id}`, `processing:{id}`,
+//! `lease:{id}`, `owner:{id}`.
+//!
+//! Bucket bookkeeping keys share the `{buckets}` tag (see [`BUCKETS`]). The
+//! consumer's own pacing keys (`sluice:pace:{model}:…`, `sluice:rates:…`)
+//! are not part of the contract: they live in the consumer.
+
+use std::fmt::Write as _;
+
+/// `response:{<req_id>}`: the response stream.
+pub fn response(req_id: &str) -> String {
+    format!("response:{{{req_id}}}")
+}
+
+/// `cancel:{<req_id>}`: set by the HTTP side when the client went away.
+pub fn cancel(req_id: &str) -> String {
+    format!("cancel:{{{req_id}}}")
+}
+
+/// `done:{<req_id>}`: a terminal entry (`done` or `error`) was written.
+pub fn done(req_id: &str) -> String {
+    format!("done:{{{req_id}}}")
+}
+
+/// `processing:{<req_id>}`: the owner of the running call and its heartbeat.
+pub fn processing(req_id: &str) -> String {
+    format!("processing:{{{req_id}}}")
+}
+
+/// `lease:{<req_id>}`: held by the consumer from pop until the call ends.
+/// The deferral endpoint publishes a request again if it lapses while the
+/// request is unclaimed or its claim is dead (this broker never redelivers).
+pub fn lease(req_id: &str) -> String {
+    format!("lease:{{{req_id}}}")
+}
+
+/// `owner:{<req_id>}`: the tenant a request id belongs to. The deferral
+/// endpoint sets it once (`SET NX`) when it accepts a request — a second
+/// request with the same id is refused — and checks it before a resume.
+pub fn owner(req_id: &str) -> String {
+    format!("owner:{{{req_id}}}")
+}
+
+/// Bucket bookkeeping keys share the `{buckets}` hash tag: the consumer
+/// retires an idle bucket with one script over several of them, which must
+/// stay on one Redis Cluster slot. They are touched once per publish and per
+/// pop, small next to the per-request traffic.
+///
+/// The Redis set of known buckets (LiteTopic names): the endpoint adds, the
+/// consumers subscribe to what is in it.
+pub const BUCKETS: &str = "sluice:{buckets}";
+
+/// Sorted set: bucket → time of its last publish (ms). Idle buckets are
+/// retired from it and from [`BUCKETS`].
+pub const ACTIVITY: &str = "sluice:{buckets}:activity";
+
+/// Sorted set: consumer instance id → its last heartbeat (ms).
+pub const CONSUMERS: &str = "sluice:{buckets}:consumers";
+
+/// Set by a consumer once it is subscribed to `lite_topic`; deleted when
+/// the bucket is retired.
+pub fn subscribed(lite_topic: &str) -> String {
+    format!("sluice:{{buckets}}:subscribed:{lite_topic}")
+}
+
+/// Queued requests of a bucket: the endpoint counts up at publish, the
+/// consumer down at pop.
+pub fn backlog(lite_topic: &str) -> String {
+    format!("sluice:{{buckets}}:backlog:{lite_topic}")
+}
+
+/// Set while a consumer deletes a retired bucket's queue at the broker
+/// (between the retire script and the broker's answer): the endpoint does
+/// not publish to the bucket meanwhile, since the delete would take the
+/// message with it. Expires after [`RECLAIM_MARK_TTL_MS`] should the
+/// consumer die half-way.
+pub fn reclaiming(lite_topic: &str) -> String {
+    format!("sluice:{{buckets}}:reclaiming:{lite_topic}")
+}
+
+/// Lifetime of a [`reclaiming`] mark, ms: above the two broker requests of a
+/// reclaim (3 s timeout each).
+pub const RECLAIM_MARK_TTL_MS: u64 = 10_000;
+
+/// Hash: bucket (LiteTopic) → its tenant (sanitized). Written by the
+/// endpoint's bucket caps when it adds a bucket to [`BUCKETS`]; read and
+/// dropped by the retire script, which counts the tenant down.
+pub const BUCKET_TENANTS: &str = "sluice:{buckets}:owners";
+
+/// Hash: tenant (sanitized) → how many of its buckets are in [`BUCKETS`]
+/// (the per-tenant cap). A tenant's field is dropped at zero.
+pub const TENANT_BUCKET_COUNTS: &str = "sluice:{buckets}:per-tenant";
+
+/// Buckets created in one minute (`unix_ms / 60_000`): the per-minute cap.
+/// Expires two minutes after its window started.
+pub fn created_in_minute(minute: u64) -> String {
+    format!("sluice:{{buckets}}:created:{minute}")
+}
+
+/// Longest sanitized name component; longer names are shortened with a hash.
+pub const MAX_COMPONENT_LEN: usize = 64;
+
+/// A name made safe for Redis keys, metric labels and hash fields: bytes
+/// outside `[A-Za-z0-9._-]` are percent-encoded (so the mapping is
+/// injective: two different names never share a bucket), and results longer
+/// than [`MAX_COMPONENT_LEN`] become a readable prefix, `~`, and the SHA-1 of
+/// the whole name (`~` cannot occur in an encoded name, so a shortened name
+/// never equals an unshortened one). The result never contains `{`, `}`,
+/// `:`, `*` or whitespace.
+pub fn sanitize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for byte in name.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-') {
+            out.push(byte as char);
+        } else {
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+    if out.is_empty() {
+        // The empty name is distinct from every other: "%" alone never
+        // results from encoding.
+        return "%".into();
+    }
+    if out.len() <= MAX_COMPONENT_LEN {
+        return out;
+    }
+    let digest = sha1_smol::Sha1::from(name.as_bytes()).digest().to_string();
+    let keep = MAX_COMPONENT_LEN - 1 - digest.len();
+    // `out` is ASCII, so any byte index is a char boundary.
+    format!("{}~{}", &out[..keep], digest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_keys_share_the_hash_tag() {
+        assert_eq!(response("abc"), "response:{abc}");
+        assert_eq!(cancel("abc"), "cancel:{abc}");
+        assert_eq!(done("abc"), "done:{abc}");
+        assert_eq!(processing("abc"), "processing:{abc}");
+        assert_eq!(lease("abc"), "lease:{abc}");
+        assert_eq!(owner("abc"), "owner:{abc}");
+    }
+
+    #[test]
+    fn sanitize_is_safe_and_injective() {
+        assert_eq!(sanitize("acme-corp_1.x"), "acme-corp_1.x");
+        assert_eq!(sanitize("a b"), "a%20b");
+        assert_eq!(sanitize("a%20b"), "a%2520b");
+        assert_eq!(sanitize("{evil}:*"), "%7Bevil%7D%3A%2A");
+        assert_eq!(sanitize(""), "%");
+        assert_ne!(sanitize("A"), sanitize("a"));
+        let long = "t".repeat(500);
+        let short = sanitize(&long);
+        assert_eq!(short.len(), MAX_COMPONENT_LEN);
+        assert!(short.contains('~'));
+        assert_ne!(short, sanitize(&"t".repeat(501)));
+        for name in ["ünïcødé", "x}y", "a\u{0}b", &long] {
+            let s = sanitize(name);
+            assert!(s.len() <= MAX_COMPONENT_LEN);
+            assert!(!s.contains(['{', '}', ':', '*', ' ']), "{s}");
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! The shared bucket bookkeeping on a real Redis: a publish (endpoint or
+//! re-publish) registers the bucket and counts its backlog with an expiry; a
+//! pop counts down and takes the lease; a lapsed lease is judged by the
+//! claim's heartbeat.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
+
+use sluice_contract::bookkeeping::{
+    self, Announced, Bookkeeping, CapHit, CapValues, Lapse, BACKLOG_TTL_SECS,
+};
+use sluice_contract::{keys, ClaimTiming};
+use sluice_testkit::RedisServer;
+use std::time::Duration;
+
+async fn redis() -> (RedisServer, redis::aio::ConnectionManager) {
+    let server = RedisServer::start().unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let conn = redis::aio::ConnectionManager::new(client).await.unwrap();
+    (server, conn)
+}
+
+#[tokio::test]
+async fn a_publish_registers_the_bucket_and_counts_its_backlog() {
+    let (_server, mut conn) = redis().await;
+    let book = Bookkeeping::default();
+    let (tenant, topic) = ("acme", "acme_m");
+    let now = sluice_contract::now_ms();
+    // A re-publish (no cap) to a bucket nobody knows: registered like the
+    // endpoint's first publish, with its tenant.
+    let first = book
+        .announce(&mut conn, tenant, topic, now, &CapValues::UNBOUNDED)
+        .await
+        .unwrap();
+    assert_eq!(
+        first.outcome,
+        Announced::Admitted {
+            created: true,
+            subscribed: false
+        }
+    );
+    assert_eq!(first.known, 1);
+    let member: bool = redis::cmd("SISMEMBER")
+        .arg(keys::BUCKETS)
+        .arg(topic)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(member);
+    let owner: Option<String> = redis::cmd("HGET")
+        .arg(keys::BUCKET_TENANTS)
+        .arg(topic)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(owner.as_deref(), Some(tenant));
+    let stamped: Option<u64> = redis::cmd("ZSCORE")
+        .arg(keys::ACTIVITY)
+        .arg(topic)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(stamped, Some(now));
+
+    // Counted, with an expiry.
+    assert_eq!(
+        bookkeeping::count_publish(&mut conn, topic).await.unwrap(),
+        1
+    );
+    assert_eq!(
+        bookkeeping::count_publish(&mut conn, topic).await.unwrap(),
+        2
+    );
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(keys::backlog(topic))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(ttl > 0 && ttl <= BACKLOG_TTL_SECS as i64, "{ttl}");
+
+    // A pop counts down and takes the lease; both are visible to the endpoint.
+    bookkeeping::record_pop(&mut conn, topic, Some("r-1"), Duration::from_secs(15))
+        .await
+        .unwrap();
+    assert_eq!(
+        bookkeeping::backlog(&mut conn, topic).await.unwrap(),
+        Some(1)
+    );
+    assert!(bookkeeping::lease_held(&mut conn, "r-1").await.unwrap());
+    bookkeeping::drop_lease(&mut conn, "r-1").await.unwrap();
+    assert!(!bookkeeping::lease_held(&mut conn, "r-1").await.unwrap());
+
+    // The bucket exists now: a second announce only stamps it.
+    let again = book
+        .announce(&mut conn, tenant, topic, now + 5, &CapValues::UNBOUNDED)
+        .await
+        .unwrap();
+    assert_eq!(
+        again.outcome,
+        Announced::Admitted {
+            created: false,
+            subscribed: false
+        }
+    );
+}
+
+#[tokio::test]
+async fn caps_refuse_new_buckets_only_and_a_reclaim_blocks_the_announce() {
+    let (_server, mut conn) = redis().await;
+    let book = Bookkeeping::default();
+    let one = CapValues {
+        max_buckets: 1,
+        max_buckets_per_tenant: 1,
+        max_new_buckets_per_minute: 10,
+    };
+    let now = sluice_contract::now_ms();
+    let first = book
+        .announce(&mut conn, "a", "a_m", now, &one)
+        .await
+        .unwrap();
+    assert!(matches!(
+        first.outcome,
+        Announced::Admitted { created: true, .. }
+    ));
+    let tenant = book
+        .announce(&mut conn, "a", "a_n", now, &one)
+        .await
+        .unwrap();
+    assert_eq!(tenant.outcome, Announced::Refused(CapHit::Tenant));
+    let global = book
+        .announce(&mut conn, "b", "b_m", now, &one)
+        .await
+        .unwrap();
+    assert_eq!(global.outcome, Announced::Refused(CapHit::Global));
+    let existing = book
+        .announce(&mut conn, "a", "a_m", now, &one)
+        .await
+        .unwrap();
+    assert!(matches!(
+        existing.outcome,
+        Announced::Admitted { created: false, .. }
+    ));
+
+    let _: () = redis::cmd("SET")
+        .arg(keys::reclaiming("c_m"))
+        .arg(1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let reclaiming = book
+        .announce(&mut conn, "c", "c_m", now, &CapValues::UNBOUNDED)
+        .await
+        .unwrap();
+    assert_eq!(reclaiming.outcome, Announced::Reclaiming);
+}
+
+#[tokio::test]
+async fn a_lapsed_lease_is_judged_by_the_claim_heartbeat() {
+    let (_server, mut conn) = redis().await;
+    let timing = ClaimTiming::default();
+    assert_eq!(
+        bookkeeping::lapsed_request(&mut conn, "r", &timing)
+            .await
+            .unwrap(),
+        Lapse::Lost {
+            call_started: false
+        }
+    );
+    // A claim written now (Redis time) is alive; one from long ago is dead.
+    let (seconds, _micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let fresh = sluice_contract::claim::value("c/1", seconds * 1000);
+    let _: () = redis::cmd("SET")
+        .arg(keys::processing("r"))
+        .arg(&fresh)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        bookkeeping::lapsed_request(&mut conn, "r", &timing)
+            .await
+            .unwrap(),
+        Lapse::Running
+    );
+    let stale = sluice_contract::claim::value("c/1", seconds * 1000 - 60_000);
+    let _: () = redis::cmd("SET")
+        .arg(keys::processing("r"))
+        .arg(&stale)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        bookkeeping::lapsed_request(&mut conn, "r", &timing)
+            .await
+            .unwrap(),
+        Lapse::Lost { call_started: true }
+    );
+    let _: () = redis::cmd("SET")
+        .arg(keys::done("r"))
+        .arg("ok")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        bookkeeping::lapsed_request(&mut conn, "r", &timing)
+            .await
+            .unwrap(),
+        Lapse::Finished
+    );
+}
