@@ -366,8 +366,8 @@ async fn main() -> anyhow::Result<()> {
                 format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
             let signed = sluice_testkit::deferral_headers(
                 &req_id,
-                &tenant,
-                &model,
+                tenant,
+                model,
                 "normal",
                 0,
                 body.as_bytes(),
