@@ -3,11 +3,13 @@
 //! and windows), exactly one store call, a pure [`answer`] (statuses,
 //! headers, Sluice's metadata, metric events).
 
-pub mod answer;
-pub mod plan;
+mod answer;
+mod plan;
 
-pub use answer::{Answer, MetricEvent, METADATA_NAMESPACE};
-pub use plan::{Charge, Plan};
+pub use answer::METADATA_NAMESPACE;
+pub use plan::Charge;
+
+use answer::MetricEvent;
 
 use crate::config::{Limit, LimitsConfig};
 use crate::metrics::{DecisionLabels, DetailedLabels, LimitCounters, Metrics, StoreLabels};
