@@ -1,6 +1,6 @@
 //! The decision engine: a `RateLimitRequest` in, a `RateLimitResponse` out,
-//! in three steps: a pure [`plan`] (which counters, with which hits, limits
-//! and windows), exactly one store call, a pure [`answer`] (statuses,
+//! in three steps: a pure `plan` (which counters, with which hits, limits
+//! and windows), exactly one store call, a pure `answer` (statuses,
 //! headers, Sluice's metadata, metric events).
 
 mod answer;
