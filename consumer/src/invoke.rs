@@ -30,6 +30,7 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -426,58 +427,58 @@ impl Invoker {
     /// Streams the call, writing each chunk; returns how it ended. Dropping
     /// the future aborts the backend call (the connection is closed).
     pub(crate) async fn stream_call(&self, item: &WorkItem, sink: &mut Sink<'_>) -> CallEnd {
-        let request = match self.request(item) {
-            Ok(request) => request,
-            Err(message) => {
-                return CallEnd::Failed {
-                    status: 400,
-                    code: codes::INVALID_REQUEST,
-                    message,
-                    kind: FailureKind::InvalidRequest,
-                }
+        match self.open(item).await {
+            Ok((body, first_byte_deadline)) => {
+                self.read_stream(body, first_byte_deadline, item, sink)
+                    .await
             }
-        };
+            Err(end) => end,
+        }
+    }
+
+    /// Sends the request: the body of an event stream and the first-byte
+    /// deadline, or how the call ended.
+    async fn open(&self, item: &WorkItem) -> Result<(Incoming, tokio::time::Instant), CallEnd> {
+        let request = self.request(item).map_err(|message| CallEnd::Failed {
+            status: 400,
+            code: codes::INVALID_REQUEST,
+            message,
+            kind: FailureKind::InvalidRequest,
+        })?;
         let first_byte_deadline =
             tokio::time::Instant::now() + Duration::from_millis(self.config.first_byte_timeout_ms);
-        let idle = Duration::from_millis(self.config.idle_timeout_ms);
         let response = match timeout_at(first_byte_deadline, self.client.request(request)).await {
             Err(_) => {
-                return retry(
+                return Err(retry(
                     FailureKind::FirstByteTimeout,
                     "no answer within the first-byte timeout",
-                )
+                ))
             }
             Ok(Err(error)) => {
-                return retry(
+                return Err(retry(
                     FailureKind::Unreachable,
                     &format!("backend request failed: {}", error_chain(&error)),
-                )
+                ))
             }
             Ok(Ok(response)) => response,
         };
-        let status = response.status();
-        if !status.is_success() {
-            return self.error_answer(response).await;
+        if !response.status().is_success() {
+            return Err(self.error_answer(response).await);
         }
-        let content_type = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_ascii_lowercase();
-        if !content_type.starts_with("text/event-stream") {
-            return CallEnd::Failed {
-                status: 502,
-                code: codes::BACKEND_ERROR,
-                message: format!("the backend answered {content_type:?}, not an event stream"),
-                kind: FailureKind::NotStreaming,
-            };
-        }
-        let mut body = response.into_body();
-        let mut parser = SseParser::new();
-        let mut pending: Vec<String> = Vec::new();
-        let mut usage: Option<String> = None;
-        let mut finished = false;
+        expect_event_stream(response.headers())?;
+        Ok((response.into_body(), first_byte_deadline))
+    }
+
+    /// Reads the event stream to its end, writing chunks as they come.
+    async fn read_stream(
+        &self,
+        mut body: Incoming,
+        first_byte_deadline: tokio::time::Instant,
+        item: &WorkItem,
+        sink: &mut Sink<'_>,
+    ) -> CallEnd {
+        let idle = Duration::from_millis(self.config.idle_timeout_ms);
+        let mut reading = Reading::default();
         loop {
             let deadline = if sink.stats.chunks() == 0 {
                 first_byte_deadline
@@ -494,50 +495,12 @@ impl Invoker {
                         "the backend went silent",
                     );
                 }
-                Ok(None) => {
-                    // End of body: an event without its blank line still counts.
-                    let last: Vec<String> = parser.finish().into_iter().collect();
-                    match self
-                        .handle(
-                            last,
-                            &mut pending,
-                            &mut usage,
-                            &mut finished,
-                            sink,
-                            &item.model,
-                        )
-                        .await
-                    {
-                        Step::Continue => {}
-                        Step::End(end) => return end,
-                    }
-                    if finished {
-                        // A backend that closes after its last chunk without
-                        // `[DONE]` still answered completely.
-                        return CallEnd::Completed { usage };
-                    }
-                    return broken(
-                        sink.stats,
-                        FailureKind::StreamBroken,
-                        502,
-                        codes::BACKEND_STREAM_BROKEN,
-                        "the backend's stream ended without [DONE]",
-                    );
-                }
+                Ok(None) => return reading.end_of_body(sink, &item.model).await,
                 Ok(Some(Err(error))) => {
-                    if let Err(end) = sink.write(&mut pending, &item.model).await {
-                        return end;
-                    }
-                    return broken(
-                        sink.stats,
-                        FailureKind::StreamBroken,
-                        502,
-                        codes::BACKEND_STREAM_BROKEN,
-                        &format!("the backend's stream broke: {}", error_chain(&error)),
-                    );
+                    return reading.stream_broke(&error, sink, &item.model).await
                 }
                 Ok(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => match parser.push(&data) {
+                    Ok(data) => match reading.parser.push(&data) {
                         Ok(payloads) => payloads,
                         Err(error) => {
                             return CallEnd::Failed {
@@ -551,83 +514,12 @@ impl Invoker {
                     Err(_trailers) => continue,
                 },
             };
-            match self
-                .handle(
-                    payloads,
-                    &mut pending,
-                    &mut usage,
-                    &mut finished,
-                    sink,
-                    &item.model,
-                )
-                .await
-            {
-                Step::Continue => {}
-                Step::End(end) => {
-                    if matches!(end, CallEnd::Completed { .. }) {
-                        // Read the (normally empty) rest of the body briefly
-                        // so the connection can go back to the pool.
-                        let _ = tokio::time::timeout(Duration::from_millis(50), async {
-                            while let Some(Ok(_)) = body.frame().await {}
-                        })
-                        .await;
-                    }
-                    return end;
+            if let Step::End(end) = reading.handle(payloads, sink, &item.model).await {
+                if matches!(end, CallEnd::Completed { .. }) {
+                    drain(&mut body).await;
                 }
+                return end;
             }
-        }
-    }
-
-    /// Handles the payloads of one read: queue chunks, stop at `[DONE]` or an
-    /// error event, then write the batch in one round trip.
-    async fn handle(
-        &self,
-        payloads: Vec<String>,
-        pending: &mut Vec<String>,
-        usage: &mut Option<String>,
-        finished: &mut bool,
-        sink: &mut Sink<'_>,
-        model: &str,
-    ) -> Step {
-        let mut end = None;
-        for payload in payloads {
-            if payload.trim() == "[DONE]" {
-                end = Some(CallEnd::Completed {
-                    usage: usage.take(),
-                });
-                break;
-            }
-            let probe = serde_json::from_str::<ChunkProbe>(&payload).ok();
-            if let Some(probe) = probe {
-                if let Some(error) = probe.error.filter(|e| !e.is_null()) {
-                    end = Some(CallEnd::Failed {
-                        status: 502,
-                        code: codes::BACKEND_ERROR,
-                        message: error_message_of(&error)
-                            .unwrap_or_else(|| "the backend sent an error event".into()),
-                        kind: FailureKind::BackendStreamError,
-                    });
-                    break;
-                }
-                if let Some(u) = probe.usage.filter(|u| !u.is_null()) {
-                    *usage = Some(u.to_string());
-                }
-                if probe
-                    .choices
-                    .iter()
-                    .any(|c| c.finish_reason.as_ref().is_some_and(|r| !r.is_null()))
-                {
-                    *finished = true;
-                }
-            }
-            pending.push(payload);
-        }
-        if let Err(stop) = sink.write(pending, model).await {
-            return Step::End(stop);
-        }
-        match end {
-            Some(end) => Step::End(end),
-            None => Step::Continue,
         }
     }
 
@@ -667,6 +559,134 @@ impl Invoker {
             kind: FailureKind::BackendStatus,
         }
     }
+}
+
+/// What a call has read so far.
+#[derive(Default)]
+struct Reading {
+    parser: SseParser,
+    /// Chunks read, not yet written.
+    pending: Vec<String>,
+    /// The last usage the backend reported.
+    usage: Option<String>,
+    /// A choice carried a `finish_reason`.
+    finished: bool,
+}
+
+impl Reading {
+    /// Handles the payloads of one read: queue chunks, stop at `[DONE]` or an
+    /// error event, then write the batch in one round trip.
+    async fn handle(&mut self, payloads: Vec<String>, sink: &mut Sink<'_>, model: &str) -> Step {
+        let mut end = None;
+        for payload in payloads {
+            if payload.trim() == "[DONE]" {
+                end = Some(CallEnd::Completed {
+                    usage: self.usage.take(),
+                });
+                break;
+            }
+            let probe = serde_json::from_str::<ChunkProbe>(&payload).ok();
+            if let Some(probe) = probe {
+                if let Some(error) = probe.error.filter(|e| !e.is_null()) {
+                    end = Some(CallEnd::Failed {
+                        status: 502,
+                        code: codes::BACKEND_ERROR,
+                        message: error_message_of(&error)
+                            .unwrap_or_else(|| "the backend sent an error event".into()),
+                        kind: FailureKind::BackendStreamError,
+                    });
+                    break;
+                }
+                if let Some(u) = probe.usage.filter(|u| !u.is_null()) {
+                    self.usage = Some(u.to_string());
+                }
+                if probe
+                    .choices
+                    .iter()
+                    .any(|c| c.finish_reason.as_ref().is_some_and(|r| !r.is_null()))
+                {
+                    self.finished = true;
+                }
+            }
+            self.pending.push(payload);
+        }
+        if let Err(stop) = sink.write(&mut self.pending, model).await {
+            return Step::End(stop);
+        }
+        match end {
+            Some(end) => Step::End(end),
+            None => Step::Continue,
+        }
+    }
+
+    /// The body ended: complete if the answer finished, else broken.
+    async fn end_of_body(&mut self, sink: &mut Sink<'_>, model: &str) -> CallEnd {
+        // An event without its blank line still counts.
+        let last: Vec<String> = self.parser.finish().into_iter().collect();
+        if let Step::End(end) = self.handle(last, sink, model).await {
+            return end;
+        }
+        if self.finished {
+            // A backend that closes after its last chunk without `[DONE]`
+            // still answered completely.
+            return CallEnd::Completed {
+                usage: self.usage.take(),
+            };
+        }
+        broken(
+            sink.stats,
+            FailureKind::StreamBroken,
+            502,
+            codes::BACKEND_STREAM_BROKEN,
+            "the backend's stream ended without [DONE]",
+        )
+    }
+
+    /// The body failed: what was read is written, then the call is broken.
+    async fn stream_broke(
+        &mut self,
+        error: &hyper::Error,
+        sink: &mut Sink<'_>,
+        model: &str,
+    ) -> CallEnd {
+        if let Err(end) = sink.write(&mut self.pending, model).await {
+            return end;
+        }
+        broken(
+            sink.stats,
+            FailureKind::StreamBroken,
+            502,
+            codes::BACKEND_STREAM_BROKEN,
+            &format!("the backend's stream broke: {}", error_chain(error)),
+        )
+    }
+}
+
+/// Reads the (normally empty) rest of a completed body briefly so the
+/// connection can go back to the pool.
+async fn drain(body: &mut Incoming) {
+    let _ = tokio::time::timeout(Duration::from_millis(50), async {
+        while let Some(Ok(_)) = body.frame().await {}
+    })
+    .await;
+}
+
+/// A success that is not an event stream is a backend error.
+fn expect_event_stream(headers: &HeaderMap) -> Result<(), CallEnd> {
+    let content_type = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if content_type.starts_with("text/event-stream") {
+        return Ok(());
+    }
+    Err(CallEnd::Failed {
+        status: 502,
+        code: codes::BACKEND_ERROR,
+        message: format!("the backend answered {content_type:?}, not an event stream"),
+        kind: FailureKind::NotStreaming,
+    })
 }
 
 enum Step {

@@ -218,6 +218,129 @@ pub mod gcra {
             }
         }
     }
+
+    /// A dimension's key as the script keeps it: `"<tat> <interval>"`, the
+    /// tat with three decimals (`%.3f`), the interval exact (`%.17g`).
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct Stored {
+        pub tat: f64,
+        pub interval: f64,
+    }
+
+    impl Stored {
+        /// What the script stores for these values: the tat rounded to three
+        /// decimals, as Lua's `string.format('%.3f')` does.
+        pub fn rounded(tat: f64, interval: f64) -> Stored {
+            Stored {
+                tat: format!("{tat:.3}").parse().unwrap_or(tat),
+                interval,
+            }
+        }
+
+        /// The key's text; `None` unless it is two numbers (only the script
+        /// writes these keys).
+        pub fn parse(text: &str) -> Option<Stored> {
+            let (tat, interval) = text.split_once(' ')?;
+            Some(Stored {
+                tat: tat.parse().ok()?,
+                interval: interval.parse().ok()?,
+            })
+        }
+    }
+
+    /// One dimension's part of a check.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct DimensionInput {
+        /// Effective rate (after the column factor); `None` = unlimited.
+        pub rate: Option<f64>,
+        /// Units this message costs (1 request; its tokens).
+        pub cost: f64,
+        /// Burst tolerance in units.
+        pub burst: f64,
+        /// The key's current value, if any.
+        pub stored: Option<Stored>,
+    }
+
+    /// A `SET` the script makes: the new value and its `PX` in ms.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct Write {
+        pub stored: Stored,
+        pub px: i64,
+    }
+
+    /// What a check answers and leaves behind.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct Checked {
+        /// The script's reply: admitted 1|0, wait ms, limit 0 none |
+        /// 1 requests | 2 tokens | 3 paused (see [`super::decision_from_reply`]).
+        pub reply: [i64; 3],
+        /// The last value written to each dimension's key, if any.
+        pub writes: [Option<Write>; 2],
+    }
+
+    /// The whole script in Rust (requests, then tokens), all or nothing; the
+    /// randomized test `tests/pacing_mirror.rs` holds the two equal.
+    pub fn check(now: f64, dimensions: [DimensionInput; 2], paused_recheck_ms: u64) -> Checked {
+        let mut writes = [None, None];
+        let mut admits = [None, None];
+        let (mut wait, mut limit) = (0.0, 0);
+        for (i, dimension) in dimensions.iter().enumerate() {
+            let Some(rate) = dimension.rate else {
+                continue;
+            };
+            if rate <= 0.0 {
+                return Checked {
+                    reply: [0, paused_recheck_ms as i64, 3],
+                    writes,
+                };
+            }
+            let interval = 1000.0 / rate;
+            let mut tat = dimension.stored.map(|s| s.tat);
+            if let Some(rescaled) = rescaled(dimension.stored, now, interval) {
+                // Stored even when the message must wait (see the script).
+                tat = Some(rescaled);
+                writes[i] = Some(write(rescaled, interval, now));
+            }
+            match step(tat, now, dimension.cost, interval, dimension.burst) {
+                Step::Wait(w) if w > wait => (wait, limit) = (w, i as i64 + 1),
+                Step::Wait(_) => {}
+                Step::Admit { new_tat } => admits[i] = Some((new_tat, interval)),
+            }
+        }
+        if wait > 0.0 {
+            return Checked {
+                reply: [0, wait.ceil() as i64, limit],
+                writes,
+            };
+        }
+        for (i, admit) in admits.iter().enumerate() {
+            if let Some((new_tat, interval)) = *admit {
+                writes[i] = Some(write(new_tat, interval, now));
+            }
+        }
+        Checked {
+            reply: [1, 0, 0],
+            writes,
+        }
+    }
+
+    /// The tat rescaled to a changed rate, when there is debt to rescale.
+    fn rescaled(stored: Option<Stored>, now: f64, interval: f64) -> Option<f64> {
+        let Stored {
+            tat,
+            interval: previous,
+        } = stored?;
+        (previous > 0.0 && tat > now && previous != interval)
+            .then(|| rescale(tat, now, previous, interval))
+    }
+
+    /// The key outlives the bucket's debt by a second.
+    fn write(tat: f64, interval: f64, now: f64) -> Write {
+        Write {
+            stored: Stored::rounded(tat, interval),
+            px: (tat - now).ceil() as i64 + 1000,
+        }
+    }
 }
 
 /// The check, one round trip: see the module documentation.
@@ -227,6 +350,8 @@ pub mod gcra {
 /// 4 default rps, 5 default tps (-1 = unlimited), 6 request burst,
 /// 7 token burst, 8 paused recheck ms.
 /// Returns {admitted 1|0, wait ms, limit 0 none|1 requests|2 tokens|3 paused}.
+/// Mirrored in Rust by [`gcra::check`] (and the rates by [`resolve`]);
+/// `tests/pacing_mirror.rs` holds the two equal: change both together.
 const PACE_SCRIPT: &str = r#"
 local now = tonumber(ARGV[1])
 if not now then
@@ -325,8 +450,9 @@ pub enum RateSetting {
 }
 
 impl RateSetting {
+    /// Lua's `tonumber` (what the script reads) allows surrounding blanks.
     fn parse(text: &str) -> Option<Self> {
-        let value: f64 = text.parse().ok()?;
+        let value: f64 = text.trim().parse().ok()?;
         Some(if value < 0.0 {
             RateSetting::Unlimited
         } else {
@@ -454,37 +580,9 @@ impl Pacer {
             .arg(self.config.paused_recheck_ms);
         let mut conn = self.conn.clone();
         let reply: Vec<i64> = invocation.invoke_async(&mut conn).await?;
-        let decision = match reply.as_slice() {
-            [1, ..] => PaceDecision::Admit,
-            [0, wait, limit] => PaceDecision::Wait {
-                wait: Duration::from_millis((*wait).max(1) as u64),
-                limited_by: match limit {
-                    1 => Limit::Requests,
-                    2 => Limit::Tokens,
-                    _ => Limit::Paused,
-                },
-            },
-            other => return Err(PacingError::Reply(format!("{other:?}"))),
-        };
+        let decision = decision_from_reply(&reply)?;
         if let Some(metrics) = &self.metrics {
-            let (result, limited_by) = match decision {
-                PaceDecision::Admit => ("admitted", "none"),
-                PaceDecision::Wait { limited_by, wait } => {
-                    metrics
-                        .pacing_wait_seconds
-                        .get_or_create(&metrics.model_label(bucket.model()))
-                        .observe(wait.as_secs_f64());
-                    ("suspended", limited_by.as_str())
-                }
-            };
-            metrics
-                .pacing_decisions
-                .get_or_create(&PacingLabels {
-                    bucket: metrics.bucket_label(&bucket.label()),
-                    result,
-                    limited_by,
-                })
-                .inc();
+            record(metrics, bucket, decision);
         }
         Ok(decision)
     }
@@ -604,17 +702,55 @@ impl Pacer {
     }
 }
 
+/// The script's reply `{admitted, wait ms, limit}` as a decision.
+pub fn decision_from_reply(reply: &[i64]) -> Result<PaceDecision, PacingError> {
+    match reply {
+        [1, ..] => Ok(PaceDecision::Admit),
+        [0, wait, limit] => Ok(PaceDecision::Wait {
+            wait: Duration::from_millis((*wait).max(1) as u64),
+            limited_by: match limit {
+                1 => Limit::Requests,
+                2 => Limit::Tokens,
+                _ => Limit::Paused,
+            },
+        }),
+        other => Err(PacingError::Reply(format!("{other:?}"))),
+    }
+}
+
+fn record(metrics: &Metrics, bucket: &BucketId, decision: PaceDecision) {
+    let (result, limited_by) = match decision {
+        PaceDecision::Admit => ("admitted", "none"),
+        PaceDecision::Wait { limited_by, wait } => {
+            metrics
+                .pacing_wait_seconds
+                .get_or_create(&metrics.model_label(bucket.model()))
+                .observe(wait.as_secs_f64());
+            ("suspended", limited_by.as_str())
+        }
+    };
+    metrics
+        .pacing_decisions
+        .get_or_create(&PacingLabels {
+            bucket: metrics.bucket_label(&bucket.label()),
+            result,
+            limited_by,
+        })
+        .inc();
+}
+
 /// Resolution of one bucket's rates from its column hash and the configured
 /// rates (what the script does).
 pub fn resolve(hash: &HashMap<String, String>, tenant: &str, configured: Rates) -> EffectiveRates {
     let factor = hash
         .get("factor")
-        .and_then(|f| f.parse::<f64>().ok())
+        .and_then(|f| f.trim().parse::<f64>().ok())
         .unwrap_or(1.0);
+    // As the script's `pick`: a field that is not a number counts as unset.
     let pick = |prefix: &str, fallback: Option<f64>| {
-        hash.get(&format!("{prefix}:{tenant}"))
-            .or_else(|| hash.get(&format!("{prefix}:*")))
-            .and_then(|v| RateSetting::parse(v))
+        [format!("{prefix}:{tenant}"), format!("{prefix}:*")]
+            .iter()
+            .find_map(|field| hash.get(field).and_then(|v| RateSetting::parse(v)))
             .map_or(fallback, RateSetting::as_rate)
     };
     EffectiveRates {
@@ -850,6 +986,18 @@ mod tests {
         assert_eq!(
             resolve(&hash, "u", configured).requests_per_second,
             Some(2.0)
+        );
+        // Not a number: unset, as for the script's tonumber (blanks allowed).
+        hash.insert("rps:t".to_string(), "fast".to_string());
+        assert_eq!(
+            resolve(&hash, "t", configured).requests_per_second,
+            Some(2.0)
+        );
+        hash.insert("rps:*".to_string(), String::new());
+        hash.insert("factor".to_string(), " 2 ".to_string());
+        assert_eq!(
+            resolve(&hash, "t", configured).requests_per_second,
+            Some(20.0)
         );
     }
 

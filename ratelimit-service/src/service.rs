@@ -1,6 +1,6 @@
 //! The tonic front of the limiter: `envoy.service.ratelimit.v3.RateLimitService`.
 
-use crate::limiter::{DecisionError, Limiter};
+use crate::limiter::{Charge, DecisionError, Limiter};
 use sluice_admission::descriptors::FORCE_CHARGE_METADATA;
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
@@ -31,19 +31,15 @@ impl RateLimitService for RlsService {
     ) -> Result<Response<RateLimitResponse>, Status> {
         // Sluice's filter reconciles real usage with this marker: the tokens
         // were already spent, so the charge applies even over the limit.
-        // The marker (key and value) is the filter's: sluice-admission.
-        let (key, value) = FORCE_CHARGE_METADATA;
-        let forced = request
-            .metadata()
-            .get(key)
-            .is_some_and(|v| v.as_bytes() == value);
+        // The marker's key is the filter's (sluice-admission); so is its value.
+        let charge = Charge::from_marker(
+            request
+                .metadata()
+                .get(FORCE_CHARGE_METADATA.0)
+                .map(|v| v.as_bytes()),
+        );
         let request = request.into_inner();
-        let decision = if forced {
-            self.limiter.force_charge(&request).await
-        } else {
-            self.limiter.should_rate_limit(&request).await
-        };
-        match decision {
+        match self.limiter.charge(&request, charge).await {
             Ok(response) => Ok(Response::new(response)),
             Err(error) => Err(to_status(&request.domain, error)),
         }

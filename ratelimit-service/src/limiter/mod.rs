@@ -1,0 +1,242 @@
+//! The decision engine: a `RateLimitRequest` in, a `RateLimitResponse` out,
+//! in three steps: a pure `plan` (which counters, with which hits, limits
+//! and windows), exactly one store call, a pure `answer` (statuses,
+//! headers, Sluice's metadata, metric events).
+
+mod answer;
+mod plan;
+
+pub use answer::METADATA_NAMESPACE;
+pub use plan::Charge;
+
+use answer::MetricEvent;
+
+use crate::config::{Limit, LimitsConfig};
+use crate::metrics::{DecisionLabels, DetailedLabels, LimitCounters, Metrics, StoreLabels};
+use crate::store::{CounterStore, CountingMode, StoreError};
+use arc_swap::ArcSwap;
+use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Source of "now"; tests use [`ManualClock`] to cross window edges instantly.
+pub trait Clock: Send + Sync + 'static {
+    fn now_millis(&self) -> u64;
+}
+
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_millis(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    }
+}
+
+/// A clock that only moves when told to.
+#[derive(Default)]
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    pub fn new(now_millis: u64) -> Self {
+        ManualClock(AtomicU64::new(now_millis))
+    }
+    pub fn set(&self, now_millis: u64) {
+        self.0.store(now_millis, Ordering::SeqCst);
+    }
+    pub fn advance(&self, millis: u64) {
+        self.0.fetch_add(millis, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_millis(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Why a request could not be decided.
+#[derive(Debug, thiserror::Error)]
+pub enum DecisionError {
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub struct Limiter {
+    config: ArcSwap<LimitsConfig>,
+    store: Arc<dyn CounterStore>,
+    mode: CountingMode,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+}
+
+impl Limiter {
+    pub fn new(
+        config: LimitsConfig,
+        store: Arc<dyn CounterStore>,
+        mode: CountingMode,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        metrics.config_limits.set(config.limit_count() as i64);
+        Limiter {
+            config: ArcSwap::from_pointee(config),
+            store,
+            mode,
+            clock,
+            metrics,
+        }
+    }
+
+    /// Swap in a new configuration; decisions in flight finish on the old one.
+    pub fn replace_config(&self, config: LimitsConfig) {
+        self.metrics.config_limits.set(config.limit_count() as i64);
+        self.config.store(Arc::new(config));
+    }
+
+    pub fn config(&self) -> Arc<LimitsConfig> {
+        self.config.load_full()
+    }
+
+    pub fn store(&self) -> &Arc<dyn CounterStore> {
+        &self.store
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Decide one request, recording metrics.
+    pub async fn should_rate_limit(
+        &self,
+        request: &RateLimitRequest,
+    ) -> Result<RateLimitResponse, DecisionError> {
+        self.should_rate_limit_with(request, self.mode).await
+    }
+
+    /// Apply a charge for usage that already happened (the filter's
+    /// reconciliation): counters move even past the limit.
+    pub async fn force_charge(
+        &self,
+        request: &RateLimitRequest,
+    ) -> Result<RateLimitResponse, DecisionError> {
+        self.charge(request, Charge::Force).await
+    }
+
+    /// Decide one request as `charge` says (see [`Charge`]).
+    pub async fn charge(
+        &self,
+        request: &RateLimitRequest,
+        charge: Charge,
+    ) -> Result<RateLimitResponse, DecisionError> {
+        self.should_rate_limit_with(request, charge.counting_mode(self.mode))
+            .await
+    }
+
+    async fn should_rate_limit_with(
+        &self,
+        request: &RateLimitRequest,
+        mode: CountingMode,
+    ) -> Result<RateLimitResponse, DecisionError> {
+        let started = Instant::now();
+        let config = self.config.load_full();
+        let domain_label = if config.has_domain(&request.domain) {
+            request.domain.clone()
+        } else {
+            // Unknown domains come from clients: keep them out of label values.
+            "unknown".to_string()
+        };
+        let result = self.decide(&config, request, mode).await;
+        self.metrics
+            .decision_seconds
+            .observe(started.elapsed().as_secs_f64());
+        let code = match &result {
+            Ok(response) if response.overall_code == Code::OverLimit as i32 => "over_limit",
+            Ok(_) => "ok",
+            Err(DecisionError::InvalidRequest(_)) => "invalid",
+            Err(DecisionError::Store(error)) => {
+                self.metrics
+                    .store_errors
+                    .get_or_create(&StoreLabels {
+                        store: self.store.kind(),
+                        kind: if error.is_transient() {
+                            "unavailable"
+                        } else {
+                            "failed"
+                        },
+                    })
+                    .inc();
+                "error"
+            }
+        };
+        self.metrics
+            .decisions
+            .get_or_create(&DecisionLabels {
+                domain: domain_label,
+                code,
+            })
+            .inc();
+        result
+    }
+
+    /// Plan, one store round trip, answer.
+    async fn decide(
+        &self,
+        config: &LimitsConfig,
+        request: &RateLimitRequest,
+        mode: CountingMode,
+    ) -> Result<RateLimitResponse, DecisionError> {
+        let plan = plan::plan(config, request, mode, self.clock.now_millis())?;
+        let outcome = self
+            .store
+            .apply(&plan.ops, plan.mode, plan.now_millis)
+            .await?;
+        let answer = answer::answer(request, &plan, &outcome);
+        self.record(&request.domain, &answer.events);
+        Ok(answer.response)
+    }
+
+    fn record(&self, domain: &str, events: &[MetricEvent<'_>]) {
+        for event in events {
+            match event {
+                MetricEvent::Hits { limit, hits } => {
+                    self.counters(domain, limit).hits.inc_by(*hits)
+                }
+                MetricEvent::ShadowModeHit { limit } => {
+                    self.counters(domain, limit).shadow_mode_hits.inc()
+                }
+                MetricEvent::OverLimit { limit } => self.counters(domain, limit).over_limit.inc(),
+                MetricEvent::Detailed {
+                    limit,
+                    descriptor,
+                    code,
+                } => self
+                    .metrics
+                    .detailed
+                    .get_or_create(&DetailedLabels {
+                        domain: domain.to_string(),
+                        limit: limit.name.clone(),
+                        descriptor: descriptor.clone(),
+                        code,
+                    })
+                    .inc(),
+            };
+        }
+    }
+
+    /// The limit's metric handles, resolved on its first use.
+    fn counters<'l>(&self, domain: &str, limit: &'l Limit) -> &'l LimitCounters {
+        limit
+            .metrics
+            .get_or_init(|| self.metrics.limit_counters(domain, &limit.name))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,259 @@
+//! The first, pure half of a decision: which counters a request touches,
+//! with which hits, limits and windows. No store, no metrics, no clock.
+
+use super::DecisionError;
+use crate::config::{Limit, LimitsConfig, Matched};
+use crate::store::{counter_key, CounterOp, CountingMode};
+use crate::window::{Unit, Window};
+use sluice_admission::descriptors::FORCE_CHARGE_METADATA;
+use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
+    rate_limit_descriptor::RateLimitOverride, RateLimitDescriptor,
+};
+use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// Hits above this are clamped: counters are integers well inside what Lua's
+/// doubles and `u64` hold exactly.
+pub const MAX_HITS: u64 = 1 << 40;
+
+/// How a request moves its counters: the configured way, or every counter
+/// even past its limit for usage that already happened (the filter's
+/// reconciliation, marked `x-sluice-charge: force`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Charge {
+    /// Decide whether the request may pass.
+    Decide,
+    /// The tokens were already spent: charge them whatever the limits say.
+    Force,
+}
+
+impl Charge {
+    /// The marker's value as sent by the filter; anything but `force` decides.
+    pub fn from_marker(value: Option<&[u8]>) -> Charge {
+        if value == Some(FORCE_CHARGE_METADATA.1) {
+            Charge::Force
+        } else {
+            Charge::Decide
+        }
+    }
+
+    /// The store's counting mode for this charge under the configured one.
+    pub fn counting_mode(self, configured: CountingMode) -> CountingMode {
+        match self {
+            Charge::Decide => configured,
+            Charge::Force => CountingMode::IncrementAll,
+        }
+    }
+}
+
+/// One descriptor's limit as applied to this request.
+#[derive(Debug)]
+pub struct Applied {
+    pub limit: Arc<Limit>,
+    pub window: Window,
+    /// Index of this descriptor's op in [`Plan::ops`].
+    pub op_index: usize,
+}
+
+/// What became of one descriptor of the request.
+#[derive(Debug)]
+pub enum Resolved {
+    /// No limit matched, or the matched limit was replaced.
+    None,
+    /// `unlimited: true`: always OK, never counted.
+    Unlimited,
+    Limited(Applied),
+}
+
+/// Everything the store call and the answer need.
+#[derive(Debug)]
+pub struct Plan {
+    pub now_millis: u64,
+    pub mode: CountingMode,
+    /// One op per limited descriptor, in descriptor order.
+    pub ops: Vec<CounterOp>,
+    /// One entry per request descriptor, in request order.
+    pub resolved: Vec<Resolved>,
+}
+
+/// Plans `request` under `config` at `now_millis`.
+pub fn plan(
+    config: &LimitsConfig,
+    request: &RateLimitRequest,
+    mode: CountingMode,
+    now_millis: u64,
+) -> Result<Plan, DecisionError> {
+    validate(request)?;
+    let matched = request
+        .descriptors
+        .iter()
+        .enumerate()
+        .map(|(index, descriptor)| match_descriptor(config, &request.domain, index, descriptor))
+        .collect::<Result<Vec<_>, _>>()?;
+    let replaced = replaced_names(config, &matched);
+    let request_hits = request_hits(request);
+    let mut ops = Vec::new();
+    let mut resolved = Vec::with_capacity(matched.len());
+    for (descriptor, found) in request.descriptors.iter().zip(&matched) {
+        let entry = match found {
+            None => Resolved::None,
+            Some(m) if replaced.contains(m.name()) => Resolved::None,
+            Some(Matched::Unlimited { .. }) => Resolved::Unlimited,
+            Some(Matched::Limited(limit)) => {
+                let window = Window::containing(limit.unit, now_millis);
+                let hits = descriptor_hits(descriptor, request_hits);
+                ops.push(counter_op(
+                    &request.domain,
+                    descriptor,
+                    limit,
+                    window,
+                    hits,
+                    now_millis,
+                ));
+                Resolved::Limited(Applied {
+                    limit: limit.clone(),
+                    window,
+                    op_index: ops.len() - 1,
+                })
+            }
+        };
+        resolved.push(entry);
+    }
+    Ok(Plan {
+        now_millis,
+        mode,
+        ops,
+        resolved,
+    })
+}
+
+fn validate(request: &RateLimitRequest) -> Result<(), DecisionError> {
+    if request.domain.is_empty() {
+        return Err(DecisionError::InvalidRequest(
+            "domain must not be empty".into(),
+        ));
+    }
+    if request.descriptors.is_empty() {
+        return Err(DecisionError::InvalidRequest(
+            "descriptor list must not be empty".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The limit one descriptor matches, after its own limit override.
+fn match_descriptor(
+    config: &LimitsConfig,
+    domain: &str,
+    index: usize,
+    descriptor: &RateLimitDescriptor,
+) -> Result<Option<Matched>, DecisionError> {
+    if descriptor.entries.is_empty() {
+        return Err(DecisionError::InvalidRequest(format!(
+            "descriptor {index} has no entries"
+        )));
+    }
+    let entries = descriptor
+        .entries
+        .iter()
+        .map(|e| (e.key.as_str(), e.value.as_str()));
+    let found = config.lookup(domain, entries).cloned();
+    match &descriptor.limit {
+        None => Ok(found),
+        Some(overridden) => overridden_limit(found, overridden, index).map(Some),
+    }
+}
+
+/// A descriptor's own limit: rate and unit from the request, everything else
+/// from the limit it matched (if a limited one).
+fn overridden_limit(
+    found: Option<Matched>,
+    overridden: &RateLimitOverride,
+    index: usize,
+) -> Result<Matched, DecisionError> {
+    let unit = Unit::from_proto(overridden.unit).ok_or_else(|| {
+        DecisionError::InvalidRequest(format!(
+            "descriptor {index}: limit override has unknown unit {}",
+            overridden.unit
+        ))
+    })?;
+    let base = match found {
+        Some(Matched::Limited(limit)) => Some(limit),
+        _ => None,
+    };
+    let name = base
+        .as_ref()
+        .map(|l| l.name.clone())
+        .unwrap_or_else(|| "override".into());
+    Ok(Matched::Limited(Arc::new(Limit {
+        shadow_mode: base.as_ref().is_some_and(|l| l.shadow_mode),
+        detailed_metric: base.as_ref().is_some_and(|l| l.detailed_metric),
+        replaces: base
+            .as_ref()
+            .map(|l| l.replaces.clone())
+            .unwrap_or_default(),
+        sluice: base.as_ref().map(|l| l.sluice).unwrap_or_default(),
+        ..Limit::new(name, unit, overridden.requests_per_unit)
+    })))
+}
+
+/// `replaces`: a limit named by another matched limit steps aside.
+fn replaced_names<'a>(config: &LimitsConfig, matched: &'a [Option<Matched>]) -> HashSet<&'a str> {
+    if !config.has_replaces() {
+        return HashSet::new();
+    }
+    matched
+        .iter()
+        .flatten()
+        .filter_map(|m| match m {
+            Matched::Limited(limit) => Some(limit.replaces.iter().map(String::as_str)),
+            Matched::Unlimited { .. } => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// The request's hits: `hits_addend`, where 0 means 1 (the RLS API).
+fn request_hits(request: &RateLimitRequest) -> u64 {
+    if request.hits_addend == 0 {
+        1
+    } else {
+        u64::from(request.hits_addend)
+    }
+}
+
+/// A descriptor's own `hits_addend` (0 included: a check that counts
+/// nothing) or the request's, clamped, negative for a refund.
+fn descriptor_hits(descriptor: &RateLimitDescriptor, request_hits: u64) -> i64 {
+    let hits = match &descriptor.hits_addend {
+        Some(h) => h.value.min(MAX_HITS) as i64,
+        None => request_hits.min(MAX_HITS) as i64,
+    };
+    if descriptor.is_negative_hits {
+        -hits
+    } else {
+        hits
+    }
+}
+
+fn counter_op(
+    domain: &str,
+    descriptor: &RateLimitDescriptor,
+    limit: &Limit,
+    window: Window,
+    hits: i64,
+    now_millis: u64,
+) -> CounterOp {
+    let entries = descriptor
+        .entries
+        .iter()
+        .map(|e| (e.key.as_str(), e.value.as_str()));
+    CounterOp {
+        key: counter_key(domain, entries, limit.unit, window),
+        hits,
+        limit: u64::from(limit.requests_per_unit),
+        enforced: !limit.shadow_mode,
+        ttl_secs: window.ttl_seconds(now_millis),
+    }
+}

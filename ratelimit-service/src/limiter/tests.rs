@@ -1,0 +1,550 @@
+//! The pure halves of a decision, without a store: a plan, the store's rule
+//! applied to chosen counter values (`store::decide`, as both stores do),
+//! an answer.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::answer::{answer, MetricEvent};
+use super::plan::{self, Charge, Plan, Resolved, MAX_HITS};
+use super::DecisionError;
+use crate::config::LimitsConfig;
+use crate::store::{self, counter_key, CounterOutcome, CountingMode};
+use crate::window::{Unit, Window};
+use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
+    rate_limit_descriptor::{Entry, RateLimitOverride},
+    RateLimitDescriptor,
+};
+use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use sluice_proto::pb::google::protobuf::{value::Kind, UInt64Value};
+use std::path::PathBuf;
+
+/// 2026-11-29T00:02:05.500Z: 5.5 s into a minute window.
+const T0: u64 = 1_795_996_925_500;
+
+const LIMITS: &str = r#"
+domain: llm
+descriptors:
+  - key: tenant
+    value: acme
+    rate_limit: { unit: minute, requests_per_unit: 3, name: acme-rpm }
+    descriptors:
+      - key: model
+        rate_limit: { unit: minute, requests_per_unit: 1000, name: acme-tpm,
+                      sluice: { over_limit: defer, priority: high } }
+  - key: tenant
+    rate_limit: { unit: hour, requests_per_unit: 5, name: any-tenant-rph,
+                  sluice: { over_limit: defer, priority: low } }
+  - key: internal
+    rate_limit: { unlimited: true }
+  - key: model
+    value: gpt-4o
+    rate_limit: { unit: minute, requests_per_unit: 2, name: gpt4o-global }
+  - key: model
+    value: gpt-4o-mini
+    rate_limit: { unit: minute, requests_per_unit: 100, name: mini-global,
+                  replaces: [{ name: gpt4o-global }] }
+  - key: canary
+    shadow_mode: true
+    rate_limit: { unit: minute, requests_per_unit: 1, name: canary-shadow }
+  - key: detailed
+    detailed_metric: true
+    rate_limit: { unit: minute, requests_per_unit: 1, name: detailed-limit }
+"#;
+
+fn config() -> LimitsConfig {
+    LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.to_string())]).unwrap()
+}
+
+fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .iter()
+            .map(|(k, v)| Entry {
+                key: k.to_string(),
+                value: v.to_string(),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn with_hits(mut d: RateLimitDescriptor, hits: u64) -> RateLimitDescriptor {
+    d.hits_addend = Some(UInt64Value { value: hits });
+    d
+}
+
+fn refund(hits: u64) -> RateLimitDescriptor {
+    let mut d = tokens(hits);
+    d.is_negative_hits = true;
+    d
+}
+
+fn rpm() -> RateLimitDescriptor {
+    descriptor(&[("tenant", "acme")])
+}
+
+fn tokens(hits: u64) -> RateLimitDescriptor {
+    with_hits(descriptor(&[("tenant", "acme"), ("model", "m")]), hits)
+}
+
+fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "llm".into(),
+        descriptors,
+        hits_addend: 0,
+    }
+}
+
+fn plan_of(request: &RateLimitRequest, mode: CountingMode) -> Plan {
+    plan::plan(&config(), request, mode, T0).unwrap()
+}
+
+/// What the stores do with `before` (one value per op), then the answer:
+/// the response and the metric events as `kind:limit[:detail]` strings.
+fn decide(
+    request: &RateLimitRequest,
+    mode: CountingMode,
+    before: &[u64],
+) -> (RateLimitResponse, Vec<String>) {
+    let plan = plan_of(request, mode);
+    assert_eq!(plan.ops.len(), before.len(), "one value per op");
+    let outcome = CounterOutcome {
+        applied: store::decide(&plan.ops, before, mode),
+        before: before.to_vec(),
+    };
+    let answer = answer(request, &plan, &outcome);
+    let events = answer
+        .events
+        .iter()
+        .map(|event| match event {
+            MetricEvent::Hits { limit, hits } => format!("hits:{}:{hits}", limit.name),
+            MetricEvent::ShadowModeHit { limit } => format!("shadow:{}", limit.name),
+            MetricEvent::OverLimit { limit } => format!("over:{}", limit.name),
+            MetricEvent::Detailed {
+                limit,
+                descriptor,
+                code,
+            } => format!("detailed:{}:{descriptor}:{code}", limit.name),
+        })
+        .collect();
+    (answer.response, events)
+}
+
+fn codes(response: &RateLimitResponse) -> Vec<Code> {
+    response.statuses.iter().map(|s| s.code()).collect()
+}
+
+fn remaining(response: &RateLimitResponse) -> Vec<u32> {
+    response
+        .statuses
+        .iter()
+        .map(|s| s.limit_remaining)
+        .collect()
+}
+
+fn header<'a>(response: &'a RateLimitResponse, name: &str) -> Option<&'a str> {
+    response
+        .response_headers_to_add
+        .iter()
+        .find(|h| h.key == name)
+        .map(|h| h.value.as_str())
+}
+
+fn sluice_field(response: &RateLimitResponse, field: &str) -> Option<String> {
+    let outer = response.dynamic_metadata.as_ref()?.fields.get("sluice")?;
+    let Some(Kind::StructValue(inner)) = &outer.kind else {
+        return None;
+    };
+    match &inner.fields.get(field)?.kind {
+        Some(Kind::StringValue(s)) => Some(s.clone()),
+        Some(Kind::NumberValue(n)) => Some(n.to_string()),
+        Some(Kind::ListValue(l)) => Some(
+            l.values
+                .iter()
+                .filter_map(|v| match &v.kind {
+                    Some(Kind::StringValue(s)) => Some(s.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        _ => None,
+    }
+}
+
+fn limited_names(plan: &Plan) -> Vec<Option<&str>> {
+    plan.resolved
+        .iter()
+        .map(|r| match r {
+            Resolved::None => None,
+            Resolved::Unlimited => Some("unlimited"),
+            Resolved::Limited(applied) => Some(applied.limit.name.as_str()),
+        })
+        .collect()
+}
+
+#[test]
+fn plan_has_one_op_per_limited_descriptor() {
+    let req = request(vec![
+        rpm(),
+        descriptor(&[("nothing", "matches")]),
+        tokens(7),
+        descriptor(&[("internal", "x")]),
+    ]);
+    let plan = plan_of(&req, CountingMode::AllOrNothing);
+    assert_eq!(
+        limited_names(&plan),
+        [Some("acme-rpm"), None, Some("acme-tpm"), Some("unlimited")]
+    );
+    let minute = Window::containing(Unit::Minute, T0);
+    assert_eq!(plan.ops.len(), 2);
+    assert_eq!(
+        plan.ops[0].key,
+        counter_key(
+            "llm",
+            [("tenant", "acme")].into_iter(),
+            Unit::Minute,
+            minute
+        )
+    );
+    assert_eq!(
+        plan.ops[1].key,
+        counter_key(
+            "llm",
+            [("tenant", "acme"), ("model", "m")].into_iter(),
+            Unit::Minute,
+            minute
+        )
+    );
+    assert_eq!(
+        plan.ops
+            .iter()
+            .map(|op| (op.hits, op.limit, op.enforced, op.ttl_secs))
+            .collect::<Vec<_>>(),
+        // 54.5 s left in the minute: 55 s rounded up, one more for skew.
+        [(1, 3, true, 56), (7, 1000, true, 56)]
+    );
+    assert_eq!(plan.now_millis, T0);
+    assert_eq!(plan.mode, CountingMode::AllOrNothing);
+}
+
+#[test]
+fn hits_per_descriptor_and_per_request() {
+    // (request hits_addend, descriptor, expected op hits)
+    let table: [(u32, RateLimitDescriptor, i64); 7] = [
+        (0, rpm(), 1), // the API's 0 means 1
+        (4, rpm(), 4),
+        (4, tokens(9), 9),                      // the descriptor's own wins
+        (4, tokens(0), 0),                      // the descriptor's 0 is a check only
+        (0, refund(300), -300),                 // a refund
+        (0, tokens(u64::MAX), MAX_HITS as i64), // clamped
+        (0, refund(u64::MAX), -(MAX_HITS as i64)),
+    ];
+    for (request_hits, d, expected) in table {
+        let mut req = request(vec![d]);
+        req.hits_addend = request_hits;
+        let plan = plan_of(&req, CountingMode::AllOrNothing);
+        assert_eq!(plan.ops[0].hits, expected, "{req:?}");
+    }
+}
+
+#[test]
+fn all_or_nothing_moves_no_counter_when_over() {
+    let req = request(vec![rpm(), tokens(2000)]);
+    let (response, events) = decide(&req, CountingMode::AllOrNothing, &[0, 0]);
+    assert_eq!(response.overall_code(), Code::OverLimit);
+    assert_eq!(codes(&response), [Code::Ok, Code::OverLimit]);
+    // Nothing applied: the request-count limit still has all three.
+    assert_eq!(remaining(&response), [3, 1000]);
+    // The headers describe the limit that blocks, not the one with the least left.
+    assert_eq!(header(&response, "RateLimit-Limit"), Some("1000"));
+    assert_eq!(header(&response, "RateLimit-Remaining"), Some("1000"));
+    assert_eq!(header(&response, "RateLimit-Reset"), Some("55"));
+    assert_eq!(header(&response, "RateLimit-Policy"), Some("1000;w=60"));
+    assert_eq!(header(&response, "Retry-After"), Some("55"));
+    assert_eq!(events, ["over:acme-tpm"]);
+    assert_eq!(sluice_field(&response, "action").as_deref(), Some("defer"));
+    assert_eq!(sluice_field(&response, "priority").as_deref(), Some("high"));
+    assert_eq!(
+        sluice_field(&response, "over_limits").as_deref(),
+        Some("acme-tpm")
+    );
+    assert_eq!(
+        sluice_field(&response, "retry_after_seconds").as_deref(),
+        Some("55")
+    );
+}
+
+#[test]
+fn increment_all_moves_every_counter() {
+    let req = request(vec![rpm(), tokens(2000)]);
+    let (response, events) = decide(&req, CountingMode::IncrementAll, &[0, 0]);
+    assert_eq!(response.overall_code(), Code::OverLimit);
+    assert_eq!(codes(&response), [Code::Ok, Code::OverLimit]);
+    assert_eq!(remaining(&response), [2, 0]);
+    assert_eq!(
+        events,
+        ["hits:acme-rpm:1", "hits:acme-tpm:2000", "over:acme-tpm"]
+    );
+}
+
+#[test]
+fn allowed_requests_carry_the_tightest_limit_and_no_metadata() {
+    let req = request(vec![rpm(), tokens(10)]);
+    let (response, events) = decide(&req, CountingMode::AllOrNothing, &[1, 500]);
+    assert_eq!(response.overall_code(), Code::Ok);
+    assert_eq!(remaining(&response), [1, 490]);
+    assert_eq!(header(&response, "RateLimit-Limit"), Some("3"));
+    assert_eq!(header(&response, "RateLimit-Remaining"), Some("1"));
+    assert_eq!(header(&response, "Retry-After"), None);
+    assert!(response.dynamic_metadata.is_none());
+    assert_eq!(events, ["hits:acme-rpm:1", "hits:acme-tpm:10"]);
+    let status = &response.statuses[0];
+    let reset = status.duration_until_reset.as_ref().unwrap();
+    assert_eq!((reset.seconds, reset.nanos), (54, 500_000_000));
+}
+
+#[test]
+fn check_only_at_the_limit_is_over_and_counts_nothing() {
+    let req = request(vec![tokens(0)]);
+    let (response, events) = decide(&req, CountingMode::AllOrNothing, &[1000]);
+    assert_eq!(codes(&response), [Code::OverLimit]);
+    assert_eq!(events, ["over:acme-tpm"]);
+    let (response, events) = decide(&req, CountingMode::AllOrNothing, &[999]);
+    assert_eq!(codes(&response), [Code::Ok]);
+    assert_eq!(remaining(&response), [1]);
+    assert!(events.is_empty(), "{events:?}");
+}
+
+#[test]
+fn refunds_are_never_over_and_stop_at_zero() {
+    let (response, events) = decide(
+        &request(vec![refund(300)]),
+        CountingMode::AllOrNothing,
+        &[900],
+    );
+    assert_eq!(codes(&response), [Code::Ok]);
+    assert_eq!(remaining(&response), [400]);
+    assert!(events.is_empty(), "a refund is no hit: {events:?}");
+    let (response, _) = decide(
+        &request(vec![refund(5000)]),
+        CountingMode::AllOrNothing,
+        &[900],
+    );
+    assert_eq!(remaining(&response), [1000]);
+}
+
+#[test]
+fn shadow_mode_counts_but_never_blocks() {
+    let req = request(vec![descriptor(&[("canary", "x")]), rpm()]);
+    let plan = plan_of(&req, CountingMode::AllOrNothing);
+    assert!(!plan.ops[0].enforced);
+    assert!(plan.ops[1].enforced);
+    let (response, events) = decide(&req, CountingMode::AllOrNothing, &[1, 0]);
+    assert_eq!(response.overall_code(), Code::Ok);
+    assert_eq!(codes(&response), [Code::Ok, Code::Ok]);
+    // Applied: a shadow limit over its count holds back no other counter.
+    assert_eq!(remaining(&response), [0, 2]);
+    assert_eq!(
+        events,
+        [
+            "hits:canary-shadow:1",
+            "shadow:canary-shadow",
+            "hits:acme-rpm:1"
+        ]
+    );
+    // The headers never describe a shadow limit.
+    assert_eq!(header(&response, "RateLimit-Limit"), Some("3"));
+    let (alone, _) = decide(
+        &request(vec![descriptor(&[("canary", "x")])]),
+        CountingMode::AllOrNothing,
+        &[5],
+    );
+    assert!(alone.response_headers_to_add.is_empty());
+    assert!(alone.dynamic_metadata.is_none());
+}
+
+#[test]
+fn unlimited_is_ok_with_everything_left_and_no_counter() {
+    let req = request(vec![descriptor(&[("internal", "x")])]);
+    let plan = plan_of(&req, CountingMode::AllOrNothing);
+    assert!(plan.ops.is_empty());
+    let (response, events) = decide(&req, CountingMode::AllOrNothing, &[]);
+    assert_eq!(codes(&response), [Code::Ok]);
+    assert_eq!(remaining(&response), [u32::MAX]);
+    assert!(response.statuses[0].current_limit.is_none());
+    assert!(response.response_headers_to_add.is_empty());
+    assert!(events.is_empty());
+}
+
+#[test]
+fn a_replaced_limit_steps_aside() {
+    let both = request(vec![
+        descriptor(&[("model", "gpt-4o")]),
+        descriptor(&[("model", "gpt-4o-mini")]),
+    ]);
+    let plan = plan_of(&both, CountingMode::AllOrNothing);
+    assert_eq!(limited_names(&plan), [None, Some("mini-global")]);
+    assert_eq!(plan.ops.len(), 1);
+    assert_eq!(plan.ops[0].limit, 100);
+    let (response, _) = decide(&both, CountingMode::AllOrNothing, &[0]);
+    assert_eq!(remaining(&response), [0, 99]);
+    assert!(response.statuses[0].current_limit.is_none());
+    // Alone, it applies.
+    let alone = plan_of(
+        &request(vec![descriptor(&[("model", "gpt-4o")])]),
+        CountingMode::AllOrNothing,
+    );
+    assert_eq!(limited_names(&alone), [Some("gpt4o-global")]);
+}
+
+#[test]
+fn a_descriptor_limit_overrides_rate_and_unit_only() {
+    let mut d = descriptor(&[("canary", "x")]);
+    d.limit = Some(RateLimitOverride {
+        requests_per_unit: 7,
+        unit: 1, // second
+    });
+    let plan = plan_of(&request(vec![d]), CountingMode::AllOrNothing);
+    let Resolved::Limited(applied) = &plan.resolved[0] else {
+        panic!("{:?}", plan.resolved);
+    };
+    assert_eq!(applied.limit.name, "canary-shadow");
+    assert_eq!(applied.limit.unit, Unit::Second);
+    assert_eq!(applied.limit.requests_per_unit, 7);
+    assert!(applied.limit.shadow_mode, "kept from the matched limit");
+    assert_eq!(applied.window, Window::containing(Unit::Second, T0));
+    assert_eq!((plan.ops[0].limit, plan.ops[0].enforced), (7, false));
+    assert_eq!(plan.ops[0].ttl_secs, 2);
+
+    // Nothing matched: the override alone, by the name `override`.
+    let mut d = descriptor(&[("nothing", "matches")]);
+    d.limit = Some(RateLimitOverride {
+        requests_per_unit: 1,
+        unit: 2, // minute
+    });
+    let req = request(vec![d]);
+    let plan = plan_of(&req, CountingMode::AllOrNothing);
+    assert_eq!(limited_names(&plan), [Some("override")]);
+    let (response, _) = decide(&req, CountingMode::AllOrNothing, &[1]);
+    assert_eq!(codes(&response), [Code::OverLimit]);
+    assert_eq!(sluice_field(&response, "action").as_deref(), Some("reject"));
+    assert_eq!(
+        sluice_field(&response, "priority").as_deref(),
+        Some("normal")
+    );
+
+    let mut bad = rpm();
+    bad.limit = Some(RateLimitOverride {
+        requests_per_unit: 1,
+        unit: 99,
+    });
+    let err = plan::plan(
+        &config(),
+        &request(vec![bad]),
+        CountingMode::AllOrNothing,
+        T0,
+    )
+    .unwrap_err();
+    assert!(matches!(err, DecisionError::InvalidRequest(_)), "{err}");
+}
+
+#[test]
+fn metadata_takes_the_most_cautious_reading() {
+    // acme-tpm: defer/high; any-tenant-rph: defer/low; override: reject/normal.
+    let zeta = descriptor(&[("tenant", "zeta")]);
+    let req = request(vec![tokens(2000), zeta.clone()]);
+    let (response, _) = decide(&req, CountingMode::AllOrNothing, &[0, 5]);
+    assert_eq!(sluice_field(&response, "action").as_deref(), Some("defer"));
+    assert_eq!(sluice_field(&response, "priority").as_deref(), Some("low"));
+    assert_eq!(
+        sluice_field(&response, "over_limits").as_deref(),
+        Some("acme-tpm,any-tenant-rph")
+    );
+    // The hour resets last: 57 min 54.5 s, rounded up.
+    assert_eq!(header(&response, "Retry-After"), Some("3475"));
+    let mut strict = descriptor(&[("other", "x")]);
+    strict.limit = Some(RateLimitOverride {
+        requests_per_unit: 1,
+        unit: 2,
+    });
+    let (response, _) = decide(
+        &request(vec![tokens(2000), strict]),
+        CountingMode::AllOrNothing,
+        &[0, 1],
+    );
+    assert_eq!(sluice_field(&response, "action").as_deref(), Some("reject"));
+    // high and normal: normal.
+    assert_eq!(
+        sluice_field(&response, "priority").as_deref(),
+        Some("normal")
+    );
+}
+
+#[test]
+fn detailed_metric_labels_the_descriptor() {
+    let req = request(vec![descriptor(&[("detailed", "a")])]);
+    let (_, events) = decide(&req, CountingMode::AllOrNothing, &[0]);
+    assert_eq!(
+        events,
+        [
+            "hits:detailed-limit:1",
+            "detailed:detailed-limit:detailed=a:ok"
+        ]
+    );
+    let (_, events) = decide(&req, CountingMode::AllOrNothing, &[1]);
+    assert_eq!(
+        events,
+        [
+            "over:detailed-limit",
+            "detailed:detailed-limit:detailed=a:over_limit"
+        ]
+    );
+}
+
+#[test]
+fn malformed_requests_are_invalid() {
+    let mut no_domain = request(vec![rpm()]);
+    no_domain.domain.clear();
+    for bad in [
+        no_domain,
+        request(vec![]),
+        request(vec![rpm(), descriptor(&[])]),
+    ] {
+        let err = plan::plan(&config(), &bad, CountingMode::AllOrNothing, T0).unwrap_err();
+        assert!(matches!(err, DecisionError::InvalidRequest(_)), "{err}");
+    }
+    // An unknown domain is no error: nothing matches, nothing is counted.
+    let mut other = request(vec![rpm()]);
+    other.domain = "other".into();
+    let plan = plan_of(&other, CountingMode::AllOrNothing);
+    assert!(plan.ops.is_empty());
+}
+
+#[test]
+fn the_force_marker_charges_every_counter() {
+    let table: [(Option<&[u8]>, Charge); 5] = [
+        (Some(b"force"), Charge::Force),
+        (Some(b"Force"), Charge::Decide),
+        (Some(b"forced"), Charge::Decide),
+        (Some(b""), Charge::Decide),
+        (None, Charge::Decide),
+    ];
+    for (marker, expected) in table {
+        assert_eq!(Charge::from_marker(marker), expected, "{marker:?}");
+    }
+    for configured in [CountingMode::AllOrNothing, CountingMode::IncrementAll] {
+        assert_eq!(Charge::Decide.counting_mode(configured), configured);
+        assert_eq!(
+            Charge::Force.counting_mode(configured),
+            CountingMode::IncrementAll
+        );
+    }
+    // A forced charge past the limit moves the counter and answers over.
+    let req = request(vec![tokens(300)]);
+    let mode = Charge::Force.counting_mode(CountingMode::AllOrNothing);
+    let (response, events) = decide(&req, mode, &[900]);
+    assert_eq!(codes(&response), [Code::OverLimit]);
+    assert_eq!(remaining(&response), [0]);
+    assert_eq!(events, ["hits:acme-tpm:300", "over:acme-tpm"]);
+}
