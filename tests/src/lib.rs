@@ -75,6 +75,22 @@ pub fn sluice_filter_envoy_config(ports: &SluiceFilterPorts) -> anyhow::Result<S
     ))
 }
 
+/// POSTs `body` to `path` with `headers` from a blocking thread, for async
+/// tests; the handle yields the answer (a failed exchange panics the test).
+pub fn spawn_post(
+    addr: SocketAddr,
+    path: &str,
+    headers: Vec<(&'static str, String)>,
+    body: impl Into<Vec<u8>>,
+) -> tokio::task::JoinHandle<HttpResponse> {
+    let (path, body) = (path.to_string(), body.into());
+    tokio::task::spawn_blocking(move || {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        http_request(addr, "POST", &path, &headers, &body)
+            .unwrap_or_else(|e| panic!("POST {path} to {addr}: {e:#}"))
+    })
+}
+
 /// A fresh Sluice request id (what the filter generates).
 pub fn new_request_id() -> String {
     let mut random = [0u8; 16];

@@ -21,7 +21,7 @@ use sluice_ratelimit::deferral::caps::{
 use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions, Publisher};
 use sluice_ratelimit::deferral::publisher::LitePublisher;
 use sluice_ratelimit::deferral::{Endpoint as DeferralEndpoint, EndpointConfig};
-use sluice_testkit::{http_request, RedisServer, RocketMq};
+use sluice_testkit::{RedisServer, RocketMq};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -303,19 +303,9 @@ async fn defer(
     // Signed as the filter signs a deferral (the endpoint refuses anything else).
     let headers =
         sluice_testkit::deferral_headers(req_id, tenant, model, "normal", 1, body.as_bytes());
-    tokio::task::spawn_blocking(move || {
-        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        http_request(
-            addr,
-            "POST",
-            "/v1/chat/completions",
-            &headers,
-            body.as_bytes(),
-        )
+    sluice_testkit::spawn_post(addr, "/v1/chat/completions", headers, body)
+        .await
         .unwrap()
-    })
-    .await
-    .unwrap()
 }
 
 fn error_code(response: &sluice_testkit::HttpResponse) -> String {

@@ -95,17 +95,7 @@ fn post(
     .to_string();
     let mut headers = headers.to_vec();
     sluice_testkit::sign_deferral_headers(&mut headers, body.as_bytes());
-    tokio::task::spawn_blocking(move || {
-        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        http_request(
-            addr,
-            "POST",
-            "/v1/chat/completions",
-            &headers,
-            body.as_bytes(),
-        )
-        .unwrap()
-    })
+    sluice_testkit::spawn_post(addr, "/v1/chat/completions", headers, body)
 }
 
 async fn exists(redis: &mut redis::aio::MultiplexedConnection, key: &str) -> bool {

@@ -21,7 +21,7 @@ use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
 use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
 use sluice_testkit::{free_port, http_request, Envoy, RedisServer, RocketMq};
-use sluice_testkit::{sluice_filter_envoy_config, SluiceFilterPorts};
+use sluice_testkit::{sluice_filter_envoy_config, spawn_post, SluiceFilterPorts};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -374,7 +374,7 @@ async fn resume_needs_the_token_and_forged_deferrals_are_refused(
 
     let body =
         r#"{"model": "gpt-4o", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}"#;
-    let forged: Vec<(&str, &str)> = vec![
+    let forged: Vec<(&'static str, &'static str)> = vec![
         ("x-sluice-deferred", "1"),
         ("x-sluice-request-id", "0123456789abcdef0123456789abcdef"),
         ("x-sluice-tenant", "patient"),
@@ -383,37 +383,19 @@ async fn resume_needs_the_token_and_forged_deferrals_are_refused(
         ("x-sluice-estimated-tokens", "1"),
         ("x-sluice-deferral-token", "v1.1.00"),
     ];
-    let direct = {
-        let forged = forged.clone();
-        tokio::task::spawn_blocking(move || {
-            http_request(
-                deferral_addr,
-                "POST",
-                "/v1/chat/completions",
-                &forged,
-                body.as_bytes(),
-            )
-            .unwrap()
-        })
-    }
-    .await
-    .unwrap();
+    let owned = |headers: &[(&'static str, &'static str)]| -> Vec<(&'static str, String)> {
+        headers.iter().map(|(k, v)| (*k, v.to_string())).collect()
+    };
+    let direct = spawn_post(deferral_addr, "/v1/chat/completions", owned(&forged), body)
+        .await
+        .unwrap();
     assert_eq!(direct.status, 403, "{direct:?}");
     // Through Envoy, as a tenant with budget left: stripped, admitted directly.
     let mut headers = forged;
     headers.push(("x-tenant-id", "fresh"));
-    let through = tokio::task::spawn_blocking(move || {
-        http_request(
-            envoy_addr,
-            "POST",
-            "/v1/chat/completions",
-            &headers,
-            body.as_bytes(),
-        )
-        .unwrap()
-    })
-    .await
-    .unwrap();
+    let through = spawn_post(envoy_addr, "/v1/chat/completions", owned(&headers), body)
+        .await
+        .unwrap();
     assert_eq!(through.status, 200, "{through:?}");
     assert!(
         through.header("x-sluice-resume-token").is_none(),

@@ -105,18 +105,7 @@ fn post_unsigned(
     headers: Vec<(&'static str, String)>,
     body: &str,
 ) -> tokio::task::JoinHandle<HttpResponse> {
-    let body = body.to_string();
-    tokio::task::spawn_blocking(move || {
-        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        http_request(
-            addr,
-            "POST",
-            "/v1/chat/completions",
-            &headers,
-            body.as_bytes(),
-        )
-        .unwrap()
-    })
+    sluice_testkit::spawn_post(addr, "/v1/chat/completions", headers, body)
 }
 
 /// Subscribe to a tenant's bucket before its first request is published (a
