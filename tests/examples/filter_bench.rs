@@ -236,6 +236,23 @@ async fn main() -> anyhow::Result<()> {
     )?;
     let without_start = started.elapsed();
     let without_addr: SocketAddr = ([127, 0, 0, 1], listener2).into();
+    // The same filter without a deferral secret: it defers nothing, so it
+    // skips the body's SHA-256 that signing a deferral needs.
+    let (admin6, listener6) = (free_port(), free_port());
+    let unsigned_config = envoy_config(true, rls_port, backend.addr.port(), admin6, listener6)
+        .replace(
+            &format!(
+                r#", "secrets": ["{}"]"#,
+                sluice_admission::deferral::EXAMPLE_SECRET
+            ),
+            "",
+        );
+    assert!(
+        !unsigned_config.contains("\"secrets\""),
+        "secrets left in the config"
+    );
+    let _unsigned = Envoy::start(&unsigned_config, admin6, listener6)?;
+    let unsigned_addr: SocketAddr = ([127, 0, 0, 1], listener6).into();
     let (admin5, listener5) = (free_port(), free_port());
     let authz_config = std::fs::read_to_string(workspace_root().join("envoy/ext-authz.yaml"))?
         .replace("port_value: 9901", &format!("port_value: {admin5}"))
@@ -303,18 +320,22 @@ async fn main() -> anyhow::Result<()> {
     let mut a = Connection::open(with_addr);
     let mut b = Connection::open(without_addr);
     let mut c = Connection::open(authz_addr);
+    let mut d = Connection::open(unsigned_addr);
     for _ in 0..50 {
         a.post(&body_1k);
         b.post(&body_1k);
         c.post(&body_1k);
+        d.post(&body_1k);
     }
     let (mut with_ms, mut without_ms, mut authz_ms) = (Vec::new(), Vec::new(), Vec::new());
+    let mut unsigned_ms = Vec::new();
     let mut errors = 0;
     for _ in 0..rounds {
         for (connection, out) in [
             (&mut a, &mut with_ms),
             (&mut b, &mut without_ms),
             (&mut c, &mut authz_ms),
+            (&mut d, &mut unsigned_ms),
         ] {
             for _ in 0..per_round {
                 let t = Instant::now();
@@ -327,6 +348,7 @@ async fn main() -> anyhow::Result<()> {
     with_ms.sort_by(|x, y| x.total_cmp(y));
     without_ms.sort_by(|x, y| x.total_cmp(y));
     authz_ms.sort_by(|x, y| x.total_cmp(y));
+    unsigned_ms.sort_by(|x, y| x.total_cmp(y));
     println!();
     println!(
         "1k-token prompt ({} tokens), {} requests each, one connection, alternating rounds:",
@@ -339,6 +361,7 @@ async fn main() -> anyhow::Result<()> {
     );
     for (label, v) in [
         ("envoy + sluice filter + RLS", &with_ms),
+        ("filter, no deferral secret", &unsigned_ms),
         ("envoy + ext_authz (sluice)", &authz_ms),
         ("envoy alone", &without_ms),
     ] {
@@ -363,6 +386,13 @@ async fn main() -> anyhow::Result<()> {
         percentile(&authz_ms, 0.5) - percentile(&without_ms, 0.5),
         percentile(&authz_ms, 0.99) - percentile(&without_ms, 0.99),
         percentile(&authz_ms, 0.999) - percentile(&without_ms, 0.999)
+    );
+    println!(
+        "{:<28} {:>9.3} {:>9.3} {:>9.3}",
+        "added by the body digest",
+        percentile(&with_ms, 0.5) - percentile(&unsigned_ms, 0.5),
+        percentile(&with_ms, 0.99) - percentile(&unsigned_ms, 0.99),
+        percentile(&with_ms, 0.999) - percentile(&unsigned_ms, 0.999)
     );
     println!("non-200 answers: {errors}");
 
