@@ -118,6 +118,12 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub deferral_token_max_age_s: u64,
 
+    /// The marker header the filter sets on deferred requests (the filter's
+    /// `deferral.marker_header`).
+    #[arg(long, env = "SLUICE_DEFERRAL_MARKER_HEADER", default_value = sluice_admission::deferral::DEFAULT_MARKER_HEADER,
+          value_parser = parse_marker_header)]
+    pub deferral_marker_header: String,
+
     /// Longest a deferred request waits for its answer, in seconds.
     #[arg(long, env = "SLUICE_DEFERRAL_TIMEOUT_S", default_value_t = 600)]
     pub deferral_timeout_s: u64,
@@ -331,6 +337,7 @@ async fn deferral_endpoint(
         low_priority_max_backlog: args.low_priority_max_backlog,
         secrets,
         token_max_age: Duration::from_secs(args.deferral_token_max_age_s),
+        marker_header: args.deferral_marker_header.clone(),
         ..Default::default()
     };
     let local = in_process.map(|in_process| {
@@ -385,4 +392,13 @@ pub async fn shutdown_signal() {
         _ = terminate => {},
     }
     tracing::info!("shutting down: draining in-flight calls");
+}
+
+/// `--deferral-marker-header`: a lowercase header name, as the filter requires.
+fn parse_marker_header(value: &str) -> Result<String, String> {
+    if sluice_admission::config::valid_header_name(value) {
+        Ok(value.to_string())
+    } else {
+        Err(format!("'{value}' is not a lowercase header name"))
+    }
 }

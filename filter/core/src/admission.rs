@@ -6,7 +6,7 @@
 
 use crate::config::{FailureMode, FilterConfig, TenantSource, UnknownPaths};
 use crate::deferral::{self, DeferralClaims, DEFERRAL_TOKEN_HEADER};
-use crate::descriptors::{admission_request, reconcile_request, sanitize_value};
+use crate::descriptors::{admission_request, reconcile_request, sanitize_value, sluice_metadata};
 use crate::errors::LocalReply;
 use crate::host::{Host, LogLevel, Metric};
 use crate::openai::{self, Endpoint, Estimate};
@@ -364,7 +364,7 @@ impl<E: Encoders> RequestAdmission<E> {
         let metadata = response
             .dynamic_metadata
             .as_ref()
-            .and_then(|m| m.fields.get("sluice"))
+            .and_then(|m| m.fields.get(sluice_metadata::NAMESPACE))
             .and_then(|v| match &v.kind {
                 Some(sluice_proto::rls::value::Kind::StructValue(s)) => Some(s),
                 _ => None,
@@ -374,9 +374,11 @@ impl<E: Encoders> RequestAdmission<E> {
                 .and_then(|m| m.fields.get(name))
                 .and_then(|v| v.as_str())
         };
-        let action = field("action").unwrap_or("reject");
-        let priority = field("priority").unwrap_or("normal").to_string();
-        if action == "defer" && self.config().deferral.active() {
+        let action = field(sluice_metadata::ACTION).unwrap_or(sluice_metadata::ACTION_REJECT);
+        let priority = field(sluice_metadata::PRIORITY)
+            .unwrap_or("normal")
+            .to_string();
+        if action == sluice_metadata::ACTION_DEFER && self.config().deferral.active() {
             self.defer(host, &priority);
         } else {
             self.reject(host, metadata.is_some());

@@ -335,7 +335,8 @@ fn lookup_pattern<'a, V>(map: &'a BTreeMap<String, V>, name: &str) -> Option<&'a
         .map(|(_, v)| v)
 }
 
-fn valid_header_name(name: &str) -> bool {
+/// A lowercase HTTP header name (what the filter's header settings accept).
+pub fn valid_header_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()

@@ -13,6 +13,24 @@ pub const MAX_VALUE_LEN: usize = 96;
 /// (reconciliation of usage that already happened).
 pub const FORCE_CHARGE_METADATA: (&str, &[u8]) = ("x-sluice-charge", b"force");
 
+/// The `dynamic_metadata` sluice-rls returns with an OVER_LIMIT answer and
+/// the filter reads: `{"sluice": {"action", "priority", "over_limits",
+/// "retry_after_seconds"}}`. Written by one side, read by the other.
+pub mod sluice_metadata {
+    /// The namespace (the key of the outer struct).
+    pub const NAMESPACE: &str = "sluice";
+    /// `"defer"` when every limit that is over says so, else `"reject"`.
+    pub const ACTION: &str = "action";
+    pub const ACTION_DEFER: &str = "defer";
+    pub const ACTION_REJECT: &str = "reject";
+    /// The priority class of the deferral (`low`, `normal`, `high`).
+    pub const PRIORITY: &str = "priority";
+    /// Names of the limits that are over.
+    pub const OVER_LIMITS: &str = "over_limits";
+    /// Seconds until the earliest of them resets.
+    pub const RETRY_AFTER_SECONDS: &str = "retry_after_seconds";
+}
+
 /// Bound and sanitize a tenant or model value. Values that are fine pass as
 /// they are; anything else (odd characters, too long) keeps a readable prefix
 /// plus a hash of the original, so two different hostile values never share a

@@ -15,6 +15,7 @@
 
 use crate::window::Unit;
 use serde::Deserialize;
+use sluice_admission::descriptors::sluice_metadata;
 
 /// One limits file.
 #[derive(Debug, Deserialize)]
@@ -93,8 +94,8 @@ pub enum OverLimitAction {
 impl OverLimitAction {
     pub const fn as_str(self) -> &'static str {
         match self {
-            OverLimitAction::Reject => "reject",
-            OverLimitAction::Defer => "defer",
+            OverLimitAction::Reject => sluice_metadata::ACTION_REJECT,
+            OverLimitAction::Defer => sluice_metadata::ACTION_DEFER,
         }
     }
 }

@@ -24,8 +24,8 @@ use sluice_admission::admission::{
 };
 use sluice_admission::config::{DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES};
 use sluice_admission::deferral::{
-    self, DeferralClaims, Secret, DEFAULT_MARKER_HEADER as DEFERRED_MARKER_HEADER,
-    DEFERRAL_TOKEN_HEADER, QUEUE_POSITION_HEADER, RESUME_TOKEN_HEADER,
+    self, DeferralClaims, Secret, DEFAULT_MARKER_HEADER, DEFERRAL_TOKEN_HEADER,
+    QUEUE_POSITION_HEADER, RESUME_TOKEN_HEADER,
 };
 use sluice_admission::openai::{self, Endpoint};
 use sluice_contract::bookkeeping::{self, Lapse};
@@ -90,6 +90,9 @@ pub struct EndpointOptions {
     /// How long a request id stays bound to its tenant (`owner:{id}`): at
     /// least as long as its answer can be resumed.
     pub owner_ttl: Duration,
+    /// The marker header the filter sets on deferred requests (its
+    /// `deferral.marker_header`); lowercase.
+    pub marker_header: String,
 }
 
 impl Default for EndpointOptions {
@@ -110,6 +113,7 @@ impl Default for EndpointOptions {
             secrets: Vec::new(),
             token_max_age: Duration::from_secs(30),
             owner_ttl: Duration::from_secs(86_400),
+            marker_header: DEFAULT_MARKER_HEADER.to_string(),
         }
     }
 }
@@ -345,11 +349,14 @@ fn parse_deferred(
             "deferred requests are POSTs",
         ));
     }
-    if header(headers, DEFERRED_MARKER_HEADER) != Some("1") {
+    if header(headers, &options.marker_header) != Some("1") {
         return Err(Rejection::bad_request(
             "not_deferred",
             "not_deferred",
-            "this endpoint only serves requests Sluice deferred (x-sluice-deferred: 1); check the route that sent it here",
+            format!(
+                "this endpoint only serves requests Sluice deferred ({}: 1); check the route that sent it here",
+                options.marker_header
+            ),
         ));
     }
     let marker = |name: &'static str| match header(headers, name) {

@@ -4,6 +4,7 @@
 use super::plan::{Applied, Plan, Resolved};
 use crate::config::{Limit, OverLimitAction, Priority};
 use crate::store::CounterOutcome;
+use sluice_admission::descriptors::sluice_metadata;
 use sluice_proto::pb::envoy::config::core::v3::HeaderValue;
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::{
@@ -14,7 +15,7 @@ use sluice_proto::pb::google::protobuf::{value::Kind, ListValue, Struct, Value};
 use std::collections::BTreeMap;
 
 /// Key of Sluice's block inside `RateLimitResponse.dynamic_metadata`.
-pub const METADATA_NAMESPACE: &str = "sluice";
+pub const METADATA_NAMESPACE: &str = sluice_metadata::NAMESPACE;
 
 /// A metric update the decision calls for; the limiter records it.
 #[derive(Debug)]
@@ -248,10 +249,13 @@ fn sluice_metadata(over: &[&Limit], retry_after_secs: u64) -> Struct {
         .min()
         .unwrap_or(Priority::Normal);
     let mut fields = BTreeMap::new();
-    fields.insert("action".to_string(), string(action.as_str()));
-    fields.insert("priority".to_string(), string(priority.as_str()));
+    fields.insert(sluice_metadata::ACTION.to_string(), string(action.as_str()));
     fields.insert(
-        "over_limits".to_string(),
+        sluice_metadata::PRIORITY.to_string(),
+        string(priority.as_str()),
+    );
+    fields.insert(
+        sluice_metadata::OVER_LIMITS.to_string(),
         Value {
             kind: Some(Kind::ListValue(ListValue {
                 values: over.iter().map(|l| string(&l.name)).collect(),
@@ -259,7 +263,7 @@ fn sluice_metadata(over: &[&Limit], retry_after_secs: u64) -> Struct {
         },
     );
     fields.insert(
-        "retry_after_seconds".to_string(),
+        sluice_metadata::RETRY_AFTER_SECONDS.to_string(),
         Value {
             kind: Some(Kind::NumberValue(retry_after_secs as f64)),
         },
