@@ -148,6 +148,11 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<LlmRequest, String> {
 }
 
 impl LlmRequest {
+    /// The parsed request object, unchanged (for whoever forwards it).
+    pub fn into_body(self) -> Value {
+        self.body
+    }
+
     /// Prompt tokens with `counter`; images cost `image_tokens` each.
     pub fn prompt_tokens(&self, counter: &dyn TokenCounter, image_tokens: u64) -> u64 {
         let mut counting = Counting {

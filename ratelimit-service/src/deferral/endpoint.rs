@@ -143,7 +143,7 @@ impl EndpointMetrics {
         );
         registry.register(
             "rejected",
-            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, token_missing, token_malformed, token_expired, token_bad_signature, duplicate_request, too_large, body_timeout, body_unreadable, unknown_path, invalid_request, invalid_json, low_priority_backlog, busy, store_unavailable, tenant_bucket_limit, bucket_capacity, bucket_rate_limit, publish_failed)",
+            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, token_missing, token_malformed, token_expired, token_bad_signature, duplicate_request, too_large, body_timeout, body_unreadable, unknown_path, invalid_request, low_priority_backlog, busy, store_unavailable, tenant_bucket_limit, bucket_capacity, bucket_rate_limit, publish_failed)",
             self.rejected.clone(),
         );
         registry.register(
@@ -385,14 +385,7 @@ fn parse_deferred(
             "only requests deferred by Sluice's admission are served here (no deferral token)",
         ));
     };
-    if body.len() > options.max_body_bytes {
-        return Err(Rejection::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request_too_large",
-            "too_large",
-            "request body too large",
-        ));
-    }
+    // The body was read within `max_body_bytes` (`read_body`).
     let digest = deferral::body_digest(body);
     let estimated_tokens: u64 = estimated.parse().map_err(|_| {
         Rejection::bad_request(
@@ -424,31 +417,12 @@ fn parse_deferred(
             format!("{} is not an inference endpoint", uri.path()),
         ));
     };
-    if let Err(message) = openai::parse(endpoint, body) {
-        return Err(Rejection::bad_request(
-            "invalid_request",
-            "invalid_request",
-            message,
-        ));
-    }
-    let request: Value = serde_json::from_slice(body).map_err(|_| {
-        Rejection::bad_request(
-            "invalid_request",
-            "invalid_json",
-            "request body is not valid JSON",
-        )
-    })?;
-    let stream = request
-        .get("stream")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let parsed = openai::parse(endpoint, body)
+        .map_err(|message| Rejection::bad_request("invalid_request", "invalid_request", message))?;
     // The consumer always asks the model for usage; a client that did not
     // gets no usage-only chunk.
-    let include_usage = request
-        .get("stream_options")
-        .and_then(|o| o.get("include_usage"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let (stream, include_usage) = (parsed.stream, parsed.include_usage);
+    let request = parsed.into_body();
     Ok(Deferred {
         req_id,
         tenant,
