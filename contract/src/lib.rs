@@ -10,7 +10,7 @@
 //! - [`local`]: the in-process channel for chunks ([`LocalBus`]).
 //!
 //! The `x-sluice-*` header names and the RLS metadata keys are not here:
-//! their one home is `sluice-admission` (`filter/core`), which the filter,
+//! their one home is `sluice-admission` (`admission/`), which the filter,
 //! ext_authz and the endpoint share; the consumer uses none of them.
 //!
 //! Why a crate of its own and not a module of `sluice-proto`: `proto/` holds
