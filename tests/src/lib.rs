@@ -832,3 +832,15 @@ mod rocketmq_tests {
         assert!(port > 1026 && ha != port && ha != port - 2);
     }
 }
+
+#[cfg(feature = "stack")]
+pub mod stack;
+
+/// Test logs at `RUST_LOG` (default `warn`) through the test writer; once
+/// per process, later calls are no-ops.
+pub fn init_test_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_test_writer()
+        .try_init();
+}
