@@ -25,7 +25,7 @@ use sluice_ratelimit::ext_authz::ExtAuthzService;
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
+use sluice_ratelimit::store::{CounterStore, CountingMode, RedisStore, RedisStoreOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -137,22 +137,27 @@ pub async fn start_fast_llm_sim(completion_tokens: u64) -> SocketAddr {
     start_llm_sim(sim).await
 }
 
-/// The limiter sluice-rls builds: `limits_yaml` on the Redis at `redis_url`.
-pub fn redis_limiter(limits_yaml: &str, redis_url: &str, metrics: Metrics) -> Arc<Limiter> {
+/// The limiter sluice-rls builds: `limits_yaml` on `store`.
+pub fn limiter(limits_yaml: &str, store: Arc<dyn CounterStore>, metrics: Metrics) -> Arc<Limiter> {
     let limits =
         LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), limits_yaml.into())]).unwrap();
+    Arc::new(Limiter::new(
+        limits,
+        store,
+        CountingMode::AllOrNothing,
+        Arc::new(SystemClock),
+        Arc::new(metrics),
+    ))
+}
+
+/// [`limiter`] on the Redis at `redis_url`.
+pub fn redis_limiter(limits_yaml: &str, redis_url: &str, metrics: Metrics) -> Arc<Limiter> {
     let store = RedisStore::new(&RedisStoreOptions {
         url: redis_url.into(),
         ..Default::default()
     })
     .unwrap();
-    Arc::new(Limiter::new(
-        limits,
-        Arc::new(store),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(metrics),
-    ))
+    limiter(limits_yaml, Arc::new(store), metrics)
 }
 
 /// The deferral endpoint's router as sluice-rls builds it, signing with the

@@ -12,18 +12,15 @@ use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
 };
 use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use sluice_proto::pb::google::protobuf::UInt64Value;
-use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::ext_authz::ExtAuthzService;
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
-use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
+use sluice_testkit::stack::{redis_limiter, start_llm_sim, start_rls, Rls, RlsParts};
 use sluice_testkit::{
     filter_wasm, free_port, http_request, workspace_root, Envoy, HttpResponse, RedisServer,
     StaticHttpServer, ECHO_HEADERS,
 };
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,7 +67,7 @@ struct Stack {
     listener: SocketAddr,
     limiter: Arc<Limiter>,
     _redis: RedisServer,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    _rls: Rls,
 }
 
 /// `edits` rewrite the Envoy config (which carries the Wasm plugin
@@ -79,20 +76,7 @@ struct Stack {
 /// port nobody listens on.
 async fn stack(front: FrontDoor, edits: &[(&str, &str)], rls_up: bool) -> Stack {
     let redis = RedisServer::start().unwrap();
-    let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
-        ..Default::default()
-    })
-    .unwrap();
-    let limits =
-        LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
-    let limiter = Arc::new(Limiter::new(
-        limits,
-        Arc::new(store),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
+    let limiter = redis_limiter(LIMITS, &redis.url(), Metrics::new());
 
     let envoy_file = match front {
         FrontDoor::Wasm => "envoy/sluice-filter.yaml",
@@ -117,31 +101,19 @@ async fn stack(front: FrontDoor, edits: &[(&str, &str)], rls_up: bool) -> Stack 
         ExtAuthzService::new(limiter.clone(), admission)
     });
 
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let rls_port = if rls_up {
-        grpc.local_addr().unwrap().port()
-    } else {
-        free_port()
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let deps = Deps {
-        limiter: limiter.clone(),
-        config_path: None,
-        reload_interval: Duration::ZERO,
-        ext_authz,
-        deferral: None,
-    };
-    tokio::spawn(run(grpc, None, deps, async {
-        let _ = stopped.await;
-    }));
+    let rls = start_rls(
+        limiter.clone(),
+        RlsParts {
+            ext_authz,
+            ..Default::default()
+        },
+    )
+    .await;
+    let rls_port = if rls_up { rls.port } else { free_port() };
 
-    let backend = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let backend_port = backend.local_addr().unwrap().port();
-    tokio::spawn(sluice_llm_sim::run(
-        backend,
-        sluice_llm_sim::SimConfig::fast(),
-        std::future::pending::<()>(),
-    ));
+    let backend_port = start_llm_sim(sluice_llm_sim::SimConfig::fast())
+        .await
+        .port();
     let deferral = StaticHttpServer::start(ECHO_HEADERS).unwrap();
 
     // Distinct from each other and from the dead RLS port of `rls_up: false`.
@@ -179,7 +151,7 @@ async fn stack(front: FrontDoor, edits: &[(&str, &str)], rls_up: bool) -> Stack 
         listener: ([127, 0, 0, 1], listener_port).into(),
         limiter,
         _redis: redis,
-        _stop: stop,
+        _rls: rls,
     }
 }
 

@@ -10,18 +10,15 @@ use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
 };
 use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use sluice_proto::pb::google::protobuf::UInt64Value;
-use sluice_ratelimit::config::LimitsConfig;
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
-use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
+use sluice_testkit::stack::{redis_limiter, start_rls, Rls, RlsParts};
 use sluice_testkit::{
     free_port, http_request, sluice_filter_envoy_config, Envoy, HttpResponse, RedisServer,
     SluiceFilterPorts, StaticHttpServer, ECHO_HEADERS,
 };
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,7 +51,7 @@ struct Stack {
     listener: SocketAddr,
     limiter: Arc<Limiter>,
     _redis: RedisServer,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    _rls: Rls,
 }
 
 /// Envoy + filter + RLS (Redis); the backend echoes the request headers it
@@ -62,33 +59,9 @@ struct Stack {
 /// `edits` rewrite the Envoy config text (after the ports).
 async fn stack(edits: &[(&str, &str)], deferral: Option<SocketAddr>) -> Stack {
     let redis = RedisServer::start().unwrap();
-    let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
-        ..Default::default()
-    })
-    .unwrap();
-    let limits =
-        LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
-    let limiter = Arc::new(Limiter::new(
-        limits,
-        Arc::new(store),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let rls = grpc.local_addr().unwrap().port();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let deps = Deps {
-        limiter: limiter.clone(),
-        config_path: None,
-        reload_interval: Duration::ZERO,
-        ext_authz: None,
-        deferral: None,
-    };
-    tokio::spawn(run(grpc, None, deps, async {
-        let _ = stopped.await;
-    }));
+    let limiter = redis_limiter(LIMITS, &redis.url(), Metrics::new());
+    let rls_server = start_rls(limiter.clone(), RlsParts::default()).await;
+    let rls = rls_server.port;
     let backend = StaticHttpServer::start(ECHO_HEADERS).unwrap();
     let deferral = match deferral {
         Some(addr) => addr,
@@ -126,7 +99,7 @@ async fn stack(edits: &[(&str, &str)], deferral: Option<SocketAddr>) -> Stack {
         listener: ([127, 0, 0, 1], listener).into(),
         limiter,
         _redis: redis,
-        _stop: stop,
+        _rls: rls_server,
     }
 }
 
