@@ -836,6 +836,17 @@ mod rocketmq_tests {
 #[cfg(feature = "stack")]
 pub mod stack;
 
+/// A child process (a workspace binary under test), killed and reaped when
+/// this drops.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Test logs at `RUST_LOG` (default `warn`) through the test writer; once
 /// per process, later calls are no-ops.
 pub fn init_test_tracing() {

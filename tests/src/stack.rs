@@ -19,7 +19,7 @@ use sluice_consumer::{
 };
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::config::LimitsConfig;
-use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions};
+use sluice_ratelimit::deferral::endpoint::EndpointMetrics;
 use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
 use sluice_ratelimit::ext_authz::ExtAuthzService;
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
@@ -160,26 +160,28 @@ pub fn redis_limiter(limits_yaml: &str, redis_url: &str, metrics: Metrics) -> Ar
     limiter(limits_yaml, Arc::new(store), metrics)
 }
 
-/// The deferral endpoint's router as sluice-rls builds it, signing with the
-/// example secret unless `options` name secrets.
-pub async fn deferral_endpoint(
-    redis: &RedisServer,
-    broker: &RocketMq,
-    mut options: EndpointOptions,
-    metrics: Arc<EndpointMetrics>,
-) -> axum::Router {
-    if options.secrets.is_empty() {
-        options.secrets = vec![example_deferral_secret()];
-    }
-    Endpoint::build(EndpointConfig {
+/// The deferral endpoint's config as the tests share it: [`PARENT`],
+/// [`GROUP`], `redis` and `broker`, defaults otherwise.
+pub fn endpoint_config(redis: &RedisServer, broker: &RocketMq) -> EndpointConfig {
+    EndpointConfig {
         parent: PARENT.into(),
         consumer_group: GROUP.into(),
-        options,
-        metrics,
         ..EndpointConfig::new(redis.url(), broker.namesrv_addr())
-    })
-    .await
-    .unwrap()
+    }
+}
+
+/// The deferral endpoint's router as sluice-rls builds it, signing with the
+/// example secret unless `config` names secrets.
+pub async fn deferral_endpoint(mut config: EndpointConfig) -> axum::Router {
+    if config.options.secrets.is_empty() {
+        config.options.secrets = vec![example_deferral_secret()];
+    }
+    Endpoint::build(config).await.unwrap()
+}
+
+/// [`deferral_endpoint`] served on a loopback port; returns its address.
+pub async fn start_deferral_endpoint(config: EndpointConfig) -> SocketAddr {
+    serve_http(deferral_endpoint(config).await).await
 }
 
 /// Serves `app` on a loopback port; returns its address.
@@ -275,7 +277,8 @@ impl ConsumerSpec {
 }
 
 /// A running consumer pop loop; [`ConsumerInstance::stop`] shuts it down
-/// gracefully, dropping it leaves it running until the runtime ends.
+/// gracefully, [`ConsumerInstance::crash`] kills it; dropping it leaves it
+/// running until the runtime ends.
 pub struct ConsumerInstance {
     pub runner: Arc<Runner>,
     pub pacer: Arc<Pacer>,
@@ -283,15 +286,41 @@ pub struct ConsumerInstance {
     /// Its own broker client, as a separate process would have.
     pub client: LiteClient,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    pub task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl ConsumerInstance {
-    /// Asks the pop loop to shut down (it returns once `task` ends).
-    pub fn stop(&mut self) {
+    /// SIGTERM: the graceful path. Returns how long the runner took to stop.
+    pub async fn stop(mut self) -> Duration {
+        let started = std::time::Instant::now();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+        self.task.await.unwrap();
+        let took = started.elapsed();
+        drop(self.runner);
+        // The broker client's own shutdown waits for its idle connections to
+        // time out: not part of what is measured here.
+        tokio::spawn(self.client.shutdown());
+        took
+    }
+
+    /// kill -9 as far as the group can tell: the loop and its broker
+    /// connection vanish without leaving the member set.
+    pub async fn crash(self) {
+        self.task.abort();
+        let _ = self.task.await;
+        drop(self.runner);
+        tokio::spawn(self.client.shutdown());
+    }
+
+    /// The sum of the samples of the consumer metric `name`.
+    pub fn counter(&self, name: &str) -> f64 {
+        let text = self.metrics.encode();
+        text.lines()
+            .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
     }
 }
 
@@ -458,12 +487,10 @@ impl StackBuilder {
         let endpoint_metrics = Arc::new(EndpointMetrics::default());
         endpoint_metrics.register(&mut rls_metrics.registry);
         let limiter = redis_limiter(self.limits, &redis.url(), rls_metrics);
-        let app = deferral_endpoint(
-            &redis,
-            &broker,
-            EndpointOptions::default(),
-            endpoint_metrics.clone(),
-        )
+        let app = deferral_endpoint(EndpointConfig {
+            metrics: endpoint_metrics.clone(),
+            ..endpoint_config(&redis, &broker)
+        })
         .await;
         let rls = start_rls(
             limiter,
@@ -479,7 +506,9 @@ impl StackBuilder {
         let backend = start_llm_sim(self.sim).await;
         let consumer =
             start_consumer(&redis_connection(&redis), &broker, backend, self.consumer).await;
-        let deferral = rls.deferral.expect("the stack serves the deferral endpoint");
+        let deferral = rls
+            .deferral
+            .expect("the stack serves the deferral endpoint");
         let envoy = start_filter_envoy(rls.port, backend.port(), deferral.port()).await;
         Stack {
             envoy,

@@ -130,12 +130,8 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
     assert!(started.elapsed() < Duration::from_secs(30));
 
     tenants_sharing_a_client_request_id_get_their_own_answers(envoy_addr, &backend_url).await;
-    resume_needs_the_token_and_forged_deferrals_are_refused(
-        envoy_addr,
-        deferral_addr,
-        &response,
-    )
-    .await;
+    resume_needs_the_token_and_forged_deferrals_are_refused(envoy_addr, deferral_addr, &response)
+        .await;
 }
 
 /// Two tenants send the same `x-request-id` at once (the attack that used

@@ -6,37 +6,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use serde_json::Value;
+use sluice_testkit::stack::{start_filter_envoy, start_llm_sim};
+use sluice_testkit::workspace_root;
 use sluice_testkit::{
-    free_port, http_request, wait_for_port, workspace_binary, Envoy, RedisServer, RocketMq,
+    free_port, http_request, wait_for_port, workspace_binary, KillOnDrop, RedisServer, RocketMq,
 };
-use sluice_testkit::{sluice_filter_envoy_config, workspace_root, SluiceFilterPorts};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// `patient` gets 50 tokens an hour and defers the rest.
-const LIMITS: &str = r#"
-domain: sluice
-descriptors:
-  - key: tenant
-    value: patient
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 1000, name: patient-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 50, name: patient-tph,
-                          sluice: { over_limit: defer, priority: normal } }
-"#;
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+const LIMITS: &str = sluice_testkit::stack::limits::PATIENT_DEFERS;
 
 #[test]
 fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
@@ -45,17 +24,9 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
 
     // The backend, on a runtime of its own: 20 tokens per answer.
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let backend_listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let backend = backend_listener.local_addr().unwrap();
     let mut sim = sluice_llm_sim::SimConfig::fast();
     sim.default_completion_tokens = 20;
-    runtime.spawn(sluice_llm_sim::run(
-        backend_listener,
-        sim,
-        std::future::pending::<()>(),
-    ));
+    let backend = runtime.block_on(start_llm_sim(sim));
 
     let dir = tempfile::tempdir().unwrap();
     let limits = dir.path().join("limits.yaml");
@@ -68,7 +39,7 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
     .unwrap();
     let (grpc, admin, deferral, consumer_admin) =
         (free_port(), free_port(), free_port(), free_port());
-    let _rls = Process(
+    let _rls = KillOnDrop(
         Command::new(workspace_binary("sluice-allinone").unwrap())
             .args(["--config", limits.to_str().unwrap()])
             .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
@@ -99,17 +70,9 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
         wait_for_port(([127, 0, 0, 1], port).into(), Duration::from_secs(30)).unwrap();
     }
 
-    let (envoy_admin, listener_port) = (free_port(), free_port());
-    let config = sluice_filter_envoy_config(&SluiceFilterPorts {
-        admin: envoy_admin,
-        listener: listener_port,
-        rls: grpc,
-        backend: backend.port(),
-        deferral,
-    })
-    .unwrap();
-    let envoy = Envoy::start(&config, envoy_admin, listener_port).unwrap();
-    let envoy_addr: SocketAddr = ([127, 0, 0, 1], listener_port).into();
+    let envoy = runtime.block_on(start_filter_envoy(grpc, backend.port(), deferral));
+    let envoy_addr = envoy.listener;
+    let envoy = envoy.envoy;
     let chat = |stream: bool| {
         let body = serde_json::json!({
             "model": "gpt-4o",

@@ -5,22 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use sluice_testkit::{
-    free_port, http_request, wait_for_port, workspace_binary, RedisServer, RocketMq,
+    free_port, http_request, wait_for_port, workspace_binary, KillOnDrop, RedisServer, RocketMq,
 };
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const TOKEN: &str = "in-process-admin-token-93c1";
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn in_process_consumer_admin_writes_need_the_token() {
@@ -31,7 +22,7 @@ fn in_process_consumer_admin_writes_need_the_token() {
     std::fs::write(&limits, "domain: sluice\n").unwrap();
     let (grpc, admin, deferral, consumer_admin) =
         (free_port(), free_port(), free_port(), free_port());
-    let _rls = Process(
+    let _rls = KillOnDrop(
         Command::new(workspace_binary("sluice-allinone").unwrap())
             .args(["--config", limits.to_str().unwrap()])
             .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
