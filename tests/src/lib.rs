@@ -851,7 +851,20 @@ impl Drop for KillOnDrop {
 /// per process, later calls are no-ops.
 pub fn init_test_tracing() {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(rust_log_or("warn"))
         .with_test_writer()
         .try_init();
+}
+
+/// Benchmark logs at `RUST_LOG` (default `error`) on stderr, so that they
+/// stay out of the figures printed on stdout.
+pub fn init_bench_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(rust_log_or("error"))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn rust_log_or(default: &str) -> String {
+    std::env::var("RUST_LOG").unwrap_or_else(|_| default.into())
 }

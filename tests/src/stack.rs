@@ -283,6 +283,8 @@ pub struct ConsumerInstance {
     pub runner: Arc<Runner>,
     pub pacer: Arc<Pacer>,
     pub metrics: Arc<ConsumerMetrics>,
+    /// Its LiteTopic consumer (for the broker client's figures).
+    pub lite: Arc<LiteConsumer>,
     /// Its own broker client, as a separate process would have.
     pub client: LiteClient,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -342,9 +344,10 @@ pub async fn start_consumer(
     let consumer = Arc::new(Consumer::new(redis.clone(), &id, config, metrics.clone()).unwrap());
     let pacer = Arc::new(Pacer::new(redis.clone(), pacing, Some(metrics.clone())).unwrap());
     let client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr())).unwrap();
+    let lite = Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await.unwrap());
     let runner = Runner::new(
         RunnerParts {
-            lite: Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await.unwrap()),
+            lite: lite.clone(),
             producer: Arc::new(
                 LiteProducer::new(&client, &format!("{id}-retry"))
                     .await
@@ -373,6 +376,7 @@ pub async fn start_consumer(
         runner,
         pacer,
         metrics,
+        lite,
         client,
         stop: Some(stop),
         task,

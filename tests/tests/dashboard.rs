@@ -177,10 +177,7 @@ fn get(addr: SocketAddr, path: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_dashboard_metric_is_exported_by_a_running_component() {
     let started = Instant::now();
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn")
-        .with_test_writer()
-        .try_init();
+    sluice_testkit::init_test_tracing();
 
     // The dashboard's expressions, panel by panel.
     let dashboard: serde_json::Value = serde_json::from_str(
