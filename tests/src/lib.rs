@@ -836,6 +836,54 @@ mod rocketmq_tests {
 #[cfg(feature = "stack")]
 pub mod stack;
 
+/// POST `body` with `headers` to `addr` + `path` (the blocking client, off
+/// the runtime's threads).
+pub async fn post(
+    addr: SocketAddr,
+    path: &'static str,
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+) -> anyhow::Result<HttpResponse> {
+    tokio::task::spawn_blocking(move || {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        http_request(addr, "POST", path, &headers, &body)
+    })
+    .await?
+}
+
+/// Status and body of a raw HTTP/1.1 response (status 0 if there is none).
+pub fn parse_raw_response(raw: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(raw);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Envoy's `wasmcustom.sluice_<event>_total`: how often the filter counted
+/// `event` (0 before the first).
+pub async fn filter_event_count(envoy: &Envoy, event: &str) -> anyhow::Result<u64> {
+    let admin: SocketAddr = ([127, 0, 0, 1], envoy.admin_port).into();
+    let stats = tokio::task::spawn_blocking(move || {
+        http_request(admin, "GET", "/stats?filter=sluice", &[], b"")
+    })
+    .await??
+    .body;
+    let name = format!("sluice_{event}_total: ");
+    for line in stats.lines() {
+        if let Some((_, count)) = line.split_once(&name) {
+            return Ok(count.trim().parse()?);
+        }
+    }
+    Ok(0)
+}
+
 /// A child process (a workspace binary under test), killed and reaped when
 /// this drops.
 pub struct KillOnDrop(pub Child);

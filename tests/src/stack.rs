@@ -18,6 +18,11 @@ use sluice_consumer::{
     Metrics as ConsumerMetrics, Pacer, PacingConfig, Rates, RedisOptions,
 };
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
+use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
+    rate_limit_descriptor::Entry, RateLimitDescriptor,
+};
+use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use sluice_proto::pb::google::protobuf::UInt64Value;
 use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::deferral::endpoint::EndpointMetrics;
 use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
@@ -36,47 +41,70 @@ pub const PARENT: &str = "sluice-deferred";
 /// The consumer group the endpoint and the consumers share.
 pub const GROUP: &str = "sluice-consumer";
 
-/// Limits files the end-to-end tests share.
+/// Limits files for the end-to-end tests: per tenant, a requests-per-hour
+/// and a tokens-per-hour limit on every model, named `<tenant>-rph` and
+/// `<tenant>-tph` (`rph`, `tph` for the catch-all tenant).
 pub mod limits {
+    /// What the tokens limit does when it is over.
+    #[derive(Clone, Copy, Debug)]
+    pub enum OverLimit {
+        /// Count only (no `sluice` block).
+        Count,
+        Reject,
+        /// Defer at this priority (`high`, `normal`, `low`).
+        Defer(&'static str),
+    }
+
+    /// One tenant's limits (any tenant where `tenant` is `None`).
+    pub fn tenant(
+        tenant: Option<&str>,
+        requests_per_hour: u64,
+        tokens_per_hour: u64,
+        over: OverLimit,
+    ) -> String {
+        let (value, prefix) = match tenant {
+            Some(name) => (format!("    value: {name}\n"), format!("{name}-")),
+            None => (String::new(), String::new()),
+        };
+        let tokens = match over {
+            OverLimit::Count => {
+                format!("{{ unit: hour, requests_per_unit: {tokens_per_hour}, name: {prefix}tph }}")
+            }
+            OverLimit::Reject => format!(
+                "{{ unit: hour, requests_per_unit: {tokens_per_hour}, name: {prefix}tph,\n                          sluice: {{ over_limit: reject }} }}"
+            ),
+            OverLimit::Defer(priority) => format!(
+                "{{ unit: hour, requests_per_unit: {tokens_per_hour}, name: {prefix}tph,\n                          sluice: {{ over_limit: defer, priority: {priority} }} }}"
+            ),
+        };
+        format!(
+            "  - key: tenant\n{value}    descriptors:\n      - key: model\n        rate_limit: {{ unit: hour, requests_per_unit: {requests_per_hour}, name: {prefix}rph }}\n        descriptors:\n          - key: tokens\n            rate_limit: {tokens}\n"
+        )
+    }
+
+    /// The limits file of domain `sluice` with `tenants`.
+    pub fn file(tenants: &[String]) -> String {
+        format!("domain: sluice\ndescriptors:\n{}", tenants.concat())
+    }
+
     /// `patient` gets 50 tokens an hour and defers the rest; other tenants
     /// are unlimited.
-    pub const PATIENT_DEFERS: &str = r#"
-domain: sluice
-descriptors:
-  - key: tenant
-    value: patient
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 1000, name: patient-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 50, name: patient-tph,
-                          sluice: { over_limit: defer, priority: normal } }
-"#;
+    pub fn patient_defers() -> String {
+        file(&[tenant(
+            Some("patient"),
+            1000,
+            50,
+            OverLimit::Defer("normal"),
+        )])
+    }
 
-    /// [`PATIENT_DEFERS`], and `other` with the same budget.
-    pub const PATIENT_AND_OTHER_DEFER: &str = r#"
-domain: sluice
-descriptors:
-  - key: tenant
-    value: patient
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 1000, name: patient-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 50, name: patient-tph,
-                          sluice: { over_limit: defer, priority: normal } }
-  - key: tenant
-    value: other
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 1000, name: other-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 50, name: other-tph,
-                          sluice: { over_limit: defer, priority: normal } }
-"#;
+    /// [`patient_defers`], and `other` with the same budget.
+    pub fn patient_and_other_defer() -> String {
+        file(&[
+            tenant(Some("patient"), 1000, 50, OverLimit::Defer("normal")),
+            tenant(Some("other"), 1000, 50, OverLimit::Defer("normal")),
+        ])
+    }
 }
 
 /// Pacing with no rate at all: every popped item goes straight to the model.
@@ -148,6 +176,29 @@ pub fn limiter(limits_yaml: &str, store: Arc<dyn CounterStore>, metrics: Metrics
         Arc::new(SystemClock),
         Arc::new(metrics),
     ))
+}
+
+/// Tokens left in `tenant` × `model`'s token window of `limiter`, without
+/// charging anything.
+pub async fn tokens_left(limiter: &Limiter, tenant: &str, model: &str) -> u32 {
+    let entry = |k: &str, v: &str| Entry {
+        key: k.into(),
+        value: v.into(),
+    };
+    let request = RateLimitRequest {
+        domain: "sluice".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![
+                entry("tenant", tenant),
+                entry("model", model),
+                entry("tokens", "total"),
+            ],
+            hits_addend: Some(UInt64Value { value: 0 }),
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    };
+    limiter.should_rate_limit(&request).await.unwrap().statuses[0].limit_remaining
 }
 
 /// [`limiter`] on the Redis at `redis_url`.
@@ -418,7 +469,7 @@ pub async fn start_filter_envoy(rls_port: u16, backend: u16, deferral: u16) -> F
 /// The whole deferral path: Redis, the broker, sluice-rls with its deferral
 /// endpoint, the model server, one consumer, and Envoy with the filter.
 pub struct StackBuilder {
-    limits: &'static str,
+    limits: String,
     sim: sluice_llm_sim::SimConfig,
     consumer: ConsumerSpec,
     rls_admin: bool,
@@ -444,7 +495,7 @@ pub struct Stack {
 impl Stack {
     /// A stack with `limits` and otherwise the defaults: fast model answers,
     /// default consumer, no RLS admin port, no hot reload.
-    pub fn builder(limits: &'static str) -> StackBuilder {
+    pub fn builder(limits: String) -> StackBuilder {
         StackBuilder {
             limits,
             sim: sluice_llm_sim::SimConfig::fast(),
@@ -482,7 +533,7 @@ impl StackBuilder {
         let config_dir = tempfile::tempdir().unwrap();
         let limits_file = self.hot_reload.then(|| {
             let file = config_dir.path().join("limits.yaml");
-            std::fs::write(&file, self.limits).unwrap();
+            std::fs::write(&file, &self.limits).unwrap();
             file
         });
 
@@ -490,7 +541,7 @@ impl StackBuilder {
         let mut rls_metrics = Metrics::new();
         let endpoint_metrics = Arc::new(EndpointMetrics::default());
         endpoint_metrics.register(&mut rls_metrics.registry);
-        let limiter = redis_limiter(self.limits, &redis.url(), rls_metrics);
+        let limiter = redis_limiter(&self.limits, &redis.url(), rls_metrics);
         let app = deferral_endpoint(EndpointConfig {
             metrics: endpoint_metrics.clone(),
             ..endpoint_config(&redis, &broker)

@@ -14,9 +14,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// `patient` gets 50 tokens an hour and defers the rest; other tenants are unlimited.
-const LIMITS: &str = limits::PATIENT_DEFERS;
-
 // ---------------------------------------------------------------------------
 // PromQL: the metric names of an expression.
 
@@ -220,7 +217,10 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
             ..consumer.config.backend.default.clone()
         },
     );
-    let mut stack = Stack::builder(LIMITS)
+    // `patient` gets 50 tokens an hour and defers the rest; other tenants
+    // are unlimited.
+    let limits = limits::patient_defers();
+    let mut stack = Stack::builder(limits.clone())
         .sim(sim)
         .consumer(consumer)
         .as_binary()
@@ -296,7 +296,7 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
     .await
     .unwrap();
     assert_eq!(refused.status, 405, "{refused:?}");
-    std::fs::write(&limits_file, format!("{LIMITS}# changed\n")).unwrap();
+    std::fs::write(&limits_file, format!("{limits}# changed\n")).unwrap();
     let metrics_text = move || {
         std::thread::sleep(Duration::from_millis(100));
         get(rls_admin, "/metrics")

@@ -20,7 +20,7 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
     // bucket.
     let mut sim = sluice_llm_sim::SimConfig::fast();
     sim.default_completion_tokens = 20;
-    let stack = Stack::builder(limits::PATIENT_AND_OTHER_DEFER)
+    let stack = Stack::builder(limits::patient_and_other_defer())
         .sim(sim)
         .consumer(ConsumerSpec {
             pacing: paced(2.0),

@@ -11,6 +11,7 @@ use sluice_admission::deferral;
 use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteMessage};
 use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions};
 use sluice_ratelimit::deferral::EndpointConfig;
+use sluice_testkit::parse_raw_response;
 use sluice_testkit::stack::{
     endpoint_config, start_broker, start_deferral_endpoint, GROUP, PARENT,
 };
@@ -745,16 +746,7 @@ fn raw_post(
                 break;
             }
         }
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let status = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
+        let (status, body) = parse_raw_response(&raw);
         (status, body, first.unwrap_or_else(|| started.elapsed()))
     })
 }

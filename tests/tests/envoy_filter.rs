@@ -7,53 +7,29 @@
 use serde_json::Value;
 use sluice_admission::config::FilterConfig;
 use sluice_admission::deferral;
-use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
-};
-use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use sluice_proto::pb::google::protobuf::UInt64Value;
 use sluice_ratelimit::ext_authz::ExtAuthzService;
 use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
-use sluice_testkit::stack::{redis_limiter, start_llm_sim, start_rls, Rls, RlsParts};
+use sluice_testkit::stack::limits::{self, OverLimit};
+use sluice_testkit::stack::{redis_limiter, start_llm_sim, start_rls, tokens_left, Rls, RlsParts};
+use sluice_testkit::{filter_event_count, post};
 use sluice_testkit::{
-    filter_wasm, free_port, http_request, workspace_root, Envoy, HttpResponse, RedisServer,
-    StaticHttpServer, ECHO_HEADERS,
+    filter_wasm, free_port, workspace_root, Envoy, HttpResponse, RedisServer, StaticHttpServer,
+    ECHO_HEADERS,
 };
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-const LIMITS: &str = r#"
-domain: sluice
-descriptors:
-  - key: tenant
-    value: acme
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 100, name: acme-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 3000, name: acme-tph,
-                          sluice: { over_limit: reject } }
-  - key: tenant
-    value: patient
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 100, name: patient-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 50, name: patient-tph,
-                          sluice: { over_limit: defer, priority: high } }
-  - key: tenant
-    value: meter
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 1000, name: meter-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 1000000, name: meter-tph }
-"#;
+/// `acme` is refused over 3000 tokens an hour, `patient` deferred (high
+/// priority) over 50; `meter` is only counted.
+fn limits() -> String {
+    limits::file(&[
+        limits::tenant(Some("acme"), 100, 3000, OverLimit::Reject),
+        limits::tenant(Some("patient"), 100, 50, OverLimit::Defer("high")),
+        limits::tenant(Some("meter"), 1000, 1_000_000, OverLimit::Count),
+    ])
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FrontDoor {
@@ -76,7 +52,7 @@ struct Stack {
 /// port nobody listens on.
 async fn stack(front: FrontDoor, edits: &[(&str, &str)], rls_up: bool) -> Stack {
     let redis = RedisServer::start().unwrap();
-    let limiter = redis_limiter(LIMITS, &redis.url(), Metrics::new());
+    let limiter = redis_limiter(&limits(), &redis.url(), Metrics::new());
 
     let envoy_file = match front {
         FrontDoor::Wasm => "envoy/sluice-filter.yaml",
@@ -162,14 +138,7 @@ impl Stack {
         headers: Vec<(&'static str, String)>,
         body: Vec<u8>,
     ) -> HttpResponse {
-        let addr = self.listener;
-        tokio::task::spawn_blocking(move || {
-            let headers: Vec<(&str, &str)> =
-                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            http_request(addr, "POST", path, &headers, &body).unwrap()
-        })
-        .await
-        .unwrap()
+        post(self.listener, path, headers, body).await.unwrap()
     }
 
     async fn chat(
@@ -196,21 +165,7 @@ impl Stack {
     /// sluice-rls's `sluice_rls_ext_authz_events_total` for ext_authz.
     async fn events(&self, event: &str) -> u64 {
         match self.front {
-            FrontDoor::Wasm => {
-                let admin: SocketAddr = ([127, 0, 0, 1], self.envoy.admin_port).into();
-                let stats = tokio::task::spawn_blocking(move || {
-                    http_request(admin, "GET", "/stats?filter=sluice", &[], b"")
-                        .unwrap()
-                        .body
-                })
-                .await
-                .unwrap();
-                let name = format!("sluice_{event}_total: ");
-                stats
-                    .lines()
-                    .find_map(|l| l.split_once(&name).map(|(_, n)| n.trim().parse().unwrap()))
-                    .unwrap_or(0)
-            }
+            FrontDoor::Wasm => filter_event_count(&self.envoy, event).await.unwrap(),
             FrontDoor::ExtAuthz => {
                 let metrics = self.limiter.metrics().encode();
                 let name = format!("sluice_rls_ext_authz_events_total{{event=\"{event}\"}} ");
@@ -224,29 +179,7 @@ impl Stack {
 
     /// Tokens left in the tenant's token window, without charging anything.
     async fn tokens_left(&self, tenant: &str, model: &str) -> u32 {
-        let entry = |k: &str, v: &str| Entry {
-            key: k.into(),
-            value: v.into(),
-        };
-        let request = RateLimitRequest {
-            domain: "sluice".into(),
-            descriptors: vec![RateLimitDescriptor {
-                entries: vec![
-                    entry("tenant", tenant),
-                    entry("model", model),
-                    entry("tokens", "total"),
-                ],
-                hits_addend: Some(UInt64Value { value: 0 }),
-                ..Default::default()
-            }],
-            hits_addend: 0,
-        };
-        self.limiter
-            .should_rate_limit(&request)
-            .await
-            .unwrap()
-            .statuses[0]
-            .limit_remaining
+        tokens_left(&self.limiter, tenant, model).await
     }
 }
 

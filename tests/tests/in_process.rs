@@ -14,9 +14,6 @@ use sluice_testkit::{
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// `patient` gets 50 tokens an hour and defers the rest.
-const LIMITS: &str = sluice_testkit::stack::limits::PATIENT_DEFERS;
-
 #[test]
 fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
     let redis = RedisServer::start().unwrap();
@@ -30,7 +27,8 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
 
     let dir = tempfile::tempdir().unwrap();
     let limits = dir.path().join("limits.yaml");
-    std::fs::write(&limits, LIMITS).unwrap();
+    // `patient` gets 50 tokens an hour and defers the rest.
+    std::fs::write(&limits, sluice_testkit::stack::limits::patient_defers()).unwrap();
     let consumer_config = dir.path().join("consumer.yaml");
     std::fs::write(
         &consumer_config,
