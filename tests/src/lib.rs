@@ -884,6 +884,50 @@ pub async fn filter_event_count(envoy: &Envoy, event: &str) -> anyhow::Result<u6
     Ok(0)
 }
 
+/// The loopback ports of a `sluice-allinone` under test.
+pub struct AllinonePorts {
+    pub grpc: u16,
+    pub admin: u16,
+    pub deferral: u16,
+}
+
+impl AllinonePorts {
+    pub fn free() -> Self {
+        AllinonePorts {
+            grpc: free_port(),
+            admin: free_port(),
+            deferral: free_port(),
+        }
+    }
+}
+
+/// The `sluice-allinone` binary on `ports` with the limits file `limits`,
+/// Redis at `redis_url`, the broker at `namesrv` and the example deferral
+/// secret; logs at `warn` on stderr. Callers add the consumer's arguments.
+pub fn allinone_command(
+    limits: &Path,
+    redis_url: &str,
+    namesrv: &str,
+    ports: &AllinonePorts,
+) -> anyhow::Result<Command> {
+    let secret = workspace_root().join("config/deferral-secret.example");
+    let mut command = Command::new(workspace_binary("sluice-allinone")?);
+    command
+        .arg("--config")
+        .arg(limits)
+        .args(["--grpc-addr", &format!("127.0.0.1:{}", ports.grpc)])
+        .args(["--admin-addr", &format!("127.0.0.1:{}", ports.admin)])
+        .args(["--store", "redis", "--redis-url", redis_url])
+        .args(["--deferral-addr", &format!("127.0.0.1:{}", ports.deferral)])
+        .arg("--deferral-secret-file")
+        .arg(secret)
+        .args(["--namesrv", namesrv])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    Ok(command)
+}
+
 /// A child process (a workspace binary under test), killed and reaped when
 /// this drops.
 pub struct KillOnDrop(pub Child);

@@ -7,11 +7,10 @@
 
 use serde_json::Value;
 use sluice_testkit::stack::{start_filter_envoy, start_llm_sim};
-use sluice_testkit::workspace_root;
 use sluice_testkit::{
-    free_port, http_request, wait_for_port, workspace_binary, KillOnDrop, RedisServer, RocketMq,
+    allinone_command, free_port, http_request, wait_for_port, AllinonePorts, KillOnDrop,
+    RedisServer, RocketMq,
 };
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 #[test]
@@ -35,32 +34,17 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
         "pacing:\n  default_rates: { requests_per_second: 5 }\n",
     )
     .unwrap();
-    let (grpc, admin, deferral, consumer_admin) =
-        (free_port(), free_port(), free_port(), free_port());
+    let ports = AllinonePorts::free();
+    let (grpc, deferral, consumer_admin) = (ports.grpc, ports.deferral, free_port());
     let _rls = KillOnDrop(
-        Command::new(workspace_binary("sluice-allinone").unwrap())
-            .args(["--config", limits.to_str().unwrap()])
-            .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
-            .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
-            .args(["--store", "redis", "--redis-url", &redis.url()])
-            .args(["--deferral-addr", &format!("127.0.0.1:{deferral}")])
-            .args([
-                "--deferral-secret-file",
-                workspace_root()
-                    .join("config/deferral-secret.example")
-                    .to_str()
-                    .unwrap(),
-            ])
-            .args(["--namesrv", &broker.namesrv_addr()])
+        allinone_command(&limits, &redis.url(), &broker.namesrv_addr(), &ports)
+            .unwrap()
             .args(["--consumer-config", consumer_config.to_str().unwrap()])
             .args(["--backend-url", &format!("http://{backend}")])
             .args([
                 "--consumer-admin-addr",
                 &format!("127.0.0.1:{consumer_admin}"),
             ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
             .spawn()
             .unwrap(),
     );
