@@ -46,8 +46,8 @@ use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer};
 use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_ratelimit::deferral::publisher::LitePublisher;
 use sluice_testkit::stack::{
-    redis_connection, start_broker, start_consumer, unpaced, ConsumerInstance, ConsumerSpec, GROUP,
-    PARENT,
+    redis_connection, start_broker, start_consumer, unpaced, work_item, ConsumerInstance,
+    ConsumerSpec, GROUP, PARENT,
 };
 use sluice_testkit::{RedisServer, RocketMq};
 use std::collections::HashMap;
@@ -370,21 +370,7 @@ impl Stack {
 type Instance = ConsumerInstance;
 
 fn item(tenant: &str, req_id: String, estimated_tokens: u64) -> WorkItem {
-    WorkItem {
-        req_id,
-        tenant: tenant.into(),
-        model: MODEL.into(),
-        priority: Default::default(),
-        path: "/v1/chat/completions".into(),
-        body: serde_json::json!({
-            "model": MODEL,
-            "stream": true,
-            "messages": [{"role": "user", "content": "hi"}]
-        }),
-        enqueued_at_ms: sluice_consumer::now_ms(),
-        estimated_tokens,
-        attempt: 0,
-    }
+    work_item(tenant, MODEL, &req_id, estimated_tokens)
 }
 
 fn ids_of(items: &[WorkItem]) -> Vec<String> {

@@ -15,7 +15,7 @@ use crate::{
 use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
 use sluice_consumer::{
     connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig as InFlightConfig,
-    Metrics as ConsumerMetrics, Pacer, PacingConfig, Rates, RedisOptions,
+    Metrics as ConsumerMetrics, Pacer, PacingConfig, Rates, RedisOptions, WorkItem,
 };
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
@@ -156,6 +156,58 @@ pub async fn start_llm_sim(sim: sluice_llm_sim::SimConfig) -> SocketAddr {
         std::future::pending::<()>(),
     ));
     addr
+}
+
+/// A streamed chat request ("hi") as the endpoint queues it, estimated at
+/// `estimated_tokens`.
+pub fn work_item(tenant: &str, model: &str, req_id: &str, estimated_tokens: u64) -> WorkItem {
+    WorkItem {
+        req_id: req_id.into(),
+        tenant: tenant.into(),
+        model: model.into(),
+        priority: Default::default(),
+        path: "/v1/chat/completions".into(),
+        body: serde_json::json!({
+            "model": model,
+            "stream": true,
+            "messages": [{"role": "user", "content": "hi"}]
+        }),
+        enqueued_at_ms: sluice_consumer::now_ms(),
+        estimated_tokens,
+        attempt: 0,
+    }
+}
+
+/// How many times the model server at `backend` was called for `request_id`
+/// (llm-sim's `/sim/calls`).
+pub async fn model_calls(backend: SocketAddr, request_id: &str) -> u64 {
+    let path = format!("/sim/calls?request_id={request_id}");
+    let response =
+        tokio::task::spawn_blocking(move || crate::http_request(backend, "GET", &path, &[], b""))
+            .await
+            .unwrap()
+            .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&response.body).unwrap();
+    json["calls"].as_u64().unwrap()
+}
+
+/// The `data:` payloads of an SSE body, in order.
+pub fn sse_data(body: &str) -> Vec<&str> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect()
+}
+
+/// The text of chat-completion chunks: their `delta.content`s joined.
+pub fn chunk_content(data: &[&str]) -> String {
+    data.iter()
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect()
 }
 
 /// [`start_llm_sim`] with fast answers of `completion_tokens` tokens.

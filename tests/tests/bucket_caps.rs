@@ -10,7 +10,6 @@
 use sluice_consumer::keys;
 use sluice_consumer::membership;
 use sluice_consumer::runner::RunnerOptions;
-use sluice_consumer::WorkItem;
 use sluice_litetopic::lite_topic_name;
 use sluice_ratelimit::deferral::caps::{
     Admission, BucketCaps, CapKind, CapLimits, CapsMetrics, PublishError,
@@ -20,7 +19,7 @@ use sluice_ratelimit::deferral::publisher::LitePublisher;
 use sluice_ratelimit::deferral::EndpointConfig;
 use sluice_testkit::stack::{
     endpoint_config, redis_connection, start_broker, start_consumer, start_deferral_endpoint,
-    start_fast_llm_sim, unpaced, ConsumerSpec, GROUP, PARENT,
+    start_fast_llm_sim, unpaced, work_item, ConsumerSpec, GROUP, PARENT,
 };
 use sluice_testkit::{RedisServer, RocketMq};
 use std::sync::Arc;
@@ -407,21 +406,7 @@ async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
         .join("store/consumequeue")
         .join(format!("%LMQ%${PARENT}${topic}"));
     let publish = |req_id: &'static str| {
-        let work = WorkItem {
-            req_id: req_id.into(),
-            tenant: "sleepy".into(),
-            model: "gpt-4o".into(),
-            priority: Default::default(),
-            path: "/v1/chat/completions".into(),
-            body: serde_json::json!({
-                "model": "gpt-4o",
-                "stream": true,
-                "messages": [{"role": "user", "content": "hi"}]
-            }),
-            enqueued_at_ms: sluice_consumer::now_ms(),
-            estimated_tokens: 10,
-            attempt: 0,
-        };
+        let work = work_item("sleepy", "gpt-4o", req_id, 10);
         let publisher = &publisher;
         async move {
             publisher

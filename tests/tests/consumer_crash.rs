@@ -14,9 +14,9 @@
 use sluice_ratelimit::deferral::endpoint::EndpointOptions;
 use sluice_ratelimit::deferral::EndpointConfig;
 use sluice_testkit::stack::{
-    endpoint_config, start_broker, start_deferral_endpoint, start_llm_sim,
+    endpoint_config, model_calls, start_broker, start_deferral_endpoint, start_llm_sim,
 };
-use sluice_testkit::{free_port, http_request, workspace_binary, HttpResponse, RedisServer};
+use sluice_testkit::{free_port, workspace_binary, HttpResponse, RedisServer};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -112,17 +112,6 @@ async fn stream_len(redis: &mut redis::aio::MultiplexedConnection, key: &str) ->
         .unwrap()
 }
 
-async fn calls(backend: SocketAddr, req_id: &str) -> u64 {
-    let path = format!("/sim/calls?request_id={req_id}");
-    let response =
-        tokio::task::spawn_blocking(move || http_request(backend, "GET", &path, &[], b""))
-            .await
-            .unwrap()
-            .unwrap();
-    let json: serde_json::Value = serde_json::from_str(&response.body).unwrap();
-    json["calls"].as_u64().unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_consumer_loses_no_request_and_never_calls_the_model_twice() {
     sluice_testkit::init_test_tracing();
@@ -208,7 +197,7 @@ async fn killed_consumer_loses_no_request_and_never_calls_the_model_twice() {
     assert_eq!(response.status, 200, "{response:?}");
     let json: serde_json::Value = serde_json::from_str(&response.body).unwrap();
     assert_eq!(json["usage"]["completion_tokens"], 40, "{json}");
-    assert_eq!(calls(backend, "held-2").await, 1);
+    assert_eq!(model_calls(backend, "held-2").await, 1);
 
     // Killed mid-stream: the chunks so far, then an `interrupted` error event.
     let response = streaming.await.unwrap();
@@ -219,7 +208,7 @@ async fn killed_consumer_loses_no_request_and_never_calls_the_model_twice() {
     assert!(response.body.contains("interrupted"), "{}", response.body);
     assert!(!response.body.contains("data: [DONE]"), "{}", response.body);
     assert_eq!(
-        calls(backend, "stream-1").await,
+        model_calls(backend, "stream-1").await,
         1,
         "the model was called again"
     );

@@ -9,15 +9,14 @@
 use sluice_consumer::keys::{self, Dimension};
 use sluice_consumer::pacing::Scope;
 use sluice_consumer::runner::RunnerOptions;
-use sluice_consumer::WorkItem;
 use sluice_litetopic::lite_topic_name;
 use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_ratelimit::deferral::publisher::LitePublisher;
 use sluice_testkit::stack::{
-    redis_connection, start_broker, start_consumer, start_fast_llm_sim, unpaced, ConsumerInstance,
-    ConsumerSpec, GROUP, PARENT,
+    model_calls, redis_connection, start_broker, start_consumer, start_fast_llm_sim, unpaced,
+    work_item, ConsumerInstance, ConsumerSpec, GROUP, PARENT,
 };
-use sluice_testkit::{http_request, RedisServer, RocketMq};
+use sluice_testkit::{RedisServer, RocketMq};
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -67,21 +66,7 @@ impl Stack {
     }
 
     async fn publish(&self, tenant: &str, req_id: &str) {
-        let work = WorkItem {
-            req_id: req_id.into(),
-            tenant: tenant.into(),
-            model: MODEL.into(),
-            priority: Default::default(),
-            path: "/v1/chat/completions".into(),
-            body: serde_json::json!({
-                "model": MODEL,
-                "stream": true,
-                "messages": [{"role": "user", "content": "hi"}]
-            }),
-            enqueued_at_ms: sluice_consumer::now_ms(),
-            estimated_tokens: 10,
-            attempt: 0,
-        };
+        let work = work_item(tenant, MODEL, req_id, 10);
         self.publisher
             .publish(tenant, MODEL, req_id, work.to_json())
             .await
@@ -120,15 +105,7 @@ impl Stack {
 
     /// How many times the backend was called for `req_id`.
     async fn calls(&self, req_id: &str) -> u64 {
-        let addr = self.backend;
-        let path = format!("/sim/calls?request_id={req_id}");
-        let response =
-            tokio::task::spawn_blocking(move || http_request(addr, "GET", &path, &[], b""))
-                .await
-                .unwrap()
-                .unwrap();
-        let json: serde_json::Value = serde_json::from_str(&response.body).unwrap();
-        json["calls"].as_u64().unwrap()
+        model_calls(self.backend, req_id).await
     }
 
     async fn members(&self) -> Vec<String> {

@@ -7,7 +7,9 @@
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use serde_json::Value;
-use sluice_testkit::stack::{limits, paced, ConsumerSpec, Stack};
+use sluice_testkit::stack::{
+    chunk_content, limits, model_calls, paced, sse_data, ConsumerSpec, Stack,
+};
 use sluice_testkit::{http_request, spawn_post};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -63,21 +65,9 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
         "{response:?}"
     );
     let request_id = response.header("x-sluice-request-id").unwrap().to_string();
-    let data: Vec<&str> = response
-        .body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .collect();
+    let data = sse_data(&response.body);
     assert_eq!(*data.last().unwrap(), "[DONE]", "{}", response.body);
-    let content: String = data
-        .iter()
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .filter_map(|c| {
-            c["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(str::to_string)
-        })
-        .collect();
+    let content = chunk_content(&data);
     assert_eq!(content.split_whitespace().count(), 20, "{content}");
     assert!(
         response.body.contains("\nid: ")
@@ -88,22 +78,7 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
     );
 
     // The model was called exactly once for it.
-    let calls = tokio::task::spawn_blocking({
-        let addr: SocketAddr = backend_url.trim_start_matches("http://").parse().unwrap();
-        move || {
-            http_request(
-                addr,
-                "GET",
-                &format!("/sim/calls?request_id={request_id}"),
-                &[],
-                b"",
-            )
-            .unwrap()
-        }
-    })
-    .await
-    .unwrap();
-    assert!(calls.body.contains("\"calls\":1"), "{}", calls.body);
+    assert_eq!(model_calls(stack.backend, &request_id).await, 1);
 
     // Non-streamed clients get one JSON answer. Three at once from one bucket
     // at 2/s: the last can only start about a second after the first.
@@ -174,19 +149,7 @@ async fn tenants_sharing_a_client_request_id_get_their_own_answers(
     assert!(ids.iter().all(|id| id != "shared-client-id"), "{ids:?}");
     let backend: SocketAddr = backend_url.trim_start_matches("http://").parse().unwrap();
     for id in ids {
-        let calls = tokio::task::spawn_blocking(move || {
-            http_request(
-                backend,
-                "GET",
-                &format!("/sim/calls?request_id={id}"),
-                &[],
-                b"",
-            )
-            .unwrap()
-        })
-        .await
-        .unwrap();
-        assert!(calls.body.contains("\"calls\":1"), "{}", calls.body);
+        assert_eq!(model_calls(backend, &id).await, 1);
     }
 }
 

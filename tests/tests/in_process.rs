@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use serde_json::Value;
-use sluice_testkit::stack::{start_filter_envoy, start_llm_sim};
+use sluice_testkit::stack::{chunk_content, sse_data, start_filter_envoy, start_llm_sim};
 use sluice_testkit::{
     allinone_command, free_port, http_request, wait_for_port, AllinonePorts, KillOnDrop,
     RedisServer, RocketMq,
@@ -80,21 +80,9 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
         .header("x-sluice-resume-token")
         .unwrap()
         .to_string();
-    let data: Vec<&str> = response
-        .body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .collect();
+    let data = sse_data(&response.body);
     assert_eq!(*data.last().unwrap(), "[DONE]", "{}", response.body);
-    let content: String = data
-        .iter()
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .filter_map(|c| {
-            c["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(str::to_string)
-        })
-        .collect();
+    let content = chunk_content(&data);
     assert_eq!(content.split_whitespace().count(), 20, "{content}");
     assert!(response.body.contains("id: local-1\n"), "{}", response.body);
 
