@@ -495,6 +495,14 @@ pub struct FilterEnvoy {
     pub admin: SocketAddr,
 }
 
+/// Envoy with `config` (its start blocks, so off the runtime's threads).
+pub async fn start_envoy(config: String, admin: u16, listener: u16) -> Envoy {
+    tokio::task::spawn_blocking(move || Envoy::start(&config, admin, listener))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 /// Starts Envoy with the filter in front of `backend`, asking the RLS on
 /// `rls_port` and deferring to `deferral`.
 pub async fn start_filter_envoy(rls_port: u16, backend: u16, deferral: u16) -> FilterEnvoy {
@@ -507,12 +515,8 @@ pub async fn start_filter_envoy(rls_port: u16, backend: u16, deferral: u16) -> F
         deferral,
     })
     .unwrap();
-    let envoy = tokio::task::spawn_blocking(move || Envoy::start(&config, admin, listener))
-        .await
-        .unwrap()
-        .unwrap();
     FilterEnvoy {
-        envoy,
+        envoy: start_envoy(config, admin, listener).await,
         listener: ([127, 0, 0, 1], listener).into(),
         admin: ([127, 0, 0, 1], admin).into(),
     }

@@ -11,7 +11,9 @@ use sluice_ratelimit::ext_authz::ExtAuthzService;
 use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
 use sluice_testkit::stack::limits::{self, OverLimit};
-use sluice_testkit::stack::{redis_limiter, start_llm_sim, start_rls, tokens_left, Rls, RlsParts};
+use sluice_testkit::stack::{
+    redis_limiter, start_envoy, start_llm_sim, start_rls, tokens_left, Rls, RlsParts,
+};
 use sluice_testkit::{filter_event_count, post};
 use sluice_testkit::{
     filter_wasm, free_port, workspace_root, Envoy, HttpResponse, RedisServer, StaticHttpServer,
@@ -116,11 +118,7 @@ async fn stack(front: FrontDoor, edits: &[(&str, &str)], rls_up: bool) -> Stack 
             &filter_wasm().unwrap().display().to_string(),
         );
     }
-    let envoy =
-        tokio::task::spawn_blocking(move || Envoy::start(&config, admin_port, listener_port))
-            .await
-            .unwrap()
-            .unwrap();
+    let envoy = start_envoy(config, admin_port, listener_port).await;
     Stack {
         front,
         envoy,

@@ -8,7 +8,7 @@ use serde_json::Value;
 use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
 use sluice_testkit::stack::limits::{self, OverLimit};
-use sluice_testkit::stack::{redis_limiter, start_rls, tokens_left, Rls, RlsParts};
+use sluice_testkit::stack::{redis_limiter, start_envoy, start_rls, tokens_left, Rls, RlsParts};
 use sluice_testkit::{filter_event_count, parse_raw_response, post};
 use sluice_testkit::{
     free_port, sluice_filter_envoy_config, Envoy, HttpResponse, RedisServer, SluiceFilterPorts,
@@ -75,10 +75,7 @@ async fn stack(edits: &[(&str, &str)], deferral: Option<SocketAddr>) -> Stack {
         );
         config = config.replace(from, to);
     }
-    let envoy = tokio::task::spawn_blocking(move || Envoy::start(&config, admin, listener))
-        .await
-        .unwrap()
-        .unwrap();
+    let envoy = start_envoy(config, admin, listener).await;
     Stack {
         envoy,
         listener: ([127, 0, 0, 1], listener).into(),

@@ -4,7 +4,7 @@
 
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::store::{CounterStore, MemoryStore, RedisStore, RedisStoreOptions};
-use sluice_testkit::stack::{limiter, start_rls, Rls, RlsParts};
+use sluice_testkit::stack::{limiter, start_envoy, start_rls, Rls, RlsParts};
 use sluice_testkit::{
     free_port, http_request, workspace_root, Envoy, HttpResponse, RedisServer, StaticHttpServer,
 };
@@ -43,11 +43,7 @@ async fn stack(store: Arc<dyn CounterStore>) -> Stack {
             "port_value: 8000",
             &format!("port_value: {}", backend.addr.port()),
         );
-    let envoy =
-        tokio::task::spawn_blocking(move || Envoy::start(&config, admin_port, listener_port))
-            .await
-            .unwrap()
-            .unwrap();
+    let envoy = start_envoy(config, admin_port, listener_port).await;
     Stack {
         envoy,
         listener: ([127, 0, 0, 1], listener_port).into(),
