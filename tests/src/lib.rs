@@ -833,6 +833,8 @@ mod rocketmq_tests {
     }
 }
 
+#[cfg(feature = "rls")]
+pub mod rls;
 #[cfg(feature = "stack")]
 pub mod stack;
 
