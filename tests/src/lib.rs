@@ -1,5 +1,11 @@
 //! Test harness: real Redis and Envoy processes on free loopback ports,
 //! stopped when their guard drops. No mocks of either.
+//!
+//! Feature `stack` (on for this crate's own tests and examples): the
+//! end-to-end stack built in one place ([`stack::Stack::builder`] for the
+//! whole deferral path, one starter per part otherwise) and the shared limits
+//! files ([`stack::limits`]). Feature `rls`: building RLS requests and
+//! reading RLS answers ([`rls`]).
 
 use anyhow::{bail, Context};
 use std::net::{SocketAddr, TcpListener, TcpStream};
