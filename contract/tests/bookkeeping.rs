@@ -164,44 +164,33 @@ async fn a_lapsed_lease_is_judged_by_the_claim_heartbeat() {
             call_started: false
         }
     );
-    // A claim written now (Redis time) is alive; one from long ago is dead.
+    // A claim written now (Redis time) is alive; one from long ago is dead;
+    // an answer ends it all. Each step writes one key, then judges.
     let (seconds, _micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
     let fresh = sluice_contract::claim::value("c/1", seconds * 1000);
-    let _: () = redis::cmd("SET")
-        .arg(keys::processing("r"))
-        .arg(&fresh)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(
-        bookkeeping::lapsed_request(&mut conn, "r", &timing)
-            .await
-            .unwrap(),
-        Lapse::Running
-    );
     let stale = sluice_contract::claim::value("c/1", seconds * 1000 - 60_000);
-    let _: () = redis::cmd("SET")
-        .arg(keys::processing("r"))
-        .arg(&stale)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(
-        bookkeeping::lapsed_request(&mut conn, "r", &timing)
+    let steps = [
+        (keys::processing("r"), fresh, Lapse::Running),
+        (
+            keys::processing("r"),
+            stale,
+            Lapse::Lost { call_started: true },
+        ),
+        (keys::done("r"), "ok".to_string(), Lapse::Finished),
+    ];
+    for (key, value, expected) in steps {
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg(&value)
+            .query_async(&mut conn)
             .await
-            .unwrap(),
-        Lapse::Lost { call_started: true }
-    );
-    let _: () = redis::cmd("SET")
-        .arg(keys::done("r"))
-        .arg("ok")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(
-        bookkeeping::lapsed_request(&mut conn, "r", &timing)
-            .await
-            .unwrap(),
-        Lapse::Finished
-    );
+            .unwrap();
+        assert_eq!(
+            bookkeeping::lapsed_request(&mut conn, "r", &timing)
+                .await
+                .unwrap(),
+            expected,
+            "{key} = {value}"
+        );
+    }
 }

@@ -412,12 +412,7 @@ async fn pop_latency_when_waiting() {
     );
     // Order of magnitude only: far below the 5 s poll time.
     assert!(latencies[latencies.len() / 2] < Duration::from_secs(1));
-    consumer.shutdown().await;
-    std::sync::Arc::into_inner(producer)
-        .unwrap()
-        .shutdown()
-        .await;
-    env.shutdown().await;
+    env.shutdown_with(consumer, producer).await;
 }
 
 fn topics_of(msgs: &[sluice_litetopic::LiteMessage]) -> Vec<&str> {

@@ -97,12 +97,7 @@ async fn a_suspended_lite_topic_does_not_hold_up_the_others() {
     // short (order of magnitude only).
     let mean = gaps.iter().sum::<Duration>() / gaps.len() as u32;
     assert!(mean < Duration::from_millis(1200), "mean A gap {mean:?}");
-    consumer.shutdown().await;
-    std::sync::Arc::into_inner(producer)
-        .unwrap()
-        .shutdown()
-        .await;
-    env.shutdown().await;
+    env.shutdown_with(consumer, producer).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

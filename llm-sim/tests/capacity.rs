@@ -137,10 +137,8 @@ async fn over_capacity_can_queue_instead() {
 #[tokio::test]
 async fn generation_is_paced_by_tokens_per_second() {
     let server = start(SimConfig {
-        tokens_per_second: 100.0,
-        first_token_latency: Duration::ZERO,
         default_completion_tokens: 20,
-        ..SimConfig::default()
+        ..at_100_tokens_per_second()
     })
     .await;
     let addr = server.addr();
@@ -203,20 +201,9 @@ async fn generation_is_paced_by_tokens_per_second() {
 
 #[tokio::test]
 async fn client_disconnect_stops_generation() {
-    let server = start(SimConfig {
-        tokens_per_second: 100.0,
-        first_token_latency: Duration::ZERO,
-        ..SimConfig::default()
-    })
-    .await;
+    let server = start(at_100_tokens_per_second()).await;
     let addr = server.addr();
-    let mut stream = EventReader::open(
-        addr,
-        "/v1/chat/completions",
-        &[("x-sim-completion-tokens", "100000")],
-        &stream_body("long answer", true).to_string(),
-    )
-    .await;
+    let mut stream = open_chat_stream(addr, "100000", &stream_body("long answer", true)).await;
     for _ in 0..4 {
         stream.next_event().await.unwrap();
     }

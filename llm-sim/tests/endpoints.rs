@@ -249,20 +249,9 @@ async fn calls_are_counted_per_request_id_and_the_id_is_echoed() {
 
 #[tokio::test]
 async fn shutdown_lets_streams_in_flight_finish() {
-    let server = start(SimConfig {
-        tokens_per_second: 100.0,
-        first_token_latency: Duration::ZERO,
-        ..SimConfig::default()
-    })
-    .await;
+    let server = start(at_100_tokens_per_second()).await;
     let addr = server.addr();
-    let mut stream = EventReader::open(
-        addr,
-        "/v1/chat/completions",
-        &[("x-sim-completion-tokens", "20")],
-        &stream_body("finish me", false).to_string(),
-    )
-    .await;
+    let mut stream = open_chat_stream(addr, "20", &stream_body("finish me", false)).await;
     stream.next_event().await.unwrap();
     let stopping = tokio::spawn(server.shutdown());
     let rest = stream.rest().await;

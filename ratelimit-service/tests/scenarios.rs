@@ -2,18 +2,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::{Entry, RateLimitOverride},
-    RateLimitDescriptor,
+    rate_limit_descriptor::RateLimitOverride, RateLimitDescriptor,
 };
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use sluice_proto::pb::google::protobuf::{value::Kind, UInt64Value};
 use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::limiter::{DecisionError, Limiter, ManualClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::store::{
     CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions,
 };
+use sluice_testkit::rls::{self, descriptor, header, sluice_field, with_hits};
 use sluice_testkit::RedisServer;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -92,30 +91,8 @@ fn harness(redis: bool, mode: CountingMode) -> Harness {
     }
 }
 
-fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: entries
-            .iter()
-            .map(|(k, v)| Entry {
-                key: k.to_string(),
-                value: v.to_string(),
-            })
-            .collect(),
-        ..Default::default()
-    }
-}
-
-fn with_hits(mut d: RateLimitDescriptor, hits: u64) -> RateLimitDescriptor {
-    d.hits_addend = Some(UInt64Value { value: hits });
-    d
-}
-
 fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: "llm".into(),
-        descriptors,
-        hits_addend: 0,
-    }
+    rls::request("llm", descriptors)
 }
 
 impl Harness {
@@ -129,36 +106,6 @@ impl Harness {
     async fn codes(&self, descriptors: Vec<RateLimitDescriptor>) -> Vec<Code> {
         let response = self.ask(descriptors).await;
         response.statuses.iter().map(|s| s.code()).collect()
-    }
-}
-
-fn header<'a>(response: &'a RateLimitResponse, name: &str) -> Option<&'a str> {
-    response
-        .response_headers_to_add
-        .iter()
-        .find(|h| h.key == name)
-        .map(|h| h.value.as_str())
-}
-
-fn sluice_field(response: &RateLimitResponse, field: &str) -> Option<String> {
-    let outer = response.dynamic_metadata.as_ref()?.fields.get("sluice")?;
-    let Some(Kind::StructValue(inner)) = &outer.kind else {
-        return None;
-    };
-    match &inner.fields.get(field)?.kind {
-        Some(Kind::StringValue(s)) => Some(s.clone()),
-        Some(Kind::NumberValue(n)) => Some(n.to_string()),
-        Some(Kind::ListValue(l)) => Some(
-            l.values
-                .iter()
-                .filter_map(|v| match &v.kind {
-                    Some(Kind::StringValue(s)) => Some(s.as_str()),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-                .join(","),
-        ),
-        _ => None,
     }
 }
 

@@ -19,24 +19,22 @@
 
 use anyhow::Context;
 use sluice_consumer::keys;
-use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
-use sluice_consumer::{
-    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer, PacingConfig,
-    Rates, RedisOptions,
-};
-use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
+use sluice_consumer::runner::RunnerOptions;
+use sluice_consumer::Metrics;
 use sluice_ratelimit::deferral::caps::{self, BucketCaps, CapLimits, CapsMetrics};
 use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions};
 use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
 use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_testkit::stack::{
+    redis_connection, start_broker, start_consumer, start_fast_llm_sim, unpaced, ConsumerSpec,
+    GROUP, PARENT,
+};
 use sluice_testkit::{http_request, RedisServer, RocketMq};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const PARENT: &str = "sluice-deferred";
-const GROUP: &str = "sluice-consumer";
 /// The flood stops when the disk holding /work has less free space.
 const MIN_FREE_BYTES: u64 = 20_000_000_000;
 
@@ -220,20 +218,9 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let redis_server = RedisServer::start()?;
-    let broker = tokio::task::spawn_blocking(RocketMq::start).await??;
-    let conn = connect(&RedisOptions {
-        url: redis_server.url(),
-        ..Default::default()
-    })?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let backend = listener.local_addr()?;
-    let mut sim = sluice_llm_sim::SimConfig::fast();
-    sim.default_completion_tokens = 5;
-    tokio::spawn(sluice_llm_sim::run(
-        listener,
-        sim,
-        std::future::pending::<()>(),
-    ));
+    let broker = start_broker().await;
+    let conn = redis_connection(&redis_server);
+    let backend = start_fast_llm_sim(5).await;
 
     // The endpoint's publisher first: it creates the parent topic and group.
     let caps_metrics = CapsMetrics::default();
@@ -243,50 +230,18 @@ async fn main() -> anyhow::Result<()> {
         .with_caps(BucketCaps::new(limits, caps_metrics.clone())?);
 
     // The consumer: answers every request, retires idle buckets, reclaims.
-    let metrics = Arc::new(Metrics::new(1000, 100));
-    let mut config = ConsumerConfig::default();
-    config.backend.default.base_url = format!("http://{backend}");
-    let consumer = Arc::new(Consumer::new(
-        conn.clone(),
-        "flood-consumer",
-        config,
-        metrics.clone(),
-    )?);
-    let pacing = PacingConfig {
-        default_rates: Rates {
-            requests_per_second: None,
-            tokens_per_second: None,
-        },
-        ..Default::default()
-    };
-    let pacer = Arc::new(Pacer::new(conn.clone(), pacing, Some(metrics.clone()))?);
-    let client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr()))?;
-    let runner = Runner::new(
-        RunnerParts {
-            lite: Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await?),
-            producer: Arc::new(LiteProducer::new(&client, "flood-retry").await?),
-            consumer,
-            pacer,
-            limits: Arc::new(InFlightLimits::new(
-                LimitsConfig::default(),
-                Some(metrics.clone()),
-            )),
-            redis: conn.clone(),
-            metrics: metrics.clone(),
-            id: "flood-consumer".into(),
-        },
-        RunnerOptions {
-            parent: PARENT.into(),
+    let flood_consumer = ConsumerSpec {
+        pacing: unpaced(),
+        options: RunnerOptions {
             discovery_interval: Duration::from_millis(200),
             idle_ttl: Duration::from_secs(idle_secs),
             retire_interval: Duration::from_secs(1),
             ..Default::default()
         },
-    );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let runner_task = tokio::spawn(runner.clone().run(async move {
-        let _ = stopped.await;
-    }));
+        ..ConsumerSpec::new("flood-consumer")
+    };
+    let consumer = start_consumer(&conn, &broker, backend, flood_consumer).await;
+    let metrics = consumer.metrics.clone();
 
     // The endpoint, as sluice-rls serves it.
     let hub = StreamHub::start(
@@ -439,9 +394,6 @@ async fn main() -> anyhow::Result<()> {
         .context("HLEN")?;
     println!("  tenants still counted against the per-tenant cap: {per_tenant}");
 
-    let _ = stop.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(40), runner_task).await;
-    drop(runner);
-    tokio::spawn(client.shutdown());
+    let _ = tokio::time::timeout(Duration::from_secs(40), consumer.stop()).await;
     Ok(())
 }

@@ -37,14 +37,18 @@ use futures::StreamExt;
 use redis::aio::ConnectionManager;
 use sluice_consumer::keys::{self, Dimension};
 use sluice_consumer::pacing::Scope;
-use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
+use sluice_consumer::runner::RunnerOptions;
 use sluice_consumer::{
-    admit, connect, Admission, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics,
-    Pacer, PacingConfig, Rates, RedisOptions, WorkItem,
+    admit, Admission, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer,
+    PacingConfig, WorkItem,
 };
-use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteProducer};
+use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer};
 use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_testkit::stack::{
+    redis_connection, start_broker, start_consumer, unpaced, work_item, ConsumerInstance,
+    ConsumerSpec, GROUP, PARENT,
+};
 use sluice_testkit::{RedisServer, RocketMq};
 use std::collections::HashMap;
 use std::io::Write;
@@ -53,8 +57,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const PARENT: &str = "sluice-deferred";
-const GROUP: &str = "sluice-consumer";
 const MODEL: &str = "gpt-4o";
 
 fn env_num<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -156,7 +158,7 @@ struct Stack {
 impl Stack {
     async fn start() -> anyhow::Result<Stack> {
         let redis = RedisServer::start()?;
-        let broker = tokio::task::spawn_blocking(RocketMq::start).await??;
+        let broker = start_broker().await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let backend = listener.local_addr()?;
         let mut sim = sluice_llm_sim::SimConfig::fast();
@@ -186,10 +188,7 @@ impl Stack {
             let _ = tcp.set_nodelay(true);
         });
         tokio::spawn(async move { axum::serve(listener, app).await });
-        let conn = connect(&RedisOptions {
-            url: redis.url(),
-            ..Default::default()
-        })?;
+        let conn = redis_connection(&redis);
         let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
             .await
             .map_err(|e| anyhow::anyhow!("publisher: {e}"))?;
@@ -218,56 +217,27 @@ impl Stack {
     /// The pacer every bucket without an override is unlimited on.
     fn pacer(&self, metrics: Option<Arc<Metrics>>) -> anyhow::Result<Arc<Pacer>> {
         let pacing = PacingConfig {
-            default_rates: Rates {
-                requests_per_second: None,
-                tokens_per_second: None,
-            },
             request_burst: self.request_burst,
-            ..Default::default()
+            ..unpaced()
         };
         Ok(Arc::new(Pacer::new(self.conn.clone(), pacing, metrics)?))
     }
 
-    /// A consumer instance (the real `Runner`) on its own broker client.
+    /// A consumer instance (the real `Runner`) on its own broker client,
+    /// unpaced.
     async fn runner(&self, id: &str) -> anyhow::Result<Instance> {
-        let metrics = Arc::new(Metrics::new(1000, 100));
-        let consumer = self.consumer(id, &metrics)?;
-        let pacer = self.pacer(Some(metrics.clone()))?;
-        let client = LiteClient::connect(LiteConfig::new(self.broker.namesrv_addr()))?;
-        let lite = Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await?);
-        let producer = LiteProducer::new(&client, &format!("{id}-retry")).await?;
-        let runner = Runner::new(
-            RunnerParts {
-                lite: lite.clone(),
-                producer: Arc::new(producer),
-                consumer,
-                pacer,
-                limits: Arc::new(InFlightLimits::new(
-                    LimitsConfig::default(),
-                    Some(metrics.clone()),
-                )),
-                redis: self.conn.clone(),
-                metrics: metrics.clone(),
-                id: id.into(),
+        let spec = ConsumerSpec {
+            pacing: PacingConfig {
+                request_burst: self.request_burst,
+                ..unpaced()
             },
-            RunnerOptions {
-                parent: PARENT.into(),
+            options: RunnerOptions {
                 discovery_interval: Duration::from_millis(200),
                 ..Default::default()
             },
-        );
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(runner.clone().run(async move {
-            let _ = stopped.await;
-        }));
-        Ok(Instance {
-            runner,
-            lite,
-            metrics,
-            client,
-            stop: Some(stop),
-            task,
-        })
+            ..ConsumerSpec::new(id)
+        };
+        Ok(start_consumer(&self.conn, &self.broker, self.backend, spec).await)
     }
 
     /// What the deferral endpoint does for a bucket (`LitePublisher::announce`),
@@ -397,43 +367,10 @@ impl Stack {
     }
 }
 
-struct Instance {
-    runner: Arc<Runner>,
-    lite: Arc<LiteConsumer>,
-    metrics: Arc<Metrics>,
-    client: LiteClient,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Instance {
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = self.task.await;
-        drop(self.runner);
-        // The client's own shutdown waits for idle connections to time out.
-        tokio::spawn(self.client.shutdown());
-    }
-}
+type Instance = ConsumerInstance;
 
 fn item(tenant: &str, req_id: String, estimated_tokens: u64) -> WorkItem {
-    WorkItem {
-        req_id,
-        tenant: tenant.into(),
-        model: MODEL.into(),
-        priority: Default::default(),
-        path: "/v1/chat/completions".into(),
-        body: serde_json::json!({
-            "model": MODEL,
-            "stream": true,
-            "messages": [{"role": "user", "content": "hi"}]
-        }),
-        enqueued_at_ms: sluice_consumer::now_ms(),
-        estimated_tokens,
-        attempt: 0,
-    }
+    work_item(tenant, MODEL, &req_id, estimated_tokens)
 }
 
 fn ids_of(items: &[WorkItem]) -> Vec<String> {
@@ -1105,10 +1042,7 @@ async fn subscriptions() -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "error".into()))
-        .with_writer(std::io::stderr)
-        .try_init();
+    sluice_testkit::init_bench_tracing();
     let sections = std::env::var("SECTIONS")
         .ok()
         .or_else(|| std::env::args().nth(1))

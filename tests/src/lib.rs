@@ -1,5 +1,11 @@
 //! Test harness: real Redis and Envoy processes on free loopback ports,
 //! stopped when their guard drops. No mocks of either.
+//!
+//! Feature `stack` (on for this crate's own tests and examples): the
+//! end-to-end stack built in one place ([`stack::Stack::builder`] for the
+//! whole deferral path, one starter per part otherwise) and the shared limits
+//! files ([`stack::limits`]). Feature `rls`: building RLS requests and
+//! reading RLS answers ([`rls`]).
 
 use anyhow::{bail, Context};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -831,4 +837,134 @@ mod rocketmq_tests {
         let (port, ha) = broker_ports();
         assert!(port > 1026 && ha != port && ha != port - 2);
     }
+}
+
+#[cfg(feature = "rls")]
+pub mod rls;
+#[cfg(feature = "stack")]
+pub mod stack;
+
+/// POST `body` with `headers` to `addr` + `path` (the blocking client, off
+/// the runtime's threads).
+pub async fn post(
+    addr: SocketAddr,
+    path: &'static str,
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+) -> anyhow::Result<HttpResponse> {
+    tokio::task::spawn_blocking(move || {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        http_request(addr, "POST", path, &headers, &body)
+    })
+    .await?
+}
+
+/// Status and body of a raw HTTP/1.1 response (status 0 if there is none).
+pub fn parse_raw_response(raw: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(raw);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Envoy's `wasmcustom.sluice_<event>_total`: how often the filter counted
+/// `event` (0 before the first).
+pub async fn filter_event_count(envoy: &Envoy, event: &str) -> anyhow::Result<u64> {
+    let admin: SocketAddr = ([127, 0, 0, 1], envoy.admin_port).into();
+    let stats = tokio::task::spawn_blocking(move || {
+        http_request(admin, "GET", "/stats?filter=sluice", &[], b"")
+    })
+    .await??
+    .body;
+    let name = format!("sluice_{event}_total: ");
+    for line in stats.lines() {
+        if let Some((_, count)) = line.split_once(&name) {
+            return Ok(count.trim().parse()?);
+        }
+    }
+    Ok(0)
+}
+
+/// The loopback ports of a `sluice-allinone` under test.
+pub struct AllinonePorts {
+    pub grpc: u16,
+    pub admin: u16,
+    pub deferral: u16,
+}
+
+impl AllinonePorts {
+    pub fn free() -> Self {
+        AllinonePorts {
+            grpc: free_port(),
+            admin: free_port(),
+            deferral: free_port(),
+        }
+    }
+}
+
+/// The `sluice-allinone` binary on `ports` with the limits file `limits`,
+/// Redis at `redis_url`, the broker at `namesrv` and the example deferral
+/// secret; logs at `warn` on stderr. Callers add the consumer's arguments.
+pub fn allinone_command(
+    limits: &Path,
+    redis_url: &str,
+    namesrv: &str,
+    ports: &AllinonePorts,
+) -> anyhow::Result<Command> {
+    let secret = workspace_root().join("config/deferral-secret.example");
+    let mut command = Command::new(workspace_binary("sluice-allinone")?);
+    command
+        .arg("--config")
+        .arg(limits)
+        .args(["--grpc-addr", &format!("127.0.0.1:{}", ports.grpc)])
+        .args(["--admin-addr", &format!("127.0.0.1:{}", ports.admin)])
+        .args(["--store", "redis", "--redis-url", redis_url])
+        .args(["--deferral-addr", &format!("127.0.0.1:{}", ports.deferral)])
+        .arg("--deferral-secret-file")
+        .arg(secret)
+        .args(["--namesrv", namesrv])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    Ok(command)
+}
+
+/// A child process (a workspace binary under test), killed and reaped when
+/// this drops.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Test logs at `RUST_LOG` (default `warn`) through the test writer; once
+/// per process, later calls are no-ops.
+pub fn init_test_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(rust_log_or("warn"))
+        .with_test_writer()
+        .try_init();
+}
+
+/// Benchmark logs at `RUST_LOG` (default `error`) on stderr, so that they
+/// stay out of the figures printed on stdout.
+pub fn init_bench_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(rust_log_or("error"))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn rust_log_or(default: &str) -> String {
+    std::env::var("RUST_LOG").unwrap_or_else(|_| default.into())
 }

@@ -9,24 +9,21 @@
 
 use sluice_consumer::keys;
 use sluice_consumer::membership;
-use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
-use sluice_consumer::{
-    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer, PacingConfig,
-    Rates, RedisOptions, WorkItem,
-};
-use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteProducer};
+use sluice_consumer::runner::RunnerOptions;
+use sluice_litetopic::lite_topic_name;
 use sluice_ratelimit::deferral::caps::{
     Admission, BucketCaps, CapKind, CapLimits, CapsMetrics, PublishError,
 };
 use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions, Publisher};
 use sluice_ratelimit::deferral::publisher::LitePublisher;
-use sluice_ratelimit::deferral::{Endpoint as DeferralEndpoint, EndpointConfig};
+use sluice_ratelimit::deferral::EndpointConfig;
+use sluice_testkit::stack::{
+    endpoint_config, redis_connection, start_broker, start_consumer, start_deferral_endpoint,
+    start_fast_llm_sim, unpaced, work_item, ConsumerSpec, GROUP, PARENT,
+};
 use sluice_testkit::{RedisServer, RocketMq};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const PARENT: &str = "sluice-deferred";
-const GROUP: &str = "sluice-consumer";
 
 fn caps(global: u64, per_tenant: u64, per_minute: u64) -> BucketCaps {
     BucketCaps::new(
@@ -43,11 +40,7 @@ fn caps(global: u64, per_tenant: u64, per_minute: u64) -> BucketCaps {
 
 async fn redis() -> (RedisServer, redis::aio::ConnectionManager) {
     let server = RedisServer::start().unwrap();
-    let conn = connect(&RedisOptions {
-        url: server.url(),
-        ..Default::default()
-    })
-    .unwrap();
+    let conn = redis_connection(&server);
     (server, conn)
 }
 
@@ -249,30 +242,20 @@ struct Endpoint {
 
 async fn endpoint(limits: CapLimits) -> (Endpoint, redis::aio::ConnectionManager) {
     let (server, conn) = redis().await;
-    let broker = tokio::task::spawn_blocking(RocketMq::start)
-        .await
-        .unwrap()
-        .unwrap();
+    let broker = start_broker().await;
     let caps_metrics = CapsMetrics::default();
     let metrics = Arc::new(EndpointMetrics::default());
-    let app = DeferralEndpoint::build(EndpointConfig {
-        parent: PARENT.into(),
-        consumer_group: GROUP.into(),
+    let addr = start_deferral_endpoint(EndpointConfig {
         caps: limits,
         caps_metrics: caps_metrics.clone(),
         options: EndpointOptions {
             timeout: Duration::from_millis(500),
-            secrets: vec![sluice_testkit::example_deferral_secret()],
             ..Default::default()
         },
         metrics: metrics.clone(),
-        ..EndpointConfig::new(server.url(), broker.namesrv_addr())
+        ..endpoint_config(&server, &broker)
     })
-    .await
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    .await;
     (
         Endpoint {
             addr,
@@ -397,67 +380,25 @@ async fn the_endpoint_answers_429_beyond_the_new_bucket_rate() {
 /// request re-creates the bucket and is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_test_writer()
-        .try_init();
+    sluice_testkit::init_test_tracing();
     let (_server, conn) = redis().await;
-    let broker = tokio::task::spawn_blocking(RocketMq::start)
-        .await
-        .unwrap()
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let backend = listener.local_addr().unwrap();
-    let mut sim = sluice_llm_sim::SimConfig::fast();
-    sim.default_completion_tokens = 5;
-    tokio::spawn(sluice_llm_sim::run(
-        listener,
-        sim,
-        std::future::pending::<()>(),
-    ));
+    let broker = start_broker().await;
+    let backend = start_fast_llm_sim(5).await;
     let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
         .await
         .unwrap();
-    let metrics = Arc::new(Metrics::new(1000, 100));
-    let mut config = ConsumerConfig::default();
-    config.backend.default.base_url = format!("http://{backend}");
-    let consumer =
-        Arc::new(Consumer::new(conn.clone(), "reclaimer", config, metrics.clone()).unwrap());
-    let pacing = PacingConfig {
-        default_rates: Rates {
-            requests_per_second: None,
-            tokens_per_second: None,
-        },
-        ..Default::default()
-    };
-    let pacer = Arc::new(Pacer::new(conn.clone(), pacing, Some(metrics.clone())).unwrap());
-    let client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr())).unwrap();
-    let runner = Runner::new(
-        RunnerParts {
-            lite: Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await.unwrap()),
-            producer: Arc::new(LiteProducer::new(&client, "reclaimer-retry").await.unwrap()),
-            consumer,
-            pacer,
-            limits: Arc::new(InFlightLimits::new(
-                LimitsConfig::default(),
-                Some(metrics.clone()),
-            )),
-            redis: conn.clone(),
-            metrics: metrics.clone(),
-            id: "reclaimer".into(),
-        },
-        RunnerOptions {
-            parent: PARENT.into(),
+    let reclaimer = ConsumerSpec {
+        pacing: unpaced(),
+        options: RunnerOptions {
             discovery_interval: Duration::from_millis(200),
             idle_ttl: Duration::from_secs(1),
             retire_interval: Duration::from_millis(300),
             ..Default::default()
         },
-    );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(runner.clone().run(async move {
-        let _ = stopped.await;
-    }));
+        ..ConsumerSpec::new("reclaimer")
+    };
+    let consumer = start_consumer(&conn, &broker, backend, reclaimer).await;
+    let metrics = consumer.metrics.clone();
 
     let topic = lite_topic_name("sleepy", "gpt-4o");
     let queue_dir = broker
@@ -465,21 +406,7 @@ async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
         .join("store/consumequeue")
         .join(format!("%LMQ%${PARENT}${topic}"));
     let publish = |req_id: &'static str| {
-        let work = WorkItem {
-            req_id: req_id.into(),
-            tenant: "sleepy".into(),
-            model: "gpt-4o".into(),
-            priority: Default::default(),
-            path: "/v1/chat/completions".into(),
-            body: serde_json::json!({
-                "model": "gpt-4o",
-                "stream": true,
-                "messages": [{"role": "user", "content": "hi"}]
-            }),
-            enqueued_at_ms: sluice_consumer::now_ms(),
-            estimated_tokens: 10,
-            attempt: 0,
-        };
+        let work = work_item("sleepy", "gpt-4o", req_id, 10);
         let publisher = &publisher;
         async move {
             publisher
@@ -544,8 +471,5 @@ async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
     assert!(queue_dir.is_dir());
     assert!(metrics.encode().contains("bucket=\"sleepy/gpt-4o\""));
 
-    let _ = stop.send(());
-    task.await.unwrap();
-    drop(runner);
-    tokio::spawn(client.shutdown());
+    consumer.stop().await;
 }

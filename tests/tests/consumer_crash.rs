@@ -12,16 +12,14 @@
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use sluice_ratelimit::deferral::endpoint::EndpointOptions;
-use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
-use sluice_testkit::{
-    free_port, http_request, workspace_binary, HttpResponse, RedisServer, RocketMq,
+use sluice_ratelimit::deferral::EndpointConfig;
+use sluice_testkit::stack::{
+    endpoint_config, model_calls, start_broker, start_deferral_endpoint, start_llm_sim,
 };
+use sluice_testkit::{free_port, workspace_binary, HttpResponse, RedisServer};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-const PARENT: &str = "sluice-deferred";
-const GROUP: &str = "sluice-consumer";
 
 struct Consumer(Child);
 
@@ -114,58 +112,28 @@ async fn stream_len(redis: &mut redis::aio::MultiplexedConnection, key: &str) ->
         .unwrap()
 }
 
-async fn calls(backend: SocketAddr, req_id: &str) -> u64 {
-    let path = format!("/sim/calls?request_id={req_id}");
-    let response =
-        tokio::task::spawn_blocking(move || http_request(backend, "GET", &path, &[], b""))
-            .await
-            .unwrap()
-            .unwrap();
-    let json: serde_json::Value = serde_json::from_str(&response.body).unwrap();
-    json["calls"].as_u64().unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_consumer_loses_no_request_and_never_calls_the_model_twice() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_test_writer()
-        .try_init();
+    sluice_testkit::init_test_tracing();
     let redis_server = RedisServer::start().unwrap();
-    let broker = tokio::task::spawn_blocking(RocketMq::start)
-        .await
-        .unwrap()
-        .unwrap();
+    let broker = start_broker().await;
 
     // The endpoint, checking leases often.
     let client = redis::Client::open(redis_server.url()).unwrap();
-    let app = Endpoint::build(EndpointConfig {
-        parent: PARENT.into(),
-        consumer_group: GROUP.into(),
+    let endpoint = start_deferral_endpoint(EndpointConfig {
         options: EndpointOptions {
             lease_check: Duration::from_millis(250),
-            secrets: vec![sluice_testkit::example_deferral_secret()],
             ..Default::default()
         },
-        ..EndpointConfig::new(redis_server.url(), broker.namesrv_addr())
+        ..endpoint_config(&redis_server, &broker)
     })
-    .await
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    .await;
 
     // A backend slow enough to be killed mid-stream: 40 tokens at 10/s.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let backend = listener.local_addr().unwrap();
     let mut sim = sluice_llm_sim::SimConfig::fast();
     sim.tokens_per_second = 10.0;
     sim.default_completion_tokens = 40;
-    tokio::spawn(sluice_llm_sim::run(
-        listener,
-        sim,
-        std::future::pending::<()>(),
-    ));
+    let backend = start_llm_sim(sim).await;
 
     // One request per 12 s per bucket: a bucket's second request is held.
     let dir = tempfile::tempdir().unwrap();
@@ -229,7 +197,7 @@ async fn killed_consumer_loses_no_request_and_never_calls_the_model_twice() {
     assert_eq!(response.status, 200, "{response:?}");
     let json: serde_json::Value = serde_json::from_str(&response.body).unwrap();
     assert_eq!(json["usage"]["completion_tokens"], 40, "{json}");
-    assert_eq!(calls(backend, "held-2").await, 1);
+    assert_eq!(model_calls(backend, "held-2").await, 1);
 
     // Killed mid-stream: the chunks so far, then an `interrupted` error event.
     let response = streaming.await.unwrap();
@@ -240,7 +208,7 @@ async fn killed_consumer_loses_no_request_and_never_calls_the_model_twice() {
     assert!(response.body.contains("interrupted"), "{}", response.body);
     assert!(!response.body.contains("data: [DONE]"), "{}", response.body);
     assert_eq!(
-        calls(backend, "stream-1").await,
+        model_calls(backend, "stream-1").await,
         1,
         "the model was called again"
     );

@@ -8,22 +8,19 @@
 
 use sluice_consumer::keys::{self, Dimension};
 use sluice_consumer::pacing::Scope;
-use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
-use sluice_consumer::{
-    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer, PacingConfig,
-    Rates, RedisOptions, WorkItem,
-};
-use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteProducer};
+use sluice_consumer::runner::RunnerOptions;
+use sluice_litetopic::lite_topic_name;
 use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_ratelimit::deferral::publisher::LitePublisher;
-use sluice_testkit::{http_request, RedisServer, RocketMq};
+use sluice_testkit::stack::{
+    model_calls, redis_connection, start_broker, start_consumer, start_fast_llm_sim, unpaced,
+    work_item, ConsumerInstance, ConsumerSpec, GROUP, PARENT,
+};
+use sluice_testkit::{RedisServer, RocketMq};
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const PARENT: &str = "sluice-deferred";
-const GROUP: &str = "sluice-consumer";
 const MODEL: &str = "gpt-4o";
 
 struct Stack {
@@ -36,29 +33,11 @@ struct Stack {
 
 impl Stack {
     async fn start() -> Stack {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
-            .with_test_writer()
-            .try_init();
+        sluice_testkit::init_test_tracing();
         let redis = RedisServer::start().unwrap();
-        let broker = tokio::task::spawn_blocking(RocketMq::start)
-            .await
-            .unwrap()
-            .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let backend = listener.local_addr().unwrap();
-        let mut sim = sluice_llm_sim::SimConfig::fast();
-        sim.default_completion_tokens = 5;
-        tokio::spawn(sluice_llm_sim::run(
-            listener,
-            sim,
-            std::future::pending::<()>(),
-        ));
-        let conn = connect(&RedisOptions {
-            url: redis.url(),
-            ..Default::default()
-        })
-        .unwrap();
+        let broker = start_broker().await;
+        let backend = start_fast_llm_sim(5).await;
+        let conn = redis_connection(&redis);
         let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
             .await
             .unwrap();
@@ -74,75 +53,20 @@ impl Stack {
     /// A consumer instance on its own broker client (as a separate process
     /// would have), unlimited pacing unless set otherwise.
     async fn instance(&self, id: &str, options: RunnerOptions) -> Instance {
-        let metrics = Arc::new(Metrics::new(1000, 100));
-        let mut config = ConsumerConfig::default();
-        config.backend.default.base_url = format!("http://{}", self.backend);
-        let consumer =
-            Arc::new(Consumer::new(self.conn.clone(), id, config, metrics.clone()).unwrap());
-        let pacing = PacingConfig {
-            default_rates: Rates {
-                requests_per_second: None,
-                tokens_per_second: None,
-            },
-            ..Default::default()
-        };
-        let pacer = Arc::new(Pacer::new(self.conn.clone(), pacing, Some(metrics.clone())).unwrap());
-        let client = LiteClient::connect(LiteConfig::new(self.broker.namesrv_addr())).unwrap();
-        let runner = Runner::new(
-            RunnerParts {
-                lite: Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await.unwrap()),
-                producer: Arc::new(
-                    LiteProducer::new(&client, &format!("{id}-retry"))
-                        .await
-                        .unwrap(),
-                ),
-                consumer,
-                pacer: pacer.clone(),
-                limits: Arc::new(InFlightLimits::new(
-                    LimitsConfig::default(),
-                    Some(metrics.clone()),
-                )),
-                redis: self.conn.clone(),
-                metrics: metrics.clone(),
-                id: id.into(),
-            },
-            RunnerOptions {
-                parent: PARENT.into(),
+        let spec = ConsumerSpec {
+            pacing: unpaced(),
+            options: RunnerOptions {
                 discovery_interval: Duration::from_millis(200),
                 membership_ttl: Duration::from_secs(2),
                 ..options
             },
-        );
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(runner.clone().run(async move {
-            let _ = stopped.await;
-        }));
-        Instance {
-            runner,
-            pacer,
-            metrics,
-            client,
-            stop: Some(stop),
-            task,
-        }
+            ..ConsumerSpec::new(id)
+        };
+        start_consumer(&self.conn, &self.broker, self.backend, spec).await
     }
 
     async fn publish(&self, tenant: &str, req_id: &str) {
-        let work = WorkItem {
-            req_id: req_id.into(),
-            tenant: tenant.into(),
-            model: MODEL.into(),
-            priority: Default::default(),
-            path: "/v1/chat/completions".into(),
-            body: serde_json::json!({
-                "model": MODEL,
-                "stream": true,
-                "messages": [{"role": "user", "content": "hi"}]
-            }),
-            enqueued_at_ms: sluice_consumer::now_ms(),
-            estimated_tokens: 10,
-            attempt: 0,
-        };
+        let work = work_item(tenant, MODEL, req_id, 10);
         self.publisher
             .publish(tenant, MODEL, req_id, work.to_json())
             .await
@@ -181,15 +105,7 @@ impl Stack {
 
     /// How many times the backend was called for `req_id`.
     async fn calls(&self, req_id: &str) -> u64 {
-        let addr = self.backend;
-        let path = format!("/sim/calls?request_id={req_id}");
-        let response =
-            tokio::task::spawn_blocking(move || http_request(addr, "GET", &path, &[], b""))
-                .await
-                .unwrap()
-                .unwrap();
-        let json: serde_json::Value = serde_json::from_str(&response.body).unwrap();
-        json["calls"].as_u64().unwrap()
+        model_calls(self.backend, req_id).await
     }
 
     async fn members(&self) -> Vec<String> {
@@ -204,48 +120,7 @@ impl Stack {
     }
 }
 
-struct Instance {
-    runner: Arc<Runner>,
-    pacer: Arc<Pacer>,
-    metrics: Arc<Metrics>,
-    client: LiteClient,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Instance {
-    /// SIGTERM: the graceful path. Returns how long the runner took to stop.
-    async fn stop(mut self) -> Duration {
-        let started = Instant::now();
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        self.task.await.unwrap();
-        let took = started.elapsed();
-        drop(self.runner);
-        // The broker client's own shutdown waits for its idle connections to
-        // time out: not part of what is measured here.
-        tokio::spawn(self.client.shutdown());
-        took
-    }
-
-    /// kill -9 as far as the group can tell: the loop and its broker
-    /// connection vanish without leaving the member set.
-    async fn crash(self) {
-        self.task.abort();
-        let _ = self.task.await;
-        drop(self.runner);
-        tokio::spawn(self.client.shutdown());
-    }
-
-    fn counter(&self, name: &str) -> f64 {
-        let text = self.metrics.encode();
-        text.lines()
-            .filter(|l| l.starts_with(name) && !l.starts_with('#'))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    }
-}
+type Instance = ConsumerInstance;
 
 async fn wait_until(what: &str, within: Duration, mut check: impl FnMut() -> bool) {
     let started = Instant::now();

@@ -8,43 +8,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
-use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
-use sluice_consumer::{
-    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig as InFlightConfig,
-    Metrics as ConsumerMetrics, Pacer, PacingConfig, RedisOptions,
-};
-use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
-use sluice_ratelimit::config::LimitsConfig;
-use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions};
-use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
-use sluice_ratelimit::metrics::Metrics;
-use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
-use sluice_testkit::{free_port, http_request, workspace_root, Envoy, RedisServer, RocketMq};
-use sluice_testkit::{sluice_filter_envoy_config, SluiceFilterPorts};
+use sluice_testkit::stack::{limits, ConsumerSpec, Stack};
+use sluice_testkit::{free_port, http_request, workspace_root};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const PARENT: &str = "sluice-deferred";
-const GROUP: &str = "sluice-consumer";
-
-/// `patient` gets 50 tokens an hour and defers the rest; other tenants are unlimited.
-const LIMITS: &str = r#"
-domain: sluice
-descriptors:
-  - key: tenant
-    value: patient
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 1000, name: patient-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 50, name: patient-tph,
-                          sluice: { over_limit: defer, priority: normal } }
-"#;
 
 // ---------------------------------------------------------------------------
 // PromQL: the metric names of an expression.
@@ -206,10 +174,7 @@ fn get(addr: SocketAddr, path: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_dashboard_metric_is_exported_by_a_running_component() {
     let started = Instant::now();
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn")
-        .with_test_writer()
-        .try_init();
+    sluice_testkit::init_test_tracing();
 
     // The dashboard's expressions, panel by panel.
     let dashboard: serde_json::Value = serde_json::from_str(
@@ -238,153 +203,37 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
     }
     assert!(panels >= 20, "{panels} panels");
 
-    // The stack.
-    let mut redis = RedisServer::start().unwrap();
-    let broker = tokio::task::spawn_blocking(RocketMq::start)
-        .await
-        .unwrap()
-        .unwrap();
-
-    // sluice-rls as its binary wires it: RLS on Redis, admin port, deferral
-    // endpoint with its metrics in the service's registry.
-    let config_dir = tempfile::tempdir().unwrap();
-    let limits_file = config_dir.path().join("limits.yaml");
-    std::fs::write(&limits_file, LIMITS).unwrap();
-    let limits = LimitsConfig::load(&limits_file).unwrap();
-    let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
-        ..Default::default()
-    })
-    .unwrap();
-    let mut rls_metrics = Metrics::new();
-    let endpoint_metrics = Arc::new(EndpointMetrics::default());
-    endpoint_metrics.register(&mut rls_metrics.registry);
-    let limiter = Arc::new(Limiter::new(
-        limits,
-        Arc::new(store),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(rls_metrics),
-    ));
-    let deferral_app = Endpoint::build(EndpointConfig {
-        parent: PARENT.into(),
-        consumer_group: GROUP.into(),
-        options: EndpointOptions {
-            secrets: vec![sluice_testkit::example_deferral_secret()],
-            ..Default::default()
-        },
-        metrics: endpoint_metrics,
-        ..EndpointConfig::new(redis.url(), broker.namesrv_addr())
-    })
-    .await
-    .unwrap();
-    let deferral_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let deferral_port = deferral_listener.local_addr().unwrap().port();
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let rls_port = grpc.local_addr().unwrap().port();
-    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let rls_admin = admin.local_addr().unwrap();
-    let deps = Deps {
-        limiter,
-        config_path: Some(limits_file.clone()),
-        reload_interval: Duration::from_millis(100),
-        ext_authz: None,
-        deferral: Some((deferral_listener, deferral_app)),
-    };
-    tokio::spawn(run(grpc, Some(admin), deps, std::future::pending::<()>()));
-
-    // The model backend.
-    let backend = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let backend_addr = backend.local_addr().unwrap();
+    // The stack, sluice-rls as its binary wires it (admin port, limits
+    // reloaded from a file, the endpoint's metrics in the service's registry);
+    // the consumer with a model whose backend is down: its calls fail
+    // (consumer errors).
     let mut sim = sluice_llm_sim::SimConfig::fast();
     sim.default_completion_tokens = 5;
-    tokio::spawn(sluice_llm_sim::run(
-        backend,
-        sim,
-        std::future::pending::<()>(),
-    ));
-
-    // The consumer's pop loop.
-    let conn = connect(&RedisOptions {
-        url: redis.url(),
-        ..Default::default()
-    })
-    .unwrap();
-    let consumer_metrics = Arc::new(ConsumerMetrics::new(1000, 100));
-    let mut config = ConsumerConfig::default();
-    config.backend.default.base_url = format!("http://{backend_addr}");
-    // A model whose backend is down: its calls fail (consumer errors).
-    config.backend.models.insert(
+    let mut consumer = ConsumerSpec::new("dashboard-consumer");
+    consumer.config.backend.models.insert(
         "llama-down".into(),
         sluice_consumer::invoke::BackendTargetConfig {
             base_url: format!("http://127.0.0.1:{}", free_port()),
-            ..config.backend.default.clone()
+            ..consumer.config.backend.default.clone()
         },
     );
-    let consumer = Arc::new(
-        Consumer::new(
-            conn.clone(),
-            "dashboard-consumer",
-            config,
-            consumer_metrics.clone(),
-        )
-        .unwrap(),
-    );
-    let pacer = Arc::new(
-        Pacer::new(
-            conn.clone(),
-            PacingConfig::default(),
-            Some(consumer_metrics.clone()),
-        )
-        .unwrap(),
-    );
-    let lite_client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr())).unwrap();
-    let runner = Runner::new(
-        RunnerParts {
-            lite: Arc::new(
-                LiteConsumer::new(&lite_client, GROUP, PARENT)
-                    .await
-                    .unwrap(),
-            ),
-            producer: Arc::new(
-                LiteProducer::new(&lite_client, "dashboard-retry")
-                    .await
-                    .unwrap(),
-            ),
-            consumer,
-            pacer,
-            limits: Arc::new(InFlightLimits::new(
-                InFlightConfig::default(),
-                Some(consumer_metrics.clone()),
-            )),
-            redis: conn,
-            metrics: consumer_metrics.clone(),
-            id: "dashboard-consumer".into(),
-        },
-        RunnerOptions {
-            parent: PARENT.into(),
-            ..Default::default()
-        },
-    );
-    tokio::spawn(runner.run(std::future::pending::<()>()));
-
-    // Envoy with the filter (the repository's config, ports rewritten).
-    let (admin_port, listener_port) = (free_port(), free_port());
-    let envoy_config = sluice_filter_envoy_config(&SluiceFilterPorts {
-        admin: admin_port,
-        listener: listener_port,
-        rls: rls_port,
-        backend: backend_addr.port(),
-        deferral: deferral_port,
-    })
-    .unwrap();
-    let envoy =
-        tokio::task::spawn_blocking(move || Envoy::start(&envoy_config, admin_port, listener_port))
-            .await
-            .unwrap()
-            .unwrap();
-    let envoy_addr: SocketAddr = ([127, 0, 0, 1], listener_port).into();
-    let envoy_admin: SocketAddr = ([127, 0, 0, 1], admin_port).into();
+    // `patient` gets 50 tokens an hour and defers the rest; other tenants
+    // are unlimited.
+    let limits = limits::patient_defers();
+    let mut stack = Stack::builder(limits.clone())
+        .sim(sim)
+        .consumer(consumer)
+        .as_binary()
+        .start()
+        .await;
+    let envoy = &stack.envoy.envoy;
+    let (envoy_addr, envoy_admin) = (stack.envoy.listener, stack.envoy.admin);
+    let rls_admin = stack.rls.admin.unwrap();
+    let rls_port = stack.rls.port;
+    let deferral_addr = stack.rls.deferral.unwrap();
+    let backend_addr = stack.backend;
+    let limits_file = stack.limits_file.clone().unwrap();
+    let consumer_metrics = stack.consumer.metrics.clone();
 
     // Traffic that moves the series the dashboard shows: one request
     // admitted (no limit for `walk-in`); two deferred into one bucket at the
@@ -441,14 +290,13 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
             "{response:?}"
         );
     }
-    let deferral_addr: SocketAddr = ([127, 0, 0, 1], deferral_port).into();
     let refused = tokio::task::spawn_blocking(move || {
         http_request(deferral_addr, "GET", "/v1/chat/completions", &[], b"").unwrap()
     })
     .await
     .unwrap();
     assert_eq!(refused.status, 405, "{refused:?}");
-    std::fs::write(&limits_file, format!("{LIMITS}# changed\n")).unwrap();
+    std::fs::write(&limits_file, format!("{limits}# changed\n")).unwrap();
     let metrics_text = move || {
         std::thread::sleep(Duration::from_millis(100));
         get(rls_admin, "/metrics")
@@ -471,7 +319,7 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    redis.stop();
+    stack.redis.stop();
     let allowed_anyway = tokio::task::spawn_blocking(chat("patient", "gpt-4o", 1))
         .await
         .unwrap();
@@ -615,5 +463,5 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
         "dashboard metrics no component exports:\n{}",
         missing.join("\n")
     );
-    drop(envoy);
+    drop(stack);
 }

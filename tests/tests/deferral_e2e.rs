@@ -7,176 +7,33 @@
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use serde_json::Value;
-use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
-use sluice_consumer::{
-    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig as InFlightConfig,
-    Metrics as ConsumerMetrics, Pacer, PacingConfig, Rates, RedisOptions,
+use sluice_testkit::stack::{
+    chunk_content, limits, model_calls, paced, sse_data, ConsumerSpec, Stack,
 };
-use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
-use sluice_ratelimit::config::LimitsConfig;
-use sluice_ratelimit::deferral::endpoint::EndpointOptions;
-use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
-use sluice_ratelimit::metrics::Metrics;
-use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
-use sluice_testkit::{free_port, http_request, Envoy, RedisServer, RocketMq};
-use sluice_testkit::{sluice_filter_envoy_config, spawn_post, SluiceFilterPorts};
+use sluice_testkit::{http_request, spawn_post};
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const PARENT: &str = "sluice-deferred";
-const GROUP: &str = "sluice-consumer";
-
-/// `patient` and `other` get 50 tokens an hour and defer the rest.
-const LIMITS: &str = r#"
-domain: sluice
-descriptors:
-  - key: tenant
-    value: patient
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 1000, name: patient-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 50, name: patient-tph,
-                          sluice: { over_limit: defer, priority: normal } }
-  - key: tenant
-    value: other
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 1000, name: other-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 50, name: other-tph,
-                          sluice: { over_limit: defer, priority: normal } }
-"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn")
-        .with_test_writer()
-        .try_init();
-    let redis = RedisServer::start().unwrap();
-    let broker = tokio::task::spawn_blocking(RocketMq::start)
-        .await
-        .unwrap()
-        .unwrap();
-
-    // sluice-rls: RLS on Redis + the deferral endpoint.
-    let limits =
-        LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
-    let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
-        ..Default::default()
-    })
-    .unwrap();
-    let limiter = Arc::new(Limiter::new(
-        limits,
-        Arc::new(store),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
-    let deferral_app = Endpoint::build(EndpointConfig {
-        parent: PARENT.into(),
-        consumer_group: GROUP.into(),
-        options: EndpointOptions {
-            secrets: vec![sluice_testkit::example_deferral_secret()],
-            ..Default::default()
-        },
-        ..EndpointConfig::new(redis.url(), broker.namesrv_addr())
-    })
-    .await
-    .unwrap();
-    let deferral_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let deferral_port = deferral_listener.local_addr().unwrap().port();
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let rls_port = grpc.local_addr().unwrap().port();
-    let deps = Deps {
-        limiter,
-        config_path: None,
-        reload_interval: Duration::ZERO,
-        ext_authz: None,
-        deferral: Some((deferral_listener, deferral_app)),
-    };
-    tokio::spawn(run(grpc, None, deps, std::future::pending::<()>()));
-
-    // The model backend: 20 tokens per answer.
-    let backend = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let backend_url = format!("http://{}", backend.local_addr().unwrap());
+    sluice_testkit::init_test_tracing();
+    // `patient` and `other` get 50 tokens an hour and defer the rest; the
+    // model answers with 20 tokens; the consumer goes at 2 requests/s per
+    // bucket.
     let mut sim = sluice_llm_sim::SimConfig::fast();
     sim.default_completion_tokens = 20;
-    tokio::spawn(sluice_llm_sim::run(
-        backend,
-        sim,
-        std::future::pending::<()>(),
-    ));
-
-    // The consumer: 2 requests/s per bucket.
-    let conn = connect(&RedisOptions {
-        url: redis.url(),
-        ..Default::default()
-    })
-    .unwrap();
-    let metrics = Arc::new(ConsumerMetrics::new(1000, 100));
-    let mut config = ConsumerConfig::default();
-    config.backend.default.base_url = backend_url.clone();
-    let consumer =
-        Arc::new(Consumer::new(conn.clone(), "e2e-consumer", config, metrics.clone()).unwrap());
-    let pacing = PacingConfig {
-        default_rates: Rates {
-            requests_per_second: Some(2.0),
-            tokens_per_second: None,
-        },
-        ..Default::default()
-    };
-    let pacer = Arc::new(Pacer::new(conn.clone(), pacing, Some(metrics.clone())).unwrap());
-    let lite_client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr())).unwrap();
-    let runner = Runner::new(
-        RunnerParts {
-            lite: Arc::new(
-                LiteConsumer::new(&lite_client, GROUP, PARENT)
-                    .await
-                    .unwrap(),
-            ),
-            producer: Arc::new(LiteProducer::new(&lite_client, "e2e-retry").await.unwrap()),
-            consumer,
-            pacer,
-            limits: Arc::new(InFlightLimits::new(
-                InFlightConfig::default(),
-                Some(metrics.clone()),
-            )),
-            redis: conn,
-            metrics,
-            id: "e2e-consumer".into(),
-        },
-        RunnerOptions {
-            parent: PARENT.into(),
-            ..Default::default()
-        },
-    );
-    tokio::spawn(runner.run(std::future::pending::<()>()));
-
-    // Envoy with the filter, its deferral route pointing at the endpoint.
-    let (admin_port, listener_port) = (free_port(), free_port());
-    let config = sluice_filter_envoy_config(&SluiceFilterPorts {
-        admin: admin_port,
-        listener: listener_port,
-        rls: rls_port,
-        backend: backend_url.rsplit(':').next().unwrap().parse().unwrap(),
-        deferral: deferral_port,
-    })
-    .unwrap();
-    let envoy =
-        tokio::task::spawn_blocking(move || Envoy::start(&config, admin_port, listener_port))
-            .await
-            .unwrap()
-            .unwrap();
-    let envoy_addr: SocketAddr = ([127, 0, 0, 1], listener_port).into();
+    let stack = Stack::builder(limits::patient_and_other_defer())
+        .sim(sim)
+        .consumer(ConsumerSpec {
+            pacing: paced(2.0),
+            ..ConsumerSpec::new("e2e-consumer")
+        })
+        .start()
+        .await;
+    let envoy = &stack.envoy.envoy;
+    let envoy_addr = stack.envoy.listener;
+    let backend_url = format!("http://{}", stack.backend);
+    let deferral_addr = stack.rls.deferral.unwrap();
 
     let chat = |stream: bool| {
         let body = serde_json::json!({
@@ -208,21 +65,9 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
         "{response:?}"
     );
     let request_id = response.header("x-sluice-request-id").unwrap().to_string();
-    let data: Vec<&str> = response
-        .body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .collect();
+    let data = sse_data(&response.body);
     assert_eq!(*data.last().unwrap(), "[DONE]", "{}", response.body);
-    let content: String = data
-        .iter()
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .filter_map(|c| {
-            c["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(str::to_string)
-        })
-        .collect();
+    let content = chunk_content(&data);
     assert_eq!(content.split_whitespace().count(), 20, "{content}");
     assert!(
         response.body.contains("\nid: ")
@@ -233,22 +78,7 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
     );
 
     // The model was called exactly once for it.
-    let calls = tokio::task::spawn_blocking({
-        let addr: SocketAddr = backend_url.trim_start_matches("http://").parse().unwrap();
-        move || {
-            http_request(
-                addr,
-                "GET",
-                &format!("/sim/calls?request_id={request_id}"),
-                &[],
-                b"",
-            )
-            .unwrap()
-        }
-    })
-    .await
-    .unwrap();
-    assert!(calls.body.contains("\"calls\":1"), "{}", calls.body);
+    assert_eq!(model_calls(stack.backend, &request_id).await, 1);
 
     // Non-streamed clients get one JSON answer. Three at once from one bucket
     // at 2/s: the last can only start about a second after the first.
@@ -275,12 +105,8 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
     assert!(started.elapsed() < Duration::from_secs(30));
 
     tenants_sharing_a_client_request_id_get_their_own_answers(envoy_addr, &backend_url).await;
-    resume_needs_the_token_and_forged_deferrals_are_refused(
-        envoy_addr,
-        ([127, 0, 0, 1], deferral_port).into(),
-        &response,
-    )
-    .await;
+    resume_needs_the_token_and_forged_deferrals_are_refused(envoy_addr, deferral_addr, &response)
+        .await;
 }
 
 /// Two tenants send the same `x-request-id` at once (the attack that used
@@ -323,19 +149,7 @@ async fn tenants_sharing_a_client_request_id_get_their_own_answers(
     assert!(ids.iter().all(|id| id != "shared-client-id"), "{ids:?}");
     let backend: SocketAddr = backend_url.trim_start_matches("http://").parse().unwrap();
     for id in ids {
-        let calls = tokio::task::spawn_blocking(move || {
-            http_request(
-                backend,
-                "GET",
-                &format!("/sim/calls?request_id={id}"),
-                &[],
-                b"",
-            )
-            .unwrap()
-        })
-        .await
-        .unwrap();
-        assert!(calls.body.contains("\"calls\":1"), "{}", calls.body);
+        assert_eq!(model_calls(backend, &id).await, 1);
     }
 }
 

@@ -10,7 +10,11 @@ use serde_json::Value;
 use sluice_admission::deferral;
 use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteMessage};
 use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions};
-use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
+use sluice_ratelimit::deferral::EndpointConfig;
+use sluice_testkit::parse_raw_response;
+use sluice_testkit::stack::{
+    endpoint_config, start_broker, start_deferral_endpoint, GROUP, PARENT,
+};
 use sluice_testkit::{
     example_deferral_secret, http_request, new_request_id, sign_deferral_headers, HttpResponse,
     RedisServer, RocketMq,
@@ -19,9 +23,6 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-const PARENT: &str = "sluice-deferred";
-const GROUP: &str = "sluice-consumer";
 
 struct Setup {
     addr: SocketAddr,
@@ -37,32 +38,17 @@ async fn setup(options: EndpointOptions) -> Setup {
     setup_with_metrics(options, Arc::new(EndpointMetrics::default())).await
 }
 
-async fn setup_with_metrics(mut options: EndpointOptions, metrics: Arc<EndpointMetrics>) -> Setup {
-    if options.secrets.is_empty() {
-        options.secrets = vec![example_deferral_secret()];
-    }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_test_writer()
-        .try_init();
+async fn setup_with_metrics(options: EndpointOptions, metrics: Arc<EndpointMetrics>) -> Setup {
+    sluice_testkit::init_test_tracing();
     let redis_server = RedisServer::start().unwrap();
-    let broker = tokio::task::spawn_blocking(RocketMq::start)
-        .await
-        .unwrap()
-        .unwrap();
+    let broker = start_broker().await;
     let client = redis::Client::open(redis_server.url()).unwrap();
-    let app = Endpoint::build(EndpointConfig {
-        parent: PARENT.into(),
-        consumer_group: GROUP.into(),
+    let addr = start_deferral_endpoint(EndpointConfig {
         options,
         metrics: metrics.clone(),
-        ..EndpointConfig::new(redis_server.url(), broker.namesrv_addr())
+        ..endpoint_config(&redis_server, &broker)
     })
-    .await
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    .await;
     let lite_client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr())).unwrap();
     let consumer = LiteConsumer::new(&lite_client, GROUP, PARENT)
         .await
@@ -760,16 +746,7 @@ fn raw_post(
                 break;
             }
         }
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let status = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
+        let (status, body) = parse_raw_response(&raw);
         (status, body, first.unwrap_or_else(|| started.elapsed()))
     })
 }

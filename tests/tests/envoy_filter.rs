@@ -7,56 +7,31 @@
 use serde_json::Value;
 use sluice_admission::config::FilterConfig;
 use sluice_admission::deferral;
-use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
-};
-use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use sluice_proto::pb::google::protobuf::UInt64Value;
-use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::ext_authz::ExtAuthzService;
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
-use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
+use sluice_testkit::stack::limits::{self, OverLimit};
+use sluice_testkit::stack::{
+    redis_limiter, start_envoy, start_llm_sim, start_rls, tokens_left, Rls, RlsParts,
+};
+use sluice_testkit::{filter_event_count, post};
 use sluice_testkit::{
-    filter_wasm, free_port, http_request, workspace_root, Envoy, HttpResponse, RedisServer,
-    StaticHttpServer, ECHO_HEADERS,
+    filter_wasm, free_port, workspace_root, Envoy, HttpResponse, RedisServer, StaticHttpServer,
+    ECHO_HEADERS,
 };
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-const LIMITS: &str = r#"
-domain: sluice
-descriptors:
-  - key: tenant
-    value: acme
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 100, name: acme-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 3000, name: acme-tph,
-                          sluice: { over_limit: reject } }
-  - key: tenant
-    value: patient
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 100, name: patient-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 50, name: patient-tph,
-                          sluice: { over_limit: defer, priority: high } }
-  - key: tenant
-    value: meter
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 1000, name: meter-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 1000000, name: meter-tph }
-"#;
+/// `acme` is refused over 3000 tokens an hour, `patient` deferred (high
+/// priority) over 50; `meter` is only counted.
+fn limits() -> String {
+    limits::file(&[
+        limits::tenant(Some("acme"), 100, 3000, OverLimit::Reject),
+        limits::tenant(Some("patient"), 100, 50, OverLimit::Defer("high")),
+        limits::tenant(Some("meter"), 1000, 1_000_000, OverLimit::Count),
+    ])
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FrontDoor {
@@ -70,7 +45,7 @@ struct Stack {
     listener: SocketAddr,
     limiter: Arc<Limiter>,
     _redis: RedisServer,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    _rls: Rls,
 }
 
 /// `edits` rewrite the Envoy config (which carries the Wasm plugin
@@ -79,20 +54,7 @@ struct Stack {
 /// port nobody listens on.
 async fn stack(front: FrontDoor, edits: &[(&str, &str)], rls_up: bool) -> Stack {
     let redis = RedisServer::start().unwrap();
-    let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
-        ..Default::default()
-    })
-    .unwrap();
-    let limits =
-        LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
-    let limiter = Arc::new(Limiter::new(
-        limits,
-        Arc::new(store),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
+    let limiter = redis_limiter(&limits(), &redis.url(), Metrics::new());
 
     let envoy_file = match front {
         FrontDoor::Wasm => "envoy/sluice-filter.yaml",
@@ -117,31 +79,19 @@ async fn stack(front: FrontDoor, edits: &[(&str, &str)], rls_up: bool) -> Stack 
         ExtAuthzService::new(limiter.clone(), admission)
     });
 
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let rls_port = if rls_up {
-        grpc.local_addr().unwrap().port()
-    } else {
-        free_port()
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let deps = Deps {
-        limiter: limiter.clone(),
-        config_path: None,
-        reload_interval: Duration::ZERO,
-        ext_authz,
-        deferral: None,
-    };
-    tokio::spawn(run(grpc, None, deps, async {
-        let _ = stopped.await;
-    }));
+    let rls = start_rls(
+        limiter.clone(),
+        RlsParts {
+            ext_authz,
+            ..Default::default()
+        },
+    )
+    .await;
+    let rls_port = if rls_up { rls.port } else { free_port() };
 
-    let backend = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let backend_port = backend.local_addr().unwrap().port();
-    tokio::spawn(sluice_llm_sim::run(
-        backend,
-        sluice_llm_sim::SimConfig::fast(),
-        std::future::pending::<()>(),
-    ));
+    let backend_port = start_llm_sim(sluice_llm_sim::SimConfig::fast())
+        .await
+        .port();
     let deferral = StaticHttpServer::start(ECHO_HEADERS).unwrap();
 
     // Distinct from each other and from the dead RLS port of `rls_up: false`.
@@ -168,18 +118,14 @@ async fn stack(front: FrontDoor, edits: &[(&str, &str)], rls_up: bool) -> Stack 
             &filter_wasm().unwrap().display().to_string(),
         );
     }
-    let envoy =
-        tokio::task::spawn_blocking(move || Envoy::start(&config, admin_port, listener_port))
-            .await
-            .unwrap()
-            .unwrap();
+    let envoy = start_envoy(config, admin_port, listener_port).await;
     Stack {
         front,
         envoy,
         listener: ([127, 0, 0, 1], listener_port).into(),
         limiter,
         _redis: redis,
-        _stop: stop,
+        _rls: rls,
     }
 }
 
@@ -190,14 +136,7 @@ impl Stack {
         headers: Vec<(&'static str, String)>,
         body: Vec<u8>,
     ) -> HttpResponse {
-        let addr = self.listener;
-        tokio::task::spawn_blocking(move || {
-            let headers: Vec<(&str, &str)> =
-                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            http_request(addr, "POST", path, &headers, &body).unwrap()
-        })
-        .await
-        .unwrap()
+        post(self.listener, path, headers, body).await.unwrap()
     }
 
     async fn chat(
@@ -224,21 +163,7 @@ impl Stack {
     /// sluice-rls's `sluice_rls_ext_authz_events_total` for ext_authz.
     async fn events(&self, event: &str) -> u64 {
         match self.front {
-            FrontDoor::Wasm => {
-                let admin: SocketAddr = ([127, 0, 0, 1], self.envoy.admin_port).into();
-                let stats = tokio::task::spawn_blocking(move || {
-                    http_request(admin, "GET", "/stats?filter=sluice", &[], b"")
-                        .unwrap()
-                        .body
-                })
-                .await
-                .unwrap();
-                let name = format!("sluice_{event}_total: ");
-                stats
-                    .lines()
-                    .find_map(|l| l.split_once(&name).map(|(_, n)| n.trim().parse().unwrap()))
-                    .unwrap_or(0)
-            }
+            FrontDoor::Wasm => filter_event_count(&self.envoy, event).await.unwrap(),
             FrontDoor::ExtAuthz => {
                 let metrics = self.limiter.metrics().encode();
                 let name = format!("sluice_rls_ext_authz_events_total{{event=\"{event}\"}} ");
@@ -252,29 +177,7 @@ impl Stack {
 
     /// Tokens left in the tenant's token window, without charging anything.
     async fn tokens_left(&self, tenant: &str, model: &str) -> u32 {
-        let entry = |k: &str, v: &str| Entry {
-            key: k.into(),
-            value: v.into(),
-        };
-        let request = RateLimitRequest {
-            domain: "sluice".into(),
-            descriptors: vec![RateLimitDescriptor {
-                entries: vec![
-                    entry("tenant", tenant),
-                    entry("model", model),
-                    entry("tokens", "total"),
-                ],
-                hits_addend: Some(UInt64Value { value: 0 }),
-                ..Default::default()
-            }],
-            hits_addend: 0,
-        };
-        self.limiter
-            .should_rate_limit(&request)
-            .await
-            .unwrap()
-            .statuses[0]
-            .limit_remaining
+        tokens_left(&self.limiter, tenant, model).await
     }
 }
 

@@ -5,46 +5,28 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use serde_json::Value;
-use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
-};
-use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use sluice_proto::pb::google::protobuf::UInt64Value;
-use sluice_ratelimit::config::LimitsConfig;
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
-use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
+use sluice_testkit::stack::limits::{self, OverLimit};
+use sluice_testkit::stack::{redis_limiter, start_envoy, start_rls, tokens_left, Rls, RlsParts};
+use sluice_testkit::{filter_event_count, parse_raw_response, post};
 use sluice_testkit::{
-    free_port, http_request, sluice_filter_envoy_config, Envoy, HttpResponse, RedisServer,
-    SluiceFilterPorts, StaticHttpServer, ECHO_HEADERS,
+    free_port, sluice_filter_envoy_config, Envoy, HttpResponse, RedisServer, SluiceFilterPorts,
+    StaticHttpServer, ECHO_HEADERS,
 };
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const LIMITS: &str = r#"
-domain: sluice
-descriptors:
-  - key: tenant
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 1000, name: rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 2000000, name: tph }
-  - key: tenant
-    value: patient
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 100, name: patient-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 5, name: patient-tph,
-                          sluice: { over_limit: defer, priority: high } }
-"#;
+/// Every tenant is only counted; `patient` is deferred (high priority)
+/// over 5 tokens an hour.
+fn limits() -> String {
+    limits::file(&[
+        limits::tenant(None, 1000, 2_000_000, OverLimit::Count),
+        limits::tenant(Some("patient"), 100, 5, OverLimit::Defer("high")),
+    ])
+}
 
 /// Sluice's one maximum body (the filter's default `max_body_bytes`).
 const MAX_BODY: usize = sluice_admission::config::DEFAULT_MAX_BODY_BYTES;
@@ -54,7 +36,7 @@ struct Stack {
     listener: SocketAddr,
     limiter: Arc<Limiter>,
     _redis: RedisServer,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    _rls: Rls,
 }
 
 /// Envoy + filter + RLS (Redis); the backend echoes the request headers it
@@ -62,33 +44,9 @@ struct Stack {
 /// `edits` rewrite the Envoy config text (after the ports).
 async fn stack(edits: &[(&str, &str)], deferral: Option<SocketAddr>) -> Stack {
     let redis = RedisServer::start().unwrap();
-    let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
-        ..Default::default()
-    })
-    .unwrap();
-    let limits =
-        LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
-    let limiter = Arc::new(Limiter::new(
-        limits,
-        Arc::new(store),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let rls = grpc.local_addr().unwrap().port();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let deps = Deps {
-        limiter: limiter.clone(),
-        config_path: None,
-        reload_interval: Duration::ZERO,
-        ext_authz: None,
-        deferral: None,
-    };
-    tokio::spawn(run(grpc, None, deps, async {
-        let _ = stopped.await;
-    }));
+    let limiter = redis_limiter(&limits(), &redis.url(), Metrics::new());
+    let rls_server = start_rls(limiter.clone(), RlsParts::default()).await;
+    let rls = rls_server.port;
     let backend = StaticHttpServer::start(ECHO_HEADERS).unwrap();
     let deferral = match deferral {
         Some(addr) => addr,
@@ -117,29 +75,21 @@ async fn stack(edits: &[(&str, &str)], deferral: Option<SocketAddr>) -> Stack {
         );
         config = config.replace(from, to);
     }
-    let envoy = tokio::task::spawn_blocking(move || Envoy::start(&config, admin, listener))
-        .await
-        .unwrap()
-        .unwrap();
+    let envoy = start_envoy(config, admin, listener).await;
     Stack {
         envoy,
         listener: ([127, 0, 0, 1], listener).into(),
         limiter,
         _redis: redis,
-        _stop: stop,
+        _rls: rls_server,
     }
 }
 
 impl Stack {
     async fn post(&self, headers: Vec<(&'static str, String)>, body: Vec<u8>) -> HttpResponse {
-        let addr = self.listener;
-        tokio::task::spawn_blocking(move || {
-            let headers: Vec<(&str, &str)> =
-                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            http_request(addr, "POST", "/v1/chat/completions", &headers, &body).unwrap()
-        })
-        .await
-        .unwrap()
+        post(self.listener, "/v1/chat/completions", headers, body)
+            .await
+            .unwrap()
     }
 
     /// Raw HTTP/1.1 on one connection: `head` (request line + headers, no
@@ -186,16 +136,7 @@ impl Stack {
             }
             let elapsed = first_byte.unwrap_or_else(|| started.elapsed());
             drop(writer);
-            let text = String::from_utf8_lossy(&raw).into_owned();
-            let status = text
-                .split_whitespace()
-                .nth(1)
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0);
-            let body = text
-                .split_once("\r\n\r\n")
-                .map(|(_, b)| b.to_string())
-                .unwrap_or_default();
+            let (status, body) = parse_raw_response(&raw);
             (status, body, elapsed)
         })
         .await
@@ -204,46 +145,12 @@ impl Stack {
 
     /// Envoy's `wasmcustom.sluice_<event>_total`.
     async fn events(&self, event: &str) -> u64 {
-        let admin: SocketAddr = ([127, 0, 0, 1], self.envoy.admin_port).into();
-        let stats = tokio::task::spawn_blocking(move || {
-            http_request(admin, "GET", "/stats?filter=sluice", &[], b"")
-                .unwrap()
-                .body
-        })
-        .await
-        .unwrap();
-        let name = format!("sluice_{event}_total: ");
-        stats
-            .lines()
-            .find_map(|l| l.split_once(&name).map(|(_, n)| n.trim().parse().unwrap()))
-            .unwrap_or(0)
+        filter_event_count(&self.envoy, event).await.unwrap()
     }
 
     /// Tokens left in the tenant's window, without charging anything.
     async fn tokens_left(&self, tenant: &str) -> u32 {
-        let entry = |k: &str, v: &str| Entry {
-            key: k.into(),
-            value: v.into(),
-        };
-        let request = RateLimitRequest {
-            domain: "sluice".into(),
-            descriptors: vec![RateLimitDescriptor {
-                entries: vec![
-                    entry("tenant", tenant),
-                    entry("model", "gpt-4o"),
-                    entry("tokens", "total"),
-                ],
-                hits_addend: Some(UInt64Value { value: 0 }),
-                ..Default::default()
-            }],
-            hits_addend: 0,
-        };
-        self.limiter
-            .should_rate_limit(&request)
-            .await
-            .unwrap()
-            .statuses[0]
-            .limit_remaining
+        tokens_left(&self.limiter, tenant, "gpt-4o").await
     }
 }
 

@@ -2,18 +2,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 //! the repository's envoy/ratelimit-filter.yaml with its ports rewritten.
 
-use sluice_ratelimit::config::LimitsConfig;
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
-use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{
-    CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions,
-};
+use sluice_ratelimit::store::{CounterStore, MemoryStore, RedisStore, RedisStoreOptions};
+use sluice_testkit::stack::{limiter, start_envoy, start_rls, Rls, RlsParts};
 use sluice_testkit::{
     free_port, http_request, workspace_root, Envoy, HttpResponse, RedisServer, StaticHttpServer,
 };
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,36 +25,12 @@ descriptors:
 struct Stack {
     envoy: Envoy,
     listener: SocketAddr,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    _rls: Rls,
 }
 
 async fn stack(store: Arc<dyn CounterStore>) -> Stack {
-    let config =
-        LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
-    let limiter = Arc::new(Limiter::new(
-        config,
-        store,
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let rls_port = grpc.local_addr().unwrap().port();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(run(
-        grpc,
-        None,
-        Deps {
-            limiter,
-            config_path: None,
-            reload_interval: Duration::ZERO,
-            ext_authz: None,
-            deferral: None,
-        },
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let rls = start_rls(limiter(LIMITS, store, Metrics::new()), RlsParts::default()).await;
+    let rls_port = rls.port;
     let backend = StaticHttpServer::start("generated text\n").unwrap();
     let (admin_port, listener_port) = (free_port(), free_port());
     let template =
@@ -72,15 +43,11 @@ async fn stack(store: Arc<dyn CounterStore>) -> Stack {
             "port_value: 8000",
             &format!("port_value: {}", backend.addr.port()),
         );
-    let envoy =
-        tokio::task::spawn_blocking(move || Envoy::start(&config, admin_port, listener_port))
-            .await
-            .unwrap()
-            .unwrap();
+    let envoy = start_envoy(config, admin_port, listener_port).await;
     Stack {
         envoy,
         listener: ([127, 0, 0, 1], listener_port).into(),
-        _stop: stop,
+        _rls: rls,
     }
 }
 

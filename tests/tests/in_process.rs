@@ -6,37 +6,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use serde_json::Value;
+use sluice_testkit::stack::{chunk_content, sse_data, start_filter_envoy, start_llm_sim};
 use sluice_testkit::{
-    free_port, http_request, wait_for_port, workspace_binary, Envoy, RedisServer, RocketMq,
+    allinone_command, free_port, http_request, wait_for_port, AllinonePorts, KillOnDrop,
+    RedisServer, RocketMq,
 };
-use sluice_testkit::{sluice_filter_envoy_config, workspace_root, SluiceFilterPorts};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-/// `patient` gets 50 tokens an hour and defers the rest.
-const LIMITS: &str = r#"
-domain: sluice
-descriptors:
-  - key: tenant
-    value: patient
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 1000, name: patient-rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 50, name: patient-tph,
-                          sluice: { over_limit: defer, priority: normal } }
-"#;
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
@@ -45,53 +20,31 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
 
     // The backend, on a runtime of its own: 20 tokens per answer.
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let backend_listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let backend = backend_listener.local_addr().unwrap();
     let mut sim = sluice_llm_sim::SimConfig::fast();
     sim.default_completion_tokens = 20;
-    runtime.spawn(sluice_llm_sim::run(
-        backend_listener,
-        sim,
-        std::future::pending::<()>(),
-    ));
+    let backend = runtime.block_on(start_llm_sim(sim));
 
     let dir = tempfile::tempdir().unwrap();
     let limits = dir.path().join("limits.yaml");
-    std::fs::write(&limits, LIMITS).unwrap();
+    // `patient` gets 50 tokens an hour and defers the rest.
+    std::fs::write(&limits, sluice_testkit::stack::limits::patient_defers()).unwrap();
     let consumer_config = dir.path().join("consumer.yaml");
     std::fs::write(
         &consumer_config,
         "pacing:\n  default_rates: { requests_per_second: 5 }\n",
     )
     .unwrap();
-    let (grpc, admin, deferral, consumer_admin) =
-        (free_port(), free_port(), free_port(), free_port());
-    let _rls = Process(
-        Command::new(workspace_binary("sluice-allinone").unwrap())
-            .args(["--config", limits.to_str().unwrap()])
-            .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
-            .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
-            .args(["--store", "redis", "--redis-url", &redis.url()])
-            .args(["--deferral-addr", &format!("127.0.0.1:{deferral}")])
-            .args([
-                "--deferral-secret-file",
-                workspace_root()
-                    .join("config/deferral-secret.example")
-                    .to_str()
-                    .unwrap(),
-            ])
-            .args(["--namesrv", &broker.namesrv_addr()])
+    let ports = AllinonePorts::free();
+    let (grpc, deferral, consumer_admin) = (ports.grpc, ports.deferral, free_port());
+    let _rls = KillOnDrop(
+        allinone_command(&limits, &redis.url(), &broker.namesrv_addr(), &ports)
+            .unwrap()
             .args(["--consumer-config", consumer_config.to_str().unwrap()])
             .args(["--backend-url", &format!("http://{backend}")])
             .args([
                 "--consumer-admin-addr",
                 &format!("127.0.0.1:{consumer_admin}"),
             ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
             .spawn()
             .unwrap(),
     );
@@ -99,17 +52,9 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
         wait_for_port(([127, 0, 0, 1], port).into(), Duration::from_secs(30)).unwrap();
     }
 
-    let (envoy_admin, listener_port) = (free_port(), free_port());
-    let config = sluice_filter_envoy_config(&SluiceFilterPorts {
-        admin: envoy_admin,
-        listener: listener_port,
-        rls: grpc,
-        backend: backend.port(),
-        deferral,
-    })
-    .unwrap();
-    let envoy = Envoy::start(&config, envoy_admin, listener_port).unwrap();
-    let envoy_addr: SocketAddr = ([127, 0, 0, 1], listener_port).into();
+    let envoy = runtime.block_on(start_filter_envoy(grpc, backend.port(), deferral));
+    let envoy_addr = envoy.listener;
+    let envoy = envoy.envoy;
     let chat = |stream: bool| {
         let body = serde_json::json!({
             "model": "gpt-4o",
@@ -135,21 +80,9 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
         .header("x-sluice-resume-token")
         .unwrap()
         .to_string();
-    let data: Vec<&str> = response
-        .body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .collect();
+    let data = sse_data(&response.body);
     assert_eq!(*data.last().unwrap(), "[DONE]", "{}", response.body);
-    let content: String = data
-        .iter()
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .filter_map(|c| {
-            c["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(str::to_string)
-        })
-        .collect();
+    let content = chunk_content(&data);
     assert_eq!(content.split_whitespace().count(), 20, "{content}");
     assert!(response.body.contains("id: local-1\n"), "{}", response.body);
 

@@ -5,22 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use sluice_testkit::{
-    free_port, http_request, wait_for_port, workspace_binary, RedisServer, RocketMq,
+    allinone_command, free_port, http_request, wait_for_port, AllinonePorts, KillOnDrop,
+    RedisServer, RocketMq,
 };
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const TOKEN: &str = "in-process-admin-token-93c1";
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn in_process_consumer_admin_writes_need_the_token() {
@@ -29,36 +20,25 @@ fn in_process_consumer_admin_writes_need_the_token() {
     let dir = tempfile::tempdir().unwrap();
     let limits = dir.path().join("limits.yaml");
     std::fs::write(&limits, "domain: sluice\n").unwrap();
-    let (grpc, admin, deferral, consumer_admin) =
-        (free_port(), free_port(), free_port(), free_port());
-    let _rls = Process(
-        Command::new(workspace_binary("sluice-allinone").unwrap())
-            .args(["--config", limits.to_str().unwrap()])
-            .args(["--grpc-addr", &format!("127.0.0.1:{grpc}")])
-            .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
-            .args(["--store", "redis", "--redis-url", &redis.url()])
-            .args(["--deferral-addr", &format!("127.0.0.1:{deferral}")])
-            .args([
-                "--deferral-secret-file",
-                sluice_testkit::workspace_root()
-                    .join("config/deferral-secret.example")
-                    .to_str()
-                    .unwrap(),
-            ])
-            .args(["--namesrv", &broker.namesrv_addr()])
-            .args(["--backend-url", "http://127.0.0.1:1"])
-            .args([
-                "--consumer-admin-addr",
-                &format!("0.0.0.0:{consumer_admin}"),
-            ])
-            .env_remove("SLUICE_CONSUMER_CONFIG")
-            .env_remove("SLUICE_ADMIN_TOKEN_FILE")
-            .env("SLUICE_ADMIN_TOKEN", TOKEN)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
+    let consumer_admin = free_port();
+    let _rls = KillOnDrop(
+        allinone_command(
+            &limits,
+            &redis.url(),
+            &broker.namesrv_addr(),
+            &AllinonePorts::free(),
+        )
+        .unwrap()
+        .args(["--backend-url", "http://127.0.0.1:1"])
+        .args([
+            "--consumer-admin-addr",
+            &format!("0.0.0.0:{consumer_admin}"),
+        ])
+        .env_remove("SLUICE_CONSUMER_CONFIG")
+        .env_remove("SLUICE_ADMIN_TOKEN_FILE")
+        .env("SLUICE_ADMIN_TOKEN", TOKEN)
+        .spawn()
+        .unwrap(),
     );
     let addr: SocketAddr = ([127, 0, 0, 1], consumer_admin).into();
     wait_for_port(addr, Duration::from_secs(60)).unwrap();

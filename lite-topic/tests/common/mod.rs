@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_litetopic::{
@@ -14,13 +15,7 @@ use sluice_testkit::RocketMq;
 pub const INVISIBLE: Duration = Duration::from_secs(30);
 
 pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_test_writer()
-        .try_init();
+    sluice_testkit::init_test_tracing();
 }
 
 /// A broker, a client, and a parent topic + consumer group set up on it.
@@ -75,6 +70,16 @@ impl Env {
     pub async fn shutdown(self) {
         self.admin.shutdown().await;
         self.client.shutdown().await;
+    }
+
+    /// Shuts down `consumer`, `producer` (its last handle) and then this.
+    pub async fn shutdown_with(self, consumer: LiteConsumer, producer: Arc<LiteProducer>) {
+        consumer.shutdown().await;
+        Arc::into_inner(producer)
+            .expect("the producer's last handle")
+            .shutdown()
+            .await;
+        self.shutdown().await;
     }
 }
 

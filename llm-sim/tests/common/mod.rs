@@ -314,3 +314,27 @@ pub fn parse(event: &str) -> Value {
 pub async fn start(config: SimConfig) -> SimServer {
     spawn(config).await.unwrap()
 }
+
+/// 100 tokens a second from the first token on; defaults otherwise.
+pub fn at_100_tokens_per_second() -> SimConfig {
+    SimConfig {
+        tokens_per_second: 100.0,
+        first_token_latency: Duration::ZERO,
+        ..SimConfig::default()
+    }
+}
+
+/// A streamed chat completion of `completion_tokens` tokens from `addr`.
+pub async fn open_chat_stream(
+    addr: SocketAddr,
+    completion_tokens: &str,
+    body: &Value,
+) -> EventReader {
+    EventReader::open(
+        addr,
+        "/v1/chat/completions",
+        &[("x-sim-completion-tokens", completion_tokens)],
+        &body.to_string(),
+    )
+    .await
+}

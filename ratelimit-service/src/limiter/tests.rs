@@ -10,12 +10,11 @@ use crate::config::LimitsConfig;
 use crate::store::{self, counter_key, CounterOutcome, CountingMode};
 use crate::window::{Unit, Window};
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::{Entry, RateLimitOverride},
-    RateLimitDescriptor,
+    rate_limit_descriptor::RateLimitOverride, RateLimitDescriptor,
 };
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use sluice_proto::pb::google::protobuf::{value::Kind, UInt64Value};
+use sluice_testkit::rls::{self, descriptor, header, sluice_field, with_hits};
 use std::path::PathBuf;
 
 /// 2026-11-29T00:02:05.500Z: 5.5 s into a minute window.
@@ -55,24 +54,6 @@ fn config() -> LimitsConfig {
     LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.to_string())]).unwrap()
 }
 
-fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: entries
-            .iter()
-            .map(|(k, v)| Entry {
-                key: k.to_string(),
-                value: v.to_string(),
-            })
-            .collect(),
-        ..Default::default()
-    }
-}
-
-fn with_hits(mut d: RateLimitDescriptor, hits: u64) -> RateLimitDescriptor {
-    d.hits_addend = Some(UInt64Value { value: hits });
-    d
-}
-
 fn refund(hits: u64) -> RateLimitDescriptor {
     let mut d = tokens(hits);
     d.is_negative_hits = true;
@@ -88,11 +69,7 @@ fn tokens(hits: u64) -> RateLimitDescriptor {
 }
 
 fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: "llm".into(),
-        descriptors,
-        hits_addend: 0,
-    }
+    rls::request("llm", descriptors)
 }
 
 fn plan_of(request: &RateLimitRequest, mode: CountingMode) -> Plan {
@@ -140,36 +117,6 @@ fn remaining(response: &RateLimitResponse) -> Vec<u32> {
         .iter()
         .map(|s| s.limit_remaining)
         .collect()
-}
-
-fn header<'a>(response: &'a RateLimitResponse, name: &str) -> Option<&'a str> {
-    response
-        .response_headers_to_add
-        .iter()
-        .find(|h| h.key == name)
-        .map(|h| h.value.as_str())
-}
-
-fn sluice_field(response: &RateLimitResponse, field: &str) -> Option<String> {
-    let outer = response.dynamic_metadata.as_ref()?.fields.get("sluice")?;
-    let Some(Kind::StructValue(inner)) = &outer.kind else {
-        return None;
-    };
-    match &inner.fields.get(field)?.kind {
-        Some(Kind::StringValue(s)) => Some(s.clone()),
-        Some(Kind::NumberValue(n)) => Some(n.to_string()),
-        Some(Kind::ListValue(l)) => Some(
-            l.values
-                .iter()
-                .filter_map(|v| match &v.kind {
-                    Some(Kind::StringValue(s)) => Some(s.as_str()),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-                .join(","),
-        ),
-        _ => None,
-    }
 }
 
 fn limited_names(plan: &Plan) -> Vec<Option<&str>> {

@@ -1,0 +1,636 @@
+//! The end-to-end stack, built once for every test: sluice-rls (RLS on Redis,
+//! optional admin port, ext_authz and deferral endpoint), the simulated model
+//! server, the consumer's pop loop, and Envoy with the built Wasm filter.
+//! Each part has its own starter so a test takes only what it needs; the
+//! [`StackBuilder`] wires the whole path for the tests that want all of it.
+//!
+//! Starters panic on failure: they run only inside tests, where a part that
+//! does not start is the test's failure.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test scaffolding fails loudly
+
+use crate::{
+    example_deferral_secret, free_port, sluice_filter_envoy_config, Envoy, RedisServer, RocketMq,
+    SluiceFilterPorts,
+};
+use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
+use sluice_consumer::{
+    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig as InFlightConfig,
+    Metrics as ConsumerMetrics, Pacer, PacingConfig, Rates, RedisOptions, WorkItem,
+};
+use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
+use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
+    rate_limit_descriptor::Entry, RateLimitDescriptor,
+};
+use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use sluice_proto::pb::google::protobuf::UInt64Value;
+use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::deferral::endpoint::EndpointMetrics;
+use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
+use sluice_ratelimit::ext_authz::ExtAuthzService;
+use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::metrics::Metrics;
+use sluice_ratelimit::server::{run, Deps};
+use sluice_ratelimit::store::{CounterStore, CountingMode, RedisStore, RedisStoreOptions};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The LiteTopic parent topic the deferral endpoint publishes under.
+pub const PARENT: &str = "sluice-deferred";
+/// The consumer group the endpoint and the consumers share.
+pub const GROUP: &str = "sluice-consumer";
+
+/// Limits files for the end-to-end tests: per tenant, a requests-per-hour
+/// and a tokens-per-hour limit on every model, named `<tenant>-rph` and
+/// `<tenant>-tph` (`rph`, `tph` for the catch-all tenant).
+pub mod limits {
+    /// What the tokens limit does when it is over.
+    #[derive(Clone, Copy, Debug)]
+    pub enum OverLimit {
+        /// Count only (no `sluice` block).
+        Count,
+        Reject,
+        /// Defer at this priority (`high`, `normal`, `low`).
+        Defer(&'static str),
+    }
+
+    /// One tenant's limits (any tenant where `tenant` is `None`).
+    pub fn tenant(
+        tenant: Option<&str>,
+        requests_per_hour: u64,
+        tokens_per_hour: u64,
+        over: OverLimit,
+    ) -> String {
+        let (value, prefix) = match tenant {
+            Some(name) => (format!("    value: {name}\n"), format!("{name}-")),
+            None => (String::new(), String::new()),
+        };
+        let tokens = match over {
+            OverLimit::Count => {
+                format!("{{ unit: hour, requests_per_unit: {tokens_per_hour}, name: {prefix}tph }}")
+            }
+            OverLimit::Reject => format!(
+                "{{ unit: hour, requests_per_unit: {tokens_per_hour}, name: {prefix}tph,\n                          sluice: {{ over_limit: reject }} }}"
+            ),
+            OverLimit::Defer(priority) => format!(
+                "{{ unit: hour, requests_per_unit: {tokens_per_hour}, name: {prefix}tph,\n                          sluice: {{ over_limit: defer, priority: {priority} }} }}"
+            ),
+        };
+        format!(
+            "  - key: tenant\n{value}    descriptors:\n      - key: model\n        rate_limit: {{ unit: hour, requests_per_unit: {requests_per_hour}, name: {prefix}rph }}\n        descriptors:\n          - key: tokens\n            rate_limit: {tokens}\n"
+        )
+    }
+
+    /// The limits file of domain `sluice` with `tenants`.
+    pub fn file(tenants: &[String]) -> String {
+        format!("domain: sluice\ndescriptors:\n{}", tenants.concat())
+    }
+
+    /// `patient` gets 50 tokens an hour and defers the rest; other tenants
+    /// are unlimited.
+    pub fn patient_defers() -> String {
+        file(&[tenant(
+            Some("patient"),
+            1000,
+            50,
+            OverLimit::Defer("normal"),
+        )])
+    }
+
+    /// [`patient_defers`], and `other` with the same budget.
+    pub fn patient_and_other_defer() -> String {
+        file(&[
+            tenant(Some("patient"), 1000, 50, OverLimit::Defer("normal")),
+            tenant(Some("other"), 1000, 50, OverLimit::Defer("normal")),
+        ])
+    }
+}
+
+/// Pacing with no rate at all: every popped item goes straight to the model.
+pub fn unpaced() -> PacingConfig {
+    PacingConfig {
+        default_rates: Rates {
+            requests_per_second: None,
+            tokens_per_second: None,
+        },
+        ..Default::default()
+    }
+}
+
+/// Pacing at `per_second` requests per bucket.
+pub fn paced(per_second: f64) -> PacingConfig {
+    PacingConfig {
+        default_rates: Rates {
+            requests_per_second: Some(per_second),
+            tokens_per_second: None,
+        },
+        ..Default::default()
+    }
+}
+
+/// The RocketMQ broker (its start blocks, so off the runtime's threads).
+pub async fn start_broker() -> RocketMq {
+    tokio::task::spawn_blocking(RocketMq::start)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// A consumer-side Redis connection to `redis`.
+pub fn redis_connection(redis: &RedisServer) -> redis::aio::ConnectionManager {
+    connect(&RedisOptions {
+        url: redis.url(),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// The simulated model server on a loopback port; returns its address.
+pub async fn start_llm_sim(sim: sluice_llm_sim::SimConfig) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(sluice_llm_sim::run(
+        listener,
+        sim,
+        std::future::pending::<()>(),
+    ));
+    addr
+}
+
+/// A streamed chat request ("hi") as the endpoint queues it, estimated at
+/// `estimated_tokens`.
+pub fn work_item(tenant: &str, model: &str, req_id: &str, estimated_tokens: u64) -> WorkItem {
+    WorkItem {
+        req_id: req_id.into(),
+        tenant: tenant.into(),
+        model: model.into(),
+        priority: Default::default(),
+        path: "/v1/chat/completions".into(),
+        body: serde_json::json!({
+            "model": model,
+            "stream": true,
+            "messages": [{"role": "user", "content": "hi"}]
+        }),
+        enqueued_at_ms: sluice_consumer::now_ms(),
+        estimated_tokens,
+        attempt: 0,
+    }
+}
+
+/// How many times the model server at `backend` was called for `request_id`
+/// (llm-sim's `/sim/calls`).
+pub async fn model_calls(backend: SocketAddr, request_id: &str) -> u64 {
+    let path = format!("/sim/calls?request_id={request_id}");
+    let response =
+        tokio::task::spawn_blocking(move || crate::http_request(backend, "GET", &path, &[], b""))
+            .await
+            .unwrap()
+            .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&response.body).unwrap();
+    json["calls"].as_u64().unwrap()
+}
+
+/// The `data:` payloads of an SSE body, in order.
+pub fn sse_data(body: &str) -> Vec<&str> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect()
+}
+
+/// The text of chat-completion chunks: their `delta.content`s joined.
+pub fn chunk_content(data: &[&str]) -> String {
+    data.iter()
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// [`start_llm_sim`] with fast answers of `completion_tokens` tokens.
+pub async fn start_fast_llm_sim(completion_tokens: u64) -> SocketAddr {
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.default_completion_tokens = completion_tokens;
+    start_llm_sim(sim).await
+}
+
+/// The limiter sluice-rls builds: `limits_yaml` on `store`.
+pub fn limiter(limits_yaml: &str, store: Arc<dyn CounterStore>, metrics: Metrics) -> Arc<Limiter> {
+    let limits =
+        LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), limits_yaml.into())]).unwrap();
+    Arc::new(Limiter::new(
+        limits,
+        store,
+        CountingMode::AllOrNothing,
+        Arc::new(SystemClock),
+        Arc::new(metrics),
+    ))
+}
+
+/// Tokens left in `tenant` × `model`'s token window of `limiter`, without
+/// charging anything.
+pub async fn tokens_left(limiter: &Limiter, tenant: &str, model: &str) -> u32 {
+    let entry = |k: &str, v: &str| Entry {
+        key: k.into(),
+        value: v.into(),
+    };
+    let request = RateLimitRequest {
+        domain: "sluice".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![
+                entry("tenant", tenant),
+                entry("model", model),
+                entry("tokens", "total"),
+            ],
+            hits_addend: Some(UInt64Value { value: 0 }),
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    };
+    limiter.should_rate_limit(&request).await.unwrap().statuses[0].limit_remaining
+}
+
+/// [`limiter`] on the Redis at `redis_url`.
+pub fn redis_limiter(limits_yaml: &str, redis_url: &str, metrics: Metrics) -> Arc<Limiter> {
+    let store = RedisStore::new(&RedisStoreOptions {
+        url: redis_url.into(),
+        ..Default::default()
+    })
+    .unwrap();
+    limiter(limits_yaml, Arc::new(store), metrics)
+}
+
+/// The deferral endpoint's config as the tests share it: [`PARENT`],
+/// [`GROUP`], `redis` and `broker`, defaults otherwise.
+pub fn endpoint_config(redis: &RedisServer, broker: &RocketMq) -> EndpointConfig {
+    EndpointConfig {
+        parent: PARENT.into(),
+        consumer_group: GROUP.into(),
+        ..EndpointConfig::new(redis.url(), broker.namesrv_addr())
+    }
+}
+
+/// The deferral endpoint's router as sluice-rls builds it, signing with the
+/// example secret unless `config` names secrets.
+pub async fn deferral_endpoint(mut config: EndpointConfig) -> axum::Router {
+    if config.options.secrets.is_empty() {
+        config.options.secrets = vec![example_deferral_secret()];
+    }
+    Endpoint::build(config).await.unwrap()
+}
+
+/// [`deferral_endpoint`] served on a loopback port; returns its address.
+pub async fn start_deferral_endpoint(config: EndpointConfig) -> SocketAddr {
+    serve_http(deferral_endpoint(config).await).await
+}
+
+/// Serves `app` on a loopback port; returns its address.
+pub async fn serve_http(app: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// What sluice-rls serves besides the RLS itself.
+#[derive(Default)]
+pub struct RlsParts {
+    /// Serve the admin port (metrics, health).
+    pub admin: bool,
+    /// Limits file to hot-reload every 100 ms.
+    pub limits_file: Option<PathBuf>,
+    pub ext_authz: Option<ExtAuthzService>,
+    /// The deferral endpoint, on its own HTTP port.
+    pub deferral: Option<axum::Router>,
+}
+
+/// A running sluice-rls; it stops when this drops.
+pub struct Rls {
+    pub limiter: Arc<Limiter>,
+    /// The gRPC port (RLS and ext_authz).
+    pub port: u16,
+    pub admin: Option<SocketAddr>,
+    pub deferral: Option<SocketAddr>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Serves `limiter` as sluice-rls does, with `parts`.
+pub async fn start_rls(limiter: Arc<Limiter>, parts: RlsParts) -> Rls {
+    let bind = || tokio::net::TcpListener::bind("127.0.0.1:0");
+    let grpc = bind().await.unwrap();
+    let port = grpc.local_addr().unwrap().port();
+    let admin = match parts.admin {
+        true => Some(bind().await.unwrap()),
+        false => None,
+    };
+    let admin_addr = admin.as_ref().map(|l| l.local_addr().unwrap());
+    let deferral = match parts.deferral {
+        Some(app) => Some((bind().await.unwrap(), app)),
+        None => None,
+    };
+    let deferral_addr = deferral.as_ref().map(|(l, _)| l.local_addr().unwrap());
+    let reload_interval = match parts.limits_file {
+        Some(_) => Duration::from_millis(100),
+        None => Duration::ZERO,
+    };
+    let deps = Deps {
+        limiter: limiter.clone(),
+        config_path: parts.limits_file,
+        reload_interval,
+        ext_authz: parts.ext_authz,
+        deferral,
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(run(grpc, admin, deps, async {
+        let _ = stopped.await;
+    }));
+    Rls {
+        limiter,
+        port,
+        admin: admin_addr,
+        deferral: deferral_addr,
+        _stop: stop,
+    }
+}
+
+/// One consumer instance: what to build it from.
+pub struct ConsumerSpec {
+    /// Its instance id (also names its retry producer).
+    pub id: String,
+    /// Its config; the default backend is set to the model server.
+    pub config: ConsumerConfig,
+    pub pacing: PacingConfig,
+    /// `parent` is always [`PARENT`].
+    pub options: RunnerOptions,
+}
+
+impl ConsumerSpec {
+    /// Default config, pacing and runner options.
+    pub fn new(id: &str) -> Self {
+        ConsumerSpec {
+            id: id.into(),
+            config: ConsumerConfig::default(),
+            pacing: PacingConfig::default(),
+            options: RunnerOptions::default(),
+        }
+    }
+}
+
+/// A running consumer pop loop; [`ConsumerInstance::stop`] shuts it down
+/// gracefully, [`ConsumerInstance::crash`] kills it; dropping it leaves it
+/// running until the runtime ends.
+pub struct ConsumerInstance {
+    pub runner: Arc<Runner>,
+    pub pacer: Arc<Pacer>,
+    pub metrics: Arc<ConsumerMetrics>,
+    /// Its LiteTopic consumer (for the broker client's figures).
+    pub lite: Arc<LiteConsumer>,
+    /// Its own broker client, as a separate process would have.
+    pub client: LiteClient,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ConsumerInstance {
+    /// SIGTERM: the graceful path. Returns how long the runner took to stop.
+    pub async fn stop(mut self) -> Duration {
+        let started = std::time::Instant::now();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.await.unwrap();
+        let took = started.elapsed();
+        drop(self.runner);
+        // The broker client's own shutdown waits for its idle connections to
+        // time out: not part of what is measured here.
+        tokio::spawn(self.client.shutdown());
+        took
+    }
+
+    /// kill -9 as far as the group can tell: the loop and its broker
+    /// connection vanish without leaving the member set.
+    pub async fn crash(self) {
+        self.task.abort();
+        let _ = self.task.await;
+        drop(self.runner);
+        tokio::spawn(self.client.shutdown());
+    }
+
+    /// The sum of the samples of the consumer metric `name`.
+    pub fn counter(&self, name: &str) -> f64 {
+        let text = self.metrics.encode();
+        text.lines()
+            .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
+/// Starts a consumer pop loop on `redis` and `broker` that calls `backend`.
+pub async fn start_consumer(
+    redis: &redis::aio::ConnectionManager,
+    broker: &RocketMq,
+    backend: SocketAddr,
+    spec: ConsumerSpec,
+) -> ConsumerInstance {
+    let ConsumerSpec {
+        id,
+        mut config,
+        pacing,
+        options,
+    } = spec;
+    let metrics = Arc::new(ConsumerMetrics::new(1000, 100));
+    config.backend.default.base_url = format!("http://{backend}");
+    let consumer = Arc::new(Consumer::new(redis.clone(), &id, config, metrics.clone()).unwrap());
+    let pacer = Arc::new(Pacer::new(redis.clone(), pacing, Some(metrics.clone())).unwrap());
+    let client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr())).unwrap();
+    let lite = Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await.unwrap());
+    let runner = Runner::new(
+        RunnerParts {
+            lite: lite.clone(),
+            producer: Arc::new(
+                LiteProducer::new(&client, &format!("{id}-retry"))
+                    .await
+                    .unwrap(),
+            ),
+            consumer,
+            pacer: pacer.clone(),
+            limits: Arc::new(InFlightLimits::new(
+                InFlightConfig::default(),
+                Some(metrics.clone()),
+            )),
+            redis: redis.clone(),
+            metrics: metrics.clone(),
+            id,
+        },
+        RunnerOptions {
+            parent: PARENT.into(),
+            ..options
+        },
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(runner.clone().run(async move {
+        let _ = stopped.await;
+    }));
+    ConsumerInstance {
+        runner,
+        pacer,
+        metrics,
+        lite,
+        client,
+        stop: Some(stop),
+        task,
+    }
+}
+
+/// Envoy with the built Wasm filter (the repository's config, ports
+/// rewritten).
+pub struct FilterEnvoy {
+    pub envoy: Envoy,
+    /// Where clients send requests.
+    pub listener: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+/// Envoy with `config` (its start blocks, so off the runtime's threads).
+pub async fn start_envoy(config: String, admin: u16, listener: u16) -> Envoy {
+    tokio::task::spawn_blocking(move || Envoy::start(&config, admin, listener))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// Starts Envoy with the filter in front of `backend`, asking the RLS on
+/// `rls_port` and deferring to `deferral`.
+pub async fn start_filter_envoy(rls_port: u16, backend: u16, deferral: u16) -> FilterEnvoy {
+    let (admin, listener) = (free_port(), free_port());
+    let config = sluice_filter_envoy_config(&SluiceFilterPorts {
+        admin,
+        listener,
+        rls: rls_port,
+        backend,
+        deferral,
+    })
+    .unwrap();
+    FilterEnvoy {
+        envoy: start_envoy(config, admin, listener).await,
+        listener: ([127, 0, 0, 1], listener).into(),
+        admin: ([127, 0, 0, 1], admin).into(),
+    }
+}
+
+/// The whole deferral path: Redis, the broker, sluice-rls with its deferral
+/// endpoint, the model server, one consumer, and Envoy with the filter.
+pub struct StackBuilder {
+    limits: String,
+    sim: sluice_llm_sim::SimConfig,
+    consumer: ConsumerSpec,
+    rls_admin: bool,
+    hot_reload: bool,
+}
+
+/// A started [`StackBuilder`]; everything stops when it drops.
+pub struct Stack {
+    pub envoy: FilterEnvoy,
+    pub consumer: ConsumerInstance,
+    /// The model server.
+    pub backend: SocketAddr,
+    pub rls: Rls,
+    /// The endpoint's metrics (registered in the RLS registry).
+    pub endpoint_metrics: Arc<EndpointMetrics>,
+    /// The limits file sluice-rls watches, with `hot_reload`.
+    pub limits_file: Option<PathBuf>,
+    pub broker: RocketMq,
+    pub redis: RedisServer,
+    _config_dir: tempfile::TempDir,
+}
+
+impl Stack {
+    /// A stack with `limits` and otherwise the defaults: fast model answers,
+    /// default consumer, no RLS admin port, no hot reload.
+    pub fn builder(limits: String) -> StackBuilder {
+        StackBuilder {
+            limits,
+            sim: sluice_llm_sim::SimConfig::fast(),
+            consumer: ConsumerSpec::new("e2e-consumer"),
+            rls_admin: false,
+            hot_reload: false,
+        }
+    }
+}
+
+impl StackBuilder {
+    /// The model server's behaviour.
+    pub fn sim(mut self, sim: sluice_llm_sim::SimConfig) -> Self {
+        self.sim = sim;
+        self
+    }
+
+    /// The consumer instance.
+    pub fn consumer(mut self, consumer: ConsumerSpec) -> Self {
+        self.consumer = consumer;
+        self
+    }
+
+    /// Serve sluice-rls's admin port and reload the limits from a file,
+    /// as the binary does.
+    pub fn as_binary(mut self) -> Self {
+        self.rls_admin = true;
+        self.hot_reload = true;
+        self
+    }
+
+    pub async fn start(self) -> Stack {
+        let redis = RedisServer::start().unwrap();
+        let broker = start_broker().await;
+        let config_dir = tempfile::tempdir().unwrap();
+        let limits_file = self.hot_reload.then(|| {
+            let file = config_dir.path().join("limits.yaml");
+            std::fs::write(&file, &self.limits).unwrap();
+            file
+        });
+
+        // sluice-rls: the endpoint's metrics in the service's registry.
+        let mut rls_metrics = Metrics::new();
+        let endpoint_metrics = Arc::new(EndpointMetrics::default());
+        endpoint_metrics.register(&mut rls_metrics.registry);
+        let limiter = redis_limiter(&self.limits, &redis.url(), rls_metrics);
+        let app = deferral_endpoint(EndpointConfig {
+            metrics: endpoint_metrics.clone(),
+            ..endpoint_config(&redis, &broker)
+        })
+        .await;
+        let rls = start_rls(
+            limiter,
+            RlsParts {
+                admin: self.rls_admin,
+                limits_file: limits_file.clone(),
+                ext_authz: None,
+                deferral: Some(app),
+            },
+        )
+        .await;
+
+        let backend = start_llm_sim(self.sim).await;
+        let consumer =
+            start_consumer(&redis_connection(&redis), &broker, backend, self.consumer).await;
+        let deferral = rls
+            .deferral
+            .expect("the stack serves the deferral endpoint");
+        let envoy = start_filter_envoy(rls.port, backend.port(), deferral.port()).await;
+        Stack {
+            envoy,
+            consumer,
+            backend,
+            rls,
+            endpoint_metrics,
+            limits_file,
+            broker,
+            redis,
+            _config_dir: config_dir,
+        }
+    }
+}
