@@ -10,6 +10,7 @@ use crate::descriptors::{admission_request, reconcile_request, sanitize_value, s
 use crate::errors::LocalReply;
 use crate::host::{Host, LogLevel, Metric};
 use crate::openai::{self, Endpoint, Estimate};
+use crate::stream_usage::{self, UsageStripper};
 use crate::usage::UsageTracker;
 use crate::TokenCounter;
 use prost::Message;
@@ -31,6 +32,10 @@ pub const COUNT_MICROS_HEADER: &str = "x-sluice-count-micros";
 pub const CLIENT_REQUEST_ID_HEADER: &str = "x-request-id";
 /// Every request header starting with this (any case) is Sluice's to set.
 pub const SLUICE_HEADER_PREFIX: &str = "x-sluice-";
+
+const CONTENT_LENGTH: &str = "content-length";
+const CONTENT_TYPE: &str = "content-type";
+const EVENT_STREAM: &str = "text/event-stream";
 
 /// Largest response body (or SSE line) kept to find `usage`.
 const USAGE_BUFFER_LIMIT: usize = 4 * 1024 * 1024;
@@ -83,6 +88,13 @@ pub struct RequestAdmission<E> {
     charged: u64,
     downstream_headers: Vec<(String, String)>,
     usage: Option<UsageTracker>,
+    /// The body with `include_usage` added, waiting for admission (a
+    /// deferred request goes on as the client sent it).
+    body_with_usage: Option<Vec<u8>>,
+    /// The backend was asked for usage the client did not ask for.
+    added_stream_usage: bool,
+    /// Takes that usage back out of the streamed answer.
+    stripper: Option<UsageStripper>,
     /// When the request headers arrived (`Host::now_nanos`): the body deadline counts from here.
     headers_at: u64,
 }
@@ -101,6 +113,9 @@ impl<E: Encoders> RequestAdmission<E> {
             charged: 0,
             downstream_headers: Vec::new(),
             usage: None,
+            body_with_usage: None,
+            added_stream_usage: false,
+            stripper: None,
             headers_at: 0,
         }
     }
@@ -309,6 +324,18 @@ impl<E: Encoders> RequestAdmission<E> {
         if shared.config.deferral.active() {
             self.body_sha256 = Some(deferral::body_digest(&body));
         }
+        let streams_text = matches!(
+            endpoint,
+            Endpoint::ChatCompletions | Endpoint::Completions
+        );
+        if shared.config.reconcile
+            && shared.config.add_stream_usage
+            && streams_text
+            && request.stream
+            && !request.include_usage
+        {
+            self.body_with_usage = stream_usage::request_with_usage(&body);
+        }
         let message = admission_request(
             &shared.config.domain,
             &self.tenant,
@@ -396,10 +423,25 @@ impl<E: Encoders> RequestAdmission<E> {
 
     fn admit(&mut self, host: &mut dyn Host) {
         self.set_accounting_headers(host);
+        self.add_stream_usage(host);
         self.charged = self.estimate.total();
         self.phase = Phase::Forwarded;
         host.count(Metric::Admitted, 1);
         host.resume_request();
+    }
+
+    /// Swap in the body that asks for usage (content-length follows).
+    fn add_stream_usage(&mut self, host: &mut dyn Host) {
+        let Some(body) = self.body_with_usage.take() else {
+            return;
+        };
+        if !host.replace_request_body(&body) {
+            return;
+        }
+        if host.request_header(CONTENT_LENGTH).is_some() {
+            host.set_request_header(CONTENT_LENGTH, &body.len().to_string());
+        }
+        self.added_stream_usage = true;
     }
 
     fn defer(&mut self, host: &mut dyn Host, priority: &str) {
@@ -521,9 +563,17 @@ impl<E: Encoders> RequestAdmission<E> {
         let ok = host
             .response_header(":status")
             .is_some_and(|s| s.starts_with('2'));
+        let content_type = host.response_header(CONTENT_TYPE).unwrap_or_default();
         if self.config().reconcile && self.charged > 0 && ok {
-            let content_type = host.response_header("content-type").unwrap_or_default();
             self.usage = UsageTracker::for_content_type(&content_type, USAGE_BUFFER_LIMIT);
+        }
+        let event_stream = content_type
+            .get(..EVENT_STREAM.len())
+            .is_some_and(|t| t.eq_ignore_ascii_case(EVENT_STREAM));
+        if self.added_stream_usage && ok && event_stream {
+            // The answer's length changes.
+            host.remove_response_header(CONTENT_LENGTH);
+            self.stripper = Some(UsageStripper::new(USAGE_BUFFER_LIMIT));
         }
         Verdict::Continue
     }
@@ -534,16 +584,29 @@ impl<E: Encoders> RequestAdmission<E> {
         chunk_size: usize,
         end_of_stream: bool,
     ) -> Verdict {
-        let Some(tracker) = self.usage.as_mut() else {
+        if self.usage.is_none() && self.stripper.is_none() {
             return Verdict::Continue;
+        }
+        let chunk = if chunk_size > 0 {
+            host.response_body_chunk(chunk_size)
+        } else {
+            None
         };
-        if chunk_size > 0 {
-            if let Some(chunk) = host.response_body_chunk(chunk_size) {
-                tracker.feed(&chunk);
+        if let (Some(tracker), Some(chunk)) = (self.usage.as_mut(), chunk.as_deref()) {
+            tracker.feed(chunk);
+        }
+        if let Some(stripper) = self.stripper.as_mut() {
+            let mut out = chunk.as_deref().map(|c| stripper.feed(c)).unwrap_or_default();
+            if end_of_stream {
+                out.extend(stripper.finish());
+            }
+            if chunk.as_deref() != Some(out.as_slice()) && !(chunk.is_none() && out.is_empty()) {
+                host.replace_response_body_chunk(chunk_size, &out);
             }
         }
         if end_of_stream {
-            let usage = tracker.finish();
+            self.stripper = None;
+            let usage = self.usage.as_mut().and_then(UsageTracker::finish);
             self.usage = None;
             if let Some(usage) = usage {
                 let delta = usage.total() as i64 - self.charged as i64;

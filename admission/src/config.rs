@@ -148,6 +148,12 @@ pub struct FilterConfig {
     /// the response ends.
     #[serde(default = "yes")]
     pub reconcile: bool,
+    /// Streamed chat/completions requests without
+    /// `stream_options.include_usage: true` get it added (so the answer
+    /// carries usage to reconcile), and the answer loses what the client
+    /// did not ask for. Needs `reconcile`.
+    #[serde(default = "yes")]
+    pub add_stream_usage: bool,
     /// Add `x-sluice-count-micros` (time spent counting prompt tokens) to the
     /// upstream request and the client's response: for benchmarks and debugging.
     #[serde(default)]

@@ -84,6 +84,17 @@ pub trait Host {
     fn request_body(&self, size: usize) -> Option<Vec<u8>>;
     /// The current response body chunk, `size` bytes.
     fn response_body_chunk(&self, size: usize) -> Option<Vec<u8>>;
+    /// Replace the whole buffered request body; `false` when this host
+    /// cannot change bodies (ext_authz), and nothing changed.
+    fn replace_request_body(&mut self, _body: &[u8]) -> bool {
+        false
+    }
+    /// Replace the current response body chunk (`size` bytes) with `bytes`;
+    /// `false` when this host cannot.
+    fn replace_response_body_chunk(&mut self, _size: usize, _bytes: &[u8]) -> bool {
+        false
+    }
+    fn remove_response_header(&mut self, _name: &str) {}
     /// Start a gRPC call to the RLS; returns its token.
     fn dispatch_rls(&mut self, message: &[u8], timeout_ms: u64) -> Result<u32, String>;
     /// Hand a reconciliation call to whoever outlives this stream (the root context).

@@ -3,7 +3,7 @@
 //! live in `sluice-admission`, tested natively.
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action, ContextType, LogLevel as WasmLogLevel, MetricType};
+use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel as WasmLogLevel, MetricType};
 use sluice_admission::admission::{RequestAdmission, Shared, Verdict};
 use sluice_admission::config::FilterConfig;
 use sluice_admission::descriptors::FORCE_CHARGE_METADATA;
@@ -173,6 +173,17 @@ impl Host for EnvoyIo {
     fn response_body_chunk(&self, size: usize) -> Option<Vec<u8>> {
         self.get_http_response_body(0, size)
     }
+    // The SDK's `set_http_*_body` panic when Envoy refuses; these report it.
+    fn replace_request_body(&mut self, body: &[u8]) -> bool {
+        // Start 0 and a length past the end: Envoy replaces the whole buffer.
+        replace_buffer(BufferType::HttpRequestBody, u32::MAX as usize, body)
+    }
+    fn replace_response_body_chunk(&mut self, size: usize, bytes: &[u8]) -> bool {
+        replace_buffer(BufferType::HttpResponseBody, size, bytes)
+    }
+    fn remove_response_header(&mut self, name: &str) {
+        self.set_http_response_header(name, None);
+    }
     fn dispatch_rls(&mut self, message: &[u8], timeout_ms: u64) -> Result<u32, String> {
         self.dispatch_grpc_call(
             &self.cluster,
@@ -229,6 +240,16 @@ impl Host for EnvoyIo {
             LogLevel::Info => log::info!("{message}"),
             LogLevel::Warn => log::warn!("{message}"),
             LogLevel::Error => log::error!("{message}"),
+        }
+    }
+}
+
+fn replace_buffer(buffer: BufferType, size: usize, bytes: &[u8]) -> bool {
+    match proxy_wasm::hostcalls::set_buffer(buffer, 0, size, bytes) {
+        Ok(()) => true,
+        Err(status) => {
+            log::warn!("sluice: Envoy refused to replace the {buffer:?}: {status:?}");
+            false
         }
     }
 }

@@ -31,6 +31,8 @@ struct FakeHost {
     properties: HashMap<Vec<String>, Vec<u8>>,
     body: Vec<u8>,
     response_chunk: Vec<u8>,
+    /// What the client receives (every chunk as the filter left it).
+    sent_downstream: Vec<u8>,
     dispatched: Vec<RateLimitRequest>,
     dispatch_fails: bool,
     reconciles: Vec<RateLimitRequest>,
@@ -75,6 +77,18 @@ impl Host for FakeHost {
     }
     fn response_body_chunk(&self, size: usize) -> Option<Vec<u8>> {
         Some(self.response_chunk[..size.min(self.response_chunk.len())].to_vec())
+    }
+    fn replace_request_body(&mut self, body: &[u8]) -> bool {
+        self.body = body.to_vec();
+        true
+    }
+    fn replace_response_body_chunk(&mut self, size: usize, bytes: &[u8]) -> bool {
+        assert_eq!(size, self.response_chunk.len());
+        self.response_chunk = bytes.to_vec();
+        true
+    }
+    fn remove_response_header(&mut self, name: &str) {
+        self.response_headers.retain(|(k, _)| k != name);
     }
     fn dispatch_rls(&mut self, message: &[u8], _timeout_ms: u64) -> Result<u32, String> {
         if self.dispatch_fails {
@@ -671,4 +685,71 @@ fn with_a_claim_as_tenant_the_client_header_is_ignored() {
     admission.on_request_headers(&mut host, false);
     assert_eq!(host.replies[0].status, 401);
     assert!(host.dispatched.is_empty());
+}
+
+/// Feeds `chunk` as the next response body callback and records what goes on.
+fn respond(admission: &mut RequestAdmission<TestEncoders>, host: &mut FakeHost, chunk: &[u8], end: bool) {
+    host.response_chunk = chunk.to_vec();
+    admission.on_response_body(host, chunk.len(), end);
+    let sent = std::mem::take(&mut host.response_chunk);
+    host.sent_downstream.extend(sent);
+}
+
+const STREAMED_CHAT: &str = r#"{"model": "gpt-4o", "stream": true, "max_tokens": 100, "messages": [{"role": "user", "content": "Hello there"}]}"#;
+
+#[test]
+fn a_stream_without_include_usage_is_reconciled_and_answered_as_without_sluice() {
+    let shared = shared("");
+    let mut host = host_with(STREAMED_CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    // Nothing changes before admission (a deferred request goes on as sent).
+    assert_eq!(host.body, STREAMED_CHAT.as_bytes());
+    admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
+    let with_usage = STREAMED_CHAT.replace(
+        "}]}",
+        r#"}],"stream_options":{"include_usage":true}}"#,
+    );
+    assert_eq!(String::from_utf8(host.body.clone()).unwrap(), with_usage);
+    assert_eq!(host.request_headers["content-length"], with_usage.len().to_string());
+
+    host.response_headers = vec![
+        (":status".into(), "200".into()),
+        ("content-type".into(), "text/event-stream".into()),
+        ("content-length".into(), "999".into()),
+    ];
+    admission.on_response_headers(&mut host);
+    assert!(host.response_header("content-length").is_none());
+    let chunk = r#"{"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]"#;
+    respond(&mut admission, &mut host, format!("data: {chunk},\"usage\":null}}\n\ndata: {chunk},\"us").as_bytes(), false);
+    respond(&mut admission, &mut host, b"age\":null}\n\ndata: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":2}}\n\n", false);
+    respond(&mut admission, &mut host, b"data: [DONE]\n\n", true);
+    assert_eq!(
+        String::from_utf8(host.sent_downstream.clone()).unwrap(),
+        format!("data: {chunk}}}\n\ndata: {chunk}}}\n\ndata: [DONE]\n\n")
+    );
+    let refund = &host.reconciles[0];
+    let charged = host.dispatched[0].descriptors[1].hits_addend.unwrap().value;
+    assert!(refund.descriptors[0].is_negative_hits);
+    assert_eq!(refund.descriptors[0].hits_addend.unwrap().value, charged - 13);
+}
+
+#[test]
+fn include_usage_is_left_alone_when_sent_or_switched_off() {
+    // The client asked for usage: its body and answer pass untouched.
+    let sent = STREAMED_CHAT.replace("}]}", r#"}],"stream_options":{"include_usage":true}}"#);
+    for (config, body) in [("", sent.as_str()), (r#", "add_stream_usage": false"#, STREAMED_CHAT)] {
+        let shared = shared(config);
+        let mut host = host_with(body);
+        let mut admission = through_body(&shared, &mut host);
+        admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
+        assert_eq!(host.body, body.as_bytes());
+        host.response_headers = vec![
+            (":status".into(), "200".into()),
+            ("content-type".into(), "text/event-stream".into()),
+        ];
+        admission.on_response_headers(&mut host);
+        let usage = b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":2}}\n\n";
+        respond(&mut admission, &mut host, usage, true);
+        assert_eq!(host.sent_downstream, usage);
+    }
 }
