@@ -11,7 +11,7 @@ use crate::errors::LocalReply;
 use crate::host::{Host, LogLevel, Metric};
 use crate::openai::{self, Endpoint, Estimate};
 use crate::stream_usage::{self, UsageStripper};
-use crate::usage::UsageTracker;
+use crate::usage::{Outcome, UsageTracker};
 use crate::TokenCounter;
 use prost::Message;
 use sluice_proto::rls::{Code, RateLimitResponse};
@@ -88,6 +88,10 @@ pub struct RequestAdmission<E> {
     charged: u64,
     downstream_headers: Vec<(String, String)>,
     usage: Option<UsageTracker>,
+    /// The encoding the prompt was counted with (output is counted with it too).
+    encoding: Option<String>,
+    /// The charge still waits for the answer's end to be corrected.
+    owes_correction: bool,
     /// The body with `include_usage` added, waiting for admission (a
     /// deferred request goes on as the client sent it).
     body_with_usage: Option<Vec<u8>>,
@@ -113,6 +117,8 @@ impl<E: Encoders> RequestAdmission<E> {
             charged: 0,
             downstream_headers: Vec::new(),
             usage: None,
+            encoding: None,
+            owes_correction: false,
             body_with_usage: None,
             added_stream_usage: false,
             stripper: None,
@@ -307,6 +313,7 @@ impl<E: Encoders> RequestAdmission<E> {
             return self.bad_request(host, &message);
         };
         self.model = sanitize_value(&model);
+        self.encoding = encoding.map(str::to_string);
         let started = host.now_nanos();
         self.estimate = Estimate {
             prompt_tokens: request.prompt_tokens(counter, shared.config.image_tokens),
@@ -324,10 +331,7 @@ impl<E: Encoders> RequestAdmission<E> {
         if shared.config.deferral.active() {
             self.body_sha256 = Some(deferral::body_digest(&body));
         }
-        let streams_text = matches!(
-            endpoint,
-            Endpoint::ChatCompletions | Endpoint::Completions
-        );
+        let streams_text = matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Completions);
         if shared.config.reconcile
             && shared.config.add_stream_usage
             && streams_text
@@ -425,6 +429,7 @@ impl<E: Encoders> RequestAdmission<E> {
         self.set_accounting_headers(host);
         self.add_stream_usage(host);
         self.charged = self.estimate.total();
+        self.owes_correction = self.config().reconcile && self.charged > 0;
         self.phase = Phase::Forwarded;
         host.count(Metric::Admitted, 1);
         host.resume_request();
@@ -564,7 +569,7 @@ impl<E: Encoders> RequestAdmission<E> {
             .response_header(":status")
             .is_some_and(|s| s.starts_with('2'));
         let content_type = host.response_header(CONTENT_TYPE).unwrap_or_default();
-        if self.config().reconcile && self.charged > 0 && ok {
+        if self.owes_correction && ok {
             self.usage = UsageTracker::for_content_type(&content_type, USAGE_BUFFER_LIMIT);
         }
         let event_stream = content_type
@@ -585,6 +590,9 @@ impl<E: Encoders> RequestAdmission<E> {
         end_of_stream: bool,
     ) -> Verdict {
         if self.usage.is_none() && self.stripper.is_none() {
+            if end_of_stream {
+                self.settle(host);
+            }
             return Verdict::Continue;
         }
         let chunk = if chunk_size > 0 {
@@ -596,7 +604,10 @@ impl<E: Encoders> RequestAdmission<E> {
             tracker.feed(chunk);
         }
         if let Some(stripper) = self.stripper.as_mut() {
-            let mut out = chunk.as_deref().map(|c| stripper.feed(c)).unwrap_or_default();
+            let mut out = chunk
+                .as_deref()
+                .map(|c| stripper.feed(c))
+                .unwrap_or_default();
             if end_of_stream {
                 out.extend(stripper.finish());
             }
@@ -606,19 +617,47 @@ impl<E: Encoders> RequestAdmission<E> {
         }
         if end_of_stream {
             self.stripper = None;
-            let usage = self.usage.as_mut().and_then(UsageTracker::finish);
-            self.usage = None;
-            if let Some(usage) = usage {
-                let delta = usage.total() as i64 - self.charged as i64;
-                if let Some(request) =
-                    reconcile_request(&self.config().domain, &self.tenant, &self.model, delta)
-                {
-                    host.count(Metric::Reconciled, 1);
-                    host.send_reconcile(request.encode_to_vec());
-                }
-            }
+            self.settle(host);
         }
         Verdict::Continue
+    }
+
+    /// The stream is over, however it ended (Envoy's `on_log`): a client
+    /// that went away or an upstream reset never reach the body's end.
+    pub fn on_stream_end(&mut self, host: &mut dyn Host) {
+        self.settle(host);
+    }
+
+    /// Corrects the admission charge to what the answer used: the usage the
+    /// backend reported, else the prompt plus the output that passed through
+    /// (an error answer passes none). Runs once.
+    fn settle(&mut self, host: &mut dyn Host) {
+        if !std::mem::take(&mut self.owes_correction) {
+            return;
+        }
+        let counter = self
+            .encoding
+            .as_deref()
+            .and_then(|e| self.shared.encoders.counter(e));
+        let outcome = match self.usage.take() {
+            Some(mut tracker) => tracker.outcome(counter),
+            None => Outcome::Counted { output_tokens: 0 },
+        };
+        let used = match outcome {
+            Outcome::Reported(usage) => usage.total(),
+            Outcome::Counted { output_tokens } => {
+                host.count(Metric::CountedOutput, 1);
+                self.estimate.prompt_tokens.saturating_add(output_tokens)
+            }
+            Outcome::Unknown => return,
+        };
+        let delta = used as i64 - self.charged as i64;
+        if let Some(request) =
+            reconcile_request(&self.config().domain, &self.tenant, &self.model, delta)
+        {
+            host.count(Metric::Reconciled, 1);
+            host.send_reconcile(request.encode_to_vec());
+        }
     }
 }
 

@@ -17,10 +17,12 @@ pub enum Metric {
     Reconciled,
     PromptTokens,
     BodyTimeout,
+    /// Answers without usage, charged their prompt plus the output counted as it passed.
+    CountedOutput,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 11] = [
+    pub const ALL: [Metric; 12] = [
         Metric::Admitted,
         Metric::Rejected,
         Metric::Deferred,
@@ -32,6 +34,7 @@ impl Metric {
         Metric::Reconciled,
         Metric::PromptTokens,
         Metric::BodyTimeout,
+        Metric::CountedOutput,
     ];
 
     /// Short event name (`admitted`, `bad_request`, ...): the stat name
@@ -57,6 +60,7 @@ impl Metric {
             Metric::Reconciled => "sluice_reconciled_total",
             Metric::PromptTokens => "sluice_prompt_tokens_total",
             Metric::BodyTimeout => "sluice_body_timeout_total",
+            Metric::CountedOutput => "sluice_counted_output_total",
         }
     }
 }

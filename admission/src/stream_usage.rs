@@ -151,7 +151,14 @@ fn options_with_usage(raw: &str) -> Option<String> {
     let list = members(raw)?;
     match list.iter().rev().find(|m| m.key == INCLUDE_USAGE) {
         Some(flag) if raw.get(flag.value.clone()) == Some("true") => None,
-        Some(flag) => Some([raw.get(..flag.value.start)?, "true", raw.get(flag.value.end..)?].concat()),
+        Some(flag) => Some(
+            [
+                raw.get(..flag.value.start)?,
+                "true",
+                raw.get(flag.value.end..)?,
+            ]
+            .concat(),
+        ),
         None => {
             let start = first_key_start(raw)?;
             let separator = if list.is_empty() { "" } else { "," };
@@ -208,10 +215,7 @@ fn edit_line(line: &[u8]) -> LineEdit {
         .find(|m| m.key == CHOICES)
         .and_then(|m| payload.get(m.value.clone()))
         .is_some_and(|raw| raw.bytes().all(|b| b"[] \t\r\n".contains(&b)));
-    let usage_is_null = list
-        .get(index)
-        .and_then(|m| payload.get(m.value.clone()))
-        == Some("null");
+    let usage_is_null = list.get(index).and_then(|m| payload.get(m.value.clone())) == Some("null");
     if no_choices && !usage_is_null {
         return LineEdit::DropEvent;
     }
@@ -340,7 +344,8 @@ mod tests {
             r#"{"model":"m","stream":true}"#,
             r#"{"stream_options": { "other": 1 }}"#,
         ] {
-            let edited: serde_json::Value = serde_json::from_str(&with_usage(body).unwrap()).unwrap();
+            let edited: serde_json::Value =
+                serde_json::from_str(&with_usage(body).unwrap()).unwrap();
             assert_eq!(edited["stream_options"]["include_usage"], true);
         }
     }
@@ -375,16 +380,22 @@ mod tests {
     #[test]
     fn removes_usage_wherever_it_sits_and_keeps_crlf() {
         let mut s = UsageStripper::new(1 << 16);
-        let out = s.feed(b"data: {\"usage\":{\"prompt_tokens\":1},\"choices\":[{\"x\":1}]}\r\n\r\n");
+        let out =
+            s.feed(b"data: {\"usage\":{\"prompt_tokens\":1},\"choices\":[{\"x\":1}]}\r\n\r\n");
         assert_eq!(out, b"data: {\"choices\":[{\"x\":1}]}\r\n\r\n");
         let out = s.feed(b"data:{\"usage\":null}\n: comment\nevent: x\n");
         assert_eq!(out, b"data:{}\n: comment\nevent: x\n");
-        let out = s.feed(b"data: {\"choices\": [], \"usage\": {\"prompt_tokens\": 1}}\r\n\r\ndata: [DONE]");
+        let out = s.feed(
+            b"data: {\"choices\": [], \"usage\": {\"prompt_tokens\": 1}}\r\n\r\ndata: [DONE]",
+        );
         assert_eq!(out, b"");
         assert_eq!(s.finish(), b"data: [DONE]");
         // Garbage passes untouched.
         let mut s = UsageStripper::new(1 << 16);
-        assert_eq!(s.feed(b"data: {\"usage\" oops\n"), b"data: {\"usage\" oops\n");
+        assert_eq!(
+            s.feed(b"data: {\"usage\" oops\n"),
+            b"data: {\"usage\" oops\n"
+        );
     }
 
     #[test]

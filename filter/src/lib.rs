@@ -314,4 +314,9 @@ impl HttpContext for SluiceHttp {
                 .on_response_body(&mut self.io, body_size, end_of_stream),
         )
     }
+
+    /// Every stream ends here, also one the client or the upstream broke.
+    fn on_log(&mut self) {
+        self.admission.on_stream_end(&mut self.io);
+    }
 }

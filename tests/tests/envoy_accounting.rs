@@ -4,7 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use serde_json::Value;
-use sluice_llm_sim::text::{approx_tokens, chat_prompt_tokens};
+use sluice_admission::admission::Encoders;
+use sluice_admission::encoders::BpeEncoders;
+use sluice_admission::openai::{self, Endpoint};
+use sluice_llm_sim::text::{approx_tokens, chat_prompt_tokens, completion_text};
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::Entry, RateLimitDescriptor,
 };
@@ -19,6 +22,7 @@ use sluice_testkit::{
     free_port, http_request, sluice_filter_envoy_config, Envoy, HttpResponse, RedisServer,
     SluiceFilterPorts,
 };
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,6 +45,8 @@ descriptors:
 struct Stack {
     _envoy: Envoy,
     listener: SocketAddr,
+    /// The llm-sim behind Envoy.
+    backend: SocketAddr,
     /// A second llm-sim with the same seed, reached without Sluice: what the
     /// client would have received.
     direct: SocketAddr,
@@ -107,6 +113,7 @@ async fn stack() -> Stack {
     Stack {
         _envoy: envoy,
         listener: ([127, 0, 0, 1], listener).into(),
+        backend,
         direct,
         limiter,
         _redis: redis,
@@ -194,9 +201,10 @@ async fn through_both(
             post(stack.direct, path, tenant, extra, body.to_string()),
         );
         let created = |r: &HttpResponse| {
-            r.body
-                .lines()
-                .find_map(|l| l.split_once("\"created\":").map(|(_, t)| t[..10].to_string()))
+            r.body.lines().find_map(|l| {
+                l.split_once("\"created\":")
+                    .map(|(_, t)| t[..10].to_string())
+            })
         };
         if created(&via) == created(&direct) {
             return (via, direct);
@@ -253,13 +261,174 @@ async fn a_stream_without_include_usage_is_byte_identical_and_charged_exactly() 
     let mut asked = asked;
     asked["stream_options"] = serde_json::json!({ "include_usage": true });
     let extra = [("x-sim-completion-tokens", "4")];
-    let (via, direct) =
-        through_both(&stack, "/v1/chat/completions", "asks", &extra, &asked.to_string()).await;
+    let (via, direct) = through_both(
+        &stack,
+        "/v1/chat/completions",
+        "asks",
+        &extra,
+        &asked.to_string(),
+    )
+    .await;
     assert_eq!(via.body, direct.body);
     assert!(via.body.contains("\"completion_tokens\":4"), "{}", via.body);
     let expected = chat_prompt_tokens([content]) + 4;
     assert_eq!(
         stack.settled_usage("asks", "gpt-4o", expected).await,
         expected
+    );
+}
+
+/// What the filter counts for a chat body's prompt (o200k for gpt-4o).
+fn exact_prompt_tokens(body: &str) -> u64 {
+    let encoders = BpeEncoders::new();
+    let counter = encoders.counter("o200k_base").unwrap();
+    openai::parse(Endpoint::ChatCompletions, body.as_bytes())
+        .unwrap()
+        .prompt_tokens(counter, 765)
+}
+
+fn o200k_tokens(text: &str) -> u64 {
+    let encoders = BpeEncoders::new();
+    encoders.counter("o200k_base").unwrap().count(text) as u64
+}
+
+/// Streamed tokens in `raw` (an SSE answer, possibly cut short): every
+/// non-empty content delta of llm-sim's chat chunks.
+fn content_deltas(raw: &str) -> u64 {
+    raw.matches("\"delta\":{\"content\":\"").count() as u64
+}
+
+/// Opens a streaming chat request through Envoy; returns the connection.
+fn open_stream(
+    addr: SocketAddr,
+    tenant: &str,
+    extra: &[(&str, &str)],
+    body: &str,
+) -> std::net::TcpStream {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\
+         content-type: application/json\r\nx-tenant-id: {tenant}\r\n",
+        body.len()
+    );
+    for (k, v) in extra {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    stream
+}
+
+/// Reads until `enough` says so or the connection ends (an error included:
+/// a broken stream may end in a reset).
+fn read_until(stream: &mut std::net::TcpStream, enough: impl Fn(&str) -> bool) -> String {
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+        }
+        if enough(&String::from_utf8_lossy(&raw)) {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+async fn sim_tokens_generated(sim: SocketAddr) -> u64 {
+    let stats = tokio::task::spawn_blocking(move || {
+        http_request(sim, "GET", "/sim/stats", &[], b"")
+            .unwrap()
+            .body
+    })
+    .await
+    .unwrap();
+    serde_json::from_str::<Value>(&stats).unwrap()["tokens_generated"]
+        .as_u64()
+        .unwrap()
+}
+
+fn stream_body(content: &str) -> String {
+    serde_json::json!({
+        "model": "gpt-4o",
+        "stream": true,
+        "max_tokens": 4000,
+        "messages": [{ "role": "user", "content": content }]
+    })
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_breaks_mid_stream_is_charged_what_passed() {
+    let stack = stack().await;
+    let body = stream_body("Tell me a long story, please.");
+    let listener = stack.listener;
+    let request = body.clone();
+    // llm-sim breaks after half of the 40 tokens: no usage, no [DONE].
+    let received = tokio::task::spawn_blocking(move || {
+        let extra = [("x-sim-fail", "mid"), ("x-sim-completion-tokens", "40")];
+        let mut stream = open_stream(listener, "broken", &extra, &request);
+        read_until(&mut stream, |_| false)
+    })
+    .await
+    .unwrap();
+    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
+    assert!(!received.contains("[DONE]"), "{received}");
+    let seen = content_deltas(&received);
+    assert_eq!(seen, 20, "{received}");
+    let expected = exact_prompt_tokens(&body) + o200k_tokens(&completion_text(seen));
+    assert_eq!(
+        stack.settled_usage("broken", "gpt-4o", expected).await,
+        expected,
+        "the estimate ({} + 4000 output) was not replaced by what passed",
+        exact_prompt_tokens(&body)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_is_charged_what_passed() {
+    let stack = stack().await;
+    let body = stream_body("Stream slowly, I may leave.");
+    let listener = stack.listener;
+    let request = body.clone();
+    // 2000 tokens at 200/s: the client leaves after 10 of them.
+    let received = tokio::task::spawn_blocking(move || {
+        let extra = [
+            ("x-sim-completion-tokens", "2000"),
+            ("x-sim-tokens-per-second", "200"),
+        ];
+        let mut stream = open_stream(listener, "leaver", &extra, &request);
+        read_until(&mut stream, |raw| content_deltas(raw) >= 10)
+        // The connection drops here.
+    })
+    .await
+    .unwrap();
+    let seen = content_deltas(&received);
+    assert!(seen >= 10, "{received}");
+    let prompt = exact_prompt_tokens(&body);
+    // Settled: the window stops moving once the filter has charged.
+    let mut used = 0;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        used = stack.tokens_used("leaver", "gpt-4o").await;
+        if used < prompt + 4000 {
+            break;
+        }
+    }
+    let generated = sim_tokens_generated(stack.backend).await;
+    assert!(
+        generated < 2000,
+        "the backend kept generating after the client left ({generated})"
+    );
+    assert!(
+        (prompt + o200k_tokens(&completion_text(seen))
+            ..=prompt + o200k_tokens(&completion_text(generated)))
+            .contains(&used),
+        "window {used}: prompt {prompt}, client saw {seen} tokens, backend made {generated}"
     );
 }

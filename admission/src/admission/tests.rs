@@ -688,7 +688,12 @@ fn with_a_claim_as_tenant_the_client_header_is_ignored() {
 }
 
 /// Feeds `chunk` as the next response body callback and records what goes on.
-fn respond(admission: &mut RequestAdmission<TestEncoders>, host: &mut FakeHost, chunk: &[u8], end: bool) {
+fn respond(
+    admission: &mut RequestAdmission<TestEncoders>,
+    host: &mut FakeHost,
+    chunk: &[u8],
+    end: bool,
+) {
     host.response_chunk = chunk.to_vec();
     admission.on_response_body(host, chunk.len(), end);
     let sent = std::mem::take(&mut host.response_chunk);
@@ -705,12 +710,12 @@ fn a_stream_without_include_usage_is_reconciled_and_answered_as_without_sluice()
     // Nothing changes before admission (a deferred request goes on as sent).
     assert_eq!(host.body, STREAMED_CHAT.as_bytes());
     admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
-    let with_usage = STREAMED_CHAT.replace(
-        "}]}",
-        r#"}],"stream_options":{"include_usage":true}}"#,
-    );
+    let with_usage = STREAMED_CHAT.replace("}]}", r#"}],"stream_options":{"include_usage":true}}"#);
     assert_eq!(String::from_utf8(host.body.clone()).unwrap(), with_usage);
-    assert_eq!(host.request_headers["content-length"], with_usage.len().to_string());
+    assert_eq!(
+        host.request_headers["content-length"],
+        with_usage.len().to_string()
+    );
 
     host.response_headers = vec![
         (":status".into(), "200".into()),
@@ -720,7 +725,12 @@ fn a_stream_without_include_usage_is_reconciled_and_answered_as_without_sluice()
     admission.on_response_headers(&mut host);
     assert!(host.response_header("content-length").is_none());
     let chunk = r#"{"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]"#;
-    respond(&mut admission, &mut host, format!("data: {chunk},\"usage\":null}}\n\ndata: {chunk},\"us").as_bytes(), false);
+    respond(
+        &mut admission,
+        &mut host,
+        format!("data: {chunk},\"usage\":null}}\n\ndata: {chunk},\"us").as_bytes(),
+        false,
+    );
     respond(&mut admission, &mut host, b"age\":null}\n\ndata: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":2}}\n\n", false);
     respond(&mut admission, &mut host, b"data: [DONE]\n\n", true);
     assert_eq!(
@@ -730,14 +740,20 @@ fn a_stream_without_include_usage_is_reconciled_and_answered_as_without_sluice()
     let refund = &host.reconciles[0];
     let charged = host.dispatched[0].descriptors[1].hits_addend.unwrap().value;
     assert!(refund.descriptors[0].is_negative_hits);
-    assert_eq!(refund.descriptors[0].hits_addend.unwrap().value, charged - 13);
+    assert_eq!(
+        refund.descriptors[0].hits_addend.unwrap().value,
+        charged - 13
+    );
 }
 
 #[test]
 fn include_usage_is_left_alone_when_sent_or_switched_off() {
     // The client asked for usage: its body and answer pass untouched.
     let sent = STREAMED_CHAT.replace("}]}", r#"}],"stream_options":{"include_usage":true}}"#);
-    for (config, body) in [("", sent.as_str()), (r#", "add_stream_usage": false"#, STREAMED_CHAT)] {
+    for (config, body) in [
+        ("", sent.as_str()),
+        (r#", "add_stream_usage": false"#, STREAMED_CHAT),
+    ] {
         let shared = shared(config);
         let mut host = host_with(body);
         let mut admission = through_body(&shared, &mut host);
@@ -748,8 +764,67 @@ fn include_usage_is_left_alone_when_sent_or_switched_off() {
             ("content-type".into(), "text/event-stream".into()),
         ];
         admission.on_response_headers(&mut host);
-        let usage = b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":2}}\n\n";
+        let usage =
+            b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":2}}\n\n";
         respond(&mut admission, &mut host, usage, true);
         assert_eq!(host.sent_downstream, usage);
     }
+}
+
+#[test]
+fn a_broken_stream_is_charged_its_prompt_and_the_output_that_passed() {
+    let shared = shared("");
+    let mut host = host_with(STREAMED_CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
+    host.response_headers = vec![
+        (":status".into(), "200".into()),
+        ("content-type".into(), "text/event-stream".into()),
+    ];
+    admission.on_response_headers(&mut host);
+    let delta = |text: &str| {
+        format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}}}}],\"usage\":null}}\n\n")
+    };
+    let passed = ["The", " quick", " brown fox"];
+    for text in passed {
+        respond(&mut admission, &mut host, delta(text).as_bytes(), false);
+    }
+    // The client goes away (or the upstream resets): no end of body, only the end of the stream.
+    admission.on_stream_end(&mut host);
+    admission.on_stream_end(&mut host);
+    let prompt = (3 + o200k("user") + o200k("Hello there") + 3) as u64;
+    let output = o200k(&passed.concat()) as u64;
+    let charged = host.dispatched[0].descriptors[1].hits_addend.unwrap().value;
+    assert_eq!(host.reconciles.len(), 1, "settled once");
+    let refund = &host.reconciles[0].descriptors[0];
+    assert!(refund.is_negative_hits);
+    assert_eq!(refund.hits_addend.unwrap().value, charged - prompt - output);
+    assert_eq!(host.metrics[&Metric::CountedOutput], 1);
+}
+
+#[test]
+fn an_error_answer_is_charged_its_prompt_only() {
+    let shared = shared("");
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
+    host.response_headers = vec![
+        (":status".into(), "500".into()),
+        ("content-type".into(), "application/json".into()),
+    ];
+    admission.on_response_headers(&mut host);
+    respond(
+        &mut admission,
+        &mut host,
+        br#"{"error":{"message":"boom"}}"#,
+        true,
+    );
+    let prompt = (3 + o200k("user") + o200k("Hello there") + 3) as u64;
+    let refund = &host.reconciles[0].descriptors[0];
+    assert!(refund.is_negative_hits);
+    assert_eq!(
+        refund.hits_addend.unwrap().value,
+        100,
+        "{prompt} stays charged"
+    );
 }
