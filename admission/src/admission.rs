@@ -6,7 +6,9 @@
 
 use crate::config::{FailureMode, FilterConfig, TenantSource, UnknownPaths};
 use crate::deferral::{self, DeferralClaims, DEFERRAL_TOKEN_HEADER};
-use crate::descriptors::{admission_request, reconcile_request, sanitize_value, sluice_metadata};
+use crate::descriptors::{
+    admission_request, reconcile_request, sanitize_value, sluice_metadata, Budget,
+};
 use crate::errors::LocalReply;
 use crate::host::{Host, LogLevel, Metric};
 use crate::openai::{self, Endpoint, Estimate};
@@ -344,7 +346,7 @@ impl<E: Encoders> RequestAdmission<E> {
             &shared.config.domain,
             &self.tenant,
             &self.model,
-            self.estimate.total(),
+            &self.per_budget(self.estimate.prompt_tokens, self.estimate.output_tokens),
         )
         .encode_to_vec();
         match host.dispatch_rls(&message, shared.config.rls_timeout_ms) {
@@ -622,6 +624,15 @@ impl<E: Encoders> RequestAdmission<E> {
         Verdict::Continue
     }
 
+    /// Each configured budget's share of `input` + `output` tokens.
+    fn per_budget(&self, input: u64, output: u64) -> Vec<(Budget, u64)> {
+        self.config()
+            .token_budgets
+            .iter()
+            .map(|&budget| (budget, budget.of(input, output)))
+            .collect()
+    }
+
     /// The stream is over, however it ended (Envoy's `on_log`): a client
     /// that went away or an upstream reset never reach the body's end.
     pub fn on_stream_end(&mut self, host: &mut dyn Host) {
@@ -643,17 +654,30 @@ impl<E: Encoders> RequestAdmission<E> {
             Some(mut tracker) => tracker.outcome(counter),
             None => Outcome::Counted { output_tokens: 0 },
         };
-        let used = match outcome {
-            Outcome::Reported(usage) => usage.total(),
+        let (input, output) = match outcome {
+            Outcome::Reported(usage) => {
+                let uncached = usage.prompt_tokens.saturating_sub(usage.cached_tokens);
+                let cached = self
+                    .config()
+                    .cached_tokens_weight
+                    .apply(usage.cached_tokens);
+                (uncached.saturating_add(cached), usage.completion_tokens)
+            }
             Outcome::Counted { output_tokens } => {
                 host.count(Metric::CountedOutput, 1);
-                self.estimate.prompt_tokens.saturating_add(output_tokens)
+                (self.estimate.prompt_tokens, output_tokens)
             }
             Outcome::Unknown => return,
         };
-        let delta = used as i64 - self.charged as i64;
+        let charged = self.per_budget(self.estimate.prompt_tokens, self.estimate.output_tokens);
+        let deltas: Vec<(Budget, i64)> = self
+            .per_budget(input, output)
+            .into_iter()
+            .zip(charged)
+            .map(|((budget, used), (_, charged))| (budget, used as i64 - charged as i64))
+            .collect();
         if let Some(request) =
-            reconcile_request(&self.config().domain, &self.tenant, &self.model, delta)
+            reconcile_request(&self.config().domain, &self.tenant, &self.model, &deltas)
         {
             host.count(Metric::Reconciled, 1);
             host.send_reconcile(request.encode_to_vec());

@@ -8,6 +8,8 @@ use serde_json::Value;
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Prompt tokens served from the backend's cache (part of `prompt_tokens`).
+    pub cached_tokens: u64,
 }
 
 impl Usage {
@@ -25,9 +27,17 @@ impl Usage {
             .or(n("output_tokens"))
             .or_else(|| n("total_tokens").map(|t| t.saturating_sub(prompt)))
             .unwrap_or(0);
+        let cached = usage
+            .get("prompt_tokens_details")
+            .or_else(|| usage.get("input_tokens_details"))
+            .and_then(|d| d.get("cached_tokens"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            .min(prompt);
         Some(Usage {
             prompt_tokens: prompt,
             completion_tokens: completion,
+            cached_tokens: cached,
         })
     }
 }
@@ -280,7 +290,8 @@ mod tests {
             t.finish(),
             Some(Usage {
                 prompt_tokens: 12,
-                completion_tokens: 30
+                completion_tokens: 30,
+                cached_tokens: 0
             })
         );
     }
@@ -293,7 +304,8 @@ mod tests {
             usage_in(&v),
             Some(Usage {
                 prompt_tokens: 8,
-                completion_tokens: 0
+                completion_tokens: 0,
+                cached_tokens: 0
             })
         );
         let v: Value = serde_json::from_str(r#"{"type":"response.completed","response":{"usage":{"input_tokens":5,"output_tokens":9}}}"#).unwrap();
@@ -301,7 +313,8 @@ mod tests {
             usage_in(&v),
             Some(Usage {
                 prompt_tokens: 5,
-                completion_tokens: 9
+                completion_tokens: 9,
+                cached_tokens: 0
             })
         );
     }
@@ -322,7 +335,8 @@ mod tests {
                 t.finish(),
                 Some(Usage {
                     prompt_tokens: 7,
-                    completion_tokens: 3
+                    completion_tokens: 3,
+                    cached_tokens: 0
                 }),
                 "split at {split}"
             );

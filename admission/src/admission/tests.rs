@@ -828,3 +828,53 @@ fn an_error_answer_is_charged_its_prompt_only() {
         "{prompt} stays charged"
     );
 }
+
+#[test]
+fn input_and_output_budgets_are_charged_and_corrected_each() {
+    let shared =
+        shared(r#", "token_budgets": ["total", "input", "output"], "cached_tokens_weight": 0.25"#);
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    let prompt = (3 + o200k("user") + o200k("Hello there") + 3) as u64;
+    let call = &host.dispatched[0];
+    let budget = |i: usize| {
+        let d = &call.descriptors[i];
+        (d.entries[2].value.clone(), d.hits_addend.unwrap().value)
+    };
+    assert_eq!(budget(1), ("total".into(), prompt + 100));
+    assert_eq!(budget(2), ("input".into(), prompt));
+    assert_eq!(budget(3), ("output".into(), 100));
+    admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
+    host.response_headers = vec![
+        (":status".into(), "200".into()),
+        ("content-type".into(), "application/json".into()),
+    ];
+    admission.on_response_headers(&mut host);
+    // 11 prompt tokens of which 8 cached (weight 0.25: 2), 30 output.
+    respond(
+        &mut admission,
+        &mut host,
+        br#"{"usage":{"prompt_tokens":11,"completion_tokens":30,"prompt_tokens_details":{"cached_tokens":8}}}"#,
+        true,
+    );
+    let corrections: Vec<(String, i64)> = host.reconciles[0]
+        .descriptors
+        .iter()
+        .map(|d| {
+            let n = d.hits_addend.unwrap().value as i64;
+            (
+                d.entries[2].value.clone(),
+                if d.is_negative_hits { -n } else { n },
+            )
+        })
+        .collect();
+    let input = 3 + 2;
+    assert_eq!(
+        corrections,
+        vec![
+            ("total".into(), input + 30 - (prompt as i64 + 100)),
+            ("input".into(), input - prompt as i64),
+            ("output".into(), 30 - 100),
+        ]
+    );
+}
