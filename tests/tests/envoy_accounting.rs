@@ -40,6 +40,21 @@ descriptors:
         descriptors:
           - key: tokens
             rate_limit: { unit: hour, requests_per_unit: 1000000, name: tph }
+  - key: tenant
+    value: split
+    descriptors:
+      - key: model
+        rate_limit: { unit: hour, requests_per_unit: 1000, name: split-rph }
+        descriptors:
+          - key: tokens
+            value: total
+            rate_limit: { unit: hour, requests_per_unit: 1000000, name: split-total }
+          - key: tokens
+            value: input
+            rate_limit: { unit: hour, requests_per_unit: 1000000, name: split-input }
+          - key: tokens
+            value: output
+            rate_limit: { unit: hour, requests_per_unit: 1000000, name: split-output }
 "#;
 
 struct Stack {
@@ -67,6 +82,12 @@ async fn spawn_sim() -> SocketAddr {
 }
 
 async fn stack() -> Stack {
+    stack_with("").await
+}
+
+/// `plugin_options`: more keys for the filter's plugin configuration
+/// (`, "key": value` JSON text).
+async fn stack_with(plugin_options: &str) -> Stack {
     let redis = RedisServer::start().unwrap();
     let store = RedisStore::new(&RedisStoreOptions {
         url: redis.url(),
@@ -104,7 +125,10 @@ async fn stack() -> Stack {
         backend: backend.port(),
         deferral: free_port(),
     };
-    let config = sluice_filter_envoy_config(&ports).unwrap();
+    let config = sluice_filter_envoy_config(&ports).unwrap().replace(
+        "\"reconcile\": true",
+        &format!("\"reconcile\": true{plugin_options}"),
+    );
     let (admin, listener) = (ports.admin, ports.listener);
     let envoy = tokio::task::spawn_blocking(move || Envoy::start(&config, admin, listener))
         .await
@@ -144,6 +168,10 @@ async fn post(
 impl Stack {
     /// Tokens used in the tenant's window so far, without charging anything.
     async fn tokens_used(&self, tenant: &str, model: &str) -> u64 {
+        self.budget_used(tenant, model, "total").await
+    }
+
+    async fn budget_used(&self, tenant: &str, model: &str, budget: &str) -> u64 {
         let entry = |k: &str, v: &str| Entry {
             key: k.into(),
             value: v.into(),
@@ -154,7 +182,7 @@ impl Stack {
                 entries: vec![
                     entry("tenant", tenant),
                     entry("model", model),
-                    entry("tokens", "total"),
+                    entry("tokens", budget),
                 ],
                 hits_addend: Some(UInt64Value { value: 0 }),
                 ..Default::default()
@@ -431,4 +459,38 @@ async fn a_client_that_goes_away_is_charged_what_passed() {
             .contains(&used),
         "window {used}: prompt {prompt}, client saw {seen} tokens, backend made {generated}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_and_output_budgets_hold_the_real_usage() {
+    let stack = stack_with(r#", "token_budgets": ["total", "input", "output"]"#).await;
+    let content = "Split my budget.";
+    let body = serde_json::json!({
+        "model": "gpt-4o",
+        "max_tokens": 300,
+        "messages": [{ "role": "user", "content": content }]
+    })
+    .to_string();
+    let extra = [("x-sim-completion-tokens", "12")];
+    let response = post(
+        stack.listener,
+        "/v1/chat/completions",
+        "split",
+        &extra,
+        body,
+    )
+    .await;
+    assert_eq!(response.status, 200, "{response:?}");
+    let input = chat_prompt_tokens([content]);
+    for (budget, expected) in [("input", input), ("output", 12), ("total", input + 12)] {
+        let mut used = 0;
+        for _ in 0..60 {
+            used = stack.budget_used("split", "gpt-4o", budget).await;
+            if used == expected {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(used, expected, "tokens={budget}");
+    }
 }
