@@ -94,6 +94,8 @@ pub struct RequestAdmission<E> {
     encoding: Option<String>,
     /// The charge still waits for the answer's end to be corrected.
     owes_correction: bool,
+    /// When the charge was made (Unix ms): its correction goes to that window.
+    admitted_at_ms: u64,
     /// The body with `include_usage` added, waiting for admission (a
     /// deferred request goes on as the client sent it).
     body_with_usage: Option<Vec<u8>>,
@@ -121,6 +123,7 @@ impl<E: Encoders> RequestAdmission<E> {
             usage: None,
             encoding: None,
             owes_correction: false,
+            admitted_at_ms: 0,
             body_with_usage: None,
             added_stream_usage: false,
             stripper: None,
@@ -432,6 +435,7 @@ impl<E: Encoders> RequestAdmission<E> {
         self.add_stream_usage(host);
         self.charged = self.estimate.total();
         self.owes_correction = self.config().reconcile && self.charged > 0;
+        self.admitted_at_ms = host.now_nanos() / 1_000_000;
         self.phase = Phase::Forwarded;
         host.count(Metric::Admitted, 1);
         host.resume_request();
@@ -680,7 +684,7 @@ impl<E: Encoders> RequestAdmission<E> {
             reconcile_request(&self.config().domain, &self.tenant, &self.model, &deltas)
         {
             host.count(Metric::Reconciled, 1);
-            host.send_reconcile(request.encode_to_vec());
+            host.send_reconcile(request.encode_to_vec(), self.admitted_at_ms);
         }
     }
 }

@@ -15,6 +15,11 @@ pub const MAX_VALUE_LEN: usize = 96;
 /// (reconciliation of usage that already happened).
 pub const FORCE_CHARGE_METADATA: (&str, &[u8]) = ("x-sluice-charge", b"force");
 
+/// gRPC metadata on a reconciliation call: when its request was admitted
+/// (Unix milliseconds). sluice-rls applies the correction to the window
+/// that held the admission charge.
+pub const ADMITTED_AT_METADATA: &str = "x-sluice-admitted-at-ms";
+
 /// The `dynamic_metadata` sluice-rls returns with an OVER_LIMIT answer and
 /// the filter reads: `{"sluice": {"action", "priority", "over_limits",
 /// "retry_after_seconds"}}`. Written by one side, read by the other.

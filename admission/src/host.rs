@@ -101,8 +101,9 @@ pub trait Host {
     fn remove_response_header(&mut self, _name: &str) {}
     /// Start a gRPC call to the RLS; returns its token.
     fn dispatch_rls(&mut self, message: &[u8], timeout_ms: u64) -> Result<u32, String>;
-    /// Hand a reconciliation call to whoever outlives this stream (the root context).
-    fn send_reconcile(&mut self, message: Vec<u8>);
+    /// Hand a reconciliation call to whoever outlives this stream (the root
+    /// context), with when the request was admitted (Unix milliseconds).
+    fn send_reconcile(&mut self, message: Vec<u8>, admitted_at_ms: u64);
     fn send_local_reply(&mut self, reply: &LocalReply);
     /// Let a paused request go on.
     fn resume_request(&mut self);

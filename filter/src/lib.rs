@@ -6,7 +6,7 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel as WasmLogLevel, MetricType};
 use sluice_admission::admission::{RequestAdmission, Shared, Verdict};
 use sluice_admission::config::FilterConfig;
-use sluice_admission::descriptors::FORCE_CHARGE_METADATA;
+use sluice_admission::descriptors::{ADMITTED_AT_METADATA, FORCE_CHARGE_METADATA};
 use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::errors::LocalReply;
 use sluice_admission::host::{Host, LogLevel, Metric};
@@ -92,13 +92,21 @@ impl RootContext for SluiceRoot {
     fn on_queue_ready(&mut self, queue_id: u32) {
         let Some(shared) = &self.shared else { return };
         let cluster = shared.config.rls_cluster.clone();
-        while let Ok(Some(message)) = self.dequeue_shared_queue(queue_id) {
+        while let Ok(Some(queued)) = self.dequeue_shared_queue(queue_id) {
+            let Some((admitted_at_ms, message)) = queued_reconcile::decode(&queued) else {
+                log::warn!("sluice: dropping a malformed reconciliation from the queue");
+                continue;
+            };
+            let admitted_at = admitted_at_ms.to_string();
             if let Err(status) = self.dispatch_grpc_call(
                 &cluster,
                 RLS_SERVICE,
                 RLS_METHOD,
-                vec![FORCE_CHARGE_METADATA],
-                Some(&message),
+                vec![
+                    FORCE_CHARGE_METADATA,
+                    (ADMITTED_AT_METADATA, admitted_at.as_bytes()),
+                ],
+                Some(message),
                 RECONCILE_TIMEOUT,
             ) {
                 log::warn!("sluice: cannot send reconciliation: {status:?}");
@@ -200,9 +208,10 @@ impl Host for EnvoyIo {
             )
         })
     }
-    fn send_reconcile(&mut self, message: Vec<u8>) {
+    fn send_reconcile(&mut self, message: Vec<u8>, admitted_at_ms: u64) {
         let Some(queue) = self.queue else { return };
-        if let Err(status) = self.enqueue_shared_queue(queue, Some(&message)) {
+        let queued = queued_reconcile::encode(admitted_at_ms, &message);
+        if let Err(status) = self.enqueue_shared_queue(queue, Some(&queued)) {
             log::warn!("sluice: cannot queue reconciliation: {status:?}");
         }
     }
@@ -251,6 +260,22 @@ fn replace_buffer(buffer: BufferType, size: usize, bytes: &[u8]) -> bool {
             log::warn!("sluice: Envoy refused to replace the {buffer:?}: {status:?}");
             false
         }
+    }
+}
+
+/// A reconciliation call on the shared queue: the admission time (8 bytes,
+/// big-endian Unix ms), then the RateLimitRequest.
+mod queued_reconcile {
+    pub fn encode(admitted_at_ms: u64, message: &[u8]) -> Vec<u8> {
+        let mut queued = Vec::with_capacity(8 + message.len());
+        queued.extend_from_slice(&admitted_at_ms.to_be_bytes());
+        queued.extend_from_slice(message);
+        queued
+    }
+
+    pub fn decode(queued: &[u8]) -> Option<(u64, &[u8])> {
+        let (at, message) = queued.split_first_chunk::<8>()?;
+        Some((u64::from_be_bytes(*at), message))
     }
 }
 

@@ -41,6 +41,14 @@ descriptors:
           - key: tokens
             rate_limit: { unit: hour, requests_per_unit: 1000000, name: tph }
   - key: tenant
+    value: tick
+    descriptors:
+      - key: model
+        rate_limit: { unit: hour, requests_per_unit: 1000, name: tick-rph }
+        descriptors:
+          - key: tokens
+            rate_limit: { unit: second, requests_per_unit: 1000000, name: tick-tps }
+  - key: tenant
     value: split
     descriptors:
       - key: model
@@ -493,4 +501,103 @@ async fn input_and_output_budgets_hold_the_real_usage() {
         }
         assert_eq!(used, expected, "tokens={budget}");
     }
+}
+
+fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A stream admitted in one one-second window and finished two windows
+/// later: its correction lands in the window of its admission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_correction_goes_to_the_window_of_admission() {
+    let stack = stack().await;
+    let content = "Across the boundary.";
+    let body = stream_body(content);
+    let tick = |tenant_window_at: u64| {
+        let stack = &stack;
+        async move {
+            let request = RateLimitRequest {
+                domain: "sluice".into(),
+                descriptors: vec![RateLimitDescriptor {
+                    entries: vec![
+                        Entry {
+                            key: "tenant".into(),
+                            value: "tick".into(),
+                        },
+                        Entry {
+                            key: "model".into(),
+                            value: "gpt-4o".into(),
+                        },
+                        Entry {
+                            key: "tokens".into(),
+                            value: "total".into(),
+                        },
+                    ],
+                    hits_addend: Some(UInt64Value { value: 0 }),
+                    ..Default::default()
+                }],
+                hits_addend: 0,
+            };
+            let response = stack
+                .limiter
+                .correct(&request, Some(tenant_window_at))
+                .await
+                .unwrap();
+            TOKEN_LIMIT - u64::from(response.statuses[0].limit_remaining)
+        }
+    };
+    for _attempt in 0..5 {
+        // Start early in a second, so the admission surely falls in it.
+        while now_millis() % 1000 > 300 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let sent_at = now_millis();
+        let listener = stack.listener;
+        let request = body.clone();
+        // 30 tokens at 10/s: three seconds.
+        let received = tokio::task::spawn_blocking(move || {
+            let extra = [
+                ("x-sim-completion-tokens", "30"),
+                ("x-sim-tokens-per-second", "10"),
+                ("x-sim-first-token-ms", "0"),
+            ];
+            let mut stream = open_stream(listener, "tick", &extra, &request);
+            let head = read_until(&mut stream, |raw| raw.contains("\r\n\r\n"));
+            let admitted_by = now_millis();
+            let rest = read_until(&mut stream, |raw| raw.contains("[DONE]"));
+            (head + &rest, admitted_by)
+        })
+        .await
+        .unwrap();
+        let (received, admitted_by) = received;
+        if sent_at / 1000 != admitted_by / 1000 {
+            continue; // the admission may have fallen in either second: again
+        }
+        assert!(received.contains("[DONE]"), "{received}");
+        assert!(
+            now_millis() / 1000 >= sent_at / 1000 + 2,
+            "the stream ended two windows later"
+        );
+        let expected = chat_prompt_tokens([content]) + 30;
+        let mut used = 0;
+        for _ in 0..40 {
+            used = tick(sent_at).await;
+            if used == expected {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(used, expected, "the admission window holds the real usage");
+        assert_eq!(
+            tick(now_millis()).await,
+            0,
+            "the current window got no correction"
+        );
+        return;
+    }
+    panic!("five admissions in a row were not timed within one second");
 }

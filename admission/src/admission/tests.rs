@@ -98,7 +98,8 @@ impl Host for FakeHost {
             .push(RateLimitRequest::decode(message).unwrap());
         Ok(7)
     }
-    fn send_reconcile(&mut self, message: Vec<u8>) {
+    fn send_reconcile(&mut self, message: Vec<u8>, admitted_at_ms: u64) {
+        assert_eq!(admitted_at_ms, 12, "the clock at admission");
         self.reconciles
             .push(RateLimitRequest::decode(message.as_slice()).unwrap());
     }

@@ -221,8 +221,9 @@ fn plan_has_one_op_per_limited_descriptor() {
             .iter()
             .map(|op| (op.hits, op.limit, op.enforced, op.ttl_secs))
             .collect::<Vec<_>>(),
-        // 54.5 s left in the minute: 55 s rounded up, one more for skew.
-        [(1, 3, true, 56), (7, 1000, true, 56)]
+        // 54.5 s left in the minute and 60 s of correction grace: 115 s
+        // rounded up, one more for skew.
+        [(1, 3, true, 116), (7, 1000, true, 116)]
     );
     assert_eq!(plan.now_millis, T0);
     assert_eq!(plan.mode, CountingMode::AllOrNothing);
@@ -415,7 +416,10 @@ fn a_descriptor_limit_overrides_rate_and_unit_only() {
     assert!(applied.limit.shadow_mode, "kept from the matched limit");
     assert_eq!(applied.window, Window::containing(Unit::Second, T0));
     assert_eq!((plan.ops[0].limit, plan.ops[0].enforced), (7, false));
-    assert_eq!(plan.ops[0].ttl_secs, 2);
+    assert_eq!(
+        plan.ops[0].ttl_secs, 62,
+        "0.5 s, 60 s of grace, 1 s of skew"
+    );
 
     // Nothing matched: the override alone, by the name `override`.
     let mut d = descriptor(&[("nothing", "matches")]);
