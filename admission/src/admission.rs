@@ -96,6 +96,8 @@ pub struct RequestAdmission<E> {
     owes_correction: bool,
     /// When the charge was made (Unix ms): its correction goes to that window.
     admitted_at_ms: u64,
+    /// When the RLS call went out (Unix ms).
+    rls_asked_at_ms: u64,
     /// The body with `include_usage` added, waiting for admission (a
     /// deferred request goes on as the client sent it).
     body_with_usage: Option<Vec<u8>>,
@@ -124,6 +126,7 @@ impl<E: Encoders> RequestAdmission<E> {
             encoding: None,
             owes_correction: false,
             admitted_at_ms: 0,
+            rls_asked_at_ms: 0,
             body_with_usage: None,
             added_stream_usage: false,
             stripper: None,
@@ -352,6 +355,7 @@ impl<E: Encoders> RequestAdmission<E> {
             &self.per_budget(self.estimate.prompt_tokens, self.estimate.output_tokens),
         )
         .encode_to_vec();
+        self.rls_asked_at_ms = host.now_nanos() / 1_000_000;
         match host.dispatch_rls(&message, shared.config.rls_timeout_ms) {
             Ok(token) => {
                 self.phase = Phase::WaitingForRls(token);
@@ -393,10 +397,6 @@ impl<E: Encoders> RequestAdmission<E> {
             self.downstream_headers
                 .push((header.key.clone(), header.value.clone()));
         }
-        if response.overall_code != Code::OverLimit as i32 {
-            self.admit(host);
-            return;
-        }
         let metadata = response
             .dynamic_metadata
             .as_ref()
@@ -410,6 +410,11 @@ impl<E: Encoders> RequestAdmission<E> {
                 .and_then(|m| m.fields.get(name))
                 .and_then(|v| v.as_str())
         };
+        if response.overall_code != Code::OverLimit as i32 {
+            let charged_at = field(sluice_metadata::CHARGED_AT_MS).and_then(|v| v.parse().ok());
+            self.admit(host, charged_at);
+            return;
+        }
         let action = field(sluice_metadata::ACTION).unwrap_or(sluice_metadata::ACTION_REJECT);
         let priority = field(sluice_metadata::PRIORITY)
             .unwrap_or("normal")
@@ -430,12 +435,14 @@ impl<E: Encoders> RequestAdmission<E> {
         host.set_request_header(ESTIMATED_TOKENS_HEADER, &self.estimate.total().to_string());
     }
 
-    fn admit(&mut self, host: &mut dyn Host) {
+    /// `charged_at_ms`: the instant sluice-rls charged the windows at (its
+    /// answer says); without it, the moment the filter asked.
+    fn admit(&mut self, host: &mut dyn Host, charged_at_ms: Option<u64>) {
         self.set_accounting_headers(host);
         self.add_stream_usage(host);
         self.charged = self.estimate.total();
         self.owes_correction = self.config().reconcile && self.charged > 0;
-        self.admitted_at_ms = host.now_nanos() / 1_000_000;
+        self.admitted_at_ms = charged_at_ms.unwrap_or(self.rls_asked_at_ms);
         self.phase = Phase::Forwarded;
         host.count(Metric::Admitted, 1);
         host.resume_request();

@@ -22,7 +22,8 @@ pub const ADMITTED_AT_METADATA: &str = "x-sluice-admitted-at-ms";
 
 /// The `dynamic_metadata` sluice-rls returns with an OVER_LIMIT answer and
 /// the filter reads: `{"sluice": {"action", "priority", "over_limits",
-/// "retry_after_seconds"}}`. Written by one side, read by the other.
+/// "retry_after_seconds"}}`, or with an OK answer that charged something
+/// `{"sluice": {"charged_at_ms"}}`. Written by one side, read by the other.
 pub mod sluice_metadata {
     /// The namespace (the key of the outer struct).
     pub const NAMESPACE: &str = "sluice";
@@ -36,6 +37,11 @@ pub mod sluice_metadata {
     pub const OVER_LIMITS: &str = "over_limits";
     /// Seconds until the earliest of them resets.
     pub const RETRY_AFTER_SECONDS: &str = "retry_after_seconds";
+    /// With an OK answer that charged something: the instant (Unix ms, as a
+    /// string) whose windows were charged. The filter's correction names it
+    /// ([`super::ADMITTED_AT_METADATA`]), so it reaches the same windows even
+    /// when the answer reached the filter in the next one.
+    pub const CHARGED_AT_MS: &str = "charged_at_ms";
 }
 
 /// Bound and sanitize a tenant or model value. Values that are fine pass as

@@ -290,7 +290,7 @@ fn increment_all_moves_every_counter() {
 }
 
 #[test]
-fn allowed_requests_carry_the_tightest_limit_and_no_metadata() {
+fn allowed_requests_carry_the_tightest_limit_and_when_they_were_charged() {
     let req = request(vec![rpm(), tokens(10)]);
     let (response, events) = decide(&req, CountingMode::AllOrNothing, &[1, 500]);
     assert_eq!(response.overall_code(), Code::Ok);
@@ -298,7 +298,12 @@ fn allowed_requests_carry_the_tightest_limit_and_no_metadata() {
     assert_eq!(header(&response, "RateLimit-Limit"), Some("3"));
     assert_eq!(header(&response, "RateLimit-Remaining"), Some("1"));
     assert_eq!(header(&response, "Retry-After"), None);
-    assert!(response.dynamic_metadata.is_none());
+    // No instructions, only the instant whose windows were charged.
+    assert_eq!(sluice_field(&response, "action"), None);
+    assert_eq!(
+        sluice_field(&response, "charged_at_ms"),
+        Some(T0.to_string())
+    );
     assert_eq!(events, ["hits:acme-rpm:1", "hits:acme-tpm:10"]);
     let status = &response.statuses[0];
     let reset = status.duration_until_reset.as_ref().unwrap();
@@ -362,7 +367,7 @@ fn shadow_mode_counts_but_never_blocks() {
         &[5],
     );
     assert!(alone.response_headers_to_add.is_empty());
-    assert!(alone.dynamic_metadata.is_none());
+    assert_eq!(sluice_field(&alone, "action"), None);
 }
 
 #[test]
