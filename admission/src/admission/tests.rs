@@ -36,6 +36,8 @@ struct FakeHost {
     dispatched: Vec<RateLimitRequest>,
     dispatch_fails: bool,
     reconciles: Vec<RateLimitRequest>,
+    /// The admission time sent with each reconciliation.
+    reconciled_at: Vec<u64>,
     replies: Vec<LocalReply>,
     resumed: u32,
     metrics: HashMap<Metric, u64>,
@@ -99,7 +101,7 @@ impl Host for FakeHost {
         Ok(7)
     }
     fn send_reconcile(&mut self, message: Vec<u8>, admitted_at_ms: u64) {
-        assert_eq!(admitted_at_ms, 12, "the clock at admission");
+        self.reconciled_at.push(admitted_at_ms);
         self.reconciles
             .push(RateLimitRequest::decode(message.as_slice()).unwrap());
     }
@@ -878,4 +880,45 @@ fn input_and_output_budgets_are_charged_and_corrected_each() {
             ("output".into(), 30 - 100),
         ]
     );
+}
+
+#[test]
+fn a_correction_names_the_instant_the_rls_charged_at() {
+    let shared = shared("");
+    for (charged_at, expected) in [(Some("1795996925500"), 1_795_996_925_500), (None, 12)] {
+        let mut host = host_with(CHAT);
+        let mut admission = through_body(&shared, &mut host);
+        let mut answer = RateLimitResponse {
+            overall_code: rls::Code::Ok as i32,
+            ..Default::default()
+        };
+        if let Some(at) = charged_at {
+            let inner = rls::Struct {
+                fields: [(
+                    sluice_metadata::CHARGED_AT_MS.to_string(),
+                    rls::Value {
+                        kind: Some(rls::value::Kind::StringValue(at.into())),
+                    },
+                )]
+                .into_iter()
+                .collect(),
+            };
+            answer.dynamic_metadata = Some(rls::Struct {
+                fields: [(
+                    sluice_metadata::NAMESPACE.to_string(),
+                    rls::Value {
+                        kind: Some(rls::value::Kind::StructValue(inner)),
+                    },
+                )]
+                .into_iter()
+                .collect(),
+            });
+        }
+        admission.on_rls_response(&mut host, 7, 0, Some(&answer.encode_to_vec()));
+        host.response_headers = vec![(":status".into(), "200".into())];
+        admission.on_response_headers(&mut host);
+        admission.on_stream_end(&mut host);
+        // Without it: the filter's clock when it asked (12 ms in this host).
+        assert_eq!(host.reconciled_at, [expected]);
+    }
 }
