@@ -1,4 +1,4 @@
-//! `cargo run --release -p sluice-testkit --example accounting_bench [REQUESTS]`
+//! `cargo run -p sluice-testkit --example accounting_bench [REQUESTS] [wasm|ext_authz]`
 //!
 //! Token-accounting drift, end to end: REQUESTS (default 10 000) requests
 //! through real Envoy + the built Wasm filter + sluice-rls on Redis + llm-sim,
@@ -15,9 +15,12 @@
 //! For broken streams the filter charges its exact prompt count (BPE) plus
 //! the output that passed; llm-sim's ledger holds its own approximate prompt
 //! count. The report separates that prompt-count difference from the output
-//! drift. Prints figures; asserts nothing.
+//! drift. With `ext_authz` as the front door (no Wasm: sluice-rls's
+//! ext_authz, which never sees the answer) the same run measures that mode's
+//! documented approximation. Prints figures; asserts nothing.
 
 use sluice_admission::admission::Encoders;
+use sluice_admission::config::FilterConfig;
 use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::openai::{self, Endpoint};
 use sluice_llm_sim::ledger::LedgerEntry;
@@ -28,12 +31,14 @@ use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
 use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use sluice_proto::pb::google::protobuf::UInt64Value;
 use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::ext_authz::ExtAuthzService;
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
 use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
 use sluice_testkit::{
-    free_port, http_request, sluice_filter_envoy_config, Envoy, RedisServer, SluiceFilterPorts,
+    example_deferral_secret, free_port, http_request, sluice_filter_envoy_config, workspace_root,
+    Envoy, RedisServer, SluiceFilterPorts,
 };
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -295,6 +300,40 @@ async fn window_totals(limiter: &Limiter, second: u64) -> BTreeMap<Class, u64> {
     totals
 }
 
+/// The prompt tokens Sluice counts for `planned` (the filter's own code).
+fn exact_prompt_tokens(encoders: &BpeEncoders, planned: &Planned) -> anyhow::Result<u64> {
+    let endpoint = Endpoint::from_path(planned.path)
+        .ok_or_else(|| anyhow::anyhow!("{} is no endpoint", planned.path))?;
+    let parsed = openai::parse(endpoint, planned.body.as_bytes()).map_err(anyhow::Error::msg)?;
+    let counter = encoders
+        .openai_encoding(&parsed.model)
+        .and_then(|encoding| encoders.counter(encoding))
+        .ok_or_else(|| anyhow::anyhow!("no encoding for {}", parsed.model))?;
+    Ok(parsed.prompt_tokens(counter, 765))
+}
+
+/// `envoy/ext-authz.yaml` on the bench's ports.
+fn ext_authz_envoy_config(ports: &SluiceFilterPorts) -> anyhow::Result<String> {
+    let mut config = std::fs::read_to_string(workspace_root().join("envoy/ext-authz.yaml"))?;
+    for (from, to) in [
+        (9901, ports.admin),
+        (10000, ports.listener),
+        (8081, ports.rls),
+        (8000, ports.backend),
+        (8090, ports.deferral),
+    ] {
+        config = config.replace(&format!("port_value: {from}"), &format!("port_value: {to}"));
+    }
+    Ok(config)
+}
+
+fn ext_authz_service(limiter: Arc<Limiter>) -> anyhow::Result<ExtAuthzService> {
+    let json = std::fs::read(workspace_root().join("config/ext-authz.json"))?;
+    let mut admission = FilterConfig::from_json(&json).map_err(anyhow::Error::msg)?;
+    admission.deferral.secrets = vec![example_deferral_secret()];
+    Ok(ExtAuthzService::new(limiter, admission))
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let requests: u64 = std::env::args()
@@ -302,6 +341,11 @@ async fn main() -> anyhow::Result<()> {
         .map(|n| n.parse())
         .transpose()?
         .unwrap_or(10_000);
+    let ext_authz = match std::env::args().nth(2).as_deref() {
+        None | Some("wasm") => false,
+        Some("ext_authz") => true,
+        Some(other) => anyhow::bail!("front door '{other}': wasm or ext_authz"),
+    };
 
     let redis = RedisServer::start()?;
     let store = RedisStore::new(&RedisStoreOptions {
@@ -322,7 +366,9 @@ async fn main() -> anyhow::Result<()> {
         limiter: limiter.clone(),
         config_path: None,
         reload_interval: Duration::ZERO,
-        ext_authz: None,
+        ext_authz: ext_authz
+            .then(|| ext_authz_service(limiter.clone()))
+            .transpose()?,
         deferral: None,
     };
     tokio::spawn(run(grpc, None, deps, std::future::pending::<()>()));
@@ -344,30 +390,32 @@ async fn main() -> anyhow::Result<()> {
         backend: sim_addr.port(),
         deferral: free_port(),
     };
-    let config = sluice_filter_envoy_config(&ports)?;
+    let config = if ext_authz {
+        ext_authz_envoy_config(&ports)?
+    } else {
+        sluice_filter_envoy_config(&ports)?
+    };
     let (admin, listener_port) = (ports.admin, ports.listener);
     let _envoy =
         tokio::task::spawn_blocking(move || Envoy::start(&config, admin, listener_port)).await??;
     let listener: SocketAddr = ([127, 0, 0, 1], listener_port).into();
 
-    // What the filter counts for each broken request's prompt, and what
-    // llm-sim counts for it: the two tokenizers differ (llm-sim approximates).
+    // What Sluice counts for a prompt, where that count is what stays
+    // charged (a broken stream; every request under ext_authz): llm-sim's own
+    // count is an approximation, so that part of the drift is shown apart.
     let encoders = BpeEncoders::new();
-    let counter = encoders
-        .counter("o200k_base")
-        .ok_or_else(|| anyhow::anyhow!("no o200k_base"))?;
     let mut exact_prompt = BTreeMap::<Class, u64>::new();
     let mut count = BTreeMap::<Class, u64>::new();
     for i in 0..requests {
         let planned = plan(i);
         *count.entry(planned.class).or_default() += 1;
-        if matches!(
+        let broken = matches!(
             planned.class,
             Class::ClientDisconnects | Class::BackendBreaks
-        ) {
-            let parsed = openai::parse(Endpoint::ChatCompletions, planned.body.as_bytes())
-                .map_err(anyhow::Error::msg)?;
-            *exact_prompt.entry(planned.class).or_default() += parsed.prompt_tokens(counter, 765);
+        );
+        if broken || ext_authz {
+            *exact_prompt.entry(planned.class).or_default() +=
+                exact_prompt_tokens(&encoders, &planned)?;
         }
     }
 
@@ -435,6 +483,14 @@ async fn main() -> anyhow::Result<()> {
         .await??
         .body,
     )?;
+    println!(
+        "front door: {}",
+        if ext_authz {
+            "ext_authz"
+        } else {
+            "Wasm filter"
+        }
+    );
     println!(
         "{requests} requests in {:.1} s ({:.0}/s), {} one-second windows, {CLIENTS} clients; statuses {:?}",
         elapsed.as_secs_f64(),
