@@ -6,11 +6,14 @@
 
 use crate::config::{FailureMode, FilterConfig, TenantSource, UnknownPaths};
 use crate::deferral::{self, DeferralClaims, DEFERRAL_TOKEN_HEADER};
-use crate::descriptors::{admission_request, reconcile_request, sanitize_value, sluice_metadata};
+use crate::descriptors::{
+    admission_request, reconcile_request, sanitize_value, sluice_metadata, Budget,
+};
 use crate::errors::LocalReply;
 use crate::host::{Host, LogLevel, Metric};
 use crate::openai::{self, Endpoint, Estimate};
-use crate::usage::UsageTracker;
+use crate::stream_usage::{self, UsageStripper};
+use crate::usage::{Outcome, UsageTracker};
 use crate::TokenCounter;
 use prost::Message;
 use sluice_proto::rls::{Code, RateLimitResponse};
@@ -31,6 +34,10 @@ pub const COUNT_MICROS_HEADER: &str = "x-sluice-count-micros";
 pub const CLIENT_REQUEST_ID_HEADER: &str = "x-request-id";
 /// Every request header starting with this (any case) is Sluice's to set.
 pub const SLUICE_HEADER_PREFIX: &str = "x-sluice-";
+
+const CONTENT_LENGTH: &str = "content-length";
+const CONTENT_TYPE: &str = "content-type";
+const EVENT_STREAM: &str = "text/event-stream";
 
 /// Largest response body (or SSE line) kept to find `usage`.
 const USAGE_BUFFER_LIMIT: usize = 4 * 1024 * 1024;
@@ -83,6 +90,21 @@ pub struct RequestAdmission<E> {
     charged: u64,
     downstream_headers: Vec<(String, String)>,
     usage: Option<UsageTracker>,
+    /// The encoding the prompt was counted with (output is counted with it too).
+    encoding: Option<String>,
+    /// The charge still waits for the answer's end to be corrected.
+    owes_correction: bool,
+    /// When the charge was made (Unix ms): its correction goes to that window.
+    admitted_at_ms: u64,
+    /// When the RLS call went out (Unix ms).
+    rls_asked_at_ms: u64,
+    /// The body with `include_usage` added, waiting for admission (a
+    /// deferred request goes on as the client sent it).
+    body_with_usage: Option<Vec<u8>>,
+    /// The backend was asked for usage the client did not ask for.
+    added_stream_usage: bool,
+    /// Takes that usage back out of the streamed answer.
+    stripper: Option<UsageStripper>,
     /// When the request headers arrived (`Host::now_nanos`): the body deadline counts from here.
     headers_at: u64,
 }
@@ -101,6 +123,13 @@ impl<E: Encoders> RequestAdmission<E> {
             charged: 0,
             downstream_headers: Vec::new(),
             usage: None,
+            encoding: None,
+            owes_correction: false,
+            admitted_at_ms: 0,
+            rls_asked_at_ms: 0,
+            body_with_usage: None,
+            added_stream_usage: false,
+            stripper: None,
             headers_at: 0,
         }
     }
@@ -292,6 +321,7 @@ impl<E: Encoders> RequestAdmission<E> {
             return self.bad_request(host, &message);
         };
         self.model = sanitize_value(&model);
+        self.encoding = encoding.map(str::to_string);
         let started = host.now_nanos();
         self.estimate = Estimate {
             prompt_tokens: request.prompt_tokens(counter, shared.config.image_tokens),
@@ -309,13 +339,23 @@ impl<E: Encoders> RequestAdmission<E> {
         if shared.config.deferral.active() {
             self.body_sha256 = Some(deferral::body_digest(&body));
         }
+        let streams_text = matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Completions);
+        if shared.config.reconcile
+            && shared.config.add_stream_usage
+            && streams_text
+            && request.stream
+            && !request.include_usage
+        {
+            self.body_with_usage = stream_usage::request_with_usage(&body);
+        }
         let message = admission_request(
             &shared.config.domain,
             &self.tenant,
             &self.model,
-            self.estimate.total(),
+            &self.per_budget(self.estimate.prompt_tokens, self.estimate.output_tokens),
         )
         .encode_to_vec();
+        self.rls_asked_at_ms = host.now_nanos() / 1_000_000;
         match host.dispatch_rls(&message, shared.config.rls_timeout_ms) {
             Ok(token) => {
                 self.phase = Phase::WaitingForRls(token);
@@ -357,10 +397,6 @@ impl<E: Encoders> RequestAdmission<E> {
             self.downstream_headers
                 .push((header.key.clone(), header.value.clone()));
         }
-        if response.overall_code != Code::OverLimit as i32 {
-            self.admit(host);
-            return;
-        }
         let metadata = response
             .dynamic_metadata
             .as_ref()
@@ -374,6 +410,11 @@ impl<E: Encoders> RequestAdmission<E> {
                 .and_then(|m| m.fields.get(name))
                 .and_then(|v| v.as_str())
         };
+        if response.overall_code != Code::OverLimit as i32 {
+            let charged_at = field(sluice_metadata::CHARGED_AT_MS).and_then(|v| v.parse().ok());
+            self.admit(host, charged_at);
+            return;
+        }
         let action = field(sluice_metadata::ACTION).unwrap_or(sluice_metadata::ACTION_REJECT);
         let priority = field(sluice_metadata::PRIORITY)
             .unwrap_or("normal")
@@ -394,12 +435,31 @@ impl<E: Encoders> RequestAdmission<E> {
         host.set_request_header(ESTIMATED_TOKENS_HEADER, &self.estimate.total().to_string());
     }
 
-    fn admit(&mut self, host: &mut dyn Host) {
+    /// `charged_at_ms`: the instant sluice-rls charged the windows at (its
+    /// answer says); without it, the moment the filter asked.
+    fn admit(&mut self, host: &mut dyn Host, charged_at_ms: Option<u64>) {
         self.set_accounting_headers(host);
+        self.add_stream_usage(host);
         self.charged = self.estimate.total();
+        self.owes_correction = self.config().reconcile && self.charged > 0;
+        self.admitted_at_ms = charged_at_ms.unwrap_or(self.rls_asked_at_ms);
         self.phase = Phase::Forwarded;
         host.count(Metric::Admitted, 1);
         host.resume_request();
+    }
+
+    /// Swap in the body that asks for usage (content-length follows).
+    fn add_stream_usage(&mut self, host: &mut dyn Host) {
+        let Some(body) = self.body_with_usage.take() else {
+            return;
+        };
+        if !host.replace_request_body(&body) {
+            return;
+        }
+        if host.request_header(CONTENT_LENGTH).is_some() {
+            host.set_request_header(CONTENT_LENGTH, &body.len().to_string());
+        }
+        self.added_stream_usage = true;
     }
 
     fn defer(&mut self, host: &mut dyn Host, priority: &str) {
@@ -521,9 +581,17 @@ impl<E: Encoders> RequestAdmission<E> {
         let ok = host
             .response_header(":status")
             .is_some_and(|s| s.starts_with('2'));
-        if self.config().reconcile && self.charged > 0 && ok {
-            let content_type = host.response_header("content-type").unwrap_or_default();
+        let content_type = host.response_header(CONTENT_TYPE).unwrap_or_default();
+        if self.owes_correction && ok {
             self.usage = UsageTracker::for_content_type(&content_type, USAGE_BUFFER_LIMIT);
+        }
+        let event_stream = content_type
+            .get(..EVENT_STREAM.len())
+            .is_some_and(|t| t.eq_ignore_ascii_case(EVENT_STREAM));
+        if self.added_stream_usage && ok && event_stream {
+            // The answer's length changes.
+            host.remove_response_header(CONTENT_LENGTH);
+            self.stripper = Some(UsageStripper::new(USAGE_BUFFER_LIMIT));
         }
         Verdict::Continue
     }
@@ -534,28 +602,97 @@ impl<E: Encoders> RequestAdmission<E> {
         chunk_size: usize,
         end_of_stream: bool,
     ) -> Verdict {
-        let Some(tracker) = self.usage.as_mut() else {
+        if self.usage.is_none() && self.stripper.is_none() {
+            if end_of_stream {
+                self.settle(host);
+            }
             return Verdict::Continue;
+        }
+        let chunk = if chunk_size > 0 {
+            host.response_body_chunk(chunk_size)
+        } else {
+            None
         };
-        if chunk_size > 0 {
-            if let Some(chunk) = host.response_body_chunk(chunk_size) {
-                tracker.feed(&chunk);
+        if let (Some(tracker), Some(chunk)) = (self.usage.as_mut(), chunk.as_deref()) {
+            tracker.feed(chunk);
+        }
+        if let Some(stripper) = self.stripper.as_mut() {
+            let mut out = chunk
+                .as_deref()
+                .map(|c| stripper.feed(c))
+                .unwrap_or_default();
+            if end_of_stream {
+                out.extend(stripper.finish());
+            }
+            if chunk.as_deref() != Some(out.as_slice()) && !(chunk.is_none() && out.is_empty()) {
+                host.replace_response_body_chunk(chunk_size, &out);
             }
         }
         if end_of_stream {
-            let usage = tracker.finish();
-            self.usage = None;
-            if let Some(usage) = usage {
-                let delta = usage.total() as i64 - self.charged as i64;
-                if let Some(request) =
-                    reconcile_request(&self.config().domain, &self.tenant, &self.model, delta)
-                {
-                    host.count(Metric::Reconciled, 1);
-                    host.send_reconcile(request.encode_to_vec());
-                }
-            }
+            self.stripper = None;
+            self.settle(host);
         }
         Verdict::Continue
+    }
+
+    /// Each configured budget's share of `input` + `output` tokens.
+    fn per_budget(&self, input: u64, output: u64) -> Vec<(Budget, u64)> {
+        self.config()
+            .token_budgets
+            .iter()
+            .map(|&budget| (budget, budget.of(input, output)))
+            .collect()
+    }
+
+    /// The stream is over, however it ended (Envoy's `on_log`): a client
+    /// that went away or an upstream reset never reach the body's end.
+    pub fn on_stream_end(&mut self, host: &mut dyn Host) {
+        self.settle(host);
+    }
+
+    /// Corrects the admission charge to what the answer used: the usage the
+    /// backend reported, else the prompt plus the output that passed through
+    /// (an error answer passes none). Runs once.
+    fn settle(&mut self, host: &mut dyn Host) {
+        if !std::mem::take(&mut self.owes_correction) {
+            return;
+        }
+        let counter = self
+            .encoding
+            .as_deref()
+            .and_then(|e| self.shared.encoders.counter(e));
+        let outcome = match self.usage.take() {
+            Some(mut tracker) => tracker.outcome(counter),
+            None => Outcome::Counted { output_tokens: 0 },
+        };
+        let (input, output) = match outcome {
+            Outcome::Reported(usage) => {
+                let uncached = usage.prompt_tokens.saturating_sub(usage.cached_tokens);
+                let cached = self
+                    .config()
+                    .cached_tokens_weight
+                    .apply(usage.cached_tokens);
+                (uncached.saturating_add(cached), usage.completion_tokens)
+            }
+            Outcome::Counted { output_tokens } => {
+                host.count(Metric::CountedOutput, 1);
+                (self.estimate.prompt_tokens, output_tokens)
+            }
+            Outcome::Unknown => return,
+        };
+        let charged = self.per_budget(self.estimate.prompt_tokens, self.estimate.output_tokens);
+        let deltas: Vec<(Budget, i64)> = self
+            .per_budget(input, output)
+            .into_iter()
+            .zip(charged)
+            .map(|((budget, used), (_, charged))| (budget, used as i64 - charged as i64))
+            .collect();
+        if let Some(request) =
+            reconcile_request(&self.config().domain, &self.tenant, &self.model, &deltas)
+        {
+            host.count(Metric::Reconciled, 1);
+            host.send_reconcile(request.encode_to_vec(), self.admitted_at_ms);
+        }
     }
 }
 

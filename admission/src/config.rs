@@ -2,6 +2,7 @@
 //! plugin, or Istio's `WasmPlugin.spec.pluginConfig`).
 
 use crate::deferral::Secret;
+pub use crate::descriptors::Budget;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -148,10 +149,61 @@ pub struct FilterConfig {
     /// the response ends.
     #[serde(default = "yes")]
     pub reconcile: bool,
+    /// Streamed chat/completions requests without
+    /// `stream_options.include_usage: true` get it added (so the answer
+    /// carries usage to reconcile), and the answer loses what the client
+    /// did not ask for. Needs `reconcile`.
+    #[serde(default = "yes")]
+    pub add_stream_usage: bool,
+    /// The token budgets sent to sluice-rls (`tokens: total | input |
+    /// output` descriptors): list those your limits file sets.
+    #[serde(default = "default_budgets")]
+    pub token_budgets: Vec<Budget>,
+    /// How much a cached prompt token (`prompt_tokens_details.cached_tokens`)
+    /// counts when usage is reconciled: 1.0 in full, 0.0 not at all.
+    #[serde(default)]
+    pub cached_tokens_weight: Weight,
     /// Add `x-sluice-count-micros` (time spent counting prompt tokens) to the
     /// upstream request and the client's response: for benchmarks and debugging.
     #[serde(default)]
     pub timing_headers: bool,
+}
+
+/// A weight in 0.0..=1.0, kept in millionths so the configuration stays `Eq`
+/// and charges are integers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Weight(u64);
+
+impl Weight {
+    pub const ONE: Weight = Weight(1_000_000);
+
+    /// `tokens` weighted, rounded up (a cached token is never free unless the weight is 0).
+    pub fn apply(self, tokens: u64) -> u64 {
+        let weighted = u128::from(tokens) * u128::from(self.0);
+        u64::try_from(weighted.div_ceil(1_000_000)).unwrap_or(u64::MAX)
+    }
+}
+
+impl Default for Weight {
+    fn default() -> Self {
+        Weight::ONE
+    }
+}
+
+impl<'de> Deserialize<'de> for Weight {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = f64::deserialize(deserializer)?;
+        if !(0.0..=1.0).contains(&value) {
+            return Err(serde::de::Error::custom(format!(
+                "a weight must be between 0.0 and 1.0, got {value}"
+            )));
+        }
+        Ok(Weight((value * 1_000_000.0).round() as u64))
+    }
+}
+
+fn default_budgets() -> Vec<Budget> {
+    vec![Budget::Total]
 }
 
 fn yes() -> bool {
@@ -288,6 +340,15 @@ impl FilterConfig {
                 ));
             }
         }
+        if self.token_budgets.is_empty() {
+            return fail("token_budgets must list at least one of total, input, output".into());
+        }
+        let mut budgets = self.token_budgets.clone();
+        budgets.sort();
+        budgets.dedup();
+        if budgets.len() != self.token_budgets.len() {
+            return fail("token_budgets lists a budget twice".into());
+        }
         if self.output_tokens.max == 0 {
             return fail("output_tokens.max must be positive".into());
         }
@@ -355,6 +416,9 @@ mod tests {
         assert_eq!(c.domain, "sluice");
         assert_eq!(c.failure_mode, FailureMode::Allow);
         assert!(c.tenant_required && c.reconcile && c.deferral.enabled);
+        assert!(c.add_stream_usage);
+        assert_eq!(c.token_budgets, vec![Budget::Total]);
+        assert_eq!(c.cached_tokens_weight, Weight::ONE);
         assert_eq!((c.max_body_bytes, c.body_timeout_ms), (4 << 20, 10_000));
         assert_eq!(c.output_estimate("gpt-4o", None), 512);
         assert_eq!(c.output_estimate("gpt-4o", Some(1_000_000)), 32_768);
@@ -379,8 +443,20 @@ mod tests {
 
     #[test]
     fn invalid_configs_say_why() {
-        let cases: [(&str, &str); 9] = [
+        let cases: [(&str, &str); 12] = [
             ("{}", "missing field `tenant`"),
+            (
+                r#"{"tenant": {"header": "t"}, "token_budgets": []}"#,
+                "at least one",
+            ),
+            (
+                r#"{"tenant": {"header": "t"}, "token_budgets": ["input", "input"]}"#,
+                "twice",
+            ),
+            (
+                r#"{"tenant": {"header": "t"}, "cached_tokens_weight": 1.5}"#,
+                "between 0.0 and 1.0",
+            ),
             (
                 r#"{"tenant": {"header": "X-Tenant"}}"#,
                 "lowercase header name",

@@ -2,7 +2,9 @@
 //!
 //! Layout (the limits file matches on it; see config/limits.yaml):
 //! * requests: `[(tenant, T), (model, M)]`, hits 1;
-//! * tokens:   `[(tenant, T), (model, M), (tokens, total)]`, hits = prompt + estimated output.
+//! * tokens:   `[(tenant, T), (model, M), (tokens, total)]`, hits = prompt + estimated output;
+//! * with the `input` / `output` budgets on (plugin option `token_budgets`):
+//!   `(tokens, input)` hits = prompt, `(tokens, output)` hits = estimated output.
 
 use sluice_proto::rls::{Entry, RateLimitDescriptor, RateLimitRequest, UInt64Value};
 
@@ -13,9 +15,15 @@ pub const MAX_VALUE_LEN: usize = 96;
 /// (reconciliation of usage that already happened).
 pub const FORCE_CHARGE_METADATA: (&str, &[u8]) = ("x-sluice-charge", b"force");
 
+/// gRPC metadata on a reconciliation call: when its request was admitted
+/// (Unix milliseconds). sluice-rls applies the correction to the window
+/// that held the admission charge.
+pub const ADMITTED_AT_METADATA: &str = "x-sluice-admitted-at-ms";
+
 /// The `dynamic_metadata` sluice-rls returns with an OVER_LIMIT answer and
 /// the filter reads: `{"sluice": {"action", "priority", "over_limits",
-/// "retry_after_seconds"}}`. Written by one side, read by the other.
+/// "retry_after_seconds"}}`, or with an OK answer that charged something
+/// `{"sluice": {"charged_at_ms"}}`. Written by one side, read by the other.
 pub mod sluice_metadata {
     /// The namespace (the key of the outer struct).
     pub const NAMESPACE: &str = "sluice";
@@ -29,6 +37,11 @@ pub mod sluice_metadata {
     pub const OVER_LIMITS: &str = "over_limits";
     /// Seconds until the earliest of them resets.
     pub const RETRY_AFTER_SECONDS: &str = "retry_after_seconds";
+    /// With an OK answer that charged something: the instant (Unix ms, as a
+    /// string) whose windows were charged. The filter's correction names it
+    /// ([`super::ADMITTED_AT_METADATA`]), so it reaches the same windows even
+    /// when the answer reached the filter in the next one.
+    pub const CHARGED_AT_MS: &str = "charged_at_ms";
 }
 
 /// Bound and sanitize a tenant or model value. Values that are fine pass as
@@ -63,54 +76,100 @@ fn entry(key: &str, value: &str) -> Entry {
     }
 }
 
-fn tokens_descriptor(tenant: &str, model: &str, hits: u64, refund: bool) -> RateLimitDescriptor {
+/// The token budgets a limits file can set per tenant × model: the value of
+/// the `tokens` descriptor entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Budget {
+    /// Prompt + output (`tokens: total`).
+    Total,
+    /// Prompt only (`tokens: input`; providers' ITPM).
+    Input,
+    /// Output only (`tokens: output`; providers' OTPM).
+    Output,
+}
+
+impl Budget {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Budget::Total => "total",
+            Budget::Input => "input",
+            Budget::Output => "output",
+        }
+    }
+
+    /// This budget's share of a request's tokens.
+    pub fn of(self, input: u64, output: u64) -> u64 {
+        match self {
+            Budget::Total => input.saturating_add(output),
+            Budget::Input => input,
+            Budget::Output => output,
+        }
+    }
+}
+
+fn tokens_descriptor(
+    tenant: &str,
+    model: &str,
+    budget: Budget,
+    hits: u64,
+    refund: bool,
+) -> RateLimitDescriptor {
     RateLimitDescriptor {
         entries: vec![
             entry("tenant", tenant),
             entry("model", model),
-            entry("tokens", "total"),
+            entry("tokens", budget.as_str()),
         ],
         hits_addend: Some(UInt64Value { value: hits }),
         is_negative_hits: refund,
     }
 }
 
-/// The admission call: one request against the requests limit, `tokens`
-/// against the tokens limit, in one round trip.
-pub fn admission_request(domain: &str, tenant: &str, model: &str, tokens: u64) -> RateLimitRequest {
+/// The admission call: one request against the requests limit, each
+/// budget's tokens against its limit, in one round trip.
+pub fn admission_request(
+    domain: &str,
+    tenant: &str,
+    model: &str,
+    budgets: &[(Budget, u64)],
+) -> RateLimitRequest {
+    let mut descriptors = vec![RateLimitDescriptor {
+        entries: vec![entry("tenant", tenant), entry("model", model)],
+        hits_addend: Some(UInt64Value { value: 1 }),
+        is_negative_hits: false,
+    }];
+    descriptors.extend(
+        budgets
+            .iter()
+            .map(|&(budget, tokens)| tokens_descriptor(tenant, model, budget, tokens, false)),
+    );
     RateLimitRequest {
         domain: domain.to_string(),
-        descriptors: vec![
-            RateLimitDescriptor {
-                entries: vec![entry("tenant", tenant), entry("model", model)],
-                hits_addend: Some(UInt64Value { value: 1 }),
-                is_negative_hits: false,
-            },
-            tokens_descriptor(tenant, model, tokens, false),
-        ],
+        descriptors,
         hits_addend: 1,
     }
 }
 
-/// The reconciliation call: charge (`delta > 0`) or refund (`delta < 0`) the
-/// difference between what was charged up front and what was used.
+/// The reconciliation call: per budget, charge (`delta > 0`) or refund
+/// (`delta < 0`) the difference between what was charged up front and what
+/// was used. `None` when nothing differs.
 pub fn reconcile_request(
     domain: &str,
     tenant: &str,
     model: &str,
-    delta: i64,
+    deltas: &[(Budget, i64)],
 ) -> Option<RateLimitRequest> {
-    if delta == 0 {
-        return None;
-    }
-    Some(RateLimitRequest {
+    let descriptors: Vec<RateLimitDescriptor> = deltas
+        .iter()
+        .filter(|(_, delta)| *delta != 0)
+        .map(|&(budget, delta)| {
+            tokens_descriptor(tenant, model, budget, delta.unsigned_abs(), delta < 0)
+        })
+        .collect();
+    (!descriptors.is_empty()).then(|| RateLimitRequest {
         domain: domain.to_string(),
-        descriptors: vec![tokens_descriptor(
-            tenant,
-            model,
-            delta.unsigned_abs(),
-            delta < 0,
-        )],
+        descriptors,
         hits_addend: 1,
     })
 }
@@ -143,7 +202,7 @@ mod tests {
 
     #[test]
     fn admission_and_reconcile_requests() {
-        let r = admission_request("sluice", "acme", "gpt-4o", 1234);
+        let r = admission_request("sluice", "acme", "gpt-4o", &[(Budget::Total, 1234)]);
         assert_eq!(r.descriptors.len(), 2);
         assert_eq!(r.descriptors[0].hits_addend, Some(UInt64Value { value: 1 }));
         assert_eq!(r.descriptors[1].entries[2], entry("tokens", "total"));
@@ -151,14 +210,24 @@ mod tests {
             r.descriptors[1].hits_addend,
             Some(UInt64Value { value: 1234 })
         );
-        assert!(reconcile_request("sluice", "a", "m", 0).is_none());
-        let refund = reconcile_request("sluice", "a", "m", -40).unwrap();
+        assert!(reconcile_request("sluice", "a", "m", &[(Budget::Total, 0)]).is_none());
+        let refund = reconcile_request("sluice", "a", "m", &[(Budget::Total, -40)]).unwrap();
         assert!(refund.descriptors[0].is_negative_hits);
         assert_eq!(
             refund.descriptors[0].hits_addend,
             Some(UInt64Value { value: 40 })
         );
-        let charge = reconcile_request("sluice", "a", "m", 7).unwrap();
+        let charge = reconcile_request("sluice", "a", "m", &[(Budget::Total, 7)]).unwrap();
         assert!(!charge.descriptors[0].is_negative_hits);
+        let both = reconcile_request(
+            "sluice",
+            "a",
+            "m",
+            &[(Budget::Total, 5), (Budget::Input, 0), (Budget::Output, -3)],
+        )
+        .unwrap();
+        assert_eq!(both.descriptors.len(), 2);
+        assert_eq!(both.descriptors[1].entries[2], entry("tokens", "output"));
+        assert!(both.descriptors[1].is_negative_hits);
     }
 }

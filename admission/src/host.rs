@@ -17,10 +17,12 @@ pub enum Metric {
     Reconciled,
     PromptTokens,
     BodyTimeout,
+    /// Answers without usage, charged their prompt plus the output counted as it passed.
+    CountedOutput,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 11] = [
+    pub const ALL: [Metric; 12] = [
         Metric::Admitted,
         Metric::Rejected,
         Metric::Deferred,
@@ -32,6 +34,7 @@ impl Metric {
         Metric::Reconciled,
         Metric::PromptTokens,
         Metric::BodyTimeout,
+        Metric::CountedOutput,
     ];
 
     /// Short event name (`admitted`, `bad_request`, ...): the stat name
@@ -57,6 +60,7 @@ impl Metric {
             Metric::Reconciled => "sluice_reconciled_total",
             Metric::PromptTokens => "sluice_prompt_tokens_total",
             Metric::BodyTimeout => "sluice_body_timeout_total",
+            Metric::CountedOutput => "sluice_counted_output_total",
         }
     }
 }
@@ -84,10 +88,22 @@ pub trait Host {
     fn request_body(&self, size: usize) -> Option<Vec<u8>>;
     /// The current response body chunk, `size` bytes.
     fn response_body_chunk(&self, size: usize) -> Option<Vec<u8>>;
+    /// Replace the whole buffered request body; `false` when this host
+    /// cannot change bodies (ext_authz), and nothing changed.
+    fn replace_request_body(&mut self, _body: &[u8]) -> bool {
+        false
+    }
+    /// Replace the current response body chunk (`size` bytes) with `bytes`;
+    /// `false` when this host cannot.
+    fn replace_response_body_chunk(&mut self, _size: usize, _bytes: &[u8]) -> bool {
+        false
+    }
+    fn remove_response_header(&mut self, _name: &str) {}
     /// Start a gRPC call to the RLS; returns its token.
     fn dispatch_rls(&mut self, message: &[u8], timeout_ms: u64) -> Result<u32, String>;
-    /// Hand a reconciliation call to whoever outlives this stream (the root context).
-    fn send_reconcile(&mut self, message: Vec<u8>);
+    /// Hand a reconciliation call to whoever outlives this stream (the root
+    /// context), with when the request was admitted (Unix milliseconds).
+    fn send_reconcile(&mut self, message: Vec<u8>, admitted_at_ms: u64);
     fn send_local_reply(&mut self, reply: &LocalReply);
     /// Let a paused request go on.
     fn resume_request(&mut self);

@@ -17,6 +17,7 @@ pub mod encoders;
 pub mod errors;
 pub mod host;
 pub mod openai;
+pub mod stream_usage;
 pub mod usage;
 
 /// Counts tokens of ordinary text with one BPE encoding.

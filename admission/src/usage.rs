@@ -1,5 +1,6 @@
 //! Real token usage, read from the response as it passes (never delaying it).
 
+use crate::TokenCounter;
 use serde_json::Value;
 
 /// Usage as the backend reported it.
@@ -7,6 +8,8 @@ use serde_json::Value;
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Prompt tokens served from the backend's cache (part of `prompt_tokens`).
+    pub cached_tokens: u64,
 }
 
 impl Usage {
@@ -24,9 +27,17 @@ impl Usage {
             .or(n("output_tokens"))
             .or_else(|| n("total_tokens").map(|t| t.saturating_sub(prompt)))
             .unwrap_or(0);
+        let cached = usage
+            .get("prompt_tokens_details")
+            .or_else(|| usage.get("input_tokens_details"))
+            .and_then(|d| d.get("cached_tokens"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            .min(prompt);
         Some(Usage {
             prompt_tokens: prompt,
             completion_tokens: completion,
+            cached_tokens: cached,
         })
     }
 }
@@ -41,6 +52,100 @@ fn usage_in(document: &Value) -> Option<Usage> {
         .and_then(Usage::from_value)
 }
 
+/// Most choices whose text is kept (`n` above this is not counted).
+const MAX_CHOICES: usize = 128;
+
+/// The generated text that passed, per choice: what the answer is charged
+/// when the backend reports no usage (a broken stream, or a backend without
+/// usage). Bounded by the tracker's limit.
+#[derive(Debug, Default)]
+struct OutputText {
+    choices: Vec<String>,
+    bytes: usize,
+    overflowed: bool,
+}
+
+impl OutputText {
+    fn push(&mut self, choice: usize, text: &str) {
+        if text.is_empty() || self.overflowed {
+            return;
+        }
+        if choice >= MAX_CHOICES {
+            self.overflowed = true;
+            return;
+        }
+        if self.choices.len() <= choice {
+            self.choices.resize(choice + 1, String::new());
+        }
+        if let Some(slot) = self.choices.get_mut(choice) {
+            slot.push_str(text);
+            self.bytes += text.len();
+        }
+    }
+
+    /// The text of a streamed chunk: chat deltas (content, refusal, tool
+    /// call arguments), completions' `text`, the Responses API's `*.delta` events.
+    fn add_chunk(&mut self, chunk: &Value) {
+        if let Some(choices) = chunk.get("choices").and_then(Value::as_array) {
+            for (position, choice) in choices.iter().enumerate() {
+                let index = choice
+                    .get("index")
+                    .and_then(Value::as_u64)
+                    .map_or(position, |i| usize::try_from(i).unwrap_or(usize::MAX));
+                let message = choice.get("delta").or_else(|| choice.get("message"));
+                self.add_choice(index, choice, message);
+            }
+        } else if chunk
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.ends_with(".delta"))
+        {
+            if let Some(delta) = chunk.get("delta").and_then(Value::as_str) {
+                self.push(0, delta);
+            }
+        }
+    }
+
+    fn add_choice(&mut self, index: usize, choice: &Value, message: Option<&Value>) {
+        let text = |v: Option<&Value>, key: &str| {
+            v.and_then(|v| v.get(key))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        self.push(index, &text(Some(choice), "text"));
+        self.push(index, &text(message, "content"));
+        self.push(index, &text(message, "refusal"));
+        let calls = message
+            .and_then(|m| m.get("tool_calls"))
+            .and_then(Value::as_array);
+        for call in calls.into_iter().flatten() {
+            self.push(index, &text(call.get("function"), "arguments"));
+        }
+    }
+
+    /// Output tokens of the text, each choice counted on its own.
+    fn count(&self, counter: &dyn TokenCounter) -> Option<u64> {
+        (!self.overflowed).then(|| {
+            self.choices
+                .iter()
+                .map(|text| counter.count(text) as u64)
+                .sum()
+        })
+    }
+}
+
+/// How an answer ended, for reconciliation.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The backend reported usage.
+    Reported(Usage),
+    /// No usage: this many output tokens passed (counted with the model's tokenizer).
+    Counted { output_tokens: u64 },
+    /// Neither: the text did not fit the tracker's bound.
+    Unknown,
+}
+
 #[derive(Debug)]
 enum Mode {
     Json { body: Vec<u8> },
@@ -52,6 +157,7 @@ enum Mode {
 pub struct UsageTracker {
     mode: Mode,
     found: Option<Usage>,
+    output: OutputText,
     limit: usize,
     overflowed: bool,
 }
@@ -71,6 +177,7 @@ impl UsageTracker {
         Some(UsageTracker {
             mode,
             found: None,
+            output: OutputText::default(),
             limit,
             overflowed: false,
         })
@@ -92,9 +199,9 @@ impl UsageTracker {
                     let (head, tail) = rest.split_at(newline);
                     if line.len() + head.len() <= self.limit {
                         line.extend_from_slice(head);
-                        if let Some(usage) = sse_line_usage(line) {
-                            self.found = Some(usage);
-                        }
+                        sse_line(line, &mut self.found, &mut self.output, self.limit);
+                    } else {
+                        self.output.overflowed = true;
                     }
                     line.clear();
                     rest = tail.get(1..).unwrap_or_default();
@@ -104,6 +211,7 @@ impl UsageTracker {
                 } else {
                     // An oversized line cannot hold anything we can parse in bounds.
                     line.clear();
+                    self.output.overflowed = true;
                 }
             }
         }
@@ -116,34 +224,53 @@ impl UsageTracker {
                 if self.overflowed {
                     return None;
                 }
-                serde_json::from_slice::<Value>(body)
-                    .ok()
-                    .as_ref()
-                    .and_then(usage_in)
+                let document = serde_json::from_slice::<Value>(body).ok();
+                body.clear();
+                let document = document?;
+                self.output.add_chunk(&document);
+                usage_in(&document)
             }
             Mode::Sse { line } => {
-                if let Some(usage) = sse_line_usage(line) {
-                    self.found = Some(usage);
-                }
+                sse_line(line, &mut self.found, &mut self.output, self.limit);
                 line.clear();
                 self.found
             }
         }
     }
+
+    /// How the answer ended (complete or not): the reported usage, else the
+    /// output that passed, counted with `counter`.
+    pub fn outcome(&mut self, counter: Option<&dyn TokenCounter>) -> Outcome {
+        if let Some(usage) = self.finish() {
+            return Outcome::Reported(usage);
+        }
+        match counter.and_then(|c| self.output.count(c)) {
+            Some(output_tokens) => Outcome::Counted { output_tokens },
+            None => Outcome::Unknown,
+        }
+    }
 }
 
-fn sse_line_usage(line: &[u8]) -> Option<Usage> {
+/// One complete SSE line: its usage (if any) and the text it carries.
+fn sse_line(line: &[u8], found: &mut Option<Usage>, output: &mut OutputText, limit: usize) {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let data = line.strip_prefix(b"data:")?;
+    let Some(data) = line.strip_prefix(b"data:") else {
+        return;
+    };
     let data = data.strip_prefix(b" ").unwrap_or(data);
-    // Cheap filter before parsing: most chunks carry no usage.
-    if !data.windows(7).any(|w| w == b"\"usage\"") {
-        return None;
+    if data.first() != Some(&b'{') {
+        return; // [DONE], or not a JSON event
     }
-    serde_json::from_slice::<Value>(data)
-        .ok()
-        .as_ref()
-        .and_then(usage_in)
+    let Ok(chunk) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    if let Some(usage) = usage_in(&chunk) {
+        *found = Some(usage);
+    }
+    output.add_chunk(&chunk);
+    if output.bytes > limit {
+        output.overflowed = true;
+    }
 }
 
 #[cfg(test)]
@@ -163,7 +290,8 @@ mod tests {
             t.finish(),
             Some(Usage {
                 prompt_tokens: 12,
-                completion_tokens: 30
+                completion_tokens: 30,
+                cached_tokens: 0
             })
         );
     }
@@ -176,7 +304,8 @@ mod tests {
             usage_in(&v),
             Some(Usage {
                 prompt_tokens: 8,
-                completion_tokens: 0
+                completion_tokens: 0,
+                cached_tokens: 0
             })
         );
         let v: Value = serde_json::from_str(r#"{"type":"response.completed","response":{"usage":{"input_tokens":5,"output_tokens":9}}}"#).unwrap();
@@ -184,7 +313,8 @@ mod tests {
             usage_in(&v),
             Some(Usage {
                 prompt_tokens: 5,
-                completion_tokens: 9
+                completion_tokens: 9,
+                cached_tokens: 0
             })
         );
     }
@@ -205,7 +335,8 @@ mod tests {
                 t.finish(),
                 Some(Usage {
                     prompt_tokens: 7,
-                    completion_tokens: 3
+                    completion_tokens: 3,
+                    cached_tokens: 0
                 }),
                 "split at {split}"
             );
@@ -221,5 +352,64 @@ mod tests {
         t.feed(b"data: not json \"usage\"\n\ndata: {\"usage\": 5}\n\n");
         assert_eq!(t.finish(), None);
         assert!(UsageTracker::for_content_type("text/plain", 10).is_none());
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::unwrap_used)] // tests fail loudly
+mod output_tests {
+    use super::*;
+
+    fn chars(text: &str) -> usize {
+        text.chars().count()
+    }
+
+    fn counted(tracker: &mut UsageTracker) -> u64 {
+        match tracker.outcome(Some(&chars)) {
+            Outcome::Counted { output_tokens } => output_tokens,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_broken_stream_is_counted_from_its_deltas() {
+        let mut t = UsageTracker::for_content_type("text/event-stream", 1 << 16).unwrap();
+        t.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}],\"usage\":null}\n\n");
+        t.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"abc\"}}]}\n\n");
+        t.feed(b"data: {\"choices\":[{\"index\":1,\"text\":\"xy\"}]}\n\n");
+        t.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":\"{}\"}}]}}]}\n\n");
+        // The last line never ended: what it holds did not pass as an event.
+        t.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"zzz");
+        assert_eq!(counted(&mut t), 3 + 2 + 2);
+        let mut t = UsageTracker::for_content_type("text/event-stream", 1 << 16).unwrap();
+        t.feed(b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hello\"}\n\n");
+        assert_eq!(counted(&mut t), 5);
+    }
+
+    #[test]
+    fn a_json_answer_without_usage_is_counted_from_its_choices() {
+        let mut t = UsageTracker::for_content_type("application/json", 1 << 16).unwrap();
+        t.feed(br#"{"choices":[{"index":0,"message":{"content":"four"}},{"index":1,"message":{"content":"two"}}]}"#);
+        assert_eq!(counted(&mut t), 7);
+        let mut t = UsageTracker::for_content_type("application/json", 1 << 16).unwrap();
+        t.feed(br#"{"choices":[{"index":0,"message":{"content":"cut"#);
+        assert_eq!(counted(&mut t), 0);
+    }
+
+    #[test]
+    fn usage_wins_and_overflow_is_unknown() {
+        let mut t = UsageTracker::for_content_type("text/event-stream", 1 << 16).unwrap();
+        t.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"abc\"}}]}\n\n");
+        t.feed(
+            b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":9}}\n\n",
+        );
+        assert!(
+            matches!(t.outcome(Some(&chars)), Outcome::Reported(u) if u.completion_tokens == 9)
+        );
+        let mut t = UsageTracker::for_content_type("text/event-stream", 64).unwrap();
+        for _ in 0..10 {
+            t.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"abcdefgh\"}}]}\n\n");
+        }
+        assert!(matches!(t.outcome(Some(&chars)), Outcome::Unknown));
     }
 }

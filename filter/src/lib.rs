@@ -3,10 +3,10 @@
 //! live in `sluice-admission`, tested natively.
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action, ContextType, LogLevel as WasmLogLevel, MetricType};
+use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel as WasmLogLevel, MetricType};
 use sluice_admission::admission::{RequestAdmission, Shared, Verdict};
 use sluice_admission::config::FilterConfig;
-use sluice_admission::descriptors::FORCE_CHARGE_METADATA;
+use sluice_admission::descriptors::{ADMITTED_AT_METADATA, FORCE_CHARGE_METADATA};
 use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::errors::LocalReply;
 use sluice_admission::host::{Host, LogLevel, Metric};
@@ -92,13 +92,21 @@ impl RootContext for SluiceRoot {
     fn on_queue_ready(&mut self, queue_id: u32) {
         let Some(shared) = &self.shared else { return };
         let cluster = shared.config.rls_cluster.clone();
-        while let Ok(Some(message)) = self.dequeue_shared_queue(queue_id) {
+        while let Ok(Some(queued)) = self.dequeue_shared_queue(queue_id) {
+            let Some((admitted_at_ms, message)) = queued_reconcile::decode(&queued) else {
+                log::warn!("sluice: dropping a malformed reconciliation from the queue");
+                continue;
+            };
+            let admitted_at = admitted_at_ms.to_string();
             if let Err(status) = self.dispatch_grpc_call(
                 &cluster,
                 RLS_SERVICE,
                 RLS_METHOD,
-                vec![FORCE_CHARGE_METADATA],
-                Some(&message),
+                vec![
+                    FORCE_CHARGE_METADATA,
+                    (ADMITTED_AT_METADATA, admitted_at.as_bytes()),
+                ],
+                Some(message),
                 RECONCILE_TIMEOUT,
             ) {
                 log::warn!("sluice: cannot send reconciliation: {status:?}");
@@ -173,6 +181,17 @@ impl Host for EnvoyIo {
     fn response_body_chunk(&self, size: usize) -> Option<Vec<u8>> {
         self.get_http_response_body(0, size)
     }
+    // The SDK's `set_http_*_body` panic when Envoy refuses; these report it.
+    fn replace_request_body(&mut self, body: &[u8]) -> bool {
+        // Start 0 and a length past the end: Envoy replaces the whole buffer.
+        replace_buffer(BufferType::HttpRequestBody, u32::MAX as usize, body)
+    }
+    fn replace_response_body_chunk(&mut self, size: usize, bytes: &[u8]) -> bool {
+        replace_buffer(BufferType::HttpResponseBody, size, bytes)
+    }
+    fn remove_response_header(&mut self, name: &str) {
+        self.set_http_response_header(name, None);
+    }
     fn dispatch_rls(&mut self, message: &[u8], timeout_ms: u64) -> Result<u32, String> {
         self.dispatch_grpc_call(
             &self.cluster,
@@ -189,9 +208,10 @@ impl Host for EnvoyIo {
             )
         })
     }
-    fn send_reconcile(&mut self, message: Vec<u8>) {
+    fn send_reconcile(&mut self, message: Vec<u8>, admitted_at_ms: u64) {
         let Some(queue) = self.queue else { return };
-        if let Err(status) = self.enqueue_shared_queue(queue, Some(&message)) {
+        let queued = queued_reconcile::encode(admitted_at_ms, &message);
+        if let Err(status) = self.enqueue_shared_queue(queue, Some(&queued)) {
             log::warn!("sluice: cannot queue reconciliation: {status:?}");
         }
     }
@@ -230,6 +250,32 @@ impl Host for EnvoyIo {
             LogLevel::Warn => log::warn!("{message}"),
             LogLevel::Error => log::error!("{message}"),
         }
+    }
+}
+
+fn replace_buffer(buffer: BufferType, size: usize, bytes: &[u8]) -> bool {
+    match proxy_wasm::hostcalls::set_buffer(buffer, 0, size, bytes) {
+        Ok(()) => true,
+        Err(status) => {
+            log::warn!("sluice: Envoy refused to replace the {buffer:?}: {status:?}");
+            false
+        }
+    }
+}
+
+/// A reconciliation call on the shared queue: the admission time (8 bytes,
+/// big-endian Unix ms), then the RateLimitRequest.
+mod queued_reconcile {
+    pub fn encode(admitted_at_ms: u64, message: &[u8]) -> Vec<u8> {
+        let mut queued = Vec::with_capacity(8 + message.len());
+        queued.extend_from_slice(&admitted_at_ms.to_be_bytes());
+        queued.extend_from_slice(message);
+        queued
+    }
+
+    pub fn decode(queued: &[u8]) -> Option<(u64, &[u8])> {
+        let (at, message) = queued.split_first_chunk::<8>()?;
+        Some((u64::from_be_bytes(*at), message))
     }
 }
 
@@ -292,5 +338,10 @@ impl HttpContext for SluiceHttp {
             self.admission
                 .on_response_body(&mut self.io, body_size, end_of_stream),
         )
+    }
+
+    /// Every stream ends here, also one the client or the upstream broke.
+    fn on_log(&mut self) {
+        self.admission.on_stream_end(&mut self.io);
     }
 }

@@ -16,6 +16,7 @@
 //! # }
 //! ```
 
+pub mod ledger;
 pub mod metrics;
 pub mod openai;
 mod server;
@@ -38,6 +39,9 @@ pub const HEADER_TOKENS_PER_SECOND: &str = "x-sim-tokens-per-second";
 pub const HEADER_FAIL: &str = "x-sim-fail";
 /// Request header: time to first token of this request, in milliseconds.
 pub const HEADER_FIRST_TOKEN_MS: &str = "x-sim-first-token-ms";
+/// Request header: the ledger key this request's tokens are recorded under
+/// (`GET /sim/ledger`), e.g. its tenant.
+pub const HEADER_LEDGER: &str = "x-sim-ledger";
 /// Response header: the request's `x-request-id`, echoed.
 pub const HEADER_ECHO_REQUEST_ID: &str = "x-sim-request-id";
 

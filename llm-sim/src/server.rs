@@ -1,6 +1,7 @@
 //! HTTP routes, admission (concurrency slots), failure injection and the
 //! paced generation of whole and streamed answers.
 
+use crate::ledger::Ledger;
 use crate::metrics::{Metrics, RequestLabels};
 use crate::openai::{
     self, ApiError, ChatChoice, ChatChunk, ChatCompletion, ChatMessage, ChunkChoice, Delta,
@@ -41,10 +42,12 @@ struct App {
     /// Sequence number of the next response id.
     ids: AtomicU64,
     calls: Mutex<HashMap<String, u64>>,
+    ledger: Ledger,
 }
 
 /// The simulator's routes, for embedding in another server or test.
 pub fn router(config: SimConfig) -> Router {
+    let ledger = Ledger::new(config.max_tracked_request_ids);
     let slots =
         (config.max_concurrency > 0).then(|| Arc::new(Semaphore::new(config.max_concurrency)));
     let app = Arc::new(App {
@@ -54,6 +57,7 @@ pub fn router(config: SimConfig) -> Router {
         draws: AtomicU64::new(0),
         ids: AtomicU64::new(0),
         calls: Mutex::new(HashMap::new()),
+        ledger,
     });
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
@@ -65,6 +69,7 @@ pub fn router(config: SimConfig) -> Router {
         .route("/metrics", get(metrics))
         .route("/sim/calls", get(calls))
         .route("/sim/stats", get(stats))
+        .route("/sim/ledger", get(ledger_totals))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -415,6 +420,8 @@ struct Plan {
     pace: Pace,
     /// Break the answer when token `n` is due.
     fail_at: Option<u64>,
+    /// Where its tokens are recorded (`x-sim-ledger`).
+    ledger_key: Option<String>,
 }
 
 impl Plan {
@@ -455,10 +462,16 @@ async fn generation(
         Kind::Text => openai::parse_completion(&body)?,
     };
     let overrides = overrides(&headers)?;
+    let ledger_key = ledger_key(&headers)?;
     let mut slot = app.admit().await?;
     let prompt_tokens: u64 = request.prompt_tokens.iter().sum();
     app.metrics.prompt_tokens.inc_by(prompt_tokens);
     let fail = app.failure(overrides.fail);
+    app.ledger.record(ledger_key.as_deref(), |e| {
+        e.requests += 1;
+        e.prompt_tokens += prompt_tokens;
+        e.broken += u64::from(fail == Fail::Before);
+    });
     if fail == Fail::Before {
         slot.finish();
         return Err(app.injected_500("before"));
@@ -493,6 +506,7 @@ async fn generation(
                 .unwrap_or(app.config.tokens_per_second),
         },
         fail_at: (fail == Fail::Mid).then_some(tokens / 2),
+        ledger_key,
     };
     if request.stream {
         Ok(stream_response(app, plan, slot))
@@ -508,6 +522,9 @@ async fn whole_response(app: Shared, plan: Plan, mut slot: Slot) -> Result<Respo
         app.metrics
             .tokens_generated
             .inc_by(at * plan.choices as u64);
+        // Generated, but none of it was sent: the client gets a 500.
+        app.ledger
+            .record(plan.ledger_key.as_deref(), |e| e.broken += 1);
         slot.finish();
         return Err(app.injected_500("mid"));
     }
@@ -552,6 +569,9 @@ async fn whole_response(app: Shared, plan: Plan, mut slot: Slot) -> Result<Respo
     app.metrics
         .tokens_generated
         .inc_by(plan.tokens * plan.choices as u64);
+    app.ledger.record(plan.ledger_key.as_deref(), |e| {
+        e.completion_tokens += plan.tokens * plan.choices as u64;
+    });
     slot.finish();
     Ok(json_response(body))
 }
@@ -617,6 +637,17 @@ struct EventStream {
     choice: usize,
 }
 
+/// A stream dropped before its end: the client (or the proxy) went away.
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        if self.phase != Phase::End {
+            self.app
+                .ledger
+                .record(self.plan.ledger_key.as_deref(), |e| e.broken += 1);
+        }
+    }
+}
+
 fn sse(value: &impl Serialize) -> Result<Bytes, std::io::Error> {
     let mut event = b"data: ".to_vec();
     serde_json::to_writer(&mut event, value).map_err(std::io::Error::other)?;
@@ -648,6 +679,9 @@ impl EventStream {
                         tokio::task::yield_now().await;
                         self.slot.finish();
                         self.app.metrics.injected("mid");
+                        self.app
+                            .ledger
+                            .record(self.plan.ledger_key.as_deref(), |e| e.broken += 1);
                         self.phase = Phase::End;
                         // An error from the body makes hyper close the
                         // connection without the final chunk: the client
@@ -671,6 +705,11 @@ impl EventStream {
                         self.step += 1;
                     }
                     self.app.metrics.tokens_generated.inc();
+                    self.app
+                        .ledger
+                        .record(self.plan.ledger_key.as_deref(), |e| {
+                            e.completion_tokens += 1
+                        });
                     return Some(match self.plan.kind {
                         Kind::Chat => self.chat_chunk(
                             Delta {
@@ -796,8 +835,13 @@ async fn embeddings_inner(
     let body = body_bytes(body)?;
     let request = openai::parse_embedding(&body)?;
     let overrides = overrides(&headers)?;
+    let ledger_key = ledger_key(&headers)?;
     let mut slot = app.admit().await?;
     let prompt_tokens: u64 = request.inputs.iter().map(|input| input.tokens).sum();
+    app.ledger.record(ledger_key.as_deref(), |e| {
+        e.requests += 1;
+        e.prompt_tokens += prompt_tokens;
+    });
     app.metrics.prompt_tokens.inc_by(prompt_tokens);
     if app.failure(overrides.fail) == Fail::Before {
         slot.finish();
@@ -957,6 +1001,18 @@ async fn stats(State(app): State<Shared>) -> Response {
         .to_string()
         .into_bytes(),
     )
+}
+
+/// `GET /sim/ledger`: every ledger key's totals ([`crate::ledger::LedgerEntry`]).
+async fn ledger_totals(State(app): State<Shared>) -> Response {
+    match serde_json::to_vec(&app.ledger.snapshot()) {
+        Ok(body) => json_response(body),
+        Err(error) => internal(&error).into_response(),
+    }
+}
+
+fn ledger_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    Ok(header_str(headers, crate::HEADER_LEDGER)?.map(str::to_string))
 }
 
 async fn not_found(method: Method, uri: Uri) -> Response {

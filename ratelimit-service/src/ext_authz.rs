@@ -142,7 +142,7 @@ impl Host for CheckHost<'_> {
         self.rls_message = Some(message.to_vec());
         Ok(LOCAL_CALL)
     }
-    fn send_reconcile(&mut self, _message: Vec<u8>) {}
+    fn send_reconcile(&mut self, _message: Vec<u8>, _admitted_at_ms: u64) {}
     fn send_local_reply(&mut self, reply: &LocalReply) {
         self.reply = Some(reply.clone());
     }

@@ -1,7 +1,7 @@
 //! The tonic front of the limiter: `envoy.service.ratelimit.v3.RateLimitService`.
 
 use crate::limiter::{Charge, DecisionError, Limiter};
-use sluice_admission::descriptors::FORCE_CHARGE_METADATA;
+use sluice_admission::descriptors::{ADMITTED_AT_METADATA, FORCE_CHARGE_METADATA};
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
@@ -32,14 +32,20 @@ impl RateLimitService for RlsService {
         // Sluice's filter reconciles real usage with this marker: the tokens
         // were already spent, so the charge applies even over the limit.
         // The marker's key is the filter's (sluice-admission); so is its value.
-        let charge = Charge::from_marker(
-            request
-                .metadata()
-                .get(FORCE_CHARGE_METADATA.0)
-                .map(|v| v.as_bytes()),
-        );
+        let metadata = request.metadata();
+        let charge =
+            Charge::from_marker(metadata.get(FORCE_CHARGE_METADATA.0).map(|v| v.as_bytes()));
+        // A correction goes to the window its request was admitted in.
+        let admitted_at = metadata
+            .get(ADMITTED_AT_METADATA)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
         let request = request.into_inner();
-        match self.limiter.charge(&request, charge).await {
+        let result = match charge {
+            Charge::Force => self.limiter.correct(&request, admitted_at).await,
+            Charge::Decide => self.limiter.charge(&request, charge).await,
+        };
+        match result {
             Ok(response) => Ok(Response::new(response)),
             Err(error) => Err(to_status(&request.domain, error)),
         }

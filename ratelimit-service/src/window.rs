@@ -120,10 +120,23 @@ impl Window {
         self.millis_until_reset(now_millis).div_ceil(1000)
     }
 
-    /// How long a counter of this window must live in a store: to its end plus
-    /// a margin for clock skew between service instances.
+    /// How long after its end a window still takes corrections (usage
+    /// reconciled after the window closed): one window length, at least a
+    /// minute and at most half an hour.
+    pub fn correction_grace_secs(&self) -> u64 {
+        self.length.clamp(60, 1800)
+    }
+
+    /// Whether the window's counters still exist for a correction at `now_millis`.
+    pub fn takes_corrections(&self, now_millis: u64) -> bool {
+        now_millis < (self.end() + self.correction_grace_secs()) * 1000
+    }
+
+    /// How long a counter of this window must live in a store: to its end and
+    /// the correction grace, plus a margin for clock skew between instances.
     pub fn ttl_seconds(&self, now_millis: u64) -> u64 {
-        self.seconds_until_reset(now_millis) + 1
+        let until = ((self.end() + self.correction_grace_secs()) * 1000).saturating_sub(now_millis);
+        until.div_ceil(1000).max(1) + 1
     }
 }
 
@@ -145,6 +158,24 @@ mod tests {
         assert_eq!(w.seconds_until_reset(125_500), 55);
         let d = Window::containing(Unit::Day, 86_400_000 * 3 + 7);
         assert_eq!(d.start, 86_400 * 3);
+    }
+
+    #[test]
+    fn windows_take_corrections_for_a_grace_after_their_end() {
+        let w = Window::containing(Unit::Minute, 125_500);
+        assert_eq!(w.correction_grace_secs(), 60);
+        assert!(w.takes_corrections(179_999) && w.takes_corrections(239_999));
+        assert!(!w.takes_corrections(240_000));
+        // 54.5 s to the end, 60 s of grace, 1 s of skew.
+        assert_eq!(w.ttl_seconds(125_500), 116);
+        assert_eq!(
+            Window::containing(Unit::Second, 0).correction_grace_secs(),
+            60
+        );
+        assert_eq!(
+            Window::containing(Unit::Day, 0).correction_grace_secs(),
+            1800
+        );
     }
 
     #[test]

@@ -31,9 +31,13 @@ struct FakeHost {
     properties: HashMap<Vec<String>, Vec<u8>>,
     body: Vec<u8>,
     response_chunk: Vec<u8>,
+    /// What the client receives (every chunk as the filter left it).
+    sent_downstream: Vec<u8>,
     dispatched: Vec<RateLimitRequest>,
     dispatch_fails: bool,
     reconciles: Vec<RateLimitRequest>,
+    /// The admission time sent with each reconciliation.
+    reconciled_at: Vec<u64>,
     replies: Vec<LocalReply>,
     resumed: u32,
     metrics: HashMap<Metric, u64>,
@@ -76,6 +80,18 @@ impl Host for FakeHost {
     fn response_body_chunk(&self, size: usize) -> Option<Vec<u8>> {
         Some(self.response_chunk[..size.min(self.response_chunk.len())].to_vec())
     }
+    fn replace_request_body(&mut self, body: &[u8]) -> bool {
+        self.body = body.to_vec();
+        true
+    }
+    fn replace_response_body_chunk(&mut self, size: usize, bytes: &[u8]) -> bool {
+        assert_eq!(size, self.response_chunk.len());
+        self.response_chunk = bytes.to_vec();
+        true
+    }
+    fn remove_response_header(&mut self, name: &str) {
+        self.response_headers.retain(|(k, _)| k != name);
+    }
     fn dispatch_rls(&mut self, message: &[u8], _timeout_ms: u64) -> Result<u32, String> {
         if self.dispatch_fails {
             return Err("cluster sluice_rls not found".into());
@@ -84,7 +100,8 @@ impl Host for FakeHost {
             .push(RateLimitRequest::decode(message).unwrap());
         Ok(7)
     }
-    fn send_reconcile(&mut self, message: Vec<u8>) {
+    fn send_reconcile(&mut self, message: Vec<u8>, admitted_at_ms: u64) {
+        self.reconciled_at.push(admitted_at_ms);
         self.reconciles
             .push(RateLimitRequest::decode(message.as_slice()).unwrap());
     }
@@ -671,4 +688,237 @@ fn with_a_claim_as_tenant_the_client_header_is_ignored() {
     admission.on_request_headers(&mut host, false);
     assert_eq!(host.replies[0].status, 401);
     assert!(host.dispatched.is_empty());
+}
+
+/// Feeds `chunk` as the next response body callback and records what goes on.
+fn respond(
+    admission: &mut RequestAdmission<TestEncoders>,
+    host: &mut FakeHost,
+    chunk: &[u8],
+    end: bool,
+) {
+    host.response_chunk = chunk.to_vec();
+    admission.on_response_body(host, chunk.len(), end);
+    let sent = std::mem::take(&mut host.response_chunk);
+    host.sent_downstream.extend(sent);
+}
+
+const STREAMED_CHAT: &str = r#"{"model": "gpt-4o", "stream": true, "max_tokens": 100, "messages": [{"role": "user", "content": "Hello there"}]}"#;
+
+#[test]
+fn a_stream_without_include_usage_is_reconciled_and_answered_as_without_sluice() {
+    let shared = shared("");
+    let mut host = host_with(STREAMED_CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    // Nothing changes before admission (a deferred request goes on as sent).
+    assert_eq!(host.body, STREAMED_CHAT.as_bytes());
+    admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
+    let with_usage = STREAMED_CHAT.replace("}]}", r#"}],"stream_options":{"include_usage":true}}"#);
+    assert_eq!(String::from_utf8(host.body.clone()).unwrap(), with_usage);
+    assert_eq!(
+        host.request_headers["content-length"],
+        with_usage.len().to_string()
+    );
+
+    host.response_headers = vec![
+        (":status".into(), "200".into()),
+        ("content-type".into(), "text/event-stream".into()),
+        ("content-length".into(), "999".into()),
+    ];
+    admission.on_response_headers(&mut host);
+    assert!(host.response_header("content-length").is_none());
+    let chunk = r#"{"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]"#;
+    respond(
+        &mut admission,
+        &mut host,
+        format!("data: {chunk},\"usage\":null}}\n\ndata: {chunk},\"us").as_bytes(),
+        false,
+    );
+    respond(&mut admission, &mut host, b"age\":null}\n\ndata: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":2}}\n\n", false);
+    respond(&mut admission, &mut host, b"data: [DONE]\n\n", true);
+    assert_eq!(
+        String::from_utf8(host.sent_downstream.clone()).unwrap(),
+        format!("data: {chunk}}}\n\ndata: {chunk}}}\n\ndata: [DONE]\n\n")
+    );
+    let refund = &host.reconciles[0];
+    let charged = host.dispatched[0].descriptors[1].hits_addend.unwrap().value;
+    assert!(refund.descriptors[0].is_negative_hits);
+    assert_eq!(
+        refund.descriptors[0].hits_addend.unwrap().value,
+        charged - 13
+    );
+}
+
+#[test]
+fn include_usage_is_left_alone_when_sent_or_switched_off() {
+    // The client asked for usage: its body and answer pass untouched.
+    let sent = STREAMED_CHAT.replace("}]}", r#"}],"stream_options":{"include_usage":true}}"#);
+    for (config, body) in [
+        ("", sent.as_str()),
+        (r#", "add_stream_usage": false"#, STREAMED_CHAT),
+    ] {
+        let shared = shared(config);
+        let mut host = host_with(body);
+        let mut admission = through_body(&shared, &mut host);
+        admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
+        assert_eq!(host.body, body.as_bytes());
+        host.response_headers = vec![
+            (":status".into(), "200".into()),
+            ("content-type".into(), "text/event-stream".into()),
+        ];
+        admission.on_response_headers(&mut host);
+        let usage =
+            b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":2}}\n\n";
+        respond(&mut admission, &mut host, usage, true);
+        assert_eq!(host.sent_downstream, usage);
+    }
+}
+
+#[test]
+fn a_broken_stream_is_charged_its_prompt_and_the_output_that_passed() {
+    let shared = shared("");
+    let mut host = host_with(STREAMED_CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
+    host.response_headers = vec![
+        (":status".into(), "200".into()),
+        ("content-type".into(), "text/event-stream".into()),
+    ];
+    admission.on_response_headers(&mut host);
+    let delta = |text: &str| {
+        format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}}}}],\"usage\":null}}\n\n")
+    };
+    let passed = ["The", " quick", " brown fox"];
+    for text in passed {
+        respond(&mut admission, &mut host, delta(text).as_bytes(), false);
+    }
+    // The client goes away (or the upstream resets): no end of body, only the end of the stream.
+    admission.on_stream_end(&mut host);
+    admission.on_stream_end(&mut host);
+    let prompt = (3 + o200k("user") + o200k("Hello there") + 3) as u64;
+    let output = o200k(&passed.concat()) as u64;
+    let charged = host.dispatched[0].descriptors[1].hits_addend.unwrap().value;
+    assert_eq!(host.reconciles.len(), 1, "settled once");
+    let refund = &host.reconciles[0].descriptors[0];
+    assert!(refund.is_negative_hits);
+    assert_eq!(refund.hits_addend.unwrap().value, charged - prompt - output);
+    assert_eq!(host.metrics[&Metric::CountedOutput], 1);
+}
+
+#[test]
+fn an_error_answer_is_charged_its_prompt_only() {
+    let shared = shared("");
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
+    host.response_headers = vec![
+        (":status".into(), "500".into()),
+        ("content-type".into(), "application/json".into()),
+    ];
+    admission.on_response_headers(&mut host);
+    respond(
+        &mut admission,
+        &mut host,
+        br#"{"error":{"message":"boom"}}"#,
+        true,
+    );
+    let prompt = (3 + o200k("user") + o200k("Hello there") + 3) as u64;
+    let refund = &host.reconciles[0].descriptors[0];
+    assert!(refund.is_negative_hits);
+    assert_eq!(
+        refund.hits_addend.unwrap().value,
+        100,
+        "{prompt} stays charged"
+    );
+}
+
+#[test]
+fn input_and_output_budgets_are_charged_and_corrected_each() {
+    let shared =
+        shared(r#", "token_budgets": ["total", "input", "output"], "cached_tokens_weight": 0.25"#);
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    let prompt = (3 + o200k("user") + o200k("Hello there") + 3) as u64;
+    let call = &host.dispatched[0];
+    let budget = |i: usize| {
+        let d = &call.descriptors[i];
+        (d.entries[2].value.clone(), d.hits_addend.unwrap().value)
+    };
+    assert_eq!(budget(1), ("total".into(), prompt + 100));
+    assert_eq!(budget(2), ("input".into(), prompt));
+    assert_eq!(budget(3), ("output".into(), 100));
+    admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
+    host.response_headers = vec![
+        (":status".into(), "200".into()),
+        ("content-type".into(), "application/json".into()),
+    ];
+    admission.on_response_headers(&mut host);
+    // 11 prompt tokens of which 8 cached (weight 0.25: 2), 30 output.
+    respond(
+        &mut admission,
+        &mut host,
+        br#"{"usage":{"prompt_tokens":11,"completion_tokens":30,"prompt_tokens_details":{"cached_tokens":8}}}"#,
+        true,
+    );
+    let corrections: Vec<(String, i64)> = host.reconciles[0]
+        .descriptors
+        .iter()
+        .map(|d| {
+            let n = d.hits_addend.unwrap().value as i64;
+            (
+                d.entries[2].value.clone(),
+                if d.is_negative_hits { -n } else { n },
+            )
+        })
+        .collect();
+    let input = 3 + 2;
+    assert_eq!(
+        corrections,
+        vec![
+            ("total".into(), input + 30 - (prompt as i64 + 100)),
+            ("input".into(), input - prompt as i64),
+            ("output".into(), 30 - 100),
+        ]
+    );
+}
+
+#[test]
+fn a_correction_names_the_instant_the_rls_charged_at() {
+    let shared = shared("");
+    for (charged_at, expected) in [(Some("1795996925500"), 1_795_996_925_500), (None, 12)] {
+        let mut host = host_with(CHAT);
+        let mut admission = through_body(&shared, &mut host);
+        let mut answer = RateLimitResponse {
+            overall_code: rls::Code::Ok as i32,
+            ..Default::default()
+        };
+        if let Some(at) = charged_at {
+            let inner = rls::Struct {
+                fields: [(
+                    sluice_metadata::CHARGED_AT_MS.to_string(),
+                    rls::Value {
+                        kind: Some(rls::value::Kind::StringValue(at.into())),
+                    },
+                )]
+                .into_iter()
+                .collect(),
+            };
+            answer.dynamic_metadata = Some(rls::Struct {
+                fields: [(
+                    sluice_metadata::NAMESPACE.to_string(),
+                    rls::Value {
+                        kind: Some(rls::value::Kind::StructValue(inner)),
+                    },
+                )]
+                .into_iter()
+                .collect(),
+            });
+        }
+        admission.on_rls_response(&mut host, 7, 0, Some(&answer.encode_to_vec()));
+        host.response_headers = vec![(":status".into(), "200".into())];
+        admission.on_response_headers(&mut host);
+        admission.on_stream_end(&mut host);
+        // Without it: the filter's clock when it asked (12 ms in this host).
+        assert_eq!(host.reconciled_at, [expected]);
+    }
 }

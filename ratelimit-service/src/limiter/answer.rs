@@ -105,6 +105,8 @@ pub fn answer<'p>(
     }
     if !over_limits.is_empty() {
         response.dynamic_metadata = Some(sluice_metadata(&over_limits, retry_after_secs));
+    } else if outcome.applied && plan.ops.iter().any(|op| op.hits > 0) {
+        response.dynamic_metadata = Some(charged_at_metadata(now));
     }
     Answer { response, events }
 }
@@ -224,8 +226,37 @@ fn header(key: &str, value: String) -> HeaderValue {
     }
 }
 
+/// `{"sluice": {"charged_at_ms": "<now>"}}`: which windows an allowed
+/// request was charged in, for its later correction.
+fn charged_at_metadata(now_millis: u64) -> Struct {
+    let mut fields = BTreeMap::new();
+    fields.insert(
+        sluice_metadata::CHARGED_AT_MS.to_string(),
+        Value {
+            kind: Some(Kind::StringValue(now_millis.to_string())),
+        },
+    );
+    in_namespace(fields)
+}
+
+fn in_namespace(fields: BTreeMap<String, Value>) -> Struct {
+    let mut outer = BTreeMap::new();
+    outer.insert(
+        METADATA_NAMESPACE.to_string(),
+        Value {
+            kind: Some(Kind::StructValue(Struct {
+                fields: fields.into_iter().collect(),
+            })),
+        },
+    );
+    Struct {
+        fields: outer.into_iter().collect(),
+    }
+}
+
 /// Sluice's instructions to the filter, under `dynamic_metadata.sluice`, sent
-/// with OVER_LIMIT answers only (an allowed request needs no instructions):
+/// with OVER_LIMIT answers (an allowed request needs no instructions, only
+/// [`charged_at_metadata`]):
 /// * `action`: `defer` if every limit that is over says defer, else `reject`;
 /// * `priority`: the lowest class among the limits that are over: the most
 ///   cautious reading;
@@ -268,16 +299,5 @@ fn sluice_metadata(over: &[&Limit], retry_after_secs: u64) -> Struct {
             kind: Some(Kind::NumberValue(retry_after_secs as f64)),
         },
     );
-    let mut outer = BTreeMap::new();
-    outer.insert(
-        METADATA_NAMESPACE.to_string(),
-        Value {
-            kind: Some(Kind::StructValue(Struct {
-                fields: fields.into_iter().collect(),
-            })),
-        },
-    );
-    Struct {
-        fields: outer.into_iter().collect(),
-    }
+    in_namespace(fields)
 }

@@ -129,6 +129,19 @@ impl Limiter {
         self.charge(request, Charge::Force).await
     }
 
+    /// Correct a charge made at admission (the filter's reconciliation, forced
+    /// like [`Limiter::force_charge`]) in the window the request was admitted
+    /// in: `admitted_at_millis`, or now when unknown. See
+    /// [`plan::plan_in_window`] for windows that have closed since.
+    pub async fn correct(
+        &self,
+        request: &RateLimitRequest,
+        admitted_at_millis: Option<u64>,
+    ) -> Result<RateLimitResponse, DecisionError> {
+        let mode = Charge::Force.counting_mode(self.mode);
+        self.run_decision(request, mode, admitted_at_millis).await
+    }
+
     /// Decide one request as `charge` says (see [`Charge`]).
     pub async fn charge(
         &self,
@@ -144,6 +157,15 @@ impl Limiter {
         request: &RateLimitRequest,
         mode: CountingMode,
     ) -> Result<RateLimitResponse, DecisionError> {
+        self.run_decision(request, mode, None).await
+    }
+
+    async fn run_decision(
+        &self,
+        request: &RateLimitRequest,
+        mode: CountingMode,
+        window_at_millis: Option<u64>,
+    ) -> Result<RateLimitResponse, DecisionError> {
         let started = Instant::now();
         let config = self.config.load_full();
         let domain_label = if config.has_domain(&request.domain) {
@@ -152,7 +174,7 @@ impl Limiter {
             // Unknown domains come from clients: keep them out of label values.
             "unknown".to_string()
         };
-        let result = self.decide(&config, request, mode).await;
+        let result = self.decide(&config, request, mode, window_at_millis).await;
         self.metrics
             .decision_seconds
             .observe(started.elapsed().as_secs_f64());
@@ -191,8 +213,11 @@ impl Limiter {
         config: &LimitsConfig,
         request: &RateLimitRequest,
         mode: CountingMode,
+        window_at_millis: Option<u64>,
     ) -> Result<RateLimitResponse, DecisionError> {
-        let plan = plan::plan(config, request, mode, self.clock.now_millis())?;
+        let now = self.clock.now_millis();
+        let plan =
+            plan::plan_in_window(config, request, mode, now, window_at_millis.unwrap_or(now))?;
         let outcome = self
             .store
             .apply(&plan.ops, plan.mode, plan.now_millis)

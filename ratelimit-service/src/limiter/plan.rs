@@ -77,13 +77,29 @@ pub struct Plan {
     pub resolved: Vec<Resolved>,
 }
 
-/// Plans `request` under `config` at `now_millis`.
+/// Plans `request` under `config` at `now_millis` (the unit tests' entry).
+#[cfg(test)]
 pub fn plan(
     config: &LimitsConfig,
     request: &RateLimitRequest,
     mode: CountingMode,
     now_millis: u64,
 ) -> Result<Plan, DecisionError> {
+    plan_in_window(config, request, mode, now_millis, now_millis)
+}
+
+/// Plans `request` against the windows containing `window_at_millis`
+/// (clamped to `now_millis`): a correction goes to the window its request
+/// was admitted in. A window past its correction grace
+/// ([`Window::takes_corrections`]) has no counters left: its ops move nothing.
+pub fn plan_in_window(
+    config: &LimitsConfig,
+    request: &RateLimitRequest,
+    mode: CountingMode,
+    now_millis: u64,
+    window_at_millis: u64,
+) -> Result<Plan, DecisionError> {
+    let window_at_millis = window_at_millis.min(now_millis);
     validate(request)?;
     let matched = request
         .descriptors
@@ -101,8 +117,12 @@ pub fn plan(
             Some(m) if replaced.contains(m.name()) => Resolved::None,
             Some(Matched::Unlimited { .. }) => Resolved::Unlimited,
             Some(Matched::Limited(limit)) => {
-                let window = Window::containing(limit.unit, now_millis);
-                let hits = descriptor_hits(descriptor, request_hits);
+                let window = Window::containing(limit.unit, window_at_millis);
+                let hits = if window.takes_corrections(now_millis) {
+                    descriptor_hits(descriptor, request_hits)
+                } else {
+                    0
+                };
                 ops.push(counter_op(
                     &request.domain,
                     descriptor,

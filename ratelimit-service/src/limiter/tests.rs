@@ -168,8 +168,9 @@ fn plan_has_one_op_per_limited_descriptor() {
             .iter()
             .map(|op| (op.hits, op.limit, op.enforced, op.ttl_secs))
             .collect::<Vec<_>>(),
-        // 54.5 s left in the minute: 55 s rounded up, one more for skew.
-        [(1, 3, true, 56), (7, 1000, true, 56)]
+        // 54.5 s left in the minute and 60 s of correction grace: 115 s
+        // rounded up, one more for skew.
+        [(1, 3, true, 116), (7, 1000, true, 116)]
     );
     assert_eq!(plan.now_millis, T0);
     assert_eq!(plan.mode, CountingMode::AllOrNothing);
@@ -236,7 +237,7 @@ fn increment_all_moves_every_counter() {
 }
 
 #[test]
-fn allowed_requests_carry_the_tightest_limit_and_no_metadata() {
+fn allowed_requests_carry_the_tightest_limit_and_when_they_were_charged() {
     let req = request(vec![rpm(), tokens(10)]);
     let (response, events) = decide(&req, CountingMode::AllOrNothing, &[1, 500]);
     assert_eq!(response.overall_code(), Code::Ok);
@@ -244,7 +245,12 @@ fn allowed_requests_carry_the_tightest_limit_and_no_metadata() {
     assert_eq!(header(&response, "RateLimit-Limit"), Some("3"));
     assert_eq!(header(&response, "RateLimit-Remaining"), Some("1"));
     assert_eq!(header(&response, "Retry-After"), None);
-    assert!(response.dynamic_metadata.is_none());
+    // No instructions, only the instant whose windows were charged.
+    assert_eq!(sluice_field(&response, "action"), None);
+    assert_eq!(
+        sluice_field(&response, "charged_at_ms"),
+        Some(T0.to_string())
+    );
     assert_eq!(events, ["hits:acme-rpm:1", "hits:acme-tpm:10"]);
     let status = &response.statuses[0];
     let reset = status.duration_until_reset.as_ref().unwrap();
@@ -308,7 +314,7 @@ fn shadow_mode_counts_but_never_blocks() {
         &[5],
     );
     assert!(alone.response_headers_to_add.is_empty());
-    assert!(alone.dynamic_metadata.is_none());
+    assert_eq!(sluice_field(&alone, "action"), None);
 }
 
 #[test]
@@ -362,7 +368,10 @@ fn a_descriptor_limit_overrides_rate_and_unit_only() {
     assert!(applied.limit.shadow_mode, "kept from the matched limit");
     assert_eq!(applied.window, Window::containing(Unit::Second, T0));
     assert_eq!((plan.ops[0].limit, plan.ops[0].enforced), (7, false));
-    assert_eq!(plan.ops[0].ttl_secs, 2);
+    assert_eq!(
+        plan.ops[0].ttl_secs, 62,
+        "0.5 s, 60 s of grace, 1 s of skew"
+    );
 
     // Nothing matched: the override alone, by the name `override`.
     let mut d = descriptor(&[("nothing", "matches")]);

@@ -1,0 +1,603 @@
+//! Exact accounting through real Envoy + the built Wasm filter + sluice-rls
+//! on Redis + llm-sim: streamed answers whose client sent no
+//! `include_usage`, and streams that break.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
+
+use serde_json::Value;
+use sluice_admission::admission::Encoders;
+use sluice_admission::encoders::BpeEncoders;
+use sluice_admission::openai::{self, Endpoint};
+use sluice_llm_sim::text::{approx_tokens, chat_prompt_tokens, completion_text};
+use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
+    rate_limit_descriptor::Entry, RateLimitDescriptor,
+};
+use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use sluice_proto::pb::google::protobuf::UInt64Value;
+use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::metrics::Metrics;
+use sluice_ratelimit::server::{run, Deps};
+use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
+use sluice_testkit::{
+    free_port, http_request, sluice_filter_envoy_config, Envoy, HttpResponse, RedisServer,
+    SluiceFilterPorts,
+};
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+const TOKEN_LIMIT: u64 = 1_000_000;
+
+const LIMITS: &str = r#"
+domain: sluice
+descriptors:
+  - key: tenant
+    descriptors:
+      - key: model
+        rate_limit: { unit: hour, requests_per_unit: 100000, name: rph }
+        descriptors:
+          - key: tokens
+            rate_limit: { unit: hour, requests_per_unit: 1000000, name: tph }
+  - key: tenant
+    value: tick
+    descriptors:
+      - key: model
+        rate_limit: { unit: hour, requests_per_unit: 1000, name: tick-rph }
+        descriptors:
+          - key: tokens
+            rate_limit: { unit: second, requests_per_unit: 1000000, name: tick-tps }
+  - key: tenant
+    value: split
+    descriptors:
+      - key: model
+        rate_limit: { unit: hour, requests_per_unit: 1000, name: split-rph }
+        descriptors:
+          - key: tokens
+            value: total
+            rate_limit: { unit: hour, requests_per_unit: 1000000, name: split-total }
+          - key: tokens
+            value: input
+            rate_limit: { unit: hour, requests_per_unit: 1000000, name: split-input }
+          - key: tokens
+            value: output
+            rate_limit: { unit: hour, requests_per_unit: 1000000, name: split-output }
+"#;
+
+struct Stack {
+    _envoy: Envoy,
+    listener: SocketAddr,
+    /// The llm-sim behind Envoy.
+    backend: SocketAddr,
+    /// A second llm-sim with the same seed, reached without Sluice: what the
+    /// client would have received.
+    direct: SocketAddr,
+    limiter: Arc<Limiter>,
+    _redis: RedisServer,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn spawn_sim() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(sluice_llm_sim::run(
+        listener,
+        sluice_llm_sim::SimConfig::fast(),
+        std::future::pending::<()>(),
+    ));
+    addr
+}
+
+async fn stack() -> Stack {
+    stack_with("").await
+}
+
+/// `plugin_options`: more keys for the filter's plugin configuration
+/// (`, "key": value` JSON text).
+async fn stack_with(plugin_options: &str) -> Stack {
+    let redis = RedisServer::start().unwrap();
+    let store = RedisStore::new(&RedisStoreOptions {
+        url: redis.url(),
+        ..Default::default()
+    })
+    .unwrap();
+    let limits =
+        LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
+    let limiter = Arc::new(Limiter::new(
+        limits,
+        Arc::new(store),
+        CountingMode::AllOrNothing,
+        Arc::new(SystemClock),
+        Arc::new(Metrics::new()),
+    ));
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rls = grpc.local_addr().unwrap().port();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let deps = Deps {
+        limiter: limiter.clone(),
+        config_path: None,
+        reload_interval: Duration::ZERO,
+        ext_authz: None,
+        deferral: None,
+    };
+    tokio::spawn(run(grpc, None, deps, async {
+        let _ = stopped.await;
+    }));
+    let backend = spawn_sim().await;
+    let direct = spawn_sim().await;
+    let ports = SluiceFilterPorts {
+        admin: free_port(),
+        listener: free_port(),
+        rls,
+        backend: backend.port(),
+        deferral: free_port(),
+    };
+    let config = sluice_filter_envoy_config(&ports).unwrap().replace(
+        "\"reconcile\": true",
+        &format!("\"reconcile\": true{plugin_options}"),
+    );
+    let (admin, listener) = (ports.admin, ports.listener);
+    let envoy = tokio::task::spawn_blocking(move || Envoy::start(&config, admin, listener))
+        .await
+        .unwrap()
+        .unwrap();
+    Stack {
+        _envoy: envoy,
+        listener: ([127, 0, 0, 1], listener).into(),
+        backend,
+        direct,
+        limiter,
+        _redis: redis,
+        _stop: stop,
+    }
+}
+
+async fn post(
+    addr: SocketAddr,
+    path: &'static str,
+    tenant: &str,
+    extra: &[(&'static str, &str)],
+    body: String,
+) -> HttpResponse {
+    let mut headers = vec![
+        ("x-tenant-id", tenant.to_string()),
+        ("content-type", "application/json".to_string()),
+    ];
+    headers.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    tokio::task::spawn_blocking(move || {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        http_request(addr, "POST", path, &headers, body.as_bytes()).unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+impl Stack {
+    /// Tokens used in the tenant's window so far, without charging anything.
+    async fn tokens_used(&self, tenant: &str, model: &str) -> u64 {
+        self.budget_used(tenant, model, "total").await
+    }
+
+    async fn budget_used(&self, tenant: &str, model: &str, budget: &str) -> u64 {
+        let entry = |k: &str, v: &str| Entry {
+            key: k.into(),
+            value: v.into(),
+        };
+        let request = RateLimitRequest {
+            domain: "sluice".into(),
+            descriptors: vec![RateLimitDescriptor {
+                entries: vec![
+                    entry("tenant", tenant),
+                    entry("model", model),
+                    entry("tokens", budget),
+                ],
+                hits_addend: Some(UInt64Value { value: 0 }),
+                ..Default::default()
+            }],
+            hits_addend: 0,
+        };
+        let left = self
+            .limiter
+            .should_rate_limit(&request)
+            .await
+            .unwrap()
+            .statuses[0]
+            .limit_remaining;
+        TOKEN_LIMIT - u64::from(left)
+    }
+
+    /// Waits for the window to reach `expected` (reconciliation is sent after
+    /// the answer); returns what it holds.
+    async fn settled_usage(&self, tenant: &str, model: &str, expected: u64) -> u64 {
+        let mut used = 0;
+        for _ in 0..60 {
+            used = self.tokens_used(tenant, model).await;
+            if used == expected {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        used
+    }
+}
+
+/// The same body through Sluice and straight to the twin simulator.
+/// `created` is whole seconds: a pair that straddles a second is sent again.
+async fn through_both(
+    stack: &Stack,
+    path: &'static str,
+    tenant: &str,
+    extra: &[(&'static str, &str)],
+    body: &str,
+) -> (HttpResponse, HttpResponse) {
+    for _ in 0..3 {
+        let (via, direct) = tokio::join!(
+            post(stack.listener, path, tenant, extra, body.to_string()),
+            post(stack.direct, path, tenant, extra, body.to_string()),
+        );
+        let created = |r: &HttpResponse| {
+            r.body.lines().find_map(|l| {
+                l.split_once("\"created\":")
+                    .map(|(_, t)| t[..10].to_string())
+            })
+        };
+        if created(&via) == created(&direct) {
+            return (via, direct);
+        }
+    }
+    panic!("three pairs in a row straddled a second");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_without_include_usage_is_byte_identical_and_charged_exactly() {
+    let stack = stack().await;
+    let content = "Count the tokens of this sentence, exactly.";
+    let chat = serde_json::json!({
+        "model": "gpt-4o",
+        "stream": true,
+        "max_tokens": 400,
+        "messages": [{ "role": "user", "content": content }]
+    })
+    .to_string();
+    // Pretty-printed, with stream_options that lacks include_usage.
+    let completions = "{\n  \"model\": \"gpt-4o\",\n  \"stream\": true,\n  \"max_tokens\": 300,\n  \"prompt\": [\"one\", \"two two\"],\n  \"stream_options\": {}\n}";
+    let mut expected = 0;
+    for (path, body, tokens, prompt) in [
+        (
+            "/v1/chat/completions",
+            chat.as_str(),
+            "9",
+            chat_prompt_tokens([content]),
+        ),
+        (
+            "/v1/completions",
+            completions,
+            "5",
+            approx_tokens("one") + approx_tokens("two two"),
+        ),
+    ] {
+        let extra = [("x-sim-completion-tokens", tokens)];
+        let (via, direct) = through_both(&stack, path, "quiet", &extra, body).await;
+        assert_eq!(via.status, 200, "{via:?}");
+        assert!(via.body.ends_with("data: [DONE]\n\n"), "{}", via.body);
+        assert!(!via.body.contains("usage"), "{}", via.body);
+        assert_eq!(via.body, direct.body, "{path}: the client sees other bytes");
+        let choices = if path == "/v1/completions" { 2 } else { 1 };
+        expected += prompt + choices * tokens.parse::<u64>().unwrap();
+        assert_eq!(
+            stack.settled_usage("quiet", "gpt-4o", expected).await,
+            expected,
+            "{path}: the window does not hold the real usage"
+        );
+    }
+
+    // A client that asked for usage still gets it (and is charged it).
+    let asked: Value = serde_json::from_str(&chat).unwrap();
+    let mut asked = asked;
+    asked["stream_options"] = serde_json::json!({ "include_usage": true });
+    let extra = [("x-sim-completion-tokens", "4")];
+    let (via, direct) = through_both(
+        &stack,
+        "/v1/chat/completions",
+        "asks",
+        &extra,
+        &asked.to_string(),
+    )
+    .await;
+    assert_eq!(via.body, direct.body);
+    assert!(via.body.contains("\"completion_tokens\":4"), "{}", via.body);
+    let expected = chat_prompt_tokens([content]) + 4;
+    assert_eq!(
+        stack.settled_usage("asks", "gpt-4o", expected).await,
+        expected
+    );
+}
+
+/// What the filter counts for a chat body's prompt (o200k for gpt-4o).
+fn exact_prompt_tokens(body: &str) -> u64 {
+    let encoders = BpeEncoders::new();
+    let counter = encoders.counter("o200k_base").unwrap();
+    openai::parse(Endpoint::ChatCompletions, body.as_bytes())
+        .unwrap()
+        .prompt_tokens(counter, 765)
+}
+
+fn o200k_tokens(text: &str) -> u64 {
+    let encoders = BpeEncoders::new();
+    encoders.counter("o200k_base").unwrap().count(text) as u64
+}
+
+/// Streamed tokens in `raw` (an SSE answer, possibly cut short): every
+/// non-empty content delta of llm-sim's chat chunks.
+fn content_deltas(raw: &str) -> u64 {
+    raw.matches("\"delta\":{\"content\":\"").count() as u64
+}
+
+/// Opens a streaming chat request through Envoy; returns the connection.
+fn open_stream(
+    addr: SocketAddr,
+    tenant: &str,
+    extra: &[(&str, &str)],
+    body: &str,
+) -> std::net::TcpStream {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\
+         content-type: application/json\r\nx-tenant-id: {tenant}\r\n",
+        body.len()
+    );
+    for (k, v) in extra {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    stream
+}
+
+/// Reads until `enough` says so or the connection ends (an error included:
+/// a broken stream may end in a reset).
+fn read_until(stream: &mut std::net::TcpStream, enough: impl Fn(&str) -> bool) -> String {
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+        }
+        if enough(&String::from_utf8_lossy(&raw)) {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+async fn sim_tokens_generated(sim: SocketAddr) -> u64 {
+    let stats = tokio::task::spawn_blocking(move || {
+        http_request(sim, "GET", "/sim/stats", &[], b"")
+            .unwrap()
+            .body
+    })
+    .await
+    .unwrap();
+    serde_json::from_str::<Value>(&stats).unwrap()["tokens_generated"]
+        .as_u64()
+        .unwrap()
+}
+
+fn stream_body(content: &str) -> String {
+    serde_json::json!({
+        "model": "gpt-4o",
+        "stream": true,
+        "max_tokens": 4000,
+        "messages": [{ "role": "user", "content": content }]
+    })
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_breaks_mid_stream_is_charged_what_passed() {
+    let stack = stack().await;
+    let body = stream_body("Tell me a long story, please.");
+    let listener = stack.listener;
+    let request = body.clone();
+    // llm-sim breaks after half of the 40 tokens: no usage, no [DONE].
+    let received = tokio::task::spawn_blocking(move || {
+        let extra = [("x-sim-fail", "mid"), ("x-sim-completion-tokens", "40")];
+        let mut stream = open_stream(listener, "broken", &extra, &request);
+        read_until(&mut stream, |_| false)
+    })
+    .await
+    .unwrap();
+    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
+    assert!(!received.contains("[DONE]"), "{received}");
+    let seen = content_deltas(&received);
+    assert_eq!(seen, 20, "{received}");
+    let expected = exact_prompt_tokens(&body) + o200k_tokens(&completion_text(seen));
+    assert_eq!(
+        stack.settled_usage("broken", "gpt-4o", expected).await,
+        expected,
+        "the estimate ({} + 4000 output) was not replaced by what passed",
+        exact_prompt_tokens(&body)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_is_charged_what_passed() {
+    let stack = stack().await;
+    let body = stream_body("Stream slowly, I may leave.");
+    let listener = stack.listener;
+    let request = body.clone();
+    // 2000 tokens at 200/s: the client leaves after 10 of them.
+    let received = tokio::task::spawn_blocking(move || {
+        let extra = [
+            ("x-sim-completion-tokens", "2000"),
+            ("x-sim-tokens-per-second", "200"),
+        ];
+        let mut stream = open_stream(listener, "leaver", &extra, &request);
+        read_until(&mut stream, |raw| content_deltas(raw) >= 10)
+        // The connection drops here.
+    })
+    .await
+    .unwrap();
+    let seen = content_deltas(&received);
+    assert!(seen >= 10, "{received}");
+    let prompt = exact_prompt_tokens(&body);
+    // Settled: the window stops moving once the filter has charged.
+    let mut used = 0;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        used = stack.tokens_used("leaver", "gpt-4o").await;
+        if used < prompt + 4000 {
+            break;
+        }
+    }
+    let generated = sim_tokens_generated(stack.backend).await;
+    assert!(
+        generated < 2000,
+        "the backend kept generating after the client left ({generated})"
+    );
+    assert!(
+        (prompt + o200k_tokens(&completion_text(seen))
+            ..=prompt + o200k_tokens(&completion_text(generated)))
+            .contains(&used),
+        "window {used}: prompt {prompt}, client saw {seen} tokens, backend made {generated}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_and_output_budgets_hold_the_real_usage() {
+    let stack = stack_with(r#", "token_budgets": ["total", "input", "output"]"#).await;
+    let content = "Split my budget.";
+    let body = serde_json::json!({
+        "model": "gpt-4o",
+        "max_tokens": 300,
+        "messages": [{ "role": "user", "content": content }]
+    })
+    .to_string();
+    let extra = [("x-sim-completion-tokens", "12")];
+    let response = post(
+        stack.listener,
+        "/v1/chat/completions",
+        "split",
+        &extra,
+        body,
+    )
+    .await;
+    assert_eq!(response.status, 200, "{response:?}");
+    let input = chat_prompt_tokens([content]);
+    for (budget, expected) in [("input", input), ("output", 12), ("total", input + 12)] {
+        let mut used = 0;
+        for _ in 0..60 {
+            used = stack.budget_used("split", "gpt-4o", budget).await;
+            if used == expected {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(used, expected, "tokens={budget}");
+    }
+}
+
+fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A stream admitted in one one-second window and finished two windows
+/// later: its correction lands in the window of its admission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_correction_goes_to_the_window_of_admission() {
+    let stack = stack().await;
+    let content = "Across the boundary.";
+    let body = stream_body(content);
+    let tick = |tenant_window_at: u64| {
+        let stack = &stack;
+        async move {
+            let request = RateLimitRequest {
+                domain: "sluice".into(),
+                descriptors: vec![RateLimitDescriptor {
+                    entries: vec![
+                        Entry {
+                            key: "tenant".into(),
+                            value: "tick".into(),
+                        },
+                        Entry {
+                            key: "model".into(),
+                            value: "gpt-4o".into(),
+                        },
+                        Entry {
+                            key: "tokens".into(),
+                            value: "total".into(),
+                        },
+                    ],
+                    hits_addend: Some(UInt64Value { value: 0 }),
+                    ..Default::default()
+                }],
+                hits_addend: 0,
+            };
+            let response = stack
+                .limiter
+                .correct(&request, Some(tenant_window_at))
+                .await
+                .unwrap();
+            TOKEN_LIMIT - u64::from(response.statuses[0].limit_remaining)
+        }
+    };
+    for _attempt in 0..5 {
+        // Start early in a second, so the admission surely falls in it.
+        while now_millis() % 1000 > 300 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let sent_at = now_millis();
+        let listener = stack.listener;
+        let request = body.clone();
+        // 30 tokens at 10/s: three seconds.
+        let received = tokio::task::spawn_blocking(move || {
+            let extra = [
+                ("x-sim-completion-tokens", "30"),
+                ("x-sim-tokens-per-second", "10"),
+                ("x-sim-first-token-ms", "0"),
+            ];
+            let mut stream = open_stream(listener, "tick", &extra, &request);
+            let head = read_until(&mut stream, |raw| raw.contains("\r\n\r\n"));
+            let admitted_by = now_millis();
+            let rest = read_until(&mut stream, |raw| raw.contains("[DONE]"));
+            (head + &rest, admitted_by)
+        })
+        .await
+        .unwrap();
+        let (received, admitted_by) = received;
+        if sent_at / 1000 != admitted_by / 1000 {
+            continue; // the admission may have fallen in either second: again
+        }
+        assert!(received.contains("[DONE]"), "{received}");
+        assert!(
+            now_millis() / 1000 >= sent_at / 1000 + 2,
+            "the stream ended two windows later"
+        );
+        let expected = chat_prompt_tokens([content]) + 30;
+        let mut used = 0;
+        for _ in 0..40 {
+            used = tick(sent_at).await;
+            if used == expected {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(used, expected, "the admission window holds the real usage");
+        assert_eq!(
+            tick(now_millis()).await,
+            0,
+            "the current window got no correction"
+        );
+        return;
+    }
+    panic!("five admissions in a row were not timed within one second");
+}
