@@ -42,6 +42,7 @@ mod consumer;
 mod error;
 mod naming;
 mod producer;
+mod routing;
 
 pub use admin::LiteAdmin;
 pub use client::{BrokerTarget, LiteClient, LiteConfig};
