@@ -88,6 +88,12 @@ const REDISPATCH_EVERY: Duration = Duration::from_secs(5);
 /// alone before it is tried again.
 const BROKER_RETRY: Duration = Duration::from_secs(1);
 
+/// After a broker left the route (the name server drops a broker whose
+/// connection closed), the route is read this often for `WATCH_LEFT_FOR`,
+/// so a restarted broker is popped again within about a second.
+const ROUTE_REFRESH_AFTER_LOSS: Duration = Duration::from_secs(1);
+const WATCH_LEFT_FOR: Duration = Duration::from_secs(300);
+
 /// One message taken from a LiteTopic.
 #[derive(Debug, Clone)]
 pub struct LiteMessage {
@@ -195,6 +201,8 @@ pub struct LiteConsumer {
     brokers: Mutex<BTreeMap<String, BrokerPoller>>,
     /// When the route was last read; `None`: read it before the next pop.
     route_read_at: Mutex<Option<Instant>>,
+    /// Until when the route is read every `ROUTE_REFRESH_AFTER_LOSS`.
+    watch_route_until: Mutex<Option<Instant>>,
     /// Subscriptions, suspends, releases, routes (all brokers).
     control: Remoting,
     request_timeout: Duration,
@@ -278,6 +286,7 @@ impl LiteConsumer {
             client: client.clone(),
             brokers: Mutex::new(brokers),
             route_read_at: Mutex::new(Some(Instant::now())),
+            watch_route_until: Mutex::new(None),
             control,
             request_timeout: client.config().request_timeout,
             subscriptions: Mutex::new(BTreeSet::new()),
@@ -699,14 +708,22 @@ impl LiteConsumer {
     /// Read the parent topic's route again when it is due (`ROUTE_REFRESH`,
     /// or at once after a broker failed), and follow it.
     async fn refresh_route_if_due(&self) {
-        let due = lock(&self.route_read_at).is_none_or(|at| at.elapsed() >= ROUTE_REFRESH);
+        let watching = lock(&self.watch_route_until).is_some_and(|until| until > Instant::now());
+        let every = if watching {
+            ROUTE_REFRESH_AFTER_LOSS
+        } else {
+            ROUTE_REFRESH
+        };
+        let due = lock(&self.route_read_at).is_none_or(|at| at.elapsed() >= every);
         if !due {
             return;
         }
         *lock(&self.route_read_at) = Some(Instant::now());
         match self.control.topic_masters(&self.parent).await {
             Ok(route) => self.follow_route(route).await,
-            Err(error) => warn!(%error, parent = %self.parent, "cannot read the route; keeping the last one"),
+            Err(error) => {
+                warn!(%error, parent = %self.parent, "cannot read the route; keeping the last one")
+            }
         }
     }
 
@@ -757,6 +774,9 @@ impl LiteConsumer {
                 .filter_map(|name| brokers.remove(name))
                 .collect()
         };
+        if !left.is_empty() {
+            *lock(&self.watch_route_until) = Some(Instant::now() + WATCH_LEFT_FOR);
+        }
         for poller in left {
             debug!(broker = %poller.target.name, "broker left the route");
             poller.shutdown().await;
@@ -1194,8 +1214,6 @@ impl PopTask {
         trace!(count = messages.len(), "popped");
         Ok(messages)
     }
-
-
 }
 
 impl BrokerPoller {
@@ -1214,7 +1232,9 @@ impl BrokerPoller {
     async fn shutdown(self) {
         match Arc::try_unwrap(self.poll) {
             Ok(poll) => poll.shutdown().await,
-            Err(_) => debug!(broker = %self.target.name, "pop handle still in use; closed when dropped"),
+            Err(_) => {
+                debug!(broker = %self.target.name, "pop handle still in use; closed when dropped")
+            }
         }
     }
 }

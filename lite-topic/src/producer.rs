@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use cheetah_string::CheetahString;
 use rocketmq_client_rust::{DefaultMQProducer, SendStatus};
@@ -25,6 +26,11 @@ use crate::routing::{broker_preference, CachedRoute};
 /// The parent topic's one queue on each broker (`ensure_parent_topic`
 /// creates one read and one write queue per broker).
 const PARENT_QUEUE_ID: i32 = 0;
+
+/// A broker that failed a send is tried last for this long (the name server
+/// may list a dead broker for a while: its connection to the broker must
+/// close first, or the broker's registration expire).
+const AVOID_FAILED_BROKER: Duration = Duration::from_secs(5);
 
 /// Largest body the broker takes by default (4 MiB).
 pub const MAX_BODY_LEN: usize = 4 * 1024 * 1024;
@@ -49,6 +55,8 @@ pub struct LiteProducer {
     /// Name-server lookups of parent topic routes.
     routes_remoting: Remoting,
     routes: Mutex<HashMap<String, CachedRoute>>,
+    /// Brokers that failed a send, and when.
+    failed: Mutex<HashMap<String, Instant>>,
 }
 
 impl LiteProducer {
@@ -77,6 +85,7 @@ impl LiteProducer {
             timeout_ms: client.config().request_timeout.as_millis() as u64,
             routes_remoting,
             routes: Mutex::new(HashMap::new()),
+            failed: Mutex::new(HashMap::new()),
         })
     }
 
@@ -133,7 +142,7 @@ impl LiteProducer {
     ) -> Result<MessageId, LiteError> {
         let route = self.route(parent).await?;
         let mut last_error = None;
-        for broker in broker_preference(lite_topic, &route) {
+        for broker in self.send_order(lite_topic, &route) {
             match self.send_to(parent, broker, message.clone()).await {
                 Ok(id) => {
                     if last_error.is_some() {
@@ -144,12 +153,25 @@ impl LiteProducer {
                 Err(e) if e.is_transient() => {
                     warn!(broker = %broker.name, error = %e, "send failed; trying the next broker");
                     self.forget_route(parent);
+                    lock(&self.failed).insert(broker.name.clone(), Instant::now());
                     last_error = Some(e);
                 }
                 Err(e) => return Err(e),
             }
         }
         Err(last_error.unwrap_or_else(|| LiteError::NoRoute(parent.to_owned())))
+    }
+
+    /// The LiteTopic's broker order, with brokers that failed a send in the
+    /// last `AVOID_FAILED_BROKER` moved to the end (so a dead broker costs
+    /// one timeout, not one per message).
+    fn send_order<'a>(&self, lite_topic: &str, route: &'a [BrokerTarget]) -> Vec<&'a BrokerTarget> {
+        let mut failed = lock(&self.failed);
+        failed.retain(|_, at| at.elapsed() < AVOID_FAILED_BROKER);
+        let (healthy, avoided): (Vec<_>, Vec<_>) = broker_preference(lite_topic, route)
+            .into_iter()
+            .partition(|broker| !failed.contains_key(&broker.name));
+        healthy.into_iter().chain(avoided).collect()
     }
 
     /// One send to `parent`'s queue on `broker`. Ok only when the broker
@@ -165,10 +187,11 @@ impl LiteProducer {
             CheetahString::from_slice(&broker.name),
             PARENT_QUEUE_ID,
         );
-        let result = Box::pin(
-            self.producer
-                .send_to_queue_with_timeout(message, queue, self.timeout_ms),
-        )
+        let result = Box::pin(self.producer.send_to_queue_with_timeout(
+            message,
+            queue,
+            self.timeout_ms,
+        ))
         .await
         .map_err(|e| LiteError::client("send", e))?
         .ok_or_else(|| LiteError::Decode {
