@@ -4,17 +4,17 @@
 //! its own subscriptions and its own suspend / in-flight block. A LiteTopic
 //! whose messages were spread over two brokers would be delivered by both at
 //! once (a suspend on one does not hold the other) and lose its order, so the
-//! producer keeps each LiteTopic on one broker: the first of
-//! [`broker_preference`], a rendezvous (highest-random-weight) order over the
-//! route's brokers. Every producer computes the same order from the same
-//! route, and a broker joining or leaving moves only the LiteTopics it wins
-//! or held. When the preferred broker does not store a message, the next one
-//! in the order does (failover).
+//! producer keeps each LiteTopic on one broker: its *owner*, computed the way
+//! Apache RocketMQ's broker computes it (`LiteShardingImpl`, which the
+//! broker uses to accept a LiteTopic subscription or not): Guava's
+//! `Hashing.consistentHash(liteTopic.hashCode(), n)` over the parent topic's
+//! write queues — here one per broker, in broker-name order, as
+//! `ensure_parent_topic` creates them. So this client and an Apache broker
+//! agree on the owner. When the owner does not store a message, the next
+//! broker tried is the owner over the route without it — the owner the
+//! name server's route gives once it drops a dead broker.
 
-use std::cmp::Reverse;
 use std::time::{Duration, Instant};
-
-use sha2::{Digest, Sha256};
 
 use crate::client::BrokerTarget;
 
@@ -23,30 +23,49 @@ use crate::client::BrokerTarget;
 pub(crate) const ROUTE_REFRESH: Duration = Duration::from_secs(10);
 
 /// The brokers of `route` in the order a message of `lite_topic` tries them:
-/// highest `SHA-256(broker name, lite topic)` first. Stable across processes
-/// and builds (the name is the broker's registered name, not its address).
+/// its owner among all, then its owner among the rest, and so on.
 pub(crate) fn broker_preference<'a>(
     lite_topic: &str,
     route: &'a [BrokerTarget],
 ) -> Vec<&'a BrokerTarget> {
-    let mut ranked: Vec<(u64, &BrokerTarget)> = route
-        .iter()
-        .map(|broker| (rendezvous_weight(&broker.name, lite_topic), broker))
-        .collect();
-    ranked.sort_by_key(|(weight, broker)| (Reverse(*weight), broker.name.as_str()));
-    ranked.into_iter().map(|(_, broker)| broker).collect()
+    let mut remaining: Vec<&BrokerTarget> = route.iter().collect();
+    remaining.sort_by(|a, b| a.name.cmp(&b.name));
+    let key = i64::from(java_string_hash(lite_topic));
+    let mut order = Vec::with_capacity(remaining.len());
+    while !remaining.is_empty() {
+        let owner = jump_consistent_hash(key, remaining.len());
+        order.push(remaining.remove(owner));
+    }
+    order
 }
 
-fn rendezvous_weight(broker: &str, lite_topic: &str) -> u64 {
-    let mut hasher = Sha256::new();
-    // Length-prefixed, so ("ab", "c") and ("a", "bc") differ.
-    hasher.update((broker.len() as u64).to_be_bytes());
-    hasher.update(broker.as_bytes());
-    hasher.update(lite_topic.as_bytes());
-    let digest = hasher.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    u64::from_be_bytes(first)
+/// Java's `String.hashCode` (over UTF-16 code units; LiteTopic names are
+/// ASCII anyway).
+fn java_string_hash(text: &str) -> i32 {
+    text.encode_utf16().fold(0i32, |hash, unit| {
+        hash.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
+}
+
+/// Guava's `Hashing.consistentHash(long, int)` (Lamping & Veach's jump
+/// consistent hash with Guava's linear congruential generator), bit for bit:
+/// Java's wrapping `long` / `int` arithmetic and its saturating double-to-int
+/// cast, which Rust's `as` shares. `buckets` ≥ 1.
+fn jump_consistent_hash(input: i64, buckets: usize) -> usize {
+    let mut state = input;
+    let mut candidate: i32 = 0;
+    loop {
+        state = state
+            .wrapping_mul(2_862_933_555_777_941_757)
+            .wrapping_add(1);
+        let draw = ((state as u64 >> 33) as i32).wrapping_add(1);
+        let next_double = f64::from(draw) / 2_147_483_648.0;
+        let next = ((f64::from(candidate) + 1.0) / next_double) as i32;
+        match usize::try_from(next) {
+            Ok(bucket) if bucket < buckets => candidate = next,
+            _ => return usize::try_from(candidate).unwrap_or(0),
+        }
+    }
 }
 
 /// A route as last read from the name server, and when.
@@ -123,13 +142,9 @@ mod tests {
     }
 
     #[test]
-    fn losing_a_broker_moves_only_its_lite_topics() {
+    fn losing_the_last_broker_moves_only_its_lite_topics() {
         let three = brokers(&["broker-a", "broker-b", "broker-c"]);
-        let two: Vec<BrokerTarget> = three
-            .iter()
-            .filter(|b| b.name != "broker-c")
-            .cloned()
-            .collect();
+        let two: Vec<BrokerTarget> = three[..2].to_vec();
         for i in 0..500 {
             let topic = format!("t{i}_m");
             let before = broker_preference(&topic, &three)[0].name.clone();
@@ -137,11 +152,47 @@ mod tests {
             if before != "broker-c" {
                 assert_eq!(before, after, "{topic} moved without reason");
             }
-            // Failover order: the second choice with three brokers is the
-            // first with two when the first was the lost one.
-            if before == "broker-c" {
-                assert_eq!(broker_preference(&topic, &three)[1].name, after);
-            }
+        }
+    }
+
+    #[test]
+    fn failover_goes_to_the_owner_without_the_failed_broker() {
+        let three = brokers(&["broker-a", "broker-b", "broker-c"]);
+        for i in 0..200 {
+            let topic = format!("t{i}_m");
+            let order = broker_preference(&topic, &three);
+            let rest: Vec<BrokerTarget> = three
+                .iter()
+                .filter(|b| b.name != order[0].name)
+                .cloned()
+                .collect();
+            assert_eq!(order[1].name, broker_preference(&topic, &rest)[0].name);
+        }
+    }
+
+    /// Values printed by the same algorithms in Java (`String.hashCode`,
+    /// Guava's `Hashing.consistentHash`, its code copied into a class and
+    /// run with OpenJDK); the first row is Guava's own golden test.
+    #[test]
+    fn matches_java_and_guava() {
+        let golden: Vec<usize> = (0..10).map(|i| jump_consistent_hash(i, 100)).collect();
+        assert_eq!(golden, [0, 55, 62, 8, 45, 59, 86, 97, 82, 59]);
+        assert_eq!(jump_consistent_hash(i64::MIN, 11_000), 453);
+        assert_eq!(jump_consistent_hash(-1, 11_000), 5934);
+        for (name, hash, of2, of3, of7) in [
+            ("acme_gpt-4o", 1_469_794_754, 0, 0, 4),
+            ("tenant-0_model", 667_876_407, 1, 1, 5),
+            ("late-3_model", 1_319_345_142, 1, 1, 3),
+            ("a", 97, 0, 0, 0),
+            (&"z".repeat(63), 605_228_986, 1, 2, 6),
+        ] {
+            assert_eq!(java_string_hash(name), hash, "{name}");
+            let key = i64::from(hash);
+            assert_eq!(
+                [2, 3, 7].map(|n| jump_consistent_hash(key, n)),
+                [of2, of3, of7],
+                "{name}"
+            );
         }
     }
 
