@@ -254,7 +254,10 @@ async fn lite_topics_spread_over_two_brokers_and_survive_losing_one() {
     let lost = missing(&seen, &waiting);
     assert!(
         all_back && lost.is_empty(),
-        "acknowledged before the kill and never consumed: {lost:?}\nsecond broker log:\n{}",
+        "acknowledged before the kill and never consumed: {lost:?}\n\
+         consumer: brokers {:?}, {:?}\nsecond broker log:\n{}",
+        consumer.brokers(),
+        consumer.stats(),
         cluster.second_log_tail()
     );
     let all: Vec<String> = before
