@@ -40,13 +40,15 @@ impl LiteAdmin {
     }
 
     /// Make sure `parent` exists as a LITE topic on every master broker, and
-    /// wait until the name server routes it. Safe to call any number of
+    /// wait until the name server routes it to all of them (producers and
+    /// consumers follow that route). Safe to call any number of
     /// times; refuses (permanently) if `parent` exists as a non-LITE topic.
     #[instrument(skip(self))]
     pub async fn ensure_parent_topic(&self, parent: &str) -> Result<(), LiteError> {
         validate_parent_topic(parent)?;
-        for broker in self.remoting.cluster_masters().await? {
-            match self.topic_message_type(&broker, parent).await? {
+        let masters = self.remoting.cluster_masters().await?;
+        for broker in &masters {
+            match self.topic_message_type(broker, parent).await? {
                 Some(kind) if kind.eq_ignore_ascii_case("LITE") => continue,
                 Some(other) => {
                     return Err(LiteError::Conflict(format!(
@@ -76,7 +78,7 @@ impl LiteAdmin {
                 .await?;
             info!(parent, broker = %broker.name, "LITE parent topic created");
         }
-        self.wait_for_route(parent).await
+        self.wait_for_route(parent, &masters).await
     }
 
     /// Make sure consumer group `group` exists on every master broker, bound
@@ -198,16 +200,29 @@ impl LiteAdmin {
         ))
     }
 
-    async fn wait_for_route(&self, topic: &str) -> Result<(), LiteError> {
+    /// Until the name server routes `topic` to every one of `brokers` (each
+    /// registers the topic with the name server after creating it, not at
+    /// once).
+    async fn wait_for_route(&self, topic: &str, brokers: &[BrokerTarget]) -> Result<(), LiteError> {
         let deadline = Instant::now() + ROUTE_WAIT;
         loop {
-            match self.remoting.topic_masters(topic).await {
-                Ok(_) => return Ok(()),
-                Err(e) if e.is_transient() && Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
+            let routed = match self.remoting.topic_masters(topic).await {
+                Ok(route) => brokers
+                    .iter()
+                    .all(|b| route.iter().any(|r| r.name == b.name)),
+                Err(e) if e.is_transient() => false,
                 Err(e) => return Err(e),
+            };
+            if routed {
+                return Ok(());
             }
+            if Instant::now() >= deadline {
+                return Err(LiteError::NoRoute(format!(
+                    "{topic} (not routed to all of {} brokers after {ROUTE_WAIT:?})",
+                    brokers.len()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 

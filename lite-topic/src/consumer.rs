@@ -12,11 +12,20 @@
 //!   [`LiteConsumer::suspend`] sets another time. So one LiteTopic has at
 //!   most one batch in flight, and a suspend paces exactly that LiteTopic.
 //!
+//! Several brokers: each broker of the parent topic's route keeps its own
+//! LiteTopic queues, subscriptions and blocks, so the consumer subscribes
+//! on every broker of the route, pops from each of them at the same time
+//! (one pop in flight per broker, each on a handle of its own), and sends
+//! suspend / release to the broker the message came from. The route is read
+//! again every `ROUTE_REFRESH` and after a broker fails; a broker that
+//! failed, or joined the route, gets the whole subscription set again
+//! (CompleteAdd) before its next pop, since a restarted broker has lost it.
+//!
 //! The workarounds for the broker's and client's pitfalls are named in
 //! capitals where they are applied; `README.md` lists them.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,12 +47,14 @@ use rocketmq_protocol::protocol::header::trigger_lite_dispatch_request_header::T
 use rocketmq_protocol::protocol::remoting_command::RemotingCommand;
 use rocketmq_protocol::rpc::rpc_request_header::RpcRequestHeader;
 use rocketmq_protocol::rpc::topic_request_header::TopicRequestHeader;
+use tokio::sync::mpsc;
 use tracing::{debug, instrument, trace, warn};
 
 use crate::client::{broker_error, now_millis, BrokerTarget, LiteClient, Remoting};
 use crate::error::{code, LiteError};
 use crate::naming::{lmq_name, validate_group, validate_lite_topic, validate_parent_topic};
 use crate::producer::{MessageId, BROKER_INTERNAL_PROPERTIES};
+use crate::routing::ROUTE_REFRESH;
 
 /// Most messages one pop may return (broker limit).
 pub const MAX_POP_BATCH: u32 = 32;
@@ -73,6 +84,16 @@ const REDISPATCH_QUIET: Duration = Duration::from_millis(500);
 /// ...and in any case this often, for LiteTopics stuck while others flow.
 const REDISPATCH_EVERY: Duration = Duration::from_secs(5);
 
+/// How long a broker that failed a pop (or its re-subscription) is left
+/// alone before it is tried again.
+const BROKER_RETRY: Duration = Duration::from_secs(1);
+
+/// After a broker left the route (the name server drops a broker whose
+/// connection closed), the route is read this often for `WATCH_LEFT_FOR`,
+/// so a restarted broker is popped again within about a second.
+const ROUTE_REFRESH_AFTER_LOSS: Duration = Duration::from_secs(1);
+const WATCH_LEFT_FOR: Duration = Duration::from_secs(300);
+
 /// One message taken from a LiteTopic.
 #[derive(Debug, Clone)]
 pub struct LiteMessage {
@@ -97,6 +118,8 @@ pub struct LiteMessage {
 /// until the pop's invisible time passes.
 #[derive(Debug, Clone)]
 pub struct MessageHandle {
+    /// The broker the message was popped from: suspend and release go there.
+    broker: Arc<BrokerTarget>,
     lite_topic: String,
     queue_offset: i64,
     /// popTime of the pop answer (broker clock, ms).
@@ -118,6 +141,11 @@ impl MessageHandle {
 
     pub fn queue_offset(&self) -> i64 {
         self.queue_offset
+    }
+
+    /// Name of the broker the message came from.
+    pub fn broker_name(&self) -> &str {
+        &self.broker.name
     }
 
     /// Whether the pop's invisible time has passed by the local clock (the
@@ -167,19 +195,52 @@ pub struct LiteConsumer {
     group: String,
     parent: String,
     client_id: String,
-    broker: BrokerTarget,
-    /// Long-poll pops only.
-    poll: Remoting,
-    /// Subscriptions, suspends, releases.
+    /// Makes the poll handles of brokers that join the route.
+    client: LiteClient,
+    /// The brokers of the parent topic's route, by name.
+    brokers: Mutex<BTreeMap<String, BrokerPoller>>,
+    /// When the route was last read; `None`: read it before the next pop.
+    route_read_at: Mutex<Option<Instant>>,
+    /// Until when the route is read every `ROUTE_REFRESH_AFTER_LOSS`.
+    watch_route_until: Mutex<Option<Instant>>,
+    /// Subscriptions, suspends, releases, routes (all brokers).
     control: Remoting,
     request_timeout: Duration,
     subscriptions: Mutex<BTreeSet<String>>,
     subscription_version: AtomicI64,
     /// `WAKE_ON_SUSPEND_EXPIRY`: when the suspends in force end.
     suspend_ends: Mutex<BinaryHeap<Reverse<Instant>>>,
-    /// `REDISPATCH_WHEN_QUIET`: when the broker was last asked.
+    /// `REDISPATCH_WHEN_QUIET`: when the brokers were last asked.
     last_redispatch: Mutex<Instant>,
-    counters: Counters,
+    counters: Arc<Counters>,
+    /// Answers of the per-broker pop tasks.
+    outcomes_tx: mpsc::UnboundedSender<PopOutcome>,
+    outcomes: tokio::sync::Mutex<mpsc::UnboundedReceiver<PopOutcome>>,
+    /// Popped messages not handed out yet (several brokers answered, or a
+    /// `pop` was dropped before its answer came).
+    ready: Mutex<VecDeque<LiteMessage>>,
+}
+
+/// One broker of the route and its pop handle.
+struct BrokerPoller {
+    target: Arc<BrokerTarget>,
+    /// `ONE_HANDLE_PER_POLLER`: long-poll pops to this broker only.
+    poll: Arc<Remoting>,
+    in_flight: bool,
+    /// Left alone until then after a failure.
+    retry_at: Option<Instant>,
+    /// Send it the whole subscription set before its next pop (it joined
+    /// the route, or failed and may have restarted without them).
+    resync: bool,
+    /// Still in the route (a broker that left it is dropped once no pop to
+    /// it is in flight).
+    in_route: bool,
+}
+
+/// The answer of one broker's pop task.
+struct PopOutcome {
+    broker: String,
+    result: Result<Vec<LiteMessage>, LiteError>,
 }
 
 impl LiteConsumer {
@@ -189,47 +250,64 @@ impl LiteConsumer {
         validate_group(group)?;
         validate_parent_topic(parent)?;
         let control = client.remoting("consumer-control").await?;
-        let broker = match control.topic_masters(parent).await {
-            Ok(mut masters) if masters.len() == 1 => masters.remove(0),
-            Ok(masters) => {
-                control.shutdown().await;
-                return Err(LiteError::Unsupported(format!(
-                    "parent topic {parent} is served by {} brokers; this consumer pops from one",
-                    masters.len()
-                )));
-            }
+        let route = match control.topic_masters(parent).await {
+            Ok(route) => route,
             Err(e) => {
                 control.shutdown().await;
                 return Err(e);
             }
         };
-        let poll = match client.remoting("consumer-poll").await {
-            Ok(poll) => poll,
-            Err(e) => {
-                control.shutdown().await;
-                return Err(e);
+        let mut brokers = BTreeMap::new();
+        for target in route {
+            match client.remoting("consumer-poll").await {
+                Ok(poll) => {
+                    brokers.insert(target.name.clone(), BrokerPoller::new(target, poll, false));
+                }
+                Err(e) => {
+                    for poller in brokers.into_values() {
+                        poller.shutdown().await;
+                    }
+                    control.shutdown().await;
+                    return Err(e);
+                }
             }
-        };
+        }
         let client_id = format!(
             "sluice-{}-{}",
             std::process::id(),
             &uuid::Uuid::new_v4().simple().to_string()[..12]
         );
-        debug!(group, parent, %client_id, broker = %broker.name, "LiteTopic consumer ready");
+        debug!(group, parent, %client_id, brokers = ?brokers.keys().collect::<Vec<_>>(), "LiteTopic consumer ready");
+        let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
         Ok(LiteConsumer {
             group: group.to_owned(),
             parent: parent.to_owned(),
             client_id,
-            broker,
-            poll,
+            client: client.clone(),
+            brokers: Mutex::new(brokers),
+            route_read_at: Mutex::new(Some(Instant::now())),
+            watch_route_until: Mutex::new(None),
             control,
             request_timeout: client.config().request_timeout,
             subscriptions: Mutex::new(BTreeSet::new()),
             subscription_version: AtomicI64::new(0),
             suspend_ends: Mutex::new(BinaryHeap::new()),
             last_redispatch: Mutex::new(Instant::now()),
-            counters: Counters::default(),
+            counters: Arc::new(Counters::default()),
+            outcomes_tx,
+            outcomes: tokio::sync::Mutex::new(outcomes),
+            ready: Mutex::new(VecDeque::new()),
         })
+    }
+
+    /// Names of the brokers this consumer pops from (the parent topic's
+    /// route as last read).
+    pub fn brokers(&self) -> Vec<String> {
+        lock(&self.brokers)
+            .iter()
+            .filter(|(_, poller)| poller.in_route)
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     /// The id this consumer is known by at the broker.
@@ -272,8 +350,10 @@ impl LiteConsumer {
         if set.is_empty() {
             return Ok(());
         }
-        self.subscription_ctl(LiteSubscriptionAction::PartialAdd, set.clone())
-            .await?;
+        self.on_every_broker(|broker| {
+            self.subscription_ctl_at(broker, LiteSubscriptionAction::PartialAdd, &set)
+        })
+        .await?;
         lock(&self.subscriptions).extend(set);
         // `TRIGGER_DISPATCH_ON_SUBSCRIBE`: the broker only creates a pop
         // event when a message arrives for a subscribed LiteTopic; messages
@@ -290,8 +370,10 @@ impl LiteConsumer {
         if set.is_empty() {
             return Ok(());
         }
-        self.subscription_ctl(LiteSubscriptionAction::PartialRemove, set.clone())
-            .await?;
+        self.on_every_broker(|broker| {
+            self.subscription_ctl_at(broker, LiteSubscriptionAction::PartialRemove, &set)
+        })
+        .await?;
         let mut subscriptions = lock(&self.subscriptions);
         for topic in &set {
             subscriptions.remove(topic);
@@ -299,11 +381,13 @@ impl LiteConsumer {
         Ok(())
     }
 
-    /// Delete idle LiteTopics at the broker, reclaiming their disk: each is
+    /// Delete idle LiteTopics at the brokers, reclaiming their disk: each is
     /// unsubscribed, then its queue `%LMQ%$<parent>$<lite>` is deleted with
-    /// `DeleteTopicInBroker` (the broker drops the queue's consume-queue
-    /// files and every group's offset in it). The next message sent to the
-    /// LiteTopic creates it again, from offset 0.
+    /// `DeleteTopicInBroker` on every broker of the route (a LiteTopic lives
+    /// on one broker, or on two after a failover; the broker drops the
+    /// queue's consume-queue files and every group's offset in it). The next
+    /// message sent to the LiteTopic creates it again, from offset 0. A
+    /// broker that is down keeps its copy.
     ///
     /// Only for LiteTopics nobody sends to any more: a message still queued
     /// in one, or sent while the request is under way, is lost. The caller
@@ -315,7 +399,16 @@ impl LiteConsumer {
             return Ok(());
         }
         self.unsubscribe(lite_topics).await?;
-        for lite_topic in &set {
+        self.on_every_broker(|broker| self.delete_lite_topics_at(broker, &set))
+            .await
+    }
+
+    async fn delete_lite_topics_at(
+        &self,
+        broker: Arc<BrokerTarget>,
+        set: &[String],
+    ) -> Result<(), LiteError> {
+        for lite_topic in set {
             let header = DeleteTopicRequestHeader {
                 topic: CheetahString::from_string(lmq_name(&self.parent, lite_topic.as_str())),
                 topic_request_header: None,
@@ -323,21 +416,74 @@ impl LiteConsumer {
             let request =
                 RemotingCommand::create_request_command(RequestCode::DeleteTopicInBroker, header);
             self.control
-                .invoke_ok("delete lite topic", &self.broker.addr, request)
+                .invoke_ok("delete lite topic", &broker.addr, request)
                 .await?;
         }
         Ok(())
     }
 
-    /// Replace this consumer's whole set (CompleteAdd), e.g. after a broker
-    /// restart (the broker keeps subscriptions in memory only).
+    /// Replace this consumer's whole set (CompleteAdd) on every broker.
+    /// (A broker that restarts gets it again by itself: see the module docs.)
     #[instrument(skip(self), fields(client_id = %self.client_id))]
     pub async fn set_subscriptions(&self, lite_topics: &[&str]) -> Result<(), LiteError> {
         let set = checked_set(lite_topics)?;
-        self.subscription_ctl(LiteSubscriptionAction::CompleteAdd, set.clone())
-            .await?;
+        self.on_every_broker(|broker| {
+            self.subscription_ctl_at(broker, LiteSubscriptionAction::CompleteAdd, &set)
+        })
+        .await?;
         *lock(&self.subscriptions) = set.into_iter().collect();
         self.trigger_dispatch().await
+    }
+
+    /// Run `call` for every broker of the route, one after the other. A
+    /// broker that fails transiently is marked for re-subscription (it gets
+    /// the whole set before its next pop) and does not fail the call while
+    /// another broker succeeded; a permanent error is returned at once.
+    async fn on_every_broker<F, Fut>(&self, call: F) -> Result<(), LiteError>
+    where
+        F: Fn(Arc<BrokerTarget>) -> Fut,
+        Fut: std::future::Future<Output = Result<(), LiteError>>,
+    {
+        let targets = self.route_targets();
+        if targets.is_empty() {
+            return Err(LiteError::NoRoute(self.parent.clone()));
+        }
+        let mut succeeded = false;
+        let mut last_error = None;
+        for target in targets {
+            match call(Arc::clone(&target)).await {
+                Ok(()) => succeeded = true,
+                Err(e) if e.is_transient() => {
+                    warn!(broker = %target.name, error = %e, "broker unreachable; it is brought up to date when it answers again");
+                    self.mark_failed(&target.name);
+                    last_error = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match last_error {
+            Some(e) if !succeeded => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// The brokers of the route as last read.
+    fn route_targets(&self) -> Vec<Arc<BrokerTarget>> {
+        lock(&self.brokers)
+            .values()
+            .filter(|poller| poller.in_route)
+            .map(|poller| Arc::clone(&poller.target))
+            .collect()
+    }
+
+    /// `broker` failed: leave it alone for `BROKER_RETRY`, re-subscribe it
+    /// before its next pop, and read the route again.
+    fn mark_failed(&self, broker: &str) {
+        if let Some(poller) = lock(&self.brokers).get_mut(broker) {
+            poller.resync = true;
+            poller.retry_at = Some(Instant::now() + BROKER_RETRY);
+        }
+        *lock(&self.route_read_at) = None;
     }
 
     /// Pop up to `max` (1..=32) messages of the subscribed LiteTopics,
@@ -346,12 +492,20 @@ impl LiteConsumer {
     /// [`LiteConsumer::release`] / [`LiteConsumer::suspend`]).
     ///
     /// An empty result is normal (nothing arrived, or a suspend ended: see
-    /// `WAKE_ON_SUSPEND_EXPIRY`); call again.
+    /// `WAKE_ON_SUSPEND_EXPIRY`); call again. An error means no broker of
+    /// the route answered; while one does, a failing broker is only logged
+    /// and retried after `BROKER_RETRY`.
     ///
-    /// **Not cancel-safe** (`POP_NEVER_CANCELLED`): the broker commits the
-    /// positions of what it answers, so dropping this future after the
-    /// request went out (e.g. in a `select!` beside a timer) loses those
-    /// messages for good. Await every pop to its end.
+    /// Every broker of the route is popped at the same time, one pop in
+    /// flight per broker; this returns as soon as one answers with messages.
+    /// Pops still in flight then, and messages beyond `max`, are kept for the
+    /// next call: the broker commits what it answers (at-most-once), so
+    /// before dropping the consumer call [`LiteConsumer::finish_pops`] and
+    /// handle what it returns.
+    ///
+    /// `POP_NEVER_CANCELLED`: the requests run in tasks of their own, so a
+    /// dropped `pop` future no longer loses their answers (they wait for the
+    /// next call); still, await every pop to its end.
     #[instrument(skip(self), level = "trace", fields(client_id = %self.client_id))]
     pub async fn pop(
         &self,
@@ -359,9 +513,36 @@ impl LiteConsumer {
         invisible_time: Duration,
         poll_time: Duration,
     ) -> Result<Vec<LiteMessage>, LiteError> {
-        let messages = self.pop_once(max, invisible_time, poll_time).await?;
+        if max == 0 || max > MAX_POP_BATCH {
+            return Err(LiteError::InvalidArgument(format!(
+                "max must be 1..={MAX_POP_BATCH}, got {max}"
+            )));
+        }
+        let invisible_ms = invisible_time.as_millis() as i64;
+        if invisible_ms <= 0 {
+            return Err(LiteError::InvalidArgument(
+                "invisible time must be at least 1 ms".into(),
+            ));
+        }
+        let messages = self.pop_any(max, invisible_ms, poll_time).await?;
         self.redispatch_if_due(messages.is_empty()).await;
         Ok(messages)
+    }
+
+    /// Wait for every pop in flight and return all popped messages not
+    /// handed out yet. Call it when the pop loop stops, before
+    /// [`LiteConsumer::shutdown`]: these messages are committed at their
+    /// broker and delivered nowhere else.
+    pub async fn finish_pops(&self) -> Vec<LiteMessage> {
+        let mut outcomes = self.outcomes.lock().await;
+        while self.in_flight() > 0 {
+            // Each pop task ends within its poll time + request timeout.
+            let Some(outcome) = outcomes.recv().await else {
+                break;
+            };
+            let _ = self.record_outcome(outcome);
+        }
+        lock(&self.ready).drain(..).collect()
     }
 
     /// `REDISPATCH_WHEN_QUIET`: this broker can leave a released LiteTopic
@@ -369,7 +550,7 @@ impl LiteConsumer {
     /// arrives in it (1,000 LiteTopics × 2 queued messages: 400 delivered,
     /// then nothing). After an empty pop (at most every 500 ms), and every
     /// 5 s in any case, ask it to make every subscribed LiteTopic with
-    /// waiting messages ready again: one control request.
+    /// waiting messages ready again: one control request per broker.
     async fn redispatch_if_due(&self, empty: bool) {
         let due = {
             let mut last = lock(&self.last_redispatch);
@@ -387,27 +568,124 @@ impl LiteConsumer {
         }
     }
 
-    async fn pop_once(
+    /// Hand out what is ready, else start a pop on every idle broker and
+    /// wait for the first that answers with messages (or empty).
+    async fn pop_any(
         &self,
         max: u32,
-        invisible_time: Duration,
+        invisible_ms: i64,
         poll_time: Duration,
     ) -> Result<Vec<LiteMessage>, LiteError> {
-        if max == 0 || max > MAX_POP_BATCH {
-            return Err(LiteError::InvalidArgument(format!(
-                "max must be 1..={MAX_POP_BATCH}, got {max}"
-            )));
+        self.refresh_route_if_due().await;
+        let mut outcomes = self.outcomes.lock().await;
+        while let Ok(outcome) = outcomes.try_recv() {
+            let _ = self.record_outcome(outcome);
         }
-        let invisible_ms = invisible_time.as_millis() as i64;
-        if invisible_ms <= 0 {
-            return Err(LiteError::InvalidArgument(
-                "invisible time must be at least 1 ms".into(),
-            ));
+        if let Some(batch) = self.take_ready(max) {
+            return Ok(batch);
         }
+        self.resync_brokers().await;
         let (wait, poll_ms) = self.plan_poll(poll_time);
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
+        if self.start_pops(max, invisible_ms, poll_ms) == 0 {
+            return Err(LiteError::NoRoute(format!(
+                "{} (no broker of its route answers)",
+                self.parent
+            )));
+        }
+        loop {
+            let Some(outcome) = outcomes.recv().await else {
+                return Err(LiteError::Runtime("pop tasks gone".into()));
+            };
+            let answered = self.record_outcome(outcome);
+            while let Ok(outcome) = outcomes.try_recv() {
+                let _ = self.record_outcome(outcome);
+            }
+            if let Some(batch) = self.take_ready(max) {
+                return Ok(batch);
+            }
+            match answered {
+                Ok(()) => return Ok(Vec::new()),
+                Err(e) if self.in_flight() == 0 => return Err(e),
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Up to `max` ready messages, `None` when there are none.
+    fn take_ready(&self, max: u32) -> Option<Vec<LiteMessage>> {
+        let mut ready = lock(&self.ready);
+        if ready.is_empty() {
+            return None;
+        }
+        let n = ready.len().min(max as usize);
+        Some(ready.drain(..n).collect())
+    }
+
+    fn in_flight(&self) -> usize {
+        lock(&self.brokers)
+            .values()
+            .filter(|poller| poller.in_flight)
+            .count()
+    }
+
+    /// Book one broker's answer: its messages become ready; a failure marks
+    /// the broker (see [`LiteConsumer::mark_failed`]) and is returned.
+    fn record_outcome(&self, outcome: PopOutcome) -> Result<(), LiteError> {
+        if let Some(poller) = lock(&self.brokers).get_mut(&outcome.broker) {
+            poller.in_flight = false;
+        }
+        match outcome.result {
+            Ok(messages) => {
+                lock(&self.ready).extend(messages);
+                Ok(())
+            }
+            Err(e) => {
+                warn!(broker = %outcome.broker, error = %e, "pop failed; the other brokers go on");
+                self.mark_failed(&outcome.broker);
+                Err(e)
+            }
+        }
+    }
+
+    /// Start a pop task on every broker of the route that has none in flight
+    /// and is not waiting out a failure. Returns how many are in flight.
+    fn start_pops(&self, max: u32, invisible_ms: i64, poll_ms: u64) -> usize {
+        let now = Instant::now();
+        let mut brokers = lock(&self.brokers);
+        let mut in_flight = 0;
+        for poller in brokers.values_mut() {
+            if poller.in_flight {
+                in_flight += 1;
+                continue;
+            }
+            let resting = poller.retry_at.is_some_and(|at| at > now);
+            if !poller.in_route || poller.resync || resting {
+                continue;
+            }
+            let request = self.pop_request(&poller.target, max, invisible_ms, poll_ms);
+            let task = PopTask {
+                poll: Arc::clone(&poller.poll),
+                broker: Arc::clone(&poller.target),
+                timeout: Duration::from_millis(poll_ms) + self.request_timeout,
+                counters: Arc::clone(&self.counters),
+            };
+            tokio::spawn(task.run(request, self.outcomes_tx.clone()));
+            poller.in_flight = true;
+            in_flight += 1;
+        }
+        in_flight
+    }
+
+    fn pop_request(
+        &self,
+        broker: &BrokerTarget,
+        max: u32,
+        invisible_ms: i64,
+        poll_ms: u64,
+    ) -> RemotingCommand {
         let header = PopLiteMessageRequestHeader {
             client_id: CheetahString::from_slice(&self.client_id),
             consumer_group: CheetahString::from_slice(&self.group),
@@ -422,99 +700,126 @@ impl LiteConsumer {
             attempt_id: Some(CheetahString::from_string(
                 uuid::Uuid::new_v4().simple().to_string(),
             )),
-            rpc: Some(self.rpc_header()),
+            rpc: Some(rpc_header(broker)),
         };
-        let request = RemotingCommand::create_request_command(RequestCode::PopLiteMessage, header);
-        let timeout = Duration::from_millis(poll_ms) + self.request_timeout;
-        let mut response = self
-            .poll
-            .invoke("pop lite message", &self.broker.addr, request, timeout)
-            .await?;
-        let received_at = Instant::now();
-        self.counters.pops.fetch_add(1, Ordering::Relaxed);
-        match response.code() {
-            code::SUCCESS => {}
-            code::POLLING_TIMEOUT | code::PULL_NOT_FOUND | code::POLLING_FULL => {
-                self.counters.empty_pops.fetch_add(1, Ordering::Relaxed);
-                return Ok(Vec::new());
-            }
-            _ => {
-                return Err(broker_error(
-                    "pop lite message",
-                    &self.broker.addr,
-                    &response,
-                ))
+        RemotingCommand::create_request_command(RequestCode::PopLiteMessage, header)
+    }
+
+    /// Read the parent topic's route again when it is due (`ROUTE_REFRESH`,
+    /// or at once after a broker failed), and follow it.
+    async fn refresh_route_if_due(&self) {
+        let watching = lock(&self.watch_route_until).is_some_and(|until| until > Instant::now());
+        let every = if watching {
+            ROUTE_REFRESH_AFTER_LOSS
+        } else {
+            ROUTE_REFRESH
+        };
+        let due = lock(&self.route_read_at).is_none_or(|at| at.elapsed() >= every);
+        if !due {
+            return;
+        }
+        *lock(&self.route_read_at) = Some(Instant::now());
+        match self.control.topic_masters(&self.parent).await {
+            Ok(route) => self.follow_route(route).await,
+            Err(error) => {
+                warn!(%error, parent = %self.parent, "cannot read the route; keeping the last one")
             }
         }
-        let answer = response
-            .decode_command_custom_header::<PopLiteMessageResponseHeader>()
-            .map_err(|e| LiteError::Decode {
-                operation: "pop lite message",
-                detail: format!("response header: {e}"),
-            })?;
-        let Some(mut body) = response.take_body() else {
-            self.counters.empty_pops.fetch_add(1, Ordering::Relaxed);
-            return Ok(Vec::new());
+    }
+
+    /// Add the brokers that joined the route (re-subscribed before their
+    /// first pop), and drop those that left it once no pop to them is in
+    /// flight. A broker that moved to another address counts as new.
+    async fn follow_route(&self, route: Vec<BrokerTarget>) {
+        let joined: Vec<BrokerTarget> = {
+            let mut brokers = lock(&self.brokers);
+            for (name, poller) in brokers.iter_mut() {
+                poller.in_route = route
+                    .iter()
+                    .any(|b| &b.name == name && b.addr == poller.target.addr);
+            }
+            route
+                .into_iter()
+                .filter(|b| !brokers.get(&b.name).is_some_and(|p| p.in_route))
+                .collect()
         };
-        let skew_hint = Arc::new(AtomicI64::new(0));
-        let mut messages = Vec::new();
-        for ext in message_decoder::decodes_batch(&mut body, true, true) {
-            let props = ext.properties();
-            let lite_topic = props
-                .get(MessageConst::PROPERTY_LITE_TOPIC)
-                .map(|s| s.to_string());
-            let queue_offset = props
-                .get(MessageConst::PROPERTY_INNER_MULTI_QUEUE_OFFSET)
-                .and_then(|s| {
-                    s.as_str()
-                        .split(',')
-                        .next()
-                        .and_then(|o| o.trim().parse::<i64>().ok())
-                });
-            let (Some(lite_topic), Some(queue_offset)) = (lite_topic, queue_offset) else {
-                // Cannot be suspended or released; it is consumed anyway.
-                warn!(msg_id = %ext.msg_id(), "popped message without LiteTopic or queue offset: dropped");
+        self.drop_left_brokers().await;
+        for target in joined {
+            if lock(&self.brokers).contains_key(&target.name) {
+                // Moved, with a pop to its old address still in flight:
+                // taken up once that pop ends.
                 continue;
-            };
-            let message_id = props
-                .get(MessageConst::PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| ext.msg_id().to_string());
-            let properties = props
+            }
+            match self.client.remoting("consumer-poll").await {
+                Ok(poll) => {
+                    debug!(broker = %target.name, "broker joined the route");
+                    let poller = BrokerPoller::new(target, poll, true);
+                    lock(&self.brokers).insert(poller.target.name.clone(), poller);
+                }
+                Err(error) => warn!(%error, broker = %target.name, "cannot reach a new broker"),
+            }
+        }
+    }
+
+    async fn drop_left_brokers(&self) {
+        let left: Vec<BrokerPoller> = {
+            let mut brokers = lock(&self.brokers);
+            let names: Vec<String> = brokers
                 .iter()
-                .filter(|(k, _)| {
-                    !STRING_HASH_SET.contains(k.as_str())
-                        && !BROKER_INTERNAL_PROPERTIES.contains(&k.as_str())
-                })
-                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .filter(|(_, p)| !p.in_route && !p.in_flight)
+                .map(|(name, _)| name.clone())
                 .collect();
-            messages.push(LiteMessage {
-                handle: MessageHandle {
-                    lite_topic: lite_topic.clone(),
-                    queue_offset,
-                    pop_time: answer.pop_time,
-                    invisible_time_ms: answer.invisible_time,
-                    revive_qid: answer.revive_qid,
-                    received_at,
-                    skew_hint: Arc::clone(&skew_hint),
-                },
-                lite_topic,
-                body: ext.body().unwrap_or_default(),
-                properties,
-                message_id: MessageId(message_id),
-                queue_offset,
-                born_timestamp_ms: ext.born_timestamp(),
-                store_timestamp_ms: ext.store_timestamp(),
-            });
+            names
+                .iter()
+                .filter_map(|name| brokers.remove(name))
+                .collect()
+        };
+        if !left.is_empty() {
+            *lock(&self.watch_route_until) = Some(Instant::now() + WATCH_LEFT_FOR);
         }
-        self.counters
-            .messages
-            .fetch_add(messages.len() as u64, Ordering::Relaxed);
-        if messages.is_empty() {
-            self.counters.empty_pops.fetch_add(1, Ordering::Relaxed);
+        for poller in left {
+            debug!(broker = %poller.target.name, "broker left the route");
+            poller.shutdown().await;
         }
-        trace!(count = messages.len(), "popped");
-        Ok(messages)
+    }
+
+    /// Give every broker marked for it the whole subscription set
+    /// (CompleteAdd) and a dispatch trigger, so a restarted broker delivers
+    /// again what it holds.
+    async fn resync_brokers(&self) {
+        let now = Instant::now();
+        let due: Vec<Arc<BrokerTarget>> = lock(&self.brokers)
+            .values()
+            .filter(|p| p.in_route && p.resync && !p.in_flight)
+            .filter(|p| p.retry_at.is_none_or(|at| at <= now))
+            .map(|p| Arc::clone(&p.target))
+            .collect();
+        for target in due {
+            let set: Vec<String> = lock(&self.subscriptions).iter().cloned().collect();
+            let result = async {
+                self.subscription_ctl_at(
+                    Arc::clone(&target),
+                    LiteSubscriptionAction::CompleteAdd,
+                    &set,
+                )
+                .await?;
+                self.trigger_dispatch_at(Arc::clone(&target)).await
+            }
+            .await;
+            match result {
+                Ok(()) => {
+                    debug!(broker = %target.name, topics = set.len(), "broker re-subscribed");
+                    if let Some(poller) = lock(&self.brokers).get_mut(&target.name) {
+                        poller.resync = false;
+                        poller.retry_at = None;
+                    }
+                }
+                Err(error) => {
+                    debug!(%error, broker = %target.name, "broker still unreachable");
+                    self.mark_failed(&target.name);
+                }
+            }
+        }
     }
 
     /// Stop delivering `handle`'s LiteTopic to this group for `duration`,
@@ -558,14 +863,27 @@ impl LiteConsumer {
         Ok(())
     }
 
-    /// Drop this consumer's subscriptions at the broker (CompleteRemove: the
-    /// broker never expires them) and close its connections.
+    /// Drop this consumer's subscriptions at every broker (CompleteRemove:
+    /// the broker never expires them), wait for the pops in flight and close
+    /// its connections. Popped messages not handed out by then are lost
+    /// (logged): call [`LiteConsumer::finish_pops`] first to keep them.
     pub async fn shutdown(self) {
-        let dto = self.dto(LiteSubscriptionAction::CompleteRemove, HashSet::new());
-        if let Err(e) = self.send_subscription_ctl(dto).await {
-            warn!(error = %e, client_id = %self.client_id, "could not drop LiteTopic subscriptions");
+        for target in self.route_targets() {
+            let dto = self.dto(LiteSubscriptionAction::CompleteRemove, HashSet::new());
+            if let Err(e) = self.send_subscription_ctl(&target, dto).await {
+                warn!(error = %e, client_id = %self.client_id, broker = %target.name, "could not drop LiteTopic subscriptions");
+            }
         }
-        self.poll.shutdown().await;
+        let left = self.finish_pops().await;
+        if !left.is_empty() {
+            warn!(count = left.len(), client_id = %self.client_id, "popped messages dropped at shutdown (call finish_pops first)");
+        }
+        let pollers: Vec<BrokerPoller> = std::mem::take(&mut *lock(&self.brokers))
+            .into_values()
+            .collect();
+        for poller in pollers {
+            poller.shutdown().await;
+        }
         self.control.shutdown().await;
     }
 
@@ -660,7 +978,7 @@ impl LiteConsumer {
             handle.invisible_time_ms,
             handle.revive_qid,
             &self.parent,
-            &self.broker.name,
+            &handle.broker.name,
             0,
             handle.queue_offset,
         );
@@ -676,7 +994,7 @@ impl LiteConsumer {
                 lite_topic: Some(CheetahString::from_slice(&handle.lite_topic)),
                 suspend,
                 topic_request_header: Some(TopicRequestHeader {
-                    rpc_request_header: Some(self.rpc_header()),
+                    rpc_request_header: Some(rpc_header(&handle.broker)),
                     lo: None,
                 }),
             };
@@ -688,7 +1006,7 @@ impl LiteConsumer {
                 .control
                 .invoke(
                     "change invisible time",
-                    &self.broker.addr,
+                    &handle.broker.addr,
                     request,
                     self.request_timeout,
                 )
@@ -706,7 +1024,7 @@ impl LiteConsumer {
                 _ => {
                     return Err(broker_error(
                         "change invisible time",
-                        &self.broker.addr,
+                        &handle.broker.addr,
                         &response,
                     ))
                 }
@@ -714,17 +1032,18 @@ impl LiteConsumer {
         }
     }
 
-    async fn subscription_ctl(
+    async fn subscription_ctl_at(
         &self,
+        broker: Arc<BrokerTarget>,
         action: LiteSubscriptionAction,
-        set: Vec<String>,
+        set: &[String],
     ) -> Result<(), LiteError> {
         let set = set
-            .into_iter()
-            .map(CheetahString::from_string)
+            .iter()
+            .map(|topic| CheetahString::from_slice(topic))
             .collect::<HashSet<_>>();
         let dto = self.dto(action, set);
-        self.send_subscription_ctl(dto).await
+        self.send_subscription_ctl(&broker, dto).await
     }
 
     fn dto(
@@ -742,24 +1061,34 @@ impl LiteConsumer {
         dto
     }
 
-    async fn send_subscription_ctl(&self, dto: LiteSubscriptionDTO) -> Result<(), LiteError> {
+    async fn send_subscription_ctl(
+        &self,
+        broker: &BrokerTarget,
+        dto: LiteSubscriptionDTO,
+    ) -> Result<(), LiteError> {
         let mut body = LiteSubscriptionCtlRequestBody::new();
         body.set_subscription_set(vec![dto]);
         let body = serde_json::to_vec(&body)
             .map_err(|e| LiteError::InvalidArgument(format!("encoding the subscription: {e}")))?;
         let header = LiteSubscriptionCtlRequestHeader {
-            rpc_request_header: Some(self.rpc_header()),
+            rpc_request_header: Some(rpc_header(broker)),
         };
         let request =
             RemotingCommand::create_request_command(RequestCode::LiteSubscriptionCtl, header)
                 .set_body(body);
         self.control
-            .invoke_ok("lite subscription", &self.broker.addr, request)
+            .invoke_ok("lite subscription", &broker.addr, request)
             .await?;
         Ok(())
     }
 
+    /// TriggerLiteDispatch for this client on every broker of the route.
     async fn trigger_dispatch(&self) -> Result<(), LiteError> {
+        self.on_every_broker(|broker| self.trigger_dispatch_at(broker))
+            .await
+    }
+
+    async fn trigger_dispatch_at(&self, broker: Arc<BrokerTarget>) -> Result<(), LiteError> {
         let header = TriggerLiteDispatchRequestHeader {
             group: CheetahString::from_slice(&self.group),
             client_id: Some(CheetahString::from_slice(&self.client_id)),
@@ -767,18 +1096,155 @@ impl LiteConsumer {
         let request =
             RemotingCommand::create_request_command(RequestCode::TriggerLiteDispatch, header);
         self.control
-            .invoke_ok("trigger lite dispatch", &self.broker.addr, request)
+            .invoke_ok("trigger lite dispatch", &broker.addr, request)
             .await?;
         Ok(())
     }
+}
 
-    fn rpc_header(&self) -> RpcRequestHeader {
-        RpcRequestHeader {
-            namespace: None,
-            namespaced: None,
-            broker_name: Some(CheetahString::from_slice(&self.broker.name)),
-            oneway: None,
+/// One pop request to one broker, run in a task of its own so that its
+/// answer (committed at the broker) is never dropped with a caller's future.
+struct PopTask {
+    poll: Arc<Remoting>,
+    broker: Arc<BrokerTarget>,
+    timeout: Duration,
+    counters: Arc<Counters>,
+}
+
+impl PopTask {
+    async fn run(self, request: RemotingCommand, outcomes: mpsc::UnboundedSender<PopOutcome>) {
+        let result = self.pop(request).await;
+        // The receiver lives as long as the consumer; once it is gone
+        // nobody could take these messages anyway.
+        let _ = outcomes.send(PopOutcome {
+            broker: self.broker.name.clone(),
+            result,
+        });
+    }
+
+    async fn pop(&self, request: RemotingCommand) -> Result<Vec<LiteMessage>, LiteError> {
+        let mut response = self
+            .poll
+            .invoke("pop lite message", &self.broker.addr, request, self.timeout)
+            .await?;
+        let received_at = Instant::now();
+        self.counters.pops.fetch_add(1, Ordering::Relaxed);
+        match response.code() {
+            code::SUCCESS => {}
+            code::POLLING_TIMEOUT | code::PULL_NOT_FOUND | code::POLLING_FULL => {
+                self.counters.empty_pops.fetch_add(1, Ordering::Relaxed);
+                return Ok(Vec::new());
+            }
+            _ => {
+                return Err(broker_error(
+                    "pop lite message",
+                    &self.broker.addr,
+                    &response,
+                ))
+            }
         }
+        let answer = response
+            .decode_command_custom_header::<PopLiteMessageResponseHeader>()
+            .map_err(|e| LiteError::Decode {
+                operation: "pop lite message",
+                detail: format!("response header: {e}"),
+            })?;
+        let Some(mut body) = response.take_body() else {
+            self.counters.empty_pops.fetch_add(1, Ordering::Relaxed);
+            return Ok(Vec::new());
+        };
+        let skew_hint = Arc::new(AtomicI64::new(0));
+        let mut messages = Vec::new();
+        for ext in message_decoder::decodes_batch(&mut body, true, true) {
+            let props = ext.properties();
+            let lite_topic = props
+                .get(MessageConst::PROPERTY_LITE_TOPIC)
+                .map(|s| s.to_string());
+            let queue_offset = props
+                .get(MessageConst::PROPERTY_INNER_MULTI_QUEUE_OFFSET)
+                .and_then(|s| {
+                    s.as_str()
+                        .split(',')
+                        .next()
+                        .and_then(|o| o.trim().parse::<i64>().ok())
+                });
+            let (Some(lite_topic), Some(queue_offset)) = (lite_topic, queue_offset) else {
+                // Cannot be suspended or released; it is consumed anyway.
+                warn!(msg_id = %ext.msg_id(), "popped message without LiteTopic or queue offset: dropped");
+                continue;
+            };
+            let message_id = props
+                .get(MessageConst::PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| ext.msg_id().to_string());
+            let properties = props
+                .iter()
+                .filter(|(k, _)| {
+                    !STRING_HASH_SET.contains(k.as_str())
+                        && !BROKER_INTERNAL_PROPERTIES.contains(&k.as_str())
+                })
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            messages.push(LiteMessage {
+                handle: MessageHandle {
+                    broker: Arc::clone(&self.broker),
+                    lite_topic: lite_topic.clone(),
+                    queue_offset,
+                    pop_time: answer.pop_time,
+                    invisible_time_ms: answer.invisible_time,
+                    revive_qid: answer.revive_qid,
+                    received_at,
+                    skew_hint: Arc::clone(&skew_hint),
+                },
+                lite_topic,
+                body: ext.body().unwrap_or_default(),
+                properties,
+                message_id: MessageId(message_id),
+                queue_offset,
+                born_timestamp_ms: ext.born_timestamp(),
+                store_timestamp_ms: ext.store_timestamp(),
+            });
+        }
+        self.counters
+            .messages
+            .fetch_add(messages.len() as u64, Ordering::Relaxed);
+        if messages.is_empty() {
+            self.counters.empty_pops.fetch_add(1, Ordering::Relaxed);
+        }
+        trace!(count = messages.len(), "popped");
+        Ok(messages)
+    }
+}
+
+impl BrokerPoller {
+    fn new(target: BrokerTarget, poll: Remoting, resync: bool) -> Self {
+        BrokerPoller {
+            target: Arc::new(target),
+            poll: Arc::new(poll),
+            in_flight: false,
+            retry_at: None,
+            resync,
+            in_route: true,
+        }
+    }
+
+    /// Close its pop handle (once no pop task holds it any more).
+    async fn shutdown(self) {
+        match Arc::try_unwrap(self.poll) {
+            Ok(poll) => poll.shutdown().await,
+            Err(_) => {
+                debug!(broker = %self.target.name, "pop handle still in use; closed when dropped")
+            }
+        }
+    }
+}
+
+fn rpc_header(broker: &BrokerTarget) -> RpcRequestHeader {
+    RpcRequestHeader {
+        namespace: None,
+        namespaced: None,
+        broker_name: Some(CheetahString::from_slice(&broker.name)),
+        oneway: None,
     }
 }
 

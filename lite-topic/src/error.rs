@@ -67,8 +67,7 @@ pub enum LiteError {
         detail: String,
     },
 
-    /// A set-up this client does not handle (e.g. a parent topic spread over
-    /// several brokers).
+    /// A set-up this client does not handle.
     #[error("unsupported: {0}")]
     Unsupported(String),
 

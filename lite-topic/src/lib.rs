@@ -13,6 +13,12 @@
 //! with that broker: a popped message is never delivered again, so callers
 //! keep their own lease and re-publish (see `README.md`).
 //!
+//! Any number of brokers: the client follows the name server's route of the
+//! parent topic. Each LiteTopic lives on one owner broker (Apache
+//! RocketMQ's own sharding, `routing`), sends fail over to the next owner
+//! when a broker does not store a message, and the consumer pops from every
+//! broker of the route (README: "Several brokers").
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), sluice_litetopic::LiteError> {
 //! use std::time::Duration;
@@ -42,6 +48,7 @@ mod consumer;
 mod error;
 mod naming;
 mod producer;
+mod routing;
 
 pub use admin::LiteAdmin;
 pub use client::{BrokerTarget, LiteClient, LiteConfig};

@@ -1,17 +1,36 @@
-//! Sending to a LiteTopic: a plain send to the parent topic carrying the
-//! `__LITE_TOPIC` system property.
+//! Sending to a LiteTopic: a send to the parent topic's queue on one broker,
+//! carrying the `__LITE_TOPIC` system property.
+//!
+//! Routing (see [`crate::routing`]): the LiteTopic's preferred broker of the
+//! parent topic's route first, then the others in order when one does not
+//! store the message. The route is read from the name server, kept for
+//! `ROUTE_REFRESH`, and read again after any failed send.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use cheetah_string::CheetahString;
 use rocketmq_client_rust::{DefaultMQProducer, SendStatus};
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_model::common::message::{MessageConst, MessageTrait};
+use rocketmq_model::message::MessageQueue;
 use tracing::{debug, instrument, warn};
 
-use crate::client::LiteClient;
+use crate::client::{BrokerTarget, LiteClient, Remoting};
 use crate::error::LiteError;
 use crate::naming::{validate_group, validate_lite_topic, validate_parent_topic};
+use crate::routing::{broker_preference, CachedRoute};
+
+/// The parent topic's one queue on each broker (`ensure_parent_topic`
+/// creates one read and one write queue per broker).
+const PARENT_QUEUE_ID: i32 = 0;
+
+/// A broker that failed a send is tried last for this long (the name server
+/// may list a dead broker for a while: its connection to the broker must
+/// close first, or the broker's registration expire).
+const AVOID_FAILED_BROKER: Duration = Duration::from_secs(5);
 
 /// Largest body the broker takes by default (4 MiB).
 pub const MAX_BODY_LEN: usize = 4 * 1024 * 1024;
@@ -33,6 +52,11 @@ impl fmt::Display for MessageId {
 pub struct LiteProducer {
     producer: DefaultMQProducer,
     timeout_ms: u64,
+    /// Name-server lookups of parent topic routes.
+    routes_remoting: Remoting,
+    routes: Mutex<HashMap<String, CachedRoute>>,
+    /// Brokers that failed a send, and when.
+    failed: Mutex<HashMap<String, Instant>>,
 }
 
 impl LiteProducer {
@@ -49,9 +73,19 @@ impl LiteProducer {
         Box::pin(producer.start())
             .await
             .map_err(|e| LiteError::client("start producer", e))?;
+        let routes_remoting = match client.remoting("producer-routes").await {
+            Ok(remoting) => remoting,
+            Err(e) => {
+                Box::pin(producer.shutdown()).await;
+                return Err(e);
+            }
+        };
         Ok(LiteProducer {
             producer,
             timeout_ms: client.config().request_timeout.as_millis() as u64,
+            routes_remoting,
+            routes: Mutex::new(HashMap::new()),
+            failed: Mutex::new(HashMap::new()),
         })
     }
 
@@ -94,13 +128,76 @@ impl LiteProducer {
             CheetahString::from_static_str(MessageConst::PROPERTY_LITE_TOPIC),
             CheetahString::from_slice(lite_topic),
         );
-        let result = Box::pin(self.producer.send_with_timeout(message, self.timeout_ms))
-            .await
-            .map_err(|e| LiteError::client("send", e))?
-            .ok_or_else(|| LiteError::Decode {
-                operation: "send",
-                detail: "no send result".into(),
-            })?;
+        self.send_routed(parent, lite_topic, message).await
+    }
+
+    /// Try the route's brokers in the LiteTopic's order until one stores the
+    /// message. A send that failed for a reason another broker cannot fix
+    /// (bad message, refused property) is returned at once.
+    async fn send_routed(
+        &self,
+        parent: &str,
+        lite_topic: &str,
+        message: Message,
+    ) -> Result<MessageId, LiteError> {
+        let route = self.route(parent).await?;
+        let mut last_error = None;
+        for broker in self.send_order(lite_topic, &route) {
+            match self.send_to(parent, broker, message.clone()).await {
+                Ok(id) => {
+                    if last_error.is_some() {
+                        debug!(broker = %broker.name, "sent after failing over");
+                    }
+                    return Ok(id);
+                }
+                Err(e) if e.is_transient() => {
+                    warn!(broker = %broker.name, error = %e, "send failed; trying the next broker");
+                    self.forget_route(parent);
+                    lock(&self.failed).insert(broker.name.clone(), Instant::now());
+                    last_error = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| LiteError::NoRoute(parent.to_owned())))
+    }
+
+    /// The LiteTopic's broker order, with brokers that failed a send in the
+    /// last `AVOID_FAILED_BROKER` moved to the end (so a dead broker costs
+    /// one timeout, not one per message).
+    fn send_order<'a>(&self, lite_topic: &str, route: &'a [BrokerTarget]) -> Vec<&'a BrokerTarget> {
+        let mut failed = lock(&self.failed);
+        failed.retain(|_, at| at.elapsed() < AVOID_FAILED_BROKER);
+        let (healthy, avoided): (Vec<_>, Vec<_>) = broker_preference(lite_topic, route)
+            .into_iter()
+            .partition(|broker| !failed.contains_key(&broker.name));
+        healthy.into_iter().chain(avoided).collect()
+    }
+
+    /// One send to `parent`'s queue on `broker`. Ok only when the broker
+    /// answered that it stored the message.
+    async fn send_to(
+        &self,
+        parent: &str,
+        broker: &BrokerTarget,
+        message: Message,
+    ) -> Result<MessageId, LiteError> {
+        let queue = MessageQueue::from_parts(
+            CheetahString::from_slice(parent),
+            CheetahString::from_slice(&broker.name),
+            PARENT_QUEUE_ID,
+        );
+        let result = Box::pin(self.producer.send_to_queue_with_timeout(
+            message,
+            queue,
+            self.timeout_ms,
+        ))
+        .await
+        .map_err(|e| LiteError::client("send", e))?
+        .ok_or_else(|| LiteError::Decode {
+            operation: "send",
+            detail: "no send result".into(),
+        })?;
         if result.send_status != SendStatus::SendOk {
             // Stored on the master but not flushed or replicated as asked:
             // the message exists, so this is not an error to retry on.
@@ -113,12 +210,27 @@ impl LiteProducer {
                 operation: "send",
                 detail: "send result without a message id".into(),
             })?;
-        debug!(%id, "sent");
+        debug!(%id, broker = %broker.name, "sent");
         Ok(id)
+    }
+
+    /// The brokers serving `parent`, from the cache while it is fresh.
+    async fn route(&self, parent: &str) -> Result<Vec<BrokerTarget>, LiteError> {
+        if let Some(route) = lock(&self.routes).get(parent).filter(|r| r.is_fresh()) {
+            return Ok(route.brokers.clone());
+        }
+        let brokers = self.routes_remoting.topic_masters(parent).await?;
+        lock(&self.routes).insert(parent.to_owned(), CachedRoute::new(brokers.clone()));
+        Ok(brokers)
+    }
+
+    fn forget_route(&self, parent: &str) {
+        lock(&self.routes).remove(parent);
     }
 
     pub async fn shutdown(mut self) {
         Box::pin(self.producer.shutdown()).await;
+        self.routes_remoting.shutdown().await;
     }
 }
 
@@ -146,4 +258,10 @@ fn check_property(name: &str, value: &str) -> Result<(), LiteError> {
         )));
     }
     Ok(())
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

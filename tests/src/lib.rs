@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod rocketmq_cluster;
+
 /// A port nobody listens on right now. (Another process may take it before
 /// the caller binds it; starters retry on that.)
 pub fn free_port() -> u16 {
