@@ -1,6 +1,8 @@
 //! Test harness: real Redis and Envoy processes on free loopback ports,
 //! stopped when their guard drops. No mocks of either.
 
+pub mod redis_topologies;
+
 use anyhow::{bail, Context};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
