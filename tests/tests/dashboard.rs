@@ -252,7 +252,7 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
     std::fs::write(&limits_file, LIMITS).unwrap();
     let limits = LimitsConfig::load(&limits_file).unwrap();
     let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
+        redis: sluice_redis::RedisOptions::from_url(redis.url()),
         ..Default::default()
     })
     .unwrap();

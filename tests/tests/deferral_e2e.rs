@@ -70,7 +70,7 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
     let limits =
         LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
     let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
+        redis: sluice_redis::RedisOptions::from_url(redis.url()),
         ..Default::default()
     })
     .unwrap();

@@ -80,7 +80,7 @@ struct Stack {
 async fn stack(front: FrontDoor, edits: &[(&str, &str)], rls_up: bool) -> Stack {
     let redis = RedisServer::start().unwrap();
     let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
+        redis: sluice_redis::RedisOptions::from_url(redis.url()),
         ..Default::default()
     })
     .unwrap();

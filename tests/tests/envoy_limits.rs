@@ -63,7 +63,7 @@ struct Stack {
 async fn stack(edits: &[(&str, &str)], deferral: Option<SocketAddr>) -> Stack {
     let redis = RedisServer::start().unwrap();
     let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
+        redis: sluice_redis::RedisOptions::from_url(redis.url()),
         ..Default::default()
     })
     .unwrap();
