@@ -386,6 +386,7 @@ async fn deferral_endpoint(
         options,
         metrics,
         local,
+        redis: redis_options(args),
         ..EndpointConfig::new(&args.redis_url, &args.namesrv)
     })
     .await?;

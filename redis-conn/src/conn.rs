@@ -124,8 +124,22 @@ impl RedisClient {
         })
     }
 
+    /// [`RedisClient::new`] for a URL with default timeouts.
+    pub fn open(url: &str) -> Result<Self, OptionsError> {
+        Self::new(&RedisOptions::from_url(url))
+    }
+
     pub fn topology(&self) -> &Topology {
         &self.topology
+    }
+
+    /// The same deployment with another bound on one round trip: for a
+    /// connection that runs blocking commands (`XREAD BLOCK`), whose round
+    /// trip is as long as the block.
+    pub fn with_response_timeout(&self, timeout: Duration) -> RedisClient {
+        let mut client = self.clone();
+        client.options.response_timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        client
     }
 
     pub fn is_cluster(&self) -> bool {

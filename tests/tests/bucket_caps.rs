@@ -41,7 +41,7 @@ fn caps(global: u64, per_tenant: u64, per_minute: u64) -> BucketCaps {
     .unwrap()
 }
 
-async fn redis() -> (RedisServer, redis::aio::ConnectionManager) {
+async fn redis() -> (RedisServer, sluice_redis::RedisConn) {
     let server = RedisServer::start().unwrap();
     let conn = connect(&RedisOptions {
         url: server.url(),
@@ -54,7 +54,7 @@ async fn redis() -> (RedisServer, redis::aio::ConnectionManager) {
 /// The caps' answer for `tenant` × `model`, now.
 async fn admit(
     caps: &BucketCaps,
-    conn: &mut redis::aio::ConnectionManager,
+    conn: &mut sluice_redis::RedisConn,
     tenant: &str,
     model: &str,
 ) -> Result<Admission, CapKind> {
@@ -76,7 +76,7 @@ fn created(answer: Result<Admission, CapKind>) -> bool {
     }
 }
 
-async fn tenant_count(conn: &mut redis::aio::ConnectionManager, tenant: &str) -> Option<u64> {
+async fn tenant_count(conn: &mut sluice_redis::RedisConn, tenant: &str) -> Option<u64> {
     redis::cmd("HGET")
         .arg(keys::TENANT_BUCKET_COUNTS)
         .arg(keys::sanitize(tenant))
@@ -85,7 +85,7 @@ async fn tenant_count(conn: &mut redis::aio::ConnectionManager, tenant: &str) ->
         .unwrap()
 }
 
-async fn bucket_count(conn: &mut redis::aio::ConnectionManager) -> u64 {
+async fn bucket_count(conn: &mut sluice_redis::RedisConn) -> u64 {
     redis::cmd("SCARD")
         .arg(keys::BUCKETS)
         .query_async(conn)
@@ -247,7 +247,7 @@ struct Endpoint {
     _redis: RedisServer,
 }
 
-async fn endpoint(limits: CapLimits) -> (Endpoint, redis::aio::ConnectionManager) {
+async fn endpoint(limits: CapLimits) -> (Endpoint, sluice_redis::RedisConn) {
     let (server, conn) = redis().await;
     let broker = tokio::task::spawn_blocking(RocketMq::start)
         .await
@@ -287,7 +287,7 @@ async fn endpoint(limits: CapLimits) -> (Endpoint, redis::aio::ConnectionManager
 
 async fn defer(
     endpoint: &Endpoint,
-    conn: &mut redis::aio::ConnectionManager,
+    conn: &mut sluice_redis::RedisConn,
     tenant: &str,
     model: &str,
     req_id: &str,
