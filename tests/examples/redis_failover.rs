@@ -9,7 +9,8 @@
 //! promoted replica: Redis replicates asynchronously). That last figure bounds
 //! over-admission: a lost increment is a request the window forgets.
 //!
-//! `cargo run --release -p sluice-testkit --example redis_failover [-- --seconds-before 3]`
+//! `cargo run -p sluice-testkit --example redis_failover [-- --seconds-before 3]`
+//! (recovery is bound by Redis, not by this process: a debug build is enough)
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use redis::AsyncCommands;
