@@ -2,6 +2,7 @@
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ENVOY_VERSION="1.40.0"
+KUBERNETES_VALIDATE_VERSION="1.37.0"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
@@ -24,6 +25,16 @@ find_envoy() {
   scripts="$(python3 -c 'import site; print(site.USER_BASE)' 2>/dev/null || true)/bin"
   if [ -x "$scripts/envoy" ]; then echo "$scripts/envoy"; return; fi
   command -v envoy 2>/dev/null || true
+}
+
+# A script pip installed ($1): PATH, or pip's scripts folders.
+find_pip_script() {
+  local dir
+  for dir in "$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))' 2>/dev/null || true)" \
+             "$(python3 -c 'import site; print(site.USER_BASE)' 2>/dev/null || true)/bin"; do
+    if [ -n "$dir" ] && [ -x "$dir/$1" ]; then echo "$dir/$1"; return; fi
+  done
+  command -v "$1" 2>/dev/null || true
 }
 
 free_port() {

@@ -118,7 +118,7 @@ async fn start_consumer(
         namesrv: rls.namesrv.clone(),
         parent: rls.lite_parent.clone(),
         group: rls.consumer_group.clone(),
-        redis_url: rls.redis_url.clone(),
+        redis: sluice_ratelimit::cli::redis_options(rls),
         id: embedded::default_id(),
         runner: Default::default(),
         local: Some(bus),

@@ -38,8 +38,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("invalid Redis URL: {0}")]
-    Redis(#[from] redis::RedisError),
+    #[error("Redis settings: {0}")]
+    Redis(#[from] crate::RedisOptionsError),
     #[error(transparent)]
     Pacing(#[from] crate::pacing::PacingError),
     #[error("RocketMQ: {0}")]
@@ -69,7 +69,7 @@ pub struct StartOptions {
     pub namesrv: String,
     pub parent: String,
     pub group: String,
-    pub redis_url: String,
+    pub redis: RedisOptions,
     /// This instance's id in the consumer group.
     pub id: String,
     pub runner: RunnerOptions,
@@ -90,10 +90,7 @@ pub struct Started {
 /// consumer group exist (idempotent), and builds the runner.
 pub async fn start(options: StartOptions) -> Result<Started, StartError> {
     let metrics = Arc::new(Metrics::new(10_000, 1_000));
-    let redis = connect(&RedisOptions {
-        url: options.redis_url.clone(),
-        ..Default::default()
-    })?;
+    let redis = connect(&options.redis)?;
     let mut consumer = Consumer::new(
         redis.clone(),
         &options.id,

@@ -58,10 +58,10 @@
 
 use crate::keys;
 use crate::stream::{StreamConfig, Terminal};
-use redis::aio::ConnectionManager;
 use redis::Value;
 use serde::{Deserialize, Serialize};
 use sluice_contract::claim::{self, ClaimTiming};
+use sluice_redis::RedisConn;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Settings of the markers.
@@ -281,7 +281,7 @@ impl Idempotency {
     }
 
     /// Loads the scripts so the first calls need no NOSCRIPT retry.
-    pub async fn preload(&self, conn: &mut ConnectionManager) -> Result<(), redis::RedisError> {
+    pub async fn preload(&self, conn: &mut RedisConn) -> Result<(), redis::RedisError> {
         for script in [&self.claim, &self.heartbeat, &self.finish, &self.release] {
             script.load_async(conn).await?;
         }
@@ -291,7 +291,7 @@ impl Idempotency {
     /// Rule 1.
     pub async fn claim(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         req_id: &str,
         stream: &StreamConfig,
     ) -> Result<Claim, redis::RedisError> {
@@ -346,7 +346,7 @@ impl Idempotency {
     /// Rule 2.
     pub async fn heartbeat(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         lease: &Lease,
     ) -> Result<Heartbeat, redis::RedisError> {
         let (owned, cancelled): (i64, i64) = self
@@ -366,7 +366,7 @@ impl Idempotency {
     /// Rule 3. `Ok(false)`: not written (this attempt lost the request).
     pub async fn finish(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         lease: &Lease,
         terminal: &Terminal,
         stream: &StreamConfig,
@@ -381,7 +381,7 @@ impl Idempotency {
     /// live attempt holds the request. `Ok(false)`: not written.
     pub async fn give_up(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         req_id: &str,
         terminal: &Terminal,
         stream: &StreamConfig,
@@ -392,7 +392,7 @@ impl Idempotency {
 
     async fn write_terminal(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         req_id: &str,
         owner: Option<&str>,
         terminal: &Terminal,
@@ -419,7 +419,7 @@ impl Idempotency {
     /// Rule 4. `Ok(false)`: the marker was not this attempt's any more.
     pub async fn release(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut RedisConn,
         lease: &Lease,
     ) -> Result<bool, redis::RedisError> {
         let released: i64 = self

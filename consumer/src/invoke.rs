@@ -35,8 +35,8 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
+use sluice_redis::RedisConn;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -273,7 +273,7 @@ impl CallStats {
 
 /// Where chunks go.
 pub(crate) struct Sink<'a> {
-    pub conn: ConnectionManager,
+    pub conn: RedisConn,
     pub config: &'a StreamConfig,
     pub response_key: String,
     pub cancel_key: String,

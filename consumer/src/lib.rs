@@ -43,7 +43,6 @@ pub use sluice_contract::{local, work};
 pub use work::{Priority, WorkItem};
 
 use invoke::{CallEnd, CallStats, Sink};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -169,37 +168,15 @@ pub async fn admit(
     })
 }
 
-/// Redis connection settings of the consumer.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct RedisOptions {
-    /// `redis://…` or `rediss://…`.
-    pub url: String,
-    pub connect_timeout_ms: u64,
-    /// Bound of one round trip; a write slower than this aborts the call.
-    pub response_timeout_ms: u64,
-}
-
-impl Default for RedisOptions {
-    fn default() -> Self {
-        RedisOptions {
-            url: "redis://127.0.0.1:6379".into(),
-            connect_timeout_ms: 1_000,
-            response_timeout_ms: 2_000,
-        }
-    }
-}
+/// Redis settings of the consumer: the same URL forms, password file and
+/// timeouts as every Sluice component (see `sluice_redis`).
+pub use sluice_redis::{OptionsError as RedisOptionsError, RedisConn, RedisOptions};
 
 /// A multiplexed, reconnecting connection with bounded round trips (opened
-/// lazily: the consumer starts while Redis is down).
-pub fn connect(options: &RedisOptions) -> Result<ConnectionManager, redis::RedisError> {
-    let client = redis::Client::open(options.url.as_str())?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_millis(options.connect_timeout_ms)))
-        .set_response_timeout(Some(Duration::from_millis(options.response_timeout_ms)))
-        .set_number_of_retries(1)
-        .set_max_delay(Duration::from_millis(500));
-    ConnectionManager::new_lazy_with_config(client, config)
+/// lazily: the consumer starts while Redis is down), to a single server, a
+/// Redis Cluster or a Sentinel-managed master.
+pub fn connect(options: &RedisOptions) -> Result<RedisConn, RedisOptionsError> {
+    sluice_redis::RedisClient::new(options)?.connect()
 }
 
 /// Configuration of [`Consumer`].
@@ -213,7 +190,7 @@ pub struct ConsumerConfig {
 
 /// Processes work items: idempotency, the streaming call, the response stream.
 pub struct Consumer {
-    conn: ConnectionManager,
+    conn: RedisConn,
     invoker: Invoker,
     idempotency: Idempotency,
     stream: StreamConfig,
@@ -225,7 +202,7 @@ pub struct Consumer {
 impl Consumer {
     /// `consumer_id`: unique per process (e.g. pod name + pid).
     pub fn new(
-        conn: ConnectionManager,
+        conn: RedisConn,
         consumer_id: &str,
         config: ConsumerConfig,
         metrics: Arc<Metrics>,

@@ -44,6 +44,9 @@ struct Cli {
         global = true
     )]
     redis_url: String,
+    /// File holding the Redis password (wins over one in --redis-url).
+    #[arg(long, env = "SLUICE_REDIS_PASSWORD_FILE", global = true)]
+    redis_password_file: Option<std::path::PathBuf>,
     /// Backend base URL for models without their own entry in the config file.
     #[arg(long, env = "SLUICE_BACKEND_URL")]
     backend_url: Option<String>,
@@ -155,7 +158,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         namesrv: cli.namesrv.clone(),
         parent: cli.lite_parent.clone(),
         group: cli.group.clone(),
-        redis_url: cli.redis_url.clone(),
+        redis: redis_options(&cli),
         id: id.clone(),
         runner: RunnerOptions {
             membership_ttl: Duration::from_millis(cli.membership_ttl_ms),
@@ -187,6 +190,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Redis as the flags name it: URL (standalone, cluster or sentinel) and password file.
+fn redis_options(cli: &Cli) -> RedisOptions {
+    RedisOptions {
+        password_file: cli.redis_password_file.clone(),
+        ..RedisOptions::from_url(cli.redis_url.as_str())
+    }
+}
+
 fn read_config(cli: &Cli) -> anyhow::Result<FileConfig> {
     Ok(FileConfig::load(cli.config.as_deref())?)
 }
@@ -194,11 +205,7 @@ fn read_config(cli: &Cli) -> anyhow::Result<FileConfig> {
 /// `sluice-consumer rates ...`: the admin API's rate changes, straight in Redis.
 async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
     let file = read_config(cli)?;
-    let redis = connect(&RedisOptions {
-        url: cli.redis_url.clone(),
-        ..Default::default()
-    })
-    .context("invalid Redis URL")?;
+    let redis = connect(&redis_options(cli)).context("--redis-url")?;
     let pacer = Pacer::new(redis, file.pacing, None)?;
     // `Some(None)`: set to unlimited; `None`: flag not given.
     let parse = |flag: &str, value: &Option<String>| -> anyhow::Result<Option<Option<f64>>> {

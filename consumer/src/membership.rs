@@ -92,11 +92,11 @@ impl Assignment {
 pub struct Membership {
     id: String,
     ttl: Duration,
-    redis: redis::aio::ConnectionManager,
+    redis: sluice_redis::RedisConn,
 }
 
 impl Membership {
-    pub fn new(id: &str, ttl: Duration, redis: redis::aio::ConnectionManager) -> Self {
+    pub fn new(id: &str, ttl: Duration, redis: sluice_redis::RedisConn) -> Self {
         Membership {
             id: id.to_string(),
             ttl,

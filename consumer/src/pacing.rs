@@ -62,8 +62,8 @@
 
 use crate::keys::{self, BucketId, Dimension};
 use crate::metrics::{Metrics, PacingLabels};
-use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
+use sluice_redis::RedisConn;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -498,7 +498,7 @@ pub const MAX_FACTOR: f64 = 1000.0;
 /// The shared pacer.
 #[derive(Clone)]
 pub struct Pacer {
-    conn: ConnectionManager,
+    conn: RedisConn,
     script: redis::Script,
     config: Arc<PacingConfig>,
     /// Configured per-model rates, keyed by sanitized model.
@@ -508,7 +508,7 @@ pub struct Pacer {
 
 impl Pacer {
     pub fn new(
-        conn: ConnectionManager,
+        conn: RedisConn,
         config: PacingConfig,
         metrics: Option<Arc<Metrics>>,
     ) -> Result<Self, PacingError> {

@@ -32,9 +32,9 @@ use crate::membership::{self, Assignment, Membership};
 use crate::{
     admit, Admission, Consumer, Disposition, InFlightLimits, Metrics, Outcome, Pacer, WorkItem,
 };
-use redis::aio::ConnectionManager;
 use sluice_contract::bookkeeping::{self, Bookkeeping, CapValues};
 use sluice_litetopic::{lite_topic_name, LiteConsumer, LiteMessage, LiteProducer, MessageHandle};
+use sluice_redis::RedisConn;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -97,7 +97,7 @@ pub struct RunnerParts {
     pub consumer: Arc<Consumer>,
     pub pacer: Arc<Pacer>,
     pub limits: Arc<InFlightLimits>,
-    pub redis: ConnectionManager,
+    pub redis: RedisConn,
     pub metrics: Arc<Metrics>,
     /// This instance's id in the group (unique per process).
     pub id: String,
@@ -109,7 +109,7 @@ pub struct Runner {
     consumer: Arc<Consumer>,
     pacer: Arc<Pacer>,
     limits: Arc<InFlightLimits>,
-    redis: ConnectionManager,
+    redis: RedisConn,
     metrics: Arc<Metrics>,
     membership: Membership,
     /// The shared bucket bookkeeping (re-publishes).
@@ -297,7 +297,7 @@ impl Runner {
     /// Unsubscribe from a bucket just retired and, with `reclaim_retired`,
     /// delete its queue at the broker; then lift its reclaim mark, so the
     /// endpoint may publish to it again (creating it anew).
-    async fn drop_retired(&self, redis: &mut ConnectionManager, topic: &str) {
+    async fn drop_retired(&self, redis: &mut RedisConn, topic: &str) {
         if !self.options.reclaim_retired {
             if let Err(error) = self.lite.unsubscribe(&[topic]).await {
                 tracing::warn!(%error, %topic, "retired bucket: unsubscribe failed");

@@ -5,9 +5,9 @@
 //! also refreshes an in-flight expiry (so the stream of a consumer that died
 //! does not stay forever); the terminal entry sets the final expiry.
 
-use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
 use sluice_contract::stream::{field, kind, StreamEvent};
+use sluice_redis::RedisConn;
 
 /// Settings of response streams.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -102,7 +102,7 @@ impl Terminal {
 /// One pipeline: every chunk XADDed, the in-flight expiry refreshed, and
 /// `EXISTS cancel:{id}`. Returns whether the request was cancelled.
 pub(crate) async fn write_chunks(
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConn,
     config: &StreamConfig,
     response_key: &str,
     cancel_key: &str,

@@ -7,11 +7,11 @@
 
 mod common;
 
-use redis::aio::ConnectionManager;
 use sluice_consumer::keys::{BucketId, Dimension};
 use sluice_consumer::pacing::gcra::{self, DimensionInput, Stored};
 use sluice_consumer::pacing::{decision_from_reply, Scope};
 use sluice_consumer::{Pacer, PacingConfig, Rates};
+use sluice_redis::RedisConn;
 use sluice_testkit::RedisServer;
 use std::collections::HashMap;
 
@@ -108,7 +108,7 @@ struct Scenario<'a> {
     seed: u64,
     rng: Rng,
     pacer: Pacer,
-    conn: ConnectionManager,
+    conn: RedisConn,
     bucket: BucketId,
     tenant: String,
     model: String,

@@ -21,6 +21,7 @@
 
 use crate::claim::{ClaimTiming, ClaimValue};
 use crate::keys;
+use sluice_redis::RedisConn;
 use std::time::Duration;
 
 /// Lifetime of a bucket's backlog counter after its last publish.
@@ -166,7 +167,7 @@ impl Bookkeeping {
     /// bucket of `tenant`) if `caps` allow it and stamp its activity.
     pub async fn announce(
         &self,
-        redis: &mut redis::aio::ConnectionManager,
+        redis: &mut RedisConn,
         tenant: &str,
         topic: &str,
         now_ms: u64,
@@ -217,7 +218,7 @@ impl Bookkeeping {
     /// [`RECLAIM_WAIT`]. `on_reply` sees every answer (metrics).
     pub async fn announce_after_reclaim(
         &self,
-        redis: &mut redis::aio::ConnectionManager,
+        redis: &mut RedisConn,
         tenant: &str,
         topic: &str,
         caps: &CapValues,
@@ -243,10 +244,7 @@ impl Bookkeeping {
 
 /// Step 3 of a publish: one more queued in the bucket (the consumer counts
 /// down at pop). Returns the bucket's backlog, this request included.
-pub async fn count_publish(
-    redis: &mut redis::aio::ConnectionManager,
-    topic: &str,
-) -> Result<u64, redis::RedisError> {
+pub async fn count_publish(redis: &mut RedisConn, topic: &str) -> Result<u64, redis::RedisError> {
     let (queued,): (u64,) = redis::pipe()
         .incr(keys::backlog(topic), 1)
         .expire(keys::backlog(topic), BACKLOG_TTL_SECS as i64)
@@ -257,10 +255,7 @@ pub async fn count_publish(
 }
 
 /// The bucket's backlog estimate (`None`: never counted or expired).
-pub async fn backlog(
-    redis: &mut redis::aio::ConnectionManager,
-    topic: &str,
-) -> Result<Option<u64>, redis::RedisError> {
+pub async fn backlog(redis: &mut RedisConn, topic: &str) -> Result<Option<u64>, redis::RedisError> {
     redis::cmd("GET")
         .arg(keys::backlog(topic))
         .query_async(redis)
@@ -268,10 +263,7 @@ pub async fn backlog(
 }
 
 /// Whether a consumer is subscribed to the bucket (its mark is set).
-pub async fn is_subscribed(
-    redis: &mut redis::aio::ConnectionManager,
-    topic: &str,
-) -> Result<bool, redis::RedisError> {
+pub async fn is_subscribed(redis: &mut RedisConn, topic: &str) -> Result<bool, redis::RedisError> {
     redis::cmd("EXISTS")
         .arg(keys::subscribed(topic))
         .query_async(redis)
@@ -281,7 +273,7 @@ pub async fn is_subscribed(
 /// A pop, in one round trip: one fewer queued in the bucket and, when the
 /// message was readable, the request's lease taken for `lease_ttl`.
 pub async fn record_pop(
-    redis: &mut redis::aio::ConnectionManager,
+    redis: &mut RedisConn,
     topic: &str,
     req_id: Option<&str>,
     lease_ttl: Duration,
@@ -301,7 +293,7 @@ pub async fn record_pop(
 
 /// Keeps the request's lease for another `lease_ttl`.
 pub async fn refresh_lease(
-    redis: &mut redis::aio::ConnectionManager,
+    redis: &mut RedisConn,
     req_id: &str,
     lease_ttl: Duration,
 ) -> Result<(), redis::RedisError> {
@@ -315,10 +307,7 @@ pub async fn refresh_lease(
 }
 
 /// The consumer is done with the request (answered or handed back).
-pub async fn drop_lease(
-    redis: &mut redis::aio::ConnectionManager,
-    req_id: &str,
-) -> Result<(), redis::RedisError> {
+pub async fn drop_lease(redis: &mut RedisConn, req_id: &str) -> Result<(), redis::RedisError> {
     redis::cmd("DEL")
         .arg(keys::lease(req_id))
         .query_async(redis)
@@ -326,10 +315,7 @@ pub async fn drop_lease(
 }
 
 /// Whether a consumer holds the request's lease now.
-pub async fn lease_held(
-    redis: &mut redis::aio::ConnectionManager,
-    req_id: &str,
-) -> Result<bool, redis::RedisError> {
+pub async fn lease_held(redis: &mut RedisConn, req_id: &str) -> Result<bool, redis::RedisError> {
     redis::cmd("EXISTS")
         .arg(keys::lease(req_id))
         .query_async(redis)
@@ -352,7 +338,7 @@ pub enum Lapse {
 /// Looks at a request whose lease lapsed (one round trip: `done`, the claim,
 /// Redis's clock) and judges its claim with `timing`.
 pub async fn lapsed_request(
-    redis: &mut redis::aio::ConnectionManager,
+    redis: &mut RedisConn,
     req_id: &str,
     timing: &ClaimTiming,
 ) -> Result<Lapse, redis::RedisError> {
@@ -389,9 +375,7 @@ pub fn judge_lapse(
 }
 
 /// The buckets known now (each consumer subscribes to its share).
-pub async fn known_buckets(
-    redis: &mut redis::aio::ConnectionManager,
-) -> Result<Vec<String>, redis::RedisError> {
+pub async fn known_buckets(redis: &mut RedisConn) -> Result<Vec<String>, redis::RedisError> {
     redis::cmd("SMEMBERS")
         .arg(keys::BUCKETS)
         .query_async(redis)
@@ -401,7 +385,7 @@ pub async fn known_buckets(
 /// A consumer is subscribed to `topics`: the endpoint's first publish to
 /// one of them need not wait.
 pub async fn mark_subscribed(
-    redis: &mut redis::aio::ConnectionManager,
+    redis: &mut RedisConn,
     topics: &[String],
 ) -> Result<(), redis::RedisError> {
     let mut pipe = redis::pipe();
@@ -464,7 +448,7 @@ return 1
 /// caller, which deletes its queue at the broker and then drops the mark
 /// ([`end_reclaim`]).
 pub async fn retire_if_idle(
-    redis: &mut redis::aio::ConnectionManager,
+    redis: &mut RedisConn,
     topic: &str,
     cutoff_ms: u64,
     reclaim: bool,
@@ -491,10 +475,7 @@ pub async fn retire_if_idle(
 }
 
 /// The broker is done with a retired bucket's queue: publishes may go on.
-pub async fn end_reclaim(
-    redis: &mut redis::aio::ConnectionManager,
-    topic: &str,
-) -> Result<(), redis::RedisError> {
+pub async fn end_reclaim(redis: &mut RedisConn, topic: &str) -> Result<(), redis::RedisError> {
     redis::cmd("DEL")
         .arg(keys::reclaiming(topic))
         .query_async(redis)
@@ -503,7 +484,7 @@ pub async fn end_reclaim(
 
 /// Topics whose last recorded publish is at or before `cutoff_ms`.
 pub async fn idle_candidates(
-    redis: &mut redis::aio::ConnectionManager,
+    redis: &mut RedisConn,
     cutoff_ms: u64,
 ) -> Result<Vec<String>, redis::RedisError> {
     redis::cmd("ZRANGEBYSCORE")

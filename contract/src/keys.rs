@@ -1,9 +1,12 @@
 //! Redis key names shared by the deferral endpoint and the consumer.
 //!
-//! Per-request keys carry the request id as the Redis Cluster hash tag, so
-//! every script and pipeline of one request stays on one slot:
-//! `response:{id}`, `cancel:{id}`, `done:{id}`, `processing:{id}`,
-//! `lease:{id}`, `owner:{id}`.
+//! Per-request keys share one hash tag, `{r<shard>}`, where the shard is a
+//! fixed hash of the request id ([`shard`], [`RESPONSE_SHARDS`] of them), so
+//! every script and pipeline of one request stays on one Redis Cluster slot,
+//! and the endpoint reads the response streams of many requests with one
+//! `XREAD` per shard (a cluster refuses an `XREAD` over several slots):
+//! `sluice:{r<k>}:response:<id>`, `…:cancel:<id>`, `…:done:<id>`,
+//! `…:processing:<id>`, `…:lease:<id>`, `…:owner:<id>`.
 //!
 //! Bucket bookkeeping keys share the `{buckets}` tag (see [`BUCKETS`]). The
 //! consumer's own pacing keys (`sluice:pace:{model}:…`, `sluice:rates:…`)
@@ -11,38 +14,76 @@
 
 use std::fmt::Write as _;
 
-/// `response:{<req_id>}`: the response stream.
+/// How many shards per-request keys are spread over. Part of the key
+/// layout: the endpoint and the consumer must agree on it, so it is a
+/// constant of the contract, not a setting. 16 spreads the response traffic
+/// over up to 16 cluster masters; each endpoint reads with one blocking
+/// connection per shard.
+pub const RESPONSE_SHARDS: u16 = 16;
+
+/// The shard of a request id: FNV-1a of its bytes, modulo [`RESPONSE_SHARDS`].
+/// Never change it: keys of requests in flight during an upgrade depend on it.
+pub fn shard(req_id: &str) -> u16 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in req_id.bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    (hash % u32::from(RESPONSE_SHARDS)) as u16
+}
+
+/// The shard named by a per-request key's tag (`…{r<k>}…`), if it has one.
+pub fn shard_of_key(key: &str) -> Option<u16> {
+    let open = key.find("{r")?;
+    let close = open + key[open..].find('}')?;
+    key[open + 2..close]
+        .parse()
+        .ok()
+        .filter(|k| *k < RESPONSE_SHARDS)
+}
+
+fn request_key(kind: &str, req_id: &str) -> String {
+    format!("sluice:{{r{}}}:{kind}:{req_id}", shard(req_id))
+}
+
+/// The response stream.
 pub fn response(req_id: &str) -> String {
-    format!("response:{{{req_id}}}")
+    request_key("response", req_id)
 }
 
-/// `cancel:{<req_id>}`: set by the HTTP side when the client went away.
+/// Set by the HTTP side when the client went away.
 pub fn cancel(req_id: &str) -> String {
-    format!("cancel:{{{req_id}}}")
+    request_key("cancel", req_id)
 }
 
-/// `done:{<req_id>}`: a terminal entry (`done` or `error`) was written.
+/// A terminal entry (`done` or `error`) was written.
 pub fn done(req_id: &str) -> String {
-    format!("done:{{{req_id}}}")
+    request_key("done", req_id)
 }
 
-/// `processing:{<req_id>}`: the owner of the running call and its heartbeat.
+/// The owner of the running call and its heartbeat.
 pub fn processing(req_id: &str) -> String {
-    format!("processing:{{{req_id}}}")
+    request_key("processing", req_id)
 }
 
-/// `lease:{<req_id>}`: held by the consumer from pop until the call ends.
-/// The deferral endpoint publishes a request again if it lapses while the
-/// request is unclaimed or its claim is dead (this broker never redelivers).
+/// Held by the consumer from pop until the call ends. The deferral endpoint
+/// publishes a request again if it lapses while the request is unclaimed or
+/// its claim is dead (this broker never redelivers).
 pub fn lease(req_id: &str) -> String {
-    format!("lease:{{{req_id}}}")
+    request_key("lease", req_id)
 }
 
-/// `owner:{<req_id>}`: the tenant a request id belongs to. The deferral
-/// endpoint sets it once (`SET NX`) when it accepts a request — a second
-/// request with the same id is refused — and checks it before a resume.
+/// The tenant a request id belongs to. The deferral endpoint sets it once
+/// (`SET NX`) when it accepts a request — a second request with the same id
+/// is refused — and checks it before a resume.
 pub fn owner(req_id: &str) -> String {
-    format!("owner:{{{req_id}}}")
+    request_key("owner", req_id)
+}
+
+/// A stream reader's wake-up stream: in `shard`'s slot, so a reader that
+/// reads one shard's streams can wait on it in the same `XREAD`.
+pub fn wake(shard: u16, instance: &str) -> String {
+    format!("sluice:{{r{shard}}}:wake:{instance}")
 }
 
 /// Bucket bookkeeping keys share the `{buckets}` hash tag: the consumer
@@ -140,12 +181,29 @@ mod tests {
 
     #[test]
     fn request_keys_share_the_hash_tag() {
-        assert_eq!(response("abc"), "response:{abc}");
-        assert_eq!(cancel("abc"), "cancel:{abc}");
-        assert_eq!(done("abc"), "done:{abc}");
-        assert_eq!(processing("abc"), "processing:{abc}");
-        assert_eq!(lease("abc"), "lease:{abc}");
-        assert_eq!(owner("abc"), "owner:{abc}");
+        let k = shard("abc");
+        assert_eq!(response("abc"), format!("sluice:{{r{k}}}:response:abc"));
+        assert_eq!(cancel("abc"), format!("sluice:{{r{k}}}:cancel:abc"));
+        assert_eq!(done("abc"), format!("sluice:{{r{k}}}:done:abc"));
+        assert_eq!(processing("abc"), format!("sluice:{{r{k}}}:processing:abc"));
+        assert_eq!(lease("abc"), format!("sluice:{{r{k}}}:lease:abc"));
+        assert_eq!(owner("abc"), format!("sluice:{{r{k}}}:owner:abc"));
+        assert_eq!(shard_of_key(&response("abc")), Some(k));
+        assert_eq!(shard_of_key(&wake(k, "x")), Some(k));
+        assert_eq!(shard_of_key("sluice:{buckets}"), None);
+    }
+
+    #[test]
+    fn shards_are_stable_and_spread() {
+        // Fixed values: the shard function is part of the key layout.
+        assert_eq!(shard(""), (0x811c_9dc5u32 % 16) as u16);
+        assert_eq!(shard("a"), (0xe40c_292cu32 % 16) as u16);
+        let mut counts = [0u32; RESPONSE_SHARDS as usize];
+        for i in 0..16_000 {
+            counts[usize::from(shard(&format!("{i:032x}")))] += 1;
+        }
+        let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+        assert!(*min > 800 && *max < 1200, "{counts:?}");
     }
 
     #[test]

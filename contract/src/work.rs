@@ -158,7 +158,8 @@ mod tests {
         assert_eq!(item.priority, Priority::High);
         assert_eq!(item.estimated_tokens, 7);
         assert_eq!(item.queued_ms(12), 7);
-        assert_eq!(item.response_key(), "response:{r-2}");
+        assert_eq!(item.response_key(), keys::response("r-2"));
+        assert!(item.response_key().ends_with(":response:r-2"));
     }
 
     #[test]

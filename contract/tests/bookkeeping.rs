@@ -11,10 +11,11 @@ use sluice_contract::{keys, ClaimTiming};
 use sluice_testkit::RedisServer;
 use std::time::Duration;
 
-async fn redis() -> (RedisServer, redis::aio::ConnectionManager) {
+async fn redis() -> (RedisServer, sluice_redis::RedisConn) {
     let server = RedisServer::start().unwrap();
-    let client = redis::Client::open(server.url()).unwrap();
-    let conn = redis::aio::ConnectionManager::new(client).await.unwrap();
+    let conn = sluice_redis::RedisClient::open(&server.url())
+        .and_then(|client| client.connect())
+        .unwrap();
     (server, conn)
 }
 

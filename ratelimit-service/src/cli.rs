@@ -13,6 +13,7 @@ use crate::server::{self, Deps};
 use crate::store::{CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions};
 use anyhow::Context;
 use sluice_contract::{ClaimTiming, LocalBus};
+use sluice_redis::RedisOptions;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,7 +48,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_RLS_STORE", value_enum, default_value = "memory")]
     pub store: StoreKind,
 
-    /// Redis URL for `--store redis`: redis://[:password@]host:port[/db], rediss:// for TLS.
+    /// Redis for `--store redis` and the deferral endpoint:
+    /// redis://[user:password@]host:port[/db] (one server),
+    /// redis+cluster://host:port,host:port (Redis Cluster seeds),
+    /// redis+sentinel://host:port,host:port/master[/db] (Sentinel);
+    /// rediss… for TLS. See docs/configuration.md.
     #[arg(
         long,
         env = "SLUICE_REDIS_URL",
@@ -55,6 +60,10 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub redis_url: String,
+
+    /// File holding the Redis password (wins over one in --redis-url).
+    #[arg(long, env = "SLUICE_REDIS_PASSWORD_FILE")]
+    pub redis_password_file: Option<PathBuf>,
 
     /// Multiplexed Redis connections.
     #[arg(long, env = "SLUICE_REDIS_CONNECTIONS", default_value_t = 4)]
@@ -194,6 +203,38 @@ pub fn init_tracing(format: LogFormat) {
     }
 }
 
+/// The Redis settings every Redis user of sluice-rls shares.
+pub fn redis_options(args: &ServeArgs) -> RedisOptions {
+    RedisOptions {
+        password_file: args.redis_password_file.clone(),
+        ..RedisOptions::from_url(args.redis_url.as_str())
+    }
+}
+
+async fn redis_store(args: &ServeArgs, metrics: &Metrics) -> anyhow::Result<RedisStore> {
+    // rustls needs a process-wide crypto provider for rediss:// URLs.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let options = RedisStoreOptions {
+        redis: redis_options(args),
+        connections: args.redis_connections,
+        timeout: Duration::from_millis(args.redis_timeout_ms),
+    };
+    let store = RedisStore::new(&options)
+        .context("--redis-url")?
+        .with_cross_slot_counter(metrics.cross_slot_decisions.clone());
+    let redis = options
+        .redis
+        .topology()
+        .map(|t| format!("{t:?}"))
+        .unwrap_or_default();
+    match store.preload().await {
+        Ok(()) => tracing::info!(%redis, "connected to Redis"),
+        // Start anyway: /readyz reports it and decisions answer UNAVAILABLE until Redis is back.
+        Err(error) => tracing::warn!(%redis, %error, "Redis not reachable yet"),
+    }
+    Ok(store)
+}
+
 /// Runs the service until `shutdown` resolves. `in_process`: a consumer
 /// runs in this process (`sluice-allinone`); the endpoint takes its chunks
 /// from it.
@@ -208,25 +249,10 @@ pub async fn serve(
         .context("no limits configuration: pass --config FILE|DIR or set SLUICE_RLS_CONFIG")?;
     let config = LimitsConfig::load(&config_path).context("refusing to start")?;
 
+    let mut metrics = Metrics::new();
     let store: Arc<dyn CounterStore> = match args.store {
         StoreKind::Memory => Arc::new(MemoryStore::new()),
-        StoreKind::Redis => {
-            // rustls needs a process-wide crypto provider for rediss:// URLs.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let options = RedisStoreOptions {
-                url: args.redis_url.clone(),
-                connections: args.redis_connections,
-                timeout: Duration::from_millis(args.redis_timeout_ms),
-            };
-            let store = RedisStore::new(&options)?;
-            let redacted = crate::store::redact_url(&args.redis_url);
-            match store.preload().await {
-                Ok(()) => tracing::info!(redis = %redacted, "connected to Redis"),
-                // Start anyway: /readyz reports it and decisions answer UNAVAILABLE until Redis is back.
-                Err(error) => tracing::warn!(redis = %redacted, %error, "Redis not reachable yet"),
-            }
-            Arc::new(store)
-        }
+        StoreKind::Redis => Arc::new(redis_store(&args, &metrics).await?),
     };
     let grpc = tokio::net::TcpListener::bind(args.grpc_addr)
         .await
@@ -243,7 +269,6 @@ pub async fn serve(
         config = %config_path.display(),
         "sluice-rls listening"
     );
-    let mut metrics = Metrics::new();
     let endpoint_metrics = Arc::new(EndpointMetrics::default());
     let caps_metrics = CapsMetrics::default();
     if args.deferral_addr.is_some() {
@@ -361,6 +386,7 @@ async fn deferral_endpoint(
         options,
         metrics,
         local,
+        redis: redis_options(args),
         ..EndpointConfig::new(&args.redis_url, &args.namesrv)
     })
     .await?;

@@ -61,6 +61,7 @@ pub struct Metrics {
     pub shadow_mode_hits: Family<LimitLabels, Counter>,
     pub detailed: Family<DetailedLabels, Counter>,
     pub store_errors: Family<StoreLabels, Counter>,
+    pub cross_slot_decisions: Counter,
     pub config_reloads: Family<ResultLabels, Counter>,
     pub config_limits: Gauge,
     pub ext_authz_events: Family<EventLabels, Counter>,
@@ -121,6 +122,12 @@ impl Metrics {
             "Counter store failures by store and kind (unavailable, failed)",
             store_errors.clone(),
         );
+        let cross_slot_decisions = Counter::default();
+        registry.register(
+            "cross_slot_decisions",
+            "Redis Cluster decisions whose counters spanned hash slots (decided per slot, not atomic across them)",
+            cross_slot_decisions.clone(),
+        );
         let config_reloads = Family::<ResultLabels, Counter>::default();
         registry.register(
             "config_reloads",
@@ -156,6 +163,7 @@ impl Metrics {
             shadow_mode_hits,
             detailed,
             store_errors,
+            cross_slot_decisions,
             config_reloads,
             config_limits,
         }

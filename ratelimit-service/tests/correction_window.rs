@@ -65,7 +65,7 @@ fn harness(redis: bool) -> Harness {
     let (store, server): (Arc<dyn CounterStore>, Option<RedisServer>) = if redis {
         let server = RedisServer::start().unwrap();
         let store = RedisStore::new(&RedisStoreOptions {
-            url: server.url(),
+            redis: sluice_redis::RedisOptions::from_url(server.url()),
             ..Default::default()
         })
         .unwrap();

@@ -12,6 +12,7 @@ use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::store::{
     CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions,
 };
+use sluice_testkit::redis_topologies::{self, RedisCluster};
 use sluice_testkit::rls::{self, descriptor, header, sluice_field, with_hits};
 use sluice_testkit::RedisServer;
 use std::path::PathBuf;
@@ -69,7 +70,7 @@ fn harness(redis: bool, mode: CountingMode) -> Harness {
     let (store, redis_server): (Arc<dyn CounterStore>, Option<RedisServer>) = if redis {
         let server = RedisServer::start().unwrap();
         let store = RedisStore::new(&RedisStoreOptions {
-            url: server.url(),
+            redis: sluice_redis::RedisOptions::from_url(server.url()),
             ..Default::default()
         })
         .unwrap();
@@ -109,20 +110,57 @@ impl Harness {
     }
 }
 
-/// Defines each scenario twice: `<name>::memory` and `<name>::redis`.
+/// Defines each scenario as `<name>::memory` and `<name>::redis`, and runs
+/// them all, one after another, in `all_scenarios_on_a_redis_cluster`.
 macro_rules! scenarios {
     ($($name:ident($h:ident) $body:block)*) => {
         $(
             mod $name {
                 use super::*;
-                async fn scenario($h: Harness) $body
+                pub(super) async fn scenario($h: Harness) $body
                 #[tokio::test]
                 async fn memory() { scenario(harness(false, CountingMode::AllOrNothing)).await }
                 #[tokio::test]
                 async fn redis() { scenario(harness(true, CountingMode::AllOrNothing)).await }
             }
         )*
+
+        /// The same scenarios on a Redis Cluster (3 masters, 3 replicas):
+        /// one cluster for all of them, emptied between scenarios.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn all_scenarios_on_a_redis_cluster() {
+            let cluster = RedisCluster::start(3, 1).unwrap();
+            $(
+                for port in cluster.ports() {
+                    // Replicas refuse FLUSHALL; their masters' flush reaches them.
+                    let _ = redis_topologies::cli(port, &["flushall"]);
+                }
+                println!("cluster scenario {}", stringify!($name));
+                $name::scenario(cluster_harness(&cluster)).await;
+            )*
+        }
     };
+}
+
+fn cluster_harness(cluster: &RedisCluster) -> Harness {
+    let store = RedisStore::new(&RedisStoreOptions {
+        redis: sluice_redis::RedisOptions::from_url(cluster.url()),
+        ..Default::default()
+    })
+    .unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let limiter = Limiter::new(
+        config(),
+        Arc::new(store),
+        CountingMode::AllOrNothing,
+        clock.clone(),
+        Arc::new(Metrics::new()),
+    );
+    Harness {
+        limiter,
+        clock,
+        _redis: None,
+    }
 }
 
 scenarios! {
@@ -388,7 +426,7 @@ async fn redis_down_is_unavailable_and_recovers() {
     let mut server = RedisServer::start().unwrap();
     let store = Arc::new(
         RedisStore::new(&RedisStoreOptions {
-            url: server.url(),
+            redis: sluice_redis::RedisOptions::from_url(server.url()),
             connections: 1,
             timeout: std::time::Duration::from_millis(300),
         })
@@ -435,7 +473,7 @@ async fn redis_store_matches_memory_store_on_random_ops() {
     // Same random sequence of decisions through both stores: identical answers.
     let server = RedisServer::start().unwrap();
     let redis = RedisStore::new(&RedisStoreOptions {
-        url: server.url(),
+        redis: sluice_redis::RedisOptions::from_url(server.url()),
         ..Default::default()
     })
     .unwrap();
@@ -463,4 +501,46 @@ async fn redis_store_matches_memory_store_on_random_ops() {
             assert_eq!(a, b, "round {round} {mode:?} ops {ops:?}");
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_store_matches_memory_store_on_random_cross_slot_ops() {
+    // Decisions whose keys spread over several hash tags (slots) go through
+    // the per-slot path with its undo; sequentially they must answer and
+    // count exactly like one atomic store.
+    let cluster = RedisCluster::start(3, 0).unwrap();
+    let store = RedisStore::new(&RedisStoreOptions {
+        redis: sluice_redis::RedisOptions::from_url(cluster.url()),
+        ..Default::default()
+    })
+    .unwrap();
+    let memory = MemoryStore::new();
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut cross_slot = 0;
+    for mode in [CountingMode::AllOrNothing, CountingMode::IncrementAll] {
+        for round in 0..300 {
+            let ops: Vec<_> = (0..1 + next(4))
+                .map(|i| sluice_ratelimit::store::CounterOp {
+                    key: format!("sluice:{{t{}}}:{mode:?}:{}", next(3), next(4) + i * 4),
+                    hits: next(9) as i64 - 3,
+                    limit: 10,
+                    enforced: next(5) != 0,
+                    ttl_secs: 60,
+                })
+                .collect();
+            let tags: std::collections::BTreeSet<_> =
+                ops.iter().map(|op| op.key[7..11].to_string()).collect();
+            cross_slot += usize::from(tags.len() > 1);
+            let a = store.apply(&ops, mode, T0).await.unwrap();
+            let b = memory.apply(&ops, mode, T0).await.unwrap();
+            assert_eq!(a, b, "round {round} {mode:?} ops {ops:?}");
+        }
+    }
+    assert!(cross_slot > 200, "only {cross_slot} cross-slot decisions");
 }

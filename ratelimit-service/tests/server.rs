@@ -165,7 +165,7 @@ async fn redis_outage_maps_to_unavailable_and_readyz() {
     let path = dir.path().join("limits.yaml");
     std::fs::write(&path, limits(100)).unwrap();
     let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
+        redis: sluice_redis::RedisOptions::from_url(redis.url()),
         connections: 2,
         timeout: Duration::from_millis(300),
     })

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use redis::AsyncCommands;
+use sluice_contract::keys;
 use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
 use sluice_testkit::RedisServer;
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ async fn many_streams_over_few_connections_in_order() {
     let redis = RedisServer::start().unwrap();
     let client = redis::Client::open(redis.url()).unwrap();
     let hub = StreamHub::start(
-        client.clone(),
+        sluice_redis::RedisClient::open(&redis.url()).unwrap(),
         HubOptions {
             readers: 2,
             block: Duration::from_secs(5),
@@ -33,11 +34,14 @@ async fn many_streams_over_few_connections_in_order() {
 
     let mut subscriptions = Vec::new();
     for i in 0..300 {
-        subscriptions.push(hub.subscribe(&format!("response:{{req-{i}}}"), "0-0").await);
+        subscriptions.push(
+            hub.subscribe(&keys::response(&format!("req-{i}")), "0-0")
+                .await,
+        );
     }
     for round in 0..3 {
         for i in 0..300 {
-            xadd(&mut writer, &format!("response:{{req-{i}}}"), round).await;
+            xadd(&mut writer, &keys::response(&format!("req-{i}")), round).await;
         }
     }
     for subscription in &mut subscriptions {
@@ -66,7 +70,7 @@ async fn a_new_watch_does_not_wait_for_the_block_timeout() {
     let redis = RedisServer::start().unwrap();
     let client = redis::Client::open(redis.url()).unwrap();
     let hub = StreamHub::start(
-        client.clone(),
+        sluice_redis::RedisClient::open(&redis.url()).unwrap(),
         HubOptions {
             readers: 1,
             block: Duration::from_secs(30),
@@ -75,12 +79,12 @@ async fn a_new_watch_does_not_wait_for_the_block_timeout() {
     )
     .unwrap();
     let mut writer = client.get_multiplexed_async_connection().await.unwrap();
-    let _idle = hub.subscribe("response:{idle}", "0-0").await;
+    let _idle = hub.subscribe(&keys::response("idle"), "0-0").await;
     tokio::time::sleep(Duration::from_millis(200)).await; // the reader is now blocked for 30 s
-    let mut late = hub.subscribe("response:{late}", "$").await;
+    let mut late = hub.subscribe(&keys::response("late"), "$").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
-    xadd(&mut writer, "response:{late}", 1).await;
+    xadd(&mut writer, &keys::response("late"), 1).await;
     let entry = tokio::time::timeout(Duration::from_secs(10), late.entries.recv())
         .await
         .unwrap()
@@ -97,7 +101,7 @@ async fn resume_from_an_id_and_survive_a_redis_restart() {
     let mut redis = RedisServer::start().unwrap();
     let client = redis::Client::open(redis.url()).unwrap();
     let hub = StreamHub::start(
-        client.clone(),
+        sluice_redis::RedisClient::open(&redis.url()).unwrap(),
         HubOptions {
             readers: 1,
             block: Duration::from_millis(500),
@@ -106,9 +110,9 @@ async fn resume_from_an_id_and_survive_a_redis_restart() {
     )
     .unwrap();
     let mut writer = client.get_multiplexed_async_connection().await.unwrap();
-    let first = xadd(&mut writer, "response:{r}", 0).await;
-    xadd(&mut writer, "response:{r}", 1).await;
-    let mut from_first = hub.subscribe("response:{r}", &first).await;
+    let first = xadd(&mut writer, &keys::response("r"), 0).await;
+    xadd(&mut writer, &keys::response("r"), 1).await;
+    let mut from_first = hub.subscribe(&keys::response("r"), &first).await;
     let entry = tokio::time::timeout(Duration::from_secs(5), from_first.entries.recv())
         .await
         .unwrap()
@@ -121,8 +125,8 @@ async fn resume_from_an_id_and_survive_a_redis_restart() {
 
     redis.restart().unwrap();
     let mut writer = client.get_multiplexed_async_connection().await.unwrap();
-    let mut after = hub.subscribe("response:{after}", "0-0").await;
-    xadd(&mut writer, "response:{after}", 7).await;
+    let mut after = hub.subscribe(&keys::response("after"), "0-0").await;
+    xadd(&mut writer, &keys::response("after"), 7).await;
     let entry = tokio::time::timeout(Duration::from_secs(10), after.entries.recv())
         .await
         .unwrap()

@@ -349,7 +349,7 @@ async fn main() -> anyhow::Result<()> {
 
     let redis = RedisServer::start()?;
     let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
+        redis: sluice_redis::RedisOptions::from_url(redis.url()),
         ..Default::default()
     })?;
     let limits = LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())])?;

@@ -98,7 +98,7 @@ fn broker_rss_kib(config: &Path) -> u64 {
     0
 }
 
-async fn redis_used_memory(conn: &mut redis::aio::ConnectionManager) -> u64 {
+async fn redis_used_memory(conn: &mut sluice_redis::RedisConn) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("memory")
         .query_async(conn)
@@ -110,7 +110,7 @@ async fn redis_used_memory(conn: &mut redis::aio::ConnectionManager) -> u64 {
         .unwrap_or(0)
 }
 
-async fn known_buckets(conn: &mut redis::aio::ConnectionManager) -> u64 {
+async fn known_buckets(conn: &mut sluice_redis::RedisConn) -> u64 {
     redis::cmd("SCARD")
         .arg(keys::BUCKETS)
         .query_async(conn)
@@ -162,7 +162,7 @@ impl std::fmt::Display for Snapshot {
 
 struct Stack {
     broker: RocketMq,
-    conn: redis::aio::ConnectionManager,
+    conn: sluice_redis::RedisConn,
     metrics: Arc<Metrics>,
 }
 
@@ -245,7 +245,7 @@ async fn main() -> anyhow::Result<()> {
 
     // The endpoint, as sluice-rls serves it.
     let hub = StreamHub::start(
-        redis::Client::open(redis_server.url())?,
+        sluice_redis::RedisClient::open(&redis_server.url())?,
         HubOptions::default(),
     )?;
     let app = router(

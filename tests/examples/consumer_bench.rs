@@ -34,7 +34,6 @@
 use anyhow::{bail, Context};
 use axum::serve::ListenerExt;
 use futures::StreamExt;
-use redis::aio::ConnectionManager;
 use sluice_consumer::keys::{self, Dimension};
 use sluice_consumer::pacing::Scope;
 use sluice_consumer::runner::RunnerOptions;
@@ -45,6 +44,7 @@ use sluice_consumer::{
 use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer};
 use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_redis::RedisConn;
 use sluice_testkit::stack::{
     redis_connection, start_broker, start_consumer, unpaced, work_item, ConsumerInstance,
     ConsumerSpec, GROUP, PARENT,
@@ -148,7 +148,7 @@ struct Stack {
     broker: RocketMq,
     backend: SocketAddr,
     publisher: Arc<LitePublisher>,
-    conn: ConnectionManager,
+    conn: RedisConn,
     /// First time the backend saw each `x-request-id` (Unix ms).
     arrivals: Arrivals,
     /// `PacingConfig::request_burst` of the pacers made here (1 = the default).

@@ -62,8 +62,8 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(7);
     let redis = RedisServer::start()?;
-    let client = redis::Client::open(redis.url())?;
-    let control = redis::aio::ConnectionManager::new(client.clone()).await?;
+    let client = sluice_redis::RedisClient::open(&redis.url())?;
+    let control = client.connect()?;
     let hub = StreamHub::start_with_control(
         client.clone(),
         control.clone(),
@@ -71,7 +71,7 @@ async fn main() -> anyhow::Result<()> {
             readers,
             ..Default::default()
         },
-    );
+    )?;
     let options = EndpointOptions {
         max_in_flight: n + 10,
         announce_queued: true,
@@ -132,7 +132,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let opened = started.elapsed();
     let waiting_rss = rss_mib();
-    let mut admin = client.get_multiplexed_async_connection().await?;
+    let mut admin = client.connect()?;
     let clients_list: String = redis::cmd("CLIENT")
         .arg("LIST")
         .query_async(&mut admin)
@@ -143,11 +143,11 @@ async fn main() -> anyhow::Result<()> {
     // Answer everyone: 5 chunks + done per stream, pipelined.
     let answering = Instant::now();
     let chunk = r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"word "},"finish_reason":null}]}"#;
-    let mut writer = client.get_multiplexed_async_connection().await?;
+    let mut writer = client.connect()?;
     for batch in (0..n).collect::<Vec<_>>().chunks(500) {
         let mut pipe = redis::pipe();
         for i in batch {
-            let key = format!("response:{{r{i}}}");
+            let key = sluice_contract::keys::response(&format!("r{i}"));
             for _ in 0..5 {
                 pipe.xadd(&key, "*", &[("type", "chunk"), ("data", chunk)])
                     .ignore();

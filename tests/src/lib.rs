@@ -7,6 +7,8 @@
 //! files ([`stack::limits`]). Feature `rls`: building RLS requests and
 //! reading RLS answers ([`rls`]).
 
+pub mod redis_topologies;
+
 use anyhow::{bail, Context};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -138,7 +138,7 @@ pub async fn start_broker() -> RocketMq {
 }
 
 /// A consumer-side Redis connection to `redis`.
-pub fn redis_connection(redis: &RedisServer) -> redis::aio::ConnectionManager {
+pub fn redis_connection(redis: &RedisServer) -> sluice_redis::RedisConn {
     connect(&RedisOptions {
         url: redis.url(),
         ..Default::default()
@@ -256,7 +256,7 @@ pub async fn tokens_left(limiter: &Limiter, tenant: &str, model: &str) -> u32 {
 /// [`limiter`] on the Redis at `redis_url`.
 pub fn redis_limiter(limits_yaml: &str, redis_url: &str, metrics: Metrics) -> Arc<Limiter> {
     let store = RedisStore::new(&RedisStoreOptions {
-        url: redis_url.into(),
+        redis: sluice_redis::RedisOptions::from_url(redis_url),
         ..Default::default()
     })
     .unwrap();
@@ -431,7 +431,7 @@ impl ConsumerInstance {
 
 /// Starts a consumer pop loop on `redis` and `broker` that calls `backend`.
 pub async fn start_consumer(
-    redis: &redis::aio::ConnectionManager,
+    redis: &sluice_redis::RedisConn,
     broker: &RocketMq,
     backend: SocketAddr,
     spec: ConsumerSpec,

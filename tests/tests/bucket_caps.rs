@@ -38,7 +38,7 @@ fn caps(global: u64, per_tenant: u64, per_minute: u64) -> BucketCaps {
     .unwrap()
 }
 
-async fn redis() -> (RedisServer, redis::aio::ConnectionManager) {
+async fn redis() -> (RedisServer, sluice_redis::RedisConn) {
     let server = RedisServer::start().unwrap();
     let conn = redis_connection(&server);
     (server, conn)
@@ -47,7 +47,7 @@ async fn redis() -> (RedisServer, redis::aio::ConnectionManager) {
 /// The caps' answer for `tenant` × `model`, now.
 async fn admit(
     caps: &BucketCaps,
-    conn: &mut redis::aio::ConnectionManager,
+    conn: &mut sluice_redis::RedisConn,
     tenant: &str,
     model: &str,
 ) -> Result<Admission, CapKind> {
@@ -69,7 +69,7 @@ fn created(answer: Result<Admission, CapKind>) -> bool {
     }
 }
 
-async fn tenant_count(conn: &mut redis::aio::ConnectionManager, tenant: &str) -> Option<u64> {
+async fn tenant_count(conn: &mut sluice_redis::RedisConn, tenant: &str) -> Option<u64> {
     redis::cmd("HGET")
         .arg(keys::TENANT_BUCKET_COUNTS)
         .arg(keys::sanitize(tenant))
@@ -78,7 +78,7 @@ async fn tenant_count(conn: &mut redis::aio::ConnectionManager, tenant: &str) ->
         .unwrap()
 }
 
-async fn bucket_count(conn: &mut redis::aio::ConnectionManager) -> u64 {
+async fn bucket_count(conn: &mut sluice_redis::RedisConn) -> u64 {
     redis::cmd("SCARD")
         .arg(keys::BUCKETS)
         .query_async(conn)
@@ -240,7 +240,7 @@ struct Endpoint {
     _redis: RedisServer,
 }
 
-async fn endpoint(limits: CapLimits) -> (Endpoint, redis::aio::ConnectionManager) {
+async fn endpoint(limits: CapLimits) -> (Endpoint, sluice_redis::RedisConn) {
     let (server, conn) = redis().await;
     let broker = start_broker().await;
     let caps_metrics = CapsMetrics::default();
@@ -270,7 +270,7 @@ async fn endpoint(limits: CapLimits) -> (Endpoint, redis::aio::ConnectionManager
 
 async fn defer(
     endpoint: &Endpoint,
-    conn: &mut redis::aio::ConnectionManager,
+    conn: &mut sluice_redis::RedisConn,
     tenant: &str,
     model: &str,
     req_id: &str,

@@ -162,8 +162,8 @@ async fn killed_consumer_loses_no_request_and_never_calls_the_model_twice() {
     let streaming = post(endpoint, "stream-1", "streaming", true);
     let started = Instant::now();
     loop {
-        let leased = exists(&mut redis, "lease:{held-2}").await;
-        let chunks = stream_len(&mut redis, "response:{stream-1}").await;
+        let leased = exists(&mut redis, &sluice_contract::keys::lease("held-2")).await;
+        let chunks = stream_len(&mut redis, &sluice_contract::keys::response("stream-1")).await;
         if leased && chunks >= 3 {
             break;
         }
@@ -174,7 +174,7 @@ async fn killed_consumer_loses_no_request_and_never_calls_the_model_twice() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        !exists(&mut redis, "processing:{held-2}").await,
+        !exists(&mut redis, &sluice_contract::keys::processing("held-2")).await,
         "held-2 already started"
     );
     first.kill();

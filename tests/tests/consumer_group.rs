@@ -28,7 +28,7 @@ struct Stack {
     broker: RocketMq,
     backend: SocketAddr,
     publisher: LitePublisher,
-    conn: redis::aio::ConnectionManager,
+    conn: sluice_redis::RedisConn,
 }
 
 impl Stack {

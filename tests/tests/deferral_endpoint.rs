@@ -131,7 +131,7 @@ async fn pop_work(consumer: &LiteConsumer, tenant: &str) -> (LiteMessage, Value)
 }
 
 async fn answer(redis: &mut redis::aio::MultiplexedConnection, req_id: &str, words: &[&str]) {
-    let key = format!("response:{{{req_id}}}");
+    let key = sluice_contract::keys::response(req_id);
     for word in words {
         let chunk = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o",
             "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": null}]});
@@ -267,7 +267,7 @@ async fn bad_markers_publish_nothing_and_errors_end_streams() {
     let _: String = s
         .redis
         .xadd(
-            "response:{req-err}",
+            sluice_contract::keys::response("req-err"),
             "*",
             &[
                 ("type", "error"),
@@ -312,7 +312,7 @@ async fn disconnect_cancels_and_streams_resume() {
     let mut cancelled = false;
     for _ in 0..50 {
         if s.redis
-            .exists::<_, bool>("cancel:{req-gone}")
+            .exists::<_, bool>(sluice_contract::keys::cancel("req-gone"))
             .await
             .unwrap()
         {
@@ -437,7 +437,7 @@ async fn request_lost_between_pop_and_call_is_published_again() {
     // The doomed consumer: pop, lease for 400 ms, then nothing.
     let (message, _) = pop_work(&s.consumer, "foxtrot").await;
     let _: () = redis::cmd("SET")
-        .arg("lease:{req-lost}")
+        .arg(sluice_contract::keys::lease("req-lost"))
         .arg(1)
         .arg("PX")
         .arg(400)
@@ -462,13 +462,13 @@ async fn request_lost_between_pop_and_call_is_published_again() {
     let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut s.redis).await.unwrap();
     let heartbeat = format!("c/1 {}", seconds * 1000 + micros / 1000);
     let _: () = redis::cmd("SET")
-        .arg("processing:{req-claimed}")
+        .arg(sluice_contract::keys::processing("req-claimed"))
         .arg(&heartbeat)
         .query_async(&mut s.redis)
         .await
         .unwrap();
     let _: () = redis::cmd("SET")
-        .arg("lease:{req-claimed}")
+        .arg(sluice_contract::keys::lease("req-claimed"))
         .arg(1)
         .arg("PX")
         .arg(300)
@@ -494,13 +494,13 @@ async fn request_lost_between_pop_and_call_is_published_again() {
     let client = post(s.addr, markers("req-dead", "foxtrot"), body);
     let (message, _) = pop_work(&s.consumer, "foxtrot").await;
     let _: () = redis::cmd("SET")
-        .arg("processing:{req-dead}")
+        .arg(sluice_contract::keys::processing("req-dead"))
         .arg("c/2 1000")
         .query_async(&mut s.redis)
         .await
         .unwrap();
     let _: () = redis::cmd("SET")
-        .arg("lease:{req-dead}")
+        .arg(sluice_contract::keys::lease("req-dead"))
         .arg(1)
         .arg("PX")
         .arg(300)
@@ -512,7 +512,7 @@ async fn request_lost_between_pop_and_call_is_published_again() {
     s.consumer.release(&message.handle).await.unwrap();
     assert_eq!(work["req_id"], "req-dead");
     let _: String = redis::cmd("XADD")
-        .arg("response:{req-dead}")
+        .arg(sluice_contract::keys::response("req-dead"))
         .arg("*")
         .arg(&[
             "type",

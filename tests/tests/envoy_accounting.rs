@@ -98,7 +98,7 @@ async fn stack() -> Stack {
 async fn stack_with(plugin_options: &str) -> Stack {
     let redis = RedisServer::start().unwrap();
     let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
+        redis: sluice_redis::RedisOptions::from_url(redis.url()),
         ..Default::default()
     })
     .unwrap();

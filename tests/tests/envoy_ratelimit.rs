@@ -102,7 +102,7 @@ async fn envoy_ratelimit_filter_with_memory_store() {
 async fn envoy_ratelimit_filter_with_redis_store() {
     let redis = RedisServer::start().unwrap();
     let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
+        redis: sluice_redis::RedisOptions::from_url(redis.url()),
         ..Default::default()
     })
     .unwrap();
@@ -113,7 +113,7 @@ async fn envoy_ratelimit_filter_with_redis_store() {
 async fn redis_down_lets_envoy_failure_mode_decide() {
     let mut redis = RedisServer::start().unwrap();
     let store = RedisStore::new(&RedisStoreOptions {
-        url: redis.url(),
+        redis: sluice_redis::RedisOptions::from_url(redis.url()),
         connections: 1,
         timeout: Duration::from_millis(100),
     })

@@ -90,7 +90,7 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
     let client = redis::Client::open(redis.url()).unwrap();
     let mut conn = client.get_connection().unwrap();
     let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
-        .arg(format!("response:{{{request_id}}}"))
+        .arg(sluice_contract::keys::response(&request_id))
         .arg("-")
         .arg("+")
         .query(&mut conn)

@@ -1,12 +1,12 @@
 //! Shared helpers: a real redis-server, a real llm-sim, a consumer wired to both.
 #![allow(dead_code)]
 
-use redis::aio::ConnectionManager;
 use serde_json::json;
 use sluice_consumer::{
     connect, BackendConfig, Consumer, ConsumerConfig, IdempotencyConfig, Metrics, Priority,
     RedisOptions, StreamConfig, WorkItem,
 };
+use sluice_redis::RedisConn;
 use sluice_testkit::RedisServer;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,13 +15,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub fn redis_options(redis: &RedisServer) -> RedisOptions {
     RedisOptions {
-        url: redis.url(),
         connect_timeout_ms: 500,
         response_timeout_ms: 1000,
+        ..RedisOptions::from_url(redis.url())
     }
 }
 
-pub fn conn(redis: &RedisServer) -> ConnectionManager {
+pub fn conn(redis: &RedisServer) -> RedisConn {
     connect(&redis_options(redis)).unwrap()
 }
 
@@ -76,10 +76,7 @@ pub fn consumer(redis: &RedisServer, base_url: &str, headers: &[(&str, &str)]) -
 }
 
 /// Entries of a stream: (id, fields).
-pub async fn entries(
-    conn: &mut ConnectionManager,
-    req_id: &str,
-) -> Vec<(String, HashMap<String, String>)> {
+pub async fn entries(conn: &mut RedisConn, req_id: &str) -> Vec<(String, HashMap<String, String>)> {
     redis::cmd("XRANGE")
         .arg(sluice_consumer::keys::response(req_id))
         .arg("-")
@@ -89,7 +86,7 @@ pub async fn entries(
         .unwrap()
 }
 
-pub async fn xlen(conn: &mut ConnectionManager, req_id: &str) -> u64 {
+pub async fn xlen(conn: &mut RedisConn, req_id: &str) -> u64 {
     redis::cmd("XLEN")
         .arg(sluice_consumer::keys::response(req_id))
         .query_async(conn)
@@ -98,7 +95,7 @@ pub async fn xlen(conn: &mut ConnectionManager, req_id: &str) -> u64 {
 }
 
 /// Waits until the stream has at least `n` entries.
-pub async fn wait_for_entries(conn: &mut ConnectionManager, req_id: &str, n: u64) {
+pub async fn wait_for_entries(conn: &mut RedisConn, req_id: &str, n: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while xlen(conn, req_id).await < n {
         assert!(

@@ -394,7 +394,7 @@ async fn main() -> anyhow::Result<()> {
                         }
                     };
                     let store = RedisStore::new(&RedisStoreOptions {
-                        url,
+                        redis: sluice_redis::RedisOptions::from_url(url),
                         connections: args.redis_connections,
                         timeout: Duration::from_secs(1),
                     })?;

@@ -26,6 +26,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use sluice_contract::bookkeeping::{
     Announced, Announcement, Bookkeeping, BookkeepingError, CapHit, CapValues, MINUTE_MS,
 };
+use sluice_redis::RedisConn;
 use std::time::Duration;
 
 /// Default global cap: half the broker's own LMQ quota
@@ -264,7 +265,7 @@ impl BucketCaps {
     /// reads the bucket's subscription mark.
     pub async fn admit(
         &self,
-        redis: &mut redis::aio::ConnectionManager,
+        redis: &mut RedisConn,
         tenant: &str,
         topic: &str,
         now_ms: u64,
@@ -282,7 +283,7 @@ impl BucketCaps {
     /// deletes the bucket's retired queue at the broker.
     pub async fn admit_after_reclaim(
         &self,
-        redis: &mut redis::aio::ConnectionManager,
+        redis: &mut RedisConn,
         tenant: &str,
         topic: &str,
     ) -> Result<Admitted, PublishError> {

@@ -32,6 +32,7 @@ use sluice_contract::bookkeeping::{self, Lapse};
 use sluice_contract::keys;
 use sluice_contract::local::{LocalBus, LocalReceiver};
 use sluice_contract::{now_ms, ClaimTiming, Priority, StreamEvent, WorkItem};
+use sluice_redis::RedisConn;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -172,7 +173,7 @@ impl EndpointMetrics {
 struct EndpointState {
     hub: Arc<StreamHub>,
     publisher: Arc<dyn Publisher>,
-    redis: redis::aio::ConnectionManager,
+    redis: RedisConn,
     slots: Arc<Semaphore>,
     options: EndpointOptions,
     metrics: Arc<EndpointMetrics>,
@@ -183,7 +184,7 @@ struct EndpointState {
 pub fn router(
     hub: Arc<StreamHub>,
     publisher: Arc<dyn Publisher>,
-    redis: redis::aio::ConnectionManager,
+    redis: RedisConn,
     options: EndpointOptions,
     metrics: Arc<EndpointMetrics>,
 ) -> Router {
@@ -196,7 +197,7 @@ pub fn router(
 pub fn router_with_local(
     hub: Arc<StreamHub>,
     publisher: Arc<dyn Publisher>,
-    redis: redis::aio::ConnectionManager,
+    redis: RedisConn,
     options: EndpointOptions,
     metrics: Arc<EndpointMetrics>,
     local: Option<Arc<LocalBus>>,

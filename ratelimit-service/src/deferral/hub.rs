@@ -1,6 +1,9 @@
 //! Many waiting responses, few Redis connections.
 //!
-//! Each reader owns one dedicated connection and runs
+//! Response streams are spread over the contract's shards (`keys::shard`);
+//! each reader serves a fixed set of shards — exactly one on a Redis
+//! Cluster, where one `XREAD` may only name keys of one slot — and owns one
+//! dedicated connection, on which it runs
 //! `XREAD BLOCK <ms> STREAMS <wake> <k1> ... <kn> <wake-id> <id1> ... <idn>`
 //! over every stream registered with it: one blocked call waits on all of
 //! them, server side, with no polling. A new registration interrupts the
@@ -11,9 +14,9 @@
 
 use redis::streams::{StreamReadOptions, StreamReadReply};
 use redis::AsyncCommands;
-use sluice_contract::StreamEvent;
+use sluice_contract::{keys, StreamEvent};
+use sluice_redis::{RedisClient, RedisConn};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -39,7 +42,8 @@ impl Entry {
 
 #[derive(Clone, Debug)]
 pub struct HubOptions {
-    /// Readers = dedicated Redis connections.
+    /// Readers = dedicated Redis connections (at most one per shard; on a
+    /// Redis Cluster always one per shard).
     pub readers: usize,
     /// Longest server-side block of one XREAD.
     pub block: Duration,
@@ -76,9 +80,8 @@ struct Reader {
 /// The shared reader pool.
 pub struct StreamHub {
     readers: Vec<Reader>,
-    next: AtomicUsize,
     /// Non-blocking connection for wake-ups.
-    control: redis::aio::ConnectionManager,
+    control: RedisConn,
     buffer: usize,
 }
 
@@ -98,52 +101,58 @@ impl Drop for Subscription {
 }
 
 impl StreamHub {
-    /// Starts `options.readers` reader tasks on their own connections.
+    /// Starts the reader tasks on their own connections.
     pub fn start(
-        client: redis::Client,
+        client: RedisClient,
         options: HubOptions,
-    ) -> Result<Arc<StreamHub>, redis::RedisError> {
-        let control = redis::aio::ConnectionManager::new_lazy_with_config(
-            client.clone(),
-            redis::aio::ConnectionManagerConfig::new()
-                .set_response_timeout(Some(Duration::from_secs(2))),
-        )?;
-        Ok(Self::start_with_control(client, control, options))
+    ) -> Result<Arc<StreamHub>, sluice_redis::OptionsError> {
+        let control = client
+            .with_response_timeout(Duration::from_secs(2))
+            .connect()?;
+        Self::start_with_control(client, control, options)
     }
 
     /// As [`StreamHub::start`], sharing `control` (a non-blocking connection
     /// the caller also uses) for wake-ups: readers + 1 connections in all.
     pub fn start_with_control(
-        client: redis::Client,
-        control: redis::aio::ConnectionManager,
+        client: RedisClient,
+        control: RedisConn,
         options: HubOptions,
-    ) -> Arc<StreamHub> {
+    ) -> Result<Arc<StreamHub>, sluice_redis::OptionsError> {
         let instance = format!("{:x}", std::process::id() as u64 ^ random_seed());
-        let readers = (0..options.readers.max(1))
-            .map(|index| {
-                let (commands, receiver) = mpsc::unbounded_channel();
-                let wake_key = format!("sluice:wake:{{{instance}-{index}}}");
-                tokio::spawn(run_reader(
-                    client.clone(),
-                    wake_key.clone(),
-                    receiver,
-                    options.block,
-                ));
-                Reader { commands, wake_key }
-            })
-            .collect();
-        Arc::new(StreamHub {
+        let count = if client.is_cluster() {
+            usize::from(keys::RESPONSE_SHARDS)
+        } else {
+            options.readers.clamp(1, usize::from(keys::RESPONSE_SHARDS))
+        };
+        // A blocking XREAD must not share a connection with anything else,
+        // and its round trip lasts as long as the block.
+        let blocking = client.with_response_timeout(options.block + Duration::from_secs(5));
+        let mut readers = Vec::with_capacity(count);
+        for index in 0..count {
+            let (commands, receiver) = mpsc::unbounded_channel();
+            // In the slot of the shards this reader serves (on a cluster: its one shard).
+            let wake_key = keys::wake(index as u16, &instance);
+            tokio::spawn(run_reader(
+                blocking.connect()?,
+                wake_key.clone(),
+                receiver,
+                options.block,
+            ));
+            readers.push(Reader { commands, wake_key });
+        }
+        Ok(Arc::new(StreamHub {
             readers,
-            next: AtomicUsize::new(0),
             control,
             buffer: options.buffer.max(1),
-        })
+        }))
     }
 
     /// Watch `key` for entries after `from` (`0-0` for all of them).
+    /// `key` is a per-request key of the contract (its shard picks the reader).
     pub async fn subscribe(&self, key: &str, from: &str) -> Subscription {
-        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.readers.len();
-        let reader = &self.readers[index];
+        let shard = keys::shard_of_key(key).unwrap_or(0);
+        let reader = &self.readers[usize::from(shard) % self.readers.len()];
         let (sender, entries) = mpsc::channel(self.buffer);
         let _ = reader.commands.send(Command::Watch {
             key: key.to_string(),
@@ -187,14 +196,13 @@ struct Watch {
 }
 
 async fn run_reader(
-    client: redis::Client,
+    mut conn: RedisConn,
     wake_key: String,
     mut commands: mpsc::UnboundedReceiver<Command>,
     block: Duration,
 ) {
     let mut watches: HashMap<String, Watch> = HashMap::new();
     let mut wake_cursor = "0-0".to_string();
-    let mut connection = None;
     let mut backoff = Duration::from_millis(50);
     loop {
         // Apply everything queued; with nothing to watch, sleep until asked.
@@ -230,30 +238,6 @@ async fn run_reader(
         if watches.is_empty() {
             continue;
         }
-        if connection.is_none() {
-            // A blocking XREAD must not share a connection with anything else.
-            // Default response timeout (500 ms) would cut every block short.
-            let config = redis::AsyncConnectionConfig::new()
-                .set_response_timeout(Some(block + Duration::from_secs(5)));
-            match client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await
-            {
-                Ok(c) => {
-                    connection = Some(c);
-                    backoff = Duration::from_millis(50);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "stream reader cannot connect to Redis; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                    continue;
-                }
-            }
-        }
-        let Some(conn) = connection.as_mut() else {
-            continue;
-        };
         let mut keys: Vec<&str> = Vec::with_capacity(watches.len() + 1);
         let mut ids: Vec<&str> = Vec::with_capacity(watches.len() + 1);
         keys.push(&wake_key);
@@ -281,6 +265,7 @@ async fn run_reader(
             conn.xread_options(&keys, &ids, &options).await;
         match reply {
             Ok(Some(reply)) => {
+                backoff = Duration::from_millis(50);
                 for stream in reply.keys {
                     if stream.key == wake_key {
                         if let Some(last) = stream.ids.last() {
@@ -314,10 +299,10 @@ async fn run_reader(
                     }
                 }
             }
-            Ok(None) => {} // block timed out
+            Ok(None) => backoff = Duration::from_millis(50), // block timed out
             Err(error) => {
-                tracing::warn!(%error, "stream reader lost its Redis connection; reconnecting");
-                connection = None;
+                // The connection reconnects by itself; wait before asking again.
+                tracing::warn!(%error, "stream reader: Redis read failed; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(2));
             }

@@ -18,13 +18,14 @@ use endpoint::{EndpointMetrics, EndpointOptions};
 use hub::{HubOptions, StreamHub};
 use publisher::LitePublisher;
 use sluice_contract::LocalBus;
+use sluice_redis::{RedisClient, RedisOptions};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything the endpoint needs from outside.
 pub struct EndpointConfig {
     /// Redis: response streams, request keys, bucket bookkeeping.
-    pub redis_url: String,
+    pub redis: RedisOptions,
     /// RocketMQ name server.
     pub namesrv: String,
     /// Parent topic of the per tenant × model LiteTopics.
@@ -46,7 +47,7 @@ impl EndpointConfig {
     /// group `sluice-consumer`, default caps, options and metrics.
     pub fn new(redis_url: impl Into<String>, namesrv: impl Into<String>) -> Self {
         EndpointConfig {
-            redis_url: redis_url.into(),
+            redis: RedisOptions::from_url(redis_url),
             namesrv: namesrv.into(),
             parent: "sluice-deferred".into(),
             consumer_group: "sluice-consumer".into(),
@@ -65,14 +66,9 @@ impl EndpointConfig {
 pub enum BuildError {
     #[error("invalid deferral bucket caps: {0}")]
     Caps(#[from] CapsError),
-    #[error("invalid Redis URL {url}: {kind:?}")]
-    RedisUrl {
-        /// Credentials redacted.
-        url: String,
-        kind: redis::ErrorKind,
-    },
-    #[error("Redis: {0}")]
-    Redis(#[from] redis::RedisError),
+    /// Never echoes the URL: it may hold a password.
+    #[error("Redis settings: {0}")]
+    Redis(#[from] sluice_redis::OptionsError),
     #[error("cannot reach the RocketMQ name server at {namesrv}: {source}")]
     Broker {
         namesrv: String,
@@ -91,17 +87,11 @@ impl Endpoint {
         let caps = BucketCaps::new(config.caps, config.caps_metrics)?;
         // rustls needs a process-wide crypto provider for rediss:// URLs.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client =
-            redis::Client::open(config.redis_url.as_str()).map_err(|e| BuildError::RedisUrl {
-                url: crate::store::redact_url(&config.redis_url),
-                kind: e.kind(),
-            })?;
-        let hub = StreamHub::start(client.clone(), config.hub)?;
-        let control = redis::aio::ConnectionManager::new_lazy_with_config(
-            client,
-            redis::aio::ConnectionManagerConfig::new()
-                .set_response_timeout(Some(Duration::from_secs(2))),
-        )?;
+        let client = RedisClient::new(&config.redis)?;
+        let control = client
+            .with_response_timeout(Duration::from_secs(2))
+            .connect()?;
+        let hub = StreamHub::start_with_control(client, control.clone(), config.hub)?;
         let publisher = LitePublisher::connect(
             &config.namesrv,
             &config.parent,

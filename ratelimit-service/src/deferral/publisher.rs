@@ -6,6 +6,7 @@ use super::endpoint::Publisher;
 use futures::future::BoxFuture;
 use sluice_contract::bookkeeping;
 use sluice_litetopic::{lite_topic_name, LiteAdmin, LiteClient, LiteConfig, LiteProducer};
+use sluice_redis::RedisConn;
 
 /// How long the first publish to a new bucket waits for a consumer to
 /// subscribe (a LiteTopic subscription does not see earlier messages).
@@ -14,7 +15,7 @@ const FIRST_SUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs
 pub struct LitePublisher {
     producer: LiteProducer,
     parent: String,
-    redis: redis::aio::ConnectionManager,
+    redis: RedisConn,
     /// Caps on new buckets, checked as a bucket is announced.
     caps: BucketCaps,
     /// The producer runs on the client's runtime: it must live as long.
@@ -30,7 +31,7 @@ impl LitePublisher {
         namesrv: &str,
         parent: &str,
         consumer_group: &str,
-        redis: redis::aio::ConnectionManager,
+        redis: RedisConn,
     ) -> Result<Self, sluice_litetopic::LiteError> {
         let client = LiteClient::connect(LiteConfig::new(namesrv))?;
         let admin = LiteAdmin::new(&client).await?;

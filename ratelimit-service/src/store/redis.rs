@@ -1,18 +1,22 @@
 //! Counters in Redis: one Lua script call per decision.
 
+use super::keys::hash_tag;
 use super::{scripts, CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
 use futures::future::BoxFuture;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use prometheus_client::metrics::counter::Counter;
+use sluice_redis::{RedisClient, RedisConn, RedisOptions};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Connection settings of the Redis store.
 #[derive(Clone, Debug)]
 pub struct RedisStoreOptions {
-    /// `redis://[:password@]host:port[/db]` or `rediss://` for TLS.
-    pub url: String,
+    /// Which Redis: standalone, Cluster or Sentinel, credentials, TLS (see
+    /// `sluice_redis::address`).
+    pub redis: RedisOptions,
     /// Multiplexed connections. Each one pipelines every concurrent decision
-    /// sent over it, so a few are enough.
+    /// sent over it, so a few are enough. (A cluster connection already
+    /// holds one connection per node.)
     pub connections: usize,
     /// Upper bound for one decision's round trip; beyond it the decision fails
     /// as unavailable and Envoy's failure mode decides.
@@ -22,7 +26,7 @@ pub struct RedisStoreOptions {
 impl Default for RedisStoreOptions {
     fn default() -> Self {
         RedisStoreOptions {
-            url: "redis://127.0.0.1:6379".into(),
+            redis: RedisOptions::default(),
             connections: 4,
             timeout: Duration::from_millis(250),
         }
@@ -30,42 +34,50 @@ impl Default for RedisStoreOptions {
 }
 
 pub struct RedisStore {
-    connections: Vec<ConnectionManager>,
+    connections: Vec<RedisConn>,
     next: AtomicUsize,
     script: redis::Script,
     timeout: Duration,
+    /// Decisions whose counters lie in more than one hash slot (see [`RedisStore::run`]).
+    cross_slot: Counter,
 }
 
 impl RedisStore {
     /// Builds the store. Connections are opened lazily and re-opened after a
     /// failure, so the service starts (not ready) while Redis is down.
     pub fn new(options: &RedisStoreOptions) -> Result<Self, StoreError> {
-        // The URL may hold a password: never echo it in errors.
-        let client = redis::Client::open(options.url.as_str()).map_err(|e| {
-            StoreError::Failed(format!(
-                "invalid Redis URL {}: {:?}",
-                redact_url(&options.url),
-                e.kind()
-            ))
-        })?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(options.timeout.max(Duration::from_secs(1))))
-            .set_response_timeout(Some(options.timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_secs(1));
-        let connections = (0..options.connections.max(1))
-            .map(|_| ConnectionManager::new_lazy_with_config(client.clone(), config.clone()))
+        let redis = RedisOptions {
+            connect_timeout_ms: duration_ms(options.timeout.max(Duration::from_secs(1))),
+            response_timeout_ms: duration_ms(options.timeout),
+            ..options.redis.clone()
+        };
+        // Errors never echo the URL: it may hold a password.
+        let client = RedisClient::new(&redis).map_err(|e| StoreError::Failed(e.to_string()))?;
+        let count = if client.is_cluster() {
+            1
+        } else {
+            options.connections.max(1)
+        };
+        let connections = (0..count)
+            .map(|_| client.connect())
             .collect::<Result<Vec<_>, _>>()
-            .map_err(map_error)?;
+            .map_err(|e| StoreError::Failed(e.to_string()))?;
         Ok(RedisStore {
             connections,
             next: AtomicUsize::new(0),
             script: redis::Script::new(scripts::DECIDE),
             timeout: options.timeout,
+            cross_slot: Counter::default(),
         })
     }
 
-    fn connection(&self) -> ConnectionManager {
+    /// Counts decisions that spanned hash slots into `counter` (a metric).
+    pub fn with_cross_slot_counter(mut self, counter: Counter) -> Self {
+        self.cross_slot = counter;
+        self
+    }
+
+    fn connection(&self) -> RedisConn {
         let index = self.next.fetch_add(1, Ordering::Relaxed) % self.connections.len();
         self.connections[index].clone()
     }
@@ -80,7 +92,88 @@ impl RedisStore {
             .map_err(map_error)
     }
 
+    /// One decision. Counters of one hash tag are one slot: one script
+    /// call decides them atomically. A decision spanning tags (descriptors
+    /// that start with different entries) runs the script per tag, in order;
+    /// if a later tag refuses under all-or-nothing, the tags already charged
+    /// are refunded. That never admits over a limit, but it is not atomic: a
+    /// concurrent decision may see the charge before its refund.
     async fn run(
+        &self,
+        ops: &[CounterOp],
+        mode: CountingMode,
+    ) -> Result<CounterOutcome, StoreError> {
+        let groups = slot_groups(ops);
+        if groups.len() <= 1 {
+            return self.run_group(ops, mode).await;
+        }
+        self.cross_slot.inc();
+        let mut before = vec![0u64; ops.len()];
+        let mut charged: Vec<&[usize]> = Vec::new();
+        let mut refused = false;
+        for indices in &groups {
+            // After a refusal the other groups are only read, for their
+            // values: the answer reports every counter, as one store would.
+            let group: Vec<CounterOp> = indices
+                .iter()
+                .map(|&i| CounterOp {
+                    hits: if refused { 0 } else { ops[i].hits },
+                    ..ops[i].clone()
+                })
+                .collect();
+            let outcome = match self.run_group(&group, mode).await {
+                Ok(outcome) => outcome,
+                Err(error) => {
+                    if !refused {
+                        self.refund(ops, &charged, &before).await;
+                    }
+                    return Err(error);
+                }
+            };
+            for (&i, value) in indices.iter().zip(outcome.before) {
+                before[i] = value;
+            }
+            if refused {
+                continue;
+            }
+            if outcome.applied {
+                charged.push(indices);
+            } else {
+                refused = true;
+                self.refund(ops, &charged, &before).await;
+            }
+        }
+        Ok(CounterOutcome {
+            applied: !refused,
+            before,
+        })
+    }
+
+    /// Undoes the groups a cross-slot decision charged before a later group
+    /// refused (best effort: a failure is logged, the counters expire with
+    /// their window). Each op's applied change is known from its `before`
+    /// value, so the undo is exact: a charge is taken back, a refund (which
+    /// stops at 0) is given back as far as it went.
+    async fn refund(&self, ops: &[CounterOp], charged: &[&[usize]], before: &[u64]) {
+        for indices in charged {
+            let group: Vec<CounterOp> = indices
+                .iter()
+                .filter_map(|&i| {
+                    let applied = ops[i].apply_to(before[i]) as i64 - before[i] as i64;
+                    (applied != 0).then(|| CounterOp {
+                        hits: -applied,
+                        ..ops[i].clone()
+                    })
+                })
+                .collect();
+            if let Err(error) = self.run_group(&group, CountingMode::IncrementAll).await {
+                tracing::warn!(%error, "could not undo a refused cross-slot decision");
+            }
+        }
+    }
+
+    /// One script call over counters of one slot.
+    async fn run_group(
         &self,
         ops: &[CounterOp],
         mode: CountingMode,
@@ -123,6 +216,23 @@ impl RedisStore {
             ))),
         }
     }
+}
+
+/// Op indices grouped by hash tag, in order of first appearance.
+fn slot_groups(ops: &[CounterOp]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (index, op) in ops.iter().enumerate() {
+        let tag = hash_tag(&op.key);
+        match groups.iter_mut().find(|(t, _)| *t == tag) {
+            Some((_, indices)) => indices.push(index),
+            None => groups.push((tag, vec![index])),
+        }
+    }
+    groups.into_iter().map(|(_, indices)| indices).collect()
+}
+
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl CounterStore for RedisStore {
