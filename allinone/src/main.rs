@@ -71,7 +71,7 @@ struct RunningConsumer {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    cli::init_tracing(cli.rls.log_format);
+    sluice_runtime::init_tracing(cli.rls.log_format);
     match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
@@ -95,7 +95,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         local: bus,
         claim_timing,
     };
-    let served = cli::serve(cli.rls, Some(in_process), cli::shutdown_signal()).await;
+    let served = cli::serve(cli.rls, Some(in_process), sluice_runtime::shutdown_signal()).await;
     let _ = consumer.stop.send(());
     let _ = consumer.task.await;
     served

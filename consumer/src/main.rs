@@ -11,6 +11,7 @@ use sluice_consumer::keys::Dimension;
 use sluice_consumer::pacing::Scope;
 use sluice_consumer::runner::RunnerOptions;
 use sluice_consumer::{connect, Pacer, RedisOptions};
+use sluice_runtime::{init_tracing, shutdown_signal, LogFormat};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -123,13 +124,7 @@ enum RatesCommand {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    init_tracing(LogFormat::Text);
     match run(Cli::parse()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
@@ -281,19 +276,4 @@ fn scope_of<'a>(model: &'a str, tenant: Option<&'a str>) -> Scope<'a> {
         Some(tenant) => Scope::Bucket { tenant, model },
         None => Scope::Column { model },
     }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! { _ = ctrl_c => {}, _ = terminate => {} }
 }
