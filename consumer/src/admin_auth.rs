@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use sluice_openai_error::openai_error_body;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -254,12 +255,7 @@ impl WritePolicy {
                 "the admin bearer token is not valid".to_string(),
             ),
         };
-        let body = serde_json::json!({"error": {
-            "message": message,
-            "type": ERROR_TYPE,
-            "param": null,
-            "code": refusal.as_str(),
-        }});
+        let body = openai_error_body(&message, ERROR_TYPE, refusal.as_str());
         let mut response = (
             status,
             [(header::CONTENT_TYPE, "application/json")],

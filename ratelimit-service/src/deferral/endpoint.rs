@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sluice_admission::admission::{
     CLIENT_REQUEST_ID_HEADER, ESTIMATED_TOKENS_HEADER, MODEL_HEADER, PRIORITY_HEADER,
     REQUEST_ID_HEADER, TENANT_HEADER,
@@ -28,6 +28,7 @@ use sluice_admission::deferral::{
     self, DeferralClaims, Secret, DEFAULT_MARKER_HEADER, DEFERRAL_TOKEN_HEADER,
     QUEUE_POSITION_HEADER, RESUME_TOKEN_HEADER,
 };
+use sluice_admission::errors::openai_error_body;
 use sluice_admission::openai::{self, Endpoint};
 use sluice_contract::bookkeeping;
 use sluice_contract::keys;
@@ -228,12 +229,19 @@ async fn recv_local(local: &mut Option<LocalReceiver>) -> Option<String> {
     }
 }
 
+/// `type` of every error the endpoint answers.
+const ERROR_TYPE: &str = "sluice_deferral";
+
+/// The OpenAI error body of the endpoint's answers.
+fn error_body(code: &str, message: &str) -> String {
+    openai_error_body(message, ERROR_TYPE, code)
+}
+
 fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = json!({"error": {"message": message, "type": "sluice_deferral", "param": null, "code": code}});
     (
         status,
         [("content-type", "application/json")],
-        body.to_string(),
+        error_body(code, message),
     )
         .into_response()
 }
@@ -822,15 +830,9 @@ impl Waiter {
 }
 
 /// The client's answer to an `error` entry.
-fn error_payload(status: u16, code: &str, message: &str) -> (StatusCode, Value) {
+fn error_payload(status: u16, code: &str, message: &str) -> (StatusCode, String) {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-    let body = json!({"error": {
-        "message": message,
-        "type": "sluice_deferral",
-        "param": null,
-        "code": code,
-    }});
-    (status, body)
+    (status, error_body(code, message))
 }
 
 /// A chunk carrying only usage (`"choices": []`), as models send it last.
@@ -900,17 +902,14 @@ fn sse_response(
                             message,
                         }) => {
                             let (_, body) = error_payload(status, &code, &message);
-                            (
-                                sse::event(Some(&entry.id), Some("error"), &body.to_string()),
-                                true,
-                            )
+                            (sse::event(Some(&entry.id), Some("error"), &body), true)
                         }
                         None => (String::new(), false),
                     },
                     Next::TimedOut => {
                         waiter.state.metrics.timed_out.inc();
-                        let body = json!({"error": {"message": "no answer in time", "type": "sluice_deferral", "param": null, "code": "timeout"}});
-                        (sse::event(None, Some("timeout"), &body.to_string()), true)
+                        let body = error_body("timeout", "no answer in time");
+                        (sse::event(None, Some("timeout"), &body), true)
                     }
                     Next::Closed => (String::new(), true),
                     // Handled inside `next`.
@@ -965,12 +964,7 @@ async fn json_response(mut waiter: Waiter) -> Response {
                 }) => {
                     waiter.finished = true;
                     let (status, body) = error_payload(status, &code, &message);
-                    return (
-                        status,
-                        [("content-type", "application/json")],
-                        body.to_string(),
-                    )
-                        .into_response();
+                    return (status, [("content-type", "application/json")], body).into_response();
                 }
                 None => {}
             },
