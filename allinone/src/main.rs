@@ -110,9 +110,9 @@ async fn start_consumer(
     let mut file = FileConfig::load(args.consumer_config.as_deref())?;
     let admin_token = admin_auth::load_token(args.admin_token_file.as_deref())?;
     if let Some(url) = &args.backend_url {
-        file.consumer.backend.default.base_url = url.clone();
+        file.processor.backend.default.base_url = url.clone();
     }
-    let claim_timing = file.consumer.idempotency.claim_timing();
+    let claim_timing = file.processor.idempotency.claim_timing();
     let started = embedded::start(StartOptions {
         file,
         namesrv: rls.namesrv.clone(),

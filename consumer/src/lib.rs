@@ -11,7 +11,7 @@
 //!    the permit and suspend the LiteTopic (or wait locally below the
 //!    suspend floor, see [`PaceDecision::plan`]). Acquiring the permit first
 //!    means a paced slot is never burned by a message that then cannot run;
-//! 4. spawn a task: [`Consumer::process`] holding the permit, then act on
+//! 4. spawn a task: [`Processor::process`] holding the permit, then act on
 //!    [`Outcome::disposition`]: ack, or re-publish / let it come back later.
 //!
 //! See README.md for the Redis contract with the HTTP side.
@@ -33,7 +33,7 @@ pub mod stream;
 pub use idempotency::{Claim, Idempotency, IdempotencyConfig, Lease};
 pub use invoke::{BackendConfig, BackendTargetConfig, ConfigError, FailureKind, Invoker};
 pub use keys::BucketId;
-pub use limits::{Acquire, InFlightLimits, LimitsConfig, ModelPermit};
+pub use limits::{Acquire, InFlightConfig, InFlightLimits, ModelPermit};
 pub use metrics::Metrics;
 pub use pacing::{PaceDecision, PacePlan, Pacer, PacingConfig, Rates};
 pub use sluice_contract::now_ms;
@@ -58,7 +58,7 @@ pub enum Disposition {
     Retry { after: Option<Duration> },
 }
 
-/// Result of [`Consumer::process`].
+/// Result of [`Processor::process`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
     /// `done` written.
@@ -127,14 +127,14 @@ impl Outcome {
     }
 }
 
-/// What the pop loop does with a message before processing it (see [`admit`]).
+/// What the pop loop does with a message before processing it (see [`gate`]).
 #[derive(Debug)]
-pub enum Admission {
+pub enum StartGate {
     /// Run now, holding the permit for the whole call.
     Run(ModelPermit),
     /// The bucket's next slot is closer than the suspend floor: wait this
     /// long in the message's own task (never in the pop loop), then call
-    /// [`admit`] again.
+    /// [`gate`] again.
     WaitLocally(Duration),
     /// Suspend the LiteTopic this long and move on.
     Suspend(Duration),
@@ -145,15 +145,15 @@ pub enum Admission {
 /// bucket's pacing (one Redis round trip). `suspend_floor`: the broker's
 /// suspend granularity (about 30 ms). A pacing error is returned as is: the
 /// caller suspends briefly and tries again.
-pub async fn admit(
+pub async fn gate(
     limits: &InFlightLimits,
     pacer: &Pacer,
     item: &WorkItem,
     suspend_floor: Duration,
-) -> Result<Admission, pacing::PacingError> {
+) -> Result<StartGate, pacing::PacingError> {
     let permit = match limits.try_acquire(&item.model) {
         Acquire::Acquired(permit) => permit,
-        Acquire::Busy { retry_after } => return Ok(Admission::Suspend(retry_after)),
+        Acquire::Busy { retry_after } => return Ok(StartGate::Suspend(retry_after)),
     };
     let decision = pacer
         .check(
@@ -163,9 +163,9 @@ pub async fn admit(
         )
         .await?;
     Ok(match decision.plan(suspend_floor) {
-        PacePlan::Run => Admission::Run(permit),
-        PacePlan::WaitLocally(wait) => Admission::WaitLocally(wait),
-        PacePlan::Suspend(wait) => Admission::Suspend(wait),
+        PacePlan::Run => StartGate::Run(permit),
+        PacePlan::WaitLocally(wait) => StartGate::WaitLocally(wait),
+        PacePlan::Suspend(wait) => StartGate::Suspend(wait),
     })
 }
 
@@ -202,17 +202,17 @@ pub fn connect(options: &RedisOptions) -> Result<ConnectionManager, redis::Redis
     ConnectionManager::new_lazy_with_config(client, config)
 }
 
-/// Configuration of [`Consumer`].
+/// Configuration of [`Processor`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct ConsumerConfig {
+pub struct ProcessorConfig {
     pub backend: BackendConfig,
     pub stream: StreamConfig,
     pub idempotency: IdempotencyConfig,
 }
 
 /// Processes work items: idempotency, the streaming call, the response stream.
-pub struct Consumer {
+pub struct Processor {
     conn: ConnectionManager,
     invoker: Invoker,
     idempotency: Idempotency,
@@ -222,17 +222,17 @@ pub struct Consumer {
     local: Option<Arc<local::LocalBus>>,
 }
 
-impl Consumer {
+impl Processor {
     /// `consumer_id`: unique per process (e.g. pod name + pid).
     pub fn new(
         conn: ConnectionManager,
         consumer_id: &str,
-        config: ConsumerConfig,
+        config: ProcessorConfig,
         metrics: Arc<Metrics>,
     ) -> Result<Self, ConfigError> {
         let idempotency =
             Idempotency::new(consumer_id, config.idempotency).map_err(ConfigError::Invalid)?;
-        Ok(Consumer {
+        Ok(Processor {
             conn,
             invoker: Invoker::new(config.backend)?,
             idempotency,

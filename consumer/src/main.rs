@@ -79,7 +79,7 @@ struct Cli {
 #[derive(clap::Subcommand)]
 enum Command {
     /// Show or change pacing rates at run time (in Redis: every consumer
-    /// instance applies a change on its next admission, no restart).
+    /// instance applies a change on its next pacing check, no restart).
     #[command(subcommand)]
     Rates(RatesCommand),
 }
@@ -142,7 +142,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let mut file = read_config(&cli)?;
     let admin_token = admin_auth::load_token(cli.admin_token_file.as_deref())?;
     if let Some(url) = &cli.backend_url {
-        file.consumer.backend.default.base_url = url.clone();
+        file.processor.backend.default.base_url = url.clone();
     }
     let id = cli.id.clone().unwrap_or_else(default_id);
     let started = embedded::start(StartOptions {

@@ -31,7 +31,7 @@
 //! price: after a pause, one message may start up to `s` ms early.
 //!
 //! The key holds `"<tat> <interval>"`. When the rate changed since the last
-//! admission, the outstanding debt is rescaled to the new rate first
+//! paced start, the outstanding debt is rescaled to the new rate first
 //! (`tat ← now + (tat − now) · T_new / T_old`: the same number of units
 //! still to drain), so a rate change takes effect on the very next check,
 //! both ways; without it, a bucket raised from 0.01/s to 10/s would still

@@ -584,7 +584,7 @@ fn consumer_with_timeouts(
     headers: &[(&str, &str)],
     first_byte_ms: u64,
     idle_ms: u64,
-) -> sluice_consumer::Consumer {
+) -> sluice_consumer::Processor {
     let mut backend = sluice_consumer::BackendConfig {
         first_byte_timeout_ms: first_byte_ms,
         idle_timeout_ms: idle_ms,
@@ -595,10 +595,10 @@ fn consumer_with_timeouts(
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    sluice_consumer::Consumer::new(
+    sluice_consumer::Processor::new(
         common::conn(redis),
         "timeouts",
-        sluice_consumer::ConsumerConfig {
+        sluice_consumer::ProcessorConfig {
             backend,
             ..Default::default()
         },

@@ -21,8 +21,8 @@ use anyhow::Context;
 use sluice_consumer::keys;
 use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
 use sluice_consumer::{
-    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer, PacingConfig,
-    Rates, RedisOptions,
+    connect, InFlightConfig, InFlightLimits, Metrics, Pacer, PacingConfig, Processor,
+    ProcessorConfig, Rates, RedisOptions,
 };
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::deferral::caps::{self, BucketCaps, CapLimits, CapsMetrics};
@@ -244,9 +244,9 @@ async fn main() -> anyhow::Result<()> {
 
     // The consumer: answers every request, retires idle buckets, reclaims.
     let metrics = Arc::new(Metrics::new(1000, 100));
-    let mut config = ConsumerConfig::default();
+    let mut config = ProcessorConfig::default();
     config.backend.default.base_url = format!("http://{backend}");
-    let consumer = Arc::new(Consumer::new(
+    let consumer = Arc::new(Processor::new(
         conn.clone(),
         "flood-consumer",
         config,
@@ -265,10 +265,10 @@ async fn main() -> anyhow::Result<()> {
         RunnerParts {
             lite: Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await?),
             producer: Arc::new(LiteProducer::new(&client, "flood-retry").await?),
-            consumer,
+            processor: consumer,
             pacer,
             limits: Arc::new(InFlightLimits::new(
-                LimitsConfig::default(),
+                InFlightConfig::default(),
                 Some(metrics.clone()),
             )),
             redis: conn.clone(),

@@ -11,8 +11,8 @@ use sluice_consumer::keys;
 use sluice_consumer::membership;
 use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
 use sluice_consumer::{
-    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer, PacingConfig,
-    Rates, RedisOptions, WorkItem,
+    connect, InFlightConfig, InFlightLimits, Metrics, Pacer, PacingConfig, Processor,
+    ProcessorConfig, Rates, RedisOptions, WorkItem,
 };
 use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::deferral::caps::{
@@ -419,10 +419,10 @@ async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
         .await
         .unwrap();
     let metrics = Arc::new(Metrics::new(1000, 100));
-    let mut config = ConsumerConfig::default();
+    let mut config = ProcessorConfig::default();
     config.backend.default.base_url = format!("http://{backend}");
     let consumer =
-        Arc::new(Consumer::new(conn.clone(), "reclaimer", config, metrics.clone()).unwrap());
+        Arc::new(Processor::new(conn.clone(), "reclaimer", config, metrics.clone()).unwrap());
     let pacing = PacingConfig {
         default_rates: Rates {
             requests_per_second: None,
@@ -436,10 +436,10 @@ async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
         RunnerParts {
             lite: Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await.unwrap()),
             producer: Arc::new(LiteProducer::new(&client, "reclaimer-retry").await.unwrap()),
-            consumer,
+            processor: consumer,
             pacer,
             limits: Arc::new(InFlightLimits::new(
-                LimitsConfig::default(),
+                InFlightConfig::default(),
                 Some(metrics.clone()),
             )),
             redis: conn.clone(),

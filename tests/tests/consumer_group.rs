@@ -10,8 +10,8 @@ use sluice_consumer::keys::{self, Dimension};
 use sluice_consumer::pacing::Scope;
 use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
 use sluice_consumer::{
-    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer, PacingConfig,
-    Rates, RedisOptions, WorkItem,
+    connect, InFlightConfig, InFlightLimits, Metrics, Pacer, PacingConfig, Processor,
+    ProcessorConfig, Rates, RedisOptions, WorkItem,
 };
 use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::deferral::endpoint::Publisher;
@@ -75,10 +75,10 @@ impl Stack {
     /// would have), unlimited pacing unless set otherwise.
     async fn instance(&self, id: &str, options: RunnerOptions) -> Instance {
         let metrics = Arc::new(Metrics::new(1000, 100));
-        let mut config = ConsumerConfig::default();
+        let mut config = ProcessorConfig::default();
         config.backend.default.base_url = format!("http://{}", self.backend);
         let consumer =
-            Arc::new(Consumer::new(self.conn.clone(), id, config, metrics.clone()).unwrap());
+            Arc::new(Processor::new(self.conn.clone(), id, config, metrics.clone()).unwrap());
         let pacing = PacingConfig {
             default_rates: Rates {
                 requests_per_second: None,
@@ -96,10 +96,10 @@ impl Stack {
                         .await
                         .unwrap(),
                 ),
-                consumer,
+                processor: consumer,
                 pacer: pacer.clone(),
                 limits: Arc::new(InFlightLimits::new(
-                    LimitsConfig::default(),
+                    InFlightConfig::default(),
                     Some(metrics.clone()),
                 )),
                 redis: self.conn.clone(),

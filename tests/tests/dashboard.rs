@@ -10,8 +10,8 @@
 
 use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
 use sluice_consumer::{
-    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig as InFlightConfig,
-    Metrics as ConsumerMetrics, Pacer, PacingConfig, RedisOptions,
+    connect, InFlightConfig, InFlightLimits, Metrics as ConsumerMetrics, Pacer, PacingConfig,
+    Processor, ProcessorConfig, RedisOptions,
 };
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::config::LimitsConfig;
@@ -311,7 +311,7 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
     })
     .unwrap();
     let consumer_metrics = Arc::new(ConsumerMetrics::new(1000, 100));
-    let mut config = ConsumerConfig::default();
+    let mut config = ProcessorConfig::default();
     config.backend.default.base_url = format!("http://{backend_addr}");
     // A model whose backend is down: its calls fail (consumer errors).
     config.backend.models.insert(
@@ -322,7 +322,7 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
         },
     );
     let consumer = Arc::new(
-        Consumer::new(
+        Processor::new(
             conn.clone(),
             "dashboard-consumer",
             config,
@@ -351,7 +351,7 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
                     .await
                     .unwrap(),
             ),
-            consumer,
+            processor: consumer,
             pacer,
             limits: Arc::new(InFlightLimits::new(
                 InFlightConfig::default(),

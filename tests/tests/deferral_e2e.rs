@@ -9,8 +9,8 @@
 use serde_json::Value;
 use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
 use sluice_consumer::{
-    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig as InFlightConfig,
-    Metrics as ConsumerMetrics, Pacer, PacingConfig, Rates, RedisOptions,
+    connect, InFlightConfig, InFlightLimits, Metrics as ConsumerMetrics, Pacer, PacingConfig,
+    Processor, ProcessorConfig, Rates, RedisOptions,
 };
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::config::LimitsConfig;
@@ -123,10 +123,10 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
     })
     .unwrap();
     let metrics = Arc::new(ConsumerMetrics::new(1000, 100));
-    let mut config = ConsumerConfig::default();
+    let mut config = ProcessorConfig::default();
     config.backend.default.base_url = backend_url.clone();
     let consumer =
-        Arc::new(Consumer::new(conn.clone(), "e2e-consumer", config, metrics.clone()).unwrap());
+        Arc::new(Processor::new(conn.clone(), "e2e-consumer", config, metrics.clone()).unwrap());
     let pacing = PacingConfig {
         default_rates: Rates {
             requests_per_second: Some(2.0),
@@ -144,7 +144,7 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
                     .unwrap(),
             ),
             producer: Arc::new(LiteProducer::new(&lite_client, "e2e-retry").await.unwrap()),
-            consumer,
+            processor: consumer,
             pacer,
             limits: Arc::new(InFlightLimits::new(
                 InFlightConfig::default(),

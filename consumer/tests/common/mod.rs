@@ -4,7 +4,7 @@
 use redis::aio::ConnectionManager;
 use serde_json::json;
 use sluice_consumer::{
-    connect, BackendConfig, Consumer, ConsumerConfig, IdempotencyConfig, Metrics, Priority,
+    connect, BackendConfig, IdempotencyConfig, Metrics, Priority, Processor, ProcessorConfig,
     RedisOptions, StreamConfig, WorkItem,
 };
 use sluice_testkit::RedisServer;
@@ -46,7 +46,7 @@ pub fn consumer_with(
     base_url: &str,
     headers: &[(&str, &str)],
     idempotency: IdempotencyConfig,
-) -> Consumer {
+) -> Processor {
     let mut backend = BackendConfig {
         connect_timeout_ms: 1000,
         first_byte_timeout_ms: 5000,
@@ -58,10 +58,10 @@ pub fn consumer_with(
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    Consumer::new(
+    Processor::new(
         conn(redis),
         "test-consumer",
-        ConsumerConfig {
+        ProcessorConfig {
             backend,
             stream: StreamConfig::default(),
             idempotency,
@@ -71,7 +71,7 @@ pub fn consumer_with(
     .unwrap()
 }
 
-pub fn consumer(redis: &RedisServer, base_url: &str, headers: &[(&str, &str)]) -> Consumer {
+pub fn consumer(redis: &RedisServer, base_url: &str, headers: &[(&str, &str)]) -> Processor {
     consumer_with(redis, base_url, headers, IdempotencyConfig::default())
 }
 
