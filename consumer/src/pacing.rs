@@ -493,7 +493,7 @@ pub struct EffectiveRates {
 }
 
 /// Upper bound of a column factor.
-pub const MAX_FACTOR: f64 = 1000.0;
+pub(crate) const MAX_FACTOR: f64 = 1000.0;
 
 /// The shared pacer.
 #[derive(Clone)]
@@ -741,7 +741,11 @@ fn record(metrics: &Metrics, bucket: &BucketId, decision: PaceDecision) {
 
 /// Resolution of one bucket's rates from its column hash and the configured
 /// rates (what the script does).
-pub fn resolve(hash: &HashMap<String, String>, tenant: &str, configured: Rates) -> EffectiveRates {
+pub(crate) fn resolve(
+    hash: &HashMap<String, String>,
+    tenant: &str,
+    configured: Rates,
+) -> EffectiveRates {
     let factor = hash
         .get("factor")
         .and_then(|f| f.trim().parse::<f64>().ok())

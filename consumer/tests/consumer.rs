@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use sluice_consumer::stream::codes;
+use sluice_consumer::codes;
 use sluice_consumer::{keys, Disposition, FailureKind, IdempotencyConfig, Outcome};
 use sluice_llm_sim::SimConfig;
 use sluice_testkit::RedisServer;

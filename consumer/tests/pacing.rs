@@ -4,7 +4,7 @@
 mod common;
 
 use sluice_consumer::keys::{BucketId, Dimension};
-use sluice_consumer::pacing::{Limit, RateSetting, Scope};
+use sluice_consumer::{Limit, RateSetting, Scope};
 use sluice_consumer::{Metrics, PaceDecision, Pacer, PacingConfig, Rates};
 use sluice_testkit::RedisServer;
 use std::collections::HashMap;

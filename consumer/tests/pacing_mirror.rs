@@ -8,9 +8,9 @@
 mod common;
 
 use redis::aio::ConnectionManager;
+use sluice_consumer::gcra::{self, DimensionInput, Stored};
 use sluice_consumer::keys::{BucketId, Dimension};
-use sluice_consumer::pacing::gcra::{self, DimensionInput, Stored};
-use sluice_consumer::pacing::{decision_from_reply, Scope};
+use sluice_consumer::{decision_from_reply, Scope};
 use sluice_consumer::{Pacer, PacingConfig, Rates};
 use sluice_testkit::RedisServer;
 use std::collections::HashMap;

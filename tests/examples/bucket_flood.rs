@@ -19,11 +19,11 @@
 
 use anyhow::Context;
 use sluice_consumer::keys;
-use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
 use sluice_consumer::{
     connect, InFlightConfig, InFlightLimits, Metrics, Pacer, PacingConfig, Processor,
     ProcessorConfig, Rates, RedisOptions,
 };
+use sluice_consumer::{Runner, RunnerOptions, RunnerParts};
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::deferral::caps::{self, BucketCaps, CapLimits, CapsMetrics};
 use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions};

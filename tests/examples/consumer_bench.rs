@@ -36,12 +36,12 @@ use axum::serve::ListenerExt;
 use futures::StreamExt;
 use redis::aio::ConnectionManager;
 use sluice_consumer::keys::{self, Dimension};
-use sluice_consumer::pacing::Scope;
-use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
+use sluice_consumer::Scope;
 use sluice_consumer::{
     connect, gate, InFlightConfig, InFlightLimits, Metrics, Pacer, PacingConfig, Processor,
     ProcessorConfig, Rates, RedisOptions, StartGate, WorkItem,
 };
+use sluice_consumer::{Runner, RunnerOptions, RunnerParts};
 use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_ratelimit::deferral::publisher::LitePublisher;

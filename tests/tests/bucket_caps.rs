@@ -8,12 +8,12 @@
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use sluice_consumer::keys;
-use sluice_consumer::membership;
-use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
 use sluice_consumer::{
     connect, InFlightConfig, InFlightLimits, Metrics, Pacer, PacingConfig, Processor,
     ProcessorConfig, Rates, RedisOptions, WorkItem,
 };
+use sluice_consumer::{Runner, RunnerOptions, RunnerParts};
+use sluice_contract::bookkeeping;
 use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::deferral::caps::{
     Admission, BucketCaps, CapKind, CapLimits, CapsMetrics, PublishError,
@@ -205,9 +205,11 @@ async fn retiring_a_bucket_frees_its_tenants_slot() {
     // The consumer's retire script (nothing queued, idle since the cutoff).
     let topic = lite_topic_name("acme", "m1");
     let cutoff = sluice_consumer::now_ms() + 1;
-    assert!(membership::retire_if_idle(&mut conn, &topic, cutoff, false)
-        .await
-        .unwrap());
+    assert!(
+        bookkeeping::retire_if_idle(&mut conn, &topic, cutoff, false)
+            .await
+            .unwrap()
+    );
     assert_eq!(tenant_count(&mut conn, "acme").await, None);
     assert!(created(admit(&caps, &mut conn, "acme", "m2").await));
     assert_eq!(tenant_count(&mut conn, "acme").await, Some(1));
@@ -225,7 +227,7 @@ async fn a_bucket_being_reclaimed_is_not_published_to() {
     assert!(created(admit(&caps, &mut conn, "acme", "m").await));
     let topic = lite_topic_name("acme", "m");
     let cutoff = sluice_consumer::now_ms() + 1;
-    assert!(membership::retire_if_idle(&mut conn, &topic, cutoff, true)
+    assert!(bookkeeping::retire_if_idle(&mut conn, &topic, cutoff, true)
         .await
         .unwrap());
     assert_eq!(
@@ -233,7 +235,7 @@ async fn a_bucket_being_reclaimed_is_not_published_to() {
         Ok(Admission::Reclaiming)
     );
     assert_eq!(bucket_count(&mut conn).await, 0);
-    membership::end_reclaim(&mut conn, &topic).await.unwrap();
+    bookkeeping::end_reclaim(&mut conn, &topic).await.unwrap();
     assert!(created(admit(&caps, &mut conn, "acme", "m").await));
 }
 

@@ -8,11 +8,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
-use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
 use sluice_consumer::{
     connect, InFlightConfig, InFlightLimits, Metrics as ConsumerMetrics, Pacer, PacingConfig,
     Processor, ProcessorConfig, RedisOptions,
 };
+use sluice_consumer::{Runner, RunnerOptions, RunnerParts};
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions};
@@ -316,7 +316,7 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
     // A model whose backend is down: its calls fail (consumer errors).
     config.backend.models.insert(
         "llama-down".into(),
-        sluice_consumer::invoke::BackendTargetConfig {
+        sluice_consumer::BackendTargetConfig {
             base_url: format!("http://127.0.0.1:{}", free_port()),
             ..config.backend.default.clone()
         },

@@ -7,11 +7,11 @@
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use serde_json::Value;
-use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
 use sluice_consumer::{
     connect, InFlightConfig, InFlightLimits, Metrics as ConsumerMetrics, Pacer, PacingConfig,
     Processor, ProcessorConfig, Rates, RedisOptions,
 };
+use sluice_consumer::{Runner, RunnerOptions, RunnerParts};
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::deferral::endpoint::EndpointOptions;
