@@ -1,17 +1,8 @@
 //! OpenAI-style error bodies, so clients' SDKs surface Sluice's answers cleanly.
 
-/// `{"error": {"message", "type", "param", "code"}}` as OpenAI sends it.
-pub fn openai_error_body(message: &str, error_type: &str, code: &str) -> String {
-    serde_json::json!({
-        "error": {
-            "message": message,
-            "type": error_type,
-            "param": null,
-            "code": code,
-        }
-    })
-    .to_string()
-}
+/// `{"error": {"message", "type", "param", "code"}}` as OpenAI sends it
+/// (one definition for every component, see `openai-error/`).
+pub use sluice_openai_error::openai_error_body;
 
 /// A local reply the filter sends instead of forwarding the request.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,8 +11,7 @@
 
 use anyhow::Context;
 use clap::Parser;
-use sluice_consumer::admin_auth::{self, WritePolicy};
-use sluice_consumer::embedded::{self, FileConfig, StartOptions};
+use sluice_consumer::{load_token, FileConfig, StartOptions, WritePolicy, ADMIN_TOKEN_FILE_ENV};
 use sluice_contract::LocalBus;
 use sluice_ratelimit::cli::{self, InProcess, ServeArgs};
 use std::net::SocketAddr;
@@ -58,7 +57,7 @@ struct ConsumerArgs {
 
     /// File holding the bearer token of the consumer admin API's writes
     /// (else $SLUICE_ADMIN_TOKEN). sluice-rls's own admin is read-only.
-    #[arg(long, env = admin_auth::ADMIN_TOKEN_FILE_ENV)]
+    #[arg(long, env = ADMIN_TOKEN_FILE_ENV)]
     admin_token_file: Option<PathBuf>,
 }
 
@@ -71,7 +70,7 @@ struct RunningConsumer {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    cli::init_tracing(cli.rls.log_format);
+    sluice_runtime::init_tracing(cli.rls.log_format);
     match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
@@ -95,7 +94,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         local: bus,
         claim_timing,
     };
-    let served = cli::serve(cli.rls, Some(in_process), cli::shutdown_signal()).await;
+    let served = cli::serve(cli.rls, Some(in_process), sluice_runtime::shutdown_signal()).await;
     let _ = consumer.stop.send(());
     let _ = consumer.task.await;
     served
@@ -108,18 +107,18 @@ async fn start_consumer(
     bus: Arc<LocalBus>,
 ) -> anyhow::Result<(RunningConsumer, sluice_contract::ClaimTiming)> {
     let mut file = FileConfig::load(args.consumer_config.as_deref())?;
-    let admin_token = admin_auth::load_token(args.admin_token_file.as_deref())?;
+    let admin_token = load_token(args.admin_token_file.as_deref())?;
     if let Some(url) = &args.backend_url {
-        file.consumer.backend.default.base_url = url.clone();
+        file.processor.backend.default.base_url = url.clone();
     }
-    let claim_timing = file.consumer.idempotency.claim_timing();
-    let started = embedded::start(StartOptions {
+    let claim_timing = file.processor.idempotency.claim_timing();
+    let started = sluice_consumer::start(StartOptions {
         file,
         namesrv: rls.namesrv.clone(),
         parent: rls.lite_parent.clone(),
         group: rls.consumer_group.clone(),
         redis: sluice_ratelimit::cli::redis_options(rls),
-        id: embedded::default_id(),
+        id: sluice_consumer::default_id(),
         runner: Default::default(),
         local: Some(bus),
     })
@@ -138,7 +137,7 @@ async fn start_consumer(
     let writes = WritePolicy::for_listener(admin_addr, admin_token);
     writes.log_startup("consumer admin API", admin_addr);
     let router =
-        sluice_consumer::admin::router(started.metrics.clone(), started.pacer.clone(), writes);
+        sluice_consumer::admin_router(started.metrics.clone(), started.pacer.clone(), writes);
     tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, router).await {
             tracing::error!(%error, "consumer admin server stopped");

@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use sluice_openai_error::openai_error_body;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,11 +24,11 @@ use subtle::ConstantTimeEq;
 
 /// The admin token itself (an environment variable, never a flag: a flag
 /// shows in `ps`). The file named by `--admin-token-file` wins over it.
-pub const ADMIN_TOKEN_ENV: &str = "SLUICE_ADMIN_TOKEN";
+pub(crate) const ADMIN_TOKEN_ENV: &str = "SLUICE_ADMIN_TOKEN";
 /// Environment variable of `--admin-token-file`.
 pub const ADMIN_TOKEN_FILE_ENV: &str = "SLUICE_ADMIN_TOKEN_FILE";
 /// Shortest token accepted: shorter ones are guessable.
-pub const MIN_TOKEN_LEN: usize = 16;
+pub(crate) const MIN_TOKEN_LEN: usize = 16;
 /// `type` of the JSON error bodies.
 const ERROR_TYPE: &str = "sluice_admin";
 /// How to fix a refusal, in every refusal's message.
@@ -168,7 +169,7 @@ impl Refusal {
 
 /// Whether `addr` only accepts local connections. `0.0.0.0` and `::` are
 /// not loopback: they listen on every interface.
-pub fn is_loopback(addr: SocketAddr) -> bool {
+pub(crate) fn is_loopback(addr: SocketAddr) -> bool {
     addr.ip().to_canonical().is_loopback()
 }
 
@@ -254,12 +255,7 @@ impl WritePolicy {
                 "the admin bearer token is not valid".to_string(),
             ),
         };
-        let body = serde_json::json!({"error": {
-            "message": message,
-            "type": ERROR_TYPE,
-            "param": null,
-            "code": refusal.as_str(),
-        }});
+        let body = openai_error_body(&message, ERROR_TYPE, refusal.as_str());
         let mut response = (
             status,
             [(header::CONTENT_TYPE, "application/json")],
@@ -308,7 +304,7 @@ async fn enforce(State(guard): State<Arc<Guard>>, request: Request, next: Next) 
 }
 
 /// `router` with every route behind `policy`; refusals are counted in `refused`.
-pub fn protect(
+pub(crate) fn protect(
     router: Router,
     policy: WritePolicy,
     refused: Family<ReasonLabels, Counter>,

@@ -5,8 +5,8 @@
 use crate::local::LocalBus;
 use crate::runner::{Runner, RunnerOptions, RunnerParts};
 use crate::{
-    connect, ConfigError, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer,
-    PacingConfig, RedisOptions,
+    connect, ConfigError, InFlightConfig, InFlightLimits, Metrics, Pacer, PacingConfig, Processor,
+    ProcessorConfig, RedisOptions,
 };
 use serde::Deserialize;
 use sluice_litetopic::{LiteAdmin, LiteClient, LiteConfig, LiteConsumer, LiteError, LiteProducer};
@@ -19,9 +19,9 @@ use std::sync::Arc;
 #[serde(default, deny_unknown_fields)]
 pub struct FileConfig {
     #[serde(flatten)]
-    pub consumer: ConsumerConfig,
+    pub processor: ProcessorConfig,
     pub pacing: PacingConfig,
-    pub limits: LimitsConfig,
+    pub limits: InFlightConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -91,16 +91,16 @@ pub struct Started {
 pub async fn start(options: StartOptions) -> Result<Started, StartError> {
     let metrics = Arc::new(Metrics::new(10_000, 1_000));
     let redis = connect(&options.redis)?;
-    let mut consumer = Consumer::new(
+    let mut processor = Processor::new(
         redis.clone(),
         &options.id,
-        options.file.consumer,
+        options.file.processor,
         metrics.clone(),
     )?;
     if let Some(bus) = options.local {
-        consumer = consumer.with_local_bus(bus);
+        processor = processor.with_local_bus(bus);
     }
-    let consumer = Arc::new(consumer);
+    let processor = Arc::new(processor);
     let pacer = Arc::new(Pacer::new(
         redis.clone(),
         options.file.pacing,
@@ -110,7 +110,7 @@ pub async fn start(options: StartOptions) -> Result<Started, StartError> {
         options.file.limits,
         Some(metrics.clone()),
     ));
-    if let Err(error) = consumer.preload().await {
+    if let Err(error) = processor.preload().await {
         tracing::warn!(%error, "Redis not reachable yet");
     }
     let client = LiteClient::connect(LiteConfig::new(options.namesrv.clone()))?;
@@ -126,7 +126,7 @@ pub async fn start(options: StartOptions) -> Result<Started, StartError> {
         RunnerParts {
             lite,
             producer,
-            consumer,
+            processor,
             pacer: pacer.clone(),
             limits,
             redis,

@@ -198,15 +198,15 @@ return 0
 "#;
 
 /// `message` of the `interrupted` error.
-pub const INTERRUPTED_MESSAGE: &str =
+pub(crate) const INTERRUPTED_MESSAGE: &str =
     "an earlier attempt of this request was interrupted; it is not sent to the model again";
 /// `message` of a `cancelled` error written before any call.
-pub const CANCELLED_BEFORE_CALL_MESSAGE: &str =
+pub(crate) const CANCELLED_BEFORE_CALL_MESSAGE: &str =
     "the client went away before the request reached the model";
 
 /// Result of a claim.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Claim {
+pub(crate) enum Claim {
     /// This attempt owns the request and may call the model.
     Proceed(Lease),
     /// A terminal entry exists already (`done:{id}` holds this value).
@@ -227,20 +227,20 @@ pub enum Claim {
 
 /// Ownership of one request by one attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
+pub(crate) struct Lease {
     pub req_id: String,
     pub owner: String,
 }
 
 /// What a heartbeat found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Heartbeat {
+pub(crate) struct Heartbeat {
     pub owned: bool,
     pub cancelled: bool,
 }
 
 /// The marker scripts of one consumer instance.
-pub struct Idempotency {
+pub(crate) struct Idempotency {
     consumer_id: String,
     attempt: AtomicU64,
     config: IdempotencyConfig,
@@ -253,7 +253,7 @@ pub struct Idempotency {
 impl Idempotency {
     /// `consumer_id`: unique per consumer process (e.g. pod name + pid);
     /// whitespace is replaced.
-    pub fn new(consumer_id: &str, config: IdempotencyConfig) -> Result<Self, String> {
+    pub(crate) fn new(consumer_id: &str, config: IdempotencyConfig) -> Result<Self, String> {
         config.validate()?;
         let consumer_id: String = consumer_id
             .chars()
@@ -276,12 +276,12 @@ impl Idempotency {
         })
     }
 
-    pub fn config(&self) -> &IdempotencyConfig {
+    pub(crate) fn config(&self) -> &IdempotencyConfig {
         &self.config
     }
 
     /// Loads the scripts so the first calls need no NOSCRIPT retry.
-    pub async fn preload(&self, conn: &mut RedisConn) -> Result<(), redis::RedisError> {
+    pub(crate) async fn preload(&self, conn: &mut RedisConn) -> Result<(), redis::RedisError> {
         for script in [&self.claim, &self.heartbeat, &self.finish, &self.release] {
             script.load_async(conn).await?;
         }
@@ -289,7 +289,7 @@ impl Idempotency {
     }
 
     /// Rule 1.
-    pub async fn claim(
+    pub(crate) async fn claim(
         &self,
         conn: &mut RedisConn,
         req_id: &str,
@@ -344,7 +344,7 @@ impl Idempotency {
     }
 
     /// Rule 2.
-    pub async fn heartbeat(
+    pub(crate) async fn heartbeat(
         &self,
         conn: &mut RedisConn,
         lease: &Lease,
@@ -364,7 +364,7 @@ impl Idempotency {
     }
 
     /// Rule 3. `Ok(false)`: not written (this attempt lost the request).
-    pub async fn finish(
+    pub(crate) async fn finish(
         &self,
         conn: &mut RedisConn,
         lease: &Lease,
@@ -379,7 +379,7 @@ impl Idempotency {
     /// that gives up on a message (e.g. the backend stayed unreachable for
     /// too many attempts). Written only if no terminal entry exists and no
     /// live attempt holds the request. `Ok(false)`: not written.
-    pub async fn give_up(
+    pub(crate) async fn give_up(
         &self,
         conn: &mut RedisConn,
         req_id: &str,
@@ -417,7 +417,7 @@ impl Idempotency {
     }
 
     /// Rule 4. `Ok(false)`: the marker was not this attempt's any more.
-    pub async fn release(
+    pub(crate) async fn release(
         &self,
         conn: &mut RedisConn,
         lease: &Lease,

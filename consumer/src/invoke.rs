@@ -259,14 +259,14 @@ pub(crate) struct CallStats {
 }
 
 impl CallStats {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         CallStats {
             chunks: AtomicU64::new(0),
             started: Instant::now(),
         }
     }
 
-    pub fn chunks(&self) -> u64 {
+    pub(crate) fn chunks(&self) -> u64 {
         self.chunks.load(Ordering::Relaxed)
     }
 }
@@ -348,7 +348,7 @@ type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// The backend client.
 #[derive(Clone)]
-pub struct Invoker {
+pub(crate) struct Invoker {
     client: HttpClient,
     default: Arc<Target>,
     models: Arc<HashMap<String, Target>>,
@@ -357,7 +357,7 @@ pub struct Invoker {
 
 impl Invoker {
     /// Resolves the targets (reads API keys now) and builds the client.
-    pub fn new(config: BackendConfig) -> Result<Self, ConfigError> {
+    pub(crate) fn new(config: BackendConfig) -> Result<Self, ConfigError> {
         if config.first_byte_timeout_ms == 0 || config.idle_timeout_ms == 0 {
             return Err(ConfigError::Invalid(
                 "first_byte_timeout_ms and idle_timeout_ms must be > 0".into(),
@@ -741,7 +741,7 @@ fn broken(
 /// The status shown to the client for a backend error status: the client's
 /// own mistakes (bad request, unknown model, too large, unprocessable) pass
 /// through; everything else is the gateway's problem (502).
-pub fn client_status(backend: StatusCode) -> u16 {
+pub(crate) fn client_status(backend: StatusCode) -> u16 {
     match backend.as_u16() {
         400 | 404 | 413 | 422 => backend.as_u16(),
         _ => 502,
@@ -772,7 +772,10 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 /// `stream_options.include_usage: true` forced (other `stream_options`
 /// kept), `model` set to the upstream model when configured, or to the work
 /// item's model when the body has none.
-pub fn prepare_body(item: &WorkItem, upstream_model: Option<&str>) -> Result<Vec<u8>, String> {
+pub(crate) fn prepare_body(
+    item: &WorkItem,
+    upstream_model: Option<&str>,
+) -> Result<Vec<u8>, String> {
     let serde_json::Value::Object(mut body) = item.body.clone() else {
         return Err("the request body is not a JSON object".into());
     };

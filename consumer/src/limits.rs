@@ -14,7 +14,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 /// Configuration of the caps.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct LimitsConfig {
+pub struct InFlightConfig {
     /// Cap of a model without its own entry; `None` = unlimited.
     pub default_max_in_flight: Option<usize>,
     /// Caps per model (unsanitized name).
@@ -26,9 +26,9 @@ pub struct LimitsConfig {
     pub max_models: usize,
 }
 
-impl Default for LimitsConfig {
+impl Default for InFlightConfig {
     fn default() -> Self {
-        LimitsConfig {
+        InFlightConfig {
             default_max_in_flight: Some(64),
             max_in_flight: HashMap::new(),
             busy_retry_ms: 100,
@@ -63,14 +63,14 @@ pub enum Acquire {
 
 /// The per-model semaphores.
 pub struct InFlightLimits {
-    config: LimitsConfig,
+    config: InFlightConfig,
     semaphores: Mutex<HashMap<String, Option<Arc<Semaphore>>>>,
     overflow: Option<Arc<Semaphore>>,
     metrics: Option<Arc<Metrics>>,
 }
 
 impl InFlightLimits {
-    pub fn new(config: LimitsConfig, metrics: Option<Arc<Metrics>>) -> Self {
+    pub fn new(config: InFlightConfig, metrics: Option<Arc<Metrics>>) -> Self {
         let overflow = config
             .default_max_in_flight
             .map(|n| Arc::new(Semaphore::new(n)));
@@ -145,10 +145,10 @@ mod tests {
     fn caps_per_model_without_blocking() {
         let metrics = Arc::new(Metrics::default());
         let limits = InFlightLimits::new(
-            LimitsConfig {
+            InFlightConfig {
                 default_max_in_flight: Some(1),
                 max_in_flight: HashMap::from([("big".to_string(), 2)]),
-                ..LimitsConfig::default()
+                ..InFlightConfig::default()
             },
             Some(metrics.clone()),
         );
@@ -182,9 +182,9 @@ mod tests {
     #[test]
     fn unlimited_and_overflow() {
         let limits = InFlightLimits::new(
-            LimitsConfig {
+            InFlightConfig {
                 default_max_in_flight: None,
-                ..LimitsConfig::default()
+                ..InFlightConfig::default()
             },
             None,
         );
@@ -193,10 +193,10 @@ mod tests {
         assert_eq!(limits.available("m"), None);
 
         let limits = InFlightLimits::new(
-            LimitsConfig {
+            InFlightConfig {
                 default_max_in_flight: Some(1),
                 max_models: 1,
-                ..LimitsConfig::default()
+                ..InFlightConfig::default()
             },
             None,
         );

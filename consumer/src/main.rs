@@ -4,13 +4,12 @@
 
 use anyhow::Context;
 use clap::Parser;
-use sluice_consumer::admin::parse_rate;
-use sluice_consumer::admin_auth::{self, WritePolicy};
-use sluice_consumer::embedded::{self, default_id, FileConfig, StartOptions};
 use sluice_consumer::keys::Dimension;
-use sluice_consumer::pacing::Scope;
-use sluice_consumer::runner::RunnerOptions;
-use sluice_consumer::{connect, Pacer, RedisOptions};
+use sluice_consumer::{
+    connect, default_id, load_token, parse_rate, FileConfig, Pacer, RedisOptions, RunnerOptions,
+    Scope, StartOptions, WritePolicy, ADMIN_TOKEN_FILE_ENV,
+};
+use sluice_runtime::{init_tracing, shutdown_signal, LogFormat};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -60,7 +59,7 @@ struct Cli {
     admin_addr: SocketAddr,
     /// File holding the admin API's bearer token (else $SLUICE_ADMIN_TOKEN).
     /// When set, every admin write needs `Authorization: Bearer <token>`.
-    #[arg(long, env = admin_auth::ADMIN_TOKEN_FILE_ENV)]
+    #[arg(long, env = ADMIN_TOKEN_FILE_ENV)]
     admin_token_file: Option<PathBuf>,
     /// Unique id of this instance in the group (default: host name + pid).
     #[arg(long, env = "SLUICE_CONSUMER_ID")]
@@ -81,7 +80,7 @@ struct Cli {
 #[derive(clap::Subcommand)]
 enum Command {
     /// Show or change pacing rates at run time (in Redis: every consumer
-    /// instance applies a change on its next admission, no restart).
+    /// instance applies a change on its next pacing check, no restart).
     #[command(subcommand)]
     Rates(RatesCommand),
 }
@@ -126,13 +125,7 @@ enum RatesCommand {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    init_tracing(LogFormat::Text);
     match run(Cli::parse()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
@@ -148,12 +141,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         return rates(&cli, command).await;
     }
     let mut file = read_config(&cli)?;
-    let admin_token = admin_auth::load_token(cli.admin_token_file.as_deref())?;
+    let admin_token = load_token(cli.admin_token_file.as_deref())?;
     if let Some(url) = &cli.backend_url {
-        file.consumer.backend.default.base_url = url.clone();
+        file.processor.backend.default.base_url = url.clone();
     }
     let id = cli.id.clone().unwrap_or_else(default_id);
-    let started = embedded::start(StartOptions {
+    let started = sluice_consumer::start(StartOptions {
         file,
         namesrv: cli.namesrv.clone(),
         parent: cli.lite_parent.clone(),
@@ -179,7 +172,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let writes = WritePolicy::for_listener(admin_addr, admin_token);
     writes.log_startup("admin API", admin_addr);
     let router =
-        sluice_consumer::admin::router(started.metrics.clone(), started.pacer.clone(), writes);
+        sluice_consumer::admin_router(started.metrics.clone(), started.pacer.clone(), writes);
     tokio::spawn(async move {
         if let Err(error) = axum::serve(admin_listener, router).await {
             tracing::error!(%error, "admin server stopped");
@@ -288,19 +281,4 @@ fn scope_of<'a>(model: &'a str, tenant: Option<&'a str>) -> Scope<'a> {
         Some(tenant) => Scope::Bucket { tenant, model },
         None => Scope::Column { model },
     }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! { _ = ctrl_c => {}, _ = terminate => {} }
 }

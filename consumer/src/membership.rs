@@ -21,7 +21,7 @@ use std::time::Duration;
 /// Rendezvous score of `member` for `topic`: the first 8 bytes of
 /// SHA-1(member NUL topic). Stable across builds and platforms (unlike
 /// `std`'s hasher), so instances of different versions agree.
-pub fn score(member: &str, topic: &str) -> u64 {
+pub(crate) fn score(member: &str, topic: &str) -> u64 {
     let mut sha = sha1_smol::Sha1::new();
     sha.update(member.as_bytes());
     sha.update(&[0]);
@@ -33,7 +33,7 @@ pub fn score(member: &str, topic: &str) -> u64 {
 }
 
 /// The member that owns `topic` (highest score; ties by name), if any.
-pub fn owner<'a>(topic: &str, members: &'a [String]) -> Option<&'a str> {
+pub(crate) fn owner<'a>(topic: &str, members: &'a [String]) -> Option<&'a str> {
     members
         .iter()
         .map(|m| (score(m, topic), m.as_str()))
@@ -45,7 +45,7 @@ pub fn owner<'a>(topic: &str, members: &'a [String]) -> Option<&'a str> {
 /// hashes only the topics it has not seen (10k buckets × a few members is
 /// otherwise ~30k SHA-1 per round).
 #[derive(Default)]
-pub struct Assignment {
+pub(crate) struct Assignment {
     members: Vec<String>,
     owners: HashMap<String, String>,
 }
@@ -53,7 +53,12 @@ pub struct Assignment {
 impl Assignment {
     /// The topics of `topics` that `me` owns, given the live `members`
     /// (`me` counts as live whatever the list says: this instance is alive).
-    pub fn share(&mut self, me: &str, members: &[String], topics: &[String]) -> HashSet<String> {
+    pub(crate) fn share(
+        &mut self,
+        me: &str,
+        members: &[String],
+        topics: &[String],
+    ) -> HashSet<String> {
         let mut live: Vec<String> = members.to_vec();
         if !live.iter().any(|m| m == me) {
             live.push(me.to_string());
@@ -83,20 +88,20 @@ impl Assignment {
     }
 
     /// The member list of the last [`Assignment::share`].
-    pub fn members(&self) -> &[String] {
+    pub(crate) fn members(&self) -> &[String] {
         &self.members
     }
 }
 
 /// One instance's heartbeat in the group's member set.
-pub struct Membership {
+pub(crate) struct Membership {
     id: String,
     ttl: Duration,
     redis: sluice_redis::RedisConn,
 }
 
 impl Membership {
-    pub fn new(id: &str, ttl: Duration, redis: sluice_redis::RedisConn) -> Self {
+    pub(crate) fn new(id: &str, ttl: Duration, redis: sluice_redis::RedisConn) -> Self {
         Membership {
             id: id.to_string(),
             ttl,
@@ -104,13 +109,13 @@ impl Membership {
         }
     }
 
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         &self.id
     }
 
     /// Beat, drop members that stopped beating, and read the live ones
     /// (one round trip).
-    pub async fn beat(&self) -> Result<Vec<String>, redis::RedisError> {
+    pub(crate) async fn beat(&self) -> Result<Vec<String>, redis::RedisError> {
         let now = crate::now_ms();
         let cutoff = now.saturating_sub(self.ttl.as_millis() as u64);
         let mut redis = self.redis.clone();
@@ -136,7 +141,7 @@ impl Membership {
 
     /// Leave the group at once (graceful shutdown): the others pick up this
     /// instance's buckets on their next round instead of after the TTL.
-    pub async fn leave(&self) -> Result<(), redis::RedisError> {
+    pub(crate) async fn leave(&self) -> Result<(), redis::RedisError> {
         let mut redis = self.redis.clone();
         redis::cmd("ZREM")
             .arg(keys::CONSUMERS)
@@ -148,7 +153,7 @@ impl Membership {
 
 // Retiring an idle bucket touches the keys the endpoint's publishes write:
 // it lives with the rest of the shared bucket bookkeeping.
-pub use sluice_contract::bookkeeping::{end_reclaim, idle_candidates, retire_if_idle};
+pub(crate) use sluice_contract::bookkeeping::{end_reclaim, idle_candidates, retire_if_idle};
 
 #[cfg(test)]
 mod tests {

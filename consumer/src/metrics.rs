@@ -15,17 +15,17 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 /// Label of values beyond the cardinality bound.
-pub const OTHER: &str = "other";
+pub(crate) const OTHER: &str = "other";
 
 /// Admits the first `max` distinct label values, maps the rest to `other`.
 #[derive(Debug)]
-pub struct LabelLimiter {
+pub(crate) struct LabelLimiter {
     max: usize,
     seen: Mutex<HashSet<String>>,
 }
 
 impl LabelLimiter {
-    pub fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         LabelLimiter {
             max,
             seen: Mutex::new(HashSet::new()),
@@ -33,7 +33,7 @@ impl LabelLimiter {
     }
 
     /// `value` if it already has a series or there is room, else `other`.
-    pub fn label(&self, value: &str) -> String {
+    pub(crate) fn label(&self, value: &str) -> String {
         let Ok(mut seen) = self.seen.lock() else {
             return OTHER.into();
         };
@@ -48,7 +48,7 @@ impl LabelLimiter {
     }
 
     /// Frees `value`'s slot; true when it had one.
-    pub fn forget(&self, value: &str) -> bool {
+    pub(crate) fn forget(&self, value: &str) -> bool {
         self.seen
             .lock()
             .map(|mut seen| seen.remove(value))

@@ -31,7 +31,7 @@
 //! price: after a pause, one message may start up to `s` ms early.
 //!
 //! The key holds `"<tat> <interval>"`. When the rate changed since the last
-//! admission, the outstanding debt is rescaled to the new rate first
+//! paced start, the outstanding debt is rescaled to the new rate first
 //! (`tat ← now + (tat − now) · T_new / T_old`: the same number of units
 //! still to drain), so a rate change takes effect on the very next check,
 //! both ways; without it, a bucket raised from 0.01/s to 10/s would still
@@ -493,7 +493,7 @@ pub struct EffectiveRates {
 }
 
 /// Upper bound of a column factor.
-pub const MAX_FACTOR: f64 = 1000.0;
+pub(crate) const MAX_FACTOR: f64 = 1000.0;
 
 /// The shared pacer.
 #[derive(Clone)]
@@ -741,7 +741,11 @@ fn record(metrics: &Metrics, bucket: &BucketId, decision: PaceDecision) {
 
 /// Resolution of one bucket's rates from its column hash and the configured
 /// rates (what the script does).
-pub fn resolve(hash: &HashMap<String, String>, tenant: &str, configured: Rates) -> EffectiveRates {
+pub(crate) fn resolve(
+    hash: &HashMap<String, String>,
+    tenant: &str,
+    configured: Rates,
+) -> EffectiveRates {
     let factor = hash
         .get("factor")
         .and_then(|f| f.trim().parse::<f64>().ok())

@@ -14,7 +14,7 @@
 //!   broker never expires subscriptions by itself), its queue deleted at the
 //!   broker (`reclaim_retired`: the broker keeps an LMQ's files forever
 //!   otherwise) and its metric series dropped.
-//! * **Pacing**: for each popped message, [`admit`]; `Run` → a task calls the
+//! * **Pacing**: for each popped message, [`gate`]; `Run` → a task calls the
 //!   model and the LiteTopic is released for its next message; `Suspend(d)` →
 //!   the broker stops delivering that LiteTopic for `d` while the message waits
 //!   in a task of its own (never in this loop); `WaitLocally(d)` below the
@@ -30,7 +30,7 @@
 
 use crate::membership::{self, Assignment, Membership};
 use crate::{
-    admit, Admission, Consumer, Disposition, InFlightLimits, Metrics, Outcome, Pacer, WorkItem,
+    gate, Disposition, InFlightLimits, Metrics, Outcome, Pacer, Processor, StartGate, WorkItem,
 };
 use sluice_contract::bookkeeping::{self, Bookkeeping, CapValues};
 use sluice_litetopic::{lite_topic_name, LiteConsumer, LiteMessage, LiteProducer, MessageHandle};
@@ -94,7 +94,7 @@ impl Default for RunnerOptions {
 pub struct RunnerParts {
     pub lite: Arc<LiteConsumer>,
     pub producer: Arc<LiteProducer>,
-    pub consumer: Arc<Consumer>,
+    pub processor: Arc<Processor>,
     pub pacer: Arc<Pacer>,
     pub limits: Arc<InFlightLimits>,
     pub redis: RedisConn,
@@ -106,7 +106,7 @@ pub struct RunnerParts {
 pub struct Runner {
     lite: Arc<LiteConsumer>,
     producer: Arc<LiteProducer>,
-    consumer: Arc<Consumer>,
+    processor: Arc<Processor>,
     pacer: Arc<Pacer>,
     limits: Arc<InFlightLimits>,
     redis: RedisConn,
@@ -155,7 +155,7 @@ impl Runner {
         Arc::new(Runner {
             lite: parts.lite,
             producer: parts.producer,
-            consumer: parts.consumer,
+            processor: parts.processor,
             pacer: parts.pacer,
             limits: parts.limits,
             redis: parts.redis,
@@ -437,8 +437,8 @@ impl Runner {
                 return;
             }
         };
-        match admit(&self.limits, &self.pacer, &item, self.options.suspend_floor).await {
-            Ok(Admission::Run(permit)) => {
+        match gate(&self.limits, &self.pacer, &item, self.options.suspend_floor).await {
+            Ok(StartGate::Run(permit)) => {
                 let _ = self.lite.release(&message.handle).await;
                 let active = Active::new(&self);
                 tokio::spawn(async move {
@@ -446,7 +446,7 @@ impl Runner {
                     drop(active);
                 });
             }
-            Ok(Admission::Suspend(wait)) => {
+            Ok(StartGate::Suspend(wait)) => {
                 // The broker holds the LiteTopic; this message waits in its own task.
                 if let Err(error) = self.lite.suspend(&message.handle, wait).await {
                     tracing::debug!(%error, "suspend refused; holding locally only");
@@ -457,7 +457,7 @@ impl Runner {
                     drop(active);
                 });
             }
-            Ok(Admission::WaitLocally(wait)) => {
+            Ok(StartGate::WaitLocally(wait)) => {
                 let active = Active::new(&self);
                 tokio::spawn(async move {
                     self.hold(item, wait, Some(message.handle)).await;
@@ -477,7 +477,7 @@ impl Runner {
         }
     }
 
-    /// Wait, then admit again until the message may run; then run it. A
+    /// Wait, then gate again until the message may run; then run it. A
     /// `handle` still holding the LiteTopic (a short local wait) is released
     /// once the message runs or is handed back.
     async fn hold(
@@ -526,8 +526,8 @@ impl Runner {
                 self.refresh_lease(&item.req_id).await;
                 last_refresh = Instant::now();
             }
-            match admit(&self.limits, &self.pacer, &item, Duration::ZERO).await {
-                Ok(Admission::Run(permit)) => {
+            match gate(&self.limits, &self.pacer, &item, Duration::ZERO).await {
+                Ok(StartGate::Run(permit)) => {
                     self.metrics
                         .hold_seconds
                         .observe(started.elapsed().as_secs_f64());
@@ -538,7 +538,7 @@ impl Runner {
                     self.run_leased(item, permit).await;
                     return Held::Ran;
                 }
-                Ok(Admission::Suspend(next)) | Ok(Admission::WaitLocally(next)) => wait = next,
+                Ok(StartGate::Suspend(next)) | Ok(StartGate::WaitLocally(next)) => wait = next,
                 Err(_) => wait = Duration::from_millis(200),
             }
         }
@@ -607,7 +607,7 @@ impl Runner {
     /// the request is not lost).
     async fn run_leased(self: Arc<Self>, item: WorkItem, permit: crate::ModelPermit) {
         let outcome = {
-            let call = self.consumer.process(&item);
+            let call = self.processor.process(&item);
             tokio::pin!(call);
             let mut refresh = tokio::time::interval(LEASE_REFRESH);
             loop {
@@ -629,14 +629,14 @@ impl Runner {
     /// "run again later" re-publishes the item, since this broker never redelivers.
     async fn settle(&self, mut item: WorkItem, outcome: Outcome) {
         tracing::debug!(req_id = %item.req_id, outcome = outcome.as_str(), "processed");
-        let Disposition::Retry { after } = outcome.disposition(self.consumer.idempotency_config())
+        let Disposition::Retry { after } = outcome.disposition(self.processor.idempotency_config())
         else {
             return;
         };
         item.attempt = item.attempt.saturating_add(1);
         if item.attempt >= self.options.max_attempts {
             let _ = self
-                .consumer
+                .processor
                 .give_up(
                     &item.req_id,
                     503,

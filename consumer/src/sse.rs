@@ -7,14 +7,14 @@
 //! without data is not dispatched.
 
 /// Largest event accepted (a guard against a backend that never ends a line).
-pub const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("SSE event larger than {MAX_EVENT_BYTES} bytes")]
-pub struct EventTooLarge;
+pub(crate) struct EventTooLarge;
 
 #[derive(Debug, Default)]
-pub struct SseParser {
+pub(crate) struct SseParser {
     line: Vec<u8>,
     data: String,
     has_data: bool,
@@ -23,12 +23,8 @@ pub struct SseParser {
 }
 
 impl SseParser {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Feeds bytes; returns the payloads of the events they completed.
-    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<String>, EventTooLarge> {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> Result<Vec<String>, EventTooLarge> {
         let mut events = Vec::new();
         for &byte in bytes {
             if self.after_cr {
@@ -56,7 +52,7 @@ impl SseParser {
 
     /// At the end of the body: an event whose blank line never came is
     /// dispatched anyway (some servers end with `data: [DONE]\n`).
-    pub fn finish(&mut self) -> Option<String> {
+    pub(crate) fn finish(&mut self) -> Option<String> {
         if !self.line.is_empty() {
             let mut sink = Vec::new();
             self.end_line(&mut sink);
@@ -100,7 +96,7 @@ mod tests {
     use super::*;
 
     fn parse_in_pieces(input: &[u8], piece: usize) -> Vec<String> {
-        let mut parser = SseParser::new();
+        let mut parser = SseParser::default();
         let mut out = Vec::new();
         for chunk in input.chunks(piece) {
             out.extend(parser.push(chunk).unwrap());
@@ -128,7 +124,7 @@ mod tests {
 
     #[test]
     fn bounded() {
-        let mut parser = SseParser::new();
+        let mut parser = SseParser::default();
         let big = vec![b'x'; MAX_EVENT_BYTES + 1];
         assert_eq!(parser.push(&big), Err(EventTooLarge));
     }

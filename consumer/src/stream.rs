@@ -54,7 +54,7 @@ pub mod codes {
     pub const BACKEND_STREAM_BROKEN: &str = "backend_stream_broken";
     /// The backend went silent for longer than the idle timeout after output started.
     pub const BACKEND_TIMEOUT: &str = "backend_timeout";
-    /// The backend could not be reached (written only by [`crate::Consumer::give_up`]).
+    /// The backend could not be reached (written only by [`crate::Processor::give_up`]).
     pub const BACKEND_UNREACHABLE: &str = "backend_unreachable";
     /// The work item cannot be sent (body not an object, path not allowed).
     pub const INVALID_REQUEST: &str = "invalid_request";

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use sluice_consumer::stream::codes;
+use sluice_consumer::codes;
 use sluice_consumer::{keys, Disposition, FailureKind, IdempotencyConfig, Outcome};
 use sluice_llm_sim::SimConfig;
 use sluice_testkit::RedisServer;
@@ -20,10 +20,17 @@ fn short_lease() -> IdempotencyConfig {
     }
 }
 
+/// `outcome` is a `RetryLater` of this `kind`.
+fn assert_retry_later(outcome: &Outcome, kind: FailureKind) {
+    assert!(
+        matches!(outcome, Outcome::RetryLater { kind: k, .. } if *k == kind),
+        "{outcome:?}"
+    );
+}
+
 #[tokio::test]
 async fn streams_chunks_then_done_with_usage() {
-    let redis = RedisServer::start().unwrap();
-    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let (redis, sim) = redis_and_sim().await;
     let consumer = consumer(&redis, &sim.url(), &[("x-sim-completion-tokens", "5")]);
     let mut conn = conn(&redis);
     let item = item("stream-1");
@@ -63,17 +70,9 @@ async fn streams_chunks_then_done_with_usage() {
         .await
         .unwrap();
     assert!((1..=300).contains(&ttl), "ttl {ttl}");
-    let done: Option<String> = redis::cmd("GET")
-        .arg(keys::done("stream-1"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let done = get(&mut conn, &keys::done("stream-1")).await;
     assert_eq!(done.as_deref(), Some("ok"));
-    let processing: bool = redis::cmd("EXISTS")
-        .arg(keys::processing("stream-1"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let processing = exists(&mut conn, &keys::processing("stream-1")).await;
     assert!(!processing);
     assert_eq!(sim_calls(&sim.url(), "stream-1").await, 1);
     let metrics = consumer.metrics().encode();
@@ -84,8 +83,7 @@ async fn streams_chunks_then_done_with_usage() {
 
 #[tokio::test]
 async fn client_asking_without_stream_still_gets_chunks() {
-    let redis = RedisServer::start().unwrap();
-    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let (redis, sim) = redis_and_sim().await;
     let consumer = consumer(&redis, &sim.url(), &[("x-sim-completion-tokens", "2")]);
     let mut item = item("nostream-1");
     item.body = json!({"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "stream": false});
@@ -105,8 +103,7 @@ async fn client_asking_without_stream_still_gets_chunks() {
 
 #[tokio::test]
 async fn backend_business_error_is_final_and_not_retried() {
-    let redis = RedisServer::start().unwrap();
-    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let (redis, sim) = redis_and_sim().await;
     let mut conn = conn(&redis);
 
     // 500 before any output.
@@ -182,28 +179,14 @@ async fn unreachable_backend_retries_later_without_terminal_entry() {
     let mut conn = conn(&redis);
 
     let outcome = consumer.process(&item("unreach-1")).await;
-    assert!(
-        matches!(
-            outcome,
-            Outcome::RetryLater {
-                kind: FailureKind::Unreachable,
-                ..
-            }
-        ),
-        "{outcome:?}"
-    );
+    assert_retry_later(&outcome, FailureKind::Unreachable);
     assert!(matches!(
         outcome.disposition(consumer.idempotency_config()),
         Disposition::Retry { .. }
     ));
     assert_eq!(xlen(&mut conn, "unreach-1").await, 0);
     for key in [keys::done("unreach-1"), keys::processing("unreach-1")] {
-        let exists: bool = redis::cmd("EXISTS")
-            .arg(&key)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        assert!(!exists, "{key} left behind");
+        assert!(!exists(&mut conn, &key).await, "{key} left behind");
     }
 
     // The retry, once the backend is back, answers the request.
@@ -253,10 +236,7 @@ async fn busy_backend_retries_later_with_its_retry_after() {
             ("x-sim-tokens-per-second", "20"),
         ],
     ));
-    let running = {
-        let slow = slow.clone();
-        tokio::spawn(async move { slow.process(&item("busy-1")).await })
-    };
+    let running = spawn_process(&slow, "busy-1");
     wait_for_entries(&mut conn, "busy-1", 1).await;
     let outcome = slow.process(&item("busy-2")).await;
     assert!(
@@ -277,8 +257,7 @@ async fn busy_backend_retries_later_with_its_retry_after() {
 
 #[tokio::test]
 async fn mid_stream_failure_ends_with_error_after_chunks() {
-    let redis = RedisServer::start().unwrap();
-    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let (redis, sim) = redis_and_sim().await;
     let consumer = consumer(
         &redis,
         &sim.url(),
@@ -312,29 +291,13 @@ async fn mid_stream_failure_ends_with_error_after_chunks() {
 
 #[tokio::test]
 async fn cancel_stops_a_slow_stream_within_about_a_chunk() {
-    let redis = RedisServer::start().unwrap();
-    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
-    let consumer = Arc::new(consumer(
-        &redis,
-        &sim.url(),
-        &[
-            ("x-sim-completion-tokens", "100"),
-            ("x-sim-tokens-per-second", "20"),
-        ],
-    ));
+    let (redis, sim) = redis_and_sim().await;
+    let consumer = Arc::new(consumer(&redis, &sim.url(), &SLOW_ANSWER));
     let mut conn = conn(&redis);
-    let running = {
-        let consumer = consumer.clone();
-        tokio::spawn(async move { consumer.process(&item("cancel-1")).await })
-    };
+    let running = spawn_process(&consumer, "cancel-1");
     wait_for_entries(&mut conn, "cancel-1", 3).await;
     let cancelled_at = Instant::now();
-    let _: () = redis::cmd("SET")
-        .arg(keys::cancel("cancel-1"))
-        .arg("1")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    set(&mut conn, &keys::cancel("cancel-1"), "1").await;
     let outcome = running.await.unwrap();
     let stopped_after = cancelled_at.elapsed();
     let Outcome::Cancelled { chunks } = outcome else {
@@ -361,16 +324,10 @@ async fn cancel_stops_a_slow_stream_within_about_a_chunk() {
 
 #[tokio::test]
 async fn cancel_before_start_never_calls_the_model() {
-    let redis = RedisServer::start().unwrap();
-    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let (redis, sim) = redis_and_sim().await;
     let consumer = consumer(&redis, &sim.url(), &[]);
     let mut conn = conn(&redis);
-    let _: () = redis::cmd("SET")
-        .arg(keys::cancel("cancel-2"))
-        .arg("1")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    set(&mut conn, &keys::cancel("cancel-2"), "1").await;
     assert_eq!(
         consumer.process(&item("cancel-2")).await,
         Outcome::Cancelled { chunks: 0 }
@@ -385,8 +342,7 @@ async fn cancel_before_start_never_calls_the_model() {
 
 #[tokio::test]
 async fn same_item_twice_is_skipped() {
-    let redis = RedisServer::start().unwrap();
-    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let (redis, sim) = redis_and_sim().await;
     let consumer = consumer(&redis, &sim.url(), &[("x-sim-completion-tokens", "3")]);
     let mut conn = conn(&redis);
     assert!(matches!(
@@ -410,21 +366,14 @@ async fn same_item_twice_is_skipped() {
 
 #[tokio::test]
 async fn half_done_redelivery_writes_interrupted_without_calling_the_model() {
-    let redis = RedisServer::start().unwrap();
-    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
-    let headers = [
-        ("x-sim-completion-tokens", "100"),
-        ("x-sim-tokens-per-second", "20"),
-    ];
+    let (redis, sim) = redis_and_sim().await;
+    let headers = SLOW_ANSWER;
     let first = Arc::new(consumer_with(&redis, &sim.url(), &headers, short_lease()));
     let second = consumer_with(&redis, &sim.url(), &headers, short_lease());
     let mut conn = conn(&redis);
 
     // The first attempt runs; a redelivery meanwhile sees it alive.
-    let running = {
-        let first = first.clone();
-        tokio::spawn(async move { first.process(&item("half-1")).await })
-    };
+    let running = spawn_process(&first, "half-1");
     wait_for_entries(&mut conn, "half-1", 3).await;
     // Longer than the lease: the heartbeat keeps the claim fresh.
     tokio::time::sleep(Duration::from_millis(1200)).await;
@@ -456,12 +405,7 @@ async fn half_done_redelivery_writes_interrupted_without_calling_the_model() {
     assert_eq!(sim_calls(&sim.url(), "half-1").await, 1);
 
     // A marker left by someone else (no readable heartbeat) counts as dead.
-    let _: () = redis::cmd("SET")
-        .arg(keys::processing("half-2"))
-        .arg("other-consumer")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    set(&mut conn, &keys::processing("half-2"), "other-consumer").await;
     assert_eq!(second.process(&item("half-2")).await, Outcome::Interrupted);
     assert_eq!(sim_calls(&sim.url(), "half-2").await, 0);
     sim.shutdown().await.unwrap();
@@ -469,30 +413,23 @@ async fn half_done_redelivery_writes_interrupted_without_calling_the_model() {
 
 #[tokio::test]
 async fn an_attempt_that_lost_its_claim_stops_and_writes_nothing() {
-    let redis = RedisServer::start().unwrap();
-    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let (redis, sim) = redis_and_sim().await;
     let consumer = Arc::new(consumer_with(
         &redis,
         &sim.url(),
-        &[
-            ("x-sim-completion-tokens", "100"),
-            ("x-sim-tokens-per-second", "20"),
-        ],
+        &SLOW_ANSWER,
         short_lease(),
     ));
     let mut conn = conn(&redis);
-    let running = {
-        let consumer = consumer.clone();
-        tokio::spawn(async move { consumer.process(&item("lost-1")).await })
-    };
+    let running = spawn_process(&consumer, "lost-1");
     wait_for_entries(&mut conn, "lost-1", 2).await;
     // Another attempt took the request over.
-    let _: () = redis::cmd("SET")
-        .arg(keys::processing("lost-1"))
-        .arg("someone-else/1 99999999999999")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    set(
+        &mut conn,
+        &keys::processing("lost-1"),
+        "someone-else/1 99999999999999",
+    )
+    .await;
     let outcome = running.await.unwrap();
     assert_eq!(outcome, Outcome::LostOwnership);
     assert!(entries(&mut conn, "lost-1")
@@ -505,35 +442,15 @@ async fn an_attempt_that_lost_its_claim_stops_and_writes_nothing() {
 
 #[tokio::test]
 async fn redis_down_mid_call_aborts_the_backend_call() {
-    let mut redis = RedisServer::start().unwrap();
-    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
-    let consumer = Arc::new(consumer(
-        &redis,
-        &sim.url(),
-        &[
-            ("x-sim-completion-tokens", "100"),
-            ("x-sim-tokens-per-second", "20"),
-        ],
-    ));
+    let (mut redis, sim) = redis_and_sim().await;
+    let consumer = Arc::new(consumer(&redis, &sim.url(), &SLOW_ANSWER));
     let mut conn = conn(&redis);
-    let running = {
-        let consumer = consumer.clone();
-        tokio::spawn(async move { consumer.process(&item("redis-down-1")).await })
-    };
+    let running = spawn_process(&consumer, "redis-down-1");
     wait_for_entries(&mut conn, "redis-down-1", 3).await;
     let stopped_at = Instant::now();
     redis.stop();
     let outcome = running.await.unwrap();
-    assert!(
-        matches!(
-            outcome,
-            Outcome::RetryLater {
-                kind: FailureKind::Redis,
-                ..
-            }
-        ),
-        "{outcome:?}"
-    );
+    assert_retry_later(&outcome, FailureKind::Redis);
     eprintln!(
         "redis down: call stopped {:?} after the kill",
         stopped_at.elapsed()
@@ -552,16 +469,7 @@ async fn redis_down_mid_call_aborts_the_backend_call() {
 
     // Redis down before the claim: nothing reaches the model.
     let outcome = consumer.process(&item("redis-down-2")).await;
-    assert!(
-        matches!(
-            outcome,
-            Outcome::RetryLater {
-                kind: FailureKind::Redis,
-                ..
-            }
-        ),
-        "{outcome:?}"
-    );
+    assert_retry_later(&outcome, FailureKind::Redis);
     assert_eq!(sim_calls(&sim.url(), "redis-down-2").await, 0);
     sim.shutdown().await.unwrap();
 }
@@ -578,39 +486,9 @@ async fn invalid_items_are_rejected() {
     );
 }
 
-fn consumer_with_timeouts(
-    redis: &RedisServer,
-    base_url: &str,
-    headers: &[(&str, &str)],
-    first_byte_ms: u64,
-    idle_ms: u64,
-) -> sluice_consumer::Consumer {
-    let mut backend = sluice_consumer::BackendConfig {
-        first_byte_timeout_ms: first_byte_ms,
-        idle_timeout_ms: idle_ms,
-        ..sluice_consumer::BackendConfig::default()
-    };
-    backend.default.base_url = base_url.into();
-    backend.default.headers = headers
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    sluice_consumer::Consumer::new(
-        common::conn(redis),
-        "timeouts",
-        sluice_consumer::ConsumerConfig {
-            backend,
-            ..Default::default()
-        },
-        Arc::new(sluice_consumer::Metrics::default()),
-    )
-    .unwrap()
-}
-
 #[tokio::test]
 async fn timeouts_before_and_after_output() {
-    let redis = RedisServer::start().unwrap();
-    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let (redis, sim) = redis_and_sim().await;
     let mut conn = conn(&redis);
 
     // A backend that accepts and never answers: retry later, nothing written.
@@ -624,16 +502,7 @@ async fn timeouts_before_and_after_output() {
     });
     let slow_start = consumer_with_timeouts(&redis, &hung_url, &[], 300, 5000);
     let outcome = slow_start.process(&item("timeout-1")).await;
-    assert!(
-        matches!(
-            outcome,
-            Outcome::RetryLater {
-                kind: FailureKind::FirstByteTimeout,
-                ..
-            }
-        ),
-        "{outcome:?}"
-    );
+    assert_retry_later(&outcome, FailureKind::FirstByteTimeout);
     assert_eq!(xlen(&mut conn, "timeout-1").await, 0);
     holder.abort();
 

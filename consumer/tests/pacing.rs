@@ -4,7 +4,7 @@
 mod common;
 
 use sluice_consumer::keys::{BucketId, Dimension};
-use sluice_consumer::pacing::{Limit, RateSetting, Scope};
+use sluice_consumer::{Limit, RateSetting, Scope};
 use sluice_consumer::{Metrics, PaceDecision, Pacer, PacingConfig, Rates};
 use sluice_testkit::RedisServer;
 use std::collections::HashMap;
@@ -356,30 +356,30 @@ async fn tokens_dimension_limits_big_messages() {
 
 #[tokio::test]
 async fn admit_takes_the_cap_then_the_pace() {
-    use sluice_consumer::{admit, Admission, InFlightLimits, LimitsConfig};
+    use sluice_consumer::{gate, InFlightConfig, InFlightLimits, StartGate};
     let redis = RedisServer::start().unwrap();
     let pacer = pacer(&redis, rps(1.0));
     let limits = InFlightLimits::new(
-        LimitsConfig {
+        InFlightConfig {
             default_max_in_flight: Some(1),
-            ..LimitsConfig::default()
+            ..InFlightConfig::default()
         },
         None,
     );
     let item = common::item("admit-1");
     let floor = Duration::from_millis(30);
-    let Admission::Run(permit) = admit(&limits, &pacer, &item, floor).await.unwrap() else {
+    let StartGate::Run(permit) = gate(&limits, &pacer, &item, floor).await.unwrap() else {
         panic!("first message not admitted");
     };
     // The cap is full: held back without touching the pace.
     assert!(matches!(
-        admit(&limits, &pacer, &item, floor).await.unwrap(),
-        Admission::Suspend(d) if d == Duration::from_millis(100)
+        gate(&limits, &pacer, &item, floor).await.unwrap(),
+        StartGate::Suspend(d) if d == Duration::from_millis(100)
     ));
     drop(permit);
     // Now the pace (1/s, Redis clock) says wait most of a second.
-    match admit(&limits, &pacer, &item, floor).await.unwrap() {
-        Admission::Suspend(d) => {
+    match gate(&limits, &pacer, &item, floor).await.unwrap() {
+        StartGate::Suspend(d) => {
             assert!(d > Duration::from_millis(500) && d <= Duration::from_secs(1))
         }
         other => panic!("{other:?}"),

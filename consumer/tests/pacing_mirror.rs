@@ -7,9 +7,9 @@
 
 mod common;
 
+use sluice_consumer::gcra::{self, DimensionInput, Stored};
 use sluice_consumer::keys::{BucketId, Dimension};
-use sluice_consumer::pacing::gcra::{self, DimensionInput, Stored};
-use sluice_consumer::pacing::{decision_from_reply, Scope};
+use sluice_consumer::{decision_from_reply, Scope};
 use sluice_consumer::{Pacer, PacingConfig, Rates};
 use sluice_redis::RedisConn;
 use sluice_testkit::RedisServer;

@@ -251,13 +251,7 @@ fn check_consumer_config(path: &std::path::Path) -> anyhow::Result<()> {
 }
 
 fn main() -> std::process::ExitCode {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    sluice_runtime::init_tracing_with_default(sluice_runtime::LogFormat::Text, "warn");
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

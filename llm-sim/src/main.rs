@@ -3,6 +3,7 @@
 use anyhow::Context;
 use clap::Parser;
 use sluice_llm_sim::{OverCapacity, SimConfig};
+use sluice_runtime::{init_tracing, shutdown_signal, LogFormat};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -106,12 +107,6 @@ enum OverCapacityArg {
     Queue,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
 impl Cli {
     fn config(&self) -> SimConfig {
         SimConfig {
@@ -148,18 +143,6 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
 async fn serve(cli: &Cli) -> anyhow::Result<()> {
     let config = cli.config();
     config.validate().context("refusing to start")?;
@@ -169,26 +152,4 @@ async fn serve(cli: &Cli) -> anyhow::Result<()> {
     sluice_llm_sim::run(listener, config, shutdown_signal()).await?;
     tracing::info!("sluice-llm-sim stopped");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = terminate => {},
-    }
-    tracing::info!("shutting down: finishing in-flight answers");
 }

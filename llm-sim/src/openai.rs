@@ -6,6 +6,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use sluice_openai_error::OpenAiError;
 
 /// An error answered as `{"error":{"message","type","param","code"}}`.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,32 +62,15 @@ impl ApiError {
         .code("invalid_type")
     }
 
-    /// The JSON body, fields in OpenAI's order.
+    /// The JSON body (the shared builder, fields in OpenAI's order).
     pub fn body_text(&self) -> String {
-        #[derive(Serialize)]
-        struct Body<'a> {
-            error: Detail<'a>,
+        OpenAiError {
+            message: &self.message,
+            error_type: self.kind,
+            param: self.param.as_deref(),
+            code: self.code,
         }
-        #[derive(Serialize)]
-        struct Detail<'a> {
-            message: &'a str,
-            #[serde(rename = "type")]
-            kind: &'a str,
-            param: Option<&'a str>,
-            code: Option<&'a str>,
-        }
-        let body = Body {
-            error: Detail {
-                message: &self.message,
-                kind: self.kind,
-                param: self.param.as_deref(),
-                code: self.code,
-            },
-        };
-        serde_json::to_string(&body).unwrap_or_else(|_| {
-            r#"{"error":{"message":"error","type":"server_error","param":null,"code":null}}"#
-                .to_string()
-        })
+        .body()
     }
 }
 

@@ -14,6 +14,7 @@ use crate::store::{CounterStore, CountingMode, MemoryStore, RedisStore, RedisSto
 use anyhow::Context;
 use sluice_contract::{ClaimTiming, LocalBus};
 use sluice_redis::RedisOptions;
+use sluice_runtime::LogFormat;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -182,25 +183,6 @@ pub struct ServeArgs {
 pub enum StoreKind {
     Memory,
     Redis,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
-/// Logs to stderr, `RUST_LOG` filtered (default `info`).
-pub fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
 }
 
 /// The Redis settings every Redis user of sluice-rls shares.
@@ -395,29 +377,6 @@ async fn deferral_endpoint(
         .with_context(|| format!("cannot listen on {addr} (deferral endpoint)"))?;
     tracing::info!(addr = %listener.local_addr()?, namesrv = %args.namesrv, parent = %args.lite_parent, "deferral endpoint listening");
     Ok((listener, router))
-}
-
-/// Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = terminate => {},
-    }
-    tracing::info!("shutting down: draining in-flight calls");
 }
 
 /// `--deferral-marker-header`: a lowercase header name, as the filter requires.

@@ -51,7 +51,7 @@ enum Command {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    cli::init_tracing(cli.serve.log_format);
+    sluice_runtime::init_tracing(cli.serve.log_format);
     let result = if let Some(path) = &cli.validate {
         validate(path)
     } else {
@@ -62,7 +62,7 @@ async fn main() -> std::process::ExitCode {
                 descriptors,
                 hits,
             }) => query(addr, domain, descriptors, hits).await,
-            None => cli::serve(cli.serve, None, cli::shutdown_signal()).await,
+            None => cli::serve(cli.serve, None, sluice_runtime::shutdown_signal()).await,
         }
     };
     match result {

@@ -19,8 +19,8 @@
 
 use anyhow::Context;
 use sluice_consumer::keys;
-use sluice_consumer::runner::RunnerOptions;
 use sluice_consumer::Metrics;
+use sluice_consumer::RunnerOptions;
 use sluice_ratelimit::deferral::caps::{self, BucketCaps, CapLimits, CapsMetrics};
 use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions};
 use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
@@ -273,7 +273,7 @@ async fn main() -> anyhow::Result<()> {
 
     // The greedy tenant's models first (so they meet its own cap, not the
     // rate cap), then random tenants, one model each.
-    let seed = sluice_consumer::now_ms();
+    let seed = sluice_contract::now_ms();
     let mut requests: Vec<(String, String)> = (0..greedy_models)
         .map(|i| ("greedy".to_string(), format!("model-{i}")))
         .collect();

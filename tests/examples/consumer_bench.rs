@@ -18,7 +18,7 @@
 //!    messages, alone / with 5 neighbours at 0.5/s, on the runner; and the
 //!    same workload with neighbours on a naive sleep-based pacer (one pop
 //!    loop that sleeps until the popped message's slot, same GCRA in Redis,
-//!    same `Consumer::process`). Completion = the ms of the terminal entry of
+//!    same `Processor::process`). Completion = the ms of the terminal entry of
 //!    `response:{id}` (Redis stream id), from the consumer's start.
 //! 3. `scale`: `SCALE_BUCKETS` (1000) unlimited buckets × `SCALE_PER_BUCKET`
 //!    (5) messages on one runner: admits/s and the consumer's
@@ -35,11 +35,11 @@ use anyhow::{bail, Context};
 use axum::serve::ListenerExt;
 use futures::StreamExt;
 use sluice_consumer::keys::{self, Dimension};
-use sluice_consumer::pacing::Scope;
-use sluice_consumer::runner::RunnerOptions;
+use sluice_consumer::RunnerOptions;
+use sluice_consumer::Scope;
 use sluice_consumer::{
-    admit, Admission, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig, Metrics, Pacer,
-    PacingConfig, WorkItem,
+    gate, InFlightConfig, InFlightLimits, Metrics, Pacer, PacingConfig, Processor, ProcessorConfig,
+    StartGate, WorkItem,
 };
 use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer};
 use sluice_ratelimit::deferral::endpoint::Publisher;
@@ -203,10 +203,10 @@ impl Stack {
         })
     }
 
-    fn consumer(&self, id: &str, metrics: &Arc<Metrics>) -> anyhow::Result<Arc<Consumer>> {
-        let mut config = ConsumerConfig::default();
+    fn consumer(&self, id: &str, metrics: &Arc<Metrics>) -> anyhow::Result<Arc<Processor>> {
+        let mut config = ProcessorConfig::default();
         config.backend.default.base_url = format!("http://{}", self.backend);
-        Ok(Arc::new(Consumer::new(
+        Ok(Arc::new(Processor::new(
             self.conn.clone(),
             id,
             config,
@@ -252,7 +252,7 @@ impl Stack {
             for topic in chunk {
                 pipe.cmd("ZADD")
                     .arg(keys::ACTIVITY)
-                    .arg(sluice_consumer::now_ms())
+                    .arg(sluice_contract::now_ms())
                     .arg(topic)
                     .ignore();
                 pipe.cmd("SADD").arg(keys::BUCKETS).arg(topic).ignore();
@@ -524,7 +524,7 @@ struct IsoResult {
 /// the wait it returns), then its call is spawned and the LiteTopic released.
 async fn naive_loop(
     lite: Arc<LiteConsumer>,
-    consumer: Arc<Consumer>,
+    consumer: Arc<Processor>,
     pacer: Arc<Pacer>,
     limits: Arc<InFlightLimits>,
     stop: tokio::sync::watch::Receiver<bool>,
@@ -548,9 +548,9 @@ async fn naive_loop(
                 continue;
             };
             let permit = loop {
-                match admit(&limits, &pacer, &item, Duration::ZERO).await {
-                    Ok(Admission::Run(permit)) => break permit,
-                    Ok(Admission::Suspend(wait)) | Ok(Admission::WaitLocally(wait)) => {
+                match gate(&limits, &pacer, &item, Duration::ZERO).await {
+                    Ok(StartGate::Run(permit)) => break permit,
+                    Ok(StartGate::Suspend(wait)) | Ok(StartGate::WaitLocally(wait)) => {
                         tokio::time::sleep(wait).await
                     }
                     Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
@@ -645,7 +645,7 @@ async fn isolation_case(
             lite.clone(),
             stack.consumer("bench-naive", &metrics)?,
             pacer.clone(),
-            Arc::new(InFlightLimits::new(LimitsConfig::default(), None)),
+            Arc::new(InFlightLimits::new(InFlightConfig::default(), None)),
             halted,
         ));
         naive_parts = Some((client, task, lite));

@@ -12,11 +12,11 @@ use crate::{
     example_deferral_secret, free_port, sluice_filter_envoy_config, Envoy, RedisServer, RocketMq,
     SluiceFilterPorts,
 };
-use sluice_consumer::runner::{Runner, RunnerOptions, RunnerParts};
 use sluice_consumer::{
-    connect, Consumer, ConsumerConfig, InFlightLimits, LimitsConfig as InFlightConfig,
-    Metrics as ConsumerMetrics, Pacer, PacingConfig, Rates, RedisOptions, WorkItem,
+    connect, InFlightConfig, InFlightLimits, Metrics as ConsumerMetrics, Pacer, PacingConfig,
+    Processor, ProcessorConfig, Rates, RedisOptions, WorkItem,
 };
+use sluice_consumer::{Runner, RunnerOptions, RunnerParts};
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::Entry, RateLimitDescriptor,
@@ -172,7 +172,7 @@ pub fn work_item(tenant: &str, model: &str, req_id: &str, estimated_tokens: u64)
             "stream": true,
             "messages": [{"role": "user", "content": "hi"}]
         }),
-        enqueued_at_ms: sluice_consumer::now_ms(),
+        enqueued_at_ms: sluice_contract::now_ms(),
         estimated_tokens,
         attempt: 0,
     }
@@ -361,7 +361,7 @@ pub struct ConsumerSpec {
     /// Its instance id (also names its retry producer).
     pub id: String,
     /// Its config; the default backend is set to the model server.
-    pub config: ConsumerConfig,
+    pub config: ProcessorConfig,
     pub pacing: PacingConfig,
     /// `parent` is always [`PARENT`].
     pub options: RunnerOptions,
@@ -372,7 +372,7 @@ impl ConsumerSpec {
     pub fn new(id: &str) -> Self {
         ConsumerSpec {
             id: id.into(),
-            config: ConsumerConfig::default(),
+            config: ProcessorConfig::default(),
             pacing: PacingConfig::default(),
             options: RunnerOptions::default(),
         }
@@ -444,7 +444,7 @@ pub async fn start_consumer(
     } = spec;
     let metrics = Arc::new(ConsumerMetrics::new(1000, 100));
     config.backend.default.base_url = format!("http://{backend}");
-    let consumer = Arc::new(Consumer::new(redis.clone(), &id, config, metrics.clone()).unwrap());
+    let consumer = Arc::new(Processor::new(redis.clone(), &id, config, metrics.clone()).unwrap());
     let pacer = Arc::new(Pacer::new(redis.clone(), pacing, Some(metrics.clone())).unwrap());
     let client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr())).unwrap();
     let lite = Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await.unwrap());
@@ -456,7 +456,7 @@ pub async fn start_consumer(
                     .await
                     .unwrap(),
             ),
-            consumer,
+            processor: consumer,
             pacer: pacer.clone(),
             limits: Arc::new(InFlightLimits::new(
                 InFlightConfig::default(),

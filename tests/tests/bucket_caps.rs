@@ -8,8 +8,8 @@
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use sluice_consumer::keys;
-use sluice_consumer::membership;
-use sluice_consumer::runner::RunnerOptions;
+use sluice_consumer::RunnerOptions;
+use sluice_contract::bookkeeping;
 use sluice_litetopic::lite_topic_name;
 use sluice_ratelimit::deferral::caps::{
     Admission, BucketCaps, CapKind, CapLimits, CapsMetrics, PublishError,
@@ -53,7 +53,7 @@ async fn admit(
 ) -> Result<Admission, CapKind> {
     let topic = lite_topic_name(tenant, model);
     match caps
-        .admit(conn, tenant, &topic, sluice_consumer::now_ms())
+        .admit(conn, tenant, &topic, sluice_contract::now_ms())
         .await
     {
         Ok(admission) => Ok(admission),
@@ -129,7 +129,7 @@ async fn the_per_minute_cap_limits_new_buckets_in_all() {
     let (_server, mut conn) = redis().await;
     let caps = caps(100, 16, 2);
     // Stay inside one clock minute, or the window would reset mid-test.
-    let into_minute = sluice_consumer::now_ms() % 60_000;
+    let into_minute = sluice_contract::now_ms() % 60_000;
     if into_minute > 55_000 {
         tokio::time::sleep(Duration::from_millis(60_500 - into_minute)).await;
     }
@@ -137,7 +137,7 @@ async fn the_per_minute_cap_limits_new_buckets_in_all() {
     assert!(created(admit(&caps, &mut conn, "b", "m").await));
     let topic = lite_topic_name("c", "m");
     let refused = caps
-        .admit(&mut conn, "c", &topic, sluice_consumer::now_ms())
+        .admit(&mut conn, "c", &topic, sluice_contract::now_ms())
         .await;
     let Err(PublishError::Refused(refusal)) = refused else {
         panic!("third new bucket in a minute admitted: {refused:?}");
@@ -165,7 +165,7 @@ async fn concurrent_requests_never_overshoot_a_cap() {
         };
         tasks.push(tokio::spawn(async move {
             let topic = lite_topic_name(&tenant, &model);
-            caps.admit(&mut conn, &tenant, &topic, sluice_consumer::now_ms())
+            caps.admit(&mut conn, &tenant, &topic, sluice_contract::now_ms())
                 .await
         }));
     }
@@ -197,10 +197,12 @@ async fn retiring_a_bucket_frees_its_tenants_slot() {
     );
     // The consumer's retire script (nothing queued, idle since the cutoff).
     let topic = lite_topic_name("acme", "m1");
-    let cutoff = sluice_consumer::now_ms() + 1;
-    assert!(membership::retire_if_idle(&mut conn, &topic, cutoff, false)
-        .await
-        .unwrap());
+    let cutoff = sluice_contract::now_ms() + 1;
+    assert!(
+        bookkeeping::retire_if_idle(&mut conn, &topic, cutoff, false)
+            .await
+            .unwrap()
+    );
     assert_eq!(tenant_count(&mut conn, "acme").await, None);
     assert!(created(admit(&caps, &mut conn, "acme", "m2").await));
     assert_eq!(tenant_count(&mut conn, "acme").await, Some(1));
@@ -217,8 +219,8 @@ async fn a_bucket_being_reclaimed_is_not_published_to() {
     let caps = caps(100, 16, 100);
     assert!(created(admit(&caps, &mut conn, "acme", "m").await));
     let topic = lite_topic_name("acme", "m");
-    let cutoff = sluice_consumer::now_ms() + 1;
-    assert!(membership::retire_if_idle(&mut conn, &topic, cutoff, true)
+    let cutoff = sluice_contract::now_ms() + 1;
+    assert!(bookkeeping::retire_if_idle(&mut conn, &topic, cutoff, true)
         .await
         .unwrap());
     assert_eq!(
@@ -226,7 +228,7 @@ async fn a_bucket_being_reclaimed_is_not_published_to() {
         Ok(Admission::Reclaiming)
     );
     assert_eq!(bucket_count(&mut conn).await, 0);
-    membership::end_reclaim(&mut conn, &topic).await.unwrap();
+    bookkeeping::end_reclaim(&mut conn, &topic).await.unwrap();
     assert!(created(admit(&caps, &mut conn, "acme", "m").await));
 }
 
@@ -360,7 +362,7 @@ async fn the_endpoint_answers_429_beyond_the_new_bucket_rate() {
         ..Default::default()
     })
     .await;
-    let into_minute = sluice_consumer::now_ms() % 60_000;
+    let into_minute = sluice_contract::now_ms() % 60_000;
     if into_minute > 55_000 {
         tokio::time::sleep(Duration::from_millis(60_500 - into_minute)).await;
     }

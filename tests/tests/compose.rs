@@ -485,9 +485,9 @@ fn services_agree_on_redis_broker_topic_and_backend() {
 #[derive(Default)]
 struct ConsumerFile {
     #[serde(flatten)]
-    _consumer: sluice_consumer::ConsumerConfig,
+    _processor: sluice_consumer::ProcessorConfig,
     pacing: sluice_consumer::PacingConfig,
-    limits: sluice_consumer::LimitsConfig,
+    limits: sluice_consumer::InFlightConfig,
 }
 
 #[test]

@@ -7,8 +7,8 @@
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use sluice_consumer::keys::{self, Dimension};
-use sluice_consumer::pacing::Scope;
-use sluice_consumer::runner::RunnerOptions;
+use sluice_consumer::RunnerOptions;
+use sluice_consumer::Scope;
 use sluice_litetopic::lite_topic_name;
 use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_ratelimit::deferral::publisher::LitePublisher;

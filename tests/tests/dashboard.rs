@@ -212,7 +212,7 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
     let mut consumer = ConsumerSpec::new("dashboard-consumer");
     consumer.config.backend.models.insert(
         "llama-down".into(),
-        sluice_consumer::invoke::BackendTargetConfig {
+        sluice_consumer::BackendTargetConfig {
             base_url: format!("http://127.0.0.1:{}", free_port()),
             ..consumer.config.backend.default.clone()
         },

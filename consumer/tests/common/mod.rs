@@ -3,15 +3,17 @@
 
 use serde_json::json;
 use sluice_consumer::{
-    connect, BackendConfig, Consumer, ConsumerConfig, IdempotencyConfig, Metrics, Priority,
-    RedisOptions, StreamConfig, WorkItem,
+    connect, BackendConfig, IdempotencyConfig, Metrics, Outcome, Priority, Processor,
+    ProcessorConfig, RedisOptions, StreamConfig, WorkItem,
 };
+use sluice_llm_sim::{SimConfig, SimServer};
 use sluice_redis::RedisConn;
 use sluice_testkit::RedisServer;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinHandle;
 
 pub fn redis_options(redis: &RedisServer) -> RedisOptions {
     RedisOptions {
@@ -39,6 +41,38 @@ pub fn item(req_id: &str) -> WorkItem {
     }
 }
 
+/// llm-sim steering headers for a 5 s answer: 100 tokens, a chunk every 50 ms.
+pub const SLOW_ANSWER: [(&str, &str); 2] = [
+    ("x-sim-completion-tokens", "100"),
+    ("x-sim-tokens-per-second", "20"),
+];
+
+/// A fresh redis-server and a fast llm-sim.
+pub async fn redis_and_sim() -> (RedisServer, SimServer) {
+    let redis = RedisServer::start().unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    (redis, sim)
+}
+
+/// `base`'s default target set to `base_url` with extra request headers
+/// (the llm-sim steering headers).
+fn backend_to(
+    mut backend: BackendConfig,
+    base_url: &str,
+    headers: &[(&str, &str)],
+) -> BackendConfig {
+    backend.default.base_url = base_url.into();
+    backend.default.headers = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    backend
+}
+
+fn processor(redis: &RedisServer, id: &str, config: ProcessorConfig) -> Processor {
+    Processor::new(conn(redis), id, config, Arc::new(Metrics::default())).unwrap()
+}
+
 /// A consumer calling `base_url` with extra request headers (the llm-sim
 /// steering headers).
 pub fn consumer_with(
@@ -46,32 +80,70 @@ pub fn consumer_with(
     base_url: &str,
     headers: &[(&str, &str)],
     idempotency: IdempotencyConfig,
-) -> Consumer {
-    let mut backend = BackendConfig {
+) -> Processor {
+    let backend = BackendConfig {
         connect_timeout_ms: 1000,
         first_byte_timeout_ms: 5000,
         idle_timeout_ms: 5000,
         ..BackendConfig::default()
     };
-    backend.default.base_url = base_url.into();
-    backend.default.headers = headers
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    Consumer::new(
-        conn(redis),
-        "test-consumer",
-        ConsumerConfig {
-            backend,
-            stream: StreamConfig::default(),
-            idempotency,
-        },
-        Arc::new(Metrics::default()),
-    )
-    .unwrap()
+    let config = ProcessorConfig {
+        backend: backend_to(backend, base_url, headers),
+        stream: StreamConfig::default(),
+        idempotency,
+    };
+    processor(redis, "test-consumer", config)
 }
 
-pub fn consumer(redis: &RedisServer, base_url: &str, headers: &[(&str, &str)]) -> Consumer {
+/// A consumer with these backend timeouts (the rest default).
+pub fn consumer_with_timeouts(
+    redis: &RedisServer,
+    base_url: &str,
+    headers: &[(&str, &str)],
+    first_byte_ms: u64,
+    idle_ms: u64,
+) -> Processor {
+    let backend = BackendConfig {
+        first_byte_timeout_ms: first_byte_ms,
+        idle_timeout_ms: idle_ms,
+        ..BackendConfig::default()
+    };
+    let config = ProcessorConfig {
+        backend: backend_to(backend, base_url, headers),
+        ..Default::default()
+    };
+    processor(redis, "timeouts", config)
+}
+
+/// `processor.process(item(req_id))` in a task of its own.
+pub fn spawn_process(processor: &Arc<Processor>, req_id: &str) -> JoinHandle<Outcome> {
+    let processor = processor.clone();
+    let item = item(req_id);
+    tokio::spawn(async move { processor.process(&item).await })
+}
+
+pub async fn set(conn: &mut RedisConn, key: &str, value: &str) {
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+pub async fn get(conn: &mut RedisConn, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query_async(conn).await.unwrap()
+}
+
+pub async fn exists(conn: &mut RedisConn, key: &str) -> bool {
+    redis::cmd("EXISTS")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+pub fn consumer(redis: &RedisServer, base_url: &str, headers: &[(&str, &str)]) -> Processor {
     consumer_with(redis, base_url, headers, IdempotencyConfig::default())
 }
 

@@ -7,6 +7,7 @@ use super::body::{read_body, BodyError};
 use super::caps::PublishError;
 use super::hub::{Entry, StreamHub, Subscription};
 use super::sse;
+use super::watch::LeaseWatch;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
@@ -17,7 +18,7 @@ use futures::future::BoxFuture;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sluice_admission::admission::{
     CLIENT_REQUEST_ID_HEADER, ESTIMATED_TOKENS_HEADER, MODEL_HEADER, PRIORITY_HEADER,
     REQUEST_ID_HEADER, TENANT_HEADER,
@@ -27,8 +28,9 @@ use sluice_admission::deferral::{
     self, DeferralClaims, Secret, DEFAULT_MARKER_HEADER, DEFERRAL_TOKEN_HEADER,
     QUEUE_POSITION_HEADER, RESUME_TOKEN_HEADER,
 };
+use sluice_admission::errors::openai_error_body;
 use sluice_admission::openai::{self, Endpoint};
-use sluice_contract::bookkeeping::{self, Lapse};
+use sluice_contract::bookkeeping;
 use sluice_contract::keys;
 use sluice_contract::local::{LocalBus, LocalReceiver};
 use sluice_contract::{now_ms, ClaimTiming, Priority, StreamEvent, WorkItem};
@@ -228,12 +230,19 @@ async fn recv_local(local: &mut Option<LocalReceiver>) -> Option<String> {
     }
 }
 
+/// `type` of every error the endpoint answers.
+const ERROR_TYPE: &str = "sluice_deferral";
+
+/// The OpenAI error body of the endpoint's answers.
+fn error_body(code: &str, message: &str) -> String {
+    openai_error_body(message, ERROR_TYPE, code)
+}
+
 fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = json!({"error": {"message": message, "type": "sluice_deferral", "param": null, "code": code}});
     (
         status,
         [("content-type", "application/json")],
-        body.to_string(),
+        error_body(code, message),
     )
         .into_response()
 }
@@ -635,13 +644,11 @@ async fn queue(
     };
     let waiter = Waiter {
         state: state.clone(),
-        republish: Some(Republish {
-            tenant: deferred.tenant.clone(),
-            model: deferred.model.clone(),
+        lease_watch: Some(LeaseWatch::new(
+            deferred.tenant.clone(),
+            deferred.model.clone(),
             work,
-            lease_seen: false,
-            done: false,
-        }),
+        )),
         timeout,
         req_id: req_id.clone(),
         subscription,
@@ -687,8 +694,8 @@ async fn answer(waiter: Waiter, deferred: &Deferred, queue_position: Option<u64>
 /// Holds a client's place; cancels the model call if the client goes away.
 struct Waiter {
     state: Arc<EndpointState>,
-    /// What was published, to publish again if a consumer lost it.
-    republish: Option<Republish>,
+    /// The lease/claim watch: what was published, to publish again if a consumer lost it (none on resume).
+    lease_watch: Option<LeaseWatch>,
     /// This client's overall deadline (by priority class).
     timeout: Duration,
     req_id: String,
@@ -729,14 +736,6 @@ impl Drop for Waiter {
     }
 }
 
-struct Republish {
-    tenant: String,
-    model: String,
-    work: Vec<u8>,
-    lease_seen: bool,
-    done: bool,
-}
-
 enum Next {
     CheckLease,
     Entry(Entry),
@@ -758,7 +757,7 @@ impl Waiter {
             if let Some(entry) = self.held_back.take() {
                 return Next::Entry(entry);
             }
-            let watching = self.republish.as_ref().is_some_and(|r| !r.done);
+            let watching = self.lease_watch.as_ref().is_some_and(LeaseWatch::watching);
             let lease_check = self.state.options.lease_check;
             let local_open = self.local.is_some();
             let step = tokio::select! {
@@ -813,67 +812,28 @@ impl Waiter {
         }
     }
 
-    /// A request whose consumer lease was seen and has lapsed was lost: with
-    /// no claim, between pop and call; with a stale claim, mid-call. Either
-    /// way publish it again, once: a live consumer then runs it (no claim) or
-    /// answers `interrupted` (stale claim) — never a second model call.
+    /// The lease/claim watch (see [`LeaseWatch`]), after `lease_check` of silence.
     async fn check_lease(&mut self) {
-        let mut redis = self.state.redis.clone();
-        let lease = bookkeeping::lease_held(&mut redis, &self.req_id).await;
-        let Some(republish) = self.republish.as_mut() else {
+        let Some(watch) = self.lease_watch.as_mut() else {
             return;
         };
-        match lease {
-            Ok(true) => republish.lease_seen = true,
-            Ok(false) if republish.lease_seen => {
-                // A claim whose owner stopped its heartbeat died mid-call. Publish
-                // again so a live consumer answers `interrupted` (it never calls
-                // the model a second time); a live claim is left alone.
-                let lapse = bookkeeping::lapsed_request(
-                    &mut redis,
-                    &self.req_id,
-                    &self.state.options.claim_timing,
-                )
-                .await;
-                let Ok(Lapse::Lost { call_started }) = lapse else {
-                    return;
-                };
-                republish.done = true;
-                self.state.metrics.republished.inc();
-                tracing::warn!(
-                    req_id = %self.req_id,
-                    call_started,
-                    "consumer lease lapsed (its consumer died); publishing again"
-                );
-                let result = self
-                    .state
-                    .publisher
-                    .publish(
-                        &republish.tenant,
-                        &republish.model,
-                        &self.req_id,
-                        republish.work.clone(),
-                    )
-                    .await;
-                if let Err(why) = result {
-                    tracing::error!(req_id = %self.req_id, %why, "re-publish failed; the client will time out");
-                }
-            }
-            _ => {}
-        }
+        let mut redis = self.state.redis.clone();
+        watch
+            .check(
+                &mut redis,
+                &self.req_id,
+                &self.state.options.claim_timing,
+                self.state.publisher.as_ref(),
+                &self.state.metrics,
+            )
+            .await;
     }
 }
 
 /// The client's answer to an `error` entry.
-fn error_payload(status: u16, code: &str, message: &str) -> (StatusCode, Value) {
+fn error_payload(status: u16, code: &str, message: &str) -> (StatusCode, String) {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-    let body = json!({"error": {
-        "message": message,
-        "type": "sluice_deferral",
-        "param": null,
-        "code": code,
-    }});
-    (status, body)
+    (status, error_body(code, message))
 }
 
 /// A chunk carrying only usage (`"choices": []`), as models send it last.
@@ -943,17 +903,14 @@ fn sse_response(
                             message,
                         }) => {
                             let (_, body) = error_payload(status, &code, &message);
-                            (
-                                sse::event(Some(&entry.id), Some("error"), &body.to_string()),
-                                true,
-                            )
+                            (sse::event(Some(&entry.id), Some("error"), &body), true)
                         }
                         None => (String::new(), false),
                     },
                     Next::TimedOut => {
                         waiter.state.metrics.timed_out.inc();
-                        let body = json!({"error": {"message": "no answer in time", "type": "sluice_deferral", "param": null, "code": "timeout"}});
-                        (sse::event(None, Some("timeout"), &body.to_string()), true)
+                        let body = error_body("timeout", "no answer in time");
+                        (sse::event(None, Some("timeout"), &body), true)
                     }
                     Next::Closed => (String::new(), true),
                     // Handled inside `next`.
@@ -1008,12 +965,7 @@ async fn json_response(mut waiter: Waiter) -> Response {
                 }) => {
                     waiter.finished = true;
                     let (status, body) = error_payload(status, &code, &message);
-                    return (
-                        status,
-                        [("content-type", "application/json")],
-                        body.to_string(),
-                    )
-                        .into_response();
+                    return (status, [("content-type", "application/json")], body).into_response();
                 }
                 None => {}
             },
@@ -1136,7 +1088,7 @@ async fn resume(
     state.metrics.in_flight.inc();
     let waiter = Waiter {
         state: state.clone(),
-        republish: None,
+        lease_watch: None,
         timeout: state.options.timeout,
         req_id,
         subscription,

@@ -12,6 +12,7 @@ pub mod hub;
 pub mod publisher;
 pub mod secrets;
 pub mod sse;
+mod watch;
 
 use caps::{BucketCaps, CapLimits, CapsError, CapsMetrics};
 use endpoint::{EndpointMetrics, EndpointOptions};

@@ -1,0 +1,359 @@
+//! One work item from claim to terminal entry: idempotency, the streaming
+//! model call, the response stream.
+
+use crate::idempotency::{Claim, Idempotency, IdempotencyConfig, Lease};
+use crate::invoke::{BackendConfig, CallEnd, CallStats, ConfigError, FailureKind, Invoker, Sink};
+use crate::keys;
+use crate::metrics::Metrics;
+use crate::stream::{self, StreamConfig, Terminal};
+use serde::{Deserialize, Serialize};
+use sluice_contract::{local, now_ms, WorkItem};
+use sluice_redis::RedisConn;
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::{debug, info, warn};
+
+/// How the pop loop settles a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    /// Ack: the request reached a terminal state (or never will be answerable).
+    Ack,
+    /// Do not ack: the request must run again, after `after` if given.
+    Retry { after: Option<Duration> },
+}
+
+/// Result of [`Processor::process`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// `done` written.
+    Completed {
+        chunks: u64,
+        usage: Option<serde_json::Value>,
+    },
+    /// `error` written (a backend business error, or a failure after output
+    /// started). No retry.
+    Failed {
+        status: u16,
+        code: &'static str,
+        kind: FailureKind,
+        chunks: u64,
+    },
+    /// The client went away; `error` (cancelled) written, the call aborted or
+    /// never made.
+    Cancelled { chunks: u64 },
+    /// A terminal entry existed already (redelivery after success).
+    AlreadyDone,
+    /// A redelivery of a call that died mid-way: `error` (interrupted)
+    /// written, the model not called.
+    Interrupted,
+    /// Another live attempt holds the request: look again later (it will
+    /// write the terminal entry).
+    InProgressElsewhere,
+    /// Another attempt judged this one dead and answered the request;
+    /// this attempt wrote nothing terminal.
+    LostOwnership,
+    /// Infrastructure failure, no terminal entry written: run again later.
+    RetryLater {
+        kind: FailureKind,
+        retry_after: Option<Duration>,
+        detail: String,
+    },
+    /// The work item cannot be answered at all (no valid request id).
+    Rejected { reason: String },
+}
+
+impl Outcome {
+    pub fn disposition(&self, idempotency: &IdempotencyConfig) -> Disposition {
+        match self {
+            Outcome::RetryLater { retry_after, .. } => Disposition::Retry {
+                after: *retry_after,
+            },
+            Outcome::InProgressElsewhere => Disposition::Retry {
+                after: Some(Duration::from_millis(idempotency.lease_ms)),
+            },
+            _ => Disposition::Ack,
+        }
+    }
+
+    /// Metric label.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::Completed { .. } => "completed",
+            Outcome::Failed { .. } => "failed",
+            Outcome::Cancelled { .. } => "cancelled",
+            Outcome::AlreadyDone => "already_done",
+            Outcome::Interrupted => "interrupted",
+            Outcome::InProgressElsewhere => "in_progress_elsewhere",
+            Outcome::LostOwnership => "lost_ownership",
+            Outcome::RetryLater { .. } => "retry_later",
+            Outcome::Rejected { .. } => "rejected",
+        }
+    }
+}
+
+/// Configuration of [`Processor`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProcessorConfig {
+    pub backend: BackendConfig,
+    pub stream: StreamConfig,
+    pub idempotency: IdempotencyConfig,
+}
+
+/// Processes work items: idempotency, the streaming call, the response stream.
+pub struct Processor {
+    conn: RedisConn,
+    invoker: Invoker,
+    idempotency: Idempotency,
+    stream: StreamConfig,
+    metrics: Arc<Metrics>,
+    /// In-process mode: chunks for clients waiting in this process.
+    local: Option<Arc<local::LocalBus>>,
+}
+
+impl Processor {
+    /// `consumer_id`: unique per process (e.g. pod name + pid).
+    pub fn new(
+        conn: RedisConn,
+        consumer_id: &str,
+        config: ProcessorConfig,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, ConfigError> {
+        let idempotency =
+            Idempotency::new(consumer_id, config.idempotency).map_err(ConfigError::Invalid)?;
+        Ok(Processor {
+            conn,
+            invoker: Invoker::new(config.backend)?,
+            idempotency,
+            stream: config.stream,
+            metrics,
+            local: None,
+        })
+    }
+
+    /// In-process mode: chunks of requests whose client waits in this
+    /// process go through `bus` instead of the Redis Stream (see [`local`]).
+    pub fn with_local_bus(mut self, bus: Arc<local::LocalBus>) -> Self {
+        self.local = Some(bus);
+        self
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    pub fn idempotency_config(&self) -> &IdempotencyConfig {
+        self.idempotency.config()
+    }
+
+    /// Loads the Lua scripts.
+    pub async fn preload(&self) -> Result<(), redis::RedisError> {
+        let mut conn = self.conn.clone();
+        self.idempotency.preload(&mut conn).await
+    }
+
+    /// Processes one work item from claim to terminal entry. Never panics on
+    /// network failures; every path ends in an [`Outcome`]. Dropping the
+    /// future aborts the backend call (the claim then goes stale and a
+    /// redelivery writes `interrupted`).
+    pub async fn process(&self, item: &WorkItem) -> Outcome {
+        let outcome = self.process_inner(item).await;
+        self.metrics.outcome(outcome.as_str());
+        match &outcome {
+            Outcome::RetryLater { kind, detail, .. } => {
+                self.metrics.error(kind.as_str());
+                warn!(req_id = %item.req_id, kind = kind.as_str(), %detail, "retry later");
+            }
+            Outcome::Failed {
+                kind,
+                status,
+                code,
+                chunks,
+            } => {
+                self.metrics.error(kind.as_str());
+                info!(req_id = %item.req_id, kind = kind.as_str(), status, code, chunks, "failed");
+            }
+            Outcome::Cancelled { chunks } => {
+                self.metrics.cancels.inc();
+                info!(req_id = %item.req_id, chunks, "cancelled");
+            }
+            other => debug!(req_id = %item.req_id, outcome = other.as_str(), "processed"),
+        }
+        outcome
+    }
+
+    async fn process_inner(&self, item: &WorkItem) -> Outcome {
+        if let Err(error) = item.validate() {
+            return Outcome::Rejected {
+                reason: error.to_string(),
+            };
+        }
+        let mut conn = self.conn.clone();
+        let claim = match self
+            .idempotency
+            .claim(&mut conn, &item.req_id, &self.stream)
+            .await
+        {
+            Ok(claim) => claim,
+            Err(error) => return redis_failure("claim", &error),
+        };
+        let lease = match claim {
+            Claim::Proceed(lease) => lease,
+            Claim::AlreadyDone(_) => return Outcome::AlreadyDone,
+            Claim::Cancelled => return Outcome::Cancelled { chunks: 0 },
+            Claim::InProgressElsewhere { .. } => return Outcome::InProgressElsewhere,
+            Claim::Interrupted { previous_owner, .. } => {
+                warn!(req_id = %item.req_id, %previous_owner, "earlier attempt interrupted; answered with an error");
+                return Outcome::Interrupted;
+            }
+        };
+        if item.enqueued_at_ms > 0 {
+            let waited = item.queued_ms(now_ms());
+            self.metrics
+                .queue_wait_seconds
+                .get_or_create(&self.metrics.model_label(&item.model))
+                .observe(waited as f64 / 1000.0);
+        }
+        let stats = CallStats::new();
+        let end = {
+            let mut sink = Sink {
+                conn: self.conn.clone(),
+                config: &self.stream,
+                response_key: keys::response(&item.req_id),
+                cancel_key: keys::cancel(&item.req_id),
+                stats: &stats,
+                metrics: &self.metrics,
+                local: self.local.as_ref().and_then(|bus| bus.sender(&item.req_id)),
+            };
+            // Whichever ends first wins; the other future is dropped, which
+            // for the call closes the backend connection.
+            tokio::select! {
+                end = self.invoker.stream_call(item, &mut sink) => end,
+                end = self.heartbeat_loop(&lease) => end,
+            }
+        };
+        let chunks = stats.chunks();
+        let (terminal, outcome) = match end {
+            CallEnd::Completed { usage } => {
+                let value = usage.as_deref().and_then(|u| serde_json::from_str(u).ok());
+                (
+                    Terminal::Done { usage },
+                    Outcome::Completed {
+                        chunks,
+                        usage: value,
+                    },
+                )
+            }
+            CallEnd::Failed {
+                status,
+                code,
+                message,
+                kind,
+            } => (
+                Terminal::Error {
+                    status,
+                    code,
+                    message,
+                },
+                Outcome::Failed {
+                    status,
+                    code,
+                    kind,
+                    chunks,
+                },
+            ),
+            CallEnd::Cancelled => (
+                Terminal::Error {
+                    status: 499,
+                    code: stream::codes::CANCELLED,
+                    message: "the client went away; the model call was aborted".into(),
+                },
+                Outcome::Cancelled { chunks },
+            ),
+            CallEnd::LostOwnership => return Outcome::LostOwnership,
+            CallEnd::RetryLater {
+                kind,
+                retry_after,
+                detail,
+            } => {
+                // Let the next delivery claim the request. If Redis is down
+                // this fails; the claim then goes stale (see idempotency.rs).
+                let release = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    self.idempotency.release(&mut conn, &lease),
+                )
+                .await;
+                if !matches!(release, Ok(Ok(_))) {
+                    warn!(req_id = %item.req_id, "could not release the claim");
+                }
+                return Outcome::RetryLater {
+                    kind,
+                    retry_after,
+                    detail,
+                };
+            }
+        };
+        match self
+            .idempotency
+            .finish(&mut conn, &lease, &terminal, &self.stream)
+            .await
+        {
+            Ok(true) => outcome,
+            Ok(false) => Outcome::LostOwnership,
+            Err(error) => redis_failure("writing the terminal entry", &error),
+        }
+    }
+
+    /// Refreshes the claim every heartbeat interval; returns only when the
+    /// call must stop (cancel, lost ownership, Redis failure).
+    async fn heartbeat_loop(&self, lease: &Lease) -> CallEnd {
+        let period = Duration::from_millis(self.idempotency.config().heartbeat_interval_ms);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut conn = self.conn.clone();
+        loop {
+            ticker.tick().await;
+            match self.idempotency.heartbeat(&mut conn, lease).await {
+                Ok(beat) if !beat.owned => return CallEnd::LostOwnership,
+                Ok(beat) if beat.cancelled => return CallEnd::Cancelled,
+                Ok(_) => {}
+                Err(error) => {
+                    return CallEnd::RetryLater {
+                        kind: FailureKind::Redis,
+                        retry_after: None,
+                        detail: format!("heartbeat: {error}"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends a request the pop loop gives up on (e.g. the backend stayed
+    /// unreachable for too many attempts): writes `error` unless a terminal
+    /// entry exists or a live attempt holds the request. `Ok(false)`: not written.
+    pub async fn give_up(
+        &self,
+        req_id: &str,
+        status: u16,
+        code: &'static str,
+        message: &str,
+    ) -> Result<bool, redis::RedisError> {
+        let mut conn = self.conn.clone();
+        let terminal = Terminal::Error {
+            status,
+            code,
+            message: message.to_string(),
+        };
+        self.idempotency
+            .give_up(&mut conn, req_id, &terminal, &self.stream)
+            .await
+    }
+}
+
+fn redis_failure(what: &str, error: &redis::RedisError) -> Outcome {
+    Outcome::RetryLater {
+        kind: FailureKind::Redis,
+        retry_after: None,
+        detail: format!("{what}: {error}"),
+    }
+}

@@ -1,0 +1,164 @@
+//! The lease/claim watch of a waiting request: a request whose consumer
+//! lease was seen and has lapsed was lost — with no claim, between pop and
+//! call; with a stale claim, mid-call. Either way it is published again,
+//! once: a live consumer then runs it (no claim) or answers `interrupted`
+//! (stale claim) — never a second model call.
+//!
+//! The HTTP handler only asks [`LeaseWatch::watching`] and calls
+//! [`LeaseWatch::check`] after `lease_check` of silence; the decisions are
+//! pure ([`LeaseWatch::on_lease`], [`LeaseWatch::on_lapse`]) and unit-tested.
+
+use super::endpoint::{EndpointMetrics, Publisher};
+use sluice_contract::bookkeeping::{self, Lapse};
+use sluice_contract::ClaimTiming;
+
+/// What was published, to publish again if a consumer lost it.
+pub(super) struct LeaseWatch {
+    tenant: String,
+    model: String,
+    work: Vec<u8>,
+    /// A consumer's lease was seen: its absence now means a lapse.
+    lease_seen: bool,
+    /// Published again (or judged lost): nothing more to watch.
+    done: bool,
+}
+
+/// What a lease look-up asks for next.
+#[derive(Debug, PartialEq, Eq)]
+enum LeaseStep {
+    /// Nothing to do until the next look.
+    Wait,
+    /// The lease was seen and is gone: judge the claim.
+    JudgeLapse,
+}
+
+/// What a judged lapse asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum LapseStep {
+    /// Finished or still running: keep watching.
+    Keep,
+    /// Lost: publish again (once).
+    Republish { call_started: bool },
+}
+
+impl LeaseWatch {
+    pub(super) fn new(tenant: String, model: String, work: Vec<u8>) -> Self {
+        LeaseWatch {
+            tenant,
+            model,
+            work,
+            lease_seen: false,
+            done: false,
+        }
+    }
+
+    /// Whether the lease still needs looking at.
+    pub(super) fn watching(&self) -> bool {
+        !self.done
+    }
+
+    /// Pure: the lease is held (`true`) or not. A lease not yet seen is not
+    /// a lapse (the request may still be queued).
+    fn on_lease(&mut self, held: bool) -> LeaseStep {
+        if held {
+            self.lease_seen = true;
+            LeaseStep::Wait
+        } else if self.lease_seen {
+            LeaseStep::JudgeLapse
+        } else {
+            LeaseStep::Wait
+        }
+    }
+
+    /// Pure: a judged lapse. A lost request is published again once; a
+    /// live claim is left alone.
+    fn on_lapse(&mut self, lapse: Lapse) -> LapseStep {
+        match lapse {
+            Lapse::Lost { call_started } => {
+                self.done = true;
+                LapseStep::Republish { call_started }
+            }
+            Lapse::Finished | Lapse::Running => LapseStep::Keep,
+        }
+    }
+
+    /// One look at `req_id`'s lease (and, when it lapsed, its claim); on a
+    /// loss, publishes again. A Redis error is a "look again later".
+    pub(super) async fn check(
+        &mut self,
+        redis: &mut sluice_redis::RedisConn,
+        req_id: &str,
+        timing: &ClaimTiming,
+        publisher: &dyn Publisher,
+        metrics: &EndpointMetrics,
+    ) {
+        let Ok(held) = bookkeeping::lease_held(redis, req_id).await else {
+            return;
+        };
+        if self.on_lease(held) != LeaseStep::JudgeLapse {
+            return;
+        }
+        let Ok(lapse) = bookkeeping::lapsed_request(redis, req_id, timing).await else {
+            return;
+        };
+        let LapseStep::Republish { call_started } = self.on_lapse(lapse) else {
+            return;
+        };
+        metrics.republished.inc();
+        tracing::warn!(
+            req_id,
+            call_started,
+            "consumer lease lapsed (its consumer died); publishing again"
+        );
+        let result = publisher
+            .publish(&self.tenant, &self.model, req_id, self.work.clone())
+            .await;
+        if let Err(why) = result {
+            tracing::error!(req_id, %why, "re-publish failed; the client will time out");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch() -> LeaseWatch {
+        LeaseWatch::new("acme".into(), "gpt".into(), b"{}".to_vec())
+    }
+
+    #[test]
+    fn an_unseen_lease_is_not_a_lapse() {
+        let mut watch = watch();
+        assert_eq!(watch.on_lease(false), LeaseStep::Wait);
+        assert_eq!(watch.on_lease(false), LeaseStep::Wait);
+        assert!(watch.watching());
+    }
+
+    #[test]
+    fn a_seen_lease_that_is_gone_is_judged() {
+        let mut watch = watch();
+        assert_eq!(watch.on_lease(true), LeaseStep::Wait);
+        assert_eq!(watch.on_lease(false), LeaseStep::JudgeLapse);
+    }
+
+    #[test]
+    fn finished_or_running_keeps_watching() {
+        let mut watch = watch();
+        watch.on_lease(true);
+        assert_eq!(watch.on_lapse(Lapse::Finished), LapseStep::Keep);
+        assert_eq!(watch.on_lapse(Lapse::Running), LapseStep::Keep);
+        assert!(watch.watching());
+    }
+
+    #[test]
+    fn a_lost_request_is_published_again_once() {
+        let mut watch = watch();
+        watch.on_lease(true);
+        assert_eq!(
+            watch.on_lapse(Lapse::Lost { call_started: true }),
+            LapseStep::Republish { call_started: true }
+        );
+        assert!(!watch.watching());
+    }
+}
