@@ -40,6 +40,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// How long a failed re-publish is retried (a Redis or broker failover).
+const REPUBLISH_RETRY_FOR: Duration = Duration::from_secs(30);
+
 /// A lease outlives its last refresh by this much.
 const LEASE_TTL: Duration = Duration::from_secs(15);
 /// Refresh period of a lease (and the longest single local wait).
@@ -647,8 +650,24 @@ impl Runner {
             return;
         }
         tokio::time::sleep(after.unwrap_or(Duration::from_secs(1))).await;
-        if let Err(error) = self.publish_again(&item).await {
-            tracing::error!(%error, req_id = %item.req_id, "cannot re-publish; the endpoint's timeout will answer the client");
+        // A re-publish fails while Redis or the broker fails over: keep
+        // trying for a while (the client is still waiting) before leaving
+        // the request to the endpoint's lease watch and timeout.
+        let mut delay = Duration::from_millis(250);
+        let deadline = tokio::time::Instant::now() + REPUBLISH_RETRY_FOR;
+        loop {
+            match self.publish_again(&item).await {
+                Ok(()) => return,
+                Err(error) if tokio::time::Instant::now() + delay < deadline => {
+                    tracing::warn!(%error, req_id = %item.req_id, retry_in = ?delay, "cannot re-publish yet");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(4));
+                }
+                Err(error) => {
+                    tracing::error!(%error, req_id = %item.req_id, "cannot re-publish; the endpoint's timeout will answer the client");
+                    return;
+                }
+            }
         }
     }
 }

@@ -278,17 +278,17 @@ pub async fn record_pop(
     req_id: Option<&str>,
     lease_ttl: Duration,
 ) -> Result<(), redis::RedisError> {
-    let mut pipe = redis::pipe();
-    pipe.cmd("DECR").arg(keys::backlog(topic)).ignore();
+    // Two commands, not one pipeline: the backlog counter lives in the
+    // `{buckets}` slot and the lease in the request's, and a Redis Cluster
+    // refuses a pipeline across slots.
+    redis::cmd("DECR")
+        .arg(keys::backlog(topic))
+        .query_async::<()>(redis)
+        .await?;
     if let Some(req_id) = req_id {
-        pipe.cmd("SET")
-            .arg(keys::lease(req_id))
-            .arg(1)
-            .arg("PX")
-            .arg(lease_ttl.as_millis() as u64)
-            .ignore();
+        refresh_lease(redis, req_id, lease_ttl).await?;
     }
-    pipe.query_async(redis).await
+    Ok(())
 }
 
 /// Keeps the request's lease for another `lease_ttl`.

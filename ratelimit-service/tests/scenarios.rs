@@ -138,6 +138,7 @@ macro_rules! scenarios {
                 println!("cluster scenario {}", stringify!($name));
                 $name::scenario(cluster_harness(&cluster)).await;
             )*
+            assert_eq!(sluice_redis::cross_slot_errors(), 0, "a command crossed slots");
         }
     };
 }

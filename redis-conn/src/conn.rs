@@ -12,9 +12,10 @@ use futures::future::FutureExt;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisError, RedisFuture, Value};
+use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErrorKind, Value};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -224,8 +225,46 @@ impl LazyCluster {
     }
 }
 
+/// Commands refused because their keys span hash slots, in this process.
+static CROSS_SLOT_ERRORS: AtomicU64 = AtomicU64::new(0);
+
+/// How many commands of this process a Redis Cluster (or redis-rs's cluster
+/// client, for a pipeline) refused with `CROSSSLOT`. Every multi-key command
+/// Sluice sends is meant to stay in one slot: the cluster tests assert 0.
+pub fn cross_slot_errors() -> u64 {
+    CROSS_SLOT_ERRORS.load(Ordering::Relaxed)
+}
+
+fn note_cross_slot(error: &RedisError) {
+    if matches!(error.kind(), ErrorKind::Server(ServerErrorKind::CrossSlot)) {
+        CROSS_SLOT_ERRORS.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(%error, "redis: a command's keys span hash slots (a bug in Sluice's key layout)");
+    }
+}
+
 impl RedisConn {
     async fn command(&mut self, cmd: &Cmd) -> Result<Value, RedisError> {
+        let result = self.command_inner(cmd).await;
+        if let Err(error) = &result {
+            note_cross_slot(error);
+        }
+        result
+    }
+
+    async fn pipeline(
+        &mut self,
+        pipeline: &Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> Result<Vec<Value>, RedisError> {
+        let result = self.pipeline_inner(pipeline, offset, count).await;
+        if let Err(error) = &result {
+            note_cross_slot(error);
+        }
+        result
+    }
+
+    async fn command_inner(&mut self, cmd: &Cmd) -> Result<Value, RedisError> {
         match &mut self.inner {
             Inner::Standalone(conn) => conn.req_packed_command(cmd).await,
             Inner::Cluster(lazy) => lazy.get().await?.req_packed_command(cmd).await,
@@ -233,7 +272,7 @@ impl RedisConn {
         }
     }
 
-    async fn pipeline(
+    async fn pipeline_inner(
         &mut self,
         pipeline: &Pipeline,
         offset: usize,

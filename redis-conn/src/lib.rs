@@ -12,4 +12,4 @@ mod conn;
 mod sentinel;
 
 pub use address::{AddressError, Topology};
-pub use conn::{OptionsError, RedisClient, RedisConn, RedisOptions};
+pub use conn::{cross_slot_errors, OptionsError, RedisClient, RedisConn, RedisOptions};

@@ -419,3 +419,56 @@ impl RedisSentinelSet {
         Ok(new)
     }
 }
+
+/// The Redis a test runs on: one server, a Cluster (3 masters + 3
+/// replicas) or a Sentinel set; every component reaches it through
+/// [`RedisDeployment::url`].
+pub enum RedisDeployment {
+    Single(crate::RedisServer),
+    Cluster(RedisCluster),
+    Sentinel(RedisSentinelSet),
+}
+
+/// Which [`RedisDeployment`] to start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RedisKind {
+    #[default]
+    Single,
+    Cluster,
+    Sentinel,
+}
+
+impl RedisDeployment {
+    pub fn start(kind: RedisKind) -> anyhow::Result<Self> {
+        Ok(match kind {
+            RedisKind::Single => RedisDeployment::Single(crate::RedisServer::start()?),
+            RedisKind::Cluster => RedisDeployment::Cluster(RedisCluster::start(3, 1)?),
+            RedisKind::Sentinel => RedisDeployment::Sentinel(RedisSentinelSet::start()?),
+        })
+    }
+
+    pub fn url(&self) -> String {
+        match self {
+            RedisDeployment::Single(server) => server.url(),
+            RedisDeployment::Cluster(cluster) => cluster.url(),
+            RedisDeployment::Sentinel(set) => set.url(),
+        }
+    }
+
+    /// Stops every data node (a Redis outage).
+    pub fn stop(&mut self) {
+        match self {
+            RedisDeployment::Single(server) => server.stop(),
+            RedisDeployment::Cluster(cluster) => {
+                for port in cluster.ports() {
+                    let _ = cluster.kill(port);
+                }
+            }
+            RedisDeployment::Sentinel(set) => {
+                for node in &mut set.data {
+                    node.kill();
+                }
+            }
+        }
+    }
+}

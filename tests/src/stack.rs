@@ -8,6 +8,7 @@
 //! does not start is the test's failure.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test scaffolding fails loudly
 
+use crate::redis_topologies::{RedisDeployment, RedisKind};
 use crate::{
     example_deferral_secret, free_port, sluice_filter_envoy_config, Envoy, RedisServer, RocketMq,
     SluiceFilterPorts,
@@ -139,11 +140,12 @@ pub async fn start_broker() -> RocketMq {
 
 /// A consumer-side Redis connection to `redis`.
 pub fn redis_connection(redis: &RedisServer) -> sluice_redis::RedisConn {
-    connect(&RedisOptions {
-        url: redis.url(),
-        ..Default::default()
-    })
-    .unwrap()
+    redis_connection_at(&redis.url())
+}
+
+/// A consumer-side Redis connection to the Redis at `url` (any deployment).
+pub fn redis_connection_at(url: &str) -> sluice_redis::RedisConn {
+    connect(&RedisOptions::from_url(url)).unwrap()
 }
 
 /// The simulated model server on a loopback port; returns its address.
@@ -266,10 +268,15 @@ pub fn redis_limiter(limits_yaml: &str, redis_url: &str, metrics: Metrics) -> Ar
 /// The deferral endpoint's config as the tests share it: [`PARENT`],
 /// [`GROUP`], `redis` and `broker`, defaults otherwise.
 pub fn endpoint_config(redis: &RedisServer, broker: &RocketMq) -> EndpointConfig {
+    endpoint_config_at(&redis.url(), broker)
+}
+
+/// [`endpoint_config`] for the Redis at `url` (any deployment).
+pub fn endpoint_config_at(url: &str, broker: &RocketMq) -> EndpointConfig {
     EndpointConfig {
         parent: PARENT.into(),
         consumer_group: GROUP.into(),
-        ..EndpointConfig::new(redis.url(), broker.namesrv_addr())
+        ..EndpointConfig::new(url, broker.namesrv_addr())
     }
 }
 
@@ -522,6 +529,57 @@ pub async fn start_filter_envoy(rls_port: u16, backend: u16, deferral: u16) -> F
     }
 }
 
+/// [`start_filter_envoy`] with several sluice-rls instances: Envoy's RLS
+/// and deferral clusters hold every instance (round robin).
+pub async fn start_filter_envoy_over(
+    rls_ports: &[u16],
+    backend: u16,
+    deferral_ports: &[u16],
+) -> FilterEnvoy {
+    let (admin, listener) = (free_port(), free_port());
+    let mut config = sluice_filter_envoy_config(&SluiceFilterPorts {
+        admin,
+        listener,
+        rls: rls_ports[0],
+        backend,
+        deferral: deferral_ports[0],
+    })
+    .unwrap();
+    config = with_more_endpoints(&config, rls_ports);
+    config = with_more_endpoints(&config, deferral_ports);
+    FilterEnvoy {
+        envoy: start_envoy(config, admin, listener).await,
+        listener: ([127, 0, 0, 1], listener).into(),
+        admin: ([127, 0, 0, 1], admin).into(),
+    }
+}
+
+/// The cluster endpoint on `ports[0]` followed by one on each other port.
+fn with_more_endpoints(config: &str, ports: &[u16]) -> String {
+    let line = format!(
+        "socket_address: {{ address: 127.0.0.1, port_value: {} }}",
+        ports[0]
+    );
+    let Some(at) = config.find(&line) else {
+        panic!("no endpoint on port {} in the Envoy config", ports[0]);
+    };
+    let line_start = config[..at].rfind('\n').map_or(0, |i| i + 1);
+    // `- endpoint:` sits two lines above, four columns left of `address:`.
+    let indent = at - line_start;
+    let pad = |n: usize| " ".repeat(n);
+    let mut extra = String::new();
+    for port in &ports[1..] {
+        extra.push_str(&format!(
+            "\n{}- endpoint:\n{}address:\n{}socket_address: {{ address: 127.0.0.1, port_value: {port} }}",
+            pad(indent - 6),
+            pad(indent - 2),
+            pad(indent),
+        ));
+    }
+    let end = at + line.len();
+    format!("{}{}{}", &config[..end], extra, &config[end..])
+}
+
 /// The whole deferral path: Redis, the broker, sluice-rls with its deferral
 /// endpoint, the model server, one consumer, and Envoy with the filter.
 pub struct StackBuilder {
@@ -530,6 +588,7 @@ pub struct StackBuilder {
     consumer: ConsumerSpec,
     rls_admin: bool,
     hot_reload: bool,
+    redis: RedisKind,
 }
 
 /// A started [`StackBuilder`]; everything stops when it drops.
@@ -544,7 +603,7 @@ pub struct Stack {
     /// The limits file sluice-rls watches, with `hot_reload`.
     pub limits_file: Option<PathBuf>,
     pub broker: RocketMq,
-    pub redis: RedisServer,
+    pub redis: RedisDeployment,
     _config_dir: tempfile::TempDir,
 }
 
@@ -558,6 +617,7 @@ impl Stack {
             consumer: ConsumerSpec::new("e2e-consumer"),
             rls_admin: false,
             hot_reload: false,
+            redis: RedisKind::Single,
         }
     }
 }
@@ -575,6 +635,12 @@ impl StackBuilder {
         self
     }
 
+    /// Which Redis everything runs on (default: one server).
+    pub fn redis(mut self, kind: RedisKind) -> Self {
+        self.redis = kind;
+        self
+    }
+
     /// Serve sluice-rls's admin port and reload the limits from a file,
     /// as the binary does.
     pub fn as_binary(mut self) -> Self {
@@ -584,7 +650,12 @@ impl StackBuilder {
     }
 
     pub async fn start(self) -> Stack {
-        let redis = RedisServer::start().unwrap();
+        let kind = self.redis;
+        let redis = tokio::task::spawn_blocking(move || RedisDeployment::start(kind))
+            .await
+            .unwrap()
+            .unwrap();
+        let url = redis.url();
         let broker = start_broker().await;
         let config_dir = tempfile::tempdir().unwrap();
         let limits_file = self.hot_reload.then(|| {
@@ -597,10 +668,10 @@ impl StackBuilder {
         let mut rls_metrics = Metrics::new();
         let endpoint_metrics = Arc::new(EndpointMetrics::default());
         endpoint_metrics.register(&mut rls_metrics.registry);
-        let limiter = redis_limiter(&self.limits, &redis.url(), rls_metrics);
+        let limiter = redis_limiter(&self.limits, &url, rls_metrics);
         let app = deferral_endpoint(EndpointConfig {
             metrics: endpoint_metrics.clone(),
-            ..endpoint_config(&redis, &broker)
+            ..endpoint_config_at(&url, &broker)
         })
         .await;
         let rls = start_rls(
@@ -616,7 +687,7 @@ impl StackBuilder {
 
         let backend = start_llm_sim(self.sim).await;
         let consumer =
-            start_consumer(&redis_connection(&redis), &broker, backend, self.consumer).await;
+            start_consumer(&redis_connection_at(&url), &broker, backend, self.consumer).await;
         let deferral = rls
             .deferral
             .expect("the stack serves the deferral endpoint");

@@ -12,11 +12,12 @@ use sluice_consumer::Scope;
 use sluice_litetopic::lite_topic_name;
 use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_testkit::redis_topologies::{RedisDeployment, RedisKind};
 use sluice_testkit::stack::{
-    model_calls, redis_connection, start_broker, start_consumer, start_fast_llm_sim, unpaced,
+    model_calls, redis_connection_at, start_broker, start_consumer, start_fast_llm_sim, unpaced,
     work_item, ConsumerInstance, ConsumerSpec, GROUP, PARENT,
 };
-use sluice_testkit::{RedisServer, RocketMq};
+use sluice_testkit::RocketMq;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 const MODEL: &str = "gpt-4o";
 
 struct Stack {
-    _redis: RedisServer,
+    _redis: RedisDeployment,
     broker: RocketMq,
     backend: SocketAddr,
     publisher: LitePublisher,
@@ -32,12 +33,15 @@ struct Stack {
 }
 
 impl Stack {
-    async fn start() -> Stack {
+    async fn start(kind: RedisKind) -> Stack {
         sluice_testkit::init_test_tracing();
-        let redis = RedisServer::start().unwrap();
+        let redis = tokio::task::spawn_blocking(move || RedisDeployment::start(kind))
+            .await
+            .unwrap()
+            .unwrap();
         let broker = start_broker().await;
         let backend = start_fast_llm_sim(5).await;
-        let conn = redis_connection(&redis);
+        let conn = redis_connection_at(&redis.url());
         let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
             .await
             .unwrap();
@@ -139,7 +143,26 @@ fn ids(prefix: &str, tenants: &[String], per_tenant: usize) -> Vec<(String, Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work() {
-    let stack = Stack::start().await;
+    instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on(RedisKind::Single)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on_a_redis_cluster()
+{
+    instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on(RedisKind::Cluster)
+        .await;
+    assert_eq!(
+        sluice_redis::cross_slot_errors(),
+        0,
+        "a command crossed slots"
+    );
+}
+
+async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on(
+    redis: RedisKind,
+) {
+    let stack = Stack::start(redis).await;
     let tenants: Vec<String> = (0..8).map(|i| format!("tenant-{i}")).collect();
     let topics: HashSet<String> = tenants.iter().map(|t| lite_topic_name(t, MODEL)).collect();
 
@@ -242,7 +265,21 @@ async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_throttled_buckets_do_not_hold_up_forty_five_others() {
-    let stack = Stack::start().await;
+    five_throttled_buckets_do_not_hold_up_forty_five_others_on(RedisKind::Single).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_throttled_buckets_do_not_hold_up_forty_five_others_on_a_redis_cluster() {
+    five_throttled_buckets_do_not_hold_up_forty_five_others_on(RedisKind::Cluster).await;
+    assert_eq!(
+        sluice_redis::cross_slot_errors(),
+        0,
+        "a command crossed slots"
+    );
+}
+
+async fn five_throttled_buckets_do_not_hold_up_forty_five_others_on(redis: RedisKind) {
+    let stack = Stack::start(redis).await;
     let one = stack
         .instance("consumer-solo", RunnerOptions::default())
         .await;
@@ -299,7 +336,21 @@ async fn five_throttled_buckets_do_not_hold_up_forty_five_others() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_buckets_are_retired_and_come_back_on_the_next_request() {
-    let stack = Stack::start().await;
+    idle_buckets_are_retired_and_come_back_on_the_next_request_on(RedisKind::Single).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_buckets_are_retired_and_come_back_on_the_next_request_on_a_redis_cluster() {
+    idle_buckets_are_retired_and_come_back_on_the_next_request_on(RedisKind::Cluster).await;
+    assert_eq!(
+        sluice_redis::cross_slot_errors(),
+        0,
+        "a command crossed slots"
+    );
+}
+
+async fn idle_buckets_are_retired_and_come_back_on_the_next_request_on(redis: RedisKind) {
+    let stack = Stack::start(redis).await;
     let one = stack
         .instance(
             "consumer-idle",

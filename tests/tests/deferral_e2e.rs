@@ -7,6 +7,7 @@
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use serde_json::Value;
+use sluice_testkit::redis_topologies::RedisKind;
 use sluice_testkit::stack::{
     chunk_content, limits, model_calls, paced, sse_data, ConsumerSpec, Stack,
 };
@@ -16,6 +17,23 @@ use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
+    deferred_requests_end_to_end(RedisKind::Single).await;
+}
+
+/// The same path with every component on a Redis Cluster (3 masters + 3
+/// replicas): counters, request keys, bucket bookkeeping and pacing keys
+/// spread over slots, and no command crosses one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_requests_end_to_end_on_a_redis_cluster() {
+    deferred_requests_end_to_end(RedisKind::Cluster).await;
+    assert_eq!(
+        sluice_redis::cross_slot_errors(),
+        0,
+        "a command crossed slots"
+    );
+}
+
+async fn deferred_requests_end_to_end(redis: RedisKind) {
     sluice_testkit::init_test_tracing();
     // `patient` and `other` get 50 tokens an hour and defer the rest; the
     // model answers with 20 tokens; the consumer goes at 2 requests/s per
@@ -23,6 +41,7 @@ async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
     let mut sim = sluice_llm_sim::SimConfig::fast();
     sim.default_completion_tokens = 20;
     let stack = Stack::builder(limits::patient_and_other_defer())
+        .redis(redis)
         .sim(sim)
         .consumer(ConsumerSpec {
             pacing: paced(2.0),

@@ -1,0 +1,295 @@
+//! Sluice on a real Redis Cluster (3 masters + 3 replicas, started here):
+//!
+//! * deferred requests in flight while the master holding the bucket
+//!   bookkeeping is SIGKILLed: every client gets an answer (the model's, or
+//!   a clear error), none is lost, no request reaches the model twice, and
+//!   the time until new deferrals are answered again is printed;
+//! * two sluice-rls instances and two consumers share one cluster behind one
+//!   Envoy: after N requests the counters are exact, and deferred requests
+//!   are answered whichever instance holds their client.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
+
+use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions};
+use sluice_ratelimit::deferral::EndpointConfig;
+use sluice_testkit::redis_topologies::RedisCluster;
+use sluice_testkit::stack::{
+    endpoint_config_at, limits, model_calls, redis_connection_at, redis_limiter, start_broker,
+    start_consumer, start_deferral_endpoint, start_filter_envoy_over, start_llm_sim, start_rls,
+    unpaced, ConsumerSpec, RlsParts,
+};
+use sluice_testkit::{http_request, HttpResponse};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+const MODEL: &str = "gpt-4o";
+
+fn post(addr: SocketAddr, req_id: &str, tenant: &str) -> tokio::task::JoinHandle<HttpResponse> {
+    let body = serde_json::json!({
+        "model": MODEL,
+        "stream": false,
+        "messages": [{"role": "user", "content": "hello"}]
+    })
+    .to_string();
+    let headers =
+        sluice_testkit::deferral_headers(req_id, tenant, MODEL, "normal", 50, body.as_bytes());
+    sluice_testkit::spawn_post(addr, "/v1/chat/completions", headers, body)
+}
+
+/// What a deferred request's client got.
+#[derive(Debug, PartialEq, Eq)]
+enum Answer {
+    /// The model's answer.
+    Answered,
+    /// A clear error (JSON error body with a status).
+    Error(u16),
+}
+
+fn classify(response: &HttpResponse) -> Answer {
+    let body: serde_json::Value = serde_json::from_str(&response.body)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {response:?}"));
+    if response.status == 200 && body["choices"][0]["message"]["content"].is_string() {
+        Answer::Answered
+    } else {
+        assert!(
+            body["error"]["message"].is_string(),
+            "neither an answer nor an error: {response:?}"
+        );
+        Answer::Error(response.status)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_requests_survive_a_master_failover() {
+    sluice_testkit::init_test_tracing();
+    let mut cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let url = cluster.url();
+    let broker = start_broker().await;
+    let endpoint = start_deferral_endpoint(EndpointConfig {
+        options: EndpointOptions {
+            lease_check: Duration::from_millis(250),
+            timeout: Duration::from_secs(60),
+            ..Default::default()
+        },
+        ..endpoint_config_at(&url, &broker)
+    })
+    .await;
+    // Answers take ~1 s (20 tokens at 20/s): requests are mid-call at the kill.
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.tokens_per_second = 20.0;
+    sim.default_completion_tokens = 20;
+    let backend = start_llm_sim(sim).await;
+    let _consumer = start_consumer(
+        &redis_connection_at(&url),
+        &broker,
+        backend,
+        ConsumerSpec {
+            pacing: unpaced(),
+            ..ConsumerSpec::new("failover-consumer")
+        },
+    )
+    .await;
+
+    // Warm up: the path works on the cluster.
+    let first = post(endpoint, "warm-1", "t0").await.unwrap();
+    assert_eq!(classify(&first), Answer::Answered, "{first:?}");
+
+    // 30 requests over 6 tenants in flight, then the bookkeeping's master dies.
+    let ids: Vec<(String, String)> = (0..30)
+        .map(|i| (format!("req-{i}"), format!("t{}", i % 6)))
+        .collect();
+    let in_flight: Vec<_> = ids.iter().map(|(id, t)| post(endpoint, id, t)).collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let victim = cluster.master_of(sluice_contract::keys::BUCKETS).unwrap();
+    cluster.kill(victim).unwrap();
+    let killed = Instant::now();
+
+    // New deferrals after the kill: how long until one is answered again.
+    let recovery = loop {
+        let probe = format!("probe-{}", killed.elapsed().as_millis());
+        let response = post(endpoint, &probe, "t-probe").await.unwrap();
+        if classify(&response) == Answer::Answered {
+            break killed.elapsed();
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "no deferral answered within 30 s of the kill: {response:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+
+    let mut answered = 0;
+    let mut errors = Vec::new();
+    for (handle, (id, _)) in in_flight.into_iter().zip(&ids) {
+        let response = handle.await.unwrap();
+        match classify(&response) {
+            Answer::Answered => answered += 1,
+            Answer::Error(status) => errors.push((id.clone(), status)),
+        }
+        let calls = model_calls(backend, id).await;
+        assert!(calls <= 1, "{id} reached the model {calls} times");
+    }
+    println!(
+        "failover of the bookkeeping master: deferrals answered again {recovery:?} after the kill; \
+         in flight: {answered} answered, {} clear errors {errors:?}, 0 lost",
+        errors.len()
+    );
+    assert!(
+        recovery < Duration::from_secs(10),
+        "recovery took {recovery:?}"
+    );
+    assert_eq!(
+        sluice_redis::cross_slot_errors(),
+        0,
+        "a command crossed slots"
+    );
+}
+
+/// Requests left in `tenant`'s hourly budget, as any instance sees it.
+async fn requests_left(limiter: &sluice_ratelimit::limiter::Limiter, tenant: &str) -> u32 {
+    let request = sluice_testkit::rls::request(
+        "sluice",
+        vec![sluice_testkit::rls::with_hits(
+            sluice_testkit::rls::descriptor(&[("tenant", tenant), ("model", MODEL)]),
+            0,
+        )],
+    );
+    limiter.should_rate_limit(&request).await.unwrap().statuses[0].limit_remaining
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_rls_and_two_consumers_share_one_cluster_behind_one_envoy() {
+    sluice_testkit::init_test_tracing();
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let url = cluster.url();
+    let broker = start_broker().await;
+    let backend = start_llm_sim(sluice_llm_sim::SimConfig::fast()).await;
+
+    // `free`: 1000 requests an hour, never over here; `patient`: 50 tokens
+    // an hour, the rest deferred.
+    let limits = limits::file(&[
+        limits::tenant(Some("free"), 1000, 1_000_000, limits::OverLimit::Reject),
+        limits::tenant(
+            Some("patient"),
+            1000,
+            50,
+            limits::OverLimit::Defer("normal"),
+        ),
+    ]);
+    // Two sluice-rls instances, each with its deferral endpoint, on one cluster.
+    let mut instances = Vec::new();
+    let mut endpoint_metrics = Vec::new();
+    for _ in 0..2 {
+        let metrics = std::sync::Arc::new(EndpointMetrics::default());
+        let app = sluice_testkit::stack::deferral_endpoint(EndpointConfig {
+            metrics: metrics.clone(),
+            ..endpoint_config_at(&url, &broker)
+        })
+        .await;
+        let limiter = redis_limiter(&limits, &url, Default::default());
+        instances.push(
+            start_rls(
+                limiter,
+                RlsParts {
+                    deferral: Some(app),
+                    ..Default::default()
+                },
+            )
+            .await,
+        );
+        endpoint_metrics.push(metrics);
+    }
+    // Two consumers in one group.
+    let mut consumers = Vec::new();
+    for id in ["c1", "c2"] {
+        consumers.push(
+            start_consumer(
+                &redis_connection_at(&url),
+                &broker,
+                backend,
+                ConsumerSpec {
+                    pacing: unpaced(),
+                    ..ConsumerSpec::new(id)
+                },
+            )
+            .await,
+        );
+    }
+    // One Envoy whose RLS and deferral clusters hold both instances.
+    let rls_ports: Vec<u16> = instances.iter().map(|i| i.port).collect();
+    let deferral_ports: Vec<u16> = instances
+        .iter()
+        .map(|i| i.deferral.unwrap().port())
+        .collect();
+    let envoy = start_filter_envoy_over(&rls_ports, backend.port(), &deferral_ports).await;
+
+    let chat = |tenant: &'static str| {
+        let addr = envoy.listener;
+        let body = serde_json::json!({
+            "model": MODEL,
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}]
+        })
+        .to_string();
+        tokio::task::spawn_blocking(move || {
+            http_request(
+                addr,
+                "POST",
+                "/v1/chat/completions",
+                &[("x-tenant-id", tenant)],
+                body.as_bytes(),
+            )
+            .unwrap()
+        })
+    };
+
+    // N admitted requests through two instances: the shared counter is exact.
+    const N: u32 = 40;
+    let before = requests_left(&instances[0].limiter, "free").await;
+    let handles: Vec<_> = (0..N).map(|_| chat("free")).collect();
+    for handle in handles {
+        let response = handle.await.unwrap();
+        assert_eq!(response.status, 200, "{response:?}");
+    }
+    for instance in &instances {
+        assert_eq!(
+            requests_left(&instance.limiter, "free").await,
+            before - N,
+            "both instances see exactly {N} requests counted"
+        );
+    }
+
+    // Deferred requests: answered whichever instance holds the client.
+    let handles: Vec<_> = (0..12).map(|_| chat("patient")).collect();
+    for handle in handles {
+        let response = handle.await.unwrap();
+        assert_eq!(response.status, 200, "{response:?}");
+        let body: serde_json::Value = serde_json::from_str(&response.body).unwrap();
+        assert!(
+            body["choices"][0]["message"]["content"].is_string(),
+            "{response:?}"
+        );
+    }
+    let accepted: Vec<u64> = endpoint_metrics.iter().map(|m| m.accepted.get()).collect();
+    println!("deferred requests held by each instance: {accepted:?}");
+    assert!(
+        accepted.iter().all(|&n| n > 0),
+        "both instances held deferred clients: {accepted:?}"
+    );
+    let served: Vec<f64> = consumers
+        .iter()
+        .map(|c| c.counter("sluice_consumer_outcomes_total"))
+        .collect();
+    println!("outcomes per consumer: {served:?}");
+    assert_eq!(
+        sluice_redis::cross_slot_errors(),
+        0,
+        "a command crossed slots"
+    );
+}
