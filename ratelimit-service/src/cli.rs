@@ -2,7 +2,7 @@
 //! `sluice-allinone` (which adds a consumer in the same process). This is
 //! the binaries' edge: errors are `anyhow`.
 
-use crate::config::LimitsConfig;
+use crate::config::{LimitsConfig, LoadOptions};
 use crate::deferral::caps::{self, CapLimits, CapsMetrics};
 use crate::deferral::endpoint::{EndpointMetrics, EndpointOptions};
 use crate::deferral::hub::HubOptions;
@@ -73,6 +73,11 @@ pub struct ServeArgs {
         default_value = "all-or-nothing"
     )]
     pub counting: CountingMode,
+
+    /// Several files may describe one domain: their descriptors are merged
+    /// (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG). Off: one domain, one file.
+    #[arg(long, env = "SLUICE_RLS_MERGE_DOMAINS")]
+    pub merge_domains: bool,
 
     /// How often to look for config changes, in milliseconds (0 disables hot reload).
     #[arg(long, env = "SLUICE_RLS_RELOAD_MS", default_value_t = 2000)]
@@ -169,6 +174,21 @@ pub struct ServeArgs {
     pub log_format: LogFormat,
 }
 
+impl ServeArgs {
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions {
+            merge_domains: self.merge_domains,
+        }
+    }
+}
+
+/// Logs what the config accepts but is probably a mistake.
+pub fn log_warnings(config: &LimitsConfig) {
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum StoreKind {
     Memory,
@@ -206,7 +226,10 @@ pub async fn serve(
         .config
         .clone()
         .context("no limits configuration: pass --config FILE|DIR or set SLUICE_RLS_CONFIG")?;
-    let config = LimitsConfig::load(&config_path).context("refusing to start")?;
+    let load_options = args.load_options();
+    let config =
+        LimitsConfig::load_with(&config_path, load_options).context("refusing to start")?;
+    log_warnings(&config);
 
     let store: Arc<dyn CounterStore> = match args.store {
         StoreKind::Memory => Arc::new(MemoryStore::new()),

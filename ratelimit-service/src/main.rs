@@ -4,7 +4,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sluice_ratelimit::cli::{self, ServeArgs};
-use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::config::{LimitsConfig, LoadOptions};
 use std::path::PathBuf;
 
 // glibc's malloc serialises on arena locks under many small, short-lived
@@ -53,7 +53,7 @@ async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     cli::init_tracing(cli.serve.log_format);
     let result = if let Some(path) = &cli.validate {
-        validate(path)
+        validate(path, cli.serve.load_options())
     } else {
         match cli.command {
             Some(Command::Query {
@@ -74,8 +74,11 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-fn validate(path: &std::path::Path) -> anyhow::Result<()> {
-    let config = LimitsConfig::load(path)?;
+fn validate(path: &std::path::Path, options: LoadOptions) -> anyhow::Result<()> {
+    let config = LimitsConfig::load_with(path, options)?;
+    for warning in config.warnings() {
+        println!("warning: {warning}");
+    }
     let mut domains: Vec<&str> = config.domains().collect();
     domains.sort_unstable();
     println!(

@@ -47,7 +47,9 @@ impl Reloader {
                 return Ok(None);
             }
             self.last_seen = Some(print);
-            LimitsConfig::from_sources(&sources).map(Some)
+            // Reload the way the running config was loaded.
+            let options = self.limiter.config().load_options();
+            LimitsConfig::from_sources_with(&sources, options).map(Some)
         });
         let metrics = self.limiter.metrics().clone();
         match result {
@@ -58,6 +60,7 @@ impl Reloader {
                     limits = config.limit_count(),
                     "limits configuration reloaded"
                 );
+                crate::cli::log_warnings(&config);
                 self.limiter.replace_config(config);
                 metrics
                     .config_reloads

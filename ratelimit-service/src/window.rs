@@ -75,6 +75,22 @@ impl Unit {
             Unit::Year => "year",
         }
     }
+
+    /// A unit name in any case (`minute`, `MINUTE`), as envoyproxy/ratelimit
+    /// reads it; `unknown` is not a unit.
+    pub fn parse(text: &str) -> Option<Unit> {
+        [
+            Unit::Second,
+            Unit::Minute,
+            Unit::Hour,
+            Unit::Day,
+            Unit::Week,
+            Unit::Month,
+            Unit::Year,
+        ]
+        .into_iter()
+        .find(|unit| unit.as_str().eq_ignore_ascii_case(text))
+    }
 }
 
 impl fmt::Display for Unit {
