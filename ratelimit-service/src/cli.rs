@@ -7,7 +7,7 @@ use crate::deferral::caps::{self, CapLimits, CapsMetrics};
 use crate::deferral::endpoint::{EndpointMetrics, EndpointOptions};
 use crate::deferral::hub::HubOptions;
 use crate::deferral::{Endpoint, EndpointConfig};
-use crate::limiter::{Limiter, SystemClock};
+use crate::limiter::{HeaderStyle, Limiter, ResponseOptions, SystemClock, UpstreamHeaderNames};
 use crate::metrics::Metrics;
 use crate::server::{self, Deps};
 use crate::store::{CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions};
@@ -78,6 +78,56 @@ pub struct ServeArgs {
     /// (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG). Off: one domain, one file.
     #[arg(long, env = "SLUICE_RLS_MERGE_DOMAINS")]
     pub merge_domains: bool,
+
+    /// Answer OK where the answer would be OVER_LIMIT (statuses still say
+    /// which descriptor is over); envoyproxy/ratelimit's SHADOW_MODE.
+    #[arg(long, env = "SLUICE_RLS_GLOBAL_SHADOW_MODE")]
+    pub global_shadow_mode: bool,
+
+    /// Every limit in quota mode; envoyproxy/ratelimit's QUOTA_MODE.
+    #[arg(long, env = "SLUICE_RLS_GLOBAL_QUOTA_MODE")]
+    pub global_quota_mode: bool,
+
+    /// Rate-limit headers in answers: `sluice` (RateLimit-Limit/-Remaining/
+    /// -Reset/-Policy, Retry-After), `upstream` (envoyproxy/ratelimit's
+    /// LIMIT_RESPONSE_HEADERS_ENABLED), `off`.
+    #[arg(
+        long,
+        env = "SLUICE_RLS_RESPONSE_HEADERS",
+        value_enum,
+        default_value = "sluice"
+    )]
+    pub response_headers: HeaderStyleKind,
+
+    /// Header names of `--response-headers upstream` (LIMIT_LIMIT_HEADER).
+    #[arg(
+        long,
+        env = "SLUICE_RLS_LIMIT_HEADER",
+        default_value = "RateLimit-Limit"
+    )]
+    pub limit_header: String,
+
+    /// (LIMIT_REMAINING_HEADER)
+    #[arg(
+        long,
+        env = "SLUICE_RLS_REMAINING_HEADER",
+        default_value = "RateLimit-Remaining"
+    )]
+    pub remaining_header: String,
+
+    /// (LIMIT_RESET_HEADER)
+    #[arg(
+        long,
+        env = "SLUICE_RLS_RESET_HEADER",
+        default_value = "RateLimit-Reset"
+    )]
+    pub reset_header: String,
+
+    /// Add envoyproxy/ratelimit's response dynamic metadata (domain,
+    /// descriptors, hitsAddend, the passing limits' `metadata`);
+    /// RESPONSE_DYNAMIC_METADATA.
+    #[arg(long, env = "SLUICE_RLS_RESPONSE_DYNAMIC_METADATA")]
+    pub response_dynamic_metadata: bool,
 
     /// How often to look for config changes, in milliseconds (0 disables hot reload).
     #[arg(long, env = "SLUICE_RLS_RELOAD_MS", default_value_t = 2000)]
@@ -180,6 +230,30 @@ impl ServeArgs {
             merge_domains: self.merge_domains,
         }
     }
+
+    pub fn response_options(&self) -> ResponseOptions {
+        ResponseOptions {
+            global_shadow_mode: self.global_shadow_mode,
+            global_quota_mode: self.global_quota_mode,
+            headers: match self.response_headers {
+                HeaderStyleKind::Sluice => HeaderStyle::Sluice,
+                HeaderStyleKind::Upstream => HeaderStyle::Upstream(UpstreamHeaderNames {
+                    limit: self.limit_header.clone(),
+                    remaining: self.remaining_header.clone(),
+                    reset: self.reset_header.clone(),
+                }),
+                HeaderStyleKind::Off => HeaderStyle::Off,
+            },
+            dynamic_metadata: self.response_dynamic_metadata,
+        }
+    }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum HeaderStyleKind {
+    Sluice,
+    Upstream,
+    Off,
 }
 
 /// Logs what the config accepts but is probably a mistake.
@@ -273,13 +347,16 @@ pub async fn serve(
         endpoint_metrics.register(&mut metrics.registry);
         caps_metrics.register(&mut metrics.registry);
     }
-    let limiter = Arc::new(Limiter::new(
-        config,
-        store,
-        args.counting,
-        Arc::new(SystemClock),
-        Arc::new(metrics),
-    ));
+    let limiter = Arc::new(
+        Limiter::new(
+            config,
+            store,
+            args.counting,
+            Arc::new(SystemClock),
+            Arc::new(metrics),
+        )
+        .with_response_options(args.response_options()),
+    );
     let secrets = crate::deferral::secrets::load(
         args.deferral_secret_file.as_deref(),
         args.deferral_secrets.as_deref(),

@@ -59,6 +59,7 @@ pub struct Metrics {
     pub hits: Family<LimitLabels, Counter>,
     pub over_limit: Family<LimitLabels, Counter>,
     pub shadow_mode_hits: Family<LimitLabels, Counter>,
+    pub global_shadow_mode: Counter,
     pub detailed: Family<DetailedLabels, Counter>,
     pub store_errors: Family<StoreLabels, Counter>,
     pub config_reloads: Family<ResultLabels, Counter>,
@@ -109,6 +110,12 @@ impl Metrics {
             "Descriptors over a shadow-mode limit (answered OK)",
             shadow_mode_hits.clone(),
         );
+        let global_shadow_mode = Counter::default();
+        registry.register(
+            "global_shadow_mode",
+            "OVER_LIMIT answers turned into OK by --global-shadow-mode",
+            global_shadow_mode.clone(),
+        );
         let detailed = Family::<DetailedLabels, Counter>::default();
         registry.register(
             "detailed_decisions",
@@ -154,6 +161,7 @@ impl Metrics {
             hits,
             over_limit,
             shadow_mode_hits,
+            global_shadow_mode,
             detailed,
             store_errors,
             config_reloads,

@@ -4,9 +4,11 @@
 //! headers, Sluice's metadata, metric events).
 
 mod answer;
+mod options;
 mod plan;
 
 pub use answer::METADATA_NAMESPACE;
+pub use options::{HeaderStyle, ResponseOptions, UpstreamHeaderNames};
 pub use plan::Charge;
 
 use answer::MetricEvent;
@@ -74,6 +76,7 @@ pub struct Limiter {
     mode: CountingMode,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
+    response: ResponseOptions,
 }
 
 impl Limiter {
@@ -91,7 +94,18 @@ impl Limiter {
             mode,
             clock,
             metrics,
+            response: ResponseOptions::default(),
         }
+    }
+
+    /// The same limiter with these answer switches.
+    pub fn with_response_options(mut self, response: ResponseOptions) -> Self {
+        self.response = response;
+        self
+    }
+
+    pub fn response_options(&self) -> &ResponseOptions {
+        &self.response
     }
 
     /// Swap in a new configuration; decisions in flight finish on the old one.
@@ -192,12 +206,18 @@ impl Limiter {
         request: &RateLimitRequest,
         mode: CountingMode,
     ) -> Result<RateLimitResponse, DecisionError> {
-        let plan = plan::plan(config, request, mode, self.clock.now_millis())?;
+        let plan = plan::plan(
+            config,
+            request,
+            mode,
+            self.response.global_quota_mode,
+            self.clock.now_millis(),
+        )?;
         let outcome = self
             .store
             .apply(&plan.ops, plan.mode, plan.now_millis)
             .await?;
-        let answer = answer::answer(request, &plan, &outcome);
+        let answer = answer::answer(request, &plan, &outcome, &self.response);
         self.record(&request.domain, &answer.events);
         Ok(answer.response)
     }
@@ -226,6 +246,7 @@ impl Limiter {
                         code,
                     })
                     .inc(),
+                MetricEvent::GlobalShadowMode => self.metrics.global_shadow_mode.inc(),
             };
         }
     }

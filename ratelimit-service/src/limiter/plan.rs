@@ -82,6 +82,7 @@ pub fn plan(
     config: &LimitsConfig,
     request: &RateLimitRequest,
     mode: CountingMode,
+    global_quota_mode: bool,
     now_millis: u64,
 ) -> Result<Plan, DecisionError> {
     validate(request)?;
@@ -105,7 +106,7 @@ pub fn plan(
             Some((Matched::Limited(limit), shared)) => {
                 let window = Window::containing(limit.unit, now_millis);
                 let hits = descriptor_hits(descriptor, request_hits);
-                ops.push(counter_op(
+                let mut op = counter_op(
                     &request.domain,
                     descriptor,
                     shared,
@@ -113,7 +114,11 @@ pub fn plan(
                     window,
                     hits,
                     now_millis,
-                ));
+                );
+                // Over a quota-mode limit the request may still pass: its
+                // other counters must move (the answer decides).
+                op.enforced &= !(limit.quota_mode || global_quota_mode);
+                ops.push(op);
                 Resolved::Limited(Applied {
                     limit: limit.clone(),
                     window,
