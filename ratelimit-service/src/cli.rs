@@ -11,6 +11,7 @@ use crate::limiter::{HeaderStyle, Limiter, ResponseOptions, SystemClock, Upstrea
 use crate::metrics::Metrics;
 use crate::server::{self, Deps};
 use crate::store::{CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions};
+use crate::xds::{XdsClient, XdsOptions};
 use anyhow::Context;
 use sluice_contract::{ClaimTiming, LocalBus};
 use std::net::SocketAddr;
@@ -33,6 +34,43 @@ pub struct ServeArgs {
     /// Limits file, or a directory of *.yaml files (envoyproxy/ratelimit format).
     #[arg(long, env = "SLUICE_RLS_CONFIG", value_name = "FILE|DIR")]
     pub config: Option<PathBuf>,
+
+    /// Also (or only) take limits from this xDS management server
+    /// (`host:port` or `http://host:port`): state-of-the-world ADS,
+    /// RateLimitConfig resources, as envoyproxy/ratelimit's
+    /// CONFIG_TYPE=GRPC_XDS_SOTW and Envoy Gateway.
+    #[arg(long, env = "SLUICE_RLS_XDS_SERVER", value_name = "HOST:PORT")]
+    pub xds_server: Option<String>,
+
+    /// `node.id` sent to the xDS server (CONFIG_GRPC_XDS_NODE_ID).
+    #[arg(long, env = "SLUICE_RLS_XDS_NODE_ID", default_value = "default")]
+    pub xds_node_id: String,
+
+    /// `node.metadata` for the xDS server: `k=v,k2=v2` (CONFIG_GRPC_XDS_NODE_METADATA).
+    #[arg(long, env = "SLUICE_RLS_XDS_NODE_METADATA", default_value = "")]
+    pub xds_node_metadata: String,
+
+    /// First wait before reconnecting to the xDS server, in milliseconds;
+    /// doubles (with jitter) up to --xds-backoff-max-ms.
+    #[arg(
+        long,
+        env = "SLUICE_RLS_XDS_BACKOFF_INITIAL_MS",
+        default_value_t = 1000
+    )]
+    pub xds_backoff_initial_ms: u64,
+
+    #[arg(long, env = "SLUICE_RLS_XDS_BACKOFF_MAX_MS", default_value_t = 60_000)]
+    pub xds_backoff_max_ms: u64,
+
+    /// Largest xDS response accepted, in bytes (XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES).
+    #[arg(long, env = "SLUICE_RLS_XDS_MAX_MESSAGE_BYTES")]
+    pub xds_max_message_bytes: Option<usize>,
+
+    /// With --xds-server and no --config: serve before the first config
+    /// arrives (every domain unknown, so every answer OK) instead of waiting
+    /// for it (FORCE_START_WITHOUT_INITIAL_CONFIG).
+    #[arg(long, env = "SLUICE_RLS_XDS_START_WITHOUT_CONFIG")]
+    pub xds_start_without_config: bool,
 
     /// gRPC listen address (Envoy's rate_limit_service cluster points here).
     #[arg(long, env = "SLUICE_RLS_GRPC_ADDR", default_value = "0.0.0.0:8081")]
@@ -231,6 +269,26 @@ impl ServeArgs {
         }
     }
 
+    pub fn xds_options(&self) -> Option<XdsOptions> {
+        let server = self.xds_server.clone()?;
+        let node_metadata = self
+            .xds_node_metadata
+            .split(',')
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect();
+        Some(XdsOptions {
+            server,
+            node_id: self.xds_node_id.clone(),
+            node_metadata,
+            backoff_initial: Duration::from_millis(self.xds_backoff_initial_ms.max(1)),
+            backoff_max: Duration::from_millis(
+                self.xds_backoff_max_ms.max(self.xds_backoff_initial_ms),
+            ),
+            max_message_bytes: self.xds_max_message_bytes,
+        })
+    }
+
     pub fn response_options(&self) -> ResponseOptions {
         ResponseOptions {
             global_shadow_mode: self.global_shadow_mode,
@@ -296,13 +354,17 @@ pub async fn serve(
     in_process: Option<InProcess>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let config_path = args
-        .config
-        .clone()
-        .context("no limits configuration: pass --config FILE|DIR or set SLUICE_RLS_CONFIG")?;
+    let xds = args.xds_options();
+    if args.config.is_none() && xds.is_none() {
+        anyhow::bail!(
+            "no limits configuration: pass --config FILE|DIR (SLUICE_RLS_CONFIG) and/or --xds-server HOST:PORT (SLUICE_RLS_XDS_SERVER)"
+        );
+    }
     let load_options = args.load_options();
-    let config =
-        LimitsConfig::load_with(&config_path, load_options).context("refusing to start")?;
+    let config = match &args.config {
+        Some(path) => LimitsConfig::load_with(path, load_options).context("refusing to start")?,
+        None => LimitsConfig::from_domains(Vec::new(), load_options)?,
+    };
     log_warnings(&config);
 
     let store: Arc<dyn CounterStore> = match args.store {
@@ -337,7 +399,8 @@ pub async fn serve(
         store = store.kind(),
         counting = ?args.counting,
         limits = config.limit_count(),
-        config = %config_path.display(),
+        config = ?args.config,
+        xds = ?args.xds_server,
         "sluice-rls listening"
     );
     let mut metrics = Metrics::new();
@@ -409,9 +472,16 @@ pub async fn serve(
         ),
         None => None,
     };
+    let shutdown = match xds {
+        Some(options) => {
+            let wait = args.config.is_none() && !args.xds_start_without_config;
+            start_xds(options, limiter.clone(), wait, shutdown).await?
+        }
+        None => Box::pin(shutdown),
+    };
     let deps = Deps {
         limiter,
-        config_path: Some(config_path),
+        config_path: args.config.clone(),
         reload_interval: Duration::from_millis(args.reload_ms),
         ext_authz,
         deferral,
@@ -419,6 +489,39 @@ pub async fn serve(
     server::run(grpc, Some(admin), deps, shutdown).await?;
     tracing::info!("sluice-rls stopped");
     Ok(())
+}
+
+/// Starts the xDS client (waiting for its first config if `wait`); returns
+/// the shutdown future that also stops it.
+async fn start_xds(
+    options: XdsOptions,
+    limiter: Arc<Limiter>,
+    wait: bool,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let (client, mut versions) = XdsClient::new(options.clone(), limiter);
+    tokio::spawn(client.run(async move {
+        let mut stopped = stopped;
+        let _ = stopped.wait_for(|stop| *stop).await;
+    }));
+    let mut shutdown = Box::pin(shutdown);
+    if wait {
+        tracing::info!(server = %options.server, "waiting for the first limits from xDS");
+        tokio::select! {
+            _ = &mut shutdown => {
+                let _ = stop.send(true);
+                anyhow::bail!("stopped before the first limits arrived from xDS");
+            }
+            first = versions.wait_for(Option::is_some) => {
+                first.map_err(|_| anyhow::anyhow!("the xDS client stopped"))?;
+            }
+        }
+    }
+    Ok(Box::pin(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    }))
 }
 
 async fn deferral_endpoint(

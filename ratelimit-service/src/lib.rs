@@ -18,5 +18,6 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod window;
+pub mod xds;
 
 pub use limiter::{Clock, Limiter, ManualClock, SystemClock};

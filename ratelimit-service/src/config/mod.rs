@@ -259,8 +259,11 @@ pub struct LimitsConfig {
     domains: HashMap<String, Children>,
     /// Whether any limit uses `replaces` (the decision skips that step if not).
     has_replaces: bool,
-    files: Vec<PathBuf>,
     limit_count: usize,
+    /// What it was built from: files, and resources received over xDS (named
+    /// `xds:<resource>`); a file reload keeps the xDS part and vice versa.
+    file_domains: Arc<Vec<(PathBuf, DomainFile)>>,
+    xds_domains: Arc<Vec<(PathBuf, DomainFile)>>,
     /// Things upstream accepts silently that are probably mistakes.
     warnings: Vec<String>,
     /// How it was loaded (a reload loads the same way).
@@ -307,8 +310,13 @@ impl LimitsConfig {
         self.domains.keys().map(String::as_str)
     }
 
-    pub fn files(&self) -> &[PathBuf] {
-        &self.files
+    /// The sources of the config, files first.
+    pub fn files(&self) -> Vec<&Path> {
+        self.file_domains
+            .iter()
+            .chain(self.xds_domains.iter())
+            .map(|(file, _)| file.as_path())
+            .collect()
     }
 
     /// Number of limits (including unlimited ones) across all domains.
@@ -352,9 +360,30 @@ impl LimitsConfig {
         Self::from_domains(parsed, options)
     }
 
-    /// Build from parsed domains (files, or resources received over xDS).
+    /// Build from parsed files.
     pub fn from_domains(
         domains: Vec<(PathBuf, DomainFile)>,
+        options: LoadOptions,
+    ) -> Result<LimitsConfig, ConfigError> {
+        Self::build(Arc::new(domains), Arc::default(), options)
+    }
+
+    /// This config with its files replaced (a reload), xDS part kept.
+    pub fn with_files(
+        &self,
+        files: Vec<(PathBuf, DomainFile)>,
+    ) -> Result<LimitsConfig, ConfigError> {
+        Self::build(Arc::new(files), self.xds_domains.clone(), self.options)
+    }
+
+    /// This config with its xDS part replaced, files kept.
+    pub fn with_xds(&self, xds: Vec<(PathBuf, DomainFile)>) -> Result<LimitsConfig, ConfigError> {
+        Self::build(self.file_domains.clone(), Arc::new(xds), self.options)
+    }
+
+    fn build(
+        file_domains: Arc<Vec<(PathBuf, DomainFile)>>,
+        xds_domains: Arc<Vec<(PathBuf, DomainFile)>>,
         options: LoadOptions,
     ) -> Result<LimitsConfig, ConfigError> {
         let mut config = LimitsConfig {
@@ -362,16 +391,16 @@ impl LimitsConfig {
             ..LimitsConfig::default()
         };
         let mut builders: HashMap<String, (PathBuf, Builder)> = HashMap::new();
-        for (file, parsed) in domains {
-            validate_domain_name(&parsed.domain).map_err(|m| ConfigError::new(&file, m))?;
+        for (file, parsed) in file_domains.iter().chain(xds_domains.iter()) {
+            validate_domain_name(&parsed.domain).map_err(|m| ConfigError::new(file, m))?;
             let in_domain =
-                |m: String| ConfigError::new(&file, format!("domain '{}': {m}", parsed.domain));
+                |m: String| ConfigError::new(file, format!("domain '{}': {m}", parsed.domain));
             let (first_file, builder) = builders
                 .entry(parsed.domain.clone())
                 .or_insert_with(|| (file.clone(), Builder::default()));
-            if *first_file != file && !options.merge_domains {
+            if first_file != file && !options.merge_domains {
                 return Err(ConfigError::new(
-                    &file,
+                    file,
                     format!(
                         "domain '{}' is already defined in {} (set --merge-domains to merge them)",
                         parsed.domain,
@@ -384,7 +413,6 @@ impl LimitsConfig {
             builder
                 .children(root, &parsed.descriptors, &mut Vec::new())
                 .map_err(in_domain)?;
-            config.files.push(file.clone());
         }
         for (domain, (_, builder)) in builders {
             config.limit_count += builder.limit_count;
@@ -393,6 +421,8 @@ impl LimitsConfig {
             config.warnings.extend(builder.warnings);
         }
         config.warnings.sort();
+        config.file_domains = file_domains;
+        config.xds_domains = xds_domains;
         Ok(config)
     }
 }

@@ -77,6 +77,9 @@ pub struct Limiter {
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     response: ResponseOptions,
+    /// Serialises config updates (file reloads and xDS), so that neither
+    /// loses the other's change.
+    updating: std::sync::Mutex<()>,
 }
 
 impl Limiter {
@@ -95,6 +98,7 @@ impl Limiter {
             clock,
             metrics,
             response: ResponseOptions::default(),
+            updating: std::sync::Mutex::new(()),
         }
     }
 
@@ -112,6 +116,23 @@ impl Limiter {
     pub fn replace_config(&self, config: LimitsConfig) {
         self.metrics.config_limits.set(config.limit_count() as i64);
         self.config.store(Arc::new(config));
+    }
+
+    /// Build a new config from the running one and swap it in; on error the
+    /// running config stays.
+    pub fn update_config<E>(
+        &self,
+        build: impl FnOnce(&LimitsConfig) -> Result<LimitsConfig, E>,
+    ) -> Result<Arc<LimitsConfig>, E> {
+        // A panic while holding it cannot leave a config half-built: the swap is atomic.
+        let _guard = self
+            .updating
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let next = Arc::new(build(&self.config.load_full())?);
+        self.metrics.config_limits.set(next.limit_count() as i64);
+        self.config.store(next.clone());
+        Ok(next)
     }
 
     pub fn config(&self) -> Arc<LimitsConfig> {
