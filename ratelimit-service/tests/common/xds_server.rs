@@ -2,6 +2,8 @@
 //! whatever snapshot the test sets (to every stream, at once) and records
 //! the clients' requests (subscriptions, ACKs, NACKs).
 
+#![allow(dead_code)] // each test file uses part of it
+
 use sluice_proto::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
     AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
 };
