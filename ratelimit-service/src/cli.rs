@@ -10,7 +10,9 @@ use crate::deferral::{Endpoint, EndpointConfig};
 use crate::limiter::{HeaderStyle, Limiter, ResponseOptions, SystemClock, UpstreamHeaderNames};
 use crate::metrics::Metrics;
 use crate::server::{self, Deps};
-use crate::store::{CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions};
+use crate::store::{
+    CounterStore, CountingMode, LocalCacheStore, MemoryStore, RedisStore, RedisStoreOptions,
+};
 use crate::xds::{XdsClient, XdsOptions};
 use anyhow::Context;
 use sluice_contract::{ClaimTiming, LocalBus};
@@ -101,6 +103,12 @@ pub struct ServeArgs {
     /// Deadline of one Redis round trip, in milliseconds.
     #[arg(long, env = "SLUICE_REDIS_TIMEOUT_MS", default_value_t = 250)]
     pub redis_timeout_ms: u64,
+
+    /// Remember counters that reached their limit, up to this many bytes, and
+    /// answer requests whose every counter is over without asking the store
+    /// until the window ends (LOCAL_CACHE_SIZE_IN_BYTES). 0: off.
+    #[arg(long, env = "SLUICE_RLS_LOCAL_CACHE_BYTES", default_value_t = 0)]
+    pub local_cache_bytes: usize,
 
     /// `all-or-nothing`: an over-limit request moves no counter;
     /// `increment-all`: envoyproxy/ratelimit's behaviour.
@@ -410,6 +418,15 @@ pub async fn serve(
         endpoint_metrics.register(&mut metrics.registry);
         caps_metrics.register(&mut metrics.registry);
     }
+    let store: Arc<dyn CounterStore> = if args.local_cache_bytes > 0 {
+        Arc::new(LocalCacheStore::new(
+            store,
+            args.local_cache_bytes,
+            metrics.local_cache_answers.clone(),
+        ))
+    } else {
+        store
+    };
     let limiter = Arc::new(
         Limiter::new(
             config,

@@ -60,6 +60,7 @@ pub struct Metrics {
     pub over_limit: Family<LimitLabels, Counter>,
     pub shadow_mode_hits: Family<LimitLabels, Counter>,
     pub global_shadow_mode: Counter,
+    pub local_cache_answers: Counter,
     pub detailed: Family<DetailedLabels, Counter>,
     pub store_errors: Family<StoreLabels, Counter>,
     pub config_reloads: Family<ResultLabels, Counter>,
@@ -116,6 +117,12 @@ impl Metrics {
             "OVER_LIMIT answers turned into OK by --global-shadow-mode",
             global_shadow_mode.clone(),
         );
+        let local_cache_answers = Counter::default();
+        registry.register(
+            "local_cache_answers",
+            "Decisions answered from the over-limit local cache, without the store",
+            local_cache_answers.clone(),
+        );
         let detailed = Family::<DetailedLabels, Counter>::default();
         registry.register(
             "detailed_decisions",
@@ -162,6 +169,7 @@ impl Metrics {
             over_limit,
             shadow_mode_hits,
             global_shadow_mode,
+            local_cache_answers,
             detailed,
             store_errors,
             config_reloads,
