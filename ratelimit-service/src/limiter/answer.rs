@@ -99,71 +99,24 @@ pub fn answer<'p>(
         };
         response.statuses.push(status);
     }
-    let quota_total = readings
-        .iter()
-        .filter(|r| r.applied.limit.quota_mode || options.global_quota_mode)
-        .count();
-    let quota_over = readings.iter().filter(|r| r.quota_over).count();
-    let over =
-        readings.iter().any(|r| r.blocking) || (quota_total > 0 && quota_total == quota_over);
-    let shadowed = over && options.global_shadow_mode;
-    if shadowed {
+    let verdict = Verdict::of(&readings, options, now);
+    if verdict.shadowed {
         events.push(MetricEvent::GlobalShadowMode);
     }
-    let over_limits: Vec<&Reading<'p>> = if over {
-        readings.iter().filter(|r| r.is_over()).collect()
-    } else {
-        Vec::new()
-    };
-    let retry_after_secs = over_limits
-        .iter()
-        .map(|r| r.applied.window.seconds_until_reset(now))
-        .max()
-        .unwrap_or(0);
-    if over && !shadowed {
+    if verdict.refused() {
         response.overall_code = Code::OverLimit as i32;
     }
-    match &options.headers {
-        HeaderStyle::Sluice => {
-            let tightest = readings
-                .iter()
-                .filter(|r| !r.applied.limit.shadow_mode)
-                .fold(
-                    None,
-                    |best: Option<&Reading<'p>>, r| {
-                        if is_tighter(r, best) {
-                            Some(r)
-                        } else {
-                            best
-                        }
-                    },
-                );
-            if let Some(reading) = tightest {
-                response
-                    .response_headers_to_add
-                    .extend(rate_limit_headers(reading, now));
-            }
-            if over && !shadowed {
-                response
-                    .response_headers_to_add
-                    .push(header(RETRY_AFTER, retry_after_secs.max(1).to_string()));
-            }
-        }
-        HeaderStyle::Upstream(names) => {
-            if let Some(reading) = upstream_header_reading(&readings) {
-                response
-                    .response_headers_to_add
-                    .extend(upstream_headers(reading, now, names));
-            }
-        }
-        HeaderStyle::Off => {}
-    }
+    response.response_headers_to_add = headers(&readings, &verdict, now, &options.headers);
     let mut metadata = BTreeMap::new();
-    if over && !shadowed {
-        let limits: Vec<&Limit> = over_limits.iter().map(|r| &*r.applied.limit).collect();
+    if verdict.refused() {
+        let limits: Vec<&Limit> = verdict
+            .over_limits
+            .iter()
+            .map(|r| &*r.applied.limit)
+            .collect();
         metadata.insert(
             METADATA_NAMESPACE.to_string(),
-            struct_value(sluice_metadata(&limits, retry_after_secs)),
+            struct_value(sluice_metadata(&limits, verdict.retry_after_secs)),
         );
     }
     if options.dynamic_metadata {
@@ -175,6 +128,88 @@ pub fn answer<'p>(
         });
     }
     Answer { response, events }
+}
+
+/// The request as a whole.
+struct Verdict<'r, 'p> {
+    /// Over an enforced limit, or over every quota-mode limit.
+    over: bool,
+    /// Over, but answered OK by `--global-shadow-mode`.
+    shadowed: bool,
+    /// The limits that make it over.
+    over_limits: Vec<&'r Reading<'p>>,
+    /// Until the last of them resets.
+    retry_after_secs: u64,
+}
+
+impl<'r, 'p> Verdict<'r, 'p> {
+    fn of(readings: &'r [Reading<'p>], options: &ResponseOptions, now: u64) -> Self {
+        let quota_total = readings
+            .iter()
+            .filter(|r| r.applied.limit.quota_mode || options.global_quota_mode)
+            .count();
+        let quota_over = readings.iter().filter(|r| r.quota_over).count();
+        // Quota-mode limits refuse a request only together: when every one is over.
+        let quota_exhausted = quota_total > 0 && quota_total == quota_over;
+        let over_limits: Vec<&Reading<'p>> = readings
+            .iter()
+            .filter(|r| r.blocking || (quota_exhausted && r.quota_over))
+            .collect();
+        let retry_after_secs = over_limits
+            .iter()
+            .map(|r| r.applied.window.seconds_until_reset(now))
+            .max()
+            .unwrap_or(0);
+        let over = !over_limits.is_empty();
+        Verdict {
+            over,
+            shadowed: over && options.global_shadow_mode,
+            over_limits,
+            retry_after_secs,
+        }
+    }
+
+    /// Answered OVER_LIMIT.
+    fn refused(&self) -> bool {
+        self.over && !self.shadowed
+    }
+}
+
+/// The rate-limit headers `style` asks for.
+fn headers(
+    readings: &[Reading<'_>],
+    verdict: &Verdict<'_, '_>,
+    now: u64,
+    style: &HeaderStyle,
+) -> Vec<HeaderValue> {
+    let mut headers = Vec::new();
+    match style {
+        HeaderStyle::Sluice => {
+            let tightest = readings
+                .iter()
+                .filter(|r| !r.applied.limit.shadow_mode)
+                .fold(
+                    None,
+                    |best, r| if is_tighter(r, best) { Some(r) } else { best },
+                );
+            if let Some(reading) = tightest {
+                headers.extend(rate_limit_headers(reading, now));
+            }
+            if verdict.refused() {
+                headers.push(header(
+                    RETRY_AFTER,
+                    verdict.retry_after_secs.max(1).to_string(),
+                ));
+            }
+        }
+        HeaderStyle::Upstream(names) => {
+            if let Some(reading) = upstream_header_reading(readings) {
+                headers.extend(upstream_headers(reading, now, names));
+            }
+        }
+        HeaderStyle::Off => {}
+    }
+    headers
 }
 
 /// Reads one limited descriptor's counter from the outcome, noting the

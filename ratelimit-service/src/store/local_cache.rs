@@ -152,7 +152,10 @@ mod tests {
         assert!(!outcome.applied, "k is still over");
         assert_eq!(answered.get(), 1);
         // After the window, the key is forgotten.
-        store.apply(&[op("k", 1, 2)], mode, now + 61_000).await.unwrap();
+        store
+            .apply(&[op("k", 1, 2)], mode, now + 61_000)
+            .await
+            .unwrap();
         assert_eq!(answered.get(), 1);
     }
 
