@@ -111,7 +111,7 @@ fn rate_limit(
         sluice: policy
             .sluice
             .as_ref()
-            .map(|extension| sluice_extension(extension))
+            .map(sluice_extension)
             .transpose()
             .map_err(|message| ResourceError::Sluice {
                 resource: resource.to_string(),
