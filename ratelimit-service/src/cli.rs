@@ -13,13 +13,14 @@ use crate::server::{self, Deps};
 use crate::store::{
     CounterStore, CountingMode, LocalCacheStore, MemoryStore, RedisStore, RedisStoreOptions,
 };
-use crate::xds::{XdsClient, XdsOptions};
+use crate::xds::{XdsClient, XdsOptions, XdsTls};
 use anyhow::Context;
 use sluice_contract::{ClaimTiming, LocalBus};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 /// A consumer running in this process (`sluice-allinone`).
 pub struct InProcess {
@@ -67,6 +68,63 @@ pub struct ServeArgs {
     /// Largest xDS response accepted, in bytes (XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES).
     #[arg(long, env = "SLUICE_RLS_XDS_MAX_MESSAGE_BYTES")]
     pub xds_max_message_bytes: Option<usize>,
+
+    /// TLS to the xDS server: the CA its certificate must chain to
+    /// (CONFIG_GRPC_XDS_SERVER_USE_TLS + CONFIG_GRPC_XDS_SERVER_TLS_CACERT).
+    #[arg(long, env = "SLUICE_RLS_XDS_TLS_CA", value_name = "PEM")]
+    pub xds_tls_ca: Option<PathBuf>,
+
+    /// Client certificate for the xDS server (CONFIG_GRPC_XDS_CLIENT_TLS_CERT); needs --xds-tls-key.
+    #[arg(
+        long,
+        env = "SLUICE_RLS_XDS_TLS_CERT",
+        value_name = "PEM",
+        requires = "xds_tls_key"
+    )]
+    pub xds_tls_cert: Option<PathBuf>,
+
+    /// (CONFIG_GRPC_XDS_CLIENT_TLS_KEY)
+    #[arg(
+        long,
+        env = "SLUICE_RLS_XDS_TLS_KEY",
+        value_name = "PEM",
+        requires = "xds_tls_cert"
+    )]
+    pub xds_tls_key: Option<PathBuf>,
+
+    /// Name the xDS server's certificate must carry, if not the host of
+    /// --xds-server (CONFIG_GRPC_XDS_SERVER_TLS_SAN).
+    #[arg(long, env = "SLUICE_RLS_XDS_TLS_SERVER_NAME")]
+    pub xds_tls_server_name: Option<String>,
+
+    /// TLS on the gRPC listener: certificate (GRPC_SERVER_USE_TLS +
+    /// GRPC_SERVER_TLS_CERT); needs --grpc-tls-key.
+    #[arg(
+        long,
+        env = "SLUICE_RLS_GRPC_TLS_CERT",
+        value_name = "PEM",
+        requires = "grpc_tls_key"
+    )]
+    pub grpc_tls_cert: Option<PathBuf>,
+
+    /// (GRPC_SERVER_TLS_KEY)
+    #[arg(
+        long,
+        env = "SLUICE_RLS_GRPC_TLS_KEY",
+        value_name = "PEM",
+        requires = "grpc_tls_cert"
+    )]
+    pub grpc_tls_key: Option<PathBuf>,
+
+    /// Require client certificates signed by this CA on the gRPC listener
+    /// (GRPC_SERVER_TLS_CA_CERT).
+    #[arg(
+        long,
+        env = "SLUICE_RLS_GRPC_TLS_CLIENT_CA",
+        value_name = "PEM",
+        requires = "grpc_tls_cert"
+    )]
+    pub grpc_tls_client_ca: Option<PathBuf>,
 
     /// With --xds-server and no --config: serve before the first config
     /// arrives (every domain unknown, so every answer OK) instead of waiting
@@ -277,15 +335,28 @@ impl ServeArgs {
         }
     }
 
-    pub fn xds_options(&self) -> Option<XdsOptions> {
-        let server = self.xds_server.clone()?;
+    pub fn xds_options(&self) -> anyhow::Result<Option<XdsOptions>> {
+        let Some(server) = self.xds_server.clone() else {
+            return Ok(None);
+        };
+        let tls = match &self.xds_tls_ca {
+            None => None,
+            Some(ca) => Some(XdsTls {
+                ca: read_pem(ca)?,
+                identity: match (&self.xds_tls_cert, &self.xds_tls_key) {
+                    (Some(cert), Some(key)) => Some((read_pem(cert)?, read_pem(key)?)),
+                    _ => None,
+                },
+                server_name: self.xds_tls_server_name.clone(),
+            }),
+        };
         let node_metadata = self
             .xds_node_metadata
             .split(',')
             .filter_map(|pair| pair.split_once('='))
             .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
             .collect();
-        Some(XdsOptions {
+        Ok(Some(XdsOptions {
             server,
             node_id: self.xds_node_id.clone(),
             node_metadata,
@@ -294,7 +365,21 @@ impl ServeArgs {
                 self.xds_backoff_max_ms.max(self.xds_backoff_initial_ms),
             ),
             max_message_bytes: self.xds_max_message_bytes,
-        })
+            tls,
+        }))
+    }
+
+    /// TLS of the gRPC listener, if asked for.
+    pub fn grpc_tls(&self) -> anyhow::Result<Option<ServerTlsConfig>> {
+        let (Some(cert), Some(key)) = (&self.grpc_tls_cert, &self.grpc_tls_key) else {
+            return Ok(None);
+        };
+        let mut config =
+            ServerTlsConfig::new().identity(Identity::from_pem(read_pem(cert)?, read_pem(key)?));
+        if let Some(ca) = &self.grpc_tls_client_ca {
+            config = config.client_ca_root(Certificate::from_pem(read_pem(ca)?));
+        }
+        Ok(Some(config))
     }
 
     pub fn response_options(&self) -> ResponseOptions {
@@ -313,6 +398,10 @@ impl ServeArgs {
             dynamic_metadata: self.response_dynamic_metadata,
         }
     }
+}
+
+fn read_pem(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -362,7 +451,8 @@ pub async fn serve(
     in_process: Option<InProcess>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let xds = args.xds_options();
+    let xds = args.xds_options()?;
+    let grpc_tls = args.grpc_tls()?;
     if args.config.is_none() && xds.is_none() {
         anyhow::bail!(
             "no limits configuration: pass --config FILE|DIR (SLUICE_RLS_CONFIG) and/or --xds-server HOST:PORT (SLUICE_RLS_XDS_SERVER)"
@@ -378,8 +468,8 @@ pub async fn serve(
     let store: Arc<dyn CounterStore> = match args.store {
         StoreKind::Memory => Arc::new(MemoryStore::new()),
         StoreKind::Redis => {
-            // rustls needs a process-wide crypto provider for rediss:// URLs.
-            let _ = rustls::crypto::ring::default_provider().install_default();
+            // rediss:// URLs use rustls.
+            crate::install_rustls_provider();
             let options = RedisStoreOptions {
                 url: args.redis_url.clone(),
                 connections: args.redis_connections,
@@ -503,7 +593,7 @@ pub async fn serve(
         ext_authz,
         deferral,
     };
-    server::run(grpc, Some(admin), deps, shutdown).await?;
+    server::run_with_tls(grpc, Some(admin), deps, grpc_tls, shutdown).await?;
     tracing::info!("sluice-rls stopped");
     Ok(())
 }

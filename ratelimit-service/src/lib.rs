@@ -21,3 +21,10 @@ pub mod window;
 pub mod xds;
 
 pub use limiter::{Clock, Limiter, ManualClock, SystemClock};
+
+/// Selects rustls's process-wide crypto provider (ring) if none is yet: the
+/// build links two (through different dependencies), so rustls cannot pick
+/// one itself. Every TLS user here calls it first; later calls do nothing.
+pub fn install_rustls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

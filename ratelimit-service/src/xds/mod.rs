@@ -40,6 +40,36 @@ pub struct XdsOptions {
     pub backoff_max: Duration,
     /// Largest response accepted (XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES); tonic's 4 MiB if `None`.
     pub max_message_bytes: Option<usize>,
+    /// TLS to the management server (CONFIG_GRPC_XDS_SERVER_USE_TLS).
+    pub tls: Option<XdsTls>,
+}
+
+/// TLS to the management server, PEM contents.
+#[derive(Clone, Debug, Default)]
+pub struct XdsTls {
+    /// CA the server's certificate must chain to (CONFIG_GRPC_XDS_SERVER_TLS_CACERT).
+    pub ca: Vec<u8>,
+    /// Client certificate and key, for servers that ask for one
+    /// (CONFIG_GRPC_XDS_CLIENT_TLS_CERT / _KEY).
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// Name to check the server's certificate against, when not the
+    /// address's host (CONFIG_GRPC_XDS_SERVER_TLS_SAN).
+    pub server_name: Option<String>,
+}
+
+impl XdsTls {
+    fn client_config(&self) -> tonic::transport::ClientTlsConfig {
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+        crate::install_rustls_provider();
+        let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&self.ca));
+        if let Some((cert, key)) = &self.identity {
+            config = config.identity(Identity::from_pem(cert, key));
+        }
+        if let Some(name) = &self.server_name {
+            config = config.domain_name(name.clone());
+        }
+        config
+    }
 }
 
 impl Default for XdsOptions {
@@ -51,6 +81,7 @@ impl Default for XdsOptions {
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
             max_message_bytes: None,
+            tls: None,
         }
     }
 }
@@ -123,10 +154,15 @@ impl XdsClient {
 
     /// One stream: subscribe, then validate, apply and ACK/NACK each response.
     async fn session(&mut self) -> Result<(), XdsError> {
-        let url = server_url(&self.options.server);
-        let endpoint = tonic::transport::Endpoint::from_shared(url.clone())
+        let url = server_url(&self.options.server, self.options.tls.is_some());
+        let mut endpoint = tonic::transport::Endpoint::from_shared(url.clone())
             .map_err(|e| XdsError::Address(url.clone(), e.to_string()))?
             .connect_timeout(Duration::from_secs(5));
+        if let Some(tls) = &self.options.tls {
+            endpoint = endpoint
+                .tls_config(tls.client_config())
+                .map_err(|e| XdsError::Address(url.clone(), e.to_string()))?;
+        }
         let channel = endpoint.connect().await?;
         let mut client = AggregatedDiscoveryServiceClient::new(channel);
         if let Some(limit) = self.options.max_message_bytes {
@@ -239,9 +275,11 @@ impl XdsClient {
 }
 
 /// upstream takes `host:port`; tonic wants a URL.
-fn server_url(server: &str) -> String {
+fn server_url(server: &str, tls: bool) -> String {
     if server.contains("://") {
         server.to_string()
+    } else if tls {
+        format!("https://{server}")
     } else {
         format!("http://{server}")
     }

@@ -105,6 +105,14 @@ pub struct ManagementServer {
 impl ManagementServer {
     /// Starts on a free loopback port (or on `addr`, to come back after a stop).
     pub async fn start(addr: Option<SocketAddr>) -> ManagementServer {
+        Self::start_with_tls(addr, None).await
+    }
+
+    /// [`Self::start`], serving TLS when `tls` is given.
+    pub async fn start_with_tls(
+        addr: Option<SocketAddr>,
+        tls: Option<tonic::transport::ServerTlsConfig>,
+    ) -> ManagementServer {
         let listener =
             tokio::net::TcpListener::bind(addr.unwrap_or_else(|| "127.0.0.1:0".parse().unwrap()))
                 .await
@@ -118,8 +126,12 @@ impl ManagementServer {
             nonce: Arc::new(AtomicU64::new(1)),
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = tls {
+            builder = builder.tls_config(tls).unwrap();
+        }
         let task = tokio::spawn(async move {
-            let _ = tonic::transport::Server::builder()
+            let _ = builder
                 .add_service(AggregatedDiscoveryServiceServer::new(ads))
                 .serve_with_incoming_shutdown(
                     tokio_stream::wrappers::TcpListenerStream::new(listener),
