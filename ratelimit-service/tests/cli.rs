@@ -120,3 +120,99 @@ fn admin_listeners_default_to_loopback() {
     // sluice-rls no longer has a consumer in it.
     assert!(!help.contains("--in-process-consumer"), "{help}");
 }
+
+#[test]
+fn validate_prints_warnings_and_still_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.yaml");
+    std::fs::write(
+        &path,
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: minute, requests_per_unit: 1, replaces: [{ name: ghost }] }\n",
+    )
+    .unwrap();
+    let output = bin().arg("--validate").arg(&path).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("warning: "), "{stdout}");
+    assert!(stdout.contains("replaces 'ghost'"), "{stdout}");
+}
+
+mod common;
+
+/// `--xds-server` without `--config`: the binary serves nothing until the
+/// management server's first config, then answers with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xds_only_waits_for_the_first_config() {
+    use common::xds_server::ManagementServer;
+    use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
+        rate_limit_descriptor::Entry, RateLimitDescriptor,
+    };
+    use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+    use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+    use std::time::Duration;
+
+    let server = ManagementServer::start(None).await;
+    let port = sluice_testkit::free_port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice-rls"))
+        .env_remove("SLUICE_RLS_CONFIG")
+        .args(["--xds-server", &server.addr.to_string()])
+        .args(["--grpc-addr", &format!("127.0.0.1:{port}")])
+        .args(["--admin-addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let request = RateLimitRequest {
+        domain: "xd".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "tenant".into(),
+                value: "acme".into(),
+            }],
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    };
+    let ask = || {
+        let request = request.clone();
+        async move {
+            let attempt = async {
+                let mut client =
+                    RateLimitServiceClient::connect(format!("http://127.0.0.1:{port}"))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                client
+                    .should_rate_limit(request)
+                    .await
+                    .map(|r| r.into_inner())
+                    .map_err(|e| e.to_string())
+            };
+            tokio::time::timeout(Duration::from_millis(500), attempt)
+                .await
+                .map_err(|_| "timed out".to_string())
+                .and_then(|r| r)
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(ask().await.is_err(), "no answers before the first config");
+
+    let yaml = "domain: xd\ndescriptors:\n  - key: tenant\n    rate_limit: { unit: minute, requests_per_unit: 7, name: from-xds }\n";
+    let file = sluice_ratelimit::config::parse_file(std::path::Path::new("x.yaml"), yaml).unwrap();
+    server.set("1", &[sluice_ratelimit::xds::to_resource("x", &file)]);
+    let mut answer = Err(String::new());
+    for _ in 0..40 {
+        answer = ask().await;
+        if answer.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let answer = answer.expect("answers once the config arrived");
+    let limit = answer.statuses[0].current_limit.as_ref().unwrap();
+    assert_eq!(
+        (limit.name.as_str(), limit.requests_per_unit),
+        ("from-xds", 7)
+    );
+    let _ = child.kill().await;
+}
