@@ -144,11 +144,7 @@ mod common;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn xds_only_waits_for_the_first_config() {
     use common::xds_server::ManagementServer;
-    use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-        rate_limit_descriptor::Entry, RateLimitDescriptor,
-    };
     use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-    use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
     use std::time::Duration;
 
     let server = ManagementServer::start(None).await;
@@ -163,17 +159,7 @@ async fn xds_only_waits_for_the_first_config() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let request = RateLimitRequest {
-        domain: "xd".into(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry {
-                key: "tenant".into(),
-                value: "acme".into(),
-            }],
-            ..Default::default()
-        }],
-        hits_addend: 0,
-    };
+    let request = common::one_entry_request("xd", "tenant", "acme");
     let ask = || {
         let request = request.clone();
         async move {

@@ -7,11 +7,7 @@
 mod common;
 
 use common::xds_server::ManagementServer;
-use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
-};
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use sluice_ratelimit::config::{parse_file, LimitsConfig};
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
@@ -205,17 +201,7 @@ async fn grpc_listener_with_tls_and_client_certificates() {
             let _ = stopped.await;
         },
     ));
-    let request = RateLimitRequest {
-        domain: "tls".into(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![Entry {
-                key: "tenant".into(),
-                value: "acme".into(),
-            }],
-            ..Default::default()
-        }],
-        hits_addend: 0,
-    };
+    let request = common::one_entry_request("tls", "tenant", "acme");
     let client_tls = |identity: bool| {
         let mut config = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(&pki.ca))

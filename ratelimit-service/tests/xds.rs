@@ -6,11 +6,7 @@
 mod common;
 
 use common::xds_server::ManagementServer;
-use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
-};
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use sluice_proto::pb::google::protobuf::Any;
 use sluice_proto::rls_config::RateLimitConfig;
 use sluice_ratelimit::config::{parse_file, LimitsConfig, LoadOptions};
@@ -82,17 +78,7 @@ impl Client {
 
     /// The limit (name, requests_per_unit) a one-entry descriptor gets, if any.
     async fn limit(&self, domain: &str, key: &str) -> Option<(String, u32)> {
-        let request = RateLimitRequest {
-            domain: domain.into(),
-            descriptors: vec![RateLimitDescriptor {
-                entries: vec![Entry {
-                    key: key.into(),
-                    value: "v".into(),
-                }],
-                ..Default::default()
-            }],
-            hits_addend: 0,
-        };
+        let request = common::one_entry_request(domain, key, "v");
         let response = self.limiter.should_rate_limit(&request).await.unwrap();
         assert_eq!(response.overall_code(), Code::Ok);
         response.statuses[0]
