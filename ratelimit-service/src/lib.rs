@@ -17,6 +17,7 @@ pub mod reload;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod upstream_env;
 pub mod window;
 pub mod xds;
 

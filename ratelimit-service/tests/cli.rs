@@ -202,3 +202,53 @@ async fn xds_only_waits_for_the_first_config() {
     );
     let _ = child.kill().await;
 }
+
+/// SLUICE_RLS_UPSTREAM_ENV=true: envoyproxy/ratelimit's variables alone
+/// configure the service (runtime directory, ports, counting mode).
+#[test]
+fn upstream_environment_variables_configure_the_service() {
+    use std::io::Read;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("ratelimit").join("config");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.yaml"), "domain: up\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 1 }\n").unwrap();
+    let (grpc, http) = (sluice_testkit::free_port(), sluice_testkit::free_port());
+    let mut child = bin()
+        .env_remove("SLUICE_RLS_CONFIG")
+        .env("SLUICE_RLS_UPSTREAM_ENV", "true")
+        .env("RUNTIME_ROOT", root.path())
+        .env("RUNTIME_SUBDIRECTORY", "ratelimit")
+        .env("GRPC_HOST", "127.0.0.1")
+        .env("GRPC_PORT", grpc.to_string())
+        .env("HOST", "127.0.0.1")
+        .env("PORT", http.to_string())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let probe = std::net::TcpStream::connect(("127.0.0.1", http)).map(|mut s| {
+        use std::io::Write;
+        let _ = s.write_all(b"GET /healthcheck HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        answer
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(stderr.contains("sluice-rls listening"), "{stderr}");
+    assert!(
+        stderr.contains("IncrementAll"),
+        "upstream's counting: {stderr}"
+    );
+    assert!(stderr.contains(&format!("127.0.0.1:{grpc}")), "{stderr}");
+    let probe = probe.expect("the admin listener on PORT");
+    assert!(probe.starts_with("HTTP/1.1 200"), "{probe}");
+}
