@@ -15,6 +15,10 @@ pub mod rls;
 #[cfg(feature = "server")]
 pub use envoy_types::pb;
 
+/// envoyproxy/ratelimit's `RateLimitConfig` xDS resource.
+#[cfg(feature = "server")]
+pub mod rls_config;
+
 /// Fully qualified gRPC service name and method of the Envoy RLS v3 API.
 pub const RLS_SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
 /// Method name of [`RLS_SERVICE`] that makes a decision.

@@ -1,4 +1,5 @@
-//! Admin HTTP endpoints: `/metrics`, `/healthz`, `/readyz`.
+//! Admin HTTP endpoints: `/metrics`, `/healthz`, `/readyz` (also as
+//! `/healthcheck`, envoyproxy/ratelimit's path, for probes written for it).
 
 use crate::limiter::Limiter;
 use axum::extract::State;
@@ -13,6 +14,7 @@ pub fn router(limiter: Arc<Limiter>) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
+        .route("/healthcheck", get(ready))
         .with_state(limiter)
 }
 

@@ -2,15 +2,18 @@
 //! `sluice-allinone` (which adds a consumer in the same process). This is
 //! the binaries' edge: errors are `anyhow`.
 
-use crate::config::LimitsConfig;
+use crate::config::{LimitsConfig, LoadOptions};
 use crate::deferral::caps::{self, CapLimits, CapsMetrics};
 use crate::deferral::endpoint::{EndpointMetrics, EndpointOptions};
 use crate::deferral::hub::HubOptions;
 use crate::deferral::{Endpoint, EndpointConfig};
-use crate::limiter::{Limiter, SystemClock};
+use crate::limiter::{HeaderStyle, Limiter, ResponseOptions, SystemClock, UpstreamHeaderNames};
 use crate::metrics::Metrics;
 use crate::server::{self, Deps};
-use crate::store::{CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions};
+use crate::store::{
+    CounterStore, CountingMode, LocalCacheStore, MemoryStore, RedisStore, RedisStoreOptions,
+};
+use crate::xds::{XdsClient, XdsOptions, XdsTls};
 use anyhow::Context;
 use sluice_contract::{ClaimTiming, LocalBus};
 use sluice_redis::RedisOptions;
@@ -19,6 +22,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 /// A consumer running in this process (`sluice-allinone`).
 pub struct InProcess {
@@ -35,6 +39,100 @@ pub struct ServeArgs {
     /// Limits file, or a directory of *.yaml files (envoyproxy/ratelimit format).
     #[arg(long, env = "SLUICE_RLS_CONFIG", value_name = "FILE|DIR")]
     pub config: Option<PathBuf>,
+
+    /// Also (or only) take limits from this xDS management server
+    /// (`host:port` or `http://host:port`): state-of-the-world ADS,
+    /// RateLimitConfig resources, as envoyproxy/ratelimit's
+    /// CONFIG_TYPE=GRPC_XDS_SOTW and Envoy Gateway.
+    #[arg(long, env = "SLUICE_RLS_XDS_SERVER", value_name = "HOST:PORT")]
+    pub xds_server: Option<String>,
+
+    /// `node.id` sent to the xDS server (CONFIG_GRPC_XDS_NODE_ID).
+    #[arg(long, env = "SLUICE_RLS_XDS_NODE_ID", default_value = "default")]
+    pub xds_node_id: String,
+
+    /// `node.metadata` for the xDS server: `k=v,k2=v2` (CONFIG_GRPC_XDS_NODE_METADATA).
+    #[arg(long, env = "SLUICE_RLS_XDS_NODE_METADATA", default_value = "")]
+    pub xds_node_metadata: String,
+
+    /// First wait before reconnecting to the xDS server, in milliseconds;
+    /// doubles (with jitter) up to --xds-backoff-max-ms.
+    #[arg(
+        long,
+        env = "SLUICE_RLS_XDS_BACKOFF_INITIAL_MS",
+        default_value_t = 1000
+    )]
+    pub xds_backoff_initial_ms: u64,
+
+    #[arg(long, env = "SLUICE_RLS_XDS_BACKOFF_MAX_MS", default_value_t = 60_000)]
+    pub xds_backoff_max_ms: u64,
+
+    /// Largest xDS response accepted, in bytes (XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES).
+    #[arg(long, env = "SLUICE_RLS_XDS_MAX_MESSAGE_BYTES")]
+    pub xds_max_message_bytes: Option<usize>,
+
+    /// TLS to the xDS server: the CA its certificate must chain to
+    /// (CONFIG_GRPC_XDS_SERVER_USE_TLS + CONFIG_GRPC_XDS_SERVER_TLS_CACERT).
+    #[arg(long, env = "SLUICE_RLS_XDS_TLS_CA", value_name = "PEM")]
+    pub xds_tls_ca: Option<PathBuf>,
+
+    /// Client certificate for the xDS server (CONFIG_GRPC_XDS_CLIENT_TLS_CERT); needs --xds-tls-key.
+    #[arg(
+        long,
+        env = "SLUICE_RLS_XDS_TLS_CERT",
+        value_name = "PEM",
+        requires = "xds_tls_key"
+    )]
+    pub xds_tls_cert: Option<PathBuf>,
+
+    /// (CONFIG_GRPC_XDS_CLIENT_TLS_KEY)
+    #[arg(
+        long,
+        env = "SLUICE_RLS_XDS_TLS_KEY",
+        value_name = "PEM",
+        requires = "xds_tls_cert"
+    )]
+    pub xds_tls_key: Option<PathBuf>,
+
+    /// Name the xDS server's certificate must carry, if not the host of
+    /// --xds-server (CONFIG_GRPC_XDS_SERVER_TLS_SAN).
+    #[arg(long, env = "SLUICE_RLS_XDS_TLS_SERVER_NAME")]
+    pub xds_tls_server_name: Option<String>,
+
+    /// TLS on the gRPC listener: certificate (GRPC_SERVER_USE_TLS +
+    /// GRPC_SERVER_TLS_CERT); needs --grpc-tls-key.
+    #[arg(
+        long,
+        env = "SLUICE_RLS_GRPC_TLS_CERT",
+        value_name = "PEM",
+        requires = "grpc_tls_key"
+    )]
+    pub grpc_tls_cert: Option<PathBuf>,
+
+    /// (GRPC_SERVER_TLS_KEY)
+    #[arg(
+        long,
+        env = "SLUICE_RLS_GRPC_TLS_KEY",
+        value_name = "PEM",
+        requires = "grpc_tls_cert"
+    )]
+    pub grpc_tls_key: Option<PathBuf>,
+
+    /// Require client certificates signed by this CA on the gRPC listener
+    /// (GRPC_SERVER_TLS_CA_CERT).
+    #[arg(
+        long,
+        env = "SLUICE_RLS_GRPC_TLS_CLIENT_CA",
+        value_name = "PEM",
+        requires = "grpc_tls_cert"
+    )]
+    pub grpc_tls_client_ca: Option<PathBuf>,
+
+    /// With --xds-server and no --config: serve before the first config
+    /// arrives (every domain unknown, so every answer OK) instead of waiting
+    /// for it (FORCE_START_WITHOUT_INITIAL_CONFIG).
+    #[arg(long, env = "SLUICE_RLS_XDS_START_WITHOUT_CONFIG")]
+    pub xds_start_without_config: bool,
 
     /// gRPC listen address (Envoy's rate_limit_service cluster points here).
     #[arg(long, env = "SLUICE_RLS_GRPC_ADDR", default_value = "0.0.0.0:8081")]
@@ -74,6 +172,12 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_REDIS_TIMEOUT_MS", default_value_t = 250)]
     pub redis_timeout_ms: u64,
 
+    /// Remember counters that reached their limit, up to this many bytes, and
+    /// answer requests whose every counter is over without asking the store
+    /// until the window ends (LOCAL_CACHE_SIZE_IN_BYTES). 0: off.
+    #[arg(long, env = "SLUICE_RLS_LOCAL_CACHE_BYTES", default_value_t = 0)]
+    pub local_cache_bytes: usize,
+
     /// `all-or-nothing`: an over-limit request moves no counter;
     /// `increment-all`: envoyproxy/ratelimit's behaviour.
     #[arg(
@@ -83,6 +187,61 @@ pub struct ServeArgs {
         default_value = "all-or-nothing"
     )]
     pub counting: CountingMode,
+
+    /// Several files may describe one domain: their descriptors are merged
+    /// (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG). Off: one domain, one file.
+    #[arg(long, env = "SLUICE_RLS_MERGE_DOMAINS")]
+    pub merge_domains: bool,
+
+    /// Answer OK where the answer would be OVER_LIMIT (statuses still say
+    /// which descriptor is over); envoyproxy/ratelimit's SHADOW_MODE.
+    #[arg(long, env = "SLUICE_RLS_GLOBAL_SHADOW_MODE")]
+    pub global_shadow_mode: bool,
+
+    /// Every limit in quota mode; envoyproxy/ratelimit's QUOTA_MODE.
+    #[arg(long, env = "SLUICE_RLS_GLOBAL_QUOTA_MODE")]
+    pub global_quota_mode: bool,
+
+    /// Rate-limit headers in answers: `sluice` (RateLimit-Limit/-Remaining/
+    /// -Reset/-Policy, Retry-After), `upstream` (envoyproxy/ratelimit's
+    /// LIMIT_RESPONSE_HEADERS_ENABLED), `off`.
+    #[arg(
+        long,
+        env = "SLUICE_RLS_RESPONSE_HEADERS",
+        value_enum,
+        default_value = "sluice"
+    )]
+    pub response_headers: HeaderStyleKind,
+
+    /// Header names of `--response-headers upstream` (LIMIT_LIMIT_HEADER).
+    #[arg(
+        long,
+        env = "SLUICE_RLS_LIMIT_HEADER",
+        default_value = "RateLimit-Limit"
+    )]
+    pub limit_header: String,
+
+    /// (LIMIT_REMAINING_HEADER)
+    #[arg(
+        long,
+        env = "SLUICE_RLS_REMAINING_HEADER",
+        default_value = "RateLimit-Remaining"
+    )]
+    pub remaining_header: String,
+
+    /// (LIMIT_RESET_HEADER)
+    #[arg(
+        long,
+        env = "SLUICE_RLS_RESET_HEADER",
+        default_value = "RateLimit-Reset"
+    )]
+    pub reset_header: String,
+
+    /// Add envoyproxy/ratelimit's response dynamic metadata (domain,
+    /// descriptors, hitsAddend, the passing limits' `metadata`);
+    /// RESPONSE_DYNAMIC_METADATA.
+    #[arg(long, env = "SLUICE_RLS_RESPONSE_DYNAMIC_METADATA")]
+    pub response_dynamic_metadata: bool,
 
     /// How often to look for config changes, in milliseconds (0 disables hot reload).
     #[arg(long, env = "SLUICE_RLS_RELOAD_MS", default_value_t = 2000)]
@@ -179,6 +338,96 @@ pub struct ServeArgs {
     pub log_format: LogFormat,
 }
 
+impl ServeArgs {
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions {
+            merge_domains: self.merge_domains,
+        }
+    }
+
+    pub fn xds_options(&self) -> anyhow::Result<Option<XdsOptions>> {
+        let Some(server) = self.xds_server.clone() else {
+            return Ok(None);
+        };
+        let tls = match &self.xds_tls_ca {
+            None => None,
+            Some(ca) => Some(XdsTls {
+                ca: read_pem(ca)?,
+                identity: match (&self.xds_tls_cert, &self.xds_tls_key) {
+                    (Some(cert), Some(key)) => Some((read_pem(cert)?, read_pem(key)?)),
+                    _ => None,
+                },
+                server_name: self.xds_tls_server_name.clone(),
+            }),
+        };
+        let node_metadata = self
+            .xds_node_metadata
+            .split(',')
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect();
+        Ok(Some(XdsOptions {
+            server,
+            node_id: self.xds_node_id.clone(),
+            node_metadata,
+            backoff_initial: Duration::from_millis(self.xds_backoff_initial_ms.max(1)),
+            backoff_max: Duration::from_millis(
+                self.xds_backoff_max_ms.max(self.xds_backoff_initial_ms),
+            ),
+            max_message_bytes: self.xds_max_message_bytes,
+            tls,
+        }))
+    }
+
+    /// TLS of the gRPC listener, if asked for.
+    pub fn grpc_tls(&self) -> anyhow::Result<Option<ServerTlsConfig>> {
+        let (Some(cert), Some(key)) = (&self.grpc_tls_cert, &self.grpc_tls_key) else {
+            return Ok(None);
+        };
+        let mut config =
+            ServerTlsConfig::new().identity(Identity::from_pem(read_pem(cert)?, read_pem(key)?));
+        if let Some(ca) = &self.grpc_tls_client_ca {
+            config = config.client_ca_root(Certificate::from_pem(read_pem(ca)?));
+        }
+        Ok(Some(config))
+    }
+
+    pub fn response_options(&self) -> ResponseOptions {
+        ResponseOptions {
+            global_shadow_mode: self.global_shadow_mode,
+            global_quota_mode: self.global_quota_mode,
+            headers: match self.response_headers {
+                HeaderStyleKind::Sluice => HeaderStyle::Sluice,
+                HeaderStyleKind::Upstream => HeaderStyle::Upstream(UpstreamHeaderNames {
+                    limit: self.limit_header.clone(),
+                    remaining: self.remaining_header.clone(),
+                    reset: self.reset_header.clone(),
+                }),
+                HeaderStyleKind::Off => HeaderStyle::Off,
+            },
+            dynamic_metadata: self.response_dynamic_metadata,
+        }
+    }
+}
+
+fn read_pem(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum HeaderStyleKind {
+    Sluice,
+    Upstream,
+    Off,
+}
+
+/// Logs what the config accepts but is probably a mistake.
+pub fn log_warnings(config: &LimitsConfig) {
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum StoreKind {
     Memory,
@@ -194,8 +443,8 @@ pub fn redis_options(args: &ServeArgs) -> RedisOptions {
 }
 
 async fn redis_store(args: &ServeArgs, metrics: &Metrics) -> anyhow::Result<RedisStore> {
-    // rustls needs a process-wide crypto provider for rediss:// URLs.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    // rediss:// URLs use rustls.
+    crate::install_rustls_provider();
     let options = RedisStoreOptions {
         redis: redis_options(args),
         connections: args.redis_connections,
@@ -225,11 +474,19 @@ pub async fn serve(
     in_process: Option<InProcess>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let config_path = args
-        .config
-        .clone()
-        .context("no limits configuration: pass --config FILE|DIR or set SLUICE_RLS_CONFIG")?;
-    let config = LimitsConfig::load(&config_path).context("refusing to start")?;
+    let xds = args.xds_options()?;
+    let grpc_tls = args.grpc_tls()?;
+    if args.config.is_none() && xds.is_none() {
+        anyhow::bail!(
+            "no limits configuration: pass --config FILE|DIR (SLUICE_RLS_CONFIG) and/or --xds-server HOST:PORT (SLUICE_RLS_XDS_SERVER)"
+        );
+    }
+    let load_options = args.load_options();
+    let config = match &args.config {
+        Some(path) => LimitsConfig::load_with(path, load_options).context("refusing to start")?,
+        None => LimitsConfig::from_domains(Vec::new(), load_options)?,
+    };
+    log_warnings(&config);
 
     let mut metrics = Metrics::new();
     let store: Arc<dyn CounterStore> = match args.store {
@@ -248,7 +505,8 @@ pub async fn serve(
         store = store.kind(),
         counting = ?args.counting,
         limits = config.limit_count(),
-        config = %config_path.display(),
+        config = ?args.config,
+        xds = ?args.xds_server,
         "sluice-rls listening"
     );
     let endpoint_metrics = Arc::new(EndpointMetrics::default());
@@ -257,13 +515,25 @@ pub async fn serve(
         endpoint_metrics.register(&mut metrics.registry);
         caps_metrics.register(&mut metrics.registry);
     }
-    let limiter = Arc::new(Limiter::new(
-        config,
-        store,
-        args.counting,
-        Arc::new(SystemClock),
-        Arc::new(metrics),
-    ));
+    let store: Arc<dyn CounterStore> = if args.local_cache_bytes > 0 {
+        Arc::new(LocalCacheStore::new(
+            store,
+            args.local_cache_bytes,
+            metrics.local_cache_answers.clone(),
+        ))
+    } else {
+        store
+    };
+    let limiter = Arc::new(
+        Limiter::new(
+            config,
+            store,
+            args.counting,
+            Arc::new(SystemClock),
+            Arc::new(metrics),
+        )
+        .with_response_options(args.response_options()),
+    );
     let secrets = crate::deferral::secrets::load(
         args.deferral_secret_file.as_deref(),
         args.deferral_secrets.as_deref(),
@@ -316,16 +586,56 @@ pub async fn serve(
         ),
         None => None,
     };
+    let shutdown = match xds {
+        Some(options) => {
+            let wait = args.config.is_none() && !args.xds_start_without_config;
+            start_xds(options, limiter.clone(), wait, shutdown).await?
+        }
+        None => Box::pin(shutdown),
+    };
     let deps = Deps {
         limiter,
-        config_path: Some(config_path),
+        config_path: args.config.clone(),
         reload_interval: Duration::from_millis(args.reload_ms),
         ext_authz,
         deferral,
     };
-    server::run(grpc, Some(admin), deps, shutdown).await?;
+    server::run_with_tls(grpc, Some(admin), deps, grpc_tls, shutdown).await?;
     tracing::info!("sluice-rls stopped");
     Ok(())
+}
+
+/// Starts the xDS client (waiting for its first config if `wait`); returns
+/// the shutdown future that also stops it.
+async fn start_xds(
+    options: XdsOptions,
+    limiter: Arc<Limiter>,
+    wait: bool,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let (client, mut versions) = XdsClient::new(options.clone(), limiter);
+    tokio::spawn(client.run(async move {
+        let mut stopped = stopped;
+        let _ = stopped.wait_for(|stop| *stop).await;
+    }));
+    let mut shutdown = Box::pin(shutdown);
+    if wait {
+        tracing::info!(server = %options.server, "waiting for the first limits from xDS");
+        tokio::select! {
+            _ = &mut shutdown => {
+                let _ = stop.send(true);
+                anyhow::bail!("stopped before the first limits arrived from xDS");
+            }
+            first = versions.wait_for(Option::is_some) => {
+                first.map_err(|_| anyhow::anyhow!("the xDS client stopped"))?;
+            }
+        }
+    }
+    Ok(Box::pin(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    }))
 }
 
 async fn deferral_endpoint(

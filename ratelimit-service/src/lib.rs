@@ -17,6 +17,15 @@ pub mod reload;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod upstream_env;
 pub mod window;
+pub mod xds;
 
 pub use limiter::{Clock, Limiter, ManualClock, SystemClock};
+
+/// Selects rustls's process-wide crypto provider (ring) if none is yet: the
+/// build links two (through different dependencies), so rustls cannot pick
+/// one itself. Every TLS user here calls it first; later calls do nothing.
+pub fn install_rustls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

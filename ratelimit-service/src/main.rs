@@ -4,7 +4,8 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sluice_ratelimit::cli::{self, ServeArgs};
-use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::config::{LimitsConfig, LoadOptions};
+use sluice_ratelimit::upstream_env;
 use std::path::PathBuf;
 
 // glibc's malloc serialises on arena locks under many small, short-lived
@@ -16,6 +17,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "sluice-rls",
     version,
+    args_override_self = true,
     about = "Envoy rate limit service (RLS v3) with token-aware limits for LLM traffic"
 )]
 struct Cli {
@@ -50,10 +52,13 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse_from(arguments()) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
     sluice_runtime::init_tracing(cli.serve.log_format);
     let result = if let Some(path) = &cli.validate {
-        validate(path)
+        validate(path, cli.serve.load_options())
     } else {
         match cli.command {
             Some(Command::Query {
@@ -74,8 +79,31 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-fn validate(path: &std::path::Path) -> anyhow::Result<()> {
-    let config = LimitsConfig::load(path)?;
+/// The command line, preceded by the flags envoyproxy/ratelimit's variables
+/// stand for when `SLUICE_RLS_UPSTREAM_ENV=true` (flags given later win).
+fn arguments() -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let env = |name: &str| std::env::var(name).ok();
+    if upstream_env::enabled(env) {
+        match upstream_env::flags(env) {
+            Ok(flags) => {
+                let at = args.len().min(1);
+                args.splice(at..at, flags.into_iter().map(Into::into));
+            }
+            Err(error) => {
+                eprintln!("sluice-rls: {}: {error}", upstream_env::SWITCH);
+                std::process::exit(1);
+            }
+        }
+    }
+    args
+}
+
+fn validate(path: &std::path::Path, options: LoadOptions) -> anyhow::Result<()> {
+    let config = LimitsConfig::load_with(path, options)?;
+    for warning in config.warnings() {
+        println!("warning: {warning}");
+    }
     let mut domains: Vec<&str> = config.domains().collect();
     domains.sort_unstable();
     println!(

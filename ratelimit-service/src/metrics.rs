@@ -59,6 +59,8 @@ pub struct Metrics {
     pub hits: Family<LimitLabels, Counter>,
     pub over_limit: Family<LimitLabels, Counter>,
     pub shadow_mode_hits: Family<LimitLabels, Counter>,
+    pub global_shadow_mode: Counter,
+    pub local_cache_answers: Counter,
     pub detailed: Family<DetailedLabels, Counter>,
     pub store_errors: Family<StoreLabels, Counter>,
     pub cross_slot_decisions: Counter,
@@ -109,6 +111,18 @@ impl Metrics {
             "shadow_mode_over_limit",
             "Descriptors over a shadow-mode limit (answered OK)",
             shadow_mode_hits.clone(),
+        );
+        let global_shadow_mode = Counter::default();
+        registry.register(
+            "global_shadow_mode",
+            "OVER_LIMIT answers turned into OK by --global-shadow-mode",
+            global_shadow_mode.clone(),
+        );
+        let local_cache_answers = Counter::default();
+        registry.register(
+            "local_cache_answers",
+            "Decisions answered from the over-limit local cache, without the store",
+            local_cache_answers.clone(),
         );
         let detailed = Family::<DetailedLabels, Counter>::default();
         registry.register(
@@ -161,6 +175,8 @@ impl Metrics {
             hits,
             over_limit,
             shadow_mode_hits,
+            global_shadow_mode,
+            local_cache_answers,
             detailed,
             store_errors,
             cross_slot_decisions,

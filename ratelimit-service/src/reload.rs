@@ -4,7 +4,7 @@
 //! ConfigMap mount by swapping a symlink, which file watches often miss, and a
 //! read of a few small files every couple of seconds costs nothing.
 
-use crate::config::{read_sources, LimitsConfig};
+use crate::config::{parse_file, read_sources};
 use crate::limiter::Limiter;
 use crate::metrics::ResultLabels;
 use std::collections::hash_map::DefaultHasher;
@@ -47,7 +47,14 @@ impl Reloader {
                 return Ok(None);
             }
             self.last_seen = Some(print);
-            LimitsConfig::from_sources(&sources).map(Some)
+            let files = sources
+                .iter()
+                .map(|(file, text)| parse_file(file, text).map(|domain| (file.clone(), domain)))
+                .collect::<Result<Vec<_>, _>>()?;
+            // Same options, same xDS part as the running config.
+            self.limiter
+                .update_config(|current| current.with_files(files))
+                .map(Some)
         });
         let metrics = self.limiter.metrics().clone();
         match result {
@@ -58,7 +65,7 @@ impl Reloader {
                     limits = config.limit_count(),
                     "limits configuration reloaded"
                 );
-                self.limiter.replace_config(config);
+                crate::cli::log_warnings(&config);
                 metrics
                     .config_reloads
                     .get_or_create(&ResultLabels { result: "applied" })

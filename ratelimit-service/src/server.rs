@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_stream::StreamExt;
+use tonic::transport::ServerTlsConfig;
 
 /// Everything `run` needs besides the listeners.
 pub struct Deps {
@@ -33,6 +34,22 @@ pub async fn run(
     deps: Deps,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    run_with_tls(grpc, admin, deps, None, shutdown).await
+}
+
+/// [`run`], with TLS on the gRPC listener when `grpc_tls` is given.
+pub async fn run_with_tls(
+    grpc: TcpListener,
+    admin: Option<TcpListener>,
+    deps: Deps,
+    grpc_tls: Option<ServerTlsConfig>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = grpc_tls {
+        crate::install_rustls_provider();
+        builder = builder.tls_config(tls)?;
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move |mut rx: watch::Receiver<bool>| async move {
         // Err means the sender is gone, which also means stop.
@@ -75,7 +92,7 @@ pub async fn run(
         let ext_authz = deps.ext_authz.map(ExtAuthzService::into_server);
         let rx = stop_rx.clone();
         tasks.spawn(async move {
-            tonic::transport::Server::builder()
+            builder
                 .add_service(service)
                 .add_optional_service(ext_authz)
                 .serve_with_incoming_shutdown(nodelay_incoming(grpc), stopped(rx))

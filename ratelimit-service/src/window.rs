@@ -75,6 +75,24 @@ impl Unit {
             Unit::Year => "year",
         }
     }
+
+    /// A unit name in any case (`minute`, `MINUTE`), as envoyproxy/ratelimit
+    /// reads it; `unknown` is not a unit.
+    pub fn parse(text: &str) -> Option<Unit> {
+        Unit::ALL
+            .into_iter()
+            .find(|unit| unit.as_str().eq_ignore_ascii_case(text))
+    }
+
+    pub const ALL: [Unit; 7] = [
+        Unit::Second,
+        Unit::Minute,
+        Unit::Hour,
+        Unit::Day,
+        Unit::Week,
+        Unit::Month,
+        Unit::Year,
+    ];
 }
 
 impl fmt::Display for Unit {
@@ -187,17 +205,11 @@ mod tests {
 
     #[test]
     fn proto_units_round_trip() {
-        for unit in [
-            Unit::Second,
-            Unit::Minute,
-            Unit::Hour,
-            Unit::Day,
-            Unit::Week,
-            Unit::Month,
-            Unit::Year,
-        ] {
+        for unit in Unit::ALL {
             assert_eq!(Unit::from_proto(unit.proto_value()), Some(unit));
+            assert_eq!(Unit::parse(&unit.as_str().to_uppercase()), Some(unit));
         }
+        assert_eq!(Unit::parse("unknown"), None);
         assert_eq!(Unit::from_proto(0), None);
     }
 }

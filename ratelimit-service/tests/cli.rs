@@ -120,3 +120,135 @@ fn admin_listeners_default_to_loopback() {
     // sluice-rls no longer has a consumer in it.
     assert!(!help.contains("--in-process-consumer"), "{help}");
 }
+
+#[test]
+fn validate_prints_warnings_and_still_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.yaml");
+    std::fs::write(
+        &path,
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: minute, requests_per_unit: 1, replaces: [{ name: ghost }] }\n",
+    )
+    .unwrap();
+    let output = bin().arg("--validate").arg(&path).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("warning: "), "{stdout}");
+    assert!(stdout.contains("replaces 'ghost'"), "{stdout}");
+}
+
+mod common;
+
+/// `--xds-server` without `--config`: the binary serves nothing until the
+/// management server's first config, then answers with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xds_only_waits_for_the_first_config() {
+    use common::xds_server::ManagementServer;
+    use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+    use std::time::Duration;
+
+    let server = ManagementServer::start(None).await;
+    let port = sluice_testkit::free_port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice-rls"))
+        .env_remove("SLUICE_RLS_CONFIG")
+        .args(["--xds-server", &server.addr.to_string()])
+        .args(["--grpc-addr", &format!("127.0.0.1:{port}")])
+        .args(["--admin-addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let request = common::one_entry_request("xd", "tenant", "acme");
+    let ask = || {
+        let request = request.clone();
+        async move {
+            let attempt = async {
+                let mut client =
+                    RateLimitServiceClient::connect(format!("http://127.0.0.1:{port}"))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                client
+                    .should_rate_limit(request)
+                    .await
+                    .map(|r| r.into_inner())
+                    .map_err(|e| e.to_string())
+            };
+            tokio::time::timeout(Duration::from_millis(500), attempt)
+                .await
+                .map_err(|_| "timed out".to_string())
+                .and_then(|r| r)
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(ask().await.is_err(), "no answers before the first config");
+
+    let yaml = "domain: xd\ndescriptors:\n  - key: tenant\n    rate_limit: { unit: minute, requests_per_unit: 7, name: from-xds }\n";
+    let file = sluice_ratelimit::config::parse_file(std::path::Path::new("x.yaml"), yaml).unwrap();
+    server.set("1", &[sluice_ratelimit::xds::to_resource("x", &file)]);
+    let mut answer = Err(String::new());
+    for _ in 0..40 {
+        answer = ask().await;
+        if answer.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let answer = answer.expect("answers once the config arrived");
+    let limit = answer.statuses[0].current_limit.as_ref().unwrap();
+    assert_eq!(
+        (limit.name.as_str(), limit.requests_per_unit),
+        ("from-xds", 7)
+    );
+    let _ = child.kill().await;
+}
+
+/// SLUICE_RLS_UPSTREAM_ENV=true: envoyproxy/ratelimit's variables alone
+/// configure the service (runtime directory, ports, counting mode).
+#[test]
+fn upstream_environment_variables_configure_the_service() {
+    use std::io::Read;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("ratelimit").join("config");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.yaml"), "domain: up\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 1 }\n").unwrap();
+    let (grpc, http) = (sluice_testkit::free_port(), sluice_testkit::free_port());
+    let mut child = bin()
+        .env_remove("SLUICE_RLS_CONFIG")
+        .env("SLUICE_RLS_UPSTREAM_ENV", "true")
+        .env("RUNTIME_ROOT", root.path())
+        .env("RUNTIME_SUBDIRECTORY", "ratelimit")
+        .env("GRPC_HOST", "127.0.0.1")
+        .env("GRPC_PORT", grpc.to_string())
+        .env("HOST", "127.0.0.1")
+        .env("PORT", http.to_string())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let probe = std::net::TcpStream::connect(("127.0.0.1", http)).map(|mut s| {
+        use std::io::Write;
+        let _ = s.write_all(b"GET /healthcheck HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        answer
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(stderr.contains("sluice-rls listening"), "{stderr}");
+    assert!(
+        stderr.contains("IncrementAll"),
+        "upstream's counting: {stderr}"
+    );
+    assert!(stderr.contains(&format!("127.0.0.1:{grpc}")), "{stderr}");
+    let probe = probe.expect("the admin listener on PORT");
+    assert!(probe.starts_with("HTTP/1.1 200"), "{probe}");
+}

@@ -1,22 +1,28 @@
 //! One scenario suite, run against every counter store.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
+use common::xds_server::ManagementServer;
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::RateLimitOverride, RateLimitDescriptor,
 };
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use sluice_ratelimit::config::parse_file;
 use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::limiter::{DecisionError, Limiter, ManualClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::store::{
     CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions,
 };
+use sluice_ratelimit::xds::{to_resource, XdsClient, XdsOptions};
 use sluice_testkit::redis_topologies::{self, RedisCluster};
 use sluice_testkit::rls::{self, descriptor, header, sluice_field, with_hits};
 use sluice_testkit::RedisServer;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tokio::sync::watch;
+
+mod common;
 
 /// 2026-11-29T00:02:05.500Z: 5.5 s into a minute window.
 const T0: u64 = 1_795_996_925_500;
@@ -55,10 +61,12 @@ descriptors:
 "#;
 
 struct Harness {
-    limiter: Limiter,
+    limiter: Arc<Limiter>,
     clock: Arc<ManualClock>,
     /// Keeps the Redis server (if any) alive for the test.
     _redis: Option<RedisServer>,
+    /// The management server and the client's stop switch, for `xds` runs.
+    _xds: Option<(ManagementServer, watch::Sender<bool>)>,
 }
 
 fn config() -> LimitsConfig {
@@ -86,9 +94,51 @@ fn harness(redis: bool, mode: CountingMode) -> Harness {
         Arc::new(Metrics::new()),
     );
     Harness {
-        limiter,
+        limiter: Arc::new(limiter),
         clock,
         _redis: redis_server,
+        _xds: None,
+    }
+}
+
+/// The same limits, but served by an xDS management server: the instance
+/// starts with no limits at all and gets them as a RateLimitConfig resource.
+async fn xds_harness() -> Harness {
+    let clock = Arc::new(ManualClock::new(T0));
+    let empty = LimitsConfig::from_sources(&[]).unwrap();
+    let limiter = Arc::new(Limiter::new(
+        empty,
+        Arc::new(MemoryStore::new()),
+        CountingMode::AllOrNothing,
+        clock.clone(),
+        Arc::new(Metrics::new()),
+    ));
+    let server = ManagementServer::start(None).await;
+    let file = parse_file(Path::new("limits.yaml"), LIMITS).unwrap();
+    server.set("1", &[to_resource("llm-limits", &file)]);
+    let (client, mut versions) = XdsClient::new(
+        XdsOptions {
+            server: server.url(),
+            ..Default::default()
+        },
+        limiter.clone(),
+    );
+    let (stop, mut stopped) = watch::channel(false);
+    tokio::spawn(client.run(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        versions.wait_for(Option::is_some),
+    )
+    .await
+    .expect("limits from xDS within 10 s")
+    .unwrap();
+    Harness {
+        limiter,
+        clock,
+        _redis: None,
+        _xds: Some((server, stop)),
     }
 }
 
@@ -110,8 +160,9 @@ impl Harness {
     }
 }
 
-/// Defines each scenario as `<name>::memory` and `<name>::redis`, and runs
-/// them all, one after another, in `all_scenarios_on_a_redis_cluster`.
+/// Defines each scenario three times: `<name>::memory`, `<name>::redis`, and
+/// `<name>::xds` (memory store, limits from an xDS management server), and
+/// runs them all, one after another, in `all_scenarios_on_a_redis_cluster`.
 macro_rules! scenarios {
     ($($name:ident($h:ident) $body:block)*) => {
         $(
@@ -122,6 +173,8 @@ macro_rules! scenarios {
                 async fn memory() { scenario(harness(false, CountingMode::AllOrNothing)).await }
                 #[tokio::test]
                 async fn redis() { scenario(harness(true, CountingMode::AllOrNothing)).await }
+                #[tokio::test]
+                async fn xds() { scenario(xds_harness().await).await }
             }
         )*
 
@@ -158,9 +211,10 @@ fn cluster_harness(cluster: &RedisCluster) -> Harness {
         Arc::new(Metrics::new()),
     );
     Harness {
-        limiter,
+        limiter: Arc::new(limiter),
         clock,
         _redis: None,
+        _xds: None,
     }
 }
 

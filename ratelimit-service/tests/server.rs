@@ -211,13 +211,13 @@ async fn bad_reload_keeps_the_last_good_config() {
 
     std::fs::write(
         &path,
-        "domain: llm\ndescriptors:\n  - key: tenant\n    rate_limit: { unit: minute }\n",
+        "domain: llm\ndescriptors:\n  - key: tenant\n    rate_limit: { requests_per_unit: 5 }\n",
     )
     .unwrap();
     match reloader.check() {
         ReloadOutcome::Rejected(message) => {
             assert!(message.contains("limits.yaml"), "{message}");
-            assert!(message.contains("requests_per_unit"), "{message}");
+            assert!(message.contains("no 'unit'"), "{message}");
         }
         other => panic!("expected a rejection, got {other:?}"),
     }

@@ -28,8 +28,8 @@ use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::service::RlsService;
 use sluice_ratelimit::store::{
-    scripts as scripts_source, CounterStore, CountingMode, MemoryStore, RedisStore,
-    RedisStoreOptions,
+    scripts as scripts_source, CounterStore, CountingMode, LocalCacheStore, MemoryStore,
+    RedisStore, RedisStoreOptions,
 };
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -59,7 +59,9 @@ struct Args {
     /// Measured seconds per phase (after a 1 s warm-up).
     #[arg(long, default_value_t = 5)]
     seconds: u64,
-    /// Which targets: noop, memory, redis (comma separated).
+    /// Which targets: noop, memory, redis, redis-over (every caller over
+    /// its limit), redis-over-cache (the same with the over-limit local
+    /// cache) (comma separated).
     #[arg(long, value_delimiter = ',', default_value = "noop,memory,redis")]
     targets: Vec<String>,
     /// Use this Redis instead of starting a private redis-server.
@@ -83,15 +85,27 @@ descriptors:
         rate_limit: { unit: hour, requests_per_unit: 4000000000, name: tenant-model-tph }
 "#;
 
+/// Every tenant over after its first request (1 request, 700 tokens an
+/// hour): the "many callers are over" load the local cache is for.
+const OVER_LIMITS: &str = r#"
+domain: bench-over
+descriptors:
+  - key: tenant
+    rate_limit: { unit: hour, requests_per_unit: 1, name: tenant-rph }
+    descriptors:
+      - key: model
+        rate_limit: { unit: hour, requests_per_unit: 700, name: tenant-model-tph }
+"#;
+
 /// A typical Sluice decision: requests and tokens of one tenant × model.
-fn request(i: usize) -> RateLimitRequest {
+fn request(domain: &str, i: usize) -> RateLimitRequest {
     let tenant = format!("tenant-{}", i % 100);
     let entry = |k: &str, v: &str| Entry {
         key: k.into(),
         value: v.into(),
     };
     RateLimitRequest {
-        domain: "bench".into(),
+        domain: domain.into(),
         descriptors: vec![
             RateLimitDescriptor {
                 entries: vec![entry("tenant", &tenant)],
@@ -174,7 +188,12 @@ async fn channels(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<Channel>> {
 /// `rate == Some(r)`: open loop, r calls/s in total. Latency is measured from
 /// the actual send; sends that start well behind schedule are reported as
 /// `late`, so a client that cannot keep up shows instead of hiding server stalls.
-async fn drive(channels: &[Channel], args: &Args, rate: Option<f64>) -> Figures {
+async fn drive(
+    channels: &[Channel],
+    args: &Args,
+    domain: &'static str,
+    rate: Option<f64>,
+) -> Figures {
     let run = |seconds: u64, record: bool| {
         let mut tasks = Vec::new();
         for worker in 0..args.concurrency {
@@ -201,7 +220,7 @@ async fn drive(channels: &[Channel], args: &Args, rate: Option<f64>) -> Figures 
                         next += interval;
                     }
                     let sent = Instant::now();
-                    let ok = client.should_rate_limit(request(i)).await.is_ok();
+                    let ok = client.should_rate_limit(request(domain, i)).await.is_ok();
                     let micros = sent.elapsed().as_micros() as u64;
                     if record {
                         let _ = histogram.record(micros.max(1));
@@ -358,8 +377,12 @@ fn redis_benchmark(port: u16, args: &Args, sha: &str) -> anyhow::Result<f64> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let config =
-        || LimitsConfig::from_sources(&[(PathBuf::from("bench.yaml"), LIMITS.to_string())]);
+    let config = || {
+        LimitsConfig::from_sources(&[
+            (PathBuf::from("bench.yaml"), LIMITS.to_string()),
+            (PathBuf::from("bench-over.yaml"), OVER_LIMITS.to_string()),
+        ])
+    };
     let mut redis_guard = None;
     println!(
         "sluice-rls-bench: concurrency {} over {} connection(s), {} s per phase, {} CPU(s)",
@@ -380,7 +403,7 @@ async fn main() -> anyhow::Result<()> {
     for target in &args.targets {
         let addr = match target.as_str() {
             "noop" => serve(RateLimitServiceServer::new(NoopRls)).await?,
-            "memory" | "redis" => {
+            "memory" | "redis" | "redis-over" | "redis-over-cache" => {
                 let store: Arc<dyn CounterStore> = if target == "memory" {
                     Arc::new(MemoryStore::new())
                 } else {
@@ -401,19 +424,36 @@ async fn main() -> anyhow::Result<()> {
                     store.preload().await?;
                     Arc::new(store)
                 };
+                let metrics = Arc::new(Metrics::new());
+                let store: Arc<dyn CounterStore> = if target == "redis-over-cache" {
+                    Arc::new(LocalCacheStore::new(
+                        store,
+                        1 << 20,
+                        metrics.local_cache_answers.clone(),
+                    ))
+                } else {
+                    store
+                };
                 let limiter = Arc::new(Limiter::new(
                     config()?,
                     store,
                     CountingMode::AllOrNothing,
                     Arc::new(SystemClock),
-                    Arc::new(Metrics::new()),
+                    metrics,
                 ));
                 serve(RlsService::new(limiter).into_server()).await?
             }
-            other => bail!("unknown target '{other}' (noop, memory, redis)"),
+            other => bail!(
+                "unknown target '{other}' (noop, memory, redis, redis-over, redis-over-cache)"
+            ),
         };
         let chans = channels(addr, args.connections).await?;
-        let max = drive(&chans, &args, None).await;
+        let domain = if target.starts_with("redis-over") {
+            "bench-over"
+        } else {
+            "bench"
+        };
+        let max = drive(&chans, &args, domain, None).await;
         if target == "noop" {
             noop_rate = Some(max.rate);
         }
@@ -431,7 +471,7 @@ async fn main() -> anyhow::Result<()> {
             max.errors
         );
         let target_rate = max.rate * args.open_loop_fraction;
-        let open = drive(&chans, &args, Some(target_rate)).await;
+        let open = drive(&chans, &args, domain, Some(target_rate)).await;
         println!(
             "{:<28} {:>12.0} {:>8.3} {:>8.3} {:>9.3} {:>8} {:>7} {:>5.1}%",
             format!("{target} (open @{:.0}%)", 100.0 * args.open_loop_fraction),

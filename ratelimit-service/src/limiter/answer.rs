@@ -1,6 +1,10 @@
 //! The second, pure half of a decision: the store's outcome and the plan in,
 //! the RLS response and the metric events out.
 
+use super::options::{
+    HeaderStyle, ResponseOptions, UpstreamHeaderNames, RATELIMIT_LIMIT, RATELIMIT_POLICY,
+    RATELIMIT_REMAINING, RATELIMIT_RESET, RETRY_AFTER,
+};
 use super::plan::{Applied, Plan, Resolved};
 use crate::config::{Limit, OverLimitAction, Priority};
 use crate::store::CounterOutcome;
@@ -24,7 +28,7 @@ pub enum MetricEvent<'p> {
     Hits { limit: &'p Limit, hits: u64 },
     /// A shadow-mode limit was over (and let the request pass).
     ShadowModeHit { limit: &'p Limit },
-    /// An enforced limit was over.
+    /// An enforced (or quota-mode) limit was over.
     OverLimit { limit: &'p Limit },
     /// A `detailed_metric` limit's per-descriptor count.
     Detailed {
@@ -33,6 +37,8 @@ pub enum MetricEvent<'p> {
         descriptor: String,
         code: &'static str,
     },
+    /// `--global-shadow-mode` turned an OVER_LIMIT answer into OK.
+    GlobalShadowMode,
 }
 
 /// The decision: what goes back to Envoy and what the metrics record.
@@ -46,8 +52,17 @@ pub struct Answer<'p> {
 struct Reading<'p> {
     applied: &'p Applied,
     remaining: u64,
-    /// Over an enforced limit.
+    /// Over an enforced limit: the request is over.
     blocking: bool,
+    /// Over a quota-mode limit: the request is over only if every
+    /// quota-mode descriptor of it is.
+    quota_over: bool,
+}
+
+impl Reading<'_> {
+    fn is_over(&self) -> bool {
+        self.blocking || self.quota_over
+    }
 }
 
 /// Answers `request` from its `plan` and the store's `outcome`.
@@ -55,6 +70,7 @@ pub fn answer<'p>(
     request: &RateLimitRequest,
     plan: &'p Plan,
     outcome: &CounterOutcome,
+    options: &ResponseOptions,
 ) -> Answer<'p> {
     let now = plan.now_millis;
     let mut response = RateLimitResponse {
@@ -62,9 +78,7 @@ pub fn answer<'p>(
         ..Default::default()
     };
     let mut events = Vec::new();
-    let mut tightest: Option<Reading<'p>> = None;
-    let mut over_limits: Vec<&Limit> = Vec::new();
-    let mut retry_after_secs = 0u64;
+    let mut readings: Vec<Reading<'p>> = Vec::new();
     for (descriptor, entry) in request.descriptors.iter().zip(&plan.resolved) {
         let status = match entry {
             Resolved::None => DescriptorStatus {
@@ -77,38 +91,132 @@ pub fn answer<'p>(
                 ..Default::default()
             },
             Resolved::Limited(applied) => {
-                let reading = read(plan, applied, outcome, descriptor, &mut events);
-                if reading.blocking {
-                    retry_after_secs =
-                        retry_after_secs.max(applied.window.seconds_until_reset(now));
-                    over_limits.push(&applied.limit);
-                    response.overall_code = Code::OverLimit as i32;
-                }
+                let reading = read(plan, applied, outcome, descriptor, options, &mut events);
                 let status = limited_status(&reading, now);
-                if is_tighter(&reading, tightest.as_ref()) && !applied.limit.shadow_mode {
-                    tightest = Some(reading);
-                }
+                readings.push(reading);
                 status
             }
         };
         response.statuses.push(status);
     }
-    if let Some(reading) = &tightest {
-        response
-            .response_headers_to_add
-            .extend(rate_limit_headers(reading, now));
+    let verdict = Verdict::of(&readings, options, now);
+    if verdict.shadowed {
+        events.push(MetricEvent::GlobalShadowMode);
     }
-    if response.overall_code == Code::OverLimit as i32 {
-        response
-            .response_headers_to_add
-            .push(header("Retry-After", retry_after_secs.max(1).to_string()));
+    if verdict.refused() {
+        response.overall_code = Code::OverLimit as i32;
     }
-    if !over_limits.is_empty() {
-        response.dynamic_metadata = Some(sluice_metadata(&over_limits, retry_after_secs));
+    response.response_headers_to_add = headers(&readings, &verdict, now, &options.headers);
+    let mut metadata = BTreeMap::new();
+    if verdict.refused() {
+        let limits: Vec<&Limit> = verdict
+            .over_limits
+            .iter()
+            .map(|r| &*r.applied.limit)
+            .collect();
+        metadata.insert(
+            METADATA_NAMESPACE.to_string(),
+            struct_value(sluice_metadata(&limits, verdict.retry_after_secs)),
+        );
     } else if outcome.applied && plan.ops.iter().any(|op| op.hits > 0) {
-        response.dynamic_metadata = Some(charged_at_metadata(now));
+        // Which windows an allowed request was charged in, for its later
+        // correction (the filter sends it back with the usage).
+        metadata.insert(
+            METADATA_NAMESPACE.to_string(),
+            struct_value(charged_at_fields(now)),
+        );
+    }
+    if options.dynamic_metadata {
+        metadata.extend(upstream_metadata(request, &readings));
+    }
+    if !metadata.is_empty() {
+        response.dynamic_metadata = Some(Struct {
+            fields: metadata.into_iter().collect(),
+        });
     }
     Answer { response, events }
+}
+
+/// The request as a whole.
+struct Verdict<'r, 'p> {
+    /// Over an enforced limit, or over every quota-mode limit.
+    over: bool,
+    /// Over, but answered OK by `--global-shadow-mode`.
+    shadowed: bool,
+    /// The limits that make it over.
+    over_limits: Vec<&'r Reading<'p>>,
+    /// Until the last of them resets.
+    retry_after_secs: u64,
+}
+
+impl<'r, 'p> Verdict<'r, 'p> {
+    fn of(readings: &'r [Reading<'p>], options: &ResponseOptions, now: u64) -> Self {
+        let quota_total = readings
+            .iter()
+            .filter(|r| r.applied.limit.quota_mode || options.global_quota_mode)
+            .count();
+        let quota_over = readings.iter().filter(|r| r.quota_over).count();
+        // Quota-mode limits refuse a request only together: when every one is over.
+        let quota_exhausted = quota_total > 0 && quota_total == quota_over;
+        let over_limits: Vec<&Reading<'p>> = readings
+            .iter()
+            .filter(|r| r.blocking || (quota_exhausted && r.quota_over))
+            .collect();
+        let retry_after_secs = over_limits
+            .iter()
+            .map(|r| r.applied.window.seconds_until_reset(now))
+            .max()
+            .unwrap_or(0);
+        let over = !over_limits.is_empty();
+        Verdict {
+            over,
+            shadowed: over && options.global_shadow_mode,
+            over_limits,
+            retry_after_secs,
+        }
+    }
+
+    /// Answered OVER_LIMIT.
+    fn refused(&self) -> bool {
+        self.over && !self.shadowed
+    }
+}
+
+/// The rate-limit headers `style` asks for.
+fn headers(
+    readings: &[Reading<'_>],
+    verdict: &Verdict<'_, '_>,
+    now: u64,
+    style: &HeaderStyle,
+) -> Vec<HeaderValue> {
+    let mut headers = Vec::new();
+    match style {
+        HeaderStyle::Sluice => {
+            let tightest = readings
+                .iter()
+                .filter(|r| !r.applied.limit.shadow_mode)
+                .fold(
+                    None,
+                    |best, r| if is_tighter(r, best) { Some(r) } else { best },
+                );
+            if let Some(reading) = tightest {
+                headers.extend(rate_limit_headers(reading, now));
+            }
+            if verdict.refused() {
+                headers.push(header(
+                    RETRY_AFTER,
+                    verdict.retry_after_secs.max(1).to_string(),
+                ));
+            }
+        }
+        HeaderStyle::Upstream(names) => {
+            if let Some(reading) = upstream_header_reading(readings) {
+                headers.extend(upstream_headers(reading, now, names));
+            }
+        }
+        HeaderStyle::Off => {}
+    }
+    headers
 }
 
 /// Reads one limited descriptor's counter from the outcome, noting the
@@ -118,6 +226,7 @@ fn read<'p>(
     applied: &'p Applied,
     outcome: &CounterOutcome,
     descriptor: &RateLimitDescriptor,
+    options: &ResponseOptions,
     events: &mut Vec<MetricEvent<'p>>,
 ) -> Reading<'p> {
     let op = &plan.ops[applied.op_index];
@@ -129,7 +238,8 @@ fn read<'p>(
         before
     };
     let limit = &*applied.limit;
-    let blocking = over && !limit.shadow_mode;
+    let counted_over = over && !limit.shadow_mode;
+    let quota = limit.quota_mode || options.global_quota_mode;
     if outcome.applied && op.hits > 0 {
         events.push(MetricEvent::Hits {
             limit,
@@ -139,20 +249,21 @@ fn read<'p>(
     if over && limit.shadow_mode {
         events.push(MetricEvent::ShadowModeHit { limit });
     }
-    if blocking {
+    if counted_over {
         events.push(MetricEvent::OverLimit { limit });
     }
     if limit.detailed_metric {
         events.push(MetricEvent::Detailed {
             limit,
             descriptor: descriptor_label(descriptor),
-            code: if blocking { "over_limit" } else { "ok" },
+            code: if counted_over { "over_limit" } else { "ok" },
         });
     }
     Reading {
         applied,
         remaining: op.limit.saturating_sub(used),
-        blocking,
+        blocking: counted_over && !quota,
+        quota_over: counted_over && quota,
     }
 }
 
@@ -167,7 +278,9 @@ fn descriptor_label(descriptor: &RateLimitDescriptor) -> String {
 
 fn limited_status(reading: &Reading<'_>, now: u64) -> DescriptorStatus {
     let limit = &reading.applied.limit;
-    let code = if reading.blocking {
+    // A quota-mode descriptor over its limit says so, as upstream's does,
+    // even when the request as a whole is allowed.
+    let code = if reading.is_over() {
         Code::OverLimit
     } else {
         Code::Ok
@@ -205,15 +318,52 @@ fn rate_limit_headers(reading: &Reading<'_>, now: u64) -> [HeaderValue; 4] {
     let limit = &reading.applied.limit;
     let window = reading.applied.window;
     [
-        header("RateLimit-Limit", limit.requests_per_unit.to_string()),
-        header("RateLimit-Remaining", reading.remaining.to_string()),
+        header(RATELIMIT_LIMIT, limit.requests_per_unit.to_string()),
+        header(RATELIMIT_REMAINING, reading.remaining.to_string()),
         header(
-            "RateLimit-Reset",
+            RATELIMIT_RESET,
             (window.seconds_until_reset(now) as u32).to_string(),
         ),
         header(
-            "RateLimit-Policy",
+            RATELIMIT_POLICY,
             format!("{};w={}", limit.requests_per_unit, window.length),
+        ),
+    ]
+}
+
+/// upstream's choice (`shouldRateLimitWorker`): the limited descriptor with
+/// the least left, first on a tie; a descriptor over an enforced limit
+/// takes it over (the last such one).
+fn upstream_header_reading<'r, 'p>(readings: &'r [Reading<'p>]) -> Option<&'r Reading<'p>> {
+    let mut chosen: Option<&Reading<'p>> = None;
+    let mut least = u64::from(u32::MAX);
+    for reading in readings {
+        if reading.blocking {
+            chosen = Some(reading);
+            least = 0;
+        } else if reading.remaining < least {
+            chosen = Some(reading);
+            least = reading.remaining;
+        }
+    }
+    chosen
+}
+
+fn upstream_headers(
+    reading: &Reading<'_>,
+    now: u64,
+    names: &UpstreamHeaderNames,
+) -> [HeaderValue; 3] {
+    let limit = &reading.applied.limit;
+    [
+        header(&names.limit, limit.requests_per_unit.to_string()),
+        header(
+            &names.remaining,
+            reading.remaining.min(u64::from(u32::MAX)).to_string(),
+        ),
+        header(
+            &names.reset,
+            reading.applied.window.seconds_until_reset(now).to_string(),
         ),
     ]
 }
@@ -226,31 +376,139 @@ fn header(key: &str, value: String) -> HeaderValue {
     }
 }
 
-/// `{"sluice": {"charged_at_ms": "<now>"}}`: which windows an allowed
-/// request was charged in, for its later correction.
-fn charged_at_metadata(now_millis: u64) -> Struct {
+/// `{"charged_at_ms": "<now>"}` (in the `sluice` namespace): which windows
+/// an allowed request was charged in, for its later correction.
+fn charged_at_fields(now_millis: u64) -> BTreeMap<String, Value> {
     let mut fields = BTreeMap::new();
     fields.insert(
         sluice_metadata::CHARGED_AT_MS.to_string(),
-        Value {
-            kind: Some(Kind::StringValue(now_millis.to_string())),
-        },
+        string_value(&now_millis.to_string()),
     );
-    in_namespace(fields)
+    fields
 }
 
-fn in_namespace(fields: BTreeMap<String, Value>) -> Struct {
-    let mut outer = BTreeMap::new();
-    outer.insert(
-        METADATA_NAMESPACE.to_string(),
-        Value {
-            kind: Some(Kind::StructValue(Struct {
-                fields: fields.into_iter().collect(),
-            })),
-        },
+fn string_value(text: &str) -> Value {
+    Value {
+        kind: Some(Kind::StringValue(text.to_string())),
+    }
+}
+
+fn number_value(number: f64) -> Value {
+    Value {
+        kind: Some(Kind::NumberValue(number)),
+    }
+}
+
+fn list_value(values: Vec<Value>) -> Value {
+    Value {
+        kind: Some(Kind::ListValue(ListValue { values })),
+    }
+}
+
+fn struct_value(fields: BTreeMap<String, Value>) -> Value {
+    Value {
+        kind: Some(Kind::StructValue(Struct {
+            fields: fields.into_iter().collect(),
+        })),
+    }
+}
+
+/// envoyproxy/ratelimit's `ratelimitToMetadata`: `domain`, `descriptors`
+/// (`entries` as `key=value`, `limit`, `hitsAddend`), the request's
+/// `hitsAddend`, and `metadata`: the `metadata` of every limit whose
+/// descriptor was not over, merged (the first one wins on a clash).
+fn upstream_metadata(
+    request: &RateLimitRequest,
+    readings: &[Reading<'_>],
+) -> BTreeMap<String, Value> {
+    let mut fields = BTreeMap::new();
+    fields.insert(
+        upstream_keys::DOMAIN.to_string(),
+        string_value(&request.domain),
     );
-    Struct {
-        fields: outer.into_iter().collect(),
+    let descriptors = request.descriptors.iter().map(descriptor_struct).collect();
+    fields.insert(
+        upstream_keys::DESCRIPTORS.to_string(),
+        list_value(descriptors),
+    );
+    if request.hits_addend != 0 {
+        fields.insert(
+            upstream_keys::HITS_ADDEND.to_string(),
+            number_value(f64::from(request.hits_addend)),
+        );
+    }
+    let mut passed = Struct::default();
+    for reading in readings.iter().filter(|r| !r.is_over()) {
+        if let Some(metadata) = &reading.applied.limit.metadata {
+            merge_metadata(&mut passed, metadata);
+        }
+    }
+    if !passed.fields.is_empty() {
+        fields.insert(
+            upstream_keys::METADATA.to_string(),
+            Value {
+                kind: Some(Kind::StructValue(passed)),
+            },
+        );
+    }
+    fields
+}
+
+/// Field names of upstream's response dynamic metadata.
+mod upstream_keys {
+    pub const DOMAIN: &str = "domain";
+    pub const DESCRIPTORS: &str = "descriptors";
+    pub const ENTRIES: &str = "entries";
+    pub const LIMIT: &str = "limit";
+    pub const HITS_ADDEND: &str = "hitsAddend";
+    pub const METADATA: &str = "metadata";
+}
+
+fn descriptor_struct(descriptor: &RateLimitDescriptor) -> Value {
+    let mut fields = BTreeMap::new();
+    let entries = descriptor
+        .entries
+        .iter()
+        .map(|e| string_value(&format!("{}={}", e.key, e.value)))
+        .collect();
+    fields.insert(upstream_keys::ENTRIES.to_string(), list_value(entries));
+    if let Some(limit) = &descriptor.limit {
+        let unit = crate::window::Unit::from_proto(limit.unit)
+            .map_or_else(|| limit.unit.to_string(), |u| u.as_str().to_uppercase());
+        fields.insert(
+            upstream_keys::LIMIT.to_string(),
+            string_value(&format!(
+                "requests_per_unit:{} unit:{unit}",
+                limit.requests_per_unit
+            )),
+        );
+    }
+    if let Some(hits) = &descriptor.hits_addend {
+        fields.insert(
+            upstream_keys::HITS_ADDEND.to_string(),
+            number_value(hits.value as f64),
+        );
+    }
+    struct_value(fields)
+}
+
+/// upstream's `mergeMetadata`: maps merge key by key, anything else keeps
+/// what is already there.
+fn merge_metadata(into: &mut Struct, from: &Struct) {
+    for (key, value) in &from.fields {
+        match into.fields.get_mut(key) {
+            None => {
+                into.fields.insert(key.clone(), value.clone());
+            }
+            Some(Value {
+                kind: Some(Kind::StructValue(existing)),
+            }) => {
+                if let Some(Kind::StructValue(incoming)) = &value.kind {
+                    merge_metadata(existing, incoming);
+                }
+            }
+            Some(_) => {}
+        }
     }
 }
 
@@ -262,7 +520,7 @@ fn in_namespace(fields: BTreeMap<String, Value>) -> Struct {
 ///   cautious reading;
 /// * `over_limits`: names of the limits that are over;
 /// * `retry_after_seconds`: when over, until the last of them resets.
-fn sluice_metadata(over: &[&Limit], retry_after_secs: u64) -> Struct {
+fn sluice_metadata(over: &[&Limit], retry_after_secs: u64) -> BTreeMap<String, Value> {
     let string = |s: &str| Value {
         kind: Some(Kind::StringValue(s.to_string())),
     };
@@ -299,5 +557,5 @@ fn sluice_metadata(over: &[&Limit], retry_after_secs: u64) -> Struct {
             kind: Some(Kind::NumberValue(retry_after_secs as f64)),
         },
     );
-    in_namespace(fields)
+    fields
 }

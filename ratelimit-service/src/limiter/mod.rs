@@ -4,9 +4,11 @@
 //! headers, Sluice's metadata, metric events).
 
 mod answer;
+mod options;
 mod plan;
 
 pub use answer::METADATA_NAMESPACE;
+pub use options::{HeaderStyle, ResponseOptions, UpstreamHeaderNames};
 pub use plan::Charge;
 
 use answer::MetricEvent;
@@ -74,6 +76,10 @@ pub struct Limiter {
     mode: CountingMode,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
+    response: ResponseOptions,
+    /// Serialises config updates (file reloads and xDS), so that neither
+    /// loses the other's change.
+    updating: std::sync::Mutex<()>,
 }
 
 impl Limiter {
@@ -91,13 +97,42 @@ impl Limiter {
             mode,
             clock,
             metrics,
+            response: ResponseOptions::default(),
+            updating: std::sync::Mutex::new(()),
         }
+    }
+
+    /// The same limiter with these answer switches.
+    pub fn with_response_options(mut self, response: ResponseOptions) -> Self {
+        self.response = response;
+        self
+    }
+
+    pub fn response_options(&self) -> &ResponseOptions {
+        &self.response
     }
 
     /// Swap in a new configuration; decisions in flight finish on the old one.
     pub fn replace_config(&self, config: LimitsConfig) {
         self.metrics.config_limits.set(config.limit_count() as i64);
         self.config.store(Arc::new(config));
+    }
+
+    /// Build a new config from the running one and swap it in; on error the
+    /// running config stays.
+    pub fn update_config<E>(
+        &self,
+        build: impl FnOnce(&LimitsConfig) -> Result<LimitsConfig, E>,
+    ) -> Result<Arc<LimitsConfig>, E> {
+        // A panic while holding it cannot leave a config half-built: the swap is atomic.
+        let _guard = self
+            .updating
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let next = Arc::new(build(&self.config.load_full())?);
+        self.metrics.config_limits.set(next.limit_count() as i64);
+        self.config.store(next.clone());
+        Ok(next)
     }
 
     pub fn config(&self) -> Arc<LimitsConfig> {
@@ -216,13 +251,19 @@ impl Limiter {
         window_at_millis: Option<u64>,
     ) -> Result<RateLimitResponse, DecisionError> {
         let now = self.clock.now_millis();
-        let plan =
-            plan::plan_in_window(config, request, mode, now, window_at_millis.unwrap_or(now))?;
+        let plan = plan::plan_in_window(
+            config,
+            request,
+            mode,
+            self.response.global_quota_mode,
+            now,
+            window_at_millis.unwrap_or(now),
+        )?;
         let outcome = self
             .store
             .apply(&plan.ops, plan.mode, plan.now_millis)
             .await?;
-        let answer = answer::answer(request, &plan, &outcome);
+        let answer = answer::answer(request, &plan, &outcome, &self.response);
         self.record(&request.domain, &answer.events);
         Ok(answer.response)
     }
@@ -251,6 +292,7 @@ impl Limiter {
                         code,
                     })
                     .inc(),
+                MetricEvent::GlobalShadowMode => self.metrics.global_shadow_mode.inc(),
             };
         }
     }

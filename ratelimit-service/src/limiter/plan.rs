@@ -83,9 +83,17 @@ pub fn plan(
     config: &LimitsConfig,
     request: &RateLimitRequest,
     mode: CountingMode,
+    global_quota_mode: bool,
     now_millis: u64,
 ) -> Result<Plan, DecisionError> {
-    plan_in_window(config, request, mode, now_millis, now_millis)
+    plan_in_window(
+        config,
+        request,
+        mode,
+        global_quota_mode,
+        now_millis,
+        now_millis,
+    )
 }
 
 /// Plans `request` against the windows containing `window_at_millis`
@@ -96,6 +104,7 @@ pub fn plan_in_window(
     config: &LimitsConfig,
     request: &RateLimitRequest,
     mode: CountingMode,
+    global_quota_mode: bool,
     now_millis: u64,
     window_at_millis: u64,
 ) -> Result<Plan, DecisionError> {
@@ -114,23 +123,30 @@ pub fn plan_in_window(
     for (descriptor, found) in request.descriptors.iter().zip(&matched) {
         let entry = match found {
             None => Resolved::None,
-            Some(m) if replaced.contains(m.name()) => Resolved::None,
-            Some(Matched::Unlimited { .. }) => Resolved::Unlimited,
-            Some(Matched::Limited(limit)) => {
+            Some((Matched::Unlimited { .. }, _)) => Resolved::Unlimited,
+            Some((m, _)) if m.replaceable_name().is_some_and(|n| replaced.contains(n)) => {
+                Resolved::None
+            }
+            Some((Matched::Limited(limit), shared)) => {
                 let window = Window::containing(limit.unit, window_at_millis);
                 let hits = if window.takes_corrections(now_millis) {
                     descriptor_hits(descriptor, request_hits)
                 } else {
                     0
                 };
-                ops.push(counter_op(
+                let mut op = counter_op(
                     &request.domain,
                     descriptor,
+                    shared,
                     limit,
                     window,
                     hits,
                     now_millis,
-                ));
+                );
+                // Over a quota-mode limit the request may still pass: its
+                // other counters must move (the answer decides).
+                op.enforced &= !(limit.quota_mode || global_quota_mode);
+                ops.push(op);
                 Resolved::Limited(Applied {
                     limit: limit.clone(),
                     window,
@@ -162,13 +178,16 @@ fn validate(request: &RateLimitRequest) -> Result<(), DecisionError> {
     Ok(())
 }
 
+/// What one descriptor matched, with its shared (`share_threshold`) entries.
+type MatchedWith<'c> = (Matched, Vec<(usize, &'c str)>);
+
 /// The limit one descriptor matches, after its own limit override.
-fn match_descriptor(
-    config: &LimitsConfig,
+fn match_descriptor<'c>(
+    config: &'c LimitsConfig,
     domain: &str,
     index: usize,
     descriptor: &RateLimitDescriptor,
-) -> Result<Option<Matched>, DecisionError> {
+) -> Result<Option<MatchedWith<'c>>, DecisionError> {
     if descriptor.entries.is_empty() {
         return Err(DecisionError::InvalidRequest(format!(
             "descriptor {index} has no entries"
@@ -178,10 +197,14 @@ fn match_descriptor(
         .entries
         .iter()
         .map(|e| (e.key.as_str(), e.value.as_str()));
-    let found = config.lookup(domain, entries).cloned();
+    let found = config
+        .lookup(domain, entries)
+        .map(|found| (found.matched.clone(), found.shared));
     match &descriptor.limit {
         None => Ok(found),
-        Some(overridden) => overridden_limit(found, overridden, index).map(Some),
+        // An override counts per value, as upstream's does.
+        Some(overridden) => overridden_limit(found.map(|(m, _)| m), overridden, index)
+            .map(|m| Some((m, Vec::new()))),
     }
 }
 
@@ -207,7 +230,10 @@ fn overridden_limit(
         .map(|l| l.name.clone())
         .unwrap_or_else(|| "override".into());
     Ok(Matched::Limited(Arc::new(Limit {
+        named: base.as_ref().is_some_and(|l| l.named),
         shadow_mode: base.as_ref().is_some_and(|l| l.shadow_mode),
+        quota_mode: base.as_ref().is_some_and(|l| l.quota_mode),
+        metadata: base.as_ref().and_then(|l| l.metadata.clone()),
         detailed_metric: base.as_ref().is_some_and(|l| l.detailed_metric),
         replaces: base
             .as_ref()
@@ -218,19 +244,19 @@ fn overridden_limit(
     })))
 }
 
-/// `replaces`: a limit named by another matched limit steps aside.
-fn replaced_names<'a>(config: &LimitsConfig, matched: &'a [Option<Matched>]) -> HashSet<&'a str> {
+/// `replaces`: a named limit named by another matched limit (unlimited
+/// ones included, as upstream) steps aside.
+fn replaced_names<'a>(
+    config: &LimitsConfig,
+    matched: &'a [Option<MatchedWith<'_>>],
+) -> HashSet<&'a str> {
     if !config.has_replaces() {
         return HashSet::new();
     }
     matched
         .iter()
         .flatten()
-        .filter_map(|m| match m {
-            Matched::Limited(limit) => Some(limit.replaces.iter().map(String::as_str)),
-            Matched::Unlimited { .. } => None,
-        })
-        .flatten()
+        .flat_map(|(m, _)| m.replaces().iter().map(String::as_str))
         .collect()
 }
 
@@ -257,18 +283,25 @@ fn descriptor_hits(descriptor: &RateLimitDescriptor, request_hits: u64) -> i64 {
     }
 }
 
+/// The op of one limited descriptor. Its counter is the request's entries,
+/// with the pattern in place of the value where a `share_threshold`
+/// wildcard matched (every value matching it shares the counter).
 fn counter_op(
     domain: &str,
     descriptor: &RateLimitDescriptor,
+    shared: &[(usize, &str)],
     limit: &Limit,
     window: Window,
     hits: i64,
     now_millis: u64,
 ) -> CounterOp {
-    let entries = descriptor
-        .entries
-        .iter()
-        .map(|e| (e.key.as_str(), e.value.as_str()));
+    let entries = descriptor.entries.iter().enumerate().map(|(index, e)| {
+        let value = shared
+            .iter()
+            .find(|(at, _)| *at == index)
+            .map_or(e.value.as_str(), |(_, pattern)| pattern);
+        (e.key.as_str(), value)
+    });
     CounterOp {
         key: counter_key(domain, entries, limit.unit, window),
         hits,

@@ -5,7 +5,7 @@
 
 use super::answer::{answer, MetricEvent};
 use super::plan::{self, Charge, Plan, Resolved, MAX_HITS};
-use super::DecisionError;
+use super::{DecisionError, ResponseOptions};
 use crate::config::LimitsConfig;
 use crate::store::{self, counter_key, CounterOutcome, CountingMode};
 use crate::window::{Unit, Window};
@@ -73,7 +73,7 @@ fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
 }
 
 fn plan_of(request: &RateLimitRequest, mode: CountingMode) -> Plan {
-    plan::plan(&config(), request, mode, T0).unwrap()
+    plan::plan(&config(), request, mode, false, T0).unwrap()
 }
 
 /// What the stores do with `before` (one value per op), then the answer:
@@ -89,7 +89,7 @@ fn decide(
         applied: store::decide(&plan.ops, before, mode),
         before: before.to_vec(),
     };
-    let answer = answer(request, &plan, &outcome);
+    let answer = answer(request, &plan, &outcome, &ResponseOptions::default());
     let events = answer
         .events
         .iter()
@@ -102,6 +102,7 @@ fn decide(
                 descriptor,
                 code,
             } => format!("detailed:{}:{descriptor}:{code}", limit.name),
+            MetricEvent::GlobalShadowMode => "global_shadow".to_string(),
         })
         .collect();
     (answer.response, events)
@@ -399,6 +400,7 @@ fn a_descriptor_limit_overrides_rate_and_unit_only() {
         &config(),
         &request(vec![bad]),
         CountingMode::AllOrNothing,
+        false,
         T0,
     )
     .unwrap_err();
@@ -467,7 +469,7 @@ fn malformed_requests_are_invalid() {
         request(vec![]),
         request(vec![rpm(), descriptor(&[])]),
     ] {
-        let err = plan::plan(&config(), &bad, CountingMode::AllOrNothing, T0).unwrap_err();
+        let err = plan::plan(&config(), &bad, CountingMode::AllOrNothing, false, T0).unwrap_err();
         assert!(matches!(err, DecisionError::InvalidRequest(_)), "{err}");
     }
     // An unknown domain is no error: nothing matches, nothing is counted.

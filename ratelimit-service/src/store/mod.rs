@@ -4,12 +4,14 @@
 //! scenario suite runs unchanged against each of them.
 
 mod keys;
+mod local_cache;
 mod memory;
 mod redis;
 pub mod scripts;
 
 pub use self::redis::{redact_url, RedisStore, RedisStoreOptions};
 pub use keys::counter_key;
+pub use local_cache::LocalCacheStore;
 pub use memory::MemoryStore;
 
 use futures::future::BoxFuture;

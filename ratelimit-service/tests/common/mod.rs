@@ -1,0 +1,24 @@
+//! Shared by the test files that `mod common;` it.
+#![allow(dead_code)] // each test file uses part of it
+
+pub mod xds_server;
+
+use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
+    rate_limit_descriptor::Entry, RateLimitDescriptor,
+};
+use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+
+/// A request with one descriptor of one entry.
+pub fn one_entry_request(domain: &str, key: &str, value: &str) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: key.into(),
+                value: value.into(),
+            }],
+            ..Default::default()
+        }],
+        hits_addend: 0,
+    }
+}
