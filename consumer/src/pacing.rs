@@ -639,6 +639,29 @@ impl Pacer {
         }
     }
 
+    /// The keys and arguments both scripts share (see
+    /// [`clock_and_rates_lua`]): KEYS 1–3, ARGV 1–5 with `tokens` as ARGV 2.
+    fn invocation<'s>(
+        &self,
+        script: &'s redis::Script,
+        bucket: &BucketId,
+        now_ms: Option<u64>,
+        tokens: impl redis::ToRedisArgs,
+    ) -> redis::ScriptInvocation<'s> {
+        let configured = self.configured(bucket);
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(bucket.pace_key(Dimension::Requests))
+            .key(bucket.pace_key(Dimension::Tokens))
+            .key(bucket.rates_key())
+            .arg(now_ms.map(|n| n.to_string()).unwrap_or_default())
+            .arg(tokens)
+            .arg(bucket.tenant())
+            .arg(rate_arg(configured.requests_per_second))
+            .arg(rate_arg(configured.tokens_per_second));
+        invocation
+    }
+
     /// Checks (and on admit takes) the bucket's next slot for a message
     /// costing one request and `tokens` tokens. `now_ms`: `None` in
     /// production (Redis's clock), a simulated clock in tests.
@@ -648,17 +671,8 @@ impl Pacer {
         tokens: u64,
         now_ms: Option<u64>,
     ) -> Result<PaceDecision, PacingError> {
-        let configured = self.configured(bucket);
-        let mut invocation = self.script.prepare_invoke();
+        let mut invocation = self.invocation(&self.script, bucket, now_ms, tokens);
         invocation
-            .key(bucket.pace_key(Dimension::Requests))
-            .key(bucket.pace_key(Dimension::Tokens))
-            .key(bucket.rates_key())
-            .arg(now_ms.map(|n| n.to_string()).unwrap_or_default())
-            .arg(tokens)
-            .arg(bucket.tenant())
-            .arg(rate_arg(configured.requests_per_second))
-            .arg(rate_arg(configured.tokens_per_second))
             .arg(self.config.request_burst)
             .arg(self.config.token_burst)
             .arg(self.config.paused_recheck_ms);
@@ -681,17 +695,7 @@ impl Pacer {
         delta_tokens: i64,
         now_ms: Option<u64>,
     ) -> Result<bool, PacingError> {
-        let configured = self.configured(bucket);
-        let mut invocation = self.correct_script.prepare_invoke();
-        invocation
-            .key(bucket.pace_key(Dimension::Requests))
-            .key(bucket.pace_key(Dimension::Tokens))
-            .key(bucket.rates_key())
-            .arg(now_ms.map(|n| n.to_string()).unwrap_or_default())
-            .arg(delta_tokens)
-            .arg(bucket.tenant())
-            .arg(rate_arg(configured.requests_per_second))
-            .arg(rate_arg(configured.tokens_per_second));
+        let invocation = self.invocation(&self.correct_script, bucket, now_ms, delta_tokens);
         let mut conn = self.conn.clone();
         let written: i64 = invocation.invoke_async(&mut conn).await?;
         Ok(written == 1)

@@ -3,12 +3,13 @@
 //! deferred request's answer is in, its bucket's token pacing debt moves
 //! from the estimate it was paced with to the real usage llm-sim reported
 //! (both ways), and the tenant's usage is counted in the consumer's metrics.
+//! A stream that breaks (no usage) keeps its estimate.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use sluice_consumer::gcra::Stored;
 use sluice_consumer::keys::{BucketId, Dimension};
-use sluice_consumer::{PaceDecision, PacingConfig, Rates};
+use sluice_consumer::{BackendTargetConfig, PaceDecision, PacingConfig, Rates};
 use sluice_llm_sim::ledger::LedgerEntry;
 use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_ratelimit::deferral::publisher::LitePublisher;
@@ -22,6 +23,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 const MODEL: &str = "gpt-4o";
+/// Served by an llm-sim whose every stream breaks midway.
+const BROKEN_MODEL: &str = "gpt-4o-broken";
 /// Token pacing of every bucket: 20 tokens/s, one token = 50 ms of debt.
 const TOKENS_PER_SECOND: f64 = 20.0;
 const MS_PER_TOKEN: f64 = 1000.0 / TOKENS_PER_SECOND;
@@ -48,6 +51,13 @@ async fn start() -> Parts {
         ..sluice_llm_sim::SimConfig::fast()
     })
     .await;
+    let broken = start_llm_sim(sluice_llm_sim::SimConfig {
+        tokens_per_second: 120.0,
+        default_completion_tokens: COMPLETION_TOKENS,
+        mid_stream_failure_rate: 1.0,
+        ..sluice_llm_sim::SimConfig::fast()
+    })
+    .await;
     let conn = redis_connection(&redis);
     let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
         .await
@@ -61,6 +71,13 @@ async fn start() -> Parts {
         ..PacingConfig::default()
     };
     spec.config.backend.default.headers = vec![("x-sim-ledger".into(), LEDGER.into())];
+    spec.config.backend.models.insert(
+        BROKEN_MODEL.into(),
+        BackendTargetConfig {
+            base_url: format!("http://{broken}"),
+            ..BackendTargetConfig::default()
+        },
+    );
     spec.options.discovery_interval = Duration::from_millis(200);
     let consumer = start_consumer(&conn, &broker, backend, spec).await;
     Parts {
@@ -97,20 +114,26 @@ impl Parts {
         ledger.get(LEDGER).copied().unwrap_or_default()
     }
 
-    fn corrections(&self) -> f64 {
-        self.consumer
-            .counter("sluice_consumer_pacing_corrections_total{result=\"corrected\"}")
+    fn corrections(&self, result: &str) -> f64 {
+        self.consumer.counter(&format!(
+            "sluice_consumer_pacing_corrections_total{{result=\"{result}\"}}"
+        ))
     }
 
     /// Publishes one deferred request estimated at `estimate` tokens; returns
     /// the bucket's token debt right after its admission (read while the
-    /// call runs), right after the correction, and the real usage.
-    async fn run(&self, tenant: &str, estimate: u64) -> (Stored, Stored, LedgerEntry) {
-        let bucket = BucketId::new(tenant, MODEL);
-        let ledger_before = self.ledger().await;
-        let corrections_before = self.corrections();
+    /// call runs) and once the call is settled as `result`.
+    async fn settle(
+        &self,
+        tenant: &str,
+        model: &str,
+        estimate: u64,
+        result: &str,
+    ) -> (Stored, Option<Stored>) {
+        let bucket = BucketId::new(tenant, model);
+        let corrections_before = self.corrections(result);
         let req_id = format!("acct-{tenant}");
-        let work = work_item(tenant, MODEL, &req_id, estimate);
+        let work = work_item(tenant, model, &req_id, estimate);
         self.publisher
             .publish(tenant, MODEL, &req_id, work.to_json())
             .await
@@ -127,18 +150,26 @@ impl Parts {
             tokio::time::sleep(Duration::from_millis(5)).await;
         };
         assert_eq!(
-            self.corrections(),
+            self.corrections(result),
             corrections_before,
             "{tenant}: the call ended before its admitted debt was read; slow llm-sim down"
         );
-        while self.corrections() == corrections_before {
+        while self.corrections(result) == corrections_before {
             assert!(
                 started.elapsed() < Duration::from_secs(30),
-                "{tenant}: never corrected"
+                "{tenant}: never settled as {result}"
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let corrected = self.tokens_debt(&bucket).await.unwrap();
+        (admitted, self.tokens_debt(&bucket).await)
+    }
+
+    /// [`Parts::settle`] for an answer with usage: the debt before and after
+    /// the correction, and the usage llm-sim recorded.
+    async fn run(&self, tenant: &str, estimate: u64) -> (Stored, Stored, LedgerEntry) {
+        let ledger_before = self.ledger().await;
+        let (admitted, corrected) = self.settle(tenant, MODEL, estimate, "corrected").await;
+        let corrected = corrected.expect("the corrected debt outlives the call");
         let ledger = self.ledger().await;
         let usage = LedgerEntry {
             requests: ledger.requests - ledger_before.requests,
@@ -204,4 +235,14 @@ async fn a_deferred_answer_moves_its_buckets_token_debt_to_the_real_usage() {
     assert_eq!(metric("long", "completion"), COMPLETION_TOKENS as f64);
     assert_eq!(metric("long", "cached"), 0.0);
     assert_eq!(metric("short", "completion"), COMPLETION_TOKENS as f64);
+
+    // A stream that breaks midway carries no usage: the estimate stays, and
+    // nothing is counted as the tenant's usage.
+    let (admitted, settled) = parts.settle("broken", BROKEN_MODEL, 20, "no_usage").await;
+    assert_eq!(settled, Some(admitted), "a broken stream moved the debt");
+    assert!(!parts
+        .consumer
+        .metrics
+        .encode()
+        .contains("tenant=\"broken\""));
 }
