@@ -32,6 +32,7 @@ mod redis_conn;
 mod runner;
 mod sse;
 mod stream;
+mod usage;
 
 // The binaries (sluice-consumer, sluice-allinone) start it whole.
 pub use admin::{parse_rate, router as admin_router};
@@ -51,5 +52,6 @@ pub use pacing::{
 pub use processor::{Disposition, Outcome, Processor, ProcessorConfig};
 pub use redis_conn::{connect, RedisConn, RedisOptions, RedisOptionsError};
 pub use stream::{codes, StreamConfig, Terminal};
+pub use usage::{Correction, Usage};
 // The deferral contract, shared with the endpoint (see contract/).
 pub use sluice_contract::{local, now_ms, work, Priority, WorkItem};

@@ -90,6 +90,21 @@ pub struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TenantTokenLabels {
+    /// Sanitized and bounded (the bucket bound).
+    pub tenant: String,
+    /// Sanitized and bounded.
+    pub model: String,
+    /// `prompt`, `completion` or `cached` (cached is part of prompt).
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
@@ -100,6 +115,7 @@ pub struct Metrics {
     pub registry: Registry,
     buckets: LabelLimiter,
     models: LabelLimiter,
+    tenants: LabelLimiter,
     /// Pacing decisions per bucket.
     pub pacing_decisions: Family<PacingLabels, Counter>,
     /// Waits returned by the pacer, per model.
@@ -138,6 +154,11 @@ pub struct Metrics {
     pub handed_back: Counter,
     /// Admin writes refused, by reason (see [`crate::admin_auth::Refusal`]).
     pub admin_refused: Family<ReasonLabels, Counter>,
+    /// Tokens the model reported per tenant, model and kind (deferred path).
+    pub tenant_tokens: Family<TenantTokenLabels, Counter>,
+    /// What became of each call's pacing estimate (see
+    /// [`crate::usage::Correction`]).
+    pub pacing_corrections: Family<ResultLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -264,10 +285,28 @@ impl Metrics {
                 reason: refusal.as_str(),
             });
         }
+        let tenant_tokens = Family::<TenantTokenLabels, Counter>::default();
+        registry.register(
+            "tenant_tokens",
+            "Tokens the model reported for deferred requests, per tenant, model and kind (prompt, completion, cached; cached is part of prompt)",
+            tenant_tokens.clone(),
+        );
+        let pacing_corrections = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "pacing_corrections",
+            "Token pacing debt after a call: corrected to the real usage, unchanged, no_usage (estimate kept), failed",
+            pacing_corrections.clone(),
+        );
+        for correction in crate::usage::Correction::ALL {
+            let _ = pacing_corrections.get_or_create(&ResultLabels {
+                result: correction.as_str(),
+            });
+        }
         Metrics {
             registry,
             buckets: LabelLimiter::new(max_buckets),
             models: LabelLimiter::new(max_models),
+            tenants: LabelLimiter::new(max_buckets),
             pacing_decisions,
             pacing_wait_seconds,
             in_flight,
@@ -287,6 +326,8 @@ impl Metrics {
             hold_seconds,
             handed_back,
             admin_refused,
+            tenant_tokens,
+            pacing_corrections,
         }
     }
 
@@ -340,6 +381,32 @@ impl Metrics {
         }
     }
 
+    /// Counts one answer's usage under its tenant and model (labels
+    /// sanitized; tenants bounded like buckets, models like models).
+    pub fn tenant_usage(&self, tenant: &str, model: &str, usage: &crate::usage::Usage) {
+        let tenant = self.tenants.label(&crate::keys::sanitize(tenant));
+        let model = self.model_label(model).model;
+        for (kind, tokens) in [
+            ("prompt", usage.prompt_tokens),
+            ("completion", usage.completion_tokens),
+            ("cached", usage.cached_tokens),
+        ] {
+            self.tenant_tokens
+                .get_or_create(&TenantTokenLabels {
+                    tenant: tenant.clone(),
+                    model: model.clone(),
+                    kind,
+                })
+                .inc_by(tokens);
+        }
+    }
+
+    pub fn pacing_correction(&self, result: &'static str) {
+        self.pacing_corrections
+            .get_or_create(&ResultLabels { result })
+            .inc();
+    }
+
     pub fn error(&self, kind: &'static str) {
         self.errors.get_or_create(&KindLabels { kind }).inc();
     }
@@ -371,6 +438,32 @@ fn latency_histogram() -> Histogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tenant_usage_is_counted_per_kind_with_bounded_tenants() {
+        let metrics = Metrics::new(1, 10);
+        let usage = crate::usage::Usage {
+            prompt_tokens: 11,
+            completion_tokens: 30,
+            cached_tokens: 8,
+        };
+        metrics.tenant_usage("acme", "gpt-4o", &usage);
+        metrics.tenant_usage("acme", "gpt-4o", &usage);
+        metrics.tenant_usage("zeta co", "gpt-4o", &usage);
+        let text = metrics.encode();
+        for (tenant, kind, value) in [
+            ("acme", "prompt", 22),
+            ("acme", "completion", 60),
+            ("acme", "cached", 16),
+            ("other", "completion", 30),
+        ] {
+            let line = format!(
+                "sluice_consumer_tenant_tokens_total{{tenant=\"{tenant}\",model=\"gpt-4o\",kind=\"{kind}\"}} {value}"
+            );
+            assert!(text.contains(&line), "{line} not in\n{text}");
+        }
+        assert!(text.contains("sluice_consumer_pacing_corrections_total{result=\"no_usage\"} 0"));
+    }
 
     #[test]
     fn label_limiter_bounds_cardinality() {

@@ -324,6 +324,32 @@ pub mod gcra {
         }
     }
 
+    /// The correction script in Rust ([`super::Pacer::correct`]): the token
+    /// dimension's key after `delta` tokens (real − estimated) are added to
+    /// the bucket's debt at `rate` (effective, after the factor; `None` =
+    /// unlimited), or `None` when the key is left as it is. The debt is
+    /// rescaled to a changed rate first (as a check does), never drops below
+    /// an empty bucket's (`tat ≥ now`), and an empty bucket gets nothing
+    /// back.
+    pub fn correct(
+        now: f64,
+        rate: Option<f64>,
+        stored: Option<Stored>,
+        delta: f64,
+    ) -> Option<Write> {
+        let rate = rate?;
+        if delta == 0.0 || rate <= 0.0 {
+            return None;
+        }
+        let interval = 1000.0 / rate;
+        let tat = rescaled(stored, now, interval).or(stored.map(|s| s.tat));
+        let base = tat.filter(|t| *t > now).unwrap_or(now);
+        if delta < 0.0 && base <= now {
+            return None;
+        }
+        Some(write((base + delta * interval).max(now), interval, now))
+    }
+
     /// The tat rescaled to a changed rate, when there is debt to rescale.
     fn rescaled(stored: Option<Stored>, now: f64, interval: f64) -> Option<f64> {
         let Stored {
@@ -343,23 +369,20 @@ pub mod gcra {
     }
 }
 
-/// The check, one round trip: see the module documentation.
-///
-/// KEYS: 1 requests TAT, 2 tokens TAT, 3 the column's rate hash.
-/// ARGV: 1 now ms ('' = Redis TIME), 2 token cost, 3 sanitized tenant,
-/// 4 default rps, 5 default tps (-1 = unlimited), 6 request burst,
-/// 7 token burst, 8 paused recheck ms.
-/// Returns {admitted 1|0, wait ms, limit 0 none|1 requests|2 tokens|3 paused}.
-/// Mirrored in Rust by [`gcra::check`] (and the rates by [`resolve`]);
-/// `tests/pacing_mirror.rs` holds the two equal: change both together.
-const PACE_SCRIPT: &str = r#"
+/// The clock and the rate resolution, shared by [`PACE_SCRIPT`] and
+/// [`CORRECT_SCRIPT`] so the two cannot resolve a bucket's rates apart.
+/// Reads KEYS[3] (the column's rate hash), ARGV 1 (now ms, '' = Redis TIME),
+/// 3 (sanitized tenant), 4 and 5 (default rps, tps; -1 = unlimited); leaves
+/// `now`, `factor` and `rates` = {rps, tps} (before the factor; -1 = unlimited).
+macro_rules! clock_and_rates_lua {
+    () => {
+        r#"
 local now = tonumber(ARGV[1])
 if not now then
   if redis.replicate_commands then pcall(redis.replicate_commands) end
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
-local cost_tokens = tonumber(ARGV[2]) or 0
 local tenant = ARGV[3]
 local o = redis.call('HMGET', KEYS[3], 'factor', 'rps:' .. tenant, 'tps:' .. tenant, 'rps:*', 'tps:*')
 local factor = tonumber(o[1]) or 1
@@ -371,6 +394,23 @@ local function pick(bucket, column, default)
   return v
 end
 local rates = { pick(o[2], o[4], ARGV[4]), pick(o[3], o[5], ARGV[5]) }
+"#
+    };
+}
+
+/// The check, one round trip: see the module documentation.
+///
+/// KEYS: 1 requests TAT, 2 tokens TAT, 3 the column's rate hash.
+/// ARGV: 1 now ms ('' = Redis TIME), 2 token cost, 3 sanitized tenant,
+/// 4 default rps, 5 default tps (-1 = unlimited), 6 request burst,
+/// 7 token burst, 8 paused recheck ms.
+/// Returns {admitted 1|0, wait ms, limit 0 none|1 requests|2 tokens|3 paused}.
+/// Mirrored in Rust by [`gcra::check`] (and the rates by [`resolve`]);
+/// `tests/pacing_mirror.rs` holds the two equal: change both together.
+const PACE_SCRIPT: &str = concat!(
+    clock_and_rates_lua!(),
+    r#"
+local cost_tokens = tonumber(ARGV[2]) or 0
 local costs = { 1, cost_tokens }
 local bursts = { tonumber(ARGV[6]) or 1, tonumber(ARGV[7]) or 0 }
 local new_tats, intervals = {}, {}
@@ -418,7 +458,48 @@ for i = 1, 2 do
   end
 end
 return { 1, 0, 0 }
-"#;
+"#
+);
+
+/// The correction of a bucket's token debt once the real usage is known
+/// (see [`Pacer::correct`]): a script of its own rather than a mode of the
+/// check, so the check — run for every message — keeps its arguments and
+/// its mirror, while both share [`clock_and_rates_lua`].
+///
+/// KEYS: as the check's (1 requests TAT, unused; 2 tokens TAT; 3 the
+/// column's rate hash). ARGV: 1 now ms ('' = Redis TIME), 2 token delta
+/// (real − estimated, signed), 3–5 as the check's.
+/// Returns 1 when the tokens key was written, else 0. Mirrored in Rust by
+/// [`gcra::correct`]; `tests/pacing_mirror.rs` holds the two equal.
+const CORRECT_SCRIPT: &str = concat!(
+    clock_and_rates_lua!(),
+    r#"
+local delta = tonumber(ARGV[2]) or 0
+local rate = rates[2]
+-- Unlimited: no token debt is kept. Paused: the debt waits untouched.
+if rate < 0 or delta == 0 then return 0 end
+rate = rate * factor
+if rate <= 0 then return 0 end
+local interval = 1000 / rate
+local tat, previous = nil, nil
+local stored = redis.call('GET', KEYS[2])
+if stored then
+  local t, p = string.match(stored, '^(%S+) (%S+)$')
+  tat, previous = tonumber(t), tonumber(p)
+end
+if tat and previous and previous > 0 and tat > now and previous ~= interval then
+  tat = now + (tat - now) * interval / previous
+end
+local base = now
+if tat and tat > now then base = tat end
+-- An empty bucket has nothing to give back.
+if delta < 0 and base <= now then return 0 end
+local new_tat = math.max(base + delta * interval, now)
+redis.call('SET', KEYS[2], string.format('%.3f %.17g', new_tat, interval),
+  'PX', math.ceil(new_tat - now) + 1000)
+return 1
+"#
+);
 
 /// A pacing failure (Redis unreachable or misbehaving). The caller treats the
 /// message as not admitted and tries again later.
@@ -500,6 +581,7 @@ pub(crate) const MAX_FACTOR: f64 = 1000.0;
 pub struct Pacer {
     conn: RedisConn,
     script: redis::Script,
+    correct_script: redis::Script,
     config: Arc<PacingConfig>,
     /// Configured per-model rates, keyed by sanitized model.
     model_rates: Arc<HashMap<String, Rates>>,
@@ -530,6 +612,7 @@ impl Pacer {
         Ok(Pacer {
             conn,
             script: redis::Script::new(PACE_SCRIPT),
+            correct_script: redis::Script::new(CORRECT_SCRIPT),
             config: Arc::new(config),
             model_rates: Arc::new(model_rates),
             metrics,
@@ -540,6 +623,7 @@ impl Pacer {
     pub async fn preload(&self) -> Result<(), PacingError> {
         let mut conn = self.conn.clone();
         self.script.load_async(&mut conn).await?;
+        self.correct_script.load_async(&mut conn).await?;
         Ok(())
     }
 
@@ -555,6 +639,29 @@ impl Pacer {
         }
     }
 
+    /// The keys and arguments both scripts share (see
+    /// [`clock_and_rates_lua`]): KEYS 1–3, ARGV 1–5 with `tokens` as ARGV 2.
+    fn invocation<'s>(
+        &self,
+        script: &'s redis::Script,
+        bucket: &BucketId,
+        now_ms: Option<u64>,
+        tokens: impl redis::ToRedisArgs,
+    ) -> redis::ScriptInvocation<'s> {
+        let configured = self.configured(bucket);
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(bucket.pace_key(Dimension::Requests))
+            .key(bucket.pace_key(Dimension::Tokens))
+            .key(bucket.rates_key())
+            .arg(now_ms.map(|n| n.to_string()).unwrap_or_default())
+            .arg(tokens)
+            .arg(bucket.tenant())
+            .arg(rate_arg(configured.requests_per_second))
+            .arg(rate_arg(configured.tokens_per_second));
+        invocation
+    }
+
     /// Checks (and on admit takes) the bucket's next slot for a message
     /// costing one request and `tokens` tokens. `now_ms`: `None` in
     /// production (Redis's clock), a simulated clock in tests.
@@ -564,17 +671,8 @@ impl Pacer {
         tokens: u64,
         now_ms: Option<u64>,
     ) -> Result<PaceDecision, PacingError> {
-        let configured = self.configured(bucket);
-        let mut invocation = self.script.prepare_invoke();
+        let mut invocation = self.invocation(&self.script, bucket, now_ms, tokens);
         invocation
-            .key(bucket.pace_key(Dimension::Requests))
-            .key(bucket.pace_key(Dimension::Tokens))
-            .key(bucket.rates_key())
-            .arg(now_ms.map(|n| n.to_string()).unwrap_or_default())
-            .arg(tokens)
-            .arg(bucket.tenant())
-            .arg(rate_arg(configured.requests_per_second))
-            .arg(rate_arg(configured.tokens_per_second))
             .arg(self.config.request_burst)
             .arg(self.config.token_burst)
             .arg(self.config.paused_recheck_ms);
@@ -585,6 +683,22 @@ impl Pacer {
             record(metrics, bucket, decision);
         }
         Ok(decision)
+    }
+
+    /// Corrects the bucket's token debt by `delta_tokens` (the real usage
+    /// minus the estimate the message was paced with) once its answer is
+    /// known, atomically in Redis (see [`gcra::correct`] for the rule).
+    /// Returns whether the debt changed. `now_ms` as for [`Pacer::check`].
+    pub async fn correct(
+        &self,
+        bucket: &BucketId,
+        delta_tokens: i64,
+        now_ms: Option<u64>,
+    ) -> Result<bool, PacingError> {
+        let invocation = self.invocation(&self.correct_script, bucket, now_ms, delta_tokens);
+        let mut conn = self.conn.clone();
+        let written: i64 = invocation.invoke_async(&mut conn).await?;
+        Ok(written == 1)
     }
 
     /// Sets a rate override (`None` = unlimited). Takes effect on the next check.
@@ -932,6 +1046,50 @@ mod tests {
         assert_eq!(
             step(Some(new_tat), 1000.0, 10.0, interval, 0.0),
             Step::Wait(4000.0)
+        );
+    }
+
+    #[test]
+    fn a_correction_moves_the_debt_by_the_difference_never_below_empty() {
+        use gcra::{correct, Stored};
+        let debt = |tat| {
+            Some(Stored {
+                tat,
+                interval: 10.0,
+            })
+        };
+        let tat_after = |w: Option<gcra::Write>| w.map(|w| w.stored.tat);
+        // 100 tok/s: 30 tokens more than estimated = 300 ms more debt.
+        assert_eq!(
+            tat_after(correct(1000.0, Some(100.0), debt(1500.0), 30.0)),
+            Some(1800.0)
+        );
+        // 20 fewer: 200 ms back.
+        assert_eq!(
+            tat_after(correct(1000.0, Some(100.0), debt(1500.0), -20.0)),
+            Some(1300.0)
+        );
+        // More back than is owed: an empty bucket, not credit.
+        assert_eq!(
+            tat_after(correct(1000.0, Some(100.0), debt(1500.0), -90.0)),
+            Some(1000.0)
+        );
+        // Already empty (or never used): nothing to give back; a debt starts now.
+        assert_eq!(correct(1000.0, Some(100.0), debt(900.0), -5.0), None);
+        assert_eq!(correct(1000.0, Some(100.0), None, -5.0), None);
+        assert_eq!(
+            tat_after(correct(1000.0, Some(100.0), None, 5.0)),
+            Some(1050.0)
+        );
+        // Unpaced tokens, a paused bucket, no difference: untouched.
+        assert_eq!(correct(1000.0, None, debt(1500.0), 30.0), None);
+        assert_eq!(correct(1000.0, Some(0.0), debt(1500.0), 30.0), None);
+        assert_eq!(correct(1000.0, Some(100.0), debt(1500.0), 0.0), None);
+        // A changed rate (now 50 tok/s): the 50 units owed are rescaled first.
+        let w = correct(1000.0, Some(50.0), debt(1500.0), 10.0);
+        assert_eq!(
+            w.map(|w| (w.stored.tat, w.stored.interval)),
+            Some((2200.0, 20.0))
         );
     }
 

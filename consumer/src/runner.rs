@@ -621,6 +621,7 @@ impl Runner {
             }
         };
         drop(permit);
+        crate::usage::settle(&self.pacer, &self.metrics, &item, &outcome).await;
         let req_id = item.req_id.clone();
         // Settle first (a retry re-publishes), then drop the lease.
         self.settle(item, outcome).await;

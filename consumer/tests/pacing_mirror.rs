@@ -1,7 +1,8 @@
-//! The pacing script and its Rust mirror (`pacing::gcra::check`) held equal
-//! on random rates, bursts, token costs, clock steps, factors, overrides and
-//! expiries, against a real redis-server: decisions and stored state are
-//! compared step by step. Replay a failure with the seed it prints:
+//! The pacing scripts and their Rust mirrors (`pacing::gcra::check`, and
+//! `gcra::correct` for the usage correction after a call) held equal on
+//! random rates, bursts, token costs, corrections, clock steps, factors,
+//! overrides and expiries, against a real redis-server: decisions and stored
+//! state are compared step by step. Replay a failure with the seed it prints:
 //! `SLUICE_PACING_SEED=<seed> cargo test -p sluice-consumer --test pacing_mirror`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -100,6 +101,9 @@ struct Seen {
     rescaled_while_waiting: u32,
     caught_up: u32,
     empty_bucket: u32,
+    corrected_up: u32,
+    corrected_down: u32,
+    correction_left_alone: u32,
 }
 
 /// One scenario: a bucket of its own, `STEPS` checks.
@@ -290,6 +294,46 @@ impl Scenario<'_> {
             }
         }
         self.verify_state(step, &what, &mirror.writes).await;
+        if self.rng.chance(30) {
+            self.correct(step, rates.tokens_per_second).await;
+        }
+    }
+
+    /// A call's answer came: its real usage differs from the estimate by a
+    /// random amount, either way.
+    async fn correct(&mut self, step: usize, rate: Option<f64>) {
+        self.advance_clock();
+        let magnitude = self.tokens() as i64;
+        let delta = if self.rng.chance(50) {
+            magnitude
+        } else {
+            -magnitude
+        };
+        let mirror = gcra::correct(self.now as f64, rate, self.state[1], delta as f64);
+        let written = self
+            .pacer
+            .correct(&self.bucket, delta, Some(self.now))
+            .await
+            .unwrap();
+        let what = format!(
+            "correction now {} delta {delta} rate {rate:?} state {:?}",
+            self.now, self.state
+        );
+        assert_eq!(
+            written,
+            mirror.is_some(),
+            "{}; mirror {mirror:?}",
+            self.context(step, &what)
+        );
+        match mirror {
+            Some(_) if delta > 0 => self.seen.corrected_up += 1,
+            Some(_) => self.seen.corrected_down += 1,
+            None => self.seen.correction_left_alone += 1,
+        }
+        if let Some(write) = mirror {
+            self.state[1] = Some(write.stored);
+        }
+        self.verify_state(step, &what, &[None, mirror]).await;
     }
 
     fn note(&mut self, mirror: &gcra::Checked, tokens: u64) {
@@ -405,6 +449,9 @@ async fn the_rust_mirror_matches_the_script() {
             seen.rescaled_while_waiting,
             seen.caught_up,
             seen.empty_bucket,
+            seen.corrected_up,
+            seen.corrected_down,
+            seen.correction_left_alone,
         ];
         assert!(counts.iter().all(|&n| n >= 10), "a case too rare: {seen:?}");
     }

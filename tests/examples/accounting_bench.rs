@@ -9,8 +9,11 @@
 //!
 //! Classes: JSON chat; SSE with include_usage; SSE without include_usage; SSE
 //! completions with two prompts (n = 2 choices); embeddings; 5 % clients that
-//! disconnect mid-stream; 2 % backends that fail mid-stream.
-//! Not covered: tool calls (llm-sim generates none), deferred requests.
+//! disconnect mid-stream; 2 % backends that fail mid-stream; 3 % deferred
+//! (their tenant's token limit defers everything: the deferral endpoint on
+//! the broker, run by a consumer with token pacing, whose per-tenant usage
+//! metric is compared with the ledger, and whose pacing corrections are
+//! counted). Not covered: tool calls (llm-sim generates none).
 //!
 //! For broken streams the filter charges its exact prompt count (BPE) plus
 //! the output that passed; llm-sim's ledger holds its own approximate prompt
@@ -23,6 +26,7 @@ use sluice_admission::admission::Encoders;
 use sluice_admission::config::FilterConfig;
 use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::openai::{self, Endpoint};
+use sluice_consumer::{Correction, PacingConfig, Rates};
 use sluice_llm_sim::ledger::LedgerEntry;
 use sluice_llm_sim::text::splitmix64;
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
@@ -36,6 +40,10 @@ use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
 use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
+use sluice_testkit::stack::{
+    deferral_endpoint, endpoint_config, redis_connection, start_broker, start_consumer,
+    ConsumerInstance, ConsumerSpec,
+};
 use sluice_testkit::{
     example_deferral_secret, free_port, http_request, sluice_filter_envoy_config, workspace_root,
     Envoy, RedisServer, SluiceFilterPorts,
@@ -51,6 +59,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const LIMITS: &str = r#"
 domain: sluice
 descriptors:
+  - key: tenant
+    value: deferred
+    descriptors:
+      - key: model
+        rate_limit: { unit: hour, requests_per_unit: 4000000000 }
+        descriptors:
+          - key: tokens
+            rate_limit: { unit: hour, requests_per_unit: 1,
+                          sluice: { over_limit: defer, priority: normal } }
   - key: tenant
     descriptors:
       - key: model
@@ -71,10 +88,11 @@ enum Class {
     Embeddings,
     ClientDisconnects,
     BackendBreaks,
+    Deferred,
 }
 
 impl Class {
-    const ALL: [Class; 7] = [
+    const ALL: [Class; 8] = [
         Class::Json,
         Class::SseWithUsage,
         Class::SseWithoutUsage,
@@ -82,6 +100,7 @@ impl Class {
         Class::Embeddings,
         Class::ClientDisconnects,
         Class::BackendBreaks,
+        Class::Deferred,
     ];
 
     /// The tenant (and ledger key) of the class.
@@ -94,13 +113,15 @@ impl Class {
             Class::Embeddings => "embeddings",
             Class::ClientDisconnects => "disconnects",
             Class::BackendBreaks => "backend-breaks",
+            Class::Deferred => "deferred",
         }
     }
 
-    /// Out of 100: 5 % disconnects, 2 % backend failures.
+    /// Out of 100: 5 % disconnects, 2 % backend failures, 3 % deferred.
     fn of(draw: u64) -> Class {
         match draw % 100 {
-            0..=24 => Class::Json,
+            0..=21 => Class::Json,
+            22..=24 => Class::Deferred,
             25..=44 => Class::SseWithUsage,
             45..=67 => Class::SseWithoutUsage,
             68..=79 => Class::SseTwoChoices,
@@ -166,7 +187,7 @@ fn plan(i: u64) -> Planned {
     let mut headers = vec![("x-sim-completion-tokens", completion.to_string())];
     let mut leave_after = None;
     let (path, body) = match class {
-        Class::Json => ("/v1/chat/completions", chat(false, false)),
+        Class::Json | Class::Deferred => ("/v1/chat/completions", chat(false, false)),
         Class::SseWithUsage => ("/v1/chat/completions", chat(true, true)),
         Class::SseWithoutUsage => ("/v1/chat/completions", chat(true, false)),
         Class::SseTwoChoices => (
@@ -334,6 +355,40 @@ fn ext_authz_service(limiter: Arc<Limiter>) -> anyhow::Result<ExtAuthzService> {
     Ok(ExtAuthzService::new(limiter, admission))
 }
 
+/// Token pacing of the deferred tenant's bucket (requests unpaced).
+const DEFERRED_TOKENS_PER_SECOND: f64 = 2_000.0;
+const CONSUMER_PACING: &str =
+    "consumer pacing 2,000 tokens/s per bucket, llm-sim answers of 60 tokens";
+
+/// The deferred path: the broker, the deferral endpoint on the port Envoy's
+/// deferral route points at, and one consumer pacing tokens. The model call
+/// carries none of the client's headers, so the consumer sends the ledger
+/// key and the answer length itself.
+async fn start_deferred_path(
+    redis: &RedisServer,
+    ports: &SluiceFilterPorts,
+    sim: SocketAddr,
+) -> anyhow::Result<(sluice_testkit::RocketMq, ConsumerInstance)> {
+    let broker = start_broker().await;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", ports.deferral)).await?;
+    let app = deferral_endpoint(endpoint_config(redis, &broker)).await;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let mut spec = ConsumerSpec::new("accounting-bench");
+    spec.pacing = PacingConfig {
+        default_rates: Rates {
+            requests_per_second: None,
+            tokens_per_second: Some(DEFERRED_TOKENS_PER_SECOND),
+        },
+        ..PacingConfig::default()
+    };
+    spec.config.backend.default.headers = vec![
+        ("x-sim-ledger".into(), Class::Deferred.tenant().into()),
+        ("x-sim-completion-tokens".into(), "60".into()),
+    ];
+    let consumer = start_consumer(&redis_connection(redis), &broker, sim, spec).await;
+    Ok((broker, consumer))
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let requests: u64 = std::env::args()
@@ -390,6 +445,7 @@ async fn main() -> anyhow::Result<()> {
         backend: sim_addr.port(),
         deferral: free_port(),
     };
+    let (_broker, consumer) = start_deferred_path(&redis, &ports, sim_addr).await?;
     let config = if ext_authz {
         ext_authz_envoy_config(&ports)?
     } else {
@@ -413,7 +469,7 @@ async fn main() -> anyhow::Result<()> {
             planned.class,
             Class::ClientDisconnects | Class::BackendBreaks
         );
-        if broken || ext_authz {
+        if (broken || ext_authz) && planned.class != Class::Deferred {
             *exact_prompt.entry(planned.class).or_default() +=
                 exact_prompt_tokens(&encoders, &planned)?;
         }
@@ -502,6 +558,30 @@ async fn main() -> anyhow::Result<()> {
         "filter: {}",
         stats.split_whitespace().collect::<Vec<_>>().join(" ")
     );
+    let deferred_usage = ["prompt", "completion"]
+        .iter()
+        .map(|kind| {
+            consumer.counter(&format!(
+                "sluice_consumer_tenant_tokens_total{{tenant=\"{}\",model=\"gpt-4o\",kind=\"{kind}\"}}",
+                Class::Deferred.tenant()
+            )) as u64
+        })
+        .sum::<u64>();
+    println!(
+        "deferred: {CONSUMER_PACING}; not charged at admission, so their window tokens are the consumer's sluice_consumer_tenant_tokens_total (prompt + completion); pacing corrections {}",
+        Correction::ALL
+            .iter()
+            .map(|c| format!(
+                "{}={}",
+                c.as_str(),
+                consumer.counter(&format!(
+                    "sluice_consumer_pacing_corrections_total{{result=\"{}\"}}",
+                    c.as_str()
+                ))
+            ))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
     println!(
         "\n| class | requests | broken (ledger) | ledger tokens | window tokens | drift | drift % | prompt-count difference | output drift |"
     );
@@ -509,7 +589,10 @@ async fn main() -> anyhow::Result<()> {
     for class in Class::ALL {
         let entry = ledger.get(class.tenant()).copied().unwrap_or_default();
         let truth = entry.prompt_tokens + entry.completion_tokens;
-        let window = totals.get(&class).copied().unwrap_or(0);
+        let window = match class {
+            Class::Deferred => deferred_usage,
+            _ => totals.get(&class).copied().unwrap_or(0),
+        };
         let drift = window as i64 - truth as i64;
         let percent = if truth > 0 {
             100.0 * drift as f64 / truth as f64
