@@ -55,6 +55,21 @@
 //! for. Stale-heartbeat takeover writes an error instead of calling, and the
 //! fenced finish keeps a late original attempt from writing a second
 //! terminal entry.
+//!
+//! # Short heartbeats (1 s, dead after 2 s) and a slow owner
+//!
+//! Timing decides only *how soon* a dead attempt is noticed, never whether
+//! the model is called twice. A live owner whose heartbeat is late (Redis
+//! slow, the process stalled) past `lease_ms` can be judged dead: the
+//! takeover writes `interrupted` and sets `done` in one step, and calls
+//! nothing. The owner's next heartbeat then finds `processing` gone (rule 2
+//! checks the owner before it rewrites), so the call is aborted; its finish
+//! is fenced the same way (rule 3), so the client sees one terminal entry.
+//! The cost of a too-short bound is a needless `interrupted`, not a double
+//! call. Likewise the pop lease (`lease:{id}`, refreshed every
+//! `heartbeat_interval_ms`): if it lapses while its consumer lives, the
+//! endpoint publishes the request once more and the two deliveries meet at
+//! the atomic claim — one calls, the other finds it running or done.
 
 use crate::keys;
 use crate::stream::{StreamConfig, Terminal};
@@ -68,9 +83,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct IdempotencyConfig {
-    /// A heartbeat older than this means the owning attempt is dead.
+    /// A heartbeat older than this means the owning attempt is dead (at
+    /// least two heartbeat intervals; 2 s by default). The deferral endpoint
+    /// gives a claim up one interval later (`ClaimTiming::stale_after_ms`).
     pub lease_ms: u64,
-    /// How often the owner refreshes its heartbeat (at most `lease_ms / 2`).
+    /// How often the owner refreshes its heartbeat, and the runner a popped
+    /// request's lease (at most `lease_ms / 2`; 1 s by default).
     pub heartbeat_interval_ms: u64,
     /// Expiry of `processing:{id}`: longer than any redelivery horizon.
     pub processing_retention_secs: u64,
@@ -100,9 +118,9 @@ impl IdempotencyConfig {
     }
 
     pub fn validate(&self) -> Result<(), String> {
-        if self.heartbeat_interval_ms == 0 || self.heartbeat_interval_ms * 2 > self.lease_ms {
-            return Err("heartbeat_interval_ms must be > 0 and at most lease_ms / 2".into());
-        }
+        self.claim_timing()
+            .validate()
+            .map_err(|why| format!("idempotency: {why}"))?;
         if self.processing_retention_secs == 0 || self.done_ttl_secs == 0 {
             return Err("processing_retention_secs and done_ttl_secs must be > 0".into());
         }
@@ -118,9 +136,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 /// KEYS: done, processing, cancel, response.
 /// ARGV: owner, lease ms, retention ms, maxlen, stream ttl s, done ttl s,
-/// interrupted message, cancelled message.
+/// interrupted message, cancelled message, settle only ('1': take no claim).
 /// Returns {0} claimed | {1, done} | {2} cancelled | {3, owner, age} alive
-/// elsewhere | {4, owner, age} interrupted.
+/// elsewhere | {4, owner, age} interrupted | {5} free, not claimed (settle
+/// only).
 const CLAIM_BODY: &str = r#"
 local done = redis.call('GET', KEYS[1])
 if done then return {1, done} end
@@ -146,6 +165,7 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   terminal('cancelled', '499', ARGV[8], 'cancelled')
   return {2}
 end
+if ARGV[9] == '1' then return {5} end
 redis.call('SET', KEYS[2], ARGV[1] .. ' ' .. now, 'PX', ARGV[3])
 return {0}
 "#;
@@ -295,6 +315,32 @@ impl Idempotency {
         req_id: &str,
         stream: &StreamConfig,
     ) -> Result<Claim, redis::RedisError> {
+        self.run_claim(conn, req_id, stream, false)
+            .await?
+            .ok_or_else(|| unexpected_reply("claim script reply", "free but not claimed"))
+    }
+
+    /// Rule 1 without taking a free request: answers what needs no model
+    /// call (done, cancelled, interrupted, alive elsewhere); `None` when the
+    /// request is free, to be claimed (after pacing) with [`Self::claim`].
+    /// For a request seen claimed at pop: its answer must not wait for a
+    /// pacing slot it will not use.
+    pub(crate) async fn settle(
+        &self,
+        conn: &mut RedisConn,
+        req_id: &str,
+        stream: &StreamConfig,
+    ) -> Result<Option<Claim>, redis::RedisError> {
+        self.run_claim(conn, req_id, stream, true).await
+    }
+
+    async fn run_claim(
+        &self,
+        conn: &mut RedisConn,
+        req_id: &str,
+        stream: &StreamConfig,
+        settle_only: bool,
+    ) -> Result<Option<Claim>, redis::RedisError> {
         let owner = claim::owner(
             &self.consumer_id,
             self.attempt.fetch_add(1, Ordering::Relaxed),
@@ -313,16 +359,18 @@ impl Idempotency {
             .arg(self.config.done_ttl_secs)
             .arg(INTERRUPTED_MESSAGE)
             .arg(CANCELLED_BEFORE_CALL_MESSAGE)
+            .arg(if settle_only { "1" } else { "0" })
             .invoke_async(conn)
             .await?;
         let code = reply.first().and_then(as_i64);
         let text = |i: usize| reply.get(i).and_then(as_string).unwrap_or_default();
         let number = |i: usize| reply.get(i).and_then(as_i64).unwrap_or(-1);
-        Ok(match code {
+        Ok(Some(match code {
             Some(0) => Claim::Proceed(Lease {
                 req_id: req_id.to_string(),
                 owner,
             }),
+            Some(5) => return Ok(None),
             Some(1) => Claim::AlreadyDone(text(1)),
             Some(2) => Claim::Cancelled,
             Some(3) => Claim::InProgressElsewhere {
@@ -333,14 +381,8 @@ impl Idempotency {
                 previous_owner: text(1),
                 heartbeat_age_ms: number(2),
             },
-            _ => {
-                return Err(redis::RedisError::from((
-                    redis::ErrorKind::UnexpectedReturnType,
-                    "claim script reply",
-                    format!("{reply:?}"),
-                )))
-            }
-        })
+            _ => return Err(unexpected_reply("claim script reply", format!("{reply:?}"))),
+        }))
     }
 
     /// Rule 2.
@@ -432,6 +474,10 @@ impl Idempotency {
     }
 }
 
+fn unexpected_reply(what: &'static str, detail: impl Into<String>) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, what, detail.into()))
+}
+
 fn as_i64(value: &Value) -> Option<i64> {
     match value {
         Value::Int(n) => Some(*n),
@@ -461,6 +507,11 @@ mod tests {
             ..IdempotencyConfig::default()
         };
         assert!(bad.validate().is_err());
+        let zero = IdempotencyConfig {
+            heartbeat_interval_ms: 0,
+            ..IdempotencyConfig::default()
+        };
+        assert!(zero.validate().is_err());
     }
 
     #[test]

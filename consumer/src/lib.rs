@@ -38,7 +38,7 @@ mod usage;
 pub use admin::{parse_rate, router as admin_router};
 pub use admin_auth::{load_token, WritePolicy, ADMIN_TOKEN_FILE_ENV};
 pub use embedded::{default_id, start, FileConfig, StartError, StartOptions, Started};
-pub use runner::{Runner, RunnerOptions, RunnerParts};
+pub use runner::{Runner, RunnerOptions, RunnerParts, DEFAULT_MEMBERSHIP_TTL};
 // The parts, for tests, benchmarks and custom pop loops.
 pub use gate::{gate, StartGate};
 pub use idempotency::IdempotencyConfig;

@@ -65,7 +65,7 @@ struct Cli {
     #[arg(long, env = "SLUICE_CONSUMER_ID")]
     id: Option<String>,
     /// An instance silent for this long is gone and its buckets move to the others.
-    #[arg(long, env = "SLUICE_MEMBERSHIP_TTL_MS", default_value_t = 10_000,
+    #[arg(long, env = "SLUICE_MEMBERSHIP_TTL_MS", default_value_t = sluice_consumer::DEFAULT_MEMBERSHIP_TTL.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(1_000..))]
     membership_ttl_ms: u64,
     /// Unsubscribe a bucket after this long without requests (and nothing queued).

@@ -182,6 +182,32 @@ impl Processor {
         outcome
     }
 
+    /// Answers, without pacing and without a model call, a request that
+    /// needs none: done already, cancelled, or its earlier attempt died
+    /// mid-call (`interrupted`). `None`: it must go through pacing and
+    /// [`Processor::process`] (free, alive elsewhere, or Redis unreachable).
+    pub async fn settle_without_call(&self, item: &WorkItem) -> Option<Outcome> {
+        item.validate().ok()?;
+        let mut conn = self.conn.clone();
+        let claim = self
+            .idempotency
+            .settle(&mut conn, &item.req_id, &self.stream)
+            .await
+            .ok()??;
+        let outcome = match claim {
+            Claim::AlreadyDone(_) => Outcome::AlreadyDone,
+            Claim::Cancelled => Outcome::Cancelled { chunks: 0 },
+            Claim::Interrupted { previous_owner, .. } => {
+                warn!(req_id = %item.req_id, %previous_owner, "earlier attempt interrupted; answered with an error");
+                Outcome::Interrupted
+            }
+            Claim::InProgressElsewhere { .. } | Claim::Proceed(_) => return None,
+        };
+        self.metrics.outcome(outcome.as_str());
+        debug!(req_id = %item.req_id, outcome = outcome.as_str(), "settled without a call");
+        Some(outcome)
+    }
+
     async fn process_inner(&self, item: &WorkItem) -> Outcome {
         if let Err(error) = item.validate() {
             return Outcome::Rejected {

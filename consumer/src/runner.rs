@@ -43,10 +43,10 @@ use std::time::{Duration, Instant};
 /// How long a failed re-publish is retried (a Redis or broker failover).
 const REPUBLISH_RETRY_FOR: Duration = Duration::from_secs(30);
 
-/// A lease outlives its last refresh by this much.
-const LEASE_TTL: Duration = Duration::from_secs(15);
-/// Refresh period of a lease (and the longest single local wait).
-const LEASE_REFRESH: Duration = Duration::from_secs(5);
+/// Default [`RunnerOptions::membership_ttl`]: six missed beats at the
+/// default discovery interval, so a dead member's buckets move within the
+/// same few seconds as its requests (issue 17: recovery within 5 s).
+pub const DEFAULT_MEMBERSHIP_TTL: Duration = Duration::from_secs(3);
 
 #[derive(Clone, Debug)]
 pub struct RunnerOptions {
@@ -84,7 +84,7 @@ impl Default for RunnerOptions {
             discovery_interval: Duration::from_millis(500),
             suspend_floor: Duration::from_millis(30),
             max_attempts: 5,
-            membership_ttl: Duration::from_secs(10),
+            membership_ttl: DEFAULT_MEMBERSHIP_TTL,
             idle_ttl: Duration::from_secs(600),
             retire_interval: Duration::from_secs(30),
             reclaim_retired: true,
@@ -124,6 +124,13 @@ pub struct Runner {
     active: AtomicUsize,
     /// The buckets this instance is subscribed to.
     owned: std::sync::Mutex<HashSet<String>>,
+    /// A popped request's lease (`lease:{id}`): refreshed every heartbeat
+    /// interval, lapsing when its claim would go stale (the idempotency
+    /// settings' `ClaimTiming`), so the endpoint sees a dead consumer's
+    /// requests within the same bound whether their calls started or not.
+    lease_ttl: Duration,
+    /// Refresh period of a lease (and the longest single local wait).
+    lease_refresh: Duration,
 }
 
 /// Counts a task in [`Runner::active`] while it lives.
@@ -155,7 +162,10 @@ const SUBSCRIBE_CHUNK: usize = 500;
 impl Runner {
     pub fn new(parts: RunnerParts, options: RunnerOptions) -> Arc<Self> {
         let membership = Membership::new(&parts.id, options.membership_ttl, parts.redis.clone());
+        let liveness = parts.processor.idempotency_config().claim_timing();
         Arc::new(Runner {
+            lease_ttl: liveness.stale_after(),
+            lease_refresh: liveness.heartbeat_interval(),
             lite: parts.lite,
             producer: parts.producer,
             processor: parts.processor,
@@ -422,11 +432,16 @@ impl Runner {
         let item = WorkItem::from_json(&message.body);
         let req_id = item.as_ref().ok().map(|item| item.req_id.as_str());
         let mut redis = self.redis.clone();
-        if let Err(error) =
-            bookkeeping::record_pop(&mut redis, &message.lite_topic, req_id, LEASE_TTL).await
-        {
-            tracing::warn!(%error, "cannot record the pop (backlog, lease)");
-        }
+        let seen_before =
+            match bookkeeping::record_pop(&mut redis, &message.lite_topic, req_id, self.lease_ttl)
+                .await
+            {
+                Ok(seen) => seen,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot record the pop (backlog, lease)");
+                    false
+                }
+            };
         let item = match item {
             Ok(item) => {
                 self.metrics
@@ -440,6 +455,9 @@ impl Runner {
                 return;
             }
         };
+        if seen_before && self.settled_without_call(&item, &message.handle).await {
+            return;
+        }
         match gate(&self.limits, &self.pacer, &item, self.options.suspend_floor).await {
             Ok(StartGate::Run(permit)) => {
                 let _ = self.lite.release(&message.handle).await;
@@ -480,6 +498,21 @@ impl Runner {
         }
     }
 
+    /// A request claimed or answered before this pop (its consumer died
+    /// mid-call, or a duplicate) is answered at once when that needs no
+    /// model call — an `interrupted` client does not wait for a pacing slot
+    /// it will not use. True when settled (the topic released, the lease
+    /// dropped).
+    async fn settled_without_call(&self, item: &WorkItem, handle: &MessageHandle) -> bool {
+        if self.processor.settle_without_call(item).await.is_none() {
+            return false;
+        }
+        let _ = self.lite.release(handle).await;
+        let mut redis = self.redis.clone();
+        let _ = bookkeeping::drop_lease(&mut redis, &item.req_id).await;
+        true
+    }
+
     /// Wait, then gate again until the message may run; then run it. A
     /// `handle` still holding the LiteTopic (a short local wait) is released
     /// once the message runs or is handed back.
@@ -515,7 +548,7 @@ impl Runner {
         loop {
             // Never sleep past a lease refresh.
             let stop = tokio::select! {
-                _ = tokio::time::sleep(wait.min(LEASE_REFRESH)) => false,
+                _ = tokio::time::sleep(wait.min(self.lease_refresh)) => false,
                 // (the guard `wait_for` returns is not Send: keep only a bool)
                 changed = stopping.wait_for(|stop| *stop) => changed.is_ok(),
             };
@@ -525,7 +558,7 @@ impl Runner {
             }
             // Only when due: a round trip before every check made a fast
             // bucket's slots late (≈2 ms per slot, −4 % at 20/s with burst 1).
-            if last_refresh.elapsed() >= LEASE_REFRESH {
+            if last_refresh.elapsed() >= self.lease_refresh {
                 self.refresh_lease(&item.req_id).await;
                 last_refresh = Instant::now();
             }
@@ -600,7 +633,7 @@ impl Runner {
 
     async fn refresh_lease(&self, req_id: &str) {
         let mut redis = self.redis.clone();
-        if let Err(error) = bookkeeping::refresh_lease(&mut redis, req_id, LEASE_TTL).await {
+        if let Err(error) = bookkeeping::refresh_lease(&mut redis, req_id, self.lease_ttl).await {
             tracing::warn!(%error, %req_id, "cannot refresh the lease");
         }
     }
@@ -612,7 +645,7 @@ impl Runner {
         let outcome = {
             let call = self.processor.process(&item);
             tokio::pin!(call);
-            let mut refresh = tokio::time::interval(LEASE_REFRESH);
+            let mut refresh = tokio::time::interval(self.lease_refresh);
             loop {
                 tokio::select! {
                     outcome = &mut call => break outcome,

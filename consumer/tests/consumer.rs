@@ -383,13 +383,16 @@ async fn half_done_redelivery_writes_interrupted_without_calling_the_model() {
         outcome.disposition(second.idempotency_config()),
         Disposition::Retry { after: Some(_) }
     ));
+    // Settling at pop leaves a live claim to the normal path.
+    assert_eq!(second.settle_without_call(&item("half-1")).await, None);
 
     // The first attempt dies mid-call (its task is dropped: no heartbeat, no
     // terminal entry, the backend connection closed).
     running.abort();
     let _ = running.await;
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let outcome = second.process(&item("half-1")).await;
+    // Settled at pop, with no pacing slot and no model call.
+    let outcome = second.settle_without_call(&item("half-1")).await.unwrap();
     assert_eq!(outcome, Outcome::Interrupted);
     assert_eq!(
         outcome.disposition(second.idempotency_config()),
@@ -403,6 +406,15 @@ async fn half_done_redelivery_writes_interrupted_without_calling_the_model() {
     // And from then on, redeliveries are skipped.
     assert_eq!(second.process(&item("half-1")).await, Outcome::AlreadyDone);
     assert_eq!(sim_calls(&sim.url(), "half-1").await, 1);
+
+    assert_eq!(
+        second.settle_without_call(&item("half-1")).await,
+        Some(Outcome::AlreadyDone)
+    );
+    // A free request is never claimed by settling: it must be paced first.
+    assert_eq!(second.settle_without_call(&item("half-3")).await, None);
+    assert!(!exists(&mut conn, &keys::processing("half-3")).await);
+    assert_eq!(sim_calls(&sim.url(), "half-3").await, 0);
 
     // A marker left by someone else (no readable heartbeat) counts as dead.
     set(&mut conn, &keys::processing("half-2"), "other-consumer").await;

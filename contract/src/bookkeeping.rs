@@ -272,23 +272,38 @@ pub async fn is_subscribed(redis: &mut RedisConn, topic: &str) -> Result<bool, r
 
 /// A pop, in one round trip: one fewer queued in the bucket and, when the
 /// message was readable, the request's lease taken for `lease_ttl`.
+/// Returns whether the request was claimed (`processing`) or answered
+/// (`done`) already — a re-publish after its consumer died, or a duplicate:
+/// it may be settled without waiting for a pacing slot.
 pub async fn record_pop(
     redis: &mut RedisConn,
     topic: &str,
     req_id: Option<&str>,
     lease_ttl: Duration,
-) -> Result<(), redis::RedisError> {
-    // Two commands, not one pipeline: the backlog counter lives in the
-    // `{buckets}` slot and the lease in the request's, and a Redis Cluster
-    // refuses a pipeline across slots.
+) -> Result<bool, redis::RedisError> {
+    // The backlog counter lives in the `{buckets}` slot and the request's
+    // keys in the request's: two round trips, since a Redis Cluster refuses
+    // a pipeline across slots.
     redis::cmd("DECR")
         .arg(keys::backlog(topic))
         .query_async::<()>(redis)
         .await?;
-    if let Some(req_id) = req_id {
-        refresh_lease(redis, req_id, lease_ttl).await?;
-    }
-    Ok(())
+    let Some(req_id) = req_id else {
+        return Ok(false);
+    };
+    let (seen,): (u64,) = redis::pipe()
+        .cmd("SET")
+        .arg(keys::lease(req_id))
+        .arg(1)
+        .arg("PX")
+        .arg(lease_ttl.as_millis() as u64)
+        .ignore()
+        .cmd("EXISTS")
+        .arg(keys::processing(req_id))
+        .arg(keys::done(req_id))
+        .query_async(redis)
+        .await?;
+    Ok(seen > 0)
 }
 
 /// Keeps the request's lease for another `lease_ttl`.
@@ -531,9 +546,9 @@ mod tests {
             }
         );
         let claim = Some("c/1 100000");
-        assert_eq!(judge_lapse(false, claim, 119_999, &timing), Lapse::Running);
+        assert_eq!(judge_lapse(false, claim, 102_999, &timing), Lapse::Running);
         assert_eq!(
-            judge_lapse(false, claim, 120_000, &timing),
+            judge_lapse(false, claim, 103_000, &timing),
             Lapse::Lost { call_started: true }
         );
     }

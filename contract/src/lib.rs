@@ -26,7 +26,7 @@ pub mod local;
 pub mod stream;
 pub mod work;
 
-pub use claim::ClaimTiming;
+pub use claim::{ClaimTiming, ClaimTimingError};
 pub use local::LocalBus;
 pub use stream::StreamEvent;
 pub use work::{Priority, WorkItem, WorkItemError};

@@ -78,9 +78,11 @@ async fn a_publish_registers_the_bucket_and_counts_its_backlog() {
     assert!(ttl > 0 && ttl <= BACKLOG_TTL_SECS as i64, "{ttl}");
 
     // A pop counts down and takes the lease; both are visible to the endpoint.
-    bookkeeping::record_pop(&mut conn, topic, Some("r-1"), Duration::from_secs(15))
+    // A first pop: the request was never claimed.
+    let seen = bookkeeping::record_pop(&mut conn, topic, Some("r-1"), Duration::from_secs(15))
         .await
         .unwrap();
+    assert!(!seen, "a fresh request reads as claimed");
     assert_eq!(
         bookkeeping::backlog(&mut conn, topic).await.unwrap(),
         Some(1)
@@ -88,6 +90,28 @@ async fn a_publish_registers_the_bucket_and_counts_its_backlog() {
     assert!(bookkeeping::lease_held(&mut conn, "r-1").await.unwrap());
     bookkeeping::drop_lease(&mut conn, "r-1").await.unwrap();
     assert!(!bookkeeping::lease_held(&mut conn, "r-1").await.unwrap());
+
+    // A pop of a request claimed (or answered) before: seen.
+    for key in [keys::processing("r-2"), keys::done("r-3")] {
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg("x")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    for req_id in ["r-2", "r-3"] {
+        let seen = bookkeeping::record_pop(&mut conn, topic, Some(req_id), Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert!(seen, "{req_id} was claimed or answered");
+    }
+    // An unreadable message: only counted.
+    assert!(
+        !bookkeeping::record_pop(&mut conn, topic, None, Duration::from_secs(1))
+            .await
+            .unwrap()
+    );
 
     // The bucket exists now: a second announce only stamps it.
     let again = book

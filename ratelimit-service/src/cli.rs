@@ -305,6 +305,24 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_DEFERRAL_BODY_TIMEOUT_MS", default_value_t = sluice_admission::config::DEFAULT_BODY_TIMEOUT_MS)]
     pub deferral_body_timeout_ms: u64,
 
+    /// How often a waiting deferred request, silent meanwhile, checks that
+    /// its consumer still lives (lease and claim); at most the claim's stale
+    /// bound (--claim-lease-ms + --claim-heartbeat-interval-ms).
+    #[arg(long, env = "SLUICE_DEFERRAL_LEASE_CHECK_MS", default_value_t = crate::deferral::endpoint::DEFAULT_LEASE_CHECK_MS,
+          value_parser = clap::value_parser!(u64).range(10..))]
+    pub deferral_lease_check_ms: u64,
+
+    /// The consumers' `idempotency.lease_ms`: a claim heartbeat older than
+    /// this plus one interval belongs to a dead consumer. Must match the
+    /// consumers' config (sluice-allinone takes its own consumer's).
+    #[arg(long, env = "SLUICE_CLAIM_LEASE_MS", default_value_t = sluice_contract::claim::DEFAULT_LEASE_MS)]
+    pub claim_lease_ms: u64,
+
+    /// The consumers' `idempotency.heartbeat_interval_ms` (claim heartbeat
+    /// and pop-lease refresh). Must match the consumers' config.
+    #[arg(long, env = "SLUICE_CLAIM_HEARTBEAT_INTERVAL_MS", default_value_t = sluice_contract::claim::DEFAULT_HEARTBEAT_INTERVAL_MS)]
+    pub claim_heartbeat_interval_ms: u64,
+
     /// Deferred requests held open at once; beyond it: 503.
     #[arg(long, env = "SLUICE_DEFERRAL_MAX_IN_FLIGHT", default_value_t = 10_000)]
     pub deferral_max_in_flight: usize,
@@ -638,6 +656,24 @@ async fn start_xds(
     }))
 }
 
+/// The claim timing can tell a live consumer from a dead one, and the lease
+/// watch looks often enough to act within its bound.
+fn check_liveness(options: &EndpointOptions) -> anyhow::Result<()> {
+    let timing = &options.claim_timing;
+    timing.validate().map_err(|why| {
+        anyhow::anyhow!("--claim-lease-ms / --claim-heartbeat-interval-ms: {why}")
+    })?;
+    if options.lease_check > timing.stale_after() {
+        anyhow::bail!(
+            "--deferral-lease-check-ms ({} ms) must be at most the claim's stale bound ({} ms): \
+             a dead consumer's requests would wait for the next check",
+            options.lease_check.as_millis(),
+            timing.stale_after_ms()
+        );
+    }
+    Ok(())
+}
+
 async fn deferral_endpoint(
     args: &ServeArgs,
     addr: SocketAddr,
@@ -655,12 +691,18 @@ async fn deferral_endpoint(
         secrets,
         token_max_age: Duration::from_secs(args.deferral_token_max_age_s),
         marker_header: args.deferral_marker_header.clone(),
+        lease_check: Duration::from_millis(args.deferral_lease_check_ms),
+        claim_timing: ClaimTiming {
+            lease_ms: args.claim_lease_ms,
+            heartbeat_interval_ms: args.claim_heartbeat_interval_ms,
+        },
         ..Default::default()
     };
     let local = in_process.map(|in_process| {
         options.claim_timing = in_process.claim_timing;
         in_process.local
     });
+    check_liveness(&options)?;
     let router = Endpoint::build(EndpointConfig {
         parent: args.lite_parent.clone(),
         consumer_group: args.consumer_group.clone(),
@@ -695,5 +737,33 @@ fn parse_marker_header(value: &str) -> Result<String, String> {
         Ok(value.to_string())
     } else {
         Err(format!("'{value}' is not a lowercase header name"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn liveness_defaults_act_within_the_bound() {
+        assert!(check_liveness(&EndpointOptions::default()).is_ok());
+    }
+
+    #[test]
+    fn liveness_that_cannot_tell_dead_from_slow_is_refused() {
+        let too_short = EndpointOptions {
+            claim_timing: ClaimTiming {
+                lease_ms: 1_000,
+                heartbeat_interval_ms: 1_000,
+            },
+            ..Default::default()
+        };
+        assert!(check_liveness(&too_short).is_err());
+        let too_rare = EndpointOptions {
+            lease_check: Duration::from_secs(10),
+            ..Default::default()
+        };
+        let why = check_liveness(&too_rare).unwrap_err().to_string();
+        assert!(why.contains("--deferral-lease-check-ms"), "{why}");
     }
 }

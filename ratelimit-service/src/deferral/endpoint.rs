@@ -79,7 +79,10 @@ pub struct EndpointOptions {
     pub high_priority_timeout: Duration,
     /// How often a waiting request checks its consumer lease (see
     /// consumer/src/runner.rs): a request popped by a consumer that died
-    /// before starting it is published again, once.
+    /// before starting it is published again, once. One `EXISTS` per
+    /// waiting request per check, only while its answer is silent; it adds
+    /// up to this much to the recovery after a consumer's death
+    /// (`claim_timing.stale_after()`).
     pub lease_check: Duration,
     /// The consumers' heartbeat settings: a `processing` claim older than
     /// `claim_timing.stale_after_ms()` belongs to a dead consumer.
@@ -98,6 +101,11 @@ pub struct EndpointOptions {
     pub marker_header: String,
 }
 
+/// Default [`EndpointOptions::lease_check`]: a dead consumer's requests are
+/// acted on at most this long after their lease or claim goes stale (3 s by
+/// default), within the 5 s recovery bound (issue 17).
+pub const DEFAULT_LEASE_CHECK_MS: u64 = 500;
+
 impl Default for EndpointOptions {
     fn default() -> Self {
         EndpointOptions {
@@ -111,7 +119,7 @@ impl Default for EndpointOptions {
             low_priority_max_backlog: 100,
             low_priority_timeout: Duration::from_secs(120),
             high_priority_timeout: Duration::from_secs(1800),
-            lease_check: Duration::from_secs(2),
+            lease_check: Duration::from_millis(DEFAULT_LEASE_CHECK_MS),
             claim_timing: ClaimTiming::default(),
             secrets: Vec::new(),
             token_max_age: Duration::from_secs(30),
