@@ -1,9 +1,11 @@
-//! Sluice on a real Redis Cluster (3 masters + 3 replicas, started here):
+//! Sluice on a real Redis Cluster (3 masters + 3 replicas) and Sentinel set
+//! (master, replica, 3 sentinels), started here:
 //!
-//! * deferred requests in flight while the master holding the bucket
-//!   bookkeeping is SIGKILLed: every client gets an answer (the model's, or
-//!   a clear error), none is lost, no request reaches the model twice, and
-//!   the time until new deferrals are answered again is printed;
+//! * deferred requests in flight while a master is SIGKILLed (on the
+//!   cluster, the one holding the bucket bookkeeping; also on a Sentinel
+//!   set): every client gets an answer (the model's, or a clear error), none
+//!   is lost, no request reaches the model twice, and the time until new
+//!   deferrals are answered again is printed;
 //! * two sluice-rls instances and two consumers share one cluster behind one
 //!   Envoy: after N requests the counters are exact, and deferred requests
 //!   are answered whichever instance holds their client.
@@ -12,7 +14,7 @@
 
 use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions};
 use sluice_ratelimit::deferral::EndpointConfig;
-use sluice_testkit::redis_topologies::RedisCluster;
+use sluice_testkit::redis_topologies::{RedisCluster, RedisDeployment, RedisKind};
 use sluice_testkit::stack::{
     endpoint_config_at, limits, model_calls, redis_connection_at, redis_limiter, start_broker,
     start_consumer, start_deferral_endpoint, start_filter_envoy_over, start_llm_sim, start_rls,
@@ -59,14 +61,56 @@ fn classify(response: &HttpResponse) -> Answer {
     }
 }
 
+/// Posts fresh deferred requests for `tenant` to `endpoint` until one is
+/// answered by the model; panics after `within`.
+async fn answered_within(endpoint: SocketAddr, tenant: &str, within: Duration) {
+    let started = Instant::now();
+    loop {
+        let id = format!("{tenant}-{}", started.elapsed().as_micros());
+        let response = post(endpoint, &id, tenant).await.unwrap();
+        if classify(&response) == Answer::Answered {
+            return;
+        }
+        assert!(
+            started.elapsed() < within,
+            "no answer within {within:?}: {response:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deferred_requests_survive_a_master_failover() {
+    deferred_requests_through_a_failover(RedisKind::Cluster).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_requests_survive_a_sentinel_failover() {
+    deferred_requests_through_a_failover(RedisKind::Sentinel).await;
+}
+
+/// On a cluster the master holding the bucket bookkeeping dies; on Sentinel
+/// the one master does.
+fn kill_a_master(redis: &mut RedisDeployment) {
+    match redis {
+        RedisDeployment::Cluster(cluster) => {
+            let victim = cluster.master_of(sluice_contract::keys::BUCKETS).unwrap();
+            cluster.kill(victim).unwrap();
+        }
+        RedisDeployment::Sentinel(set) => {
+            set.kill_master().unwrap();
+        }
+        RedisDeployment::Single(_) => panic!("a single server has no failover"),
+    }
+}
+
+async fn deferred_requests_through_a_failover(kind: RedisKind) {
     sluice_testkit::init_test_tracing();
-    let mut cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 1))
+    let mut redis = tokio::task::spawn_blocking(move || RedisDeployment::start(kind))
         .await
         .unwrap()
         .unwrap();
-    let url = cluster.url();
+    let url = redis.url();
     let broker = start_broker().await;
     let endpoint = start_deferral_endpoint(EndpointConfig {
         options: EndpointOptions {
@@ -93,9 +137,9 @@ async fn deferred_requests_survive_a_master_failover() {
     )
     .await;
 
-    // Warm up: the path works on the cluster.
-    let first = post(endpoint, "warm-1", "t0").await.unwrap();
-    assert_eq!(classify(&first), Answer::Answered, "{first:?}");
+    // Warm up: the path works on this deployment (the publisher's first
+    // sends may time out while the broker is busy starting).
+    answered_within(endpoint, "warm", Duration::from_secs(30)).await;
 
     // 30 requests over 6 tenants in flight, then the bookkeeping's master dies.
     let ids: Vec<(String, String)> = (0..30)
@@ -103,23 +147,12 @@ async fn deferred_requests_survive_a_master_failover() {
         .collect();
     let in_flight: Vec<_> = ids.iter().map(|(id, t)| post(endpoint, id, t)).collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let victim = cluster.master_of(sluice_contract::keys::BUCKETS).unwrap();
-    cluster.kill(victim).unwrap();
+    kill_a_master(&mut redis);
     let killed = Instant::now();
 
     // New deferrals after the kill: how long until one is answered again.
-    let recovery = loop {
-        let probe = format!("probe-{}", killed.elapsed().as_millis());
-        let response = post(endpoint, &probe, "t-probe").await.unwrap();
-        if classify(&response) == Answer::Answered {
-            break killed.elapsed();
-        }
-        assert!(
-            killed.elapsed() < Duration::from_secs(30),
-            "no deferral answered within 30 s of the kill: {response:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    answered_within(endpoint, "t-probe", Duration::from_secs(30)).await;
+    let recovery = killed.elapsed();
 
     let mut answered = 0;
     let mut errors = Vec::new();
@@ -133,7 +166,7 @@ async fn deferred_requests_survive_a_master_failover() {
         assert!(calls <= 1, "{id} reached the model {calls} times");
     }
     println!(
-        "failover of the bookkeeping master: deferrals answered again {recovery:?} after the kill; \
+        "{kind:?} failover: deferrals answered again {recovery:?} after the kill; \
          in flight: {answered} answered, {} clear errors {errors:?}, 0 lost",
         errors.len()
     );
@@ -265,18 +298,33 @@ async fn two_rls_and_two_consumers_share_one_cluster_behind_one_envoy() {
         );
     }
 
-    // Deferred requests: answered whichever instance holds the client.
-    let handles: Vec<_> = (0..12).map(|_| chat("patient")).collect();
-    for handle in handles {
-        let response = handle.await.unwrap();
-        assert_eq!(response.status, 200, "{response:?}");
-        let body: serde_json::Value = serde_json::from_str(&response.body).unwrap();
-        assert!(
-            body["choices"][0]["message"]["content"].is_string(),
-            "{response:?}"
-        );
+    // Each endpoint's publisher reaches the broker (under load its first
+    // sends can time out: retried here so the check below is about routing).
+    for instance in &instances {
+        answered_within(instance.deferral.unwrap(), "warm", Duration::from_secs(30)).await;
     }
-    let accepted: Vec<u64> = endpoint_metrics.iter().map(|m| m.accepted.get()).collect();
+
+    // Deferred requests: answered whichever instance holds the client.
+    let warmed: Vec<u64> = endpoint_metrics.iter().map(|m| m.accepted.get()).collect();
+    // Two at a time: Envoy's round robin still alternates the instances,
+    // without a burst the broker answers slowly on a loaded machine.
+    for _ in 0..6 {
+        let pair = [chat("patient"), chat("patient")];
+        for handle in pair {
+            let response = handle.await.unwrap();
+            assert_eq!(response.status, 200, "{response:?}");
+            let body: serde_json::Value = serde_json::from_str(&response.body).unwrap();
+            assert!(
+                body["choices"][0]["message"]["content"].is_string(),
+                "{response:?}"
+            );
+        }
+    }
+    let accepted: Vec<u64> = endpoint_metrics
+        .iter()
+        .zip(&warmed)
+        .map(|(m, before)| m.accepted.get() - before)
+        .collect();
     println!("deferred requests held by each instance: {accepted:?}");
     assert!(
         accepted.iter().all(|&n| n > 0),
