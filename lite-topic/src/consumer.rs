@@ -446,67 +446,7 @@ impl LiteConsumer {
                 ))
             }
         }
-        let answer = response
-            .decode_command_custom_header::<PopLiteMessageResponseHeader>()
-            .map_err(|e| LiteError::Decode {
-                operation: "pop lite message",
-                detail: format!("response header: {e}"),
-            })?;
-        let Some(mut body) = response.take_body() else {
-            self.counters.empty_pops.fetch_add(1, Ordering::Relaxed);
-            return Ok(Vec::new());
-        };
-        let skew_hint = Arc::new(AtomicI64::new(0));
-        let mut messages = Vec::new();
-        for ext in message_decoder::decodes_batch(&mut body, true, true) {
-            let props = ext.properties();
-            let lite_topic = props
-                .get(MessageConst::PROPERTY_LITE_TOPIC)
-                .map(|s| s.to_string());
-            let queue_offset = props
-                .get(MessageConst::PROPERTY_INNER_MULTI_QUEUE_OFFSET)
-                .and_then(|s| {
-                    s.as_str()
-                        .split(',')
-                        .next()
-                        .and_then(|o| o.trim().parse::<i64>().ok())
-                });
-            let (Some(lite_topic), Some(queue_offset)) = (lite_topic, queue_offset) else {
-                // Cannot be suspended or released; it is consumed anyway.
-                warn!(msg_id = %ext.msg_id(), "popped message without LiteTopic or queue offset: dropped");
-                continue;
-            };
-            let message_id = props
-                .get(MessageConst::PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| ext.msg_id().to_string());
-            let properties = props
-                .iter()
-                .filter(|(k, _)| {
-                    !STRING_HASH_SET.contains(k.as_str())
-                        && !BROKER_INTERNAL_PROPERTIES.contains(&k.as_str())
-                })
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            messages.push(LiteMessage {
-                handle: MessageHandle {
-                    lite_topic: lite_topic.clone(),
-                    queue_offset,
-                    pop_time: answer.pop_time,
-                    invisible_time_ms: answer.invisible_time,
-                    revive_qid: answer.revive_qid,
-                    received_at,
-                    skew_hint: Arc::clone(&skew_hint),
-                },
-                lite_topic,
-                body: ext.body().unwrap_or_default(),
-                properties,
-                message_id: MessageId(message_id),
-                queue_offset,
-                born_timestamp_ms: ext.born_timestamp(),
-                store_timestamp_ms: ext.store_timestamp(),
-            });
-        }
+        let messages = decode_pop_answer(&mut response, received_at)?;
         self.counters
             .messages
             .fetch_add(messages.len() as u64, Ordering::Relaxed);
@@ -785,6 +725,76 @@ impl LiteConsumer {
 enum CitOutcome {
     Done,
     Stale,
+}
+
+/// The messages of a successful pop answer (its header and body). The bytes
+/// are the broker's, so this never panics on them; `fuzz/` feeds it
+/// arbitrary frames.
+pub fn decode_pop_answer(
+    response: &mut RemotingCommand,
+    received_at: Instant,
+) -> Result<Vec<LiteMessage>, LiteError> {
+    let answer = response
+        .decode_command_custom_header::<PopLiteMessageResponseHeader>()
+        .map_err(|e| LiteError::Decode {
+            operation: "pop lite message",
+            detail: format!("response header: {e}"),
+        })?;
+    let Some(mut body) = response.take_body() else {
+        return Ok(Vec::new());
+    };
+    let skew_hint = Arc::new(AtomicI64::new(0));
+    let mut messages = Vec::new();
+    for ext in message_decoder::decodes_batch(&mut body, true, true) {
+        let props = ext.properties();
+        let lite_topic = props
+            .get(MessageConst::PROPERTY_LITE_TOPIC)
+            .map(|s| s.to_string());
+        let queue_offset = props
+            .get(MessageConst::PROPERTY_INNER_MULTI_QUEUE_OFFSET)
+            .and_then(|s| {
+                s.as_str()
+                    .split(',')
+                    .next()
+                    .and_then(|o| o.trim().parse::<i64>().ok())
+            });
+        let (Some(lite_topic), Some(queue_offset)) = (lite_topic, queue_offset) else {
+            // Cannot be suspended or released; it is consumed anyway.
+            warn!(msg_id = %ext.msg_id(), "popped message without LiteTopic or queue offset: dropped");
+            continue;
+        };
+        let message_id = props
+            .get(MessageConst::PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| ext.msg_id().to_string());
+        let properties = props
+            .iter()
+            .filter(|(k, _)| {
+                !STRING_HASH_SET.contains(k.as_str())
+                    && !BROKER_INTERNAL_PROPERTIES.contains(&k.as_str())
+            })
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        messages.push(LiteMessage {
+            handle: MessageHandle {
+                lite_topic: lite_topic.clone(),
+                queue_offset,
+                pop_time: answer.pop_time,
+                invisible_time_ms: answer.invisible_time,
+                revive_qid: answer.revive_qid,
+                received_at,
+                skew_hint: Arc::clone(&skew_hint),
+            },
+            lite_topic,
+            body: ext.body().unwrap_or_default(),
+            properties,
+            message_id: MessageId(message_id),
+            queue_offset,
+            born_timestamp_ms: ext.born_timestamp(),
+            store_timestamp_ms: ext.store_timestamp(),
+        });
+    }
+    Ok(messages)
 }
 
 fn stale(handle: &MessageHandle) -> LiteError {
