@@ -166,7 +166,12 @@ impl<E: Encoders> RequestAdmission<E> {
         );
         self.reply(
             host,
-            LocalReply::error(415, &message, "invalid_request_error", "unsupported_encoding"),
+            LocalReply::error(
+                415,
+                &message,
+                "invalid_request_error",
+                "unsupported_encoding",
+            ),
         )
     }
 

@@ -127,7 +127,11 @@ pub fn admission(data: &[u8]) {
         host.response_chunk = chunk.to_vec();
         machine.on_response_body(&mut host, chunk.len(), index + 1 == chunks.len());
     }
-    assert!(host.replies <= 1, "answered the client {} times", host.replies);
+    assert!(
+        host.replies <= 1,
+        "answered the client {} times",
+        host.replies
+    );
 }
 
 /// A well-formed RLS answer whose fields come from the input: the first byte

@@ -158,7 +158,10 @@ pub fn work_item(data: &[u8]) {
         let _ = item.response_key();
         let _ = item.queued_ms(u64::MAX);
         let again = WorkItem::from_json(&item.to_json());
-        debug_assert!(again.is_ok(), "a valid work item must survive its own encoding");
+        debug_assert!(
+            again.is_ok(),
+            "a valid work item must survive its own encoding"
+        );
     }
 }
 

@@ -51,7 +51,10 @@ fn pop_answer(messages: &[Bytes]) -> Vec<u8> {
 fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let work = r#"{"req_id":"0123456789abcdef0123456789abcdef","tenant":"acme"}"#;
     vec![
-        ("one-message", pop_answer(&[message("acme__gpt-4o", 0, work)])),
+        (
+            "one-message",
+            pop_answer(&[message("acme__gpt-4o", 0, work)]),
+        ),
         (
             "two-messages",
             pop_answer(&[

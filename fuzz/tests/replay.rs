@@ -53,8 +53,8 @@ fn every_target_has_a_libfuzzer_binary() {
         let source = fuzz_dir()
             .join("libfuzzer/fuzz_targets")
             .join(format!("{}.rs", target.name));
-        let text = fs::read_to_string(&source)
-            .unwrap_or_else(|e| panic!("{}: {e}", source.display()));
+        let text =
+            fs::read_to_string(&source).unwrap_or_else(|e| panic!("{}: {e}", source.display()));
         assert!(
             text.contains(&format!("sluice_fuzz::{}", target.name)),
             "{} does not call sluice_fuzz::{}",

@@ -512,7 +512,10 @@ fn encoded_bodies_get_415_before_the_body() {
         host.request_headers
             .insert(CONTENT_ENCODING_HEADER.into(), encoding.into());
         let mut admission = RequestAdmission::new(shared(""));
-        assert_eq!(admission.on_request_headers(&mut host, false), Verdict::Pause);
+        assert_eq!(
+            admission.on_request_headers(&mut host, false),
+            Verdict::Pause
+        );
         assert_eq!(host.replies.len(), 1, "{encoding}");
         assert_eq!(host.replies[0].status, 415, "{encoding}");
         assert!(host.replies[0].body.contains("unsupported_encoding"));
