@@ -1,6 +1,7 @@
 //! A pop answer built with rocketmq-protocol's own encoders decodes to the
 //! LiteTopic messages it carries: the fuzz target starts from real frames.
 //! `SLUICE_WRITE_SEEDS=1` also writes them as the target's seed corpus.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use std::time::Instant;
 

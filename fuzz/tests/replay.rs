@@ -1,6 +1,7 @@
 //! Every fuzz target, run on its seed corpus (`fuzz/corpus/<target>`) and on
 //! every crash input kept from fuzzing (`fuzz/regressions/<target>`), through
 //! the same entry points libFuzzer calls: a panic fails the test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use std::fs;
 use std::path::Path;
