@@ -32,6 +32,8 @@ pub const COUNT_MICROS_HEADER: &str = "x-sluice-count-micros";
 /// The client's own `x-request-id`: kept for correlation only, never as
 /// Sluice's request id.
 pub const CLIENT_REQUEST_ID_HEADER: &str = "x-request-id";
+/// A request body in any coding but `identity` is refused (415).
+pub const CONTENT_ENCODING_HEADER: &str = "content-encoding";
 /// Every request header starting with this (any case) is Sluice's to set.
 pub const SLUICE_HEADER_PREFIX: &str = "x-sluice-";
 
@@ -183,6 +185,25 @@ impl<E: Encoders> RequestAdmission<E> {
         }
     }
 
+    /// A compressed body cannot be counted (and would read as invalid JSON):
+    /// 415, saying what to send instead.
+    fn encoded_body(&mut self, host: &mut dyn Host, encoding: &str) -> Verdict {
+        host.count(Metric::BadRequest, 1);
+        let message = format!(
+            "request bodies with content-encoding '{}' are not accepted: send the JSON uncompressed",
+            sanitize_value(encoding)
+        );
+        self.reply(
+            host,
+            LocalReply::error(
+                415,
+                &message,
+                "invalid_request_error",
+                "unsupported_encoding",
+            ),
+        )
+    }
+
     /// The body did not finish within `body_timeout_ms` of the headers: 408.
     fn body_too_slow(&mut self, host: &mut dyn Host) -> Verdict {
         host.count(Metric::BodyTimeout, 1);
@@ -262,6 +283,12 @@ impl<E: Encoders> RequestAdmission<E> {
             .and_then(|v| v.trim().parse::<usize>().ok());
         if declared.is_some_and(|n| n > self.config().max_body_bytes) {
             return self.too_large(host);
+        }
+        if let Some(encoding) = host
+            .request_header(CONTENT_ENCODING_HEADER)
+            .filter(|e| !e.trim().eq_ignore_ascii_case("identity"))
+        {
+            return self.encoded_body(host, &encoding);
         }
         if end_of_stream {
             return self.bad_request(host, "request body is required");

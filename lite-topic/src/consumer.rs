@@ -34,6 +34,7 @@ use bytes::Bytes;
 use cheetah_string::CheetahString;
 use rocketmq_model::common::lite::{LiteSubscriptionAction, LiteSubscriptionDTO};
 use rocketmq_model::common::message::{MessageConst, STRING_HASH_SET};
+use rocketmq_model::common::sys_flag::message_sys_flag::MessageSysFlag;
 use rocketmq_protocol::code::request_code::RequestCode;
 use rocketmq_protocol::common::message::message_decoder;
 use rocketmq_protocol::protocol::body::lite_subscription_ctl_request_body::LiteSubscriptionCtlRequestBody;
@@ -1143,68 +1144,7 @@ impl PopTask {
                 ))
             }
         }
-        let answer = response
-            .decode_command_custom_header::<PopLiteMessageResponseHeader>()
-            .map_err(|e| LiteError::Decode {
-                operation: "pop lite message",
-                detail: format!("response header: {e}"),
-            })?;
-        let Some(mut body) = response.take_body() else {
-            self.counters.empty_pops.fetch_add(1, Ordering::Relaxed);
-            return Ok(Vec::new());
-        };
-        let skew_hint = Arc::new(AtomicI64::new(0));
-        let mut messages = Vec::new();
-        for ext in message_decoder::decodes_batch(&mut body, true, true) {
-            let props = ext.properties();
-            let lite_topic = props
-                .get(MessageConst::PROPERTY_LITE_TOPIC)
-                .map(|s| s.to_string());
-            let queue_offset = props
-                .get(MessageConst::PROPERTY_INNER_MULTI_QUEUE_OFFSET)
-                .and_then(|s| {
-                    s.as_str()
-                        .split(',')
-                        .next()
-                        .and_then(|o| o.trim().parse::<i64>().ok())
-                });
-            let (Some(lite_topic), Some(queue_offset)) = (lite_topic, queue_offset) else {
-                // Cannot be suspended or released; it is consumed anyway.
-                warn!(msg_id = %ext.msg_id(), "popped message without LiteTopic or queue offset: dropped");
-                continue;
-            };
-            let message_id = props
-                .get(MessageConst::PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| ext.msg_id().to_string());
-            let properties = props
-                .iter()
-                .filter(|(k, _)| {
-                    !STRING_HASH_SET.contains(k.as_str())
-                        && !BROKER_INTERNAL_PROPERTIES.contains(&k.as_str())
-                })
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            messages.push(LiteMessage {
-                handle: MessageHandle {
-                    broker: Arc::clone(&self.broker),
-                    lite_topic: lite_topic.clone(),
-                    queue_offset,
-                    pop_time: answer.pop_time,
-                    invisible_time_ms: answer.invisible_time,
-                    revive_qid: answer.revive_qid,
-                    received_at,
-                    skew_hint: Arc::clone(&skew_hint),
-                },
-                lite_topic,
-                body: ext.body().unwrap_or_default(),
-                properties,
-                message_id: MessageId(message_id),
-                queue_offset,
-                born_timestamp_ms: ext.born_timestamp(),
-                store_timestamp_ms: ext.store_timestamp(),
-            });
-        }
+        let messages = decode_answer_from(&mut response, received_at, &self.broker)?;
         self.counters
             .messages
             .fetch_add(messages.len() as u64, Ordering::Relaxed);
@@ -1251,6 +1191,99 @@ fn rpc_header(broker: &BrokerTarget) -> RpcRequestHeader {
 enum CitOutcome {
     Done,
     Stale,
+}
+
+/// The messages of a successful pop answer (its header and body). The bytes
+/// are the broker's, so this never panics on them; `fuzz/` feeds it
+/// arbitrary frames.
+pub fn decode_pop_answer(
+    response: &mut RemotingCommand,
+    received_at: Instant,
+) -> Result<Vec<LiteMessage>, LiteError> {
+    // For tests and fuzzing: the handles name no broker.
+    let unknown = Arc::new(BrokerTarget {
+        name: String::new(),
+        addr: String::new(),
+    });
+    decode_answer_from(response, received_at, &unknown)
+}
+
+/// [`decode_pop_answer`] for an answer of `broker` (its messages are
+/// suspended and released there).
+fn decode_answer_from(
+    response: &mut RemotingCommand,
+    received_at: Instant,
+    broker: &Arc<BrokerTarget>,
+) -> Result<Vec<LiteMessage>, LiteError> {
+    let answer = response
+        .decode_command_custom_header::<PopLiteMessageResponseHeader>()
+        .map_err(|e| LiteError::Decode {
+            operation: "pop lite message",
+            detail: format!("response header: {e}"),
+        })?;
+    let Some(mut body) = response.take_body() else {
+        return Ok(Vec::new());
+    };
+    let skew_hint = Arc::new(AtomicI64::new(0));
+    let mut messages = Vec::new();
+    // Never decompressed: the size an LZ4 body claims is allocated up front
+    // (a 661-byte answer asked for 2.6 GB under fuzzing), and Sluice's
+    // producer never compresses, so a compressed message is not ours.
+    for ext in message_decoder::decodes_batch(&mut body, true, false) {
+        if ext.sys_flag & MessageSysFlag::COMPRESSED_FLAG != 0 {
+            warn!(msg_id = %ext.msg_id(), "popped a compressed message (Sluice never sends one): dropped");
+            continue;
+        }
+        let props = ext.properties();
+        let lite_topic = props
+            .get(MessageConst::PROPERTY_LITE_TOPIC)
+            .map(|s| s.to_string());
+        let queue_offset = props
+            .get(MessageConst::PROPERTY_INNER_MULTI_QUEUE_OFFSET)
+            .and_then(|s| {
+                s.as_str()
+                    .split(',')
+                    .next()
+                    .and_then(|o| o.trim().parse::<i64>().ok())
+            });
+        let (Some(lite_topic), Some(queue_offset)) = (lite_topic, queue_offset) else {
+            // Cannot be suspended or released; it is consumed anyway.
+            warn!(msg_id = %ext.msg_id(), "popped message without LiteTopic or queue offset: dropped");
+            continue;
+        };
+        let message_id = props
+            .get(MessageConst::PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| ext.msg_id().to_string());
+        let properties = props
+            .iter()
+            .filter(|(k, _)| {
+                !STRING_HASH_SET.contains(k.as_str())
+                    && !BROKER_INTERNAL_PROPERTIES.contains(&k.as_str())
+            })
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        messages.push(LiteMessage {
+            handle: MessageHandle {
+                broker: Arc::clone(broker),
+                lite_topic: lite_topic.clone(),
+                queue_offset,
+                pop_time: answer.pop_time,
+                invisible_time_ms: answer.invisible_time,
+                revive_qid: answer.revive_qid,
+                received_at,
+                skew_hint: Arc::clone(&skew_hint),
+            },
+            lite_topic,
+            body: ext.body().unwrap_or_default(),
+            properties,
+            message_id: MessageId(message_id),
+            queue_offset,
+            born_timestamp_ms: ext.born_timestamp(),
+            store_timestamp_ms: ext.store_timestamp(),
+        });
+    }
+    Ok(messages)
 }
 
 fn stale(handle: &MessageHandle) -> LiteError {

@@ -52,7 +52,9 @@ mod routing;
 
 pub use admin::LiteAdmin;
 pub use client::{BrokerTarget, LiteClient, LiteConfig};
-pub use consumer::{ConsumerStats, LiteConsumer, LiteMessage, MessageHandle, MAX_POP_BATCH};
+pub use consumer::{
+    decode_pop_answer, ConsumerStats, LiteConsumer, LiteMessage, MessageHandle, MAX_POP_BATCH,
+};
 pub use error::LiteError;
 pub use naming::{
     lite_topic_name, validate_group, validate_lite_topic, validate_parent_topic, MAX_GROUP_LEN,

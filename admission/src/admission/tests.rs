@@ -523,6 +523,30 @@ fn unknown_paths_pass_or_404() {
 }
 
 #[test]
+fn encoded_bodies_get_415_before_the_body() {
+    for encoding in ["gzip", "br, gzip", "Deflate"] {
+        let mut host = host_with(CHAT);
+        host.request_headers
+            .insert(CONTENT_ENCODING_HEADER.into(), encoding.into());
+        let mut admission = RequestAdmission::new(shared(""));
+        assert_eq!(
+            admission.on_request_headers(&mut host, false),
+            Verdict::Pause
+        );
+        assert_eq!(host.replies.len(), 1, "{encoding}");
+        assert_eq!(host.replies[0].status, 415, "{encoding}");
+        assert!(host.replies[0].body.contains("unsupported_encoding"));
+        assert!(host.dispatched.is_empty());
+    }
+    // `identity` is no coding at all.
+    let mut host = host_with(CHAT);
+    host.request_headers
+        .insert(CONTENT_ENCODING_HEADER.into(), "identity".into());
+    let _ = through_body(&shared(""), &mut host);
+    assert_eq!(host.dispatched.len(), 1);
+}
+
+#[test]
 fn timing_headers_only_when_asked() {
     let mut host = host_with(CHAT);
     let _ = through_body(&shared(""), &mut host);
