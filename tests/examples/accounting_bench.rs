@@ -29,11 +29,6 @@ use sluice_admission::openai::{self, Endpoint};
 use sluice_consumer::{Correction, PacingConfig, Rates};
 use sluice_llm_sim::ledger::LedgerEntry;
 use sluice_llm_sim::text::splitmix64;
-use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
-};
-use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use sluice_proto::pb::google::protobuf::UInt64Value;
 use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::ext_authz::ExtAuthzService;
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
@@ -277,26 +272,6 @@ fn now_millis() -> u64 {
         .unwrap_or(0)
 }
 
-fn tokens_request(tenant: &str, model: &str) -> RateLimitRequest {
-    let entry = |k: &str, v: &str| Entry {
-        key: k.into(),
-        value: v.into(),
-    };
-    RateLimitRequest {
-        domain: "sluice".into(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![
-                entry("tenant", tenant),
-                entry("model", model),
-                entry("tokens", "total"),
-            ],
-            hits_addend: Some(UInt64Value { value: 0 }),
-            ..Default::default()
-        }],
-        hits_addend: 0,
-    }
-}
-
 /// Every class's tokens in the one-second window starting at `second`.
 async fn window_totals(limiter: &Limiter, second: u64) -> BTreeMap<Class, u64> {
     let mut totals = BTreeMap::new();
@@ -306,7 +281,7 @@ async fn window_totals(limiter: &Limiter, second: u64) -> BTreeMap<Class, u64> {
         } else {
             "gpt-4o"
         };
-        let request = tokens_request(class.tenant(), model);
+        let request = sluice_testkit::rls::tokens_probe(class.tenant(), model, "total");
         let used = match limiter.correct(&request, Some(second * 1000)).await {
             Ok(response) => {
                 LIMIT - u64::from(response.statuses.first().map_or(0, |s| s.limit_remaining))

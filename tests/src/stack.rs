@@ -19,11 +19,6 @@ use sluice_consumer::{
 };
 use sluice_consumer::{Runner, RunnerOptions, RunnerParts};
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
-use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
-};
-use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use sluice_proto::pb::google::protobuf::UInt64Value;
 use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::deferral::endpoint::EndpointMetrics;
 use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
@@ -235,23 +230,7 @@ pub fn limiter(limits_yaml: &str, store: Arc<dyn CounterStore>, metrics: Metrics
 /// Tokens left in `tenant` × `model`'s token window of `limiter`, without
 /// charging anything.
 pub async fn tokens_left(limiter: &Limiter, tenant: &str, model: &str) -> u32 {
-    let entry = |k: &str, v: &str| Entry {
-        key: k.into(),
-        value: v.into(),
-    };
-    let request = RateLimitRequest {
-        domain: "sluice".into(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![
-                entry("tenant", tenant),
-                entry("model", model),
-                entry("tokens", "total"),
-            ],
-            hits_addend: Some(UInt64Value { value: 0 }),
-            ..Default::default()
-        }],
-        hits_addend: 0,
-    };
+    let request = crate::rls::tokens_probe(tenant, model, "total");
     limiter.should_rate_limit(&request).await.unwrap().statuses[0].limit_remaining
 }
 

@@ -8,16 +8,12 @@ use sluice_admission::admission::Encoders;
 use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::openai::{self, Endpoint};
 use sluice_llm_sim::text::{approx_tokens, chat_prompt_tokens, completion_text};
-use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
-};
-use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use sluice_proto::pb::google::protobuf::UInt64Value;
 use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
 use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
+use sluice_testkit::rls::tokens_probe;
 use sluice_testkit::{
     free_port, http_request, sluice_filter_envoy_config, Envoy, HttpResponse, RedisServer,
     SluiceFilterPorts,
@@ -180,23 +176,7 @@ impl Stack {
     }
 
     async fn budget_used(&self, tenant: &str, model: &str, budget: &str) -> u64 {
-        let entry = |k: &str, v: &str| Entry {
-            key: k.into(),
-            value: v.into(),
-        };
-        let request = RateLimitRequest {
-            domain: "sluice".into(),
-            descriptors: vec![RateLimitDescriptor {
-                entries: vec![
-                    entry("tenant", tenant),
-                    entry("model", model),
-                    entry("tokens", budget),
-                ],
-                hits_addend: Some(UInt64Value { value: 0 }),
-                ..Default::default()
-            }],
-            hits_addend: 0,
-        };
+        let request = tokens_probe(tenant, model, budget);
         let left = self
             .limiter
             .should_rate_limit(&request)
@@ -520,28 +500,7 @@ async fn a_correction_goes_to_the_window_of_admission() {
     let tick = |tenant_window_at: u64| {
         let stack = &stack;
         async move {
-            let request = RateLimitRequest {
-                domain: "sluice".into(),
-                descriptors: vec![RateLimitDescriptor {
-                    entries: vec![
-                        Entry {
-                            key: "tenant".into(),
-                            value: "tick".into(),
-                        },
-                        Entry {
-                            key: "model".into(),
-                            value: "gpt-4o".into(),
-                        },
-                        Entry {
-                            key: "tokens".into(),
-                            value: "total".into(),
-                        },
-                    ],
-                    hits_addend: Some(UInt64Value { value: 0 }),
-                    ..Default::default()
-                }],
-                hits_addend: 0,
-            };
+            let request = tokens_probe("tick", "gpt-4o", "total");
             let response = stack
                 .limiter
                 .correct(&request, Some(tenant_window_at))
