@@ -43,3 +43,27 @@ pub fn store(
     .unwrap();
     (std::sync::Arc::new(store), Some(server))
 }
+
+/// A limiter of `config` counting in `store`, all-or-nothing, on the system clock.
+pub fn limiter_on(
+    config: sluice_ratelimit::config::LimitsConfig,
+    store: std::sync::Arc<dyn sluice_ratelimit::store::CounterStore>,
+) -> std::sync::Arc<sluice_ratelimit::limiter::Limiter> {
+    std::sync::Arc::new(sluice_ratelimit::limiter::Limiter::new(
+        config,
+        store,
+        sluice_ratelimit::store::CountingMode::AllOrNothing,
+        std::sync::Arc::new(sluice_ratelimit::limiter::SystemClock),
+        std::sync::Arc::new(sluice_ratelimit::metrics::Metrics::new()),
+    ))
+}
+
+/// [`limiter_on`] a fresh in-memory store.
+pub fn memory_limiter(
+    config: sluice_ratelimit::config::LimitsConfig,
+) -> std::sync::Arc<sluice_ratelimit::limiter::Limiter> {
+    limiter_on(
+        config,
+        std::sync::Arc::new(sluice_ratelimit::store::MemoryStore::new()),
+    )
+}
