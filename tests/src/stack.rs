@@ -188,6 +188,24 @@ pub async fn model_calls(backend: SocketAddr, request_id: &str) -> u64 {
     json["calls"].as_u64().unwrap()
 }
 
+/// Tenant `patient` asks `gpt-4o` through `envoy` for 30 tokens on a
+/// 40-word prompt, streamed or not.
+pub fn patient_chat(envoy: SocketAddr, stream: bool) -> anyhow::Result<crate::HttpResponse> {
+    let body = serde_json::json!({
+        "model": "gpt-4o",
+        "max_tokens": 30,
+        "stream": stream,
+        "messages": [{"role": "user", "content": "hello ".repeat(40)}]
+    });
+    crate::http_request(
+        envoy,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-tenant-id", "patient")],
+        body.to_string().as_bytes(),
+    )
+}
+
 /// The `data:` payloads of an SSE body, in order.
 pub fn sse_data(body: &str) -> Vec<&str> {
     body.lines()
