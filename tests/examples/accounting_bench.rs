@@ -44,7 +44,7 @@ use sluice_testkit::{
     Envoy, RedisServer, SluiceFilterPorts,
 };
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -244,22 +244,13 @@ fn exchange(addr: SocketAddr, request: &Planned) -> u16 {
     {
         return 0;
     }
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => raw.extend_from_slice(&buf[..n]),
-        }
-        if let Some(k) = request.leave_after {
-            let text = String::from_utf8_lossy(&raw);
-            if text.matches("\"delta\":{\"content\":\"").count() as u64 >= k {
-                break; // the client goes away
-            }
-        }
-    }
-    String::from_utf8_lossy(&raw)
-        .split_whitespace()
+    // After `leave_after` deltas the client goes away.
+    let raw = sluice_testkit::read_until(&mut stream, |text| {
+        request
+            .leave_after
+            .is_some_and(|k| text.matches("\"delta\":{\"content\":\"").count() as u64 >= k)
+    });
+    raw.split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0)

@@ -15,10 +15,10 @@ use sluice_ratelimit::server::{run, Deps};
 use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
 use sluice_testkit::rls::tokens_probe;
 use sluice_testkit::{
-    free_port, http_request, sluice_filter_envoy_config, Envoy, HttpResponse, RedisServer,
-    SluiceFilterPorts,
+    free_port, http_request, read_until, sluice_filter_envoy_config, Envoy, HttpResponse,
+    RedisServer, SluiceFilterPorts,
 };
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -337,23 +337,6 @@ fn open_stream(
     stream.write_all(head.as_bytes()).unwrap();
     stream.write_all(body.as_bytes()).unwrap();
     stream
-}
-
-/// Reads until `enough` says so or the connection ends (an error included:
-/// a broken stream may end in a reset).
-fn read_until(stream: &mut std::net::TcpStream, enough: impl Fn(&str) -> bool) -> String {
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => raw.extend_from_slice(&buf[..n]),
-        }
-        if enough(&String::from_utf8_lossy(&raw)) {
-            break;
-        }
-    }
-    String::from_utf8_lossy(&raw).into_owned()
 }
 
 async fn sim_tokens_generated(sim: SocketAddr) -> u64 {
