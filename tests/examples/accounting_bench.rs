@@ -29,12 +29,11 @@ use sluice_admission::openai::{self, Endpoint};
 use sluice_consumer::{Correction, PacingConfig, Rates};
 use sluice_llm_sim::ledger::LedgerEntry;
 use sluice_llm_sim::text::splitmix64;
-use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::ext_authz::ExtAuthzService;
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
+use sluice_ratelimit::store::{RedisStore, RedisStoreOptions};
 use sluice_testkit::stack::{
     deferral_endpoint, endpoint_config, redis_connection, start_broker, start_consumer,
     ConsumerInstance, ConsumerSpec,
@@ -46,7 +45,6 @@ use sluice_testkit::{
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -373,14 +371,7 @@ async fn main() -> anyhow::Result<()> {
         redis: sluice_redis::RedisOptions::from_url(redis.url()),
         ..Default::default()
     })?;
-    let limits = LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())])?;
-    let limiter = Arc::new(Limiter::new(
-        limits,
-        Arc::new(store),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
+    let limiter = sluice_testkit::stack::limiter(LIMITS, Arc::new(store), Metrics::new());
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let rls = grpc.local_addr()?.port();
     let deps = Deps {

@@ -8,11 +8,10 @@ use sluice_admission::admission::Encoders;
 use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::openai::{self, Endpoint};
 use sluice_llm_sim::text::{approx_tokens, chat_prompt_tokens, completion_text};
-use sluice_ratelimit::config::LimitsConfig;
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
+use sluice_ratelimit::store::{RedisStore, RedisStoreOptions};
 use sluice_testkit::rls::tokens_probe;
 use sluice_testkit::{
     free_port, http_request, read_until, sluice_filter_envoy_config, Envoy, HttpResponse,
@@ -20,7 +19,6 @@ use sluice_testkit::{
 };
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -98,15 +96,7 @@ async fn stack_with(plugin_options: &str) -> Stack {
         ..Default::default()
     })
     .unwrap();
-    let limits =
-        LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
-    let limiter = Arc::new(Limiter::new(
-        limits,
-        Arc::new(store),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
+    let limiter = sluice_testkit::stack::limiter(LIMITS, Arc::new(store), Metrics::new());
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let rls = grpc.local_addr().unwrap().port();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
