@@ -10,6 +10,7 @@ use rocketmq_client_rust::{
     ClientConfig, ClientInstanceHandle, ClientRuntime, ClientRuntimeConfig, TelemetryHandle,
 };
 use rocketmq_protocol::protocol::remoting_command::RemotingCommand;
+use rocketmq_protocol::protocol::route::route_data_view::BrokerData;
 use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
 use tracing::{debug, warn};
 
@@ -207,20 +208,8 @@ impl Remoting {
         )
         .await
         .map_err(|e| LiteError::client("get cluster info", e))?;
-        let mut masters: Vec<BrokerTarget> = info
-            .broker_addr_table
-            .unwrap_or_default()
-            .into_values()
-            .filter_map(|data| {
-                data.broker_addrs()
-                    .get(&MASTER_ID)
-                    .map(|addr| BrokerTarget {
-                        name: data.broker_name().to_string(),
-                        addr: addr.to_string(),
-                    })
-            })
-            .collect();
-        masters.sort_by(|a, b| a.name.cmp(&b.name));
+        let table = info.broker_addr_table.unwrap_or_default();
+        let masters = sorted_masters(table.values());
         if masters.is_empty() {
             return Err(LiteError::NoRoute(
                 "the cluster (no master broker registered)".into(),
@@ -244,19 +233,7 @@ impl Remoting {
             }
             Err(e) => return Err(LiteError::client("get topic route", e)),
         };
-        let mut masters: Vec<BrokerTarget> = route
-            .broker_datas
-            .iter()
-            .filter_map(|data| {
-                data.broker_addrs()
-                    .get(&MASTER_ID)
-                    .map(|addr| BrokerTarget {
-                        name: data.broker_name().to_string(),
-                        addr: addr.to_string(),
-                    })
-            })
-            .collect();
-        masters.sort_by(|a, b| a.name.cmp(&b.name));
+        let masters = sorted_masters(route.broker_datas.iter());
         if masters.is_empty() {
             return Err(LiteError::NoRoute(topic.to_owned()));
         }
@@ -299,4 +276,20 @@ pub(crate) fn now_millis() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// The master (broker id 0) of each broker in `brokers`, by broker name.
+fn sorted_masters<'a>(brokers: impl Iterator<Item = &'a BrokerData>) -> Vec<BrokerTarget> {
+    let mut masters: Vec<BrokerTarget> = brokers
+        .filter_map(|data| {
+            data.broker_addrs()
+                .get(&MASTER_ID)
+                .map(|addr| BrokerTarget {
+                    name: data.broker_name().to_string(),
+                    addr: addr.to_string(),
+                })
+        })
+        .collect();
+    masters.sort_by(|a, b| a.name.cmp(&b.name));
+    masters
 }

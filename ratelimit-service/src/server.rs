@@ -68,17 +68,9 @@ pub async fn run_with_tls(
             });
         }
     }
-    if let Some((listener, router)) = deps.deferral {
-        let rx = stop_rx.clone();
-        tasks.spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(stopped(rx))
-                .await
-                .map_err(anyhow::Error::from)
-        });
-    }
-    if let Some(listener) = admin {
-        let router = admin::router(deps.limiter.clone());
+    // The HTTP listeners: the deferral endpoint's, then the admin one's.
+    let admin = admin.map(|listener| (listener, admin::router(deps.limiter.clone())));
+    for (listener, router) in deps.deferral.into_iter().chain(admin) {
         let rx = stop_rx.clone();
         tasks.spawn(async move {
             axum::serve(listener, router)

@@ -71,7 +71,6 @@ fn serve_refuses_to_start_on_bad_config() {
 fn redis_password_never_reaches_the_logs() {
     // Unreachable Redis with a password in the URL: the service starts, warns, and
     // must not print the password. It is stopped once the warning is out.
-    use std::io::Read;
     let mut child = bin()
         .arg("--config")
         .arg(repo("config/limits.yaml"))
@@ -94,15 +93,7 @@ fn redis_password_never_reaches_the_logs() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let _ = child.kill();
-    let _ = child.wait();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = stop_and_read_stderr(&mut child);
     assert!(stderr.contains("Redis not reachable yet"), "{stderr}");
     assert!(stderr.contains("standalone 127.0.0.1:1"), "{stderr}");
     assert!(!stderr.contains("hunter2"), "{stderr}");
@@ -234,6 +225,20 @@ fn upstream_environment_variables_configure_the_service() {
         let _ = s.read_to_string(&mut answer);
         answer
     });
+    let stderr = stop_and_read_stderr(&mut child);
+    assert!(stderr.contains("sluice-rls listening"), "{stderr}");
+    assert!(
+        stderr.contains("IncrementAll"),
+        "upstream's counting: {stderr}"
+    );
+    assert!(stderr.contains(&format!("127.0.0.1:{grpc}")), "{stderr}");
+    let probe = probe.expect("the admin listener on PORT");
+    assert!(probe.starts_with("HTTP/1.1 200"), "{probe}");
+}
+
+/// Kills `child` and returns all it wrote to its (piped) stderr.
+fn stop_and_read_stderr(child: &mut std::process::Child) -> String {
+    use std::io::Read;
     let _ = child.kill();
     let _ = child.wait();
     let mut stderr = String::new();
@@ -243,12 +248,5 @@ fn upstream_environment_variables_configure_the_service() {
         .unwrap()
         .read_to_string(&mut stderr)
         .unwrap();
-    assert!(stderr.contains("sluice-rls listening"), "{stderr}");
-    assert!(
-        stderr.contains("IncrementAll"),
-        "upstream's counting: {stderr}"
-    );
-    assert!(stderr.contains(&format!("127.0.0.1:{grpc}")), "{stderr}");
-    let probe = probe.expect("the admin listener on PORT");
-    assert!(probe.starts_with("HTTP/1.1 200"), "{probe}");
+    stderr
 }

@@ -12,12 +12,12 @@ use sluice_proto::pb::google::protobuf::UInt64Value;
 use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::limiter::{Limiter, ManualClock};
 use sluice_ratelimit::metrics::Metrics;
-use sluice_ratelimit::store::{
-    CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions,
-};
+use sluice_ratelimit::store::CountingMode;
 use sluice_testkit::RedisServer;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+mod common;
 
 /// 5.5 s into a minute window.
 const T0: u64 = 1_795_996_925_500;
@@ -62,17 +62,7 @@ struct Harness {
 }
 
 fn harness(redis: bool) -> Harness {
-    let (store, server): (Arc<dyn CounterStore>, Option<RedisServer>) = if redis {
-        let server = RedisServer::start().unwrap();
-        let store = RedisStore::new(&RedisStoreOptions {
-            redis: sluice_redis::RedisOptions::from_url(server.url()),
-            ..Default::default()
-        })
-        .unwrap();
-        (Arc::new(store), Some(server))
-    } else {
-        (Arc::new(MemoryStore::new()), None)
-    };
+    let (store, server) = common::store(redis);
     let config =
         LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
     let clock = Arc::new(ManualClock::new(T0));

@@ -12,23 +12,15 @@ use sluice_proto::pb::envoy::service::auth::v3::{AttributeContext, CheckRequest}
 use sluice_proto::pb::google::protobuf::{value::Kind, Struct, Value};
 use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::ext_authz::ExtAuthzService;
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
-use sluice_ratelimit::metrics::Metrics;
-use sluice_ratelimit::store::{CountingMode, MemoryStore};
 use std::path::PathBuf;
-use std::sync::Arc;
+
+mod common;
 
 const LIMITS: &str = "domain: sluice\ndescriptors:\n  - key: tenant\n    value: from-jwt\n    descriptors:\n      - key: model\n        rate_limit: { unit: hour, requests_per_unit: 1, name: jwt-rph }\n";
 
 fn service(config: &str) -> ExtAuthzService {
     let limits = LimitsConfig::from_sources(&[(PathBuf::from("l.yaml"), LIMITS.into())]).unwrap();
-    let limiter = Arc::new(Limiter::new(
-        limits,
-        Arc::new(MemoryStore::new()),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
+    let limiter = common::memory_limiter(limits);
     ExtAuthzService::new(limiter, FilterConfig::from_json(config.as_bytes()).unwrap())
 }
 

@@ -27,38 +27,8 @@ mod common;
 /// 2026-11-29T00:02:05.500Z: 5.5 s into a minute window.
 const T0: u64 = 1_795_996_925_500;
 
-const LIMITS: &str = r#"
-domain: llm
-descriptors:
-  - key: tenant
-    value: acme
-    rate_limit: { unit: minute, requests_per_unit: 3, name: acme-rpm }
-    descriptors:
-      - key: model
-        rate_limit: { unit: minute, requests_per_unit: 1000, name: acme-tpm,
-                      sluice: { over_limit: defer, priority: high } }
-  - key: tenant
-    value: team-*
-    rate_limit: { unit: second, requests_per_unit: 2, name: teams-rps }
-  - key: tenant
-    rate_limit: { unit: hour, requests_per_unit: 5, name: any-tenant-rph,
-                  sluice: { over_limit: defer, priority: low } }
-  - key: internal
-    rate_limit: { unlimited: true }
-  - key: model
-    value: gpt-4o
-    rate_limit: { unit: minute, requests_per_unit: 2, name: gpt4o-global }
-  - key: model
-    value: gpt-4o-mini
-    rate_limit: { unit: minute, requests_per_unit: 100, name: mini-global,
-                  replaces: [{ name: gpt4o-global }] }
-  - key: canary
-    shadow_mode: true
-    rate_limit: { unit: minute, requests_per_unit: 1, name: canary-shadow }
-  - key: detailed
-    detailed_metric: true
-    rate_limit: { unit: minute, requests_per_unit: 1, name: detailed-limit }
-"#;
+/// Shared with the limiter's unit tests.
+const LIMITS: &str = include_str!("fixtures/llm-limits.yaml");
 
 struct Harness {
     limiter: Arc<Limiter>,
@@ -75,17 +45,7 @@ fn config() -> LimitsConfig {
 
 fn harness(redis: bool, mode: CountingMode) -> Harness {
     let clock = Arc::new(ManualClock::new(T0));
-    let (store, redis_server): (Arc<dyn CounterStore>, Option<RedisServer>) = if redis {
-        let server = RedisServer::start().unwrap();
-        let store = RedisStore::new(&RedisStoreOptions {
-            redis: sluice_redis::RedisOptions::from_url(server.url()),
-            ..Default::default()
-        })
-        .unwrap();
-        (Arc::new(store), Some(server))
-    } else {
-        (Arc::new(MemoryStore::new()), None)
-    };
+    let (store, redis_server) = common::store(redis);
     let limiter = Limiter::new(
         config(),
         store,

@@ -8,13 +8,10 @@ use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use sluice_ratelimit::config::LimitsConfig;
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
-use sluice_ratelimit::metrics::Metrics;
+use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::reload::{ReloadOutcome, Reloader};
 use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{
-    CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions,
-};
+use sluice_ratelimit::store::{CounterStore, MemoryStore, RedisStore, RedisStoreOptions};
 use sluice_testkit::{http_request, RedisServer};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -22,6 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tonic::transport::Channel;
+
+mod common;
 
 fn limits(per_minute: u32) -> String {
     format!(
@@ -58,13 +57,7 @@ impl Running {
 
 async fn start(config_path: &Path, store: Arc<dyn CounterStore>, reload: Duration) -> Running {
     let config = LimitsConfig::load(config_path).unwrap();
-    let limiter = Arc::new(Limiter::new(
-        config,
-        store,
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
+    let limiter = common::limiter_on(config, store);
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (grpc_addr, admin_addr) = (grpc.local_addr().unwrap(), admin.local_addr().unwrap());
@@ -199,13 +192,7 @@ async fn bad_reload_keeps_the_last_good_config() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("limits.yaml");
     std::fs::write(&path, limits(1)).unwrap();
-    let limiter = Arc::new(Limiter::new(
-        LimitsConfig::load(&path).unwrap(),
-        Arc::new(MemoryStore::new()),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
+    let limiter = common::memory_limiter(LimitsConfig::load(&path).unwrap());
     let mut reloader = Reloader::new(path.clone(), limiter.clone());
     assert_eq!(reloader.check(), ReloadOutcome::Unchanged);
 

@@ -9,14 +9,10 @@ mod common;
 use common::xds_server::ManagementServer;
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use sluice_ratelimit::config::{parse_file, LimitsConfig};
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
-use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run_with_tls, Deps};
-use sluice_ratelimit::store::{CountingMode, MemoryStore};
 use sluice_ratelimit::xds::{to_resource, XdsClient, XdsOptions, XdsTls};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity, ServerTlsConfig};
 
@@ -117,16 +113,6 @@ fn pki() -> Pki {
     }
 }
 
-fn limiter(config: LimitsConfig) -> Arc<Limiter> {
-    Arc::new(Limiter::new(
-        config,
-        Arc::new(MemoryStore::new()),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ))
-}
-
 #[tokio::test]
 async fn xds_over_mutual_tls() {
     let pki = pki();
@@ -138,7 +124,7 @@ async fn xds_over_mutual_tls() {
     server.set("v1", &[to_resource("tls", &file)]);
 
     let start = |identity: Option<(Vec<u8>, Vec<u8>)>| {
-        let limiter = limiter(LimitsConfig::from_sources(&[]).unwrap());
+        let limiter = common::memory_limiter(LimitsConfig::from_sources(&[]).unwrap());
         let (client, versions) = XdsClient::new(
             XdsOptions {
                 // The certificate names localhost, not the address's host.
@@ -190,7 +176,7 @@ async fn grpc_listener_with_tls_and_client_certificates() {
         grpc,
         None,
         Deps {
-            limiter: limiter(config),
+            limiter: common::memory_limiter(config),
             config_path: None,
             reload_interval: Duration::ZERO,
             ext_authz: None,

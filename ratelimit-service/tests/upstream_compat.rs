@@ -6,9 +6,6 @@
 //! the upstream repository (Apache-2.0); each names its source on line 1.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
-use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
-};
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use sluice_proto::pb::google::protobuf::{value::Kind, Value};
@@ -18,6 +15,7 @@ use sluice_ratelimit::limiter::{
 };
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::store::{CountingMode, MemoryStore};
+use sluice_testkit::rls::descriptor;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -176,19 +174,6 @@ fn upstream_like(files: &[&str]) -> Service {
         CountingMode::IncrementAll,
         ResponseOptions::default(),
     )
-}
-
-fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: entries
-            .iter()
-            .map(|(k, v)| Entry {
-                key: k.to_string(),
-                value: v.to_string(),
-            })
-            .collect(),
-        ..Default::default()
-    }
 }
 
 impl Service {

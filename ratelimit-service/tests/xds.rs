@@ -10,9 +10,7 @@ use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use sluice_proto::pb::google::protobuf::Any;
 use sluice_proto::rls_config::RateLimitConfig;
 use sluice_ratelimit::config::{parse_file, LimitsConfig, LoadOptions};
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
-use sluice_ratelimit::metrics::Metrics;
-use sluice_ratelimit::store::{CountingMode, MemoryStore};
+use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::xds::{to_resource, XdsClient, XdsOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,13 +35,7 @@ struct Client {
 
 fn start_client(server: &str, files: Vec<(PathBuf, String)>) -> Client {
     let config = LimitsConfig::from_sources_with(&files, LoadOptions::default()).unwrap();
-    let limiter = Arc::new(Limiter::new(
-        config,
-        Arc::new(MemoryStore::new()),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
+    let limiter = common::memory_limiter(config);
     let (client, versions) = XdsClient::new(
         XdsOptions {
             server: server.to_string(),

@@ -29,17 +29,11 @@ use sluice_admission::openai::{self, Endpoint};
 use sluice_consumer::{Correction, PacingConfig, Rates};
 use sluice_llm_sim::ledger::LedgerEntry;
 use sluice_llm_sim::text::splitmix64;
-use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
-};
-use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use sluice_proto::pb::google::protobuf::UInt64Value;
-use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::ext_authz::ExtAuthzService;
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
+use sluice_ratelimit::store::{RedisStore, RedisStoreOptions};
 use sluice_testkit::stack::{
     deferral_endpoint, endpoint_config, redis_connection, start_broker, start_consumer,
     ConsumerInstance, ConsumerSpec,
@@ -49,9 +43,8 @@ use sluice_testkit::{
     Envoy, RedisServer, SluiceFilterPorts,
 };
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -249,22 +242,13 @@ fn exchange(addr: SocketAddr, request: &Planned) -> u16 {
     {
         return 0;
     }
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => raw.extend_from_slice(&buf[..n]),
-        }
-        if let Some(k) = request.leave_after {
-            let text = String::from_utf8_lossy(&raw);
-            if text.matches("\"delta\":{\"content\":\"").count() as u64 >= k {
-                break; // the client goes away
-            }
-        }
-    }
-    String::from_utf8_lossy(&raw)
-        .split_whitespace()
+    // After `leave_after` deltas the client goes away.
+    let raw = sluice_testkit::read_until(&mut stream, |text| {
+        request
+            .leave_after
+            .is_some_and(|k| text.matches("\"delta\":{\"content\":\"").count() as u64 >= k)
+    });
+    raw.split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0)
@@ -277,26 +261,6 @@ fn now_millis() -> u64 {
         .unwrap_or(0)
 }
 
-fn tokens_request(tenant: &str, model: &str) -> RateLimitRequest {
-    let entry = |k: &str, v: &str| Entry {
-        key: k.into(),
-        value: v.into(),
-    };
-    RateLimitRequest {
-        domain: "sluice".into(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![
-                entry("tenant", tenant),
-                entry("model", model),
-                entry("tokens", "total"),
-            ],
-            hits_addend: Some(UInt64Value { value: 0 }),
-            ..Default::default()
-        }],
-        hits_addend: 0,
-    }
-}
-
 /// Every class's tokens in the one-second window starting at `second`.
 async fn window_totals(limiter: &Limiter, second: u64) -> BTreeMap<Class, u64> {
     let mut totals = BTreeMap::new();
@@ -306,7 +270,7 @@ async fn window_totals(limiter: &Limiter, second: u64) -> BTreeMap<Class, u64> {
         } else {
             "gpt-4o"
         };
-        let request = tokens_request(class.tenant(), model);
+        let request = sluice_testkit::rls::tokens_probe(class.tenant(), model, "total");
         let used = match limiter.correct(&request, Some(second * 1000)).await {
             Ok(response) => {
                 LIMIT - u64::from(response.statuses.first().map_or(0, |s| s.limit_remaining))
@@ -407,14 +371,7 @@ async fn main() -> anyhow::Result<()> {
         redis: sluice_redis::RedisOptions::from_url(redis.url()),
         ..Default::default()
     })?;
-    let limits = LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())])?;
-    let limiter = Arc::new(Limiter::new(
-        limits,
-        Arc::new(store),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
+    let limiter = sluice_testkit::stack::limiter(LIMITS, Arc::new(store), Metrics::new());
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let rls = grpc.local_addr()?.port();
     let deps = Deps {

@@ -18,14 +18,12 @@ use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::Entry, RateLimitDescriptor,
 };
 use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use sluice_ratelimit::config::LimitsConfig;
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
-use sluice_ratelimit::store::{counter_key, CountingMode, RedisStore, RedisStoreOptions};
+use sluice_ratelimit::store::{counter_key, RedisStore, RedisStoreOptions};
 use sluice_ratelimit::window::{Unit, Window};
 use sluice_redis::{RedisClient, RedisOptions};
 use sluice_testkit::redis_topologies::{RedisCluster, RedisSentinelSet};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -113,15 +111,7 @@ async fn measure(url: &str, before: Duration, kill: impl FnOnce()) -> Figures {
     })
     .unwrap();
     store.preload().await.unwrap();
-    let config =
-        LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.to_string())]).unwrap();
-    let limiter = Arc::new(Limiter::new(
-        config,
-        Arc::new(store),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
+    let limiter = sluice_testkit::stack::limiter(LIMITS, Arc::new(store), Metrics::new());
     let load = Arc::new(Load {
         ok: AtomicU64::new(0),
         failed: AtomicU64::new(0),

@@ -391,6 +391,24 @@ impl HttpResponse {
     }
 }
 
+/// Reads until `enough` says so of what came so far, or the connection
+/// ends (an error included: a broken stream may end in a reset).
+pub fn read_until(stream: &mut TcpStream, enough: impl Fn(&str) -> bool) -> String {
+    use std::io::Read;
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+        }
+        if enough(&String::from_utf8_lossy(&raw)) {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
 /// One HTTP/1.1 request on a fresh connection (`Connection: close`).
 pub fn http_request(
     addr: SocketAddr,

@@ -21,6 +21,20 @@ pub fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
     }
 }
 
+/// A `sluice`-domain request that charges nothing to `tenant` × `model`'s
+/// `budget` token window (`total`, `input` or `output`): reading it
+/// tells what is left there.
+pub fn tokens_probe(tenant: &str, model: &str, budget: &str) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "sluice".into(),
+        descriptors: vec![with_hits(
+            descriptor(&[("tenant", tenant), ("model", model), ("tokens", budget)]),
+            0,
+        )],
+        hits_addend: 0,
+    }
+}
+
 /// `d` charging `hits`.
 pub fn with_hits(mut d: RateLimitDescriptor, hits: u64) -> RateLimitDescriptor {
     d.hits_addend = Some(UInt64Value { value: hits });

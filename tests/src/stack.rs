@@ -19,11 +19,6 @@ use sluice_consumer::{
 };
 use sluice_consumer::{Runner, RunnerOptions, RunnerParts};
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
-use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
-};
-use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use sluice_proto::pb::google::protobuf::UInt64Value;
 use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::deferral::endpoint::EndpointMetrics;
 use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
@@ -193,6 +188,24 @@ pub async fn model_calls(backend: SocketAddr, request_id: &str) -> u64 {
     json["calls"].as_u64().unwrap()
 }
 
+/// Tenant `patient` asks `gpt-4o` through `envoy` for 30 tokens on a
+/// 40-word prompt, streamed or not.
+pub fn patient_chat(envoy: SocketAddr, stream: bool) -> anyhow::Result<crate::HttpResponse> {
+    let body = serde_json::json!({
+        "model": "gpt-4o",
+        "max_tokens": 30,
+        "stream": stream,
+        "messages": [{"role": "user", "content": "hello ".repeat(40)}]
+    });
+    crate::http_request(
+        envoy,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-tenant-id", "patient")],
+        body.to_string().as_bytes(),
+    )
+}
+
 /// The `data:` payloads of an SSE body, in order.
 pub fn sse_data(body: &str) -> Vec<&str> {
     body.lines()
@@ -235,23 +248,7 @@ pub fn limiter(limits_yaml: &str, store: Arc<dyn CounterStore>, metrics: Metrics
 /// Tokens left in `tenant` × `model`'s token window of `limiter`, without
 /// charging anything.
 pub async fn tokens_left(limiter: &Limiter, tenant: &str, model: &str) -> u32 {
-    let entry = |k: &str, v: &str| Entry {
-        key: k.into(),
-        value: v.into(),
-    };
-    let request = RateLimitRequest {
-        domain: "sluice".into(),
-        descriptors: vec![RateLimitDescriptor {
-            entries: vec![
-                entry("tenant", tenant),
-                entry("model", model),
-                entry("tokens", "total"),
-            ],
-            hits_addend: Some(UInt64Value { value: 0 }),
-            ..Default::default()
-        }],
-        hits_addend: 0,
-    };
+    let request = crate::rls::tokens_probe(tenant, model, "total");
     limiter.should_rate_limit(&request).await.unwrap().statuses[0].limit_remaining
 }
 

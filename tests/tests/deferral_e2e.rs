@@ -9,7 +9,7 @@
 use serde_json::Value;
 use sluice_testkit::redis_topologies::RedisKind;
 use sluice_testkit::stack::{
-    chunk_content, limits, model_calls, paced, sse_data, ConsumerSpec, Stack,
+    chunk_content, limits, model_calls, paced, patient_chat, sse_data, ConsumerSpec, Stack,
 };
 use sluice_testkit::{http_request, spawn_post};
 use std::net::SocketAddr;
@@ -55,22 +55,9 @@ async fn deferred_requests_end_to_end(redis: RedisKind) {
     let deferral_addr = stack.rls.deferral.unwrap();
 
     let chat = |stream: bool| {
-        let body = serde_json::json!({
-            "model": "gpt-4o",
-            "max_tokens": 30,
-            "stream": stream,
-            "messages": [{"role": "user", "content": "hello ".repeat(40)}]
-        });
         tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            let response = http_request(
-                envoy_addr,
-                "POST",
-                "/v1/chat/completions",
-                &[("x-tenant-id", "patient")],
-                body.to_string().as_bytes(),
-            )
-            .unwrap();
+            let response = patient_chat(envoy_addr, stream).unwrap();
             (response, started.elapsed())
         })
     };

@@ -111,6 +111,44 @@ async fn mark_subscribed(redis: &mut redis::aio::MultiplexedConnection, tenant: 
         .unwrap();
 }
 
+/// `response` has `status` and a body that says `part`.
+#[track_caller]
+fn assert_answer(response: &HttpResponse, status: u16, part: &str) {
+    assert_eq!(response.status, status, "{response:?}");
+    assert!(response.body.contains(part), "{}", response.body);
+}
+
+/// Nothing reaches `consumer` within 800 ms.
+async fn assert_nothing_queued(consumer: &LiteConsumer) {
+    let popped = consumer
+        .pop(1, Duration::from_secs(30), Duration::from_millis(800))
+        .await
+        .unwrap();
+    assert!(popped.is_empty(), "{popped:?}");
+}
+
+/// A consumer's lease on `req_id`, lapsing in `millis`.
+async fn set_lease(redis: &mut redis::aio::MultiplexedConnection, req_id: &str, millis: u64) {
+    let _: () = redis::cmd("SET")
+        .arg(sluice_contract::keys::lease(req_id))
+        .arg(1)
+        .arg("PX")
+        .arg(millis)
+        .query_async(redis)
+        .await
+        .unwrap();
+}
+
+/// A consumer's claim on `req_id`: `heartbeat` is "<consumer> <millis>".
+async fn set_claim(redis: &mut redis::aio::MultiplexedConnection, req_id: &str, heartbeat: &str) {
+    let _: () = redis::cmd("SET")
+        .arg(sluice_contract::keys::processing(req_id))
+        .arg(heartbeat)
+        .query_async(redis)
+        .await
+        .unwrap();
+}
+
 /// Pop the deferred request from its LiteTopic, as the consumer will.
 async fn pop_work(consumer: &LiteConsumer, tenant: &str) -> (LiteMessage, Value) {
     let topic = lite_topic_name(tenant, "gpt-4o");
@@ -252,12 +290,7 @@ async fn bad_markers_publish_nothing_and_errors_end_streams() {
         400
     );
     // Nothing reached the broker for that tenant.
-    let popped = s
-        .consumer
-        .pop(1, Duration::from_secs(30), Duration::from_millis(800))
-        .await
-        .unwrap();
-    assert!(popped.is_empty(), "{popped:?}");
+    assert_nothing_queued(&s.consumer).await;
 
     // A model error ends the stream with an SSE error event; JSON clients get its status.
     watch(&s.consumer, "delta").await;
@@ -436,14 +469,7 @@ async fn request_lost_between_pop_and_call_is_published_again() {
 
     // The doomed consumer: pop, lease for 400 ms, then nothing.
     let (message, _) = pop_work(&s.consumer, "foxtrot").await;
-    let _: () = redis::cmd("SET")
-        .arg(sluice_contract::keys::lease("req-lost"))
-        .arg(1)
-        .arg("PX")
-        .arg(400)
-        .query_async(&mut s.redis)
-        .await
-        .unwrap();
+    set_lease(&mut s.redis, "req-lost", 400).await;
     s.consumer.release(&message.handle).await.unwrap();
 
     // A healthy consumer gets the same request again and answers it.
@@ -452,8 +478,7 @@ async fn request_lost_between_pop_and_call_is_published_again() {
     assert_eq!(work["req_id"], "req-lost");
     answer(&mut s.redis, "req-lost", &["saved"]).await;
     let response = client.await.unwrap();
-    assert_eq!(response.status, 200, "{response:?}");
-    assert!(response.body.contains("saved"), "{}", response.body);
+    assert_answer(&response, 200, "saved");
 
     // A live claim (fresh heartbeat, Redis time) with a lapsed lease is a
     // call in progress, not a lost request.
@@ -461,20 +486,8 @@ async fn request_lost_between_pop_and_call_is_published_again() {
     let (message, _) = pop_work(&s.consumer, "foxtrot").await;
     let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut s.redis).await.unwrap();
     let heartbeat = format!("c/1 {}", seconds * 1000 + micros / 1000);
-    let _: () = redis::cmd("SET")
-        .arg(sluice_contract::keys::processing("req-claimed"))
-        .arg(&heartbeat)
-        .query_async(&mut s.redis)
-        .await
-        .unwrap();
-    let _: () = redis::cmd("SET")
-        .arg(sluice_contract::keys::lease("req-claimed"))
-        .arg(1)
-        .arg("PX")
-        .arg(300)
-        .query_async(&mut s.redis)
-        .await
-        .unwrap();
+    set_claim(&mut s.redis, "req-claimed", &heartbeat).await;
+    set_lease(&mut s.redis, "req-claimed", 300).await;
     s.consumer.release(&message.handle).await.unwrap();
     tokio::time::sleep(Duration::from_millis(800)).await;
     let again = s
@@ -493,20 +506,8 @@ async fn request_lost_between_pop_and_call_is_published_again() {
     // answers `interrupted` instead of calling the model twice.
     let client = post(s.addr, markers("req-dead", "foxtrot"), body);
     let (message, _) = pop_work(&s.consumer, "foxtrot").await;
-    let _: () = redis::cmd("SET")
-        .arg(sluice_contract::keys::processing("req-dead"))
-        .arg("c/2 1000")
-        .query_async(&mut s.redis)
-        .await
-        .unwrap();
-    let _: () = redis::cmd("SET")
-        .arg(sluice_contract::keys::lease("req-dead"))
-        .arg(1)
-        .arg("PX")
-        .arg(300)
-        .query_async(&mut s.redis)
-        .await
-        .unwrap();
+    set_claim(&mut s.redis, "req-dead", "c/2 1000").await;
+    set_lease(&mut s.redis, "req-dead", 300).await;
     s.consumer.release(&message.handle).await.unwrap();
     let (message, work) = pop_work(&s.consumer, "foxtrot").await;
     s.consumer.release(&message.handle).await.unwrap();
@@ -528,8 +529,7 @@ async fn request_lost_between_pop_and_call_is_published_again() {
         .await
         .unwrap();
     let response = client.await.unwrap();
-    assert_eq!(response.status, 502, "{response:?}");
-    assert!(response.body.contains("interrupted"), "{}", response.body);
+    assert_answer(&response, 502, "interrupted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -563,12 +563,7 @@ async fn timeouts_and_a_missing_broker_or_redis_answer_clearly() {
     );
     assert!(!response.body.contains("[DONE]"), "{}", response.body);
     let response = plain.await.unwrap();
-    assert_eq!(response.status, 504, "{response:?}");
-    assert!(
-        response.body.contains("\"code\":\"timeout\""),
-        "{}",
-        response.body
-    );
+    assert_answer(&response, 504, "\"code\":\"timeout\"");
 
     // The broker is gone: 503 with Retry-After, nothing half-published.
     s._broker.stop();
@@ -576,12 +571,7 @@ async fn timeouts_and_a_missing_broker_or_redis_answer_clearly() {
     let response = post(s.addr, markers("req-no-broker", "echo"), body)
         .await
         .unwrap();
-    assert_eq!(response.status, 503, "{response:?}");
-    assert!(
-        response.body.contains("queue_unavailable"),
-        "{}",
-        response.body
-    );
+    assert_answer(&response, 503, "queue_unavailable");
     assert!(response.header("retry-after").is_some(), "{response:?}");
 
     // Redis is gone too: still a clear 503, not a hang or a reset.
@@ -590,8 +580,7 @@ async fn timeouts_and_a_missing_broker_or_redis_answer_clearly() {
     let response = post(s.addr, markers("req-no-redis", "echo"), body)
         .await
         .unwrap();
-    assert_eq!(response.status, 503, "{response:?}");
-    assert!(response.body.contains("\"code\""), "{}", response.body);
+    assert_answer(&response, 503, "\"code\"");
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "took {:?}",
@@ -615,12 +604,7 @@ async fn forged_and_replayed_deferrals_are_refused() {
     let forged = post_unsigned(s.addr, markers(&id, "victim"), body)
         .await
         .unwrap();
-    assert_eq!(forged.status, 403, "{forged:?}");
-    assert!(
-        forged.body.contains("\"code\":\"forbidden\""),
-        "{}",
-        forged.body
-    );
+    assert_answer(&forged, 403, "\"code\":\"forbidden\"");
 
     // Signed with a secret sluice-rls does not hold.
     let other = deferral::Secret::new("another-secret-another-secret-another-secret").unwrap();
@@ -684,16 +668,10 @@ async fn forged_and_replayed_deferrals_are_refused() {
     let response = post(s.addr, markers(&new_request_id(), "victim"), no_model)
         .await
         .unwrap();
-    assert_eq!(response.status, 400, "{response:?}");
-    assert!(response.body.contains("model"), "{}", response.body);
+    assert_answer(&response, 400, "model");
 
     // Nothing reached the broker.
-    let popped = s
-        .consumer
-        .pop(1, Duration::from_secs(30), Duration::from_millis(800))
-        .await
-        .unwrap();
-    assert!(popped.is_empty(), "{popped:?}");
+    assert_nothing_queued(&s.consumer).await;
 
     // The genuine request is served once; its token replayed is refused at
     // once (no wait, no second answer).
@@ -708,8 +686,7 @@ async fn forged_and_replayed_deferrals_are_refused() {
     assert_eq!(refused("duplicate_request"), 1);
     answer(&mut s.redis, &id, &["yours"]).await;
     let response = first.await.unwrap();
-    assert_eq!(response.status, 200, "{response:?}");
-    assert!(response.body.contains("yours"), "{}", response.body);
+    assert_answer(&response, 200, "yours");
 }
 
 /// Writes `head` + `body` on one connection (ignoring a reset: the server may

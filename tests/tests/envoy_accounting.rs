@@ -8,23 +8,17 @@ use sluice_admission::admission::Encoders;
 use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::openai::{self, Endpoint};
 use sluice_llm_sim::text::{approx_tokens, chat_prompt_tokens, completion_text};
-use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
-};
-use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
-use sluice_proto::pb::google::protobuf::UInt64Value;
-use sluice_ratelimit::config::LimitsConfig;
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
+use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{CountingMode, RedisStore, RedisStoreOptions};
+use sluice_ratelimit::store::{RedisStore, RedisStoreOptions};
+use sluice_testkit::rls::tokens_probe;
 use sluice_testkit::{
-    free_port, http_request, sluice_filter_envoy_config, Envoy, HttpResponse, RedisServer,
-    SluiceFilterPorts,
+    free_port, http_request, read_until, sluice_filter_envoy_config, Envoy, HttpResponse,
+    RedisServer, SluiceFilterPorts,
 };
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -102,15 +96,7 @@ async fn stack_with(plugin_options: &str) -> Stack {
         ..Default::default()
     })
     .unwrap();
-    let limits =
-        LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
-    let limiter = Arc::new(Limiter::new(
-        limits,
-        Arc::new(store),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
+    let limiter = sluice_testkit::stack::limiter(LIMITS, Arc::new(store), Metrics::new());
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let rls = grpc.local_addr().unwrap().port();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -180,23 +166,7 @@ impl Stack {
     }
 
     async fn budget_used(&self, tenant: &str, model: &str, budget: &str) -> u64 {
-        let entry = |k: &str, v: &str| Entry {
-            key: k.into(),
-            value: v.into(),
-        };
-        let request = RateLimitRequest {
-            domain: "sluice".into(),
-            descriptors: vec![RateLimitDescriptor {
-                entries: vec![
-                    entry("tenant", tenant),
-                    entry("model", model),
-                    entry("tokens", budget),
-                ],
-                hits_addend: Some(UInt64Value { value: 0 }),
-                ..Default::default()
-            }],
-            hits_addend: 0,
-        };
+        let request = tokens_probe(tenant, model, budget);
         let left = self
             .limiter
             .should_rate_limit(&request)
@@ -359,23 +329,6 @@ fn open_stream(
     stream
 }
 
-/// Reads until `enough` says so or the connection ends (an error included:
-/// a broken stream may end in a reset).
-fn read_until(stream: &mut std::net::TcpStream, enough: impl Fn(&str) -> bool) -> String {
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => raw.extend_from_slice(&buf[..n]),
-        }
-        if enough(&String::from_utf8_lossy(&raw)) {
-            break;
-        }
-    }
-    String::from_utf8_lossy(&raw).into_owned()
-}
-
 async fn sim_tokens_generated(sim: SocketAddr) -> u64 {
     let stats = tokio::task::spawn_blocking(move || {
         http_request(sim, "GET", "/sim/stats", &[], b"")
@@ -520,28 +473,7 @@ async fn a_correction_goes_to_the_window_of_admission() {
     let tick = |tenant_window_at: u64| {
         let stack = &stack;
         async move {
-            let request = RateLimitRequest {
-                domain: "sluice".into(),
-                descriptors: vec![RateLimitDescriptor {
-                    entries: vec![
-                        Entry {
-                            key: "tenant".into(),
-                            value: "tick".into(),
-                        },
-                        Entry {
-                            key: "model".into(),
-                            value: "gpt-4o".into(),
-                        },
-                        Entry {
-                            key: "tokens".into(),
-                            value: "total".into(),
-                        },
-                    ],
-                    hits_addend: Some(UInt64Value { value: 0 }),
-                    ..Default::default()
-                }],
-                hits_addend: 0,
-            };
+            let request = tokens_probe("tick", "gpt-4o", "total");
             let response = stack
                 .limiter
                 .correct(&request, Some(tenant_window_at))

@@ -6,7 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use serde_json::Value;
-use sluice_testkit::stack::{chunk_content, sse_data, start_filter_envoy, start_llm_sim};
+use sluice_testkit::stack::{
+    chunk_content, patient_chat, sse_data, start_filter_envoy, start_llm_sim,
+};
 use sluice_testkit::{
     allinone_command, free_port, http_request, wait_for_port, AllinonePorts, KillOnDrop,
     RedisServer, RocketMq,
@@ -55,22 +57,7 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
     let envoy = runtime.block_on(start_filter_envoy(grpc, backend.port(), deferral));
     let envoy_addr = envoy.listener;
     let envoy = envoy.envoy;
-    let chat = |stream: bool| {
-        let body = serde_json::json!({
-            "model": "gpt-4o",
-            "max_tokens": 30,
-            "stream": stream,
-            "messages": [{"role": "user", "content": "hello ".repeat(40)}]
-        });
-        http_request(
-            envoy_addr,
-            "POST",
-            "/v1/chat/completions",
-            &[("x-tenant-id", "patient")],
-            body.to_string().as_bytes(),
-        )
-        .unwrap()
-    };
+    let chat = |stream: bool| patient_chat(envoy_addr, stream).unwrap();
 
     // Streamed: every chunk, in order, then [DONE]; ids are local sequence numbers.
     let response = chat(true);

@@ -153,6 +153,43 @@ fn host_with(body: &str) -> FakeHost {
     host
 }
 
+/// [`through_body`], then the RLS's OK.
+fn admitted(
+    shared: &Arc<Shared<TestEncoders>>,
+    host: &mut FakeHost,
+) -> RequestAdmission<TestEncoders> {
+    let mut admission = through_body(shared, host);
+    admission.on_rls_response(host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
+    admission
+}
+
+/// A request of `body` (default config) admitted, and the upstream's
+/// answer to it begun: `status`, `content_type`.
+fn answering(
+    body: &str,
+    status: &str,
+    content_type: &str,
+) -> (FakeHost, RequestAdmission<TestEncoders>) {
+    let mut host = host_with(body);
+    let mut admission = admitted(&shared(""), &mut host);
+    answer_headers(&mut admission, &mut host, status, content_type);
+    (host, admission)
+}
+
+/// The upstream answers `status` with a body of `content_type`.
+fn answer_headers(
+    admission: &mut RequestAdmission<TestEncoders>,
+    host: &mut FakeHost,
+    status: &str,
+    content_type: &str,
+) {
+    host.response_headers = vec![
+        (":status".into(), status.into()),
+        ("content-type".into(), content_type.into()),
+    ];
+    admission.on_response_headers(host);
+}
+
 /// Runs headers + body; returns the machine waiting for the RLS.
 fn through_body(
     shared: &Arc<Shared<TestEncoders>>,
@@ -237,11 +274,7 @@ fn admitted_request_carries_counts_and_rate_limit_headers() {
     );
     assert_eq!(host.metrics[&Metric::Admitted], 1);
 
-    host.response_headers = vec![
-        (":status".into(), "200".into()),
-        ("content-type".into(), "application/json".into()),
-    ];
-    admission.on_response_headers(&mut host);
+    answer_headers(&mut admission, &mut host, "200", "application/json");
     assert!(host
         .response_headers
         .contains(&("RateLimit-Remaining".into(), "41".into())));
@@ -572,15 +605,7 @@ fn model_header_overrides_body() {
 
 #[test]
 fn streamed_usage_charges_the_difference() {
-    let shared = shared("");
-    let mut host = host_with(CHAT);
-    let mut admission = through_body(&shared, &mut host);
-    admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
-    host.response_headers = vec![
-        (":status".into(), "200".into()),
-        ("content-type".into(), "text/event-stream".into()),
-    ];
-    admission.on_response_headers(&mut host);
+    let (mut host, mut admission) = answering(CHAT, "200", "text/event-stream");
     host.response_chunk =
         b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":500}}\n\n"
             .to_vec();
@@ -783,14 +808,9 @@ fn include_usage_is_left_alone_when_sent_or_switched_off() {
     ] {
         let shared = shared(config);
         let mut host = host_with(body);
-        let mut admission = through_body(&shared, &mut host);
-        admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
+        let mut admission = admitted(&shared, &mut host);
         assert_eq!(host.body, body.as_bytes());
-        host.response_headers = vec![
-            (":status".into(), "200".into()),
-            ("content-type".into(), "text/event-stream".into()),
-        ];
-        admission.on_response_headers(&mut host);
+        answer_headers(&mut admission, &mut host, "200", "text/event-stream");
         let usage =
             b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":2}}\n\n";
         respond(&mut admission, &mut host, usage, true);
@@ -800,15 +820,7 @@ fn include_usage_is_left_alone_when_sent_or_switched_off() {
 
 #[test]
 fn a_broken_stream_is_charged_its_prompt_and_the_output_that_passed() {
-    let shared = shared("");
-    let mut host = host_with(STREAMED_CHAT);
-    let mut admission = through_body(&shared, &mut host);
-    admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
-    host.response_headers = vec![
-        (":status".into(), "200".into()),
-        ("content-type".into(), "text/event-stream".into()),
-    ];
-    admission.on_response_headers(&mut host);
+    let (mut host, mut admission) = answering(STREAMED_CHAT, "200", "text/event-stream");
     let delta = |text: &str| {
         format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}}}}],\"usage\":null}}\n\n")
     };
@@ -831,15 +843,7 @@ fn a_broken_stream_is_charged_its_prompt_and_the_output_that_passed() {
 
 #[test]
 fn an_error_answer_is_charged_its_prompt_only() {
-    let shared = shared("");
-    let mut host = host_with(CHAT);
-    let mut admission = through_body(&shared, &mut host);
-    admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
-    host.response_headers = vec![
-        (":status".into(), "500".into()),
-        ("content-type".into(), "application/json".into()),
-    ];
-    admission.on_response_headers(&mut host);
+    let (mut host, mut admission) = answering(CHAT, "500", "application/json");
     respond(
         &mut admission,
         &mut host,
@@ -872,11 +876,7 @@ fn input_and_output_budgets_are_charged_and_corrected_each() {
     assert_eq!(budget(2), ("input".into(), prompt));
     assert_eq!(budget(3), ("output".into(), 100));
     admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
-    host.response_headers = vec![
-        (":status".into(), "200".into()),
-        ("content-type".into(), "application/json".into()),
-    ];
-    admission.on_response_headers(&mut host);
+    answer_headers(&mut admission, &mut host, "200", "application/json");
     // 11 prompt tokens of which 8 cached (weight 0.25: 2), 30 output.
     respond(
         &mut admission,
