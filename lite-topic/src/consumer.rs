@@ -1228,7 +1228,9 @@ fn decode_answer_from(
     let mut messages = Vec::new();
     // Never decompressed: the size an LZ4 body claims is allocated up front
     // (a 661-byte answer asked for 2.6 GB under fuzzing), and Sluice's
-    // producer never compresses, so a compressed message is not ours.
+    // producer never compresses (`LiteProducer` sets the threshold to
+    // u32::MAX; the client's default compresses bodies over 4 KiB), so a
+    // compressed message is not ours.
     for ext in message_decoder::decodes_batch(&mut body, true, false) {
         if ext.sys_flag & MessageSysFlag::COMPRESSED_FLAG != 0 {
             warn!(msg_id = %ext.msg_id(), "popped a compressed message (Sluice never sends one): dropped");

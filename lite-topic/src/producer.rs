@@ -69,6 +69,10 @@ impl LiteProducer {
             .producer_group(group.to_owned())
             .name_server_addr(client.config().namesrv_addr.clone())
             .send_msg_timeout(client.config().request_timeout.as_millis() as u32)
+            // Never compress: the consumer refuses compressed bodies (a
+            // hostile size claim would be allocated up front; see
+            // consumer::decode_pop_answer), and request bodies are small.
+            .compress_msg_body_over_howmuch(u32::MAX)
             .build();
         Box::pin(producer.start())
             .await
