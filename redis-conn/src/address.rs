@@ -149,11 +149,7 @@ impl<'a> Parts<'a> {
     }
 
     fn node_url(&self, base: &str, host: &str, default_port: u16, db: &str) -> String {
-        let host = if host.contains(':') {
-            host.to_string()
-        } else {
-            format!("{host}:{default_port}")
-        };
+        let host = with_port(host, default_port);
         match self.userinfo {
             Some(userinfo) => format!("{base}://{userinfo}@{host}/{db}"),
             None => format!("{base}://{host}/{db}"),
