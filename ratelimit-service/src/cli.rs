@@ -471,11 +471,7 @@ async fn redis_store(args: &ServeArgs, metrics: &Metrics) -> anyhow::Result<Redi
     let store = RedisStore::new(&options)
         .context("--redis-url")?
         .with_cross_slot_counter(metrics.cross_slot_decisions.clone());
-    let redis = options
-        .redis
-        .topology()
-        .map(|t| format!("{t:?}"))
-        .unwrap_or_default();
+    let redis = store.describe().to_string();
     match store.preload().await {
         Ok(()) => tracing::info!(%redis, "connected to Redis"),
         // Start anyway: /readyz reports it and decisions answer UNAVAILABLE until Redis is back.

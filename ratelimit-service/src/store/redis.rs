@@ -40,6 +40,11 @@ pub struct RedisStore {
     timeout: Duration,
     /// Decisions whose counters lie in more than one hash slot (see [`RedisStore::run`]).
     cross_slot: Counter,
+    /// Only a cluster refuses scripts over several slots: elsewhere a
+    /// decision is one script call, whatever its tags.
+    cluster: bool,
+    /// The deployment, without credentials, for logs.
+    described: String,
 }
 
 impl RedisStore {
@@ -68,7 +73,14 @@ impl RedisStore {
             script: redis::Script::new(scripts::DECIDE),
             timeout: options.timeout,
             cross_slot: Counter::default(),
+            cluster: client.is_cluster(),
+            described: format!("{client:?}"),
         })
+    }
+
+    /// The Redis deployment (kind and addresses, never credentials).
+    pub fn describe(&self) -> &str {
+        &self.described
     }
 
     /// Counts decisions that spanned hash slots into `counter` (a metric).
@@ -103,6 +115,9 @@ impl RedisStore {
         ops: &[CounterOp],
         mode: CountingMode,
     ) -> Result<CounterOutcome, StoreError> {
+        if !self.cluster {
+            return self.run_group(ops, mode).await;
+        }
         let groups = slot_groups(ops);
         if groups.len() <= 1 {
             return self.run_group(ops, mode).await;
