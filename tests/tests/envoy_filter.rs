@@ -48,6 +48,21 @@ struct Stack {
     _rls: Rls,
 }
 
+/// One scenario, run once behind each front door.
+macro_rules! on_both_front_doors {
+    ($scenario:ident: $wasm:ident, $ext_authz:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $wasm() {
+            $scenario(FrontDoor::Wasm).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $ext_authz() {
+            $scenario(FrontDoor::ExtAuthz).await;
+        }
+    };
+}
+
 /// `edits` rewrite the Envoy config (which carries the Wasm plugin
 /// configuration) or, for ext_authz, whichever of the Envoy config and
 /// config/ext-authz.json holds the text. `rls_up: false` points Envoy at a
@@ -333,15 +348,7 @@ async fn admission_rejection_and_deferral(front: FrontDoor) {
     assert_eq!(stack.events("deferred").await, 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wasm_admission_rejection_and_deferral() {
-    admission_rejection_and_deferral(FrontDoor::Wasm).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ext_authz_admission_rejection_and_deferral() {
-    admission_rejection_and_deferral(FrontDoor::ExtAuthz).await;
-}
+on_both_front_doors!(admission_rejection_and_deferral: wasm_admission_rejection_and_deferral, ext_authz_admission_rejection_and_deferral);
 
 /// Reconciliation (Wasm only: ext_authz never sees the response).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -448,15 +455,7 @@ async fn bad_input_gets_clear_errors(front: FrontDoor) {
     assert_eq!(stack.events("missing_tenant").await, 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wasm_bad_input_gets_clear_errors() {
-    bad_input_gets_clear_errors(FrontDoor::Wasm).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ext_authz_bad_input_gets_clear_errors() {
-    bad_input_gets_clear_errors(FrontDoor::ExtAuthz).await;
-}
+on_both_front_doors!(bad_input_gets_clear_errors: wasm_bad_input_gets_clear_errors, ext_authz_bad_input_gets_clear_errors);
 
 /// A body cut by ext_authz's buffer is refused, never counted short.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
