@@ -383,7 +383,7 @@ impl<E: Encoders> RequestAdmission<E> {
         )
         .encode_to_vec();
         self.rls_asked_at_ms = host.now_nanos() / 1_000_000;
-        match host.dispatch_rls(&message, shared.config.rls_timeout_ms) {
+        match host.dispatch_rls(&message, shared.config.rls_timeout_ms, self.rls_asked_at_ms) {
             Ok(token) => {
                 self.phase = Phase::WaitingForRls(token);
                 Verdict::Pause

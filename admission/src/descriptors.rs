@@ -20,10 +20,17 @@ pub const FORCE_CHARGE_METADATA: (&str, &[u8]) = ("x-sluice-charge", b"force");
 /// that held the admission charge.
 pub const ADMITTED_AT_METADATA: &str = "x-sluice-admitted-at-ms";
 
+/// gRPC metadata on an admission call: the filter's clock when it asked
+/// (Unix milliseconds). sluice-rls names the instant it charged at
+/// ([`sluice_metadata::CHARGED_AT_MS`]) only when that instant's windows are
+/// not the ones containing this one, so most answers carry no metadata.
+pub const ASKED_AT_METADATA: &str = "x-sluice-asked-at-ms";
+
 /// The `dynamic_metadata` sluice-rls returns with an OVER_LIMIT answer and
 /// the filter reads: `{"sluice": {"action", "priority", "over_limits",
-/// "retry_after_seconds"}}`, or with an OK answer that charged something
-/// `{"sluice": {"charged_at_ms"}}`. Written by one side, read by the other.
+/// "retry_after_seconds"}}`, or with an OK answer that charged windows other
+/// than those of the instant the filter asked at `{"sluice":
+/// {"charged_at_ms"}}`. Written by one side, read by the other.
 pub mod sluice_metadata {
     /// The namespace (the key of the outer struct).
     pub const NAMESPACE: &str = "sluice";
@@ -37,10 +44,12 @@ pub mod sluice_metadata {
     pub const OVER_LIMITS: &str = "over_limits";
     /// Seconds until the earliest of them resets.
     pub const RETRY_AFTER_SECONDS: &str = "retry_after_seconds";
-    /// With an OK answer that charged something: the instant (Unix ms, as a
-    /// string) whose windows were charged. The filter's correction names it
-    /// ([`super::ADMITTED_AT_METADATA`]), so it reaches the same windows even
-    /// when the answer reached the filter in the next one.
+    /// With an OK answer that charged windows other than those containing
+    /// the instant the filter asked at ([`super::ASKED_AT_METADATA`]: the
+    /// call crossed a window boundary, or the two clocks disagree near one):
+    /// the instant (Unix ms, as a string) whose windows were charged. The
+    /// filter's correction names it ([`super::ADMITTED_AT_METADATA`]), so it
+    /// reaches the same windows; without it the filter names its own instant.
     pub const CHARGED_AT_MS: &str = "charged_at_ms";
 }
 

@@ -99,8 +99,14 @@ pub trait Host {
         false
     }
     fn remove_response_header(&mut self, _name: &str) {}
-    /// Start a gRPC call to the RLS; returns its token.
-    fn dispatch_rls(&mut self, message: &[u8], timeout_ms: u64) -> Result<u32, String>;
+    /// Start a gRPC call to the RLS, saying when the filter asked (Unix
+    /// milliseconds); returns its token.
+    fn dispatch_rls(
+        &mut self,
+        message: &[u8],
+        timeout_ms: u64,
+        asked_at_ms: u64,
+    ) -> Result<u32, String>;
     /// Hand a reconciliation call to whoever outlives this stream (the root
     /// context), with when the request was admitted (Unix milliseconds).
     fn send_reconcile(&mut self, message: Vec<u8>, admitted_at_ms: u64);

@@ -6,7 +6,9 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel as WasmLogLevel, MetricType};
 use sluice_admission::admission::{RequestAdmission, Shared, Verdict};
 use sluice_admission::config::FilterConfig;
-use sluice_admission::descriptors::{ADMITTED_AT_METADATA, FORCE_CHARGE_METADATA};
+use sluice_admission::descriptors::{
+    ADMITTED_AT_METADATA, ASKED_AT_METADATA, FORCE_CHARGE_METADATA,
+};
 use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::errors::LocalReply;
 use sluice_admission::host::{Host, LogLevel, Metric};
@@ -192,12 +194,18 @@ impl Host for EnvoyIo {
     fn remove_response_header(&mut self, name: &str) {
         self.set_http_response_header(name, None);
     }
-    fn dispatch_rls(&mut self, message: &[u8], timeout_ms: u64) -> Result<u32, String> {
+    fn dispatch_rls(
+        &mut self,
+        message: &[u8],
+        timeout_ms: u64,
+        asked_at_ms: u64,
+    ) -> Result<u32, String> {
+        let asked_at = asked_at_ms.to_string();
         self.dispatch_grpc_call(
             &self.cluster,
             RLS_SERVICE,
             RLS_METHOD,
-            Vec::new(),
+            vec![(ASKED_AT_METADATA, asked_at.as_bytes())],
             Some(message),
             Duration::from_millis(timeout_ms),
         )

@@ -251,7 +251,12 @@ impl Host for FuzzHost {
     fn response_body_chunk(&self, size: usize) -> Option<Vec<u8>> {
         self.response_chunk.get(..size).map(<[u8]>::to_vec)
     }
-    fn dispatch_rls(&mut self, message: &[u8], _timeout_ms: u64) -> Result<u32, String> {
+    fn dispatch_rls(
+        &mut self,
+        message: &[u8],
+        _timeout_ms: u64,
+        _asked_at_ms: u64,
+    ) -> Result<u32, String> {
         rls::RateLimitRequest::decode(message).map_err(|e| e.to_string())?;
         self.dispatched = true;
         Ok(RLS_TOKEN)

@@ -138,7 +138,12 @@ impl Host for CheckHost<'_> {
     fn response_body_chunk(&self, _size: usize) -> Option<Vec<u8>> {
         None
     }
-    fn dispatch_rls(&mut self, message: &[u8], _timeout_ms: u64) -> Result<u32, String> {
+    fn dispatch_rls(
+        &mut self,
+        message: &[u8],
+        _timeout_ms: u64,
+        _asked_at_ms: u64,
+    ) -> Result<u32, String> {
         self.rls_message = Some(message.to_vec());
         Ok(LOCAL_CALL)
     }

@@ -1,7 +1,9 @@
 //! The tonic front of the limiter: `envoy.service.ratelimit.v3.RateLimitService`.
 
 use crate::limiter::{Charge, DecisionError, Limiter};
-use sluice_admission::descriptors::{ADMITTED_AT_METADATA, FORCE_CHARGE_METADATA};
+use sluice_admission::descriptors::{
+    ADMITTED_AT_METADATA, ASKED_AT_METADATA, FORCE_CHARGE_METADATA,
+};
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
@@ -36,20 +38,25 @@ impl RateLimitService for RlsService {
         let charge =
             Charge::from_marker(metadata.get(FORCE_CHARGE_METADATA.0).map(|v| v.as_bytes()));
         // A correction goes to the window its request was admitted in.
-        let admitted_at = metadata
-            .get(ADMITTED_AT_METADATA)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
+        let admitted_at = millis(metadata, ADMITTED_AT_METADATA);
+        // The filter's clock when it asked, to tell it when it was charged
+        // only when its own instant would name other windows.
+        let asked_at = millis(metadata, ASKED_AT_METADATA);
         let request = request.into_inner();
         let result = match charge {
             Charge::Force => self.limiter.correct(&request, admitted_at).await,
-            Charge::Decide => self.limiter.charge(&request, charge).await,
+            Charge::Decide => self.limiter.charge(&request, charge, asked_at).await,
         };
         match result {
             Ok(response) => Ok(Response::new(response)),
             Err(error) => Err(to_status(&request.domain, error)),
         }
     }
+}
+
+/// A Unix-milliseconds value of gRPC metadata; absent or malformed is `None`.
+fn millis(metadata: &tonic::metadata::MetadataMap, key: &str) -> Option<u64> {
+    metadata.get(key)?.to_str().ok()?.parse().ok()
 }
 
 /// Transient store trouble is UNAVAILABLE: Envoy's `failure_mode_deny` then

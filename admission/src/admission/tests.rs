@@ -38,6 +38,8 @@ struct FakeHost {
     reconciles: Vec<RateLimitRequest>,
     /// The admission time sent with each reconciliation.
     reconciled_at: Vec<u64>,
+    /// The filter's clock sent with each RLS call.
+    asked_at: Vec<u64>,
     replies: Vec<LocalReply>,
     resumed: u32,
     metrics: HashMap<Metric, u64>,
@@ -92,7 +94,13 @@ impl Host for FakeHost {
     fn remove_response_header(&mut self, name: &str) {
         self.response_headers.retain(|(k, _)| k != name);
     }
-    fn dispatch_rls(&mut self, message: &[u8], _timeout_ms: u64) -> Result<u32, String> {
+    fn dispatch_rls(
+        &mut self,
+        message: &[u8],
+        _timeout_ms: u64,
+        asked_at_ms: u64,
+    ) -> Result<u32, String> {
+        self.asked_at.push(asked_at_ms);
         if self.dispatch_fails {
             return Err("cluster sluice_rls not found".into());
         }
@@ -942,7 +950,9 @@ fn a_correction_names_the_instant_the_rls_charged_at() {
         host.response_headers = vec![(":status".into(), "200".into())];
         admission.on_response_headers(&mut host);
         admission.on_stream_end(&mut host);
-        // Without it: the filter's clock when it asked (12 ms in this host).
+        // Without it: the filter's clock when it asked (12 ms in this host),
+        // the instant the RLS call carried.
+        assert_eq!(host.asked_at, [12]);
         assert_eq!(host.reconciled_at, [expected]);
     }
 }

@@ -11,6 +11,7 @@
 use anyhow::{bail, Context};
 use clap::Parser;
 use hdrhistogram::Histogram;
+use sluice_admission::descriptors::ASKED_AT_METADATA;
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::Entry, RateLimitDescriptor,
 };
@@ -121,6 +122,15 @@ fn request(domain: &str, i: usize) -> RateLimitRequest {
     }
 }
 
+/// As Sluice's filter sends it: with its clock when it asked.
+fn from_filter(request: RateLimitRequest) -> tonic::Request<RateLimitRequest> {
+    let mut request = tonic::Request::new(request);
+    if let Ok(value) = sluice_contract::now_ms().to_string().parse() {
+        request.metadata_mut().insert(ASKED_AT_METADATA, value);
+    }
+    request
+}
+
 /// The gRPC floor: same service and encoding, no store.
 struct NoopRls;
 
@@ -220,7 +230,10 @@ async fn drive(
                         next += interval;
                     }
                     let sent = Instant::now();
-                    let ok = client.should_rate_limit(request(domain, i)).await.is_ok();
+                    let ok = client
+                        .should_rate_limit(from_filter(request(domain, i)))
+                        .await
+                        .is_ok();
                     let micros = sent.elapsed().as_micros() as u64;
                     if record {
                         let _ = histogram.record(micros.max(1));

@@ -8,6 +8,7 @@ use super::options::{
 use super::plan::{Applied, Plan, Resolved};
 use crate::config::{Limit, OverLimitAction, Priority};
 use crate::store::CounterOutcome;
+use crate::window::Window;
 use sluice_admission::descriptors::sluice_metadata;
 use sluice_proto::pb::envoy::config::core::v3::HeaderValue;
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -118,7 +119,7 @@ pub fn answer<'p>(
             METADATA_NAMESPACE.to_string(),
             struct_value(sluice_metadata(&limits, verdict.retry_after_secs)),
         );
-    } else if outcome.applied && plan.ops.iter().any(|op| op.hits > 0) {
+    } else if outcome.applied && charged_other_windows_than_asked(plan) {
         // Which windows an allowed request was charged in, for its later
         // correction (the filter sends it back with the usage).
         metadata.insert(
@@ -376,6 +377,23 @@ fn header(key: &str, value: String) -> HeaderValue {
     }
 }
 
+/// Whether some window that took hits does not contain the instant the
+/// caller asked at: its call crossed a window boundary, or its clock and
+/// ours disagree near one. Only then does it need to be told when we charged
+/// (a caller that did not say when it asked is not told: it does not correct).
+fn charged_other_windows_than_asked(plan: &Plan) -> bool {
+    let Some(asked_at) = plan.asked_at_millis else {
+        return false;
+    };
+    plan.resolved.iter().any(|resolved| match resolved {
+        Resolved::Limited(applied) => {
+            plan.ops[applied.op_index].hits > 0
+                && Window::containing(applied.limit.unit, asked_at) != applied.window
+        }
+        _ => false,
+    })
+}
+
 /// `{"charged_at_ms": "<now>"}` (in the `sluice` namespace): which windows
 /// an allowed request was charged in, for its later correction.
 fn charged_at_fields(now_millis: u64) -> BTreeMap<String, Value> {
@@ -514,7 +532,7 @@ fn merge_metadata(into: &mut Struct, from: &Struct) {
 
 /// Sluice's instructions to the filter, under `dynamic_metadata.sluice`, sent
 /// with OVER_LIMIT answers (an allowed request needs no instructions, only
-/// [`charged_at_metadata`]):
+/// [`charged_at_fields`], and that only sometimes):
 /// * `action`: `defer` if every limit that is over says defer, else `reject`;
 /// * `priority`: the lowest class among the limits that are over: the most
 ///   cautious reading;

@@ -70,6 +70,15 @@ pub enum DecisionError {
     Store(#[from] StoreError),
 }
 
+/// The instants a decision is about besides now (Unix milliseconds).
+#[derive(Clone, Copy, Debug, Default)]
+struct Timing {
+    /// A correction's window: when its request was admitted.
+    window_at_millis: Option<u64>,
+    /// The caller's clock when it asked.
+    asked_at_millis: Option<u64>,
+}
+
 pub struct Limiter {
     config: ArcSwap<LimitsConfig>,
     store: Arc<dyn CounterStore>,
@@ -161,7 +170,7 @@ impl Limiter {
         &self,
         request: &RateLimitRequest,
     ) -> Result<RateLimitResponse, DecisionError> {
-        self.charge(request, Charge::Force).await
+        self.charge(request, Charge::Force, None).await
     }
 
     /// Correct a charge made at admission (the filter's reconciliation, forced
@@ -174,16 +183,28 @@ impl Limiter {
         admitted_at_millis: Option<u64>,
     ) -> Result<RateLimitResponse, DecisionError> {
         let mode = Charge::Force.counting_mode(self.mode);
-        self.run_decision(request, mode, admitted_at_millis).await
+        let timing = Timing {
+            window_at_millis: admitted_at_millis,
+            asked_at_millis: None,
+        };
+        self.run_decision(request, mode, timing).await
     }
 
-    /// Decide one request as `charge` says (see [`Charge`]).
+    /// Decide one request as `charge` says (see [`Charge`]). `asked_at_millis`:
+    /// the caller's clock when it asked, if it said (Sluice's filter does);
+    /// the answer then names the instant it charged at only when that
+    /// instant's windows differ (see [`plan::Plan::asked_at_millis`]).
     pub async fn charge(
         &self,
         request: &RateLimitRequest,
         charge: Charge,
+        asked_at_millis: Option<u64>,
     ) -> Result<RateLimitResponse, DecisionError> {
-        self.should_rate_limit_with(request, charge.counting_mode(self.mode))
+        let timing = Timing {
+            window_at_millis: None,
+            asked_at_millis,
+        };
+        self.run_decision(request, charge.counting_mode(self.mode), timing)
             .await
     }
 
@@ -192,14 +213,14 @@ impl Limiter {
         request: &RateLimitRequest,
         mode: CountingMode,
     ) -> Result<RateLimitResponse, DecisionError> {
-        self.run_decision(request, mode, None).await
+        self.run_decision(request, mode, Timing::default()).await
     }
 
     async fn run_decision(
         &self,
         request: &RateLimitRequest,
         mode: CountingMode,
-        window_at_millis: Option<u64>,
+        timing: Timing,
     ) -> Result<RateLimitResponse, DecisionError> {
         let started = Instant::now();
         let config = self.config.load_full();
@@ -209,7 +230,7 @@ impl Limiter {
             // Unknown domains come from clients: keep them out of label values.
             "unknown".to_string()
         };
-        let result = self.decide(&config, request, mode, window_at_millis).await;
+        let result = self.decide(&config, request, mode, timing).await;
         self.metrics
             .decision_seconds
             .observe(started.elapsed().as_secs_f64());
@@ -248,17 +269,18 @@ impl Limiter {
         config: &LimitsConfig,
         request: &RateLimitRequest,
         mode: CountingMode,
-        window_at_millis: Option<u64>,
+        timing: Timing,
     ) -> Result<RateLimitResponse, DecisionError> {
         let now = self.clock.now_millis();
-        let plan = plan::plan_in_window(
+        let mut plan = plan::plan_in_window(
             config,
             request,
             mode,
             self.response.global_quota_mode,
             now,
-            window_at_millis.unwrap_or(now),
+            timing.window_at_millis.unwrap_or(now),
         )?;
+        plan.asked_at_millis = timing.asked_at_millis;
         let outcome = self
             .store
             .apply(&plan.ops, plan.mode, plan.now_millis)

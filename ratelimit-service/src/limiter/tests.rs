@@ -211,7 +211,7 @@ fn increment_all_moves_every_counter() {
 }
 
 #[test]
-fn allowed_requests_carry_the_tightest_limit_and_when_they_were_charged() {
+fn allowed_requests_carry_the_tightest_limit_and_no_metadata() {
     let req = request(vec![rpm(), tokens(10)]);
     let (response, events) = decide(&req, CountingMode::AllOrNothing, &[1, 500]);
     assert_eq!(response.overall_code(), Code::Ok);
@@ -219,16 +219,44 @@ fn allowed_requests_carry_the_tightest_limit_and_when_they_were_charged() {
     assert_eq!(header(&response, "RateLimit-Limit"), Some("3"));
     assert_eq!(header(&response, "RateLimit-Remaining"), Some("1"));
     assert_eq!(header(&response, "Retry-After"), None);
-    // No instructions, only the instant whose windows were charged.
-    assert_eq!(sluice_field(&response, "action"), None);
-    assert_eq!(
-        sluice_field(&response, "charged_at_ms"),
-        Some(T0.to_string())
-    );
+    // No instructions; the caller did not say when it asked, so no instant.
+    assert_eq!(response.dynamic_metadata, None);
     assert_eq!(events, ["hits:acme-rpm:1", "hits:acme-tpm:10"]);
     let status = &response.statuses[0];
     let reset = status.duration_until_reset.as_ref().unwrap();
     assert_eq!((reset.seconds, reset.nanos), (54, 500_000_000));
+}
+
+/// The instant the windows were charged at goes back only when the caller's
+/// own instant (sent with its call) falls in other windows.
+#[test]
+fn the_charge_instant_goes_back_only_when_the_callers_names_other_windows() {
+    let req = request(vec![rpm(), tokens(10)]);
+    let answer_asked_at = |asked_at: Option<u64>, before: &[u64]| {
+        let mut plan = plan_of(&req, CountingMode::AllOrNothing);
+        plan.asked_at_millis = asked_at;
+        let outcome = CounterOutcome {
+            applied: store::decide(&plan.ops, before, CountingMode::AllOrNothing),
+            before: before.to_vec(),
+        };
+        answer(&req, &plan, &outcome, &ResponseOptions::default()).response
+    };
+    // T0 is 5.5 s into a minute: asked 5 s earlier, same minute windows.
+    let same_window = answer_asked_at(Some(T0 - 5_000), &[0, 0]);
+    assert_eq!(same_window.dynamic_metadata, None);
+    // Asked 6 s earlier: the previous minute (the call crossed the boundary).
+    let crossed = answer_asked_at(Some(T0 - 6_000), &[0, 0]);
+    assert_eq!(
+        sluice_field(&crossed, "charged_at_ms"),
+        Some(T0.to_string())
+    );
+    // A clock ahead of ours by a minute: other windows too.
+    let ahead = answer_asked_at(Some(T0 + 60_000), &[0, 0]);
+    assert_eq!(sluice_field(&ahead, "charged_at_ms"), Some(T0.to_string()));
+    // Refused: nothing was charged, so no instant (only instructions).
+    let refused = answer_asked_at(Some(T0 - 6_000), &[3, 0]);
+    assert_eq!(refused.overall_code(), Code::OverLimit);
+    assert_eq!(sluice_field(&refused, "charged_at_ms"), None);
 }
 
 #[test]
