@@ -9,8 +9,10 @@
 //!
 //! Sections (`SECTIONS=pacing,isolation,scale,subscriptions`, default all):
 //!
-//! 1. `pacing`: buckets at 2, 5, 20 requests/s and one limited to 1000
-//!    tokens/s (250-token messages, i.e. 4/s), `PACING_SECS` (20) of work each.
+//! 1. `pacing`: buckets at 2, 5, 20 requests/s and one limited to 4 × T
+//!    tokens/s, where T is what the backend reports for one message (the
+//!    consumer corrects each message's debt to it), i.e. 4 messages/s,
+//!    `PACING_SECS` (20) of work each.
 //!    Admit time = the moment the backend received the call (an axum layer
 //!    in front of the simulator records it per `x-request-id`, which the
 //!    consumer sends): achieved rate vs configured, spacing p50/p99.
@@ -365,6 +367,29 @@ impl Stack {
     fn arrival(&self, id: &str) -> Option<f64> {
         self.arrivals.lock().ok()?.get(id).copied()
     }
+
+    /// The tokens the backend reports for one bench message (prompt and
+    /// answer): what the consumer's pacing debt ends at once it corrects the
+    /// estimate with the real usage.
+    async fn tokens_per_message(&self) -> anyhow::Result<u64> {
+        let mut body = item("probe", "probe".into(), 0).body;
+        body["stream"] = false.into();
+        let backend = self.backend;
+        let response = tokio::task::spawn_blocking(move || {
+            sluice_testkit::http_request(
+                backend,
+                "POST",
+                "/v1/chat/completions",
+                &[("content-type", "application/json")],
+                body.to_string().as_bytes(),
+            )
+        })
+        .await??;
+        let answer: serde_json::Value = serde_json::from_str(&response.body)?;
+        answer["usage"]["total_tokens"]
+            .as_u64()
+            .with_context(|| format!("no usage in the backend's answer: {}", response.body))
+    }
 }
 
 type Instance = ConsumerInstance;
@@ -404,12 +429,22 @@ async fn pacing_run(burst: f64, rows: &mut Vec<String>) -> anyhow::Result<()> {
     let mut stack = Stack::start().await?;
     stack.request_burst = burst;
     let pacer = stack.pacer(None)?;
+    // The token bucket's debt ends at each message's real usage (the
+    // consumer corrects its estimate): size its rate for 4 messages/s of
+    // that, and estimate exactly that.
+    let tokens = stack.tokens_per_message().await?;
     // (tenant, dimension, rate, estimated tokens per message, messages/s)
     let buckets: [(&str, Dimension, f64, u64, f64); 4] = [
         ("pace-2rps", Dimension::Requests, 2.0, 10, 2.0),
         ("pace-5rps", Dimension::Requests, 5.0, 10, 5.0),
         ("pace-20rps", Dimension::Requests, 20.0, 10, 20.0),
-        ("pace-1000tps", Dimension::Tokens, 1000.0, 250, 4.0),
+        (
+            "pace-4msg-tps",
+            Dimension::Tokens,
+            4.0 * tokens as f64,
+            tokens,
+            4.0,
+        ),
     ];
     let mut items = Vec::new();
     for (tenant, dimension, rate, tokens, per_s) in buckets {
