@@ -16,6 +16,7 @@
 //! # }
 //! ```
 
+pub mod gpu;
 pub mod ledger;
 pub mod metrics;
 pub mod openai;
@@ -90,6 +91,13 @@ pub struct SimConfig {
     pub embedding_dimensions: usize,
     /// Distinct `x-request-id`s remembered for `GET /sim/calls`; later ones are not counted.
     pub max_tracked_request_ids: usize,
+    /// The GPU model (continuous batching, KV cache, waiting queue; see
+    /// [`gpu`]), one GPU per listed model; off when `None`. When on, it sets
+    /// the time to first token (queue wait + prefill) and the pace of
+    /// chat and completion answers; `tokens_per_second` (or the
+    /// `x-sim-tokens-per-second` header) becomes the fastest one answer
+    /// decodes on its own (0 = no limit), `first_token_latency` is unused.
+    pub gpu: Option<gpu::GpuConfig>,
 }
 
 impl Default for SimConfig {
@@ -107,6 +115,7 @@ impl Default for SimConfig {
             seed: 0,
             embedding_dimensions: 8,
             max_tracked_request_ids: 1_000_000,
+            gpu: None,
         }
     }
 }
@@ -142,6 +151,13 @@ impl SimConfig {
             openai::MAX_EMBEDDING_DIMENSIONS,
             self.embedding_dimensions
         );
+        if let Some(gpu) = &self.gpu {
+            gpu.validate().map_err(anyhow::Error::msg)?;
+            anyhow::ensure!(
+                !self.models.is_empty(),
+                "the GPU model needs at least one model"
+            );
+        }
         Ok(())
     }
 }
@@ -257,6 +273,19 @@ mod tests {
             },
             SimConfig {
                 embedding_dimensions: 0,
+                ..SimConfig::default()
+            },
+            SimConfig {
+                gpu: Some(gpu::GpuConfig {
+                    max_waiting: 0,
+                    step: Duration::from_secs(5),
+                    ..gpu::GpuConfig::default()
+                }),
+                ..SimConfig::default()
+            },
+            SimConfig {
+                models: Vec::new(),
+                gpu: Some(gpu::GpuConfig::default()),
                 ..SimConfig::default()
             },
         ] {
