@@ -179,6 +179,16 @@ pub async fn run(
         max_concurrency = config.max_concurrency,
         "sluice-llm-sim listening"
     );
+    if let Some(gpu) = &config.gpu {
+        tracing::info!(
+            tokens_per_s = gpu.capacity.tokens_per_s,
+            kv_cache_tokens = gpu.capacity.kv_cache_tokens,
+            max_batch = gpu.capacity.max_batch,
+            max_waiting = gpu.max_waiting,
+            models = ?config.models,
+            "GPU model on: one simulated GPU per model"
+        );
+    }
     // Tokens are small writes: without TCP_NODELAY, Nagle's algorithm would
     // hold them back and distort the pacing clients see.
     let listener = listener.tap_io(|tcp| {
