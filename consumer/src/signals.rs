@@ -28,6 +28,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use sluice_contract::model_server::{sglang, vllm, MODEL_NAME_LABEL};
 use std::time::Duration;
 
 /// The load of one model at one server, at the time of the scrape.
@@ -50,19 +51,16 @@ struct Names {
 }
 
 const VLLM: Names = Names {
-    waiting: "vllm:num_requests_waiting",
-    running: "vllm:num_requests_running",
-    kv_cache_usage: &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
+    waiting: vllm::NUM_REQUESTS_WAITING,
+    running: vllm::NUM_REQUESTS_RUNNING,
+    kv_cache_usage: &[vllm::KV_CACHE_USAGE_PERC, vllm::GPU_CACHE_USAGE_PERC],
 };
 
 const SGLANG: Names = Names {
-    waiting: "sglang:num_queue_reqs",
-    running: "sglang:num_running_reqs",
-    kv_cache_usage: &["sglang:token_usage"],
+    waiting: sglang::NUM_QUEUE_REQS,
+    running: sglang::NUM_RUNNING_REQS,
+    kv_cache_usage: &[sglang::TOKEN_USAGE],
 };
-
-/// The label that names the model, in vLLM's and SGLang's metrics.
-const MODEL_LABEL: &str = "model_name";
 
 /// Largest `/metrics` answer read (vLLM's is tens of KiB).
 pub const MAX_METRICS_BYTES: usize = 4 * 1024 * 1024;
@@ -195,7 +193,7 @@ fn parse_sample(name: &str, rest: &str) -> Result<Sample, String> {
             let (labels, rest) = parse_labels(labels)?;
             let model = labels
                 .into_iter()
-                .find(|(key, _)| key == MODEL_LABEL)
+                .find(|(key, _)| key == MODEL_NAME_LABEL)
                 .map(|(_, value)| value);
             (model, rest)
         }
@@ -212,9 +210,12 @@ fn parse_sample(name: &str, rest: &str) -> Result<Sample, String> {
     })
 }
 
+/// A sample's labels, `(name, value)` in order.
+type Labels = Vec<(String, String)>;
+
 /// Parses `key="value",…}` (after the `{`); returns the labels and what
 /// follows the `}`.
-fn parse_labels(text: &str) -> Result<(Vec<(String, String)>, &str), String> {
+fn parse_labels(text: &str) -> Result<(Labels, &str), String> {
     let mut labels = Vec::new();
     let mut rest = text.trim_start();
     loop {

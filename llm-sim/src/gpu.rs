@@ -625,15 +625,20 @@ pub struct GpuSet {
 
 /// A change of capacity (`POST /admin/capacity`): absolute values, or a
 /// `factor` applied to the capacity each GPU started with.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CapacityChange {
     /// Only this model's GPU; all when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_cache_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_batch: Option<usize>,
     /// Scales the starting `tokens_per_s` and `kv_cache_tokens` (1 restores them).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub factor: Option<f64>,
 }
 

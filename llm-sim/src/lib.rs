@@ -43,6 +43,9 @@ pub const HEADER_FIRST_TOKEN_MS: &str = "x-sim-first-token-ms";
 /// Request header: the ledger key this request's tokens are recorded under
 /// (`GET /sim/ledger`), e.g. its tenant.
 pub const HEADER_LEDGER: &str = "x-sim-ledger";
+/// `GET` each simulated GPU's capacity and load, `POST` a
+/// [`gpu::CapacityChange`] to change it (GPU model only).
+pub const ADMIN_CAPACITY_PATH: &str = "/admin/capacity";
 /// Response header: the request's `x-request-id`, echoed.
 pub const HEADER_ECHO_REQUEST_ID: &str = "x-sim-request-id";
 

@@ -13,18 +13,8 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-/// vLLM's metric names (vLLM 0.6 – 0.10); `gpu_cache_usage_perc` is the
-/// older name of `kv_cache_usage_perc`, both are exported.
-pub mod vllm {
-    pub const NUM_REQUESTS_RUNNING: &str = "vllm:num_requests_running";
-    pub const NUM_REQUESTS_WAITING: &str = "vllm:num_requests_waiting";
-    pub const KV_CACHE_USAGE_PERC: &str = "vllm:kv_cache_usage_perc";
-    pub const GPU_CACHE_USAGE_PERC: &str = "vllm:gpu_cache_usage_perc";
-    /// Counters: the text format adds `_total`.
-    pub const PROMPT_TOKENS: &str = "vllm:prompt_tokens";
-    pub const GENERATION_TOKENS: &str = "vllm:generation_tokens";
-    pub const TIME_TO_FIRST_TOKEN_SECONDS: &str = "vllm:time_to_first_token_seconds";
-}
+/// vLLM's metric names (shared with the consumer's capacity signals).
+pub use sluice_contract::model_server::vllm;
 
 /// vLLM's buckets of `time_to_first_token_seconds`.
 const TTFT_BUCKETS: [f64; 17] = [

@@ -48,7 +48,8 @@ struct App {
     gpus: Option<GpuSet>,
 }
 
-/// The simulator's routes, for embedding in another server or test.
+/// The simulator's routes, for embedding in another server or test. With
+/// the GPU model on, it starts the GPUs' tasks: call it inside a Tokio runtime.
 pub fn router(config: SimConfig) -> Router {
     let ledger = Ledger::new(config.max_tracked_request_ids);
     let slots =
@@ -82,7 +83,10 @@ pub fn router(config: SimConfig) -> Router {
         .route("/sim/calls", get(calls))
         .route("/sim/stats", get(stats))
         .route("/sim/ledger", get(ledger_totals))
-        .route("/admin/capacity", get(capacity).post(change_capacity))
+        .route(
+            crate::ADMIN_CAPACITY_PATH,
+            get(capacity).post(change_capacity),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -99,7 +103,7 @@ fn endpoint_label(path: &str) -> &'static str {
         "/healthz" | "/health" => "health",
         "/metrics" => "metrics",
         "/sim/calls" | "/sim/stats" => "sim",
-        "/admin/capacity" => "admin",
+        crate::ADMIN_CAPACITY_PATH => "admin",
         _ => "other",
     }
 }
