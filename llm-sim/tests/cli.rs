@@ -93,17 +93,23 @@ fn spawn(command: &mut Command) -> (std::process::Child, std::net::SocketAddr) {
     (child, addr)
 }
 
-fn terminate(child: &std::process::Child) {
+/// SIGTERM, then the child must exit cleanly.
+async fn terminate(mut child: std::process::Child) {
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
+    let exit = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(exit.success(), "{exit:?}");
 }
 
 #[tokio::test]
 async fn serves_until_sigterm() {
-    let (mut child, addr) = spawn(
+    let (child, addr) = spawn(
         bin()
             .env("SLUICE_SIM_TOKENS_PER_SECOND", "0")
             .env("SLUICE_SIM_MODELS", "m1,m2"),
@@ -113,17 +119,12 @@ async fn serves_until_sigterm() {
     let answer = common::chat(addr, &[], &common::chat_body("hi")).await;
     assert_eq!(answer.status, 200);
 
-    terminate(&child);
-    let exit = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(exit.success(), "{exit:?}");
+    terminate(child).await;
 }
 
 #[tokio::test]
 async fn the_gpu_flags_make_one_gpu_per_model() {
-    let (mut child, addr) = spawn(
+    let (child, addr) = spawn(
         bin()
             .args(["--model", "m1,m2", "--gpu-tokens-per-s", "800"])
             .args(["--kv-cache-tokens", "4096", "--max-batch", "8"])
@@ -149,10 +150,5 @@ async fn the_gpu_flags_make_one_gpu_per_model() {
     ] {
         assert!(metrics.contains(series), "{series} not in\n{metrics}");
     }
-    terminate(&child);
-    let exit = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(exit.success(), "{exit:?}");
+    terminate(child).await;
 }
