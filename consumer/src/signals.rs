@@ -62,6 +62,15 @@ const SGLANG: Names = Names {
     kv_cache_usage: &[sglang::TOKEN_USAGE],
 };
 
+/// Where vLLM, SGLang and llm-sim serve their metrics, under the API's base URL.
+pub const METRICS_PATH: &str = "/metrics";
+
+/// The metrics URL of a backend whose API is at `base` (e.g. a consumer
+/// backend target's `base`, `http://vllm:8000`).
+pub fn metrics_url(base: &str) -> String {
+    format!("{}{METRICS_PATH}", base.trim_end_matches('/'))
+}
+
 /// Largest `/metrics` answer read (vLLM's is tens of KiB).
 pub const MAX_METRICS_BYTES: usize = 4 * 1024 * 1024;
 
@@ -544,6 +553,12 @@ sglang:time_to_first_token_seconds_bucket{le="0.001",model_name="meta-llama/Llam
         assert!(SignalError::NoSignal
             .to_string()
             .contains("vllm:num_requests_waiting"));
+    }
+
+    #[test]
+    fn metrics_url_of_a_base() {
+        assert_eq!(metrics_url("http://vllm:8000"), "http://vllm:8000/metrics");
+        assert_eq!(metrics_url("http://vllm:8000/"), "http://vllm:8000/metrics");
     }
 
     #[tokio::test]

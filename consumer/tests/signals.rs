@@ -2,7 +2,7 @@
 //! gauges over real HTTP).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
-use sluice_consumer::signals::{CapacitySignal, SignalError, SignalReader};
+use sluice_consumer::signals::{metrics_url, CapacitySignal, SignalError, SignalReader};
 use sluice_llm_sim::gpu::{Capacity, GpuConfig};
 use sluice_llm_sim::SimConfig;
 use std::net::SocketAddr;
@@ -63,7 +63,7 @@ async fn reads_llm_sims_vllm_gauges() {
     })
     .await
     .unwrap();
-    let url = format!("{}/metrics", sim.url());
+    let url = metrics_url(&sim.url());
     let reader = SignalReader::new(Duration::from_secs(2)).unwrap();
 
     let idle = reader.read(&url, MODEL).await.unwrap();
@@ -98,9 +98,7 @@ async fn reads_llm_sims_vllm_gauges() {
 async fn a_server_without_queue_gauges_or_a_wrong_path_is_an_error() {
     let plain = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
     let reader = SignalReader::new(Duration::from_secs(2)).unwrap();
-    let no_signal = reader
-        .read(&format!("{}/metrics", plain.url()), MODEL)
-        .await;
+    let no_signal = reader.read(&metrics_url(&plain.url()), MODEL).await;
     assert!(
         matches!(no_signal, Err(SignalError::NoSignal)),
         "{no_signal:?}"
