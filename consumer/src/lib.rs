@@ -30,6 +30,7 @@ mod pacing;
 mod processor;
 mod redis_conn;
 mod runner;
+pub mod signals;
 mod sse;
 mod stream;
 mod usage;

@@ -16,6 +16,7 @@
 //! # }
 //! ```
 
+pub mod gpu;
 pub mod ledger;
 pub mod metrics;
 pub mod openai;
@@ -42,6 +43,9 @@ pub const HEADER_FIRST_TOKEN_MS: &str = "x-sim-first-token-ms";
 /// Request header: the ledger key this request's tokens are recorded under
 /// (`GET /sim/ledger`), e.g. its tenant.
 pub const HEADER_LEDGER: &str = "x-sim-ledger";
+/// `GET` each simulated GPU's capacity and load, `POST` a
+/// [`gpu::CapacityChange`] to change it (GPU model only).
+pub const ADMIN_CAPACITY_PATH: &str = "/admin/capacity";
 /// Response header: the request's `x-request-id`, echoed.
 pub const HEADER_ECHO_REQUEST_ID: &str = "x-sim-request-id";
 
@@ -90,6 +94,13 @@ pub struct SimConfig {
     pub embedding_dimensions: usize,
     /// Distinct `x-request-id`s remembered for `GET /sim/calls`; later ones are not counted.
     pub max_tracked_request_ids: usize,
+    /// The GPU model (continuous batching, KV cache, waiting queue; see
+    /// [`gpu`]), one GPU per listed model; off when `None`. When on, it sets
+    /// the time to first token (queue wait + prefill) and the pace of
+    /// chat and completion answers; `tokens_per_second` (or the
+    /// `x-sim-tokens-per-second` header) becomes the fastest one answer
+    /// decodes on its own (0 = no limit), `first_token_latency` is unused.
+    pub gpu: Option<gpu::GpuConfig>,
 }
 
 impl Default for SimConfig {
@@ -107,6 +118,7 @@ impl Default for SimConfig {
             seed: 0,
             embedding_dimensions: 8,
             max_tracked_request_ids: 1_000_000,
+            gpu: None,
         }
     }
 }
@@ -142,6 +154,13 @@ impl SimConfig {
             openai::MAX_EMBEDDING_DIMENSIONS,
             self.embedding_dimensions
         );
+        if let Some(gpu) = &self.gpu {
+            gpu.validate().map_err(anyhow::Error::msg)?;
+            anyhow::ensure!(
+                !self.models.is_empty(),
+                "the GPU model needs at least one model"
+            );
+        }
         Ok(())
     }
 }
@@ -163,6 +182,16 @@ pub async fn run(
         max_concurrency = config.max_concurrency,
         "sluice-llm-sim listening"
     );
+    if let Some(gpu) = &config.gpu {
+        tracing::info!(
+            tokens_per_s = gpu.capacity.tokens_per_s,
+            kv_cache_tokens = gpu.capacity.kv_cache_tokens,
+            max_batch = gpu.capacity.max_batch,
+            max_waiting = gpu.max_waiting,
+            models = ?config.models,
+            "GPU model on: one simulated GPU per model"
+        );
+    }
     // Tokens are small writes: without TCP_NODELAY, Nagle's algorithm would
     // hold them back and distort the pacing clients see.
     let listener = listener.tap_io(|tcp| {
@@ -257,6 +286,19 @@ mod tests {
             },
             SimConfig {
                 embedding_dimensions: 0,
+                ..SimConfig::default()
+            },
+            SimConfig {
+                gpu: Some(gpu::GpuConfig {
+                    max_waiting: 0,
+                    step: Duration::from_secs(5),
+                    ..gpu::GpuConfig::default()
+                }),
+                ..SimConfig::default()
+            },
+            SimConfig {
+                models: Vec::new(),
+                gpu: Some(gpu::GpuConfig::default()),
                 ..SimConfig::default()
             },
         ] {

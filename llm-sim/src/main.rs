@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use clap::Parser;
+use sluice_llm_sim::gpu::{Capacity, GpuConfig};
 use sluice_llm_sim::{OverCapacity, SimConfig};
 use sluice_runtime::{init_tracing, shutdown_signal, LogFormat};
 use std::net::SocketAddr;
@@ -88,6 +89,27 @@ struct Cli {
     )]
     max_tracked_request_ids: usize,
 
+    /// Turns the GPU model on: tokens per second the whole batch processes
+    /// (prefill + decode), shared by the running requests (0 = off).
+    #[arg(long, env = "SLUICE_SIM_GPU_TOKENS_PER_S", default_value_t = 0.0)]
+    gpu_tokens_per_s: f64,
+
+    /// GPU model: KV-cache size in tokens (prompt + generated of the running requests).
+    #[arg(long, env = "SLUICE_SIM_KV_CACHE_TOKENS", default_value_t = 32_768)]
+    kv_cache_tokens: u64,
+
+    /// GPU model: requests running at once (the batch).
+    #[arg(long, env = "SLUICE_SIM_MAX_BATCH", default_value_t = 64)]
+    max_batch: usize,
+
+    /// GPU model: requests allowed to wait; beyond, answer 429 (or 503 with --over-capacity 503) (0 = unbounded).
+    #[arg(long, env = "SLUICE_SIM_MAX_WAITING", default_value_t = 0)]
+    max_waiting: usize,
+
+    /// GPU model: scheduler step, milliseconds.
+    #[arg(long, env = "SLUICE_SIM_GPU_STEP_MS", default_value_t = 5)]
+    gpu_step_ms: u64,
+
     /// Log format.
     #[arg(
         long,
@@ -126,6 +148,15 @@ impl Cli {
             seed: self.seed,
             embedding_dimensions: self.embedding_dimensions,
             max_tracked_request_ids: self.max_tracked_request_ids,
+            gpu: (self.gpu_tokens_per_s != 0.0).then(|| GpuConfig {
+                capacity: Capacity {
+                    tokens_per_s: self.gpu_tokens_per_s,
+                    kv_cache_tokens: self.kv_cache_tokens,
+                    max_batch: self.max_batch,
+                },
+                max_waiting: self.max_waiting,
+                step: Duration::from_millis(self.gpu_step_ms),
+            }),
         }
     }
 }

@@ -1,10 +1,33 @@
-//! Prometheus metrics of the simulator (`GET /metrics`), prefix `sluice_sim`.
+//! Prometheus metrics of the simulator (`GET /metrics`): its own, prefix
+//! `sluice_sim`, and with the GPU model on, vLLM's gauges under vLLM's names
+//! (`vllm:…`, label `model_name`), so that whatever reads a vLLM server's
+//! load reads the simulator's.
 
+use crate::gpu::{GpuObserver, Load};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+/// vLLM's metric names (shared with the consumer's capacity signals).
+pub use sluice_contract::model_server::vllm;
+
+/// vLLM's buckets of `time_to_first_token_seconds`.
+const TTFT_BUCKETS: [f64; 17] = [
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModelLabels {
+    pub model_name: String,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -29,6 +52,109 @@ pub struct Metrics {
     pub rejected_over_capacity: Counter,
     pub client_disconnects: Counter,
     pub injected_failures: Family<FailureLabels, Counter>,
+    pub gpu: GpuMetrics,
+}
+
+/// The GPU model's series, per served model.
+#[derive(Clone)]
+pub struct GpuMetrics {
+    pub running: Family<ModelLabels, Gauge>,
+    pub waiting: Family<ModelLabels, Gauge>,
+    pub kv_cache_usage: Family<ModelLabels, FloatGauge>,
+    pub gpu_cache_usage: Family<ModelLabels, FloatGauge>,
+    pub prompt_tokens: Family<ModelLabels, Counter>,
+    pub generation_tokens: Family<ModelLabels, Counter>,
+    pub time_to_first_token: Family<ModelLabels, Histogram>,
+}
+
+impl GpuMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let metrics = GpuMetrics {
+            running: Family::default(),
+            waiting: Family::default(),
+            kv_cache_usage: Family::default(),
+            gpu_cache_usage: Family::default(),
+            prompt_tokens: Family::default(),
+            generation_tokens: Family::default(),
+            time_to_first_token: Family::new_with_constructor(|| {
+                Histogram::new(TTFT_BUCKETS.iter().copied())
+            }),
+        };
+        registry.register(
+            vllm::NUM_REQUESTS_RUNNING,
+            "Number of requests in model execution batches (simulated GPU)",
+            metrics.running.clone(),
+        );
+        registry.register(
+            vllm::NUM_REQUESTS_WAITING,
+            "Number of requests waiting to be processed (simulated GPU)",
+            metrics.waiting.clone(),
+        );
+        registry.register(
+            vllm::KV_CACHE_USAGE_PERC,
+            "KV-cache usage. 1 means 100 percent usage (simulated GPU)",
+            metrics.kv_cache_usage.clone(),
+        );
+        registry.register(
+            vllm::GPU_CACHE_USAGE_PERC,
+            "GPU KV-cache usage. 1 means 100 percent usage (older name, simulated GPU)",
+            metrics.gpu_cache_usage.clone(),
+        );
+        registry.register(
+            vllm::PROMPT_TOKENS,
+            "Number of prefill tokens submitted (simulated GPU)",
+            metrics.prompt_tokens.clone(),
+        );
+        registry.register(
+            vllm::GENERATION_TOKENS,
+            "Number of generation tokens processed (simulated GPU)",
+            metrics.generation_tokens.clone(),
+        );
+        registry.register(
+            vllm::TIME_TO_FIRST_TOKEN_SECONDS,
+            "Histogram of time to first token in seconds: queue wait + prefill (simulated GPU)",
+            metrics.time_to_first_token.clone(),
+        );
+        metrics
+    }
+
+    fn labels(model: &str) -> ModelLabels {
+        ModelLabels {
+            model_name: model.to_string(),
+        }
+    }
+}
+
+impl GpuObserver for GpuMetrics {
+    fn load(&self, model: &str, load: Load) {
+        let labels = Self::labels(model);
+        self.running
+            .get_or_create(&labels)
+            .set(i64::try_from(load.running).unwrap_or(i64::MAX));
+        self.waiting
+            .get_or_create(&labels)
+            .set(i64::try_from(load.waiting).unwrap_or(i64::MAX));
+        self.kv_cache_usage
+            .get_or_create(&labels)
+            .set(load.kv_cache_usage);
+        self.gpu_cache_usage
+            .get_or_create(&labels)
+            .set(load.kv_cache_usage);
+    }
+
+    fn tokens(&self, model: &str, prompt: u64, generated: u64) {
+        let labels = Self::labels(model);
+        self.prompt_tokens.get_or_create(&labels).inc_by(prompt);
+        self.generation_tokens
+            .get_or_create(&labels)
+            .inc_by(generated);
+    }
+
+    fn first_token(&self, model: &str, after: Duration) {
+        self.time_to_first_token
+            .get_or_create(&Self::labels(model))
+            .observe(after.as_secs_f64());
+    }
 }
 
 impl Default for Metrics {
@@ -39,7 +165,9 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("sluice_sim");
+        let mut root = Registry::default();
+        let gpu = GpuMetrics::register(&mut root);
+        let registry = root.sub_registry_with_prefix("sluice_sim");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "requests",
@@ -99,7 +227,7 @@ impl Metrics {
             drop(injected_failures.get_or_create(&FailureLabels { kind }));
         }
         Self {
-            registry,
+            registry: root,
             requests,
             prompt_tokens,
             tokens_generated,
@@ -109,6 +237,7 @@ impl Metrics {
             rejected_over_capacity,
             client_disconnects,
             injected_failures,
+            gpu,
         }
     }
 
@@ -144,6 +273,16 @@ mod tests {
             .inc();
         metrics.injected("mid");
         metrics.tokens_generated.inc_by(5);
+        metrics.gpu.load(
+            "m",
+            Load {
+                running: 3,
+                waiting: 2,
+                kv_cache_usage: 0.25,
+            },
+        );
+        metrics.gpu.tokens("m", 7, 9);
+        metrics.gpu.first_token("m", Duration::from_millis(30));
         let text = metrics.encode();
         for needle in [
             "sluice_sim_requests_total{endpoint=\"chat_completions\",status=\"200\"} 1",
@@ -153,6 +292,14 @@ mod tests {
             "sluice_sim_client_disconnects_total 0",
             "sluice_sim_injected_failures_total{kind=\"mid\"} 1",
             "sluice_sim_queue_depth 0",
+            "# TYPE vllm:num_requests_running gauge",
+            "vllm:num_requests_running{model_name=\"m\"} 3",
+            "vllm:num_requests_waiting{model_name=\"m\"} 2",
+            "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.25",
+            "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.25",
+            "vllm:prompt_tokens_total{model_name=\"m\"} 7",
+            "vllm:generation_tokens_total{model_name=\"m\"} 9",
+            "vllm:time_to_first_token_seconds_bucket{le=\"0.04\",model_name=\"m\"} 1",
         ] {
             assert!(text.contains(needle), "{needle} not in\n{text}");
         }

@@ -1,6 +1,7 @@
 //! HTTP routes, admission (concurrency slots), failure injection and the
 //! paced generation of whole and streamed answers.
 
+use crate::gpu::{self, GpuSet, Refusal, SeqSpec, Ticket};
 use crate::ledger::Ledger;
 use crate::metrics::{Metrics, RequestLabels};
 use crate::openai::{
@@ -43,16 +44,28 @@ struct App {
     ids: AtomicU64,
     calls: Mutex<HashMap<String, u64>>,
     ledger: Ledger,
+    /// The simulated GPUs, when the GPU model is on.
+    gpus: Option<GpuSet>,
 }
 
-/// The simulator's routes, for embedding in another server or test.
+/// The simulator's routes, for embedding in another server or test. With
+/// the GPU model on, it starts the GPUs' tasks: call it inside a Tokio runtime.
 pub fn router(config: SimConfig) -> Router {
     let ledger = Ledger::new(config.max_tracked_request_ids);
     let slots =
         (config.max_concurrency > 0).then(|| Arc::new(Semaphore::new(config.max_concurrency)));
+    let sim_metrics = Metrics::new();
+    let gpus = config.gpu.map(|gpu_config| {
+        GpuSet::start(
+            &config.models,
+            gpu_config,
+            Arc::new(sim_metrics.gpu.clone()),
+        )
+    });
     let app = Arc::new(App {
         config,
-        metrics: Metrics::new(),
+        metrics: sim_metrics,
+        gpus,
         slots,
         draws: AtomicU64::new(0),
         ids: AtomicU64::new(0),
@@ -70,6 +83,10 @@ pub fn router(config: SimConfig) -> Router {
         .route("/sim/calls", get(calls))
         .route("/sim/stats", get(stats))
         .route("/sim/ledger", get(ledger_totals))
+        .route(
+            crate::ADMIN_CAPACITY_PATH,
+            get(capacity).post(change_capacity),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -86,6 +103,7 @@ fn endpoint_label(path: &str) -> &'static str {
         "/healthz" | "/health" => "health",
         "/metrics" => "metrics",
         "/sim/calls" | "/sim/stats" => "sim",
+        crate::ADMIN_CAPACITY_PATH => "admin",
         _ => "other",
     }
 }
@@ -226,6 +244,73 @@ impl App {
             Fail::Mid
         } else {
             Fail::None
+        }
+    }
+
+    /// The timing of an answer of `tokens` per choice: queued on the
+    /// model's GPU when the GPU model is on, else paced by the config and
+    /// the request's headers.
+    fn timing(
+        &self,
+        model: &str,
+        prompt_tokens: u64,
+        tokens: u64,
+        choices: usize,
+        overrides: &Overrides,
+    ) -> Result<Timing, ApiError> {
+        let tokens_per_second = overrides
+            .tokens_per_second
+            .unwrap_or(self.config.tokens_per_second);
+        let Some(gpu) = self.gpus.as_ref().and_then(|gpus| gpus.for_model(model)) else {
+            return Ok(Timing::Paced(Pace {
+                start: Instant::now(),
+                first_token: overrides
+                    .first_token
+                    .unwrap_or(self.config.first_token_latency),
+                tokens_per_second,
+            }));
+        };
+        let choices = choices as u64;
+        let spec = SeqSpec {
+            prompt_tokens,
+            completion_tokens: tokens.saturating_mul(choices),
+            max_tokens_per_s: tokens_per_second,
+        };
+        match gpu.submit(spec) {
+            Ok(ticket) => Ok(Timing::Gpu { ticket, choices }),
+            Err(refusal) => Err(self.gpu_refusal(refusal, spec)),
+        }
+    }
+
+    fn gpu_refusal(&self, refusal: Refusal, spec: SeqSpec) -> ApiError {
+        match refusal {
+            Refusal::QueueFull => {
+                self.metrics.rejected_over_capacity.inc();
+                let status = match self.config.over_capacity {
+                    OverCapacity::Reject503 => StatusCode::SERVICE_UNAVAILABLE,
+                    OverCapacity::Reject429 | OverCapacity::Queue => StatusCode::TOO_MANY_REQUESTS,
+                };
+                let mut error = ApiError::new(
+                    status,
+                    "server_error",
+                    "The simulated GPU's waiting queue is full (max_waiting). \
+                     Please try again later.",
+                )
+                .code("overloaded");
+                error.retry_after = Some(self.config.retry_after_secs);
+                error
+            }
+            Refusal::TooLong {
+                context,
+                kv_cache_tokens,
+            } => ApiError::invalid(format!(
+                "This model's maximum context length is {kv_cache_tokens} tokens. However, you \
+                 requested {context} tokens ({} in the messages, {} in the completion). Please \
+                 reduce the length of the messages or completion.",
+                spec.prompt_tokens, spec.completion_tokens
+            ))
+            .param("messages")
+            .code("context_length_exceeded"),
         }
     }
 
@@ -398,6 +483,31 @@ impl Pace {
     }
 }
 
+/// When an answer's tokens are ready: on a fixed pace, or when the
+/// simulated GPU has generated them.
+enum Timing {
+    Paced(Pace),
+    Gpu {
+        ticket: Ticket,
+        /// Choices generated in lockstep: step `n` is ready at `(n + 1) × choices` tokens.
+        choices: u64,
+    },
+}
+
+impl Timing {
+    /// Waits until token `step` (0-based, of every choice) is ready.
+    async fn reach(&mut self, step: u64) {
+        match self {
+            Timing::Paced(pace) => sleep_until(pace.deadline(step)).await,
+            Timing::Gpu { ticket, choices } => {
+                ticket
+                    .generated(step.saturating_add(1).saturating_mul(*choices))
+                    .await
+            }
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Chat,
@@ -417,7 +527,7 @@ struct Plan {
     tokens: u64,
     finish_reason: &'static str,
     include_usage: bool,
-    pace: Pace,
+    timing: Timing,
     /// Break the answer when token `n` is due.
     fail_at: Option<u64>,
     /// Where its tokens are recorded (`x-sim-ledger`).
@@ -483,6 +593,14 @@ async fn generation(
         Some(cap) if cap < wanted => (cap, "length"),
         _ => (wanted, "stop"),
     };
+    let choices = request.prompt_tokens.len().max(1);
+    let timing = match app.timing(&request.model, prompt_tokens, tokens, choices, &overrides) {
+        Ok(timing) => timing,
+        Err(error) => {
+            slot.finish();
+            return Err(error);
+        }
+    };
     let plan = Plan {
         kind,
         id: app.next_id(match kind {
@@ -492,19 +610,11 @@ async fn generation(
         created: unix_now(),
         model: request.model,
         prompt_tokens,
-        choices: request.prompt_tokens.len().max(1),
+        choices,
         tokens,
         finish_reason,
         include_usage: request.include_usage,
-        pace: Pace {
-            start: Instant::now(),
-            first_token: overrides
-                .first_token
-                .unwrap_or(app.config.first_token_latency),
-            tokens_per_second: overrides
-                .tokens_per_second
-                .unwrap_or(app.config.tokens_per_second),
-        },
+        timing,
         fail_at: (fail == Fail::Mid).then_some(tokens / 2),
         ledger_key,
     };
@@ -516,9 +626,9 @@ async fn generation(
 }
 
 /// A non-streamed answer: ready when its last token is due.
-async fn whole_response(app: Shared, plan: Plan, mut slot: Slot) -> Result<Response, ApiError> {
+async fn whole_response(app: Shared, mut plan: Plan, mut slot: Slot) -> Result<Response, ApiError> {
     if let Some(at) = plan.fail_at {
-        sleep_until(plan.pace.deadline(at)).await;
+        plan.timing.reach(at).await;
         app.metrics
             .tokens_generated
             .inc_by(at * plan.choices as u64);
@@ -528,7 +638,7 @@ async fn whole_response(app: Shared, plan: Plan, mut slot: Slot) -> Result<Respo
         slot.finish();
         return Err(app.injected_500("mid"));
     }
-    sleep_until(plan.pace.deadline(plan.tokens.saturating_sub(1))).await;
+    plan.timing.reach(plan.tokens.saturating_sub(1)).await;
     let content = text::completion_text(plan.tokens);
     let usage = plan.usage(plan.tokens);
     let body = match plan.kind {
@@ -673,7 +783,7 @@ impl EventStream {
                 }
                 Phase::Tokens => {
                     if self.choice == 0 && self.plan.fail_at == Some(self.step) {
-                        sleep_until(self.plan.pace.deadline(self.step)).await;
+                        self.plan.timing.reach(self.step).await;
                         // Let hyper flush what was generated so far: it
                         // discards buffered output when the body fails.
                         tokio::task::yield_now().await;
@@ -695,7 +805,7 @@ impl EventStream {
                         continue;
                     }
                     if self.choice == 0 {
-                        sleep_until(self.plan.pace.deadline(self.step)).await;
+                        self.plan.timing.reach(self.step).await;
                     }
                     let token = text::token_text(self.step);
                     let choice = self.choice;
@@ -1013,6 +1123,58 @@ async fn ledger_totals(State(app): State<Shared>) -> Response {
 
 fn ledger_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     Ok(header_str(headers, crate::HEADER_LEDGER)?.map(str::to_string))
+}
+
+/// `GET /admin/capacity`: each simulated GPU's capacity and load.
+async fn capacity(State(app): State<Shared>) -> Response {
+    match &app.gpus {
+        Some(gpus) => gpu_status_response(&gpus.status()),
+        None => gpu_off().into_response(),
+    }
+}
+
+/// `POST /admin/capacity` with a [`gpu::CapacityChange`]: changes the
+/// capacity of one GPU (`model`) or all, answers like `GET`.
+async fn change_capacity(
+    State(app): State<Shared>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let Some(gpus) = &app.gpus else {
+        return gpu_off().into_response();
+    };
+    let change = match body_bytes(body).and_then(|body| {
+        serde_json::from_slice::<gpu::CapacityChange>(&body)
+            .map_err(|error| ApiError::invalid(format!("Invalid capacity change: {error}")))
+    }) {
+        Ok(change) => change,
+        Err(error) => return error.into_response(),
+    };
+    match gpus.change(&change) {
+        Ok(status) => gpu_status_response(&status),
+        Err(error @ gpu::ChangeError::UnknownModel(_)) => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            error.to_string(),
+        )
+        .param("model")
+        .into_response(),
+        Err(error) => ApiError::invalid(error.to_string()).into_response(),
+    }
+}
+
+fn gpu_status_response(status: &[gpu::GpuStatus]) -> Response {
+    match serde_json::to_vec(&serde_json::json!({ "gpus": status })) {
+        Ok(body) => json_response(body),
+        Err(error) => internal(&error).into_response(),
+    }
+}
+
+fn gpu_off() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "invalid_request_error",
+        "The GPU model is off: start sluice-llm-sim with --gpu-tokens-per-s to change its capacity.",
+    )
 }
 
 async fn not_found(method: Method, uri: Uri) -> Response {
