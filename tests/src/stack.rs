@@ -469,6 +469,7 @@ pub async fn start_consumer(
             redis: redis.clone(),
             metrics: metrics.clone(),
             id,
+            adaptive: Default::default(),
         },
         RunnerOptions {
             parent: PARENT.into(),
