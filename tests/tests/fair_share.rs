@@ -73,7 +73,16 @@ impl Stack {
             },
             ..spec
         };
-        start_consumer(&self.conn, &self.broker, self.backend, ConsumerSpec { id: id.into(), ..spec }).await
+        start_consumer(
+            &self.conn,
+            &self.broker,
+            self.backend,
+            ConsumerSpec {
+                id: id.into(),
+                ..spec
+            },
+        )
+        .await
     }
 
     async fn publish(&self, tenant: &str, req_id: &str, priority: Priority) {
@@ -129,7 +138,10 @@ impl Stack {
         }
         let mut stamped = Vec::new();
         for id in ids {
-            let at = self.first_chunk(id).await.expect("an answered call has chunks");
+            let at = self
+                .first_chunk(id)
+                .await
+                .expect("an answered call has chunks");
             stamped.push((at, id.clone()));
         }
         stamped.sort();
@@ -174,7 +186,10 @@ async fn backlog(stack: &Stack, tenants: &[(&str, Priority)], per_tenant: usize)
 async fn backlogged_tenants_share_the_model_by_weight_and_idle_shares_go_to_the_others() {
     let stack = Stack::start(Duration::from_millis(60)).await;
     let consumer = stack
-        .consumer("c1", one_at_a_time(&[("light", 1.0), ("mid", 2.0), ("heavy", 4.0)]))
+        .consumer(
+            "c1",
+            one_at_a_time(&[("light", 1.0), ("mid", 2.0), ("heavy", 4.0)]),
+        )
         .await;
     let tenants = [
         ("light", Priority::Normal),
@@ -190,12 +205,21 @@ async fn backlogged_tenants_share_the_model_by_weight_and_idle_shares_go_to_the_
     let count = |t: &str| window.iter().filter(|w| **w == t).count();
     let (light, mid, heavy) = (count("light"), count("mid"), count("heavy"));
     println!("35 calls while backlogged: light {light}, mid {mid}, heavy {heavy}");
-    assert!((3..=7).contains(&light), "light {light} of 35 (weight 1/7 → 5)");
+    assert!(
+        (3..=7).contains(&light),
+        "light {light} of 35 (weight 1/7 → 5)"
+    );
     assert!((8..=12).contains(&mid), "mid {mid} of 35 (weight 2/7 → 10)");
-    assert!((17..=23).contains(&heavy), "heavy {heavy} of 35 (weight 4/7 → 20)");
+    assert!(
+        (17..=23).contains(&heavy),
+        "heavy {heavy} of 35 (weight 4/7 → 20)"
+    );
     // Work conservation: once heavy is done its share goes to the others,
     // and the last calls are all theirs (nothing waits for heavy's turn).
-    let last_heavy = order.iter().rposition(|id| tenant_of(id) == "heavy").unwrap();
+    let last_heavy = order
+        .iter()
+        .rposition(|id| tenant_of(id) == "heavy")
+        .unwrap();
     assert!(last_heavy < 70, "heavy's last call at {last_heavy} of 84");
     assert!(order[last_heavy + 1..]
         .iter()
@@ -264,10 +288,7 @@ async fn a_bucket_reaches_the_model_in_publish_order_with_controller_and_fair_sh
         ids.push(id);
     }
     let order = stack.served_order(&ids, Duration::from_secs(60)).await;
-    let inversions = order
-        .windows(2)
-        .filter(|pair| pair[0] > pair[1])
-        .count();
+    let inversions = order.windows(2).filter(|pair| pair[0] > pair[1]).count();
     assert_eq!(order, ids, "{inversions} inversions");
     // The controller ran: its limit is in Redis and in the metrics.
     let mut conn = stack.conn.clone();
@@ -278,7 +299,10 @@ async fn a_bucket_reaches_the_model_in_publish_order_with_controller_and_fair_sh
 }
 
 /// Two controllers on one Redis, as two instances run them.
-fn controls(redis: &sluice_redis::RedisConn, control: &ModelControl) -> (Arc<Controls>, Arc<InFlightLimits>, Arc<Metrics>) {
+fn controls(
+    redis: &sluice_redis::RedisConn,
+    control: &ModelControl,
+) -> (Arc<Controls>, Arc<InFlightLimits>, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::default());
     let limits = Arc::new(InFlightLimits::new(InFlightConfig::default(), None));
     let config = ControllerConfig {
@@ -360,7 +384,9 @@ async fn two_instances_share_one_controller_state() {
     assert_eq!(limit, Some(10.5));
     // An operator's override wins on both instances, and the controller
     // stops stepping until it is handed back.
-    control_loop::set_override(&mut conn, MODEL, Some(30)).await.unwrap();
+    control_loop::set_override(&mut conn, MODEL, Some(30))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(350)).await;
     a.tick(MODEL, &control, "a").await.unwrap();
     b.tick(MODEL, &control, "b").await.unwrap();
@@ -368,7 +394,9 @@ async fn two_instances_share_one_controller_state() {
     assert_eq!(limits_b.available(MODEL), Some(15));
     let (limit, manual) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
     assert_eq!((limit, manual), (Some(10.5), Some(30.0)));
-    control_loop::set_override(&mut conn, MODEL, None).await.unwrap();
+    control_loop::set_override(&mut conn, MODEL, None)
+        .await
+        .unwrap();
     a.tick(MODEL, &control, "a").await.unwrap();
     assert_eq!(limits_a.available(MODEL), Some(5), "10.5 → 10, split 5 + 5");
     // b leaves: a gets the whole limit.
