@@ -409,3 +409,79 @@ async fn two_instances_share_one_controller_state() {
     a.tick(MODEL, &control, "a").await.unwrap();
     assert_eq!(limits_a.available(MODEL), Some(10));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_controller_cuts_its_limit_when_the_model_answers_429() {
+    sluice_testkit::init_test_tracing();
+    let redis = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap()
+        .unwrap();
+    let broker = start_broker().await;
+    // A model that takes 3 calls at once and answers 429 beyond them.
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.first_token_latency = Duration::from_millis(150);
+    sim.max_concurrency = 3;
+    sim.over_capacity = sluice_llm_sim::OverCapacity::Reject429;
+    sim.retry_after_secs = 1;
+    let backend = start_llm_sim(sim).await;
+    let conn = redis_connection(&redis);
+    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
+        .await
+        .unwrap();
+    let stack = Stack {
+        _redis: redis,
+        broker,
+        backend,
+        publisher,
+        conn,
+    };
+    let control = ModelControl {
+        signal: SignalConfig::Responses,
+        floor: 1,
+        ceiling: 20,
+        initial: Some(12),
+        decrease_factor: 0.5,
+        interval_ms: 200,
+        ..ModelControl::default()
+    };
+    let spec = ConsumerSpec {
+        pacing: unpaced(),
+        controller: ControllerConfig {
+            models: HashMap::from([(MODEL.to_string(), control)]),
+        },
+        ..ConsumerSpec::new("unused")
+    };
+    let consumer = stack.consumer("c1", spec).await;
+    for tenant in ["t1", "t2", "t3", "t4"] {
+        for i in 0..8 {
+            stack
+                .publish(tenant, &format!("{tenant}-{i}"), Priority::Normal)
+                .await;
+        }
+    }
+    // 12 at once against 3 slots: 429s, counted into Redis by the runner,
+    // stepped on by the controller: the limit halves (at least once).
+    let started = Instant::now();
+    let mut conn = stack.conn.clone();
+    loop {
+        let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+        if limit.is_some_and(|l| l <= 6.0) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the limit stayed at {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let text = consumer.metrics.encode();
+    assert!(
+        text.lines().any(|l| l.starts_with(
+            "sluice_consumer_controller_changes_total{model=\"fair-model\",reason=\"overloaded\"}"
+        )),
+        "{text}"
+    );
+    assert!(consumer.counter("sluice_consumer_controller_overload_answers_total") >= 1.0);
+    consumer.stop().await;
+}
