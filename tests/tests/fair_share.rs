@@ -485,3 +485,70 @@ async fn the_controller_cuts_its_limit_when_the_model_answers_429() {
     assert!(consumer.counter("sluice_consumer_controller_overload_answers_total") >= 1.0);
     consumer.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_consumer_instances_split_one_controller_limit_and_follow_an_override() {
+    let stack = Stack::start(Duration::from_millis(30)).await;
+    let control = ModelControl {
+        signal: SignalConfig::Responses,
+        floor: 2,
+        ceiling: 10,
+        initial: Some(4),
+        interval_ms: 200,
+        ..ModelControl::default()
+    };
+    let spec = || ConsumerSpec {
+        pacing: unpaced(),
+        controller: ControllerConfig {
+            models: HashMap::from([(MODEL.to_string(), control.clone())]),
+        },
+        ..ConsumerSpec::new("unused")
+    };
+    let c1 = stack.consumer("c1", spec()).await;
+    let c2 = stack.consumer("c2", spec()).await;
+    let ids = backlog(
+        &stack,
+        &[
+            ("t1", Priority::Normal),
+            ("t2", Priority::Normal),
+            ("t3", Priority::Normal),
+            ("t4", Priority::Normal),
+        ],
+        5,
+    )
+    .await;
+    stack.served_order(&ids, Duration::from_secs(60)).await;
+    // The operator pins the limit: both instances take half of it.
+    let mut conn = stack.conn.clone();
+    control_loop::set_override(&mut conn, MODEL, Some(6))
+        .await
+        .unwrap();
+    let cap = |c: &ConsumerInstance| c.counter("sluice_consumer_controller_instance_cap");
+    let started = Instant::now();
+    while !(cap(&c1) == 3.0 && cap(&c2) == 3.0) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "caps {} + {} for an override of 6",
+            cap(&c1),
+            cap(&c2)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(c1.counter("sluice_consumer_controller_limit"), 6.0);
+    // Handed back: the controller's own limit, stepped by one instance per
+    // interval, again split between the two.
+    control_loop::set_override(&mut conn, MODEL, None)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let (limit, manual) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+    assert_eq!(manual, None);
+    let limit = limit.unwrap().floor();
+    let both = cap(&c1) + cap(&c2);
+    assert!(
+        (limit - both).abs() <= 1.0,
+        "caps {both} for a limit of {limit} (one step may fall between the reads)"
+    );
+    c1.stop().await;
+    c2.stop().await;
+}
