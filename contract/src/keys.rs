@@ -244,4 +244,12 @@ mod tests {
             assert!(!s.contains(['{', '}', ':', '*', ' ']), "{s}");
         }
     }
+
+    #[test]
+    fn a_models_controller_keys_share_one_slot() {
+        assert_eq!(controller("llama 3"), "sluice:{ctl:llama%203}");
+        assert_eq!(controller_lease("llama 3"), "sluice:{ctl:llama%203}:lease");
+        // A model name cannot break out of the tag.
+        assert_eq!(controller("}x{"), "sluice:{ctl:%7Dx%7B}");
+    }
 }
