@@ -1,6 +1,7 @@
 //! The consumer's admin HTTP API: `/metrics`, `/healthz`, and run-time
 //! rate changes (`GET /rates`, `PUT /rates/<model>[/<tenant>]`,
-//! `PUT /factor/<model>`), served by `sluice-consumer` and by `sluice-rls`
+//! `PUT /factor/<model>`; the controllers' overrides and the fair-share
+//! weights: see [`crate::admin_adaptive`]), served by `sluice-consumer` and by `sluice-rls`
 //! in in-process mode.
 
 use crate::admin_auth::{self, WritePolicy};
@@ -16,9 +17,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 #[derive(Clone)]
-struct AdminState {
-    metrics: Arc<Metrics>,
-    pacer: Arc<Pacer>,
+pub(crate) struct AdminState {
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) pacer: Arc<Pacer>,
 }
 
 /// The admin routes over `metrics` and `pacer`, writes behind `writes`
@@ -35,6 +36,12 @@ pub fn router(metrics: Arc<Metrics>, pacer: Arc<Pacer>, writes: WritePolicy) -> 
         .route("/rates/{model}", put(set_column))
         .route("/rates/{model}/{tenant}", put(set_bucket))
         .route("/factor/{model}", put(set_factor))
+        .route(
+            "/controller/{model}",
+            get(crate::admin_adaptive::show_controller).put(crate::admin_adaptive::set_override),
+        )
+        .route("/weights", get(crate::admin_adaptive::list_weights))
+        .route("/weights/{tenant}", put(crate::admin_adaptive::set_weight))
         .with_state(AdminState { metrics, pacer });
     admin_auth::protect(routes, writes, refused)
 }

@@ -2,6 +2,9 @@
 //! does `sluice-rls` in in-process mode (deferral endpoint and consumer in
 //! one process, chunks over [`crate::local::LocalBus`]).
 
+use crate::control_loop::{Adaptive, Controls};
+use crate::controller::ControllerConfig;
+use crate::fair::{FairConfig, FairShare, Weights};
 use crate::local::LocalBus;
 use crate::runner::{Runner, RunnerOptions, RunnerParts};
 use crate::{
@@ -22,6 +25,10 @@ pub struct FileConfig {
     pub processor: ProcessorConfig,
     pub pacing: PacingConfig,
     pub limits: InFlightConfig,
+    /// Adaptive concurrency per model (docs/operations.md).
+    pub controller: ControllerConfig,
+    /// Fair sharing of a model between tenants.
+    pub fair: FairConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +45,10 @@ pub enum StartError {
     },
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error(transparent)]
+    Controller(#[from] crate::controller::ControlConfigError),
+    #[error(transparent)]
+    Weight(#[from] crate::fair::WeightError),
     #[error("Redis settings: {0}")]
     Redis(#[from] crate::RedisOptionsError),
     #[error(transparent)]
@@ -89,6 +100,8 @@ pub struct Started {
 /// Connects to Redis and the broker, makes sure the parent topic and the
 /// consumer group exist (idempotent), and builds the runner.
 pub async fn start(options: StartOptions) -> Result<Started, StartError> {
+    options.file.controller.validate()?;
+    options.file.fair.validate()?;
     let metrics = Arc::new(Metrics::new(10_000, 1_000));
     let redis = connect(&options.redis)?;
     let mut processor = Processor::new(
@@ -110,6 +123,12 @@ pub async fn start(options: StartOptions) -> Result<Started, StartError> {
         options.file.limits,
         Some(metrics.clone()),
     ));
+    let adaptive = adaptive(
+        &options.file.controller,
+        &options.file.fair,
+        (&redis, &limits, &metrics),
+        options.runner.membership_ttl,
+    );
     if let Err(error) = processor.preload().await {
         tracing::warn!(%error, "Redis not reachable yet");
     }
@@ -132,6 +151,7 @@ pub async fn start(options: StartOptions) -> Result<Started, StartError> {
             redis,
             metrics: metrics.clone(),
             id: options.id,
+            adaptive,
         },
         RunnerOptions {
             parent: options.parent,
@@ -144,6 +164,39 @@ pub async fn start(options: StartOptions) -> Result<Started, StartError> {
         pacer,
         client,
     })
+}
+
+/// Fair sharing and controllers as configured (fair sharing is on for every
+/// controlled model; weights refresh from Redis once a controller runs).
+pub fn adaptive(
+    controller: &ControllerConfig,
+    fair: &FairConfig,
+    (redis, limits, metrics): (&crate::RedisConn, &Arc<InFlightLimits>, &Arc<Metrics>),
+    membership_ttl: std::time::Duration,
+) -> Adaptive {
+    let controlled: Vec<String> = controller
+        .models
+        .iter()
+        .filter(|(_, c)| c.enabled())
+        .map(|(m, _)| m.clone())
+        .collect();
+    let fair_models = fair.models(controlled.iter().cloned());
+    let weights = Arc::new(Weights::new(fair.weights.clone()));
+    let fair = (!matches!(fair_models, crate::fair::FairModels::None))
+        .then(|| Arc::new(FairShare::new(fair_models, weights.clone())));
+    let controls = Controls::new(
+        controller.clone(),
+        redis.clone(),
+        limits.clone(),
+        metrics.clone(),
+    )
+    .with_membership_ttl(membership_ttl);
+    let controls = match &fair {
+        Some(_) => Some(Arc::new(controls.with_weights(weights))),
+        None if !controlled.is_empty() => Some(Arc::new(controls)),
+        None => None,
+    };
+    Adaptive { fair, controls }
 }
 
 /// Default instance id: host name and pid.

@@ -1,8 +1,9 @@
 //! Steps 2 and 3 of the pop loop: may this message start now?
 
+use crate::fair::Ticketed;
 use crate::keys::BucketId;
 use crate::limits::{Acquire, InFlightLimits, ModelPermit};
-use crate::pacing::{self, PacePlan, Pacer};
+use crate::pacing::{self, PaceDecision, PacePlan, Pacer};
 use sluice_contract::WorkItem;
 use std::time::Duration;
 
@@ -47,3 +48,49 @@ pub async fn gate(
         PacePlan::Suspend(wait) => StartGate::Suspend(wait),
     })
 }
+
+/// Answer of [`fair_turn`].
+#[derive(Debug)]
+pub enum FairTurn {
+    /// Run now, holding the permit for the whole call; the ticket must be
+    /// marked started.
+    Run(ModelPermit),
+    /// Not this message's turn (another is first in the fair order, the
+    /// model is at its cap, or its bucket is paced): look again when the
+    /// queue changes, a slot frees, or after this long.
+    Wait(Duration),
+}
+
+/// [`gate`] for a fair-shared model: the message may take a slot only when
+/// the fair order ([`crate::fair`]) names it; then the bucket's pacing is
+/// checked as in [`gate`] (the rates stay ceilings). A paced message is set
+/// aside until its slot, so the others go on meanwhile.
+pub async fn fair_turn(
+    limits: &InFlightLimits,
+    pacer: &Pacer,
+    item: &WorkItem,
+    ticket: &Ticketed,
+) -> FairTurn {
+    if !ticket.is_next(crate::now_ms()) {
+        return FairTurn::Wait(limits.busy_retry());
+    }
+    let permit = match limits.try_acquire(&item.model) {
+        Acquire::Acquired(permit) => permit,
+        Acquire::Busy { retry_after } => return FairTurn::Wait(retry_after),
+    };
+    let bucket = BucketId::new(&item.tenant, &item.model);
+    let wait = match pacer.check(&bucket, item.estimated_tokens, None).await {
+        Ok(PaceDecision::Admit) => return FairTurn::Run(permit),
+        Ok(PaceDecision::Wait { wait, .. }) => wait,
+        Err(error) => {
+            tracing::warn!(%error, req_id = %item.req_id, "pacing unavailable; holding the message");
+            PACING_DOWN_RETRY
+        }
+    };
+    drop(permit);
+    ticket.defer(crate::now_ms() + wait.as_millis() as u64);
+    FairTurn::Wait(wait)
+}
+
+/// How long a message waits when pacing cannot be checked.
+const PACING_DOWN_RETRY: Duration = Duration::from_millis(200);

@@ -17,8 +17,12 @@
 //! See README.md for the Redis contract with the HTTP side.
 
 mod admin;
+mod admin_adaptive;
 mod admin_auth;
+pub mod control_loop;
+pub mod controller;
 mod embedded;
+pub mod fair;
 mod gate;
 mod idempotency;
 mod invoke;
@@ -37,8 +41,9 @@ mod usage;
 
 // The binaries (sluice-consumer, sluice-allinone) start it whole.
 pub use admin::{parse_rate, router as admin_router};
+pub use admin_adaptive::{parse_override, parse_weight};
 pub use admin_auth::{load_token, WritePolicy, ADMIN_TOKEN_FILE_ENV};
-pub use embedded::{default_id, start, FileConfig, StartError, StartOptions, Started};
+pub use embedded::{adaptive, default_id, start, FileConfig, StartError, StartOptions, Started};
 pub use runner::{Runner, RunnerOptions, RunnerParts, DEFAULT_MEMBERSHIP_TTL};
 // The parts, for tests, benchmarks and custom pop loops.
 pub use gate::{gate, StartGate};

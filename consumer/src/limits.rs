@@ -7,9 +7,10 @@
 use crate::metrics::{Metrics, ModelLabels};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
+use tokio::sync::Notify;
 
 /// Configuration of the caps.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -40,15 +41,74 @@ impl Default for InFlightConfig {
 /// A held slot; released (and the gauge decremented) when dropped.
 #[derive(Debug)]
 pub struct ModelPermit {
-    _permit: Option<OwnedSemaphorePermit>,
+    slots: Option<Arc<Slots>>,
     gauge: Option<prometheus_client::metrics::gauge::Gauge>,
 }
 
 impl Drop for ModelPermit {
     fn drop(&mut self) {
+        if let Some(slots) = &self.slots {
+            slots.release();
+        }
         if let Some(gauge) = &self.gauge {
             gauge.dec();
         }
+    }
+}
+
+/// A model's slots: a counter against a cap that may change at run time
+/// (the adaptive controller, [`InFlightLimits::set_cap`]). Lowering the cap
+/// below the calls in flight refuses new ones until enough have ended.
+#[derive(Debug)]
+pub struct Slots {
+    cap: AtomicUsize,
+    in_use: AtomicUsize,
+    /// Signalled when a slot frees or the cap changes: the fair queue's
+    /// waiters look again.
+    freed: Notify,
+}
+
+impl Slots {
+    fn new(cap: usize) -> Self {
+        Slots {
+            cap: AtomicUsize::new(cap),
+            in_use: AtomicUsize::new(0),
+            freed: Notify::new(),
+        }
+    }
+
+    fn try_take(&self) -> bool {
+        let cap = self.cap.load(Ordering::SeqCst);
+        self.in_use
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < cap).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn release(&self) {
+        let _ = self
+            .in_use
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        self.freed.notify_waiters();
+    }
+
+    fn set_cap(&self, cap: usize) {
+        if self.cap.swap(cap, Ordering::SeqCst) != cap {
+            self.freed.notify_waiters();
+        }
+    }
+
+    /// Free slots now.
+    fn available(&self) -> usize {
+        self.cap
+            .load(Ordering::SeqCst)
+            .saturating_sub(self.in_use.load(Ordering::SeqCst))
+    }
+
+    /// Signalled when a slot frees or the cap changes.
+    pub fn freed(&self) -> &Notify {
+        &self.freed
     }
 }
 
@@ -61,11 +121,11 @@ pub enum Acquire {
     Busy { retry_after: Duration },
 }
 
-/// The per-model semaphores.
+/// The per-model slots.
 pub struct InFlightLimits {
     config: InFlightConfig,
-    semaphores: Mutex<HashMap<String, Option<Arc<Semaphore>>>>,
-    overflow: Option<Arc<Semaphore>>,
+    semaphores: Mutex<HashMap<String, Option<Arc<Slots>>>>,
+    overflow: Option<Arc<Slots>>,
     metrics: Option<Arc<Metrics>>,
 }
 
@@ -73,7 +133,7 @@ impl InFlightLimits {
     pub fn new(config: InFlightConfig, metrics: Option<Arc<Metrics>>) -> Self {
         let overflow = config
             .default_max_in_flight
-            .map(|n| Arc::new(Semaphore::new(n)));
+            .map(|n| Arc::new(Slots::new(n)));
         InFlightLimits {
             config,
             semaphores: Mutex::new(HashMap::new()),
@@ -82,7 +142,7 @@ impl InFlightLimits {
         }
     }
 
-    fn semaphore(&self, model: &str) -> Option<Arc<Semaphore>> {
+    fn semaphore(&self, model: &str) -> Option<Arc<Slots>> {
         let Ok(mut map) = self.semaphores.lock() else {
             return self.overflow.clone();
         };
@@ -98,7 +158,7 @@ impl InFlightLimits {
         if map.len() >= self.config.max_models && !self.config.max_in_flight.contains_key(model) {
             return self.overflow.clone();
         }
-        let semaphore = cap.map(|n| Arc::new(Semaphore::new(n)));
+        let semaphore = cap.map(|n| Arc::new(Slots::new(n)));
         map.insert(model.to_string(), semaphore.clone());
         semaphore
     }
@@ -106,34 +166,55 @@ impl InFlightLimits {
     /// Takes a slot of `model` if one is free; never waits.
     pub fn try_acquire(&self, model: &str) -> Acquire {
         let labels = self.metrics.as_ref().map(|m| (m, m.model_label(model)));
-        let permit = match self.semaphore(model) {
-            None => None,
-            Some(semaphore) => match semaphore.try_acquire_owned() {
-                Ok(permit) => Some(permit),
-                Err(TryAcquireError::NoPermits | TryAcquireError::Closed) => {
-                    if let Some((metrics, labels)) = &labels {
-                        metrics.in_flight_refused.get_or_create(labels).inc();
-                    }
-                    return Acquire::Busy {
-                        retry_after: Duration::from_millis(self.config.busy_retry_ms),
-                    };
+        let slots = self.semaphore(model);
+        if let Some(slots) = &slots {
+            if !slots.try_take() {
+                if let Some((metrics, labels)) = &labels {
+                    metrics.in_flight_refused.get_or_create(labels).inc();
                 }
-            },
-        };
+                return Acquire::Busy {
+                    retry_after: self.busy_retry(),
+                };
+            }
+        }
         let gauge = labels.map(|(metrics, labels): (&Arc<Metrics>, ModelLabels)| {
             let gauge = metrics.in_flight.get_or_create(&labels).clone();
             gauge.inc();
             gauge
         });
-        Acquire::Acquired(ModelPermit {
-            _permit: permit,
-            gauge,
-        })
+        Acquire::Acquired(ModelPermit { slots, gauge })
     }
 
     /// Free slots of `model` (`None` = unlimited).
     pub fn available(&self, model: &str) -> Option<usize> {
-        self.semaphore(model).map(|s| s.available_permits())
+        self.semaphore(model).map(|s| s.available())
+    }
+
+    /// How long a refused message waits before it looks again (when no
+    /// slot-freed signal comes first).
+    pub fn busy_retry(&self) -> Duration {
+        Duration::from_millis(self.config.busy_retry_ms)
+    }
+
+    /// Sets `model`'s cap (the adaptive controller's share of this
+    /// instance). A model past `max_models` shares the overflow slots,
+    /// whose cap it then sets.
+    pub fn set_cap(&self, model: &str, cap: usize) {
+        let existing = self.semaphore(model);
+        match existing {
+            Some(slots) => slots.set_cap(cap),
+            None => {
+                // An unlimited model gets slots of its own.
+                if let Ok(mut map) = self.semaphores.lock() {
+                    map.insert(model.to_string(), Some(Arc::new(Slots::new(cap))));
+                }
+            }
+        }
+    }
+
+    /// `model`'s slots (`None` = unlimited), for waiting on a freed slot.
+    pub fn slots(&self, model: &str) -> Option<Arc<Slots>> {
+        self.semaphore(model)
     }
 }
 
@@ -204,5 +285,43 @@ mod tests {
         // "b" and "c" exceed max_models and share the overflow semaphore.
         let _b = limits.try_acquire("b");
         assert!(matches!(limits.try_acquire("c"), Acquire::Busy { .. }));
+    }
+
+    #[test]
+    fn the_cap_follows_set_cap_both_ways() {
+        let limits = InFlightLimits::new(
+            InFlightConfig {
+                default_max_in_flight: Some(3),
+                ..InFlightConfig::default()
+            },
+            None,
+        );
+        let held: Vec<_> = (0..3).map(|_| limits.try_acquire("m")).collect();
+        assert!(held.iter().all(|p| matches!(p, Acquire::Acquired(_))));
+        // Lowered below the calls in flight: refused until two have ended.
+        limits.set_cap("m", 1);
+        let mut held = held;
+        held.pop();
+        assert!(matches!(limits.try_acquire("m"), Acquire::Busy { .. }));
+        held.pop();
+        assert!(matches!(limits.try_acquire("m"), Acquire::Busy { .. }));
+        held.pop();
+        let Acquire::Acquired(one) = limits.try_acquire("m") else {
+            panic!("a slot is free at cap 1")
+        };
+        limits.set_cap("m", 2);
+        assert_eq!(limits.available("m"), Some(1));
+        drop(one);
+        // An unlimited model gets a cap of its own.
+        let unlimited = InFlightLimits::new(
+            InFlightConfig {
+                default_max_in_flight: None,
+                ..InFlightConfig::default()
+            },
+            None,
+        );
+        unlimited.set_cap("u", 1);
+        let _u = unlimited.try_acquire("u");
+        assert!(matches!(unlimited.try_acquire("u"), Acquire::Busy { .. }));
     }
 }

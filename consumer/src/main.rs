@@ -6,8 +6,8 @@ use anyhow::Context;
 use clap::Parser;
 use sluice_consumer::keys::Dimension;
 use sluice_consumer::{
-    connect, default_id, load_token, parse_rate, FileConfig, Pacer, RedisOptions, RunnerOptions,
-    Scope, StartOptions, WritePolicy, ADMIN_TOKEN_FILE_ENV,
+    connect, default_id, load_token, parse_override, parse_rate, parse_weight, FileConfig, Pacer,
+    RedisOptions, RunnerOptions, Scope, StartOptions, WritePolicy, ADMIN_TOKEN_FILE_ENV,
 };
 use sluice_runtime::{init_tracing, shutdown_signal, LogFormat};
 use std::net::SocketAddr;
@@ -113,6 +113,11 @@ enum RatesCommand {
         #[arg(long)]
         tps: bool,
     },
+    /// Set a model's admitted concurrency by hand (wins over its adaptive
+    /// controller on every instance), or `auto` to hand it back.
+    Limit { model: String, limit: String },
+    /// Set a tenant's fair-share weight on every instance, or `default`.
+    Weight { tenant: String, weight: String },
     /// Scale every bucket of a model column (0 pauses it, 1 is neutral); `--clear` resets.
     Factor {
         model: String,
@@ -259,6 +264,18 @@ async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
                 pacer.clear_rate(scope, Dimension::Tokens).await?;
             }
             println!("cleared");
+        }
+        RatesCommand::Limit { model, limit } => {
+            let limit = parse_override(limit).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut redis = connect(&redis_options(cli)).context("--redis-url")?;
+            sluice_consumer::control_loop::set_override(&mut redis, model, limit).await?;
+            println!("applied");
+        }
+        RatesCommand::Weight { tenant, weight } => {
+            let weight = parse_weight(weight).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut redis = connect(&redis_options(cli)).context("--redis-url")?;
+            sluice_consumer::control_loop::set_weight(&mut redis, tenant, weight).await?;
+            println!("applied");
         }
         RatesCommand::Factor {
             model,

@@ -159,6 +159,8 @@ pub struct Metrics {
     /// What became of each call's pacing estimate (see
     /// [`crate::usage::Correction`]).
     pub pacing_corrections: Family<ResultLabels, Counter>,
+    /// The adaptive controllers' and fair sharing's metrics.
+    pub control: crate::control_loop::ControlMetrics,
 }
 
 impl Default for Metrics {
@@ -302,7 +304,10 @@ impl Metrics {
                 result: correction.as_str(),
             });
         }
+        let control = crate::control_loop::ControlMetrics::default();
+        control.register(&mut registry);
         Metrics {
+            control,
             registry,
             buckets: LabelLimiter::new(max_buckets),
             models: LabelLimiter::new(max_models),

@@ -589,6 +589,12 @@ pub struct Pacer {
 }
 
 impl Pacer {
+    /// The Redis connection the pacer's state lives on (the admin API
+    /// writes the controllers' overrides and the weights there too).
+    pub(crate) fn redis(&self) -> RedisConn {
+        self.conn.clone()
+    }
+
     pub fn new(
         conn: RedisConn,
         config: PacingConfig,

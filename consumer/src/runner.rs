@@ -28,6 +28,8 @@
 //!   off after that is answered `interrupted` through the endpoint's lease
 //!   watch by another instance — never by calling the model again.
 
+use crate::control_loop::Adaptive;
+use crate::gate::FairTurn;
 use crate::membership::{self, Assignment, Membership};
 use crate::{
     gate, Disposition, InFlightLimits, Metrics, Outcome, Pacer, Processor, StartGate, WorkItem,
@@ -104,6 +106,8 @@ pub struct RunnerParts {
     pub metrics: Arc<Metrics>,
     /// This instance's id in the group (unique per process).
     pub id: String,
+    /// Fair sharing and adaptive controllers (default: neither).
+    pub adaptive: Adaptive,
 }
 
 pub struct Runner {
@@ -114,6 +118,7 @@ pub struct Runner {
     limits: Arc<InFlightLimits>,
     redis: RedisConn,
     metrics: Arc<Metrics>,
+    adaptive: Adaptive,
     membership: Membership,
     /// The shared bucket bookkeeping (re-publishes).
     bookkeeping: Bookkeeping,
@@ -173,6 +178,7 @@ impl Runner {
             limits: parts.limits,
             redis: parts.redis,
             metrics: parts.metrics,
+            adaptive: parts.adaptive,
             membership,
             bookkeeping: Bookkeeping::default(),
             options,
@@ -338,6 +344,8 @@ impl Runner {
         tokio::pin!(shutdown);
         let (halt, halted) = tokio::sync::watch::channel(false);
         let housekeeping = tokio::spawn(self.clone().housekeeping(halted));
+        // The controllers run as long as the pop loop.
+        let _controllers = self.adaptive.controls.as_ref().map(|c| c.start(self.id()));
         loop {
             if self.owned_set().is_empty() {
                 tokio::select! {
@@ -456,6 +464,14 @@ impl Runner {
             }
         };
         if seen_before && self.settled_without_call(&item, &message.handle).await {
+            return;
+        }
+        if self.fair_shared(&item.model) {
+            let active = Active::new(&self);
+            tokio::spawn(async move {
+                self.hold_fair(item, message.handle).await;
+                drop(active);
+            });
             return;
         }
         match gate(&self.limits, &self.pacer, &item, self.options.suspend_floor).await {
@@ -580,6 +596,78 @@ impl Runner {
         }
     }
 
+    fn fair_shared(&self, model: &str) -> bool {
+        self.adaptive
+            .fair
+            .as_ref()
+            .is_some_and(|fair| fair.enabled_for(model))
+    }
+
+    /// A message of a fair-shared model waits for its turn ([`crate::fair`]),
+    /// holding its LiteTopic (the bucket's next message is not popped
+    /// before this one runs), then runs; handed back at shutdown.
+    async fn hold_fair(self: Arc<Self>, item: WorkItem, handle: MessageHandle) {
+        let Some(fair) = self.adaptive.fair.clone() else {
+            return;
+        };
+        let ticket = fair.enqueue(
+            &item.tenant,
+            &item.model,
+            item.priority,
+            item.estimated_tokens,
+        );
+        let queue = ticket.queue().clone();
+        let started = Instant::now();
+        let mut stopping = self.stopping.subscribe();
+        let mut last_refresh = Instant::now();
+        loop {
+            // Armed before looking, so a change while looking is not missed.
+            let queue_changed = queue.changed().notified();
+            tokio::pin!(queue_changed);
+            queue_changed.as_mut().enable();
+            let slots = self.limits.slots(&item.model);
+            let mut slot_freed = slots.as_ref().map(|s| Box::pin(s.freed().notified()));
+            if let Some(freed) = &mut slot_freed {
+                freed.as_mut().enable();
+            }
+            let wait = match crate::gate::fair_turn(&self.limits, &self.pacer, &item, &ticket).await
+            {
+                FairTurn::Run(permit) => {
+                    ticket.started();
+                    self.metrics
+                        .hold_seconds
+                        .observe(started.elapsed().as_secs_f64());
+                    let _ = self.lite.release(&handle).await;
+                    self.run_leased(item, permit).await;
+                    return;
+                }
+                FairTurn::Wait(wait) => wait,
+            };
+            let stop = tokio::select! {
+                _ = &mut queue_changed => false,
+                _ = async {
+                    match &mut slot_freed {
+                        Some(freed) => freed.as_mut().await,
+                        None => std::future::pending().await,
+                    }
+                } => false,
+                _ = tokio::time::sleep(wait.min(self.lease_refresh)) => false,
+                changed = stopping.wait_for(|stop| *stop) => changed.is_ok(),
+            };
+            if stop {
+                drop(ticket);
+                self.hand_back(item).await;
+                self.metrics.handed_back.inc();
+                let _ = self.lite.release(&handle).await;
+                return;
+            }
+            if last_refresh.elapsed() >= self.lease_refresh {
+                self.refresh_lease(&item.req_id).await;
+                last_refresh = Instant::now();
+            }
+        }
+    }
+
     /// Shutdown: a held message goes back to its LiteTopic (for the member
     /// that takes the bucket over) and its lease is dropped. If the publish
     /// fails, the lease lapses and the endpoint publishes it again.
@@ -654,6 +742,9 @@ impl Runner {
             }
         };
         drop(permit);
+        if let Some(controls) = &self.adaptive.controls {
+            controls.observe(&item.model, &outcome).await;
+        }
         crate::usage::settle(&self.pacer, &self.metrics, &item, &outcome).await;
         let req_id = item.req_id.clone();
         // Settle first (a retry re-publishes), then drop the lease.

@@ -142,6 +142,25 @@ pub fn created_in_minute(minute: u64) -> String {
     format!("sluice:{{buckets}}:created:{minute}")
 }
 
+/// The adaptive concurrency controller of a model (consumer): a hash with
+/// the current limit, an operator's override and the overload answers
+/// counted since the last step. Every key of one model's controller shares
+/// the `{ctl:<model>}` hash tag (one Redis Cluster slot per model, so the
+/// models spread over the masters).
+pub fn controller(model: &str) -> String {
+    format!("sluice:{{ctl:{}}}", sanitize(model))
+}
+
+/// Who steps `model`'s controller this interval: `SET NX PX` by one
+/// consumer instance (see [`controller`]).
+pub fn controller_lease(model: &str) -> String {
+    format!("sluice:{{ctl:{}}}:lease", sanitize(model))
+}
+
+/// Hash: tenant (unsanitized) → its fair-share weight, set at run time
+/// through the consumer's admin API; read by every consumer instance.
+pub const FAIR_WEIGHTS: &str = "sluice:{fair}:weights";
+
 /// Longest sanitized name component; longer names are shortened with a hash.
 pub const MAX_COMPONENT_LEN: usize = 64;
 
@@ -224,5 +243,13 @@ mod tests {
             assert!(s.len() <= MAX_COMPONENT_LEN);
             assert!(!s.contains(['{', '}', ':', '*', ' ']), "{s}");
         }
+    }
+
+    #[test]
+    fn a_models_controller_keys_share_one_slot() {
+        assert_eq!(controller("llama 3"), "sluice:{ctl:llama%203}");
+        assert_eq!(controller_lease("llama 3"), "sluice:{ctl:llama%203}:lease");
+        // A model name cannot break out of the tag.
+        assert_eq!(controller("}x{"), "sluice:{ctl:%7Dx%7B}");
     }
 }

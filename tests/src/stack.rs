@@ -369,6 +369,12 @@ pub struct ConsumerSpec {
     pub pacing: PacingConfig,
     /// `parent` is always [`PARENT`].
     pub options: RunnerOptions,
+    /// The per-model in-flight caps.
+    pub limits: InFlightConfig,
+    /// Adaptive controllers (default: none).
+    pub controller: sluice_consumer::controller::ControllerConfig,
+    /// Fair sharing (default: only the controlled models).
+    pub fair: sluice_consumer::fair::FairConfig,
 }
 
 impl ConsumerSpec {
@@ -379,6 +385,9 @@ impl ConsumerSpec {
             config: ProcessorConfig::default(),
             pacing: PacingConfig::default(),
             options: RunnerOptions::default(),
+            limits: InFlightConfig::default(),
+            controller: Default::default(),
+            fair: Default::default(),
         }
     }
 }
@@ -445,6 +454,9 @@ pub async fn start_consumer(
         mut config,
         pacing,
         options,
+        limits,
+        controller,
+        fair,
     } = spec;
     let metrics = Arc::new(ConsumerMetrics::new(1000, 100));
     config.backend.default.base_url = format!("http://{backend}");
@@ -452,6 +464,13 @@ pub async fn start_consumer(
     let pacer = Arc::new(Pacer::new(redis.clone(), pacing, Some(metrics.clone())).unwrap());
     let client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr())).unwrap();
     let lite = Arc::new(LiteConsumer::new(&client, GROUP, PARENT).await.unwrap());
+    let limits = Arc::new(InFlightLimits::new(limits, Some(metrics.clone())));
+    let adaptive = sluice_consumer::adaptive(
+        &controller,
+        &fair,
+        (redis, &limits, &metrics),
+        options.membership_ttl,
+    );
     let runner = Runner::new(
         RunnerParts {
             lite: lite.clone(),
@@ -462,13 +481,11 @@ pub async fn start_consumer(
             ),
             processor: consumer,
             pacer: pacer.clone(),
-            limits: Arc::new(InFlightLimits::new(
-                InFlightConfig::default(),
-                Some(metrics.clone()),
-            )),
+            limits,
             redis: redis.clone(),
             metrics: metrics.clone(),
             id,
+            adaptive,
         },
         RunnerOptions {
             parent: PARENT.into(),

@@ -1,0 +1,163 @@
+//! Admin routes of the adaptive controllers and fair sharing:
+//!
+//! * `GET /controller/<model>`: the shared limit and the override, as JSON;
+//! * `PUT /controller/<model>?limit=<n>|auto`: an operator's limit, which
+//!   wins over the controller on every instance until set back to `auto`;
+//! * `GET /weights`: the run-time weights, as JSON;
+//! * `PUT /weights/<tenant>?weight=<w>|default`: a tenant's fair-share
+//!   weight on every instance (`default`: back to the configured one).
+
+use crate::admin::AdminState;
+use crate::control_loop::{self, ChangeLabels};
+use crate::controller::Reason;
+use crate::fair::valid_weight;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use redis::AsyncCommands;
+use sluice_contract::keys;
+use std::collections::HashMap;
+
+type Answer = (StatusCode, [(&'static str, &'static str); 1], String);
+
+fn text(status: StatusCode, body: String) -> Answer {
+    (status, [("content-type", "text/plain")], body)
+}
+
+fn json(value: serde_json::Value) -> Answer {
+    (
+        StatusCode::OK,
+        [("content-type", "application/json")],
+        format!("{value}\n"),
+    )
+}
+
+fn unavailable(error: redis::RedisError) -> Answer {
+    text(StatusCode::SERVICE_UNAVAILABLE, format!("{error}\n"))
+}
+
+/// An override as an operator writes it: a whole number ≥ 1, or `auto`.
+pub fn parse_override(value: &str) -> Result<Option<u32>, String> {
+    if value == "auto" {
+        return Ok(None);
+    }
+    value
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .map(Some)
+        .ok_or_else(|| "limit must be a whole number ≥ 1 or 'auto'".to_string())
+}
+
+/// A weight as an operator writes it: a positive number, or `default`.
+pub fn parse_weight(value: &str) -> Result<Option<f64>, String> {
+    if value == "default" {
+        return Ok(None);
+    }
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|w| valid_weight(*w))
+        .map(Some)
+        .ok_or_else(|| "weight must be a positive number or 'default'".to_string())
+}
+
+pub(crate) async fn show_controller(
+    State(s): State<AdminState>,
+    Path(model): Path<String>,
+) -> impl IntoResponse {
+    let mut redis = s.pacer.redis();
+    match control_loop::shared_state(&mut redis, &model).await {
+        Ok((limit, manual)) => json(serde_json::json!({
+            "model": model,
+            "limit": limit,
+            "override": manual,
+        })),
+        Err(error) => unavailable(error),
+    }
+}
+
+pub(crate) async fn set_override(
+    State(s): State<AdminState>,
+    Path(model): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> impl IntoResponse {
+    let Some(value) = q.get("limit") else {
+        return text(StatusCode::BAD_REQUEST, "limit=<n>|auto required\n".into());
+    };
+    let limit = match parse_override(value) {
+        Ok(limit) => limit,
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    };
+    let mut redis = s.pacer.redis();
+    if let Err(error) = control_loop::set_override(&mut redis, &model, limit).await {
+        return unavailable(error);
+    }
+    s.metrics
+        .control
+        .changes
+        .get_or_create(&ChangeLabels {
+            model: s.metrics.model_label(&model).model,
+            reason: Reason::Override.as_str(),
+        })
+        .inc();
+    tracing::info!(%model, limit = ?limit, "controller: operator override set (none = back to the controller)");
+    text(StatusCode::OK, "applied\n".into())
+}
+
+pub(crate) async fn list_weights(State(s): State<AdminState>) -> impl IntoResponse {
+    let mut redis = s.pacer.redis();
+    match redis
+        .hgetall::<_, HashMap<String, String>>(keys::FAIR_WEIGHTS)
+        .await
+    {
+        Ok(map) => json(serde_json::json!(map
+            .into_iter()
+            .filter_map(|(t, w)| Some((t, w.parse::<f64>().ok()?)))
+            .collect::<HashMap<String, f64>>())),
+        Err(error) => unavailable(error),
+    }
+}
+
+pub(crate) async fn set_weight(
+    State(s): State<AdminState>,
+    Path(tenant): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> impl IntoResponse {
+    let Some(value) = q.get("weight") else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "weight=<w>|default required\n".into(),
+        );
+    };
+    let weight = match parse_weight(value) {
+        Ok(weight) => weight,
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    };
+    let mut redis = s.pacer.redis();
+    match control_loop::set_weight(&mut redis, &tenant, weight).await {
+        Ok(()) => {
+            tracing::info!(%tenant, weight = ?weight, "fair-share weight set (none = configured)");
+            text(StatusCode::OK, "applied\n".into())
+        }
+        Err(error) => unavailable(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_parse() {
+        assert_eq!(parse_override("auto"), Ok(None));
+        assert_eq!(parse_override("12"), Ok(Some(12)));
+        assert!(parse_override("0").is_err());
+        assert!(parse_override("-1").is_err());
+        assert!(parse_override("1.5").is_err());
+        assert_eq!(parse_weight("default"), Ok(None));
+        assert_eq!(parse_weight("2.5"), Ok(Some(2.5)));
+        assert!(parse_weight("0").is_err());
+        assert!(parse_weight("NaN").is_err());
+    }
+}

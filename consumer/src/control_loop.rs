@@ -1,0 +1,498 @@
+//! The adaptive controllers at run time ([`crate::controller`] is the law).
+//!
+//! **Shared state**: one Redis hash per model ([`keys::controller`]) holds
+//! the limit — the admitted concurrency of *all* consumer instances — and an
+//! operator's override. Every interval each instance tries to take the
+//! model's lease ([`keys::controller_lease`], `SET NX PX` for a bit less
+//! than the interval); the one that gets it samples the server and steps the
+//! limit, the others only read it. A lease rather than a compare-and-set
+//! because the step must happen once per interval, not once per instance:
+//! with N instances reacting to the same queue, N decreases would cut N
+//! times too deep. If the stepper dies, its lease lapses within an interval
+//! and another instance steps.
+//!
+//! **This instance's cap**: the limit (or the override, which wins) split
+//! evenly over the live consumer instances (`floor(limit / n)`, the
+//! remainder to the first instances by id, at least 1), set on the model's
+//! in-flight cap ([`InFlightLimits::set_cap`]).
+//!
+//! **Overload answers** (429 / 503) are counted into the hash by whichever
+//! instance got them ([`Controls::observe`]), so the stepper sees them all.
+
+use crate::controller::{self, CapacitySample, ControllerConfig, ControllerState, ModelControl};
+use crate::fair::Weights;
+use crate::metrics::ModelLabels;
+use crate::{InFlightLimits, Outcome};
+use futures::future::BoxFuture;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use redis::AsyncCommands;
+use sluice_contract::keys;
+use sluice_redis::RedisConn;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Fields of the [`keys::controller`] hash.
+pub mod field {
+    /// The controller's limit (fractional).
+    pub const LIMIT: &str = "limit";
+    /// No increase before this time (ms).
+    pub const HOLD_UNTIL: &str = "hold_until_ms";
+    /// An operator's limit: wins over the controller while set.
+    pub const OVERRIDE: &str = "override";
+    /// 429 / 503 answers since the last step.
+    pub const OVERLOADED: &str = "overloaded";
+    /// The last such answer's Retry-After, ms.
+    pub const RETRY_AFTER: &str = "retry_after_ms";
+}
+
+/// Load of a model server, as its metrics endpoint reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ServerLoad {
+    pub waiting: f64,
+    pub running: f64,
+    pub kv_cache_usage: Option<f64>,
+}
+
+/// A failed sample (the controller then steps on the answers only).
+#[derive(Debug, thiserror::Error)]
+#[error("capacity signal: {0}")]
+pub struct SignalError(pub String);
+
+/// Where the server gauges of a model come from (the Prometheus scraper
+/// plugs in here; `Ok(None)`: no gauges for this model).
+pub trait CapacitySource: Send + Sync {
+    fn sample<'a>(
+        &'a self,
+        model: &'a str,
+        control: &'a ModelControl,
+    ) -> BoxFuture<'a, Result<Option<ServerLoad>, SignalError>>;
+}
+
+/// No server gauges: the controller steps on the answers only.
+pub struct AnswersOnly;
+
+impl CapacitySource for AnswersOnly {
+    fn sample<'a>(
+        &'a self,
+        _model: &'a str,
+        _control: &'a ModelControl,
+    ) -> BoxFuture<'a, Result<Option<ServerLoad>, SignalError>> {
+        Box::pin(async { Ok(None) })
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChangeLabels {
+    pub model: String,
+    /// A [`Reason`].
+    pub reason: &'static str,
+}
+
+/// The controllers' metrics (prefix `sluice_consumer_controller_`).
+#[derive(Debug, Default)]
+pub struct ControlMetrics {
+    /// The shared limit of each model (the override when one is set).
+    pub limit: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+    /// This instance's in-flight cap for the model (its share of the limit).
+    pub instance_cap: Family<ModelLabels, Gauge>,
+    /// Changes of the limit, by reason.
+    pub changes: Family<ChangeLabels, Counter>,
+    /// Overload answers (429 / 503) from the model seen by this instance.
+    pub overload_answers: Family<ModelLabels, Counter>,
+    /// Requests waiting at the model server at the last sample.
+    pub server_waiting: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+}
+
+impl ControlMetrics {
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "controller_limit",
+            "Admitted concurrency of the model over all consumer instances",
+            self.limit.clone(),
+        );
+        registry.register(
+            "controller_instance_cap",
+            "This instance's in-flight cap for the model (its share of the limit)",
+            self.instance_cap.clone(),
+        );
+        registry.register(
+            "controller_changes",
+            "Changes of the model's limit, by reason",
+            self.changes.clone(),
+        );
+        registry.register(
+            "controller_overload_answers",
+            "429 / 503 answers of the model seen by this instance",
+            self.overload_answers.clone(),
+        );
+        registry.register(
+            "controller_server_waiting",
+            "Requests waiting at the model server at the last sample",
+            self.server_waiting.clone(),
+        );
+    }
+}
+
+/// What the pop loop needs beyond pacing: fair sharing and controllers.
+#[derive(Clone, Default)]
+pub struct Adaptive {
+    pub fair: Option<Arc<crate::fair::FairShare>>,
+    pub controls: Option<Arc<Controls>>,
+}
+
+/// The controllers of this instance's models.
+pub struct Controls {
+    config: ControllerConfig,
+    redis: RedisConn,
+    limits: Arc<InFlightLimits>,
+    source: Arc<dyn CapacitySource>,
+    metrics: Arc<crate::Metrics>,
+    weights: Option<Arc<Weights>>,
+    /// A member whose heartbeat is older is not counted in the split.
+    membership_ttl: Duration,
+}
+
+impl Controls {
+    pub fn new(
+        config: ControllerConfig,
+        redis: RedisConn,
+        limits: Arc<InFlightLimits>,
+        metrics: Arc<crate::Metrics>,
+    ) -> Self {
+        Controls {
+            config,
+            redis,
+            limits,
+            source: Arc::new(AnswersOnly),
+            metrics,
+            weights: None,
+            membership_ttl: crate::DEFAULT_MEMBERSHIP_TTL,
+        }
+    }
+
+    /// The server gauges' source (default: [`AnswersOnly`]).
+    pub fn with_source(mut self, source: Arc<dyn CapacitySource>) -> Self {
+        self.source = source;
+        self
+    }
+
+    /// Run-time weights to refresh from Redis every second.
+    pub fn with_weights(mut self, weights: Arc<Weights>) -> Self {
+        self.weights = Some(weights);
+        self
+    }
+
+    pub fn with_membership_ttl(mut self, ttl: Duration) -> Self {
+        self.membership_ttl = ttl;
+        self
+    }
+
+    pub fn config(&self) -> &ControllerConfig {
+        &self.config
+    }
+
+    /// One task per controlled model, plus the weights refresh; they end
+    /// when the returned handles are dropped.
+    pub fn start(self: &Arc<Self>, id: &str) -> Vec<AbortOnDrop> {
+        let mut tasks: Vec<AbortOnDrop> = self
+            .config
+            .models
+            .iter()
+            .filter(|(_, c)| c.enabled())
+            .map(|(model, control)| {
+                let this = self.clone();
+                let (model, control, id) = (model.clone(), control.clone(), id.to_string());
+                AbortOnDrop(tokio::spawn(async move {
+                    this.run_model(&model, &control, &id).await
+                }))
+            })
+            .collect();
+        if let Some(weights) = &self.weights {
+            let (redis, weights) = (self.redis.clone(), weights.clone());
+            tasks.push(AbortOnDrop(tokio::spawn(refresh_weights(redis, weights))));
+        }
+        tasks
+    }
+
+    async fn run_model(&self, model: &str, control: &ModelControl, id: &str) {
+        let mut ticks = tokio::time::interval(Duration::from_millis(control.interval_ms));
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            if let Err(error) = self.tick(model, control, id).await {
+                tracing::warn!(%error, model, "controller: Redis unavailable; keeping the current cap");
+            }
+        }
+    }
+
+    /// One interval: step the shared limit if this instance holds the
+    /// lease, then apply this instance's share.
+    pub async fn tick(
+        &self,
+        model: &str,
+        control: &ModelControl,
+        id: &str,
+    ) -> Result<(), redis::RedisError> {
+        let mut redis = self.redis.clone();
+        let lease_ms = control.interval_ms.saturating_sub(control.interval_ms / 10);
+        let leased: Option<String> = redis::cmd("SET")
+            .arg(keys::controller_lease(model))
+            .arg(id)
+            .arg("NX")
+            .arg("PX")
+            .arg(lease_ms.max(1))
+            .query_async(&mut redis)
+            .await?;
+        if leased.is_some() {
+            self.step_shared(model, control).await?;
+        }
+        self.apply(model, control, id).await
+    }
+
+    /// The stepper's part: read the state, sample, step, write.
+    async fn step_shared(
+        &self,
+        model: &str,
+        control: &ModelControl,
+    ) -> Result<(), redis::RedisError> {
+        let key = keys::controller(model);
+        let mut redis = self.redis.clone();
+        let stored: HashMap<String, String> = redis.hgetall(&key).await?;
+        let number = |f: &str| stored.get(f).and_then(|v| v.parse::<f64>().ok());
+        if number(field::OVERRIDE).is_some() {
+            return Ok(());
+        }
+        let state = match number(field::LIMIT) {
+            Some(limit) => ControllerState {
+                limit,
+                hold_increase_until_ms: number(field::HOLD_UNTIL).unwrap_or(0.0) as u64,
+            },
+            None => control.initial_state(),
+        };
+        let overloaded = number(field::OVERLOADED).unwrap_or(0.0).max(0.0) as u64;
+        let load = match self.source.sample(model, control).await {
+            Ok(load) => load,
+            Err(error) => {
+                tracing::debug!(%error, model, "controller: no server sample this interval");
+                None
+            }
+        };
+        let labels = self.metrics.model_label(model);
+        if let Some(load) = load {
+            let control_metrics = &self.metrics.control;
+            control_metrics
+                .server_waiting
+                .get_or_create(&labels)
+                .set(load.waiting);
+        }
+        let sample = CapacitySample {
+            waiting: load.map(|l| l.waiting),
+            running: load.map(|l| l.running),
+            kv_cache_usage: load.and_then(|l| l.kv_cache_usage),
+            overloaded,
+            retry_after_ms: number(field::RETRY_AFTER).map(|v| v as u64),
+            ttft_ms: None,
+        };
+        let now = crate::now_ms();
+        let (next, reason) = controller::step(control, state, &sample, now);
+        let mut write = redis::pipe();
+        write
+            .hset(&key, field::LIMIT, next.limit)
+            .ignore()
+            .hset(&key, field::HOLD_UNTIL, next.hold_increase_until_ms)
+            .ignore();
+        if overloaded > 0 {
+            // Only what this step saw: answers counted meanwhile stay.
+            write
+                .hincr(&key, field::OVERLOADED, -(overloaded as i64))
+                .ignore()
+                .hdel(&key, field::RETRY_AFTER)
+                .ignore();
+        }
+        write.query_async::<()>(&mut redis).await?;
+        if next.limit != state.limit {
+            self.metrics
+                .control
+                .changes
+                .get_or_create(&ChangeLabels {
+                    model: labels.model.clone(),
+                    reason: reason.as_str(),
+                })
+                .inc();
+            tracing::info!(
+                model,
+                from = state.limit,
+                to = next.limit,
+                reason = reason.as_str(),
+                waiting = ?sample.waiting,
+                running = ?sample.running,
+                overloaded,
+                "controller: limit changed"
+            );
+        }
+        Ok(())
+    }
+
+    /// Every instance's part: this instance's share of the limit (or of the
+    /// override) as the model's in-flight cap.
+    async fn apply(
+        &self,
+        model: &str,
+        control: &ModelControl,
+        id: &str,
+    ) -> Result<(), redis::RedisError> {
+        let mut redis = self.redis.clone();
+        let (limit, manual) = shared_state(&mut redis, model).await?;
+        let effective = manual.or(limit).unwrap_or(control.initial_state().limit);
+        let cutoff = crate::now_ms().saturating_sub(self.membership_ttl.as_millis() as u64);
+        let mut members: Vec<String> = redis.zrangebyscore(keys::CONSUMERS, cutoff, "+inf").await?;
+        members.sort();
+        let rank = members.iter().position(|m| m == id);
+        let cap = instance_share(effective, members.len(), rank);
+        self.limits.set_cap(model, cap);
+        let labels = self.metrics.model_label(model);
+        self.metrics
+            .control
+            .limit
+            .get_or_create(&labels)
+            .set(effective);
+        self.metrics
+            .control
+            .instance_cap
+            .get_or_create(&labels)
+            .set(cap as i64);
+        Ok(())
+    }
+
+    /// Counts an overload answer (429 / 503) of the model into the shared
+    /// state, for the stepper.
+    pub async fn observe(&self, model: &str, outcome: &Outcome) {
+        if self.config.for_model(model).is_none() {
+            return;
+        }
+        let Outcome::RetryLater {
+            kind: crate::FailureKind::BackendBusy,
+            retry_after,
+            ..
+        } = outcome
+        else {
+            return;
+        };
+        self.metrics
+            .control
+            .overload_answers
+            .get_or_create(&self.metrics.model_label(model))
+            .inc();
+        let key = keys::controller(model);
+        let mut pipe = redis::pipe();
+        pipe.hincr(&key, field::OVERLOADED, 1).ignore();
+        if let Some(after) = retry_after {
+            pipe.hset(&key, field::RETRY_AFTER, after.as_millis() as u64)
+                .ignore();
+        }
+        let mut redis = self.redis.clone();
+        if let Err(error) = pipe.query_async::<()>(&mut redis).await {
+            tracing::warn!(%error, model, "controller: cannot count an overload answer");
+        }
+    }
+}
+
+/// An operator's limit for `model` (`None`: back to the controller).
+pub async fn set_override(
+    redis: &mut RedisConn,
+    model: &str,
+    limit: Option<u32>,
+) -> Result<(), redis::RedisError> {
+    let key = keys::controller(model);
+    match limit {
+        Some(limit) => redis.hset(key, field::OVERRIDE, limit).await,
+        None => redis.hdel(key, field::OVERRIDE).await,
+    }
+}
+
+/// A tenant's run-time fair-share weight on every instance (`None`: back
+/// to the configured one). The caller checks it ([`crate::fair::valid_weight`]).
+pub async fn set_weight(
+    redis: &mut RedisConn,
+    tenant: &str,
+    weight: Option<f64>,
+) -> Result<(), redis::RedisError> {
+    match weight {
+        Some(w) => redis.hset(keys::FAIR_WEIGHTS, tenant, w).await,
+        None => redis.hdel(keys::FAIR_WEIGHTS, tenant).await,
+    }
+}
+
+/// The shared state of `model`'s controller: (limit, override).
+pub async fn shared_state(
+    redis: &mut RedisConn,
+    model: &str,
+) -> Result<(Option<f64>, Option<f64>), redis::RedisError> {
+    redis
+        .hmget(keys::controller(model), &[field::LIMIT, field::OVERRIDE])
+        .await
+}
+
+/// This instance's share of `limit` among `members` live instances, `rank`
+/// its place among them by id (`None`: not registered yet, counted as one
+/// more). At least 1, so no instance starves a bucket it owns.
+pub fn instance_share(limit: f64, members: usize, rank: Option<usize>) -> usize {
+    let limit = limit.max(0.0).floor() as usize;
+    let (members, rank) = match rank {
+        Some(rank) => (members.max(1), rank),
+        None => (members + 1, members),
+    };
+    let share = limit / members + usize::from(rank < limit % members);
+    share.max(1)
+}
+
+async fn refresh_weights(redis: RedisConn, weights: Arc<Weights>) {
+    let mut ticks = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        ticks.tick().await;
+        let mut conn = redis.clone();
+        match conn
+            .hgetall::<_, HashMap<String, String>>(keys::FAIR_WEIGHTS)
+            .await
+        {
+            Ok(map) => weights.set_runtime(
+                map.into_iter()
+                    .filter_map(|(t, w)| Some((t, w.parse::<f64>().ok()?)))
+                    .collect(),
+            ),
+            Err(error) => tracing::debug!(%error, "cannot refresh the fair-share weights"),
+        }
+    }
+}
+
+/// A task aborted when this is dropped.
+pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_is_split_over_the_instances() {
+        assert_eq!(instance_share(10.0, 1, Some(0)), 10);
+        let shares: Vec<usize> = (0..3).map(|r| instance_share(10.0, 3, Some(r))).collect();
+        assert_eq!(shares, vec![4, 3, 3]);
+        assert_eq!(shares.iter().sum::<usize>(), 10);
+        // Not registered yet: counted as one more.
+        assert_eq!(instance_share(10.0, 1, None), 5);
+        // Fewer slots than instances: each keeps one.
+        assert_eq!(instance_share(1.0, 3, Some(2)), 1);
+    }
+}

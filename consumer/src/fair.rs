@@ -1,0 +1,535 @@
+//! Fair sharing of a model's admitted concurrency between tenants.
+//!
+//! Messages of a model that wait for one of its in-flight slots queue here
+//! (one lane per tenant; a lane is a bucket, since a bucket is tenant ×
+//! model), and each free slot goes to:
+//!
+//! 1. the highest priority band among the lanes' heads (high, then normal,
+//!    then low; strict);
+//! 2. inside the band, the lane with the smallest *virtual finish*: start-time
+//!    fair queueing on tokens. A lane's next request starts at
+//!    `S = max(V, F_lane)` and finishes at `F = S + cost / weight` (cost =
+//!    the request's estimated tokens), `V` being the start of the request
+//!    served last. Backlogged tenants thus get slots in proportion to their
+//!    weight in tokens; a tenant back from idle starts at `V` (no credit for
+//!    its idle time), and an idle or paced tenant's share goes to the
+//!    others (work-conserving);
+//! 3. ties: the earlier arrival.
+//!
+//! Only a lane's head is ever chosen, so a bucket is served in the order its
+//! messages were popped (its publish order). A head that its bucket's GCRA
+//! rate makes wait is set aside until its slot ([`FairQueue::defer`]): the
+//! per-bucket rates stay ceilings and the others go on meanwhile.
+//!
+//! [`FairQueue`] is pure (no clock, no I/O); [`FairShare`] holds one per
+//! model for the pop loop.
+
+use sluice_contract::Priority;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::Notify;
+
+/// A waiting message's place in a [`FairQueue`].
+pub type TicketId = u64;
+
+#[derive(Clone, Copy, Debug)]
+struct Ticket {
+    id: TicketId,
+    priority: Priority,
+    cost: f64,
+    /// Not chosen before this time (its bucket's pacing slot), ms.
+    eligible_at_ms: u64,
+}
+
+#[derive(Debug)]
+struct Lane {
+    weight: f64,
+    /// Virtual finish of the lane's last started request.
+    last_finish: f64,
+    /// Virtual start of the head, fixed when it became the head (start-time
+    /// fair queueing: a tag computed at pick time would follow the virtual
+    /// time and starve a light lane).
+    head_start: f64,
+    waiting: VecDeque<Ticket>,
+}
+
+/// The waiting messages of one model, by tenant.
+#[derive(Debug, Default)]
+pub struct FairQueue {
+    virtual_time: f64,
+    lanes: HashMap<String, Lane>,
+    next_id: TicketId,
+}
+
+impl FairQueue {
+    /// Adds a message of `tenant` at the end of its lane. `weight` > 0
+    /// (the tenant's current weight), `cost` its estimated tokens (at least 1).
+    pub fn enqueue(
+        &mut self,
+        tenant: &str,
+        priority: Priority,
+        cost: u64,
+        weight: f64,
+    ) -> TicketId {
+        self.next_id += 1;
+        let id = self.next_id;
+        let virtual_time = self.virtual_time;
+        let lane = self.lanes.entry(tenant.to_string()).or_insert(Lane {
+            weight,
+            last_finish: virtual_time,
+            head_start: virtual_time,
+            waiting: VecDeque::new(),
+        });
+        lane.weight = sanitize_weight(weight);
+        if lane.waiting.is_empty() {
+            // Back from idle: no credit for the idle time.
+            lane.head_start = virtual_time.max(lane.last_finish);
+        }
+        lane.waiting.push_back(Ticket {
+            id,
+            priority,
+            cost: cost.max(1) as f64,
+            eligible_at_ms: 0,
+        });
+        id
+    }
+
+    /// The message the next free slot goes to, if any is eligible at `now_ms`.
+    pub fn pick(&self, now_ms: u64) -> Option<TicketId> {
+        self.lanes
+            .values()
+            .filter_map(|lane| {
+                let head = lane.waiting.front()?;
+                (head.eligible_at_ms <= now_ms)
+                    .then(|| (head, lane.head_start + head.cost / lane.weight))
+            })
+            .min_by(|(a, fa), (b, fb)| {
+                b.priority
+                    .cmp(&a.priority)
+                    .then(fa.total_cmp(fb))
+                    .then(a.id.cmp(&b.id))
+            })
+            .map(|(head, _)| head.id)
+    }
+
+    /// `ticket` got its slot and runs: charged to its lane, out of the queue.
+    /// False when it is not a lane's head (nothing changes).
+    pub fn start(&mut self, ticket: TicketId) -> bool {
+        let Some((tenant, lane)) = self
+            .lanes
+            .iter_mut()
+            .find(|(_, lane)| lane.waiting.front().is_some_and(|t| t.id == ticket))
+        else {
+            return false;
+        };
+        let Some(head) = lane.waiting.pop_front() else {
+            return false;
+        };
+        let start = lane.head_start;
+        lane.last_finish = start + head.cost / lane.weight;
+        self.virtual_time = self.virtual_time.max(start);
+        lane.head_start = self.virtual_time.max(lane.last_finish);
+        let tenant = tenant.clone();
+        self.forget_idle_lane(&tenant);
+        true
+    }
+
+    /// `ticket`'s bucket is paced: not chosen before `until_ms`.
+    pub fn defer(&mut self, ticket: TicketId, until_ms: u64) {
+        if let Some(t) = self
+            .lanes
+            .values_mut()
+            .flat_map(|lane| lane.waiting.iter_mut())
+            .find(|t| t.id == ticket)
+        {
+            t.eligible_at_ms = until_ms;
+        }
+    }
+
+    /// `ticket` leaves without running (handed back at shutdown).
+    pub fn remove(&mut self, ticket: TicketId) {
+        let Some(tenant) = self.lanes.iter_mut().find_map(|(tenant, lane)| {
+            let at = lane.waiting.iter().position(|t| t.id == ticket)?;
+            lane.waiting.remove(at);
+            Some(tenant.clone())
+        }) else {
+            return;
+        };
+        self.forget_idle_lane(&tenant);
+    }
+
+    /// Messages waiting.
+    pub fn len(&self) -> usize {
+        self.lanes.values().map(|l| l.waiting.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// An empty lane whose finish the virtual time has passed would start at
+    /// the virtual time anyway: drop it, so idle tenants cost no memory.
+    fn forget_idle_lane(&mut self, tenant: &str) {
+        let virtual_time = self.virtual_time;
+        if self
+            .lanes
+            .get(tenant)
+            .is_some_and(|l| l.waiting.is_empty() && l.last_finish <= virtual_time)
+        {
+            self.lanes.remove(tenant);
+        }
+    }
+}
+
+fn sanitize_weight(weight: f64) -> f64 {
+    if valid_weight(weight) {
+        weight
+    } else {
+        1.0
+    }
+}
+
+/// The consumer file's `fair` section.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FairConfig {
+    /// Models shared fairly besides those with a controller (which always
+    /// are); `"*"` = every model.
+    pub models: Vec<String>,
+    /// Weight per tenant (unsanitized name, > 0); default 1.
+    pub weights: HashMap<String, f64>,
+}
+
+/// A weight that is not a positive number.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("fair.weights.{tenant}: a weight must be a positive number")]
+pub struct WeightError {
+    pub tenant: String,
+}
+
+impl FairConfig {
+    pub fn validate(&self) -> Result<(), WeightError> {
+        match self.weights.iter().find(|(_, w)| !valid_weight(**w)) {
+            Some((tenant, _)) => Err(WeightError {
+                tenant: tenant.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The models shared fairly, given those with a controller.
+    pub fn models(&self, controlled: impl Iterator<Item = String>) -> FairModels {
+        if self.models.iter().any(|m| m == "*") {
+            return FairModels::All;
+        }
+        let mut models: Vec<String> = self.models.iter().cloned().chain(controlled).collect();
+        models.sort();
+        models.dedup();
+        if models.is_empty() {
+            FairModels::None
+        } else {
+            FairModels::Only(models)
+        }
+    }
+}
+
+/// A usable weight: finite and positive.
+pub fn valid_weight(weight: f64) -> bool {
+    weight.is_finite() && weight > 0.0
+}
+
+/// Tenants' weights: the consumer file's, overridden at run time (shared
+/// through Redis, see [`crate::admin`]). Default 1.
+#[derive(Debug, Default)]
+pub struct Weights {
+    configured: HashMap<String, f64>,
+    runtime: RwLock<HashMap<String, f64>>,
+}
+
+impl Weights {
+    pub fn new(configured: HashMap<String, f64>) -> Self {
+        Weights {
+            configured,
+            runtime: RwLock::new(HashMap::new()),
+        }
+    }
+
+    pub fn weight(&self, tenant: &str) -> f64 {
+        let runtime = self
+            .runtime
+            .read()
+            .ok()
+            .and_then(|r| r.get(tenant).copied());
+        sanitize_weight(
+            runtime
+                .or_else(|| self.configured.get(tenant).copied())
+                .unwrap_or(1.0),
+        )
+    }
+
+    /// Replaces the run-time overrides (as read from Redis).
+    pub fn set_runtime(&self, weights: HashMap<String, f64>) {
+        if let Ok(mut runtime) = self.runtime.write() {
+            *runtime = weights;
+        }
+    }
+}
+
+/// One model's queue and its wake-up.
+#[derive(Debug, Default)]
+pub struct ModelQueue {
+    queue: Mutex<FairQueue>,
+    /// Signalled when the head set changes (a start, a deferral, a removal).
+    changed: Notify,
+}
+
+impl ModelQueue {
+    fn with<R>(&self, f: impl FnOnce(&mut FairQueue) -> R) -> R {
+        // The queue is only changed by the short closures here: a poisoned
+        // lock still holds a consistent queue.
+        let mut queue = self
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut queue)
+    }
+
+    pub fn changed(&self) -> &Notify {
+        &self.changed
+    }
+}
+
+/// The per-model queues of this instance, for the models fair sharing is
+/// on for.
+#[derive(Debug)]
+pub struct FairShare {
+    enabled: FairModels,
+    weights: Arc<Weights>,
+    models: Mutex<HashMap<String, Arc<ModelQueue>>>,
+}
+
+/// Which models are fair-shared.
+#[derive(Clone, Debug)]
+pub enum FairModels {
+    None,
+    All,
+    Only(Vec<String>),
+}
+
+impl FairShare {
+    pub fn new(enabled: FairModels, weights: Arc<Weights>) -> Self {
+        FairShare {
+            enabled,
+            weights,
+            models: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn enabled_for(&self, model: &str) -> bool {
+        match &self.enabled {
+            FairModels::None => false,
+            FairModels::All => true,
+            FairModels::Only(models) => models.iter().any(|m| m == model),
+        }
+    }
+
+    pub fn weights(&self) -> &Arc<Weights> {
+        &self.weights
+    }
+
+    /// Queues a message; the returned ticket leaves the queue when dropped
+    /// unless it started.
+    pub fn enqueue(&self, tenant: &str, model: &str, priority: Priority, cost: u64) -> Ticketed {
+        let queue = {
+            let mut models = self
+                .models
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            models.entry(model.to_string()).or_default().clone()
+        };
+        let weight = self.weights.weight(tenant);
+        let id = queue.with(|q| q.enqueue(tenant, priority, cost, weight));
+        Ticketed {
+            queue,
+            id,
+            done: false,
+        }
+    }
+}
+
+/// A message's place in its model's queue.
+#[derive(Debug)]
+pub struct Ticketed {
+    queue: Arc<ModelQueue>,
+    id: TicketId,
+    done: bool,
+}
+
+impl Ticketed {
+    /// Whether the next free slot is this message's.
+    pub fn is_next(&self, now_ms: u64) -> bool {
+        self.queue.with(|q| q.pick(now_ms)) == Some(self.id)
+    }
+
+    /// It got its slot: charged, out of the queue; the others look again.
+    pub fn started(mut self) {
+        self.queue.with(|q| q.start(self.id));
+        self.done = true;
+        self.queue.changed.notify_waiters();
+    }
+
+    /// Its bucket is paced until `until_ms`: the others go first meanwhile.
+    pub fn defer(&self, until_ms: u64) {
+        self.queue.with(|q| q.defer(self.id, until_ms));
+        self.queue.changed.notify_waiters();
+    }
+
+    pub fn queue(&self) -> &Arc<ModelQueue> {
+        &self.queue
+    }
+}
+
+impl Drop for Ticketed {
+    fn drop(&mut self) {
+        if !self.done {
+            self.queue.with(|q| q.remove(self.id));
+            self.queue.changed.notify_waiters();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Serves `rounds` slots to always-backlogged lanes; counts per tenant.
+    fn serve(queue: &mut FairQueue, lanes: &[(&str, f64, u64)], rounds: usize) -> Vec<usize> {
+        let mut owner = HashMap::new();
+        for (tenant, weight, cost) in lanes {
+            for _ in 0..2 {
+                owner.insert(
+                    queue.enqueue(tenant, Priority::Normal, *cost, *weight),
+                    *tenant,
+                );
+            }
+        }
+        let mut served: HashMap<&str, usize> = HashMap::new();
+        for _ in 0..rounds {
+            let Some(ticket) = queue.pick(0) else { break };
+            assert!(queue.start(ticket));
+            let tenant = owner[&ticket];
+            *served.entry(tenant).or_default() += 1;
+            let (_, weight, cost) = lanes
+                .iter()
+                .find(|(t, _, _)| *t == tenant)
+                .copied()
+                .unwrap_or(("", 1.0, 1));
+            owner.insert(
+                queue.enqueue(tenant, Priority::Normal, cost, weight),
+                tenant,
+            );
+        }
+        lanes
+            .iter()
+            .map(|(t, _, _)| served.get(t).copied().unwrap_or(0))
+            .collect()
+    }
+
+    #[test]
+    fn backlogged_tenants_share_by_weight() {
+        let mut queue = FairQueue::default();
+        let served = serve(
+            &mut queue,
+            &[("a", 1.0, 100), ("b", 2.0, 100), ("c", 4.0, 100)],
+            7000,
+        );
+        assert_eq!(served.iter().sum::<usize>(), 7000);
+        for (got, weight) in served.iter().zip([1.0, 2.0, 4.0]) {
+            let share = *got as f64 / 7000.0;
+            assert!((share - weight / 7.0).abs() < 0.01, "{served:?}");
+        }
+    }
+
+    #[test]
+    fn shares_are_in_tokens_not_requests() {
+        // Equal weights, b's requests cost four times a's: a gets four
+        // times the requests, the same tokens.
+        let mut queue = FairQueue::default();
+        let served = serve(&mut queue, &[("a", 1.0, 100), ("b", 1.0, 400)], 5000);
+        let ratio = served[0] as f64 / served[1] as f64;
+        assert!((ratio - 4.0).abs() < 0.05, "{served:?}");
+    }
+
+    #[test]
+    fn an_idle_tenant_leaves_its_share_and_comes_back_without_credit() {
+        let mut queue = FairQueue::default();
+        // a alone for 1000 slots (work-conserving: it gets them all).
+        let served = serve(&mut queue, &[("a", 1.0, 10)], 1000);
+        assert_eq!(served, vec![1000]);
+        // b arrives: from then on they alternate; b gets no burst for the
+        // time it was idle.
+        let b = queue.enqueue("b", Priority::Normal, 10, 1.0);
+        let mut b_first_ten = 0;
+        let mut next_b = Some(b);
+        for _ in 0..10 {
+            let Some(ticket) = queue.pick(0) else { break };
+            queue.start(ticket);
+            if Some(ticket) == next_b {
+                b_first_ten += 1;
+                next_b = Some(queue.enqueue("b", Priority::Normal, 10, 1.0));
+            } else {
+                queue.enqueue("a", Priority::Normal, 10, 1.0);
+            }
+        }
+        assert!((4..=6).contains(&b_first_ten), "b got {b_first_ten} of 10");
+    }
+
+    #[test]
+    fn bands_are_strict_and_a_lane_is_served_in_order() {
+        let mut queue = FairQueue::default();
+        let low = queue.enqueue("a", Priority::Low, 1, 100.0);
+        let normal = queue.enqueue("b", Priority::Normal, 1, 100.0);
+        let high_1 = queue.enqueue("c", Priority::High, 1_000_000, 1.0);
+        let high_2 = queue.enqueue("c", Priority::High, 1, 1.0);
+        let order: Vec<TicketId> = std::iter::from_fn(|| {
+            let t = queue.pick(0)?;
+            queue.start(t);
+            Some(t)
+        })
+        .collect();
+        assert_eq!(order, vec![high_1, high_2, normal, low]);
+        assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn a_paced_head_waits_and_its_lane_keeps_order() {
+        let mut queue = FairQueue::default();
+        let a1 = queue.enqueue("a", Priority::Normal, 1, 1.0);
+        let a2 = queue.enqueue("a", Priority::Normal, 1, 1.0);
+        let b1 = queue.enqueue("b", Priority::Normal, 5, 1.0);
+        queue.defer(a1, 100);
+        // a's head is paced: b goes, never a2 before a1.
+        assert_eq!(queue.pick(50), Some(b1));
+        queue.start(b1);
+        assert_eq!(queue.pick(50), None);
+        assert_eq!(queue.pick(100), Some(a1));
+        queue.start(a1);
+        assert_eq!(queue.pick(100), Some(a2));
+        queue.remove(a2);
+        assert!(queue.is_empty());
+        assert!(!queue.start(a2));
+    }
+
+    #[test]
+    fn weights_fall_back_to_config_then_one() {
+        let weights = Weights::new(HashMap::from([("a".to_string(), 4.0)]));
+        assert_eq!(weights.weight("a"), 4.0);
+        assert_eq!(weights.weight("b"), 1.0);
+        weights.set_runtime(HashMap::from([
+            ("a".to_string(), 2.0),
+            ("b".to_string(), -3.0),
+        ]));
+        assert_eq!(weights.weight("a"), 2.0);
+        assert_eq!(weights.weight("b"), 1.0);
+    }
+}

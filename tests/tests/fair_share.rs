@@ -1,0 +1,554 @@
+//! Adaptive concurrency and fair sharing on real parts (Redis, the RocketMQ
+//! broker, llm-sim, the endpoint's LitePublisher): weighted shares between
+//! backlogged tenants, strict priority bands, work conservation, order
+//! inside a bucket with the controller and fair sharing on, and two
+//! consumer instances sharing one controller state.
+//!
+//! The order the model sees calls in is read from Redis: each answer's
+//! first chunk is a response-stream entry whose id is Redis's clock at the
+//! write; with calls one at a time (in-flight cap 1) or spaced by pacing,
+//! that order is the order the calls reached the model.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
+
+use sluice_consumer::control_loop::{self, Controls};
+use sluice_consumer::controller::{ControllerConfig, ModelControl, SignalConfig};
+use sluice_consumer::fair::FairConfig;
+use sluice_consumer::{keys, InFlightConfig, InFlightLimits, Metrics, Outcome, RunnerOptions};
+use sluice_contract::Priority;
+use sluice_ratelimit::deferral::endpoint::Publisher;
+use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_testkit::stack::{
+    paced, redis_connection, start_broker, start_consumer, start_llm_sim, unpaced, work_item,
+    ConsumerInstance, ConsumerSpec, GROUP, PARENT,
+};
+use sluice_testkit::{RedisServer, RocketMq};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const MODEL: &str = "fair-model";
+
+struct Stack {
+    _redis: RedisServer,
+    broker: RocketMq,
+    backend: SocketAddr,
+    publisher: LitePublisher,
+    conn: sluice_redis::RedisConn,
+}
+
+impl Stack {
+    /// Each call takes about `call` at the model.
+    async fn start(call: Duration) -> Stack {
+        sluice_testkit::init_test_tracing();
+        let redis = tokio::task::spawn_blocking(RedisServer::start)
+            .await
+            .unwrap()
+            .unwrap();
+        let broker = start_broker().await;
+        let mut sim = sluice_llm_sim::SimConfig::fast();
+        sim.first_token_latency = call;
+        sim.default_completion_tokens = 3;
+        let backend = start_llm_sim(sim).await;
+        let conn = redis_connection(&redis);
+        let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
+            .await
+            .unwrap();
+        Stack {
+            _redis: redis,
+            broker,
+            backend,
+            publisher,
+            conn,
+        }
+    }
+
+    async fn consumer(&self, id: &str, spec: ConsumerSpec) -> ConsumerInstance {
+        let spec = ConsumerSpec {
+            options: RunnerOptions {
+                discovery_interval: Duration::from_millis(200),
+                membership_ttl: Duration::from_secs(2),
+                ..spec.options
+            },
+            ..spec
+        };
+        start_consumer(
+            &self.conn,
+            &self.broker,
+            self.backend,
+            ConsumerSpec {
+                id: id.into(),
+                ..spec
+            },
+        )
+        .await
+    }
+
+    async fn publish(&self, tenant: &str, req_id: &str, priority: Priority) {
+        let mut work = work_item(tenant, MODEL, req_id, 100);
+        work.priority = priority;
+        self.publisher
+            .publish(tenant, MODEL, req_id, work.to_json())
+            .await
+            .unwrap();
+    }
+
+    /// Redis's clock (ms, sequence) at the first chunk of `req_id`'s answer.
+    async fn first_chunk(&self, req_id: &str) -> Option<(u64, u64)> {
+        let mut conn = self.conn.clone();
+        let entries: Vec<(String, HashMap<String, String>)> = redis::cmd("XRANGE")
+            .arg(keys::response(req_id))
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(1)
+            .query_async(&mut conn)
+            .await
+            .ok()?;
+        let (id, _) = entries.into_iter().next()?;
+        let (ms, seq) = id.split_once('-')?;
+        Some((ms.parse().ok()?, seq.parse().ok()?))
+    }
+
+    /// Waits until every id is answered; returns the ids in the order
+    /// their calls reached the model.
+    async fn served_order(&self, ids: &[String], within: Duration) -> Vec<String> {
+        let started = Instant::now();
+        loop {
+            let mut done = 0;
+            for id in ids {
+                let mut conn = self.conn.clone();
+                let exists: bool = redis::cmd("EXISTS")
+                    .arg(keys::done(id))
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                done += usize::from(exists);
+            }
+            if done == ids.len() {
+                break;
+            }
+            assert!(
+                started.elapsed() < within,
+                "{done} of {} answered within {within:?}",
+                ids.len()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut stamped = Vec::new();
+        for id in ids {
+            let at = self
+                .first_chunk(id)
+                .await
+                .expect("an answered call has chunks");
+            stamped.push((at, id.clone()));
+        }
+        stamped.sort();
+        stamped.into_iter().map(|(_, id)| id).collect()
+    }
+}
+
+/// One call at a time to [`MODEL`], fair sharing on, `weights` per tenant.
+fn one_at_a_time(weights: &[(&str, f64)]) -> ConsumerSpec {
+    ConsumerSpec {
+        pacing: unpaced(),
+        limits: InFlightConfig {
+            default_max_in_flight: Some(1),
+            ..InFlightConfig::default()
+        },
+        fair: FairConfig {
+            models: vec![MODEL.into()],
+            weights: weights.iter().map(|(t, w)| (t.to_string(), *w)).collect(),
+        },
+        ..ConsumerSpec::new("unused")
+    }
+}
+
+fn tenant_of(req_id: &str) -> &str {
+    req_id.split('-').next().unwrap_or_default()
+}
+
+/// Publishes `per_tenant` requests per tenant, interleaved, all at once.
+async fn backlog(stack: &Stack, tenants: &[(&str, Priority)], per_tenant: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..per_tenant {
+        for (tenant, priority) in tenants {
+            let id = format!("{tenant}-{i}");
+            stack.publish(tenant, &id, *priority).await;
+            ids.push(id);
+        }
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn backlogged_tenants_share_the_model_by_weight_and_idle_shares_go_to_the_others() {
+    let stack = Stack::start(Duration::from_millis(60)).await;
+    let consumer = stack
+        .consumer(
+            "c1",
+            one_at_a_time(&[("light", 1.0), ("mid", 2.0), ("heavy", 4.0)]),
+        )
+        .await;
+    let tenants = [
+        ("light", Priority::Normal),
+        ("mid", Priority::Normal),
+        ("heavy", Priority::Normal),
+    ];
+    let ids = backlog(&stack, &tenants, 28).await;
+    let order = stack.served_order(&ids, Duration::from_secs(60)).await;
+    // While all three are backlogged (until heavy's 28 are served, about
+    // 49 calls in), shares follow the weights 1 : 2 : 4. The first calls
+    // ran before every lane had a head queued: skip them.
+    let window: Vec<&str> = order[7..42].iter().map(|id| tenant_of(id)).collect();
+    let count = |t: &str| window.iter().filter(|w| **w == t).count();
+    let (light, mid, heavy) = (count("light"), count("mid"), count("heavy"));
+    println!("35 calls while backlogged: light {light}, mid {mid}, heavy {heavy}");
+    assert!(
+        (3..=7).contains(&light),
+        "light {light} of 35 (weight 1/7 → 5)"
+    );
+    assert!((8..=12).contains(&mid), "mid {mid} of 35 (weight 2/7 → 10)");
+    assert!(
+        (17..=23).contains(&heavy),
+        "heavy {heavy} of 35 (weight 4/7 → 20)"
+    );
+    // Work conservation: once heavy is done its share goes to the others,
+    // and the last calls are all theirs (nothing waits for heavy's turn).
+    let last_heavy = order
+        .iter()
+        .rposition(|id| tenant_of(id) == "heavy")
+        .unwrap();
+    assert!(last_heavy < 70, "heavy's last call at {last_heavy} of 84");
+    assert!(order[last_heavy + 1..]
+        .iter()
+        .all(|id| tenant_of(id) != "heavy"));
+    consumer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn priority_bands_are_served_strictly_in_order() {
+    let stack = Stack::start(Duration::from_millis(60)).await;
+    let consumer = stack
+        .consumer("c1", one_at_a_time(&[("low", 100.0), ("normal", 10.0)]))
+        .await;
+    let ids = backlog(
+        &stack,
+        &[
+            ("low", Priority::Low),
+            ("normal", Priority::Normal),
+            ("high", Priority::High),
+        ],
+        12,
+    )
+    .await;
+    let order = stack.served_order(&ids, Duration::from_secs(60)).await;
+    let bands: Vec<&str> = order.iter().map(|id| tenant_of(id)).collect();
+    println!("served: {bands:?}");
+    // Once all three lanes are queued (a few calls in), high drains before
+    // normal, normal before low, whatever the weights: the bands of the
+    // calls never go up again.
+    let rank = |band: &str| match band {
+        "high" => 2,
+        "normal" => 1,
+        _ => 0,
+    };
+    let settled = 6;
+    let out_of_order = bands[settled..]
+        .windows(2)
+        .filter(|pair| rank(pair[0]) < rank(pair[1]))
+        .count();
+    assert_eq!(out_of_order, 0, "{bands:?}");
+    consumer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bucket_reaches_the_model_in_publish_order_with_controller_and_fair_sharing_on() {
+    let stack = Stack::start(Duration::from_millis(20)).await;
+    let control = ModelControl {
+        signal: SignalConfig::Responses,
+        floor: 1,
+        ceiling: 4,
+        interval_ms: 200,
+        ..ModelControl::default()
+    };
+    let spec = ConsumerSpec {
+        pacing: paced(10.0),
+        controller: ControllerConfig {
+            models: HashMap::from([(MODEL.to_string(), control)]),
+        },
+        ..ConsumerSpec::new("unused")
+    };
+    let consumer = stack.consumer("c1", spec).await;
+    let mut ids = Vec::new();
+    for i in 0..30 {
+        let id = format!("solo-{i:02}");
+        stack.publish("solo", &id, Priority::Normal).await;
+        ids.push(id);
+    }
+    let order = stack.served_order(&ids, Duration::from_secs(60)).await;
+    let inversions = order.windows(2).filter(|pair| pair[0] > pair[1]).count();
+    assert_eq!(order, ids, "{inversions} inversions");
+    // The controller ran: its limit is in Redis and in the metrics.
+    let mut conn = stack.conn.clone();
+    let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+    assert!(limit.is_some_and(|l| (1.0..=4.0).contains(&l)), "{limit:?}");
+    assert!(consumer.counter("sluice_consumer_controller_limit") >= 1.0);
+    consumer.stop().await;
+}
+
+/// Two controllers on one Redis, as two instances run them.
+fn controls(
+    redis: &sluice_redis::RedisConn,
+    control: &ModelControl,
+) -> (Arc<Controls>, Arc<InFlightLimits>, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::default());
+    let limits = Arc::new(InFlightLimits::new(InFlightConfig::default(), None));
+    let config = ControllerConfig {
+        models: HashMap::from([(MODEL.to_string(), control.clone())]),
+    };
+    let controls = Arc::new(
+        Controls::new(config, redis.clone(), limits.clone(), metrics.clone())
+            .with_membership_ttl(Duration::from_secs(5)),
+    );
+    (controls, limits, metrics)
+}
+
+async fn beat(conn: &mut sluice_redis::RedisConn, id: &str) {
+    let _: () = redis::cmd("ZADD")
+        .arg(keys::CONSUMERS)
+        .arg(sluice_contract::now_ms())
+        .arg(id)
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_share_one_controller_state() {
+    let redis = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut conn = redis_connection(&redis);
+    let control = ModelControl {
+        signal: SignalConfig::Responses,
+        floor: 2,
+        ceiling: 40,
+        initial: Some(20),
+        decrease_factor: 0.5,
+        interval_ms: 300,
+        ..ModelControl::default()
+    };
+    let (a, limits_a, metrics_a) = controls(&conn, &control);
+    let (b, limits_b, metrics_b) = controls(&conn, &control);
+    beat(&mut conn, "a").await;
+    beat(&mut conn, "b").await;
+    // Both tick in the same interval: one steps (the limit grows by one
+    // step, not two), both apply half of it.
+    a.tick(MODEL, &control, "a").await.unwrap();
+    b.tick(MODEL, &control, "b").await.unwrap();
+    let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+    assert_eq!(limit, Some(21.0));
+    assert_eq!(limits_a.available(MODEL), Some(11));
+    assert_eq!(limits_b.available(MODEL), Some(10));
+    // Overload answers seen by b are stepped on by whoever holds the next
+    // lease, once: one halving.
+    let busy = Outcome::RetryLater {
+        kind: sluice_consumer::FailureKind::BackendBusy,
+        retry_after: Some(Duration::from_secs(2)),
+        detail: "429".into(),
+    };
+    b.observe(MODEL, &busy).await;
+    b.observe(MODEL, &busy).await;
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    a.tick(MODEL, &control, "a").await.unwrap();
+    b.tick(MODEL, &control, "b").await.unwrap();
+    let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+    assert_eq!(limit, Some(10.5));
+    assert_eq!(limits_a.available(MODEL), Some(5));
+    assert_eq!(limits_b.available(MODEL), Some(5));
+    let changes = |m: &Metrics| {
+        m.encode()
+            .lines()
+            .filter(|l| l.starts_with("sluice_consumer_controller_changes_total"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    assert_eq!(changes(&metrics_a) + changes(&metrics_b), 2.0);
+    // Retry-After holds increases for 2 s: the next interval holds.
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    a.tick(MODEL, &control, "a").await.unwrap();
+    let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+    assert_eq!(limit, Some(10.5));
+    // An operator's override wins on both instances, and the controller
+    // stops stepping until it is handed back.
+    control_loop::set_override(&mut conn, MODEL, Some(30))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    a.tick(MODEL, &control, "a").await.unwrap();
+    b.tick(MODEL, &control, "b").await.unwrap();
+    assert_eq!(limits_a.available(MODEL), Some(15));
+    assert_eq!(limits_b.available(MODEL), Some(15));
+    let (limit, manual) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+    assert_eq!((limit, manual), (Some(10.5), Some(30.0)));
+    control_loop::set_override(&mut conn, MODEL, None)
+        .await
+        .unwrap();
+    a.tick(MODEL, &control, "a").await.unwrap();
+    assert_eq!(limits_a.available(MODEL), Some(5), "10.5 → 10, split 5 + 5");
+    // b leaves: a gets the whole limit.
+    let _: () = redis::cmd("ZREM")
+        .arg(keys::CONSUMERS)
+        .arg("b")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    a.tick(MODEL, &control, "a").await.unwrap();
+    assert_eq!(limits_a.available(MODEL), Some(10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_controller_cuts_its_limit_when_the_model_answers_429() {
+    sluice_testkit::init_test_tracing();
+    let redis = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap()
+        .unwrap();
+    let broker = start_broker().await;
+    // A model that takes 3 calls at once and answers 429 beyond them.
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.first_token_latency = Duration::from_millis(150);
+    sim.max_concurrency = 3;
+    sim.over_capacity = sluice_llm_sim::OverCapacity::Reject429;
+    sim.retry_after_secs = 1;
+    let backend = start_llm_sim(sim).await;
+    let conn = redis_connection(&redis);
+    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
+        .await
+        .unwrap();
+    let stack = Stack {
+        _redis: redis,
+        broker,
+        backend,
+        publisher,
+        conn,
+    };
+    let control = ModelControl {
+        signal: SignalConfig::Responses,
+        floor: 1,
+        ceiling: 20,
+        initial: Some(12),
+        decrease_factor: 0.5,
+        interval_ms: 200,
+        ..ModelControl::default()
+    };
+    let spec = ConsumerSpec {
+        pacing: unpaced(),
+        controller: ControllerConfig {
+            models: HashMap::from([(MODEL.to_string(), control)]),
+        },
+        ..ConsumerSpec::new("unused")
+    };
+    let consumer = stack.consumer("c1", spec).await;
+    for tenant in ["t1", "t2", "t3", "t4"] {
+        for i in 0..8 {
+            stack
+                .publish(tenant, &format!("{tenant}-{i}"), Priority::Normal)
+                .await;
+        }
+    }
+    // 12 at once against 3 slots: 429s, counted into Redis by the runner,
+    // stepped on by the controller: the limit halves (at least once).
+    let started = Instant::now();
+    let mut conn = stack.conn.clone();
+    loop {
+        let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+        if limit.is_some_and(|l| l <= 6.0) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the limit stayed at {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let text = consumer.metrics.encode();
+    assert!(
+        text.lines().any(|l| l.starts_with(
+            "sluice_consumer_controller_changes_total{model=\"fair-model\",reason=\"overloaded\"}"
+        )),
+        "{text}"
+    );
+    assert!(consumer.counter("sluice_consumer_controller_overload_answers_total") >= 1.0);
+    consumer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_consumer_instances_split_one_controller_limit_and_follow_an_override() {
+    let stack = Stack::start(Duration::from_millis(30)).await;
+    let control = ModelControl {
+        signal: SignalConfig::Responses,
+        floor: 2,
+        ceiling: 10,
+        initial: Some(4),
+        interval_ms: 200,
+        ..ModelControl::default()
+    };
+    let spec = || ConsumerSpec {
+        pacing: unpaced(),
+        controller: ControllerConfig {
+            models: HashMap::from([(MODEL.to_string(), control.clone())]),
+        },
+        ..ConsumerSpec::new("unused")
+    };
+    let c1 = stack.consumer("c1", spec()).await;
+    let c2 = stack.consumer("c2", spec()).await;
+    let ids = backlog(
+        &stack,
+        &[
+            ("t1", Priority::Normal),
+            ("t2", Priority::Normal),
+            ("t3", Priority::Normal),
+            ("t4", Priority::Normal),
+        ],
+        5,
+    )
+    .await;
+    stack.served_order(&ids, Duration::from_secs(60)).await;
+    // The operator pins the limit: both instances take half of it.
+    let mut conn = stack.conn.clone();
+    control_loop::set_override(&mut conn, MODEL, Some(6))
+        .await
+        .unwrap();
+    let cap = |c: &ConsumerInstance| c.counter("sluice_consumer_controller_instance_cap");
+    let started = Instant::now();
+    while !(cap(&c1) == 3.0 && cap(&c2) == 3.0) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "caps {} + {} for an override of 6",
+            cap(&c1),
+            cap(&c2)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(c1.counter("sluice_consumer_controller_limit"), 6.0);
+    // Handed back: the controller's own limit, stepped by one instance per
+    // interval, again split between the two.
+    control_loop::set_override(&mut conn, MODEL, None)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let (limit, manual) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+    assert_eq!(manual, None);
+    let limit = limit.unwrap().floor();
+    let both = cap(&c1) + cap(&c2);
+    assert!(
+        (limit - both).abs() <= 1.0,
+        "caps {both} for a limit of {limit} (one step may fall between the reads)"
+    );
+    c1.stop().await;
+    c2.stop().await;
+}
