@@ -19,7 +19,9 @@
 //! **Overload answers** (429 / 503) are counted into the hash by whichever
 //! instance got them ([`Controls::observe`]), so the stepper sees them all.
 
-use crate::controller::{self, CapacitySample, ControllerConfig, ControllerState, ModelControl};
+use crate::controller::{
+    self, CapacitySample, ControllerConfig, ControllerState, ModelControl, SignalConfig,
+};
 use crate::fair::Weights;
 use crate::metrics::ModelLabels;
 use crate::{InFlightLimits, Outcome};
@@ -72,6 +74,48 @@ pub trait CapacitySource: Send + Sync {
         model: &'a str,
         control: &'a ModelControl,
     ) -> BoxFuture<'a, Result<Option<ServerLoad>, SignalError>>;
+}
+
+/// How long one scrape of a model server's metrics may take.
+pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The model servers' own gauges (vLLM / SGLang `/metrics`, read by
+/// [`crate::signals`]) for models whose signal is
+/// [`SignalConfig::Prometheus`]; no gauges for the others.
+pub struct PrometheusSource {
+    reader: crate::signals::SignalReader,
+}
+
+impl PrometheusSource {
+    pub fn new(timeout: Duration) -> Result<Self, crate::signals::SignalError> {
+        Ok(PrometheusSource {
+            reader: crate::signals::SignalReader::new(timeout)?,
+        })
+    }
+}
+
+impl CapacitySource for PrometheusSource {
+    fn sample<'a>(
+        &'a self,
+        model: &'a str,
+        control: &'a ModelControl,
+    ) -> BoxFuture<'a, Result<Option<ServerLoad>, SignalError>> {
+        Box::pin(async move {
+            let SignalConfig::Prometheus { url } = &control.signal else {
+                return Ok(None);
+            };
+            let signal = self
+                .reader
+                .read(url, model)
+                .await
+                .map_err(|error| SignalError(format!("{url}: {error}")))?;
+            Ok(Some(ServerLoad {
+                waiting: signal.waiting,
+                running: signal.running,
+                kv_cache_usage: signal.kv_cache_usage,
+            }))
+        })
+    }
 }
 
 /// No server gauges: the controller steps on the answers only.

@@ -2,8 +2,8 @@
 //! does `sluice-rls` in in-process mode (deferral endpoint and consumer in
 //! one process, chunks over [`crate::local::LocalBus`]).
 
-use crate::control_loop::{Adaptive, Controls};
-use crate::controller::ControllerConfig;
+use crate::control_loop::{Adaptive, Controls, PrometheusSource, SCRAPE_TIMEOUT};
+use crate::controller::{ControllerConfig, SignalConfig};
 use crate::fair::{FairConfig, FairShare, Weights};
 use crate::local::LocalBus;
 use crate::runner::{Runner, RunnerOptions, RunnerParts};
@@ -191,12 +191,33 @@ pub fn adaptive(
         metrics.clone(),
     )
     .with_membership_ttl(membership_ttl);
+    let controls = with_server_gauges(controls, controller);
     let controls = match &fair {
         Some(_) => Some(Arc::new(controls.with_weights(weights))),
         None if !controlled.is_empty() => Some(Arc::new(controls)),
         None => None,
     };
     Adaptive { fair, controls }
+}
+
+/// Models whose signal is the server's Prometheus gauges get them scraped.
+fn with_server_gauges(controls: Controls, controller: &ControllerConfig) -> Controls {
+    let scraped = controller
+        .models
+        .values()
+        .any(|c| matches!(c.signal, SignalConfig::Prometheus { .. }));
+    if !scraped {
+        return controls;
+    }
+    match PrometheusSource::new(SCRAPE_TIMEOUT) {
+        Ok(source) => controls.with_source(Arc::new(source)),
+        Err(error) => {
+            // Only the TLS set-up can fail here; the controllers then step
+            // on the answers alone, which is still safe (it only cuts).
+            tracing::error!(%error, "cannot scrape model servers: controllers use answers only");
+            controls
+        }
+    }
 }
 
 /// Default instance id: host name and pid.
