@@ -83,17 +83,15 @@ async fn over_capacity_answers_429_with_retry_after() {
     let stats = stats(addr).await;
     assert_eq!(stats["rejected_over_capacity"], 2);
     assert_eq!(stats["in_flight"], 1);
-    let metrics = get(addr, "/metrics").await.text();
-    assert!(
-        metrics.contains("sluice_sim_rejected_over_capacity_total 2"),
-        "{metrics}"
-    );
-    assert!(metrics.contains("sluice_sim_in_flight 1"), "{metrics}");
-    assert!(
-        metrics
-            .contains("sluice_sim_requests_total{endpoint=\"chat_completions\",status=\"429\"} 1"),
-        "{metrics}"
-    );
+    assert_metrics(
+        addr,
+        &[
+            "sluice_sim_rejected_over_capacity_total 2",
+            "sluice_sim_in_flight 1",
+            "sluice_sim_requests_total{endpoint=\"chat_completions\",status=\"429\"} 1",
+        ],
+    )
+    .await;
 
     // The slot frees when the holder goes away.
     drop(holder);
@@ -229,11 +227,7 @@ async fn client_disconnect_stops_generation() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(common::stats(addr).await["tokens_generated"], generated);
     assert!(generated < 1000, "{generated}");
-    let metrics = get(addr, "/metrics").await.text();
-    assert!(
-        metrics.contains("sluice_sim_client_disconnects_total 1"),
-        "{metrics}"
-    );
+    assert_metrics(addr, &["sluice_sim_client_disconnects_total 1"]).await;
 
     // A client that gives up on a whole (non-streamed) answer counts too.
     let mut request = spawn_paced_chat(addr, "1000", "10", "slow");

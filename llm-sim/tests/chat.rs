@@ -280,16 +280,14 @@ async fn injected_failure_before_output_is_a_500() {
     assert_eq!(stats["injected_failures_before"], 2);
     assert_eq!(stats["in_flight"], 0);
     assert_eq!(stats["client_disconnects"], 0);
-    let metrics = get(addr, "/metrics").await.text();
-    assert!(
-        metrics.contains("sluice_sim_injected_failures_total{kind=\"before\"} 2"),
-        "{metrics}"
-    );
-    assert!(
-        metrics
-            .contains("sluice_sim_requests_total{endpoint=\"chat_completions\",status=\"500\"} 2"),
-        "{metrics}"
-    );
+    assert_metrics(
+        addr,
+        &[
+            "sluice_sim_injected_failures_total{kind=\"before\"} 2",
+            "sluice_sim_requests_total{endpoint=\"chat_completions\",status=\"500\"} 2",
+        ],
+    )
+    .await;
     server.shutdown().await.unwrap();
 }
 
