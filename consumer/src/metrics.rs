@@ -11,6 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use sluice_runtime::metrics::{encode, register};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
@@ -174,166 +175,150 @@ impl Metrics {
     /// before `other`.
     pub fn new(max_buckets: usize, max_models: usize) -> Self {
         let mut registry = Registry::with_prefix("sluice_consumer");
-        let pacing_decisions = Family::<PacingLabels, Counter>::default();
-        registry.register(
-            "pacing_decisions",
-            "Pacing decisions per bucket (tenant/model)",
-            pacing_decisions.clone(),
-        );
-        let pacing_wait_seconds =
-            Family::<ModelLabels, Histogram>::new_with_constructor(wait_histogram as fn() -> _);
-        registry.register(
-            "pacing_wait_seconds",
-            "Wait returned by the pacer before a bucket's next slot",
-            pacing_wait_seconds.clone(),
-        );
-        let in_flight = Family::<ModelLabels, Gauge>::default();
-        registry.register(
-            "in_flight",
-            "Backend calls in flight per model",
-            in_flight.clone(),
-        );
-        let in_flight_refused = Family::<ModelLabels, Counter>::default();
-        registry.register(
-            "in_flight_refused",
-            "Messages held back because the model's in-flight cap was reached",
-            in_flight_refused.clone(),
-        );
-        let queue_wait_seconds =
-            Family::<ModelLabels, Histogram>::new_with_constructor(wait_histogram as fn() -> _);
-        registry.register(
-            "queue_wait_seconds",
-            "Time from enqueue to the start of the backend call",
-            queue_wait_seconds.clone(),
-        );
-        let first_chunk_seconds =
-            Family::<ModelLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
-        registry.register(
-            "first_chunk_seconds",
-            "Time from the start of the backend call to the first chunk written",
-            first_chunk_seconds.clone(),
-        );
-        let chunk_write_seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
-        registry.register(
-            "chunk_write_seconds",
-            "Round trip of one chunk write to the response stream",
-            chunk_write_seconds.clone(),
-        );
-        let chunks = Family::<ModelLabels, Counter>::default();
-        registry.register(
-            "chunks",
-            "Chunks written to response streams",
-            chunks.clone(),
-        );
-        let cancels = Counter::default();
-        registry.register(
-            "cancels",
-            "Backend calls aborted because the client went away",
-            cancels.clone(),
-        );
-        let errors = Family::<KindLabels, Counter>::default();
-        registry.register("errors", "Errors by kind", errors.clone());
-        let outcomes = Family::<OutcomeLabels, Counter>::default();
-        registry.register(
-            "outcomes",
-            "Outcomes of processed messages",
-            outcomes.clone(),
-        );
-        let buckets_owned = Gauge::default();
-        registry.register(
-            "buckets_owned",
-            "Buckets (LiteTopics) this instance owns and is subscribed to",
-            buckets_owned.clone(),
-        );
-        let group_members = Gauge::default();
-        registry.register(
-            "group_members",
-            "Live consumer instances in the group, as last seen",
-            group_members.clone(),
-        );
-        let buckets_retired = Counter::default();
-        registry.register(
-            "buckets_retired",
-            "Idle buckets retired (unsubscribed and removed from the bucket set)",
-            buckets_retired.clone(),
-        );
-        let buckets_reclaimed = Counter::default();
-        registry.register(
-            "buckets_reclaimed",
-            "Retired buckets whose queue (LMQ consume-queue files) was deleted at the broker",
-            buckets_reclaimed.clone(),
-        );
-        let hold_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 18));
-        registry.register(
-            "hold_seconds",
-            "Time a popped message waited in the consumer for its bucket's slot",
-            hold_seconds.clone(),
-        );
-        let handed_back = Counter::default();
-        registry.register(
-            "handed_back",
-            "Held messages published back to their LiteTopic at shutdown",
-            handed_back.clone(),
-        );
-        let admin_refused = Family::<ReasonLabels, Counter>::default();
-        registry.register(
-            "admin_refused",
-            "Admin API writes refused (missing_token, wrong_token, writes_disabled)",
-            admin_refused.clone(),
-        );
-        // Every reason from the start, so alerts see 0 rather than nothing.
-        for refusal in crate::admin_auth::Refusal::ALL {
-            let _ = admin_refused.get_or_create(&ReasonLabels {
-                reason: refusal.as_str(),
-            });
-        }
-        let tenant_tokens = Family::<TenantTokenLabels, Counter>::default();
-        registry.register(
-            "tenant_tokens",
-            "Tokens the model reported for deferred requests, per tenant, model and kind (prompt, completion, cached; cached is part of prompt)",
-            tenant_tokens.clone(),
-        );
-        let pacing_corrections = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "pacing_corrections",
-            "Token pacing debt after a call: corrected to the real usage, unchanged, no_usage (estimate kept), failed",
-            pacing_corrections.clone(),
-        );
-        for correction in crate::usage::Correction::ALL {
-            let _ = pacing_corrections.get_or_create(&ResultLabels {
-                result: correction.as_str(),
-            });
-        }
-        let control = crate::control_loop::ControlMetrics::default();
-        control.register(&mut registry);
-        Metrics {
-            control,
+        let metrics = Metrics {
+            pacing_decisions: register(
+                &mut registry,
+                "pacing_decisions",
+                "Pacing decisions per bucket (tenant/model)",
+                Family::default(),
+            ),
+            pacing_wait_seconds: register(
+                &mut registry,
+                "pacing_wait_seconds",
+                "Wait returned by the pacer before a bucket's next slot",
+                Family::new_with_constructor(wait_histogram as fn() -> _),
+            ),
+            in_flight: register(
+                &mut registry,
+                "in_flight",
+                "Backend calls in flight per model",
+                Family::default(),
+            ),
+            in_flight_refused: register(
+                &mut registry,
+                "in_flight_refused",
+                "Messages held back because the model's in-flight cap was reached",
+                Family::default(),
+            ),
+            queue_wait_seconds: register(
+                &mut registry,
+                "queue_wait_seconds",
+                "Time from enqueue to the start of the backend call",
+                Family::new_with_constructor(wait_histogram as fn() -> _),
+            ),
+            first_chunk_seconds: register(
+                &mut registry,
+                "first_chunk_seconds",
+                "Time from the start of the backend call to the first chunk written",
+                Family::new_with_constructor(latency_histogram as fn() -> _),
+            ),
+            chunk_write_seconds: register(
+                &mut registry,
+                "chunk_write_seconds",
+                "Round trip of one chunk write to the response stream",
+                Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
+            ),
+            chunks: register(
+                &mut registry,
+                "chunks",
+                "Chunks written to response streams",
+                Family::default(),
+            ),
+            cancels: register(
+                &mut registry,
+                "cancels",
+                "Backend calls aborted because the client went away",
+                Counter::default(),
+            ),
+            errors: register(
+                &mut registry,
+                "errors",
+                "Errors by kind",
+                Family::default(),
+            ),
+            outcomes: register(
+                &mut registry,
+                "outcomes",
+                "Outcomes of processed messages",
+                Family::default(),
+            ),
+            buckets_owned: register(
+                &mut registry,
+                "buckets_owned",
+                "Buckets (LiteTopics) this instance owns and is subscribed to",
+                Gauge::default(),
+            ),
+            group_members: register(
+                &mut registry,
+                "group_members",
+                "Live consumer instances in the group, as last seen",
+                Gauge::default(),
+            ),
+            buckets_retired: register(
+                &mut registry,
+                "buckets_retired",
+                "Idle buckets retired (unsubscribed and removed from the bucket set)",
+                Counter::default(),
+            ),
+            buckets_reclaimed: register(
+                &mut registry,
+                "buckets_reclaimed",
+                "Retired buckets whose queue (LMQ consume-queue files) was deleted at the broker",
+                Counter::default(),
+            ),
+            hold_seconds: register(
+                &mut registry,
+                "hold_seconds",
+                "Time a popped message waited in the consumer for its bucket's slot",
+                Histogram::new(exponential_buckets(0.001, 2.0, 18)),
+            ),
+            handed_back: register(
+                &mut registry,
+                "handed_back",
+                "Held messages published back to their LiteTopic at shutdown",
+                Counter::default(),
+            ),
+            admin_refused: register(
+                &mut registry,
+                "admin_refused",
+                "Admin API writes refused (missing_token, wrong_token, writes_disabled)",
+                Family::default(),
+            ),
+            tenant_tokens: register(
+                &mut registry,
+                "tenant_tokens",
+                "Tokens the model reported for deferred requests, per tenant, model and kind (prompt, completion, cached; cached is part of prompt)",
+                Family::default(),
+            ),
+            pacing_corrections: register(
+                &mut registry,
+                "pacing_corrections",
+                "Token pacing debt after a call: corrected to the real usage, unchanged, no_usage (estimate kept), failed",
+                Family::default(),
+            ),
+            control: {
+                let control = crate::control_loop::ControlMetrics::default();
+                control.register(&mut registry);
+                control
+            },
             registry,
             buckets: LabelLimiter::new(max_buckets),
             models: LabelLimiter::new(max_models),
             tenants: LabelLimiter::new(max_buckets),
-            pacing_decisions,
-            pacing_wait_seconds,
-            in_flight,
-            in_flight_refused,
-            queue_wait_seconds,
-            first_chunk_seconds,
-            chunk_write_seconds,
-            chunks,
-            cancels,
-            errors,
-            outcomes,
-            buckets_owned,
-            group_members,
-            buckets_retired,
-            buckets_reclaimed,
             bucket_topics: Mutex::new(HashMap::new()),
-            hold_seconds,
-            handed_back,
-            admin_refused,
-            tenant_tokens,
-            pacing_corrections,
+        };
+        // Every reason from the start, so alerts see 0 rather than nothing.
+        for refusal in crate::admin_auth::Refusal::ALL {
+            let _ = metrics.admin_refused.get_or_create(&ReasonLabels {
+                reason: refusal.as_str(),
+            });
         }
+        for correction in crate::usage::Correction::ALL {
+            let _ = metrics.pacing_corrections.get_or_create(&ResultLabels {
+                result: correction.as_str(),
+            });
+        }
+        metrics
     }
 
     /// Bounded bucket label of a sanitized `tenant/model`.
@@ -424,9 +409,7 @@ impl Metrics {
 
     /// The OpenMetrics text of every metric.
     pub fn encode(&self) -> String {
-        let mut text = String::new();
-        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
-        text
+        encode(&self.registry)
     }
 }
 

@@ -122,6 +122,22 @@ fn error_code(response: &HttpResponse) -> String {
         .to_string()
 }
 
+/// Checks that `response` refuses with `status` and the error code `code`.
+fn assert_refused(response: &HttpResponse, status: u16, code: &str) {
+    assert_eq!(response.status, status, "{}", response.body);
+    assert_eq!(error_code(response), code);
+}
+
+/// A 401 with the error code `code`, whose `WWW-Authenticate` challenge
+/// passes `challenge`.
+fn assert_unauthorized(response: &HttpResponse, code: &str, challenge: impl Fn(&str) -> bool) {
+    assert_refused(response, 401, code);
+    assert!(
+        response.header("www-authenticate").is_some_and(challenge),
+        "{response:?}"
+    );
+}
+
 /// acme's gpt-4o requests/s override as `GET /rates` lists it.
 fn acme_override(addr: SocketAddr) -> Option<f64> {
     let response = call(addr, "GET", "/rates", None);
@@ -152,26 +168,30 @@ fn admin_writes_beyond_loopback_need_the_token() {
     let remote_ip = non_loopback_ip();
     // Requests come from the non-loopback address when there is one.
     let target = |port: u16| SocketAddr::new(remote_ip.unwrap_or([127, 0, 0, 1].into()), port);
+    // A consumer whose admin API listens on every interface, at a fresh port.
+    let start_on_every_interface = |token_file: Option<&Path>| {
+        let port = free_port();
+        let mut consumer = Consumer::start(
+            &redis,
+            &broker,
+            dir.path(),
+            Some(format!("0.0.0.0:{port}")),
+            token_file,
+        );
+        consumer.wait_ready(target(port));
+        (consumer, target(port))
+    };
 
     // 1. Bound to every interface, no token configured: writes are disabled.
-    let port = free_port();
-    let mut open = Consumer::start(
-        &redis,
-        &broker,
-        dir.path(),
-        Some(format!("0.0.0.0:{port}")),
-        None,
-    );
-    open.wait_ready(target(port));
-    let put = call(target(port), "PUT", RATE_PUT, None);
-    assert_eq!(put.status, 403, "{}", put.body);
-    assert_eq!(error_code(&put), "writes_disabled");
+    let (open, admin) = start_on_every_interface(None);
+    let put = call(admin, "PUT", RATE_PUT, None);
+    assert_refused(&put, 403, "writes_disabled");
     assert!(put.body.contains("--admin-token-file"), "{}", put.body);
     // A token cannot open what is disabled.
-    let put = call(target(port), "PUT", "/factor/gpt-4o?factor=0", Some(TOKEN));
+    let put = call(admin, "PUT", "/factor/gpt-4o?factor=0", Some(TOKEN));
     assert_eq!(put.status, 403, "{}", put.body);
-    assert_eq!(acme_override(target(port)), None);
-    assert_eq!(refused(target(port), "writes_disabled"), 2);
+    assert_eq!(acme_override(admin), None);
+    assert_eq!(refused(admin, "writes_disabled"), 2);
     let log = open.log_text();
     assert!(
         log.contains("WARN") && log.contains("without an admin token"),
@@ -182,51 +202,20 @@ fn admin_writes_beyond_loopback_need_the_token() {
     // 2. Same bind, token configured (file with a trailing newline).
     let token_file = dir.path().join("admin-token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
-    let port = free_port();
-    let mut guarded = Consumer::start(
-        &redis,
-        &broker,
-        dir.path(),
-        Some(format!("0.0.0.0:{port}")),
-        Some(&token_file),
-    );
-    guarded.wait_ready(target(port));
-    let missing = call(target(port), "PUT", RATE_PUT, None);
-    assert_eq!(missing.status, 401, "{}", missing.body);
-    assert_eq!(error_code(&missing), "missing_token");
-    assert!(
-        missing
-            .header("www-authenticate")
-            .is_some_and(|v| v.starts_with("Bearer")),
-        "{missing:?}"
-    );
-    let wrong = call(
-        target(port),
-        "PUT",
-        RATE_PUT,
-        Some("not-the-admin-token-at-all"),
-    );
-    assert_eq!(wrong.status, 401, "{}", wrong.body);
-    assert_eq!(error_code(&wrong), "wrong_token");
-    assert!(
-        wrong
-            .header("www-authenticate")
-            .is_some_and(|v| v.contains("invalid_token")),
-        "{wrong:?}"
-    );
-    assert_eq!(
-        acme_override(target(port)),
-        None,
-        "a refused write was applied"
-    );
+    let (guarded, admin) = start_on_every_interface(Some(&token_file));
+    let missing = call(admin, "PUT", RATE_PUT, None);
+    assert_unauthorized(&missing, "missing_token", |v| v.starts_with("Bearer"));
+    let wrong = call(admin, "PUT", RATE_PUT, Some("not-the-admin-token-at-all"));
+    assert_unauthorized(&wrong, "wrong_token", |v| v.contains("invalid_token"));
+    assert_eq!(acme_override(admin), None, "a refused write was applied");
 
-    let applied = call(target(port), "PUT", RATE_PUT, Some(TOKEN));
+    let applied = call(admin, "PUT", RATE_PUT, Some(TOKEN));
     assert_eq!(applied.status, 200, "{}", applied.body);
-    assert_eq!(acme_override(target(port)), Some(0.25));
+    assert_eq!(acme_override(admin), Some(0.25));
     // Reads need no token; refusals are counted by reason.
-    assert_eq!(call(target(port), "GET", "/healthz", None).status, 200);
-    assert_eq!(refused(target(port), "missing_token"), 1);
-    assert_eq!(refused(target(port), "wrong_token"), 1);
+    assert_eq!(call(admin, "GET", "/healthz", None).status, 200);
+    assert_eq!(refused(admin, "missing_token"), 1);
+    assert_eq!(refused(admin, "wrong_token"), 1);
     assert!(
         !guarded.log_text().contains(TOKEN),
         "the token reached the log:\n{}",

@@ -14,12 +14,14 @@ use std::time::Duration;
 const T0: u64 = 1_700_000_000_000;
 
 fn pacer(redis: &RedisServer, config: PacingConfig) -> Pacer {
-    Pacer::new(
-        common::conn(redis),
-        config,
-        Some(Arc::new(Metrics::default())),
-    )
-    .unwrap()
+    metered_pacer(redis, config).0
+}
+
+/// A pacer and the metrics it records into.
+fn metered_pacer(redis: &RedisServer, config: PacingConfig) -> (Pacer, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::default());
+    let pacer = Pacer::new(common::conn(redis), config, Some(metrics.clone())).unwrap();
+    (pacer, metrics)
 }
 
 fn rps(r: f64) -> PacingConfig {
@@ -44,12 +46,35 @@ async fn run(
     let mut admitted = Vec::new();
     let mut now = from;
     while now < to {
-        if pacer.check(bucket, tokens, Some(now)).await.unwrap() == PaceDecision::Admit {
+        if decide(pacer, bucket, tokens, now).await == PaceDecision::Admit {
             admitted.push(now);
         }
         now += step_ms;
     }
     admitted
+}
+
+/// Checks that `admits` (from [`run`]) holds `expected` admissions, give or
+/// take one.
+fn assert_admits_about(admits: &[u64], expected: i64) {
+    assert!(
+        (admits.len() as i64 - expected).abs() <= 1,
+        "{}",
+        admits.len()
+    );
+}
+
+/// The pacer's decision for a message of `tokens` in `bucket` at `now`.
+async fn decide(pacer: &Pacer, bucket: &BucketId, tokens: u64, now: u64) -> PaceDecision {
+    pacer.check(bucket, tokens, Some(now)).await.unwrap()
+}
+
+/// A refusal: the next slot comes in `ms`, held back by `limited_by`.
+fn wait_of(ms: u64, limited_by: Limit) -> PaceDecision {
+    PaceDecision::Wait {
+        wait: Duration::from_millis(ms),
+        limited_by,
+    }
 }
 
 fn per_second(admits: &[u64], from: u64, seconds: u64) -> Vec<usize> {
@@ -90,36 +115,26 @@ async fn r_per_second_admits_r_per_second() {
 #[tokio::test]
 async fn wait_is_the_time_to_the_next_slot() {
     let redis = RedisServer::start().unwrap();
-    let metrics = Arc::new(Metrics::default());
-    let pacer = Pacer::new(common::conn(&redis), rps(5.0), Some(metrics.clone())).unwrap();
+    let (pacer, metrics) = metered_pacer(&redis, rps(5.0));
     let bucket = BucketId::new("acme", "m");
+    assert_eq!(decide(&pacer, &bucket, 0, T0).await, PaceDecision::Admit);
     assert_eq!(
-        pacer.check(&bucket, 0, Some(T0)).await.unwrap(),
-        PaceDecision::Admit
-    );
-    assert_eq!(
-        pacer.check(&bucket, 0, Some(T0 + 1)).await.unwrap(),
-        PaceDecision::Wait {
-            wait: Duration::from_millis(199),
-            limited_by: Limit::Requests
-        }
+        decide(&pacer, &bucket, 0, T0 + 1).await,
+        wait_of(199, Limit::Requests)
     );
     // A refused check takes nothing: the slot is still at T0 + 200.
     assert_eq!(
-        pacer.check(&bucket, 0, Some(T0 + 150)).await.unwrap(),
-        PaceDecision::Wait {
-            wait: Duration::from_millis(50),
-            limited_by: Limit::Requests
-        }
+        decide(&pacer, &bucket, 0, T0 + 150).await,
+        wait_of(50, Limit::Requests)
     );
     assert_eq!(
-        pacer.check(&bucket, 0, Some(T0 + 200)).await.unwrap(),
+        decide(&pacer, &bucket, 0, T0 + 200).await,
         PaceDecision::Admit
     );
     // Another bucket is independent.
     let other = BucketId::new("other", "m");
     assert_eq!(
-        pacer.check(&other, 0, Some(T0 + 200)).await.unwrap(),
+        decide(&pacer, &other, 0, T0 + 200).await,
         PaceDecision::Admit
     );
 
@@ -145,15 +160,11 @@ async fn wait_is_the_time_to_the_next_slot() {
 #[tokio::test]
 async fn runtime_rate_change_and_model_factor_take_effect_on_the_next_check() {
     let redis = RedisServer::start().unwrap();
-    let metrics = Arc::new(Metrics::default());
-    let pacer = Pacer::new(common::conn(&redis), rps(1.0), Some(metrics.clone())).unwrap();
+    let (pacer, metrics) = metered_pacer(&redis, rps(1.0));
     let bucket = BucketId::new("acme", "gpt");
-    assert_eq!(
-        pacer.check(&bucket, 0, Some(T0)).await.unwrap(),
-        PaceDecision::Admit
-    );
+    assert_eq!(decide(&pacer, &bucket, 0, T0).await, PaceDecision::Admit);
     assert!(matches!(
-        pacer.check(&bucket, 0, Some(T0 + 10)).await.unwrap(),
+        decide(&pacer, &bucket, 0, T0 + 10).await,
         PaceDecision::Wait { wait, .. } if wait == Duration::from_millis(990)
     ));
 
@@ -171,33 +182,26 @@ async fn runtime_rate_change_and_model_factor_take_effect_on_the_next_check() {
         .await
         .unwrap();
     assert!(matches!(
-        pacer.check(&bucket, 0, Some(T0 + 10)).await.unwrap(),
+        decide(&pacer, &bucket, 0, T0 + 10).await,
         PaceDecision::Wait { wait, .. } if wait == Duration::from_millis(10)
     ));
-    let admits = run(&pacer, &bucket, 0, T0 + 20, T0 + 2020, 1).await;
-    assert!((admits.len() as i64 - 200).abs() <= 1, "{}", admits.len());
+    assert_admits_about(&run(&pacer, &bucket, 0, T0 + 20, T0 + 2020, 1).await, 200);
 
     // Halve the whole model column.
     pacer.set_model_factor("gpt", 0.5).await.unwrap();
-    let admits = run(&pacer, &bucket, 0, T0 + 3000, T0 + 5000, 1).await;
-    assert!((admits.len() as i64 - 100).abs() <= 1, "{}", admits.len());
+    assert_admits_about(&run(&pacer, &bucket, 0, T0 + 3000, T0 + 5000, 1).await, 100);
     // ... including a tenant without overrides (1/s × 0.5).
     let other = BucketId::new("beta", "gpt");
-    let admits = run(&pacer, &other, 0, T0, T0 + 10_000, 10).await;
-    assert!((admits.len() as i64 - 5).abs() <= 1, "{}", admits.len());
+    assert_admits_about(&run(&pacer, &other, 0, T0, T0 + 10_000, 10).await, 5);
     // ... and not another model.
     let elsewhere = BucketId::new("acme", "other-model");
-    let admits = run(&pacer, &elsewhere, 0, T0, T0 + 10_000, 10).await;
-    assert!((admits.len() as i64 - 10).abs() <= 1, "{}", admits.len());
+    assert_admits_about(&run(&pacer, &elsewhere, 0, T0, T0 + 10_000, 10).await, 10);
 
     // Factor 0 pauses the column.
     pacer.set_model_factor("gpt", 0.0).await.unwrap();
     assert_eq!(
-        pacer.check(&bucket, 0, Some(T0 + 20_000)).await.unwrap(),
-        PaceDecision::Wait {
-            wait: Duration::from_millis(1000),
-            limited_by: Limit::Paused
-        }
+        decide(&pacer, &bucket, 0, T0 + 20_000).await,
+        wait_of(1000, Limit::Paused)
     );
     // Clearing the factor and the override: back to the configured 1/s.
     pacer.clear_model_factor("gpt").await.unwrap();
@@ -211,8 +215,10 @@ async fn runtime_rate_change_and_model_factor_take_effect_on_the_next_check() {
         )
         .await
         .unwrap();
-    let admits = run(&pacer, &bucket, 0, T0 + 30_000, T0 + 40_000, 10).await;
-    assert!((admits.len() as i64 - 10).abs() <= 1, "{}", admits.len());
+    assert_admits_about(
+        &run(&pacer, &bucket, 0, T0 + 30_000, T0 + 40_000, 10).await,
+        10,
+    );
 
     // A column override applies to every tenant of the model.
     pacer
@@ -223,8 +229,10 @@ async fn runtime_rate_change_and_model_factor_take_effect_on_the_next_check() {
         )
         .await
         .unwrap();
-    let admits = run(&pacer, &other, 0, T0 + 50_000, T0 + 60_000, 10).await;
-    assert!((admits.len() as i64 - 40).abs() <= 1, "{}", admits.len());
+    assert_admits_about(
+        &run(&pacer, &other, 0, T0 + 50_000, T0 + 60_000, 10).await,
+        40,
+    );
 
     // Unlimited bucket override.
     pacer
@@ -298,18 +306,12 @@ async fn tokens_dimension_limits_big_messages() {
     let bucket = BucketId::new("acme", "m");
     let mut conn = common::conn(&redis);
     // A 5000-token message runs on an empty bucket (never starved) ...
-    assert_eq!(
-        pacer.check(&bucket, 5000, Some(T0)).await.unwrap(),
-        PaceDecision::Admit
-    );
+    assert_eq!(decide(&pacer, &bucket, 5000, T0).await, PaceDecision::Admit);
     // ... and holds the token bucket for 5 s: a small message one second
     // later fits the request dimension but not the token one.
     assert_eq!(
-        pacer.check(&bucket, 10, Some(T0 + 1000)).await.unwrap(),
-        PaceDecision::Wait {
-            wait: Duration::from_millis(4000),
-            limited_by: Limit::Tokens
-        }
+        decide(&pacer, &bucket, 10, T0 + 1000).await,
+        wait_of(4000, Limit::Tokens)
     );
     // All or nothing: the refused check did not take the request slot.
     let requests_tat: String = redis::cmd("GET")
@@ -320,18 +322,16 @@ async fn tokens_dimension_limits_big_messages() {
     let tat: f64 = requests_tat.split(' ').next().unwrap().parse().unwrap();
     assert_eq!(tat, (T0 + 1000) as f64);
     assert_eq!(
-        pacer.check(&bucket, 10, Some(T0 + 5000)).await.unwrap(),
+        decide(&pacer, &bucket, 10, T0 + 5000).await,
         PaceDecision::Admit
     );
 
     // Over a minute, big messages are admitted at tokens/s, not requests/s.
     let big = BucketId::new("big", "m");
-    let admits = run(&pacer, &big, 4000, T0, T0 + 60_000, 10).await;
-    assert!((admits.len() as i64 - 15).abs() <= 1, "{}", admits.len());
+    assert_admits_about(&run(&pacer, &big, 4000, T0, T0 + 60_000, 10).await, 15);
     // Small ones at requests/s.
     let small = BucketId::new("small", "m");
-    let admits = run(&pacer, &small, 100, T0, T0 + 60_000, 10).await;
-    assert!((admits.len() as i64 - 60).abs() <= 1, "{}", admits.len());
+    assert_admits_about(&run(&pacer, &small, 100, T0, T0 + 60_000, 10).await, 60);
 
     // Per-model configured rates.
     let pacer = Pacer::new(
@@ -350,8 +350,10 @@ async fn tokens_dimension_limits_big_messages() {
     )
     .unwrap();
     let fast = BucketId::new("acme", "fast");
-    let admits = run(&pacer, &fast, 1_000_000, T0, T0 + 10_000, 10).await;
-    assert!((admits.len() as i64 - 100).abs() <= 1, "{}", admits.len());
+    assert_admits_about(
+        &run(&pacer, &fast, 1_000_000, T0, T0 + 10_000, 10).await,
+        100,
+    );
 }
 
 #[tokio::test]

@@ -11,6 +11,19 @@ use sluice_contract::{keys, ClaimTiming};
 use sluice_testkit::RedisServer;
 use std::time::Duration;
 
+/// `command` with `args`, answered.
+async fn query<T: redis::FromRedisValue>(
+    conn: &mut sluice_redis::RedisConn,
+    command: &str,
+    args: impl redis::ToRedisArgs,
+) -> T {
+    redis::cmd(command)
+        .arg(args)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
 async fn redis() -> (RedisServer, sluice_redis::RedisConn) {
     let server = RedisServer::start().unwrap();
     let conn = sluice_redis::RedisClient::open(&server.url())
@@ -39,26 +52,11 @@ async fn a_publish_registers_the_bucket_and_counts_its_backlog() {
         }
     );
     assert_eq!(first.known, 1);
-    let member: bool = redis::cmd("SISMEMBER")
-        .arg(keys::BUCKETS)
-        .arg(topic)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let member: bool = query(&mut conn, "SISMEMBER", (keys::BUCKETS, topic)).await;
     assert!(member);
-    let owner: Option<String> = redis::cmd("HGET")
-        .arg(keys::BUCKET_TENANTS)
-        .arg(topic)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let owner: Option<String> = query(&mut conn, "HGET", (keys::BUCKET_TENANTS, topic)).await;
     assert_eq!(owner.as_deref(), Some(tenant));
-    let stamped: Option<u64> = redis::cmd("ZSCORE")
-        .arg(keys::ACTIVITY)
-        .arg(topic)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let stamped: Option<u64> = query(&mut conn, "ZSCORE", (keys::ACTIVITY, topic)).await;
     assert_eq!(stamped, Some(now));
 
     // Counted, with an expiry.
@@ -70,11 +68,7 @@ async fn a_publish_registers_the_bucket_and_counts_its_backlog() {
         bookkeeping::count_publish(&mut conn, topic).await.unwrap(),
         2
     );
-    let ttl: i64 = redis::cmd("TTL")
-        .arg(keys::backlog(topic))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let ttl: i64 = query(&mut conn, "TTL", keys::backlog(topic)).await;
     assert!(ttl > 0 && ttl <= BACKLOG_TTL_SECS as i64, "{ttl}");
 
     // A pop counts down and takes the lease; both are visible to the endpoint.
@@ -93,12 +87,7 @@ async fn a_publish_registers_the_bucket_and_counts_its_backlog() {
 
     // A pop of a request claimed (or answered) before: seen.
     for key in [keys::processing("r-2"), keys::done("r-3")] {
-        let _: () = redis::cmd("SET")
-            .arg(&key)
-            .arg("x")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let _: () = query(&mut conn, "SET", (&key, "x")).await;
     }
     for req_id in ["r-2", "r-3"] {
         let seen = bookkeeping::record_pop(&mut conn, topic, Some(req_id), Duration::from_secs(1))
@@ -164,12 +153,7 @@ async fn caps_refuse_new_buckets_only_and_a_reclaim_blocks_the_announce() {
         Announced::Admitted { created: false, .. }
     ));
 
-    let _: () = redis::cmd("SET")
-        .arg(keys::reclaiming("c_m"))
-        .arg(1)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let _: () = query(&mut conn, "SET", (keys::reclaiming("c_m"), 1)).await;
     let reclaiming = book
         .announce(&mut conn, "c", "c_m", now, &CapValues::UNBOUNDED)
         .await
@@ -204,12 +188,7 @@ async fn a_lapsed_lease_is_judged_by_the_claim_heartbeat() {
         (keys::done("r"), "ok".to_string(), Lapse::Finished),
     ];
     for (key, value, expected) in steps {
-        let _: () = redis::cmd("SET")
-            .arg(&key)
-            .arg(&value)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let _: () = query(&mut conn, "SET", (&key, &value)).await;
         assert_eq!(
             bookkeeping::lapsed_request(&mut conn, "r", &timing)
                 .await

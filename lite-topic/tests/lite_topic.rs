@@ -53,13 +53,10 @@ async fn set_up_is_idempotent_and_refuses_conflicts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_to_two_lite_topics_and_pop_them_back() {
-    let env = Env::start().await;
-    let producer = env.producer().await;
-    let consumer = env.consumer().await;
     let a = lite_topic_name("acme", "gpt-4o");
     let b = lite_topic_name("Evil/Tenant$,..", "meta-llama/Llama-3.1-8B");
     assert_eq!(a, "acme_gpt-4o");
-    consumer.subscribe(&[&a, &b]).await.unwrap();
+    let (env, producer, consumer) = Env::start_subscribed(&[&a, &b]).await;
 
     let mut sent = HashMap::new();
     for i in 0..3 {
@@ -152,23 +149,18 @@ async fn send_to_two_lite_topics_and_pop_them_back() {
         );
     }
 
-    consumer.shutdown().await;
-    producer.shutdown().await;
-    env.shutdown().await;
+    env.shutdown_with(consumer, producer).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn brand_new_lite_topics_deliver_their_first_messages() {
     // The facts sheet saw, once, the first messages of brand-new LiteTopics
     // skipped on a fresh store. Fresh store here; every message must come.
-    let env = Env::start().await;
-    let producer = env.producer().await;
-    let consumer = env.consumer().await;
     let topics: Vec<String> = (0..12)
         .map(|i| lite_topic_name("fresh", &format!("m{i}")))
         .collect();
     let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
-    consumer.subscribe(&refs).await.unwrap();
+    let (env, producer, consumer) = Env::start_subscribed(&refs).await;
     for round in 0..3 {
         for topic in &topics {
             producer
@@ -191,24 +183,19 @@ async fn brand_new_lite_topics_deliver_their_first_messages() {
             "LiteTopic {topic}: first messages of a brand-new LiteTopic missing? all: {seen:?}"
         );
     }
-    consumer.shutdown().await;
-    producer.shutdown().await;
-    env.shutdown().await;
+    env.shutdown_with(consumer, producer).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscriptions_are_dynamic() {
-    let env = Env::start().await;
-    let producer = env.producer().await;
-    let consumer = env.consumer().await;
+    let (env, producer, consumer) = Env::start_subscribed(&["a"]).await;
     let other = env.consumer().await;
-    consumer.subscribe(&["a"]).await.unwrap();
     other.subscribe(&["c"]).await.unwrap();
     assert_eq!(consumer.subscriptions(), vec!["a".to_owned()]);
 
-    producer.send(&env.parent, "a", b"a0", &[]).await.unwrap();
-    producer.send(&env.parent, "b", b"b0", &[]).await.unwrap();
-    producer.send(&env.parent, "c", b"c0", &[]).await.unwrap();
+    for (topic, body) in [("a", b"a0"), ("b", b"b0"), ("c", b"c0")] {
+        producer.send(&env.parent, topic, body, &[]).await.unwrap();
+    }
     // Only "a" comes to this consumer, however long it asks.
     let got = pop_n(&consumer, 3, Duration::from_millis(1500))
         .await
@@ -226,8 +213,9 @@ async fn subscriptions_are_dynamic() {
     // After unsubscribing from "a", its new messages wait...
     consumer.unsubscribe(&["a"]).await.unwrap();
     assert_eq!(consumer.subscriptions(), vec!["b".to_owned()]);
-    producer.send(&env.parent, "a", b"a1", &[]).await.unwrap();
-    producer.send(&env.parent, "b", b"b1", &[]).await.unwrap();
+    for (topic, body) in [("a", b"a1"), ("b", b"b1")] {
+        producer.send(&env.parent, topic, body, &[]).await.unwrap();
+    }
     let got = pop_n(&consumer, 2, Duration::from_millis(1500))
         .await
         .unwrap();
@@ -240,17 +228,12 @@ async fn subscriptions_are_dynamic() {
     assert_eq!(got[0].queue_offset, 1);
 
     other.shutdown().await;
-    consumer.shutdown().await;
-    producer.shutdown().await;
-    env.shutdown().await;
+    env.shutdown_with(consumer, producer).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lite_topic_has_one_batch_in_flight_until_released() {
-    let env = Env::start().await;
-    let producer = env.producer().await;
-    let consumer = env.consumer().await;
-    consumer.subscribe(&["a"]).await.unwrap();
+    let (env, producer, consumer) = Env::start_subscribed(&["a"]).await;
     for i in 0..3 {
         producer
             .send(&env.parent, "a", format!("{i}").as_bytes(), &[])
@@ -279,9 +262,7 @@ async fn a_lite_topic_has_one_batch_in_flight_until_released() {
     assert_eq!(third.queue_offset, 2);
     consumer.release(&third.handle).await.unwrap();
     eprintln!("{:?}", consumer.stats());
-    consumer.shutdown().await;
-    producer.shutdown().await;
-    env.shutdown().await;
+    env.shutdown_with(consumer, producer).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,10 +270,7 @@ async fn delivery_is_at_most_once() {
     // Facts sheet: the broker commits a LiteTopic's position at pop time; a
     // message popped and never released nor suspended is not redelivered
     // when its invisible time passes: the LiteTopic moves on.
-    let env = Env::start().await;
-    let producer = env.producer().await;
-    let consumer = env.consumer().await;
-    consumer.subscribe(&["a"]).await.unwrap();
+    let (env, producer, consumer) = Env::start_subscribed(&["a"]).await;
     producer
         .send(&env.parent, "a", b"first", &[])
         .await
@@ -337,17 +315,13 @@ async fn delivery_is_at_most_once() {
         .unwrap_err();
     assert!(matches!(err, LiteError::StaleHandle { .. }), "{err}");
     consumer.release(&first.handle).await.unwrap();
-    consumer.shutdown().await;
-    producer.shutdown().await;
-    env.shutdown().await;
+    env.shutdown_with(consumer, producer).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_calls_do_not_wait_for_a_long_poll() {
-    let env = Env::start().await;
-    let producer = env.producer().await;
-    let consumer = std::sync::Arc::new(env.consumer().await);
-    consumer.subscribe(&["a"]).await.unwrap();
+    let (env, producer, consumer) = Env::start_subscribed(&["a"]).await;
+    let consumer = std::sync::Arc::new(consumer);
     producer.send(&env.parent, "a", b"x", &[]).await.unwrap();
     let msg = pop_one(&consumer, Duration::from_secs(10)).await;
     // A long poll is waiting (nothing else to deliver)...
@@ -369,18 +343,14 @@ async fn control_calls_do_not_wait_for_a_long_poll() {
     assert!(!poller.is_finished());
     let _ = poller.await.unwrap();
     let consumer = std::sync::Arc::into_inner(consumer).unwrap();
-    consumer.shutdown().await;
-    producer.shutdown().await;
-    env.shutdown().await;
+    env.shutdown_with(consumer, producer).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_latency_when_waiting() {
     // A consumer waiting in a long poll gets a new message at once.
-    let env = Env::start().await;
-    let producer = std::sync::Arc::new(env.producer().await);
-    let consumer = env.consumer().await;
-    consumer.subscribe(&["a"]).await.unwrap();
+    let (env, producer, consumer) = Env::start_subscribed(&["a"]).await;
+    let producer = std::sync::Arc::new(producer);
     let parent = env.parent.clone();
     let mut latencies = Vec::new();
     for i in 0..15 {

@@ -16,10 +16,8 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_suspended_lite_topic_does_not_hold_up_the_others() {
     let _serial = SERIAL.lock().await;
-    let env = Env::start().await;
-    let producer = std::sync::Arc::new(env.producer().await);
-    let consumer = env.consumer().await;
-    consumer.subscribe(&["a", "b"]).await.unwrap();
+    let (env, producer, consumer) = Env::start_subscribed(&["a", "b"]).await;
+    let producer = std::sync::Arc::new(producer);
     // A: a backlog, paced by a 300 ms suspend after each message.
     // B: a steady stream, one message every 20 ms for ~1.2 s.
     const A: usize = 8;
@@ -103,10 +101,7 @@ async fn a_suspended_lite_topic_does_not_hold_up_the_others() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspend_spacing_is_honoured() {
     let _serial = SERIAL.lock().await;
-    let env = Env::start().await;
-    let producer = env.producer().await;
-    let consumer = env.consumer().await;
-    consumer.subscribe(&["paced"]).await.unwrap();
+    let (env, producer, consumer) = Env::start_subscribed(&["paced"]).await;
     for suspend_ms in [30u64, 100, 250] {
         let suspend = Duration::from_millis(suspend_ms);
         for _ in 0..5 {
@@ -141,9 +136,7 @@ async fn suspend_spacing_is_honoured() {
         tokio::time::sleep(suspend).await;
     }
     eprintln!("{:?}", consumer.stats());
-    consumer.shutdown().await;
-    producer.shutdown().await;
-    env.shutdown().await;
+    env.shutdown_with(consumer, producer).await;
 }
 
 fn gaps(times: &[Duration]) -> Vec<Duration> {

@@ -10,6 +10,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use sluice_runtime::metrics::{encode, register};
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
@@ -168,77 +169,73 @@ impl Metrics {
         let mut root = Registry::default();
         let gpu = GpuMetrics::register(&mut root);
         let registry = root.sub_registry_with_prefix("sluice_sim");
-        let requests = Family::<RequestLabels, Counter>::default();
-        registry.register(
-            "requests",
-            "HTTP requests answered, by endpoint and status (streams count when their headers go out)",
-            requests.clone(),
-        );
-        let prompt_tokens = Counter::default();
-        registry.register(
-            "prompt_tokens",
-            "Prompt tokens of admitted generation and embedding requests (approximate)",
-            prompt_tokens.clone(),
-        );
-        let tokens_generated = Counter::default();
-        registry.register(
-            "tokens_generated",
-            "Completion tokens generated (streamed chunks, or tokens of whole answers)",
-            tokens_generated.clone(),
-        );
-        let in_flight = Gauge::default();
-        registry.register(
-            "in_flight",
-            "Requests admitted and being generated now",
-            in_flight.clone(),
-        );
-        let queue_depth = Gauge::default();
-        registry.register(
-            "queue_depth",
-            "Requests waiting for a generation slot now (queue mode)",
-            queue_depth.clone(),
-        );
-        let queued = Counter::default();
-        registry.register(
-            "queued",
-            "Requests that had to wait for a generation slot (queue mode)",
-            queued.clone(),
-        );
-        let rejected_over_capacity = Counter::default();
-        registry.register(
-            "rejected_over_capacity",
-            "Requests answered 429 or 503 because max_concurrency requests were being generated",
-            rejected_over_capacity.clone(),
-        );
-        let client_disconnects = Counter::default();
-        registry.register(
-            "client_disconnects",
-            "Admitted requests whose client went away before the answer was complete",
-            client_disconnects.clone(),
-        );
-        let injected_failures = Family::<FailureLabels, Counter>::default();
-        registry.register(
-            "injected_failures",
-            "Injected failures by kind: before (500, no output) and mid (stream broken)",
-            injected_failures.clone(),
-        );
+        let metrics = Self {
+            requests: register(
+                registry,
+                "requests",
+                "HTTP requests answered, by endpoint and status (streams count when their headers go out)",
+                Family::default(),
+            ),
+            prompt_tokens: register(
+                registry,
+                "prompt_tokens",
+                "Prompt tokens of admitted generation and embedding requests (approximate)",
+                Counter::default(),
+            ),
+            tokens_generated: register(
+                registry,
+                "tokens_generated",
+                "Completion tokens generated (streamed chunks, or tokens of whole answers)",
+                Counter::default(),
+            ),
+            in_flight: register(
+                registry,
+                "in_flight",
+                "Requests admitted and being generated now",
+                Gauge::default(),
+            ),
+            queue_depth: register(
+                registry,
+                "queue_depth",
+                "Requests waiting for a generation slot now (queue mode)",
+                Gauge::default(),
+            ),
+            queued: register(
+                registry,
+                "queued",
+                "Requests that had to wait for a generation slot (queue mode)",
+                Counter::default(),
+            ),
+            rejected_over_capacity: register(
+                registry,
+                "rejected_over_capacity",
+                "Requests answered 429 or 503 because max_concurrency requests were being generated",
+                Counter::default(),
+            ),
+            client_disconnects: register(
+                registry,
+                "client_disconnects",
+                "Admitted requests whose client went away before the answer was complete",
+                Counter::default(),
+            ),
+            injected_failures: register(
+                registry,
+                "injected_failures",
+                "Injected failures by kind: before (500, no output) and mid (stream broken)",
+                Family::default(),
+            ),
+            gpu,
+            registry: root,
+        };
         // Both kinds show from the start, at 0.
         for kind in ["before", "mid"] {
-            drop(injected_failures.get_or_create(&FailureLabels { kind }));
+            drop(
+                metrics
+                    .injected_failures
+                    .get_or_create(&FailureLabels { kind }),
+            );
         }
-        Self {
-            registry: root,
-            requests,
-            prompt_tokens,
-            tokens_generated,
-            in_flight,
-            queue_depth,
-            queued,
-            rejected_over_capacity,
-            client_disconnects,
-            injected_failures,
-            gpu,
-        }
+        metrics
     }
 
     pub fn injected(&self, kind: &'static str) {
@@ -249,11 +246,7 @@ impl Metrics {
 
     /// OpenMetrics text.
     pub fn encode(&self) -> String {
-        let mut text = String::new();
-        if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
-            tracing::warn!(%error, "cannot encode metrics");
-        }
-        text
+        encode(&self.registry)
     }
 }
 

@@ -27,6 +27,37 @@ async fn hold_a_slot(server: &SimServer) -> EventReader {
     stream
 }
 
+/// A simulator with one generation slot, answering `over_capacity` beyond.
+async fn start_one_slot(over_capacity: OverCapacity) -> SimServer {
+    start(SimConfig {
+        max_concurrency: 1,
+        over_capacity,
+        ..SimConfig::fast()
+    })
+    .await
+}
+
+/// A whole (non-streamed) chat answered with `tokens` completion tokens at
+/// `per_second`, in the background.
+fn spawn_paced_chat(
+    addr: std::net::SocketAddr,
+    tokens: &'static str,
+    per_second: &'static str,
+    prompt: &'static str,
+) -> tokio::task::JoinHandle<Response> {
+    tokio::spawn(async move {
+        chat(
+            addr,
+            &[
+                ("x-sim-completion-tokens", tokens),
+                ("x-sim-tokens-per-second", per_second),
+            ],
+            &chat_body(prompt),
+        )
+        .await
+    })
+}
+
 #[tokio::test]
 async fn over_capacity_answers_429_with_retry_after() {
     let server = start(SimConfig {
@@ -52,17 +83,15 @@ async fn over_capacity_answers_429_with_retry_after() {
     let stats = stats(addr).await;
     assert_eq!(stats["rejected_over_capacity"], 2);
     assert_eq!(stats["in_flight"], 1);
-    let metrics = get(addr, "/metrics").await.text();
-    assert!(
-        metrics.contains("sluice_sim_rejected_over_capacity_total 2"),
-        "{metrics}"
-    );
-    assert!(metrics.contains("sluice_sim_in_flight 1"), "{metrics}");
-    assert!(
-        metrics
-            .contains("sluice_sim_requests_total{endpoint=\"chat_completions\",status=\"429\"} 1"),
-        "{metrics}"
-    );
+    assert_metrics(
+        addr,
+        &[
+            "sluice_sim_rejected_over_capacity_total 2",
+            "sluice_sim_in_flight 1",
+            "sluice_sim_requests_total{endpoint=\"chat_completions\",status=\"429\"} 1",
+        ],
+    )
+    .await;
 
     // The slot frees when the holder goes away.
     drop(holder);
@@ -74,12 +103,7 @@ async fn over_capacity_answers_429_with_retry_after() {
 
 #[tokio::test]
 async fn over_capacity_can_answer_503() {
-    let server = start(SimConfig {
-        max_concurrency: 1,
-        over_capacity: OverCapacity::Reject503,
-        ..SimConfig::fast()
-    })
-    .await;
+    let server = start_one_slot(OverCapacity::Reject503).await;
     let _holder = hold_a_slot(&server).await;
     let response = chat(server.addr(), &[], &chat_body("one more")).await;
     assert_eq!(response.status, 503, "{}", response.text());
@@ -90,24 +114,9 @@ async fn over_capacity_can_answer_503() {
 
 #[tokio::test]
 async fn over_capacity_can_queue_instead() {
-    let server = start(SimConfig {
-        max_concurrency: 1,
-        over_capacity: OverCapacity::Queue,
-        ..SimConfig::fast()
-    })
-    .await;
+    let server = start_one_slot(OverCapacity::Queue).await;
     let addr = server.addr();
-    let first = tokio::spawn(async move {
-        chat(
-            addr,
-            &[
-                ("x-sim-completion-tokens", "10"),
-                ("x-sim-tokens-per-second", "50"),
-            ],
-            &chat_body("first"),
-        )
-        .await
-    });
+    let first = spawn_paced_chat(addr, "10", "50", "first");
     wait_for_stats(addr, |s| s["in_flight"] == 1).await;
     let second = tokio::spawn(async move {
         chat(
@@ -218,24 +227,10 @@ async fn client_disconnect_stops_generation() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(common::stats(addr).await["tokens_generated"], generated);
     assert!(generated < 1000, "{generated}");
-    let metrics = get(addr, "/metrics").await.text();
-    assert!(
-        metrics.contains("sluice_sim_client_disconnects_total 1"),
-        "{metrics}"
-    );
+    assert_metrics(addr, &["sluice_sim_client_disconnects_total 1"]).await;
 
     // A client that gives up on a whole (non-streamed) answer counts too.
-    let mut request = tokio::spawn(async move {
-        chat(
-            addr,
-            &[
-                ("x-sim-completion-tokens", "1000"),
-                ("x-sim-tokens-per-second", "10"),
-            ],
-            &chat_body("slow"),
-        )
-        .await
-    });
+    let mut request = spawn_paced_chat(addr, "1000", "10", "slow");
     wait_for_stats(addr, |s| s["in_flight"] == 1).await;
     request.abort();
     let _ = (&mut request).await;

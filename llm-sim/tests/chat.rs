@@ -43,16 +43,27 @@ fn check_chunk(chunk: &Value, id: &str, created: &Value) {
     assert_eq!(chunk["model"], "test-model");
 }
 
-#[tokio::test]
-async fn streaming_chat_is_framed_exactly_like_openai() {
-    let server = start(SimConfig::fast()).await;
+/// A streamed chat of `tokens` completion tokens, answered 200.
+async fn streamed_chat(
+    server: &SimServer,
+    tokens: &str,
+    prompt: &str,
+    include_usage: bool,
+) -> Response {
     let response = chat(
         server.addr(),
-        &[("x-sim-completion-tokens", "5")],
-        &stream_body("hi", false),
+        &[("x-sim-completion-tokens", tokens)],
+        &stream_body(prompt, include_usage),
     )
     .await;
     assert_eq!(response.status, 200);
+    response
+}
+
+#[tokio::test]
+async fn streaming_chat_is_framed_exactly_like_openai() {
+    let server = start(SimConfig::fast()).await;
+    let response = streamed_chat(&server, "5", "hi", false).await;
     assert_eq!(response.header("content-type"), Some("text/event-stream"));
     assert!(response.complete, "stream not terminated");
     let events = response.events();
@@ -101,13 +112,7 @@ async fn streaming_chat_is_framed_exactly_like_openai() {
 #[tokio::test]
 async fn streaming_chat_sends_a_usage_chunk_only_with_include_usage() {
     let server = start(SimConfig::fast()).await;
-    let response = chat(
-        server.addr(),
-        &[("x-sim-completion-tokens", "3")],
-        &stream_body("count me", true),
-    )
-    .await;
-    assert_eq!(response.status, 200);
+    let response = streamed_chat(&server, "3", "count me", true).await;
     let events = response.events();
     // role, 3 tokens, finish, usage, [DONE]
     assert_eq!(events.len(), 7, "{events:#?}");
@@ -275,16 +280,14 @@ async fn injected_failure_before_output_is_a_500() {
     assert_eq!(stats["injected_failures_before"], 2);
     assert_eq!(stats["in_flight"], 0);
     assert_eq!(stats["client_disconnects"], 0);
-    let metrics = get(addr, "/metrics").await.text();
-    assert!(
-        metrics.contains("sluice_sim_injected_failures_total{kind=\"before\"} 2"),
-        "{metrics}"
-    );
-    assert!(
-        metrics
-            .contains("sluice_sim_requests_total{endpoint=\"chat_completions\",status=\"500\"} 2"),
-        "{metrics}"
-    );
+    assert_metrics(
+        addr,
+        &[
+            "sluice_sim_injected_failures_total{kind=\"before\"} 2",
+            "sluice_sim_requests_total{endpoint=\"chat_completions\",status=\"500\"} 2",
+        ],
+    )
+    .await;
     server.shutdown().await.unwrap();
 }
 

@@ -4,8 +4,9 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use sluice_runtime::metrics::{encode, register};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DecisionLabels {
@@ -79,109 +80,93 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("sluice_rls");
-        let decisions = Family::<DecisionLabels, Counter>::default();
-        registry.register(
-            "decisions",
-            "ShouldRateLimit answers by domain and overall code (ok, over_limit, error)",
-            decisions.clone(),
-        );
-        // 50 µs .. ~1.6 s: in-memory decisions sit at the bottom, Redis trouble at the top.
-        let decision_seconds = Histogram::new(
-            prometheus_client::metrics::histogram::exponential_buckets(0.000_05, 2.0, 16),
-        );
-        registry.register(
-            "decision_duration_seconds",
-            "Time to decide one ShouldRateLimit call, store round trip included",
-            decision_seconds.clone(),
-        );
-        let hits = Family::<LimitLabels, Counter>::default();
-        registry.register(
-            "hits",
-            "Hits charged against each limit (hits_addend summed)",
-            hits.clone(),
-        );
-        let over_limit = Family::<LimitLabels, Counter>::default();
-        registry.register(
-            "over_limit",
-            "Descriptors answered OVER_LIMIT, by limit name",
-            over_limit.clone(),
-        );
-        let shadow_mode_hits = Family::<LimitLabels, Counter>::default();
-        registry.register(
-            "shadow_mode_over_limit",
-            "Descriptors over a shadow-mode limit (answered OK)",
-            shadow_mode_hits.clone(),
-        );
-        let global_shadow_mode = Counter::default();
-        registry.register(
-            "global_shadow_mode",
-            "OVER_LIMIT answers turned into OK by --global-shadow-mode",
-            global_shadow_mode.clone(),
-        );
-        let local_cache_answers = Counter::default();
-        registry.register(
-            "local_cache_answers",
-            "Decisions answered from the over-limit local cache, without the store",
-            local_cache_answers.clone(),
-        );
-        let detailed = Family::<DetailedLabels, Counter>::default();
-        registry.register(
-            "detailed_decisions",
-            "Per-descriptor-value decisions of limits with detailed_metric: true",
-            detailed.clone(),
-        );
-        let store_errors = Family::<StoreLabels, Counter>::default();
-        registry.register(
-            "store_errors",
-            "Counter store failures by store and kind (unavailable, failed)",
-            store_errors.clone(),
-        );
-        let cross_slot_decisions = Counter::default();
-        registry.register(
-            "cross_slot_decisions",
-            "Redis Cluster decisions whose counters spanned hash slots (decided per slot, not atomic across them)",
-            cross_slot_decisions.clone(),
-        );
-        let config_reloads = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "config_reloads",
-            "Limits reloads by result (applied, rejected)",
-            config_reloads.clone(),
-        );
-        let config_limits = Gauge::default();
-        registry.register(
-            "config_limits",
-            "Limits in the active configuration",
-            config_limits.clone(),
-        );
-        let ext_authz_events = Family::<EventLabels, Counter>::default();
-        registry.register(
-            "ext_authz_events",
-            "ext_authz front door: admitted, rejected, deferred, bad_request, body_too_large, missing_tenant, truncated_body, limiter_unavailable",
-            ext_authz_events.clone(),
-        );
-        let ext_authz_prompt_tokens = Counter::default();
-        registry.register(
-            "ext_authz_prompt_tokens",
-            "Prompt tokens counted by the ext_authz front door",
-            ext_authz_prompt_tokens.clone(),
-        );
         Metrics {
-            ext_authz_events,
-            ext_authz_prompt_tokens,
+            decisions: register(
+                &mut registry,
+                "decisions",
+                "ShouldRateLimit answers by domain and overall code (ok, over_limit, error)",
+                Family::default(),
+            ),
+            // 50 µs .. ~1.6 s: in-memory decisions sit at the bottom, Redis trouble at the top.
+            decision_seconds: register(
+                &mut registry,
+                "decision_duration_seconds",
+                "Time to decide one ShouldRateLimit call, store round trip included",
+                Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            ),
+            hits: register(
+                &mut registry,
+                "hits",
+                "Hits charged against each limit (hits_addend summed)",
+                Family::default(),
+            ),
+            over_limit: register(
+                &mut registry,
+                "over_limit",
+                "Descriptors answered OVER_LIMIT, by limit name",
+                Family::default(),
+            ),
+            shadow_mode_hits: register(
+                &mut registry,
+                "shadow_mode_over_limit",
+                "Descriptors over a shadow-mode limit (answered OK)",
+                Family::default(),
+            ),
+            global_shadow_mode: register(
+                &mut registry,
+                "global_shadow_mode",
+                "OVER_LIMIT answers turned into OK by --global-shadow-mode",
+                Counter::default(),
+            ),
+            local_cache_answers: register(
+                &mut registry,
+                "local_cache_answers",
+                "Decisions answered from the over-limit local cache, without the store",
+                Counter::default(),
+            ),
+            detailed: register(
+                &mut registry,
+                "detailed_decisions",
+                "Per-descriptor-value decisions of limits with detailed_metric: true",
+                Family::default(),
+            ),
+            store_errors: register(
+                &mut registry,
+                "store_errors",
+                "Counter store failures by store and kind (unavailable, failed)",
+                Family::default(),
+            ),
+            cross_slot_decisions: register(
+                &mut registry,
+                "cross_slot_decisions",
+                "Redis Cluster decisions whose counters spanned hash slots (decided per slot, not atomic across them)",
+                Counter::default(),
+            ),
+            config_reloads: register(
+                &mut registry,
+                "config_reloads",
+                "Limits reloads by result (applied, rejected)",
+                Family::default(),
+            ),
+            config_limits: register(
+                &mut registry,
+                "config_limits",
+                "Limits in the active configuration",
+                Gauge::default(),
+            ),
+            ext_authz_events: register(
+                &mut registry,
+                "ext_authz_events",
+                "ext_authz front door: admitted, rejected, deferred, bad_request, body_too_large, missing_tenant, truncated_body, limiter_unavailable",
+                Family::default(),
+            ),
+            ext_authz_prompt_tokens: register(
+                &mut registry,
+                "ext_authz_prompt_tokens",
+                "Prompt tokens counted by the ext_authz front door",
+                Counter::default(),
+            ),
             registry,
-            decisions,
-            decision_seconds,
-            hits,
-            over_limit,
-            shadow_mode_hits,
-            global_shadow_mode,
-            local_cache_answers,
-            detailed,
-            store_errors,
-            cross_slot_decisions,
-            config_reloads,
-            config_limits,
         }
     }
 
@@ -200,9 +185,6 @@ impl Metrics {
 
     /// The text exposition format.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        encode(&self.registry)
     }
 }

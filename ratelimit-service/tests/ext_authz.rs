@@ -8,7 +8,7 @@ use sluice_proto::pb::envoy::service::auth::v3::attribute_context::{
 };
 use sluice_proto::pb::envoy::service::auth::v3::authorization_server::Authorization;
 use sluice_proto::pb::envoy::service::auth::v3::check_response::HttpResponse;
-use sluice_proto::pb::envoy::service::auth::v3::{AttributeContext, CheckRequest};
+use sluice_proto::pb::envoy::service::auth::v3::{AttributeContext, CheckRequest, CheckResponse};
 use sluice_proto::pb::google::protobuf::{value::Kind, Struct, Value};
 use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::ext_authz::ExtAuthzService;
@@ -22,6 +22,15 @@ fn service(config: &str) -> ExtAuthzService {
     let limits = LimitsConfig::from_sources(&[(PathBuf::from("l.yaml"), LIMITS.into())]).unwrap();
     let limiter = common::memory_limiter(limits);
     ExtAuthzService::new(limiter, FilterConfig::from_json(config.as_bytes()).unwrap())
+}
+
+/// What `service` answers to `request`.
+async fn ask(service: &ExtAuthzService, request: CheckRequest) -> CheckResponse {
+    service
+        .check(tonic::Request::new(request))
+        .await
+        .unwrap()
+        .into_inner()
 }
 
 fn check(body: &str, claims: Option<&str>) -> CheckRequest {
@@ -77,11 +86,7 @@ const BODY: &str = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content
 #[tokio::test]
 async fn tenant_from_jwt_metadata_and_decisions() {
     let service = service(CONFIG);
-    let first = service
-        .check(tonic::Request::new(check(BODY, Some("from-jwt"))))
-        .await
-        .unwrap()
-        .into_inner();
+    let first = ask(&service, check(BODY, Some("from-jwt"))).await;
     let Some(HttpResponse::OkResponse(ok)) = first.http_response else {
         panic!("{first:?}")
     };
@@ -98,11 +103,7 @@ async fn tenant_from_jwt_metadata_and_decisions() {
         .any(|h| h.header.as_ref().unwrap().key == "RateLimit-Remaining"));
 
     // The tenant came from the JWT claim: its 1-per-hour limit now rejects.
-    let second = service
-        .check(tonic::Request::new(check(BODY, Some("from-jwt"))))
-        .await
-        .unwrap()
-        .into_inner();
+    let second = ask(&service, check(BODY, Some("from-jwt"))).await;
     let Some(HttpResponse::DeniedResponse(denied)) = second.http_response else {
         panic!("{second:?}")
     };
@@ -114,11 +115,7 @@ async fn tenant_from_jwt_metadata_and_decisions() {
     );
 
     // No claim: 401, nothing counted.
-    let third = service
-        .check(tonic::Request::new(check(BODY, None)))
-        .await
-        .unwrap()
-        .into_inner();
+    let third = ask(&service, check(BODY, None)).await;
     let Some(HttpResponse::DeniedResponse(denied)) = third.http_response else {
         panic!("{third:?}")
     };
@@ -138,20 +135,12 @@ async fn non_inference_requests_pass_untouched() {
         http.path = "/v1/models".into();
         http.method = "GET".into();
     }
-    let answer = service
-        .check(tonic::Request::new(request))
-        .await
-        .unwrap()
-        .into_inner();
+    let answer = ask(&service, request).await;
     assert!(
         matches!(answer.http_response, Some(HttpResponse::OkResponse(_))),
         "{answer:?}"
     );
-    let empty = service
-        .check(tonic::Request::new(CheckRequest::default()))
-        .await
-        .unwrap()
-        .into_inner();
+    let empty = ask(&service, CheckRequest::default()).await;
     assert!(matches!(
         empty.http_response,
         Some(HttpResponse::OkResponse(_))

@@ -157,11 +157,7 @@ macro_rules! scenarios {
 }
 
 fn cluster_harness(cluster: &RedisCluster) -> Harness {
-    let store = RedisStore::new(&RedisStoreOptions {
-        redis: sluice_redis::RedisOptions::from_url(cluster.url()),
-        ..Default::default()
-    })
-    .unwrap();
+    let store = default_redis_store(cluster.url());
     let clock = Arc::new(ManualClock::new(T0));
     let limiter = Limiter::new(
         config(),
@@ -483,23 +479,32 @@ async fn redis_down_is_unavailable_and_recovers() {
     );
 }
 
-#[tokio::test]
-async fn redis_store_matches_memory_store_on_random_ops() {
-    // Same random sequence of decisions through both stores: identical answers.
-    let server = RedisServer::start().unwrap();
-    let redis = RedisStore::new(&RedisStoreOptions {
-        redis: sluice_redis::RedisOptions::from_url(server.url()),
+/// A Redis store on `url` with the default options.
+fn default_redis_store(url: String) -> RedisStore {
+    RedisStore::new(&RedisStoreOptions {
+        redis: sluice_redis::RedisOptions::from_url(url),
         ..Default::default()
     })
-    .unwrap();
-    let memory = MemoryStore::new();
-    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = |n: u64| {
+    .unwrap()
+}
+
+/// A xorshift generator from `seed`: each call gives a number below `n`.
+fn random_below(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
         seed % n
-    };
+    }
+}
+
+#[tokio::test]
+async fn redis_store_matches_memory_store_on_random_ops() {
+    // Same random sequence of decisions through both stores: identical answers.
+    let server = RedisServer::start().unwrap();
+    let redis = default_redis_store(server.url());
+    let memory = MemoryStore::new();
+    let mut next = random_below(0x9E37_79B9_7F4A_7C15u64);
     for mode in [CountingMode::AllOrNothing, CountingMode::IncrementAll] {
         for round in 0..300 {
             let ops: Vec<_> = (0..1 + next(3))
@@ -524,19 +529,9 @@ async fn cluster_store_matches_memory_store_on_random_cross_slot_ops() {
     // the per-slot path with its undo; sequentially they must answer and
     // count exactly like one atomic store.
     let cluster = RedisCluster::start(3, 0).unwrap();
-    let store = RedisStore::new(&RedisStoreOptions {
-        redis: sluice_redis::RedisOptions::from_url(cluster.url()),
-        ..Default::default()
-    })
-    .unwrap();
+    let store = default_redis_store(cluster.url());
     let memory = MemoryStore::new();
-    let mut seed = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut next = random_below(0x2545_F491_4F6C_DD1Du64);
     let mut cross_slot = 0;
     for mode in [CountingMode::AllOrNothing, CountingMode::IncrementAll] {
         for round in 0..300 {

@@ -3,8 +3,9 @@
 
 use redis::AsyncCommands;
 use sluice_contract::keys;
-use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
+use sluice_ratelimit::deferral::hub::{Entry, HubOptions, StreamHub, Subscription};
 use sluice_testkit::RedisServer;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 async fn xadd(conn: &mut redis::aio::MultiplexedConnection, key: &str, n: usize) -> String {
@@ -17,20 +18,42 @@ async fn xadd(conn: &mut redis::aio::MultiplexedConnection, key: &str, n: usize)
     .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_streams_over_few_connections_in_order() {
-    let redis = RedisServer::start().unwrap();
-    let client = redis::Client::open(redis.url()).unwrap();
+/// A hub on `redis` (`readers` readers, each XREAD blocking up to `block`)
+/// and a connection to write entries with.
+async fn hub_and_writer(
+    redis: &RedisServer,
+    readers: usize,
+    block: Duration,
+) -> (Arc<StreamHub>, redis::aio::MultiplexedConnection) {
     let hub = StreamHub::start(
         sluice_redis::RedisClient::open(&redis.url()).unwrap(),
         HubOptions {
-            readers: 2,
-            block: Duration::from_secs(5),
+            readers,
+            block,
             buffer: 16,
         },
     )
     .unwrap();
-    let mut writer = client.get_multiplexed_async_connection().await.unwrap();
+    (hub, connect_writer(redis).await)
+}
+
+async fn connect_writer(redis: &RedisServer) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(redis.url()).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap()
+}
+
+/// The subscription's next entry, within `within`.
+async fn next_entry(subscription: &mut Subscription, within: Duration) -> Entry {
+    tokio::time::timeout(within, subscription.entries.recv())
+        .await
+        .expect("entry not delivered")
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_streams_over_few_connections_in_order() {
+    let redis = RedisServer::start().unwrap();
+    let (hub, mut writer) = hub_and_writer(&redis, 2, Duration::from_secs(5)).await;
 
     let mut subscriptions = Vec::new();
     for i in 0..300 {
@@ -46,10 +69,7 @@ async fn many_streams_over_few_connections_in_order() {
     }
     for subscription in &mut subscriptions {
         for round in 0..3 {
-            let entry = tokio::time::timeout(Duration::from_secs(10), subscription.entries.recv())
-                .await
-                .expect("entry not delivered")
-                .unwrap();
+            let entry = next_entry(subscription, Duration::from_secs(10)).await;
             assert_eq!(
                 entry.field("data"),
                 Some(format!("{{\"n\":{round}}}").as_str())
@@ -68,27 +88,14 @@ async fn many_streams_over_few_connections_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_watch_does_not_wait_for_the_block_timeout() {
     let redis = RedisServer::start().unwrap();
-    let client = redis::Client::open(redis.url()).unwrap();
-    let hub = StreamHub::start(
-        sluice_redis::RedisClient::open(&redis.url()).unwrap(),
-        HubOptions {
-            readers: 1,
-            block: Duration::from_secs(30),
-            buffer: 16,
-        },
-    )
-    .unwrap();
-    let mut writer = client.get_multiplexed_async_connection().await.unwrap();
+    let (hub, mut writer) = hub_and_writer(&redis, 1, Duration::from_secs(30)).await;
     let _idle = hub.subscribe(&keys::response("idle"), "0-0").await;
     tokio::time::sleep(Duration::from_millis(200)).await; // the reader is now blocked for 30 s
     let mut late = hub.subscribe(&keys::response("late"), "$").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
     xadd(&mut writer, &keys::response("late"), 1).await;
-    let entry = tokio::time::timeout(Duration::from_secs(10), late.entries.recv())
-        .await
-        .unwrap()
-        .unwrap();
+    let entry = next_entry(&mut late, Duration::from_secs(10)).await;
     assert_eq!(entry.field("type"), Some("chunk"));
     assert!(
         started.elapsed() < Duration::from_secs(10),
@@ -99,24 +106,11 @@ async fn a_new_watch_does_not_wait_for_the_block_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_from_an_id_and_survive_a_redis_restart() {
     let mut redis = RedisServer::start().unwrap();
-    let client = redis::Client::open(redis.url()).unwrap();
-    let hub = StreamHub::start(
-        sluice_redis::RedisClient::open(&redis.url()).unwrap(),
-        HubOptions {
-            readers: 1,
-            block: Duration::from_millis(500),
-            buffer: 16,
-        },
-    )
-    .unwrap();
-    let mut writer = client.get_multiplexed_async_connection().await.unwrap();
+    let (hub, mut writer) = hub_and_writer(&redis, 1, Duration::from_millis(500)).await;
     let first = xadd(&mut writer, &keys::response("r"), 0).await;
     xadd(&mut writer, &keys::response("r"), 1).await;
     let mut from_first = hub.subscribe(&keys::response("r"), &first).await;
-    let entry = tokio::time::timeout(Duration::from_secs(5), from_first.entries.recv())
-        .await
-        .unwrap()
-        .unwrap();
+    let entry = next_entry(&mut from_first, Duration::from_secs(5)).await;
     assert_eq!(
         entry.field("data"),
         Some("{\"n\":1}"),
@@ -124,12 +118,9 @@ async fn resume_from_an_id_and_survive_a_redis_restart() {
     );
 
     redis.restart().unwrap();
-    let mut writer = client.get_multiplexed_async_connection().await.unwrap();
+    let mut writer = connect_writer(&redis).await;
     let mut after = hub.subscribe(&keys::response("after"), "0-0").await;
     xadd(&mut writer, &keys::response("after"), 7).await;
-    let entry = tokio::time::timeout(Duration::from_secs(10), after.entries.recv())
-        .await
-        .unwrap()
-        .unwrap();
+    let entry = next_entry(&mut after, Duration::from_secs(10)).await;
     assert_eq!(entry.field("data"), Some("{\"n\":7}"));
 }

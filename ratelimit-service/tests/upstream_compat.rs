@@ -168,6 +168,19 @@ fn service(files: &[&str], mode: CountingMode, options: ResponseOptions) -> Serv
     Service { limiter, domain }
 }
 
+/// `file`'s limits, all or nothing, with the matched descriptors'
+/// metadata in the answer.
+fn with_metadata(file: &str) -> Service {
+    service(
+        &[file],
+        CountingMode::AllOrNothing,
+        ResponseOptions {
+            dynamic_metadata: true,
+            ..Default::default()
+        },
+    )
+}
+
 fn upstream_like(files: &[&str]) -> Service {
     service(
         files,
@@ -332,23 +345,18 @@ async fn share_threshold_fixture() {
             .await;
         assert_eq!(overall(&r), Code::Ok, "request {i}");
     }
-    let r = s
-        .ask(&[&[
-            ("user", "user/new"),
-            ("resource", "res/new"),
-            ("action", "read"),
-        ]])
-        .await;
-    assert_eq!(overall(&r), Code::OverLimit);
-    // A different action is a different counter (action is matched by key only).
-    let r = s
-        .ask(&[&[
-            ("user", "user/new"),
-            ("resource", "res/new"),
-            ("action", "write"),
-        ]])
-        .await;
-    assert_eq!(overall(&r), Code::Ok);
+    // A new user's read is over; a different action is a different counter
+    // (action is matched by key only).
+    for (action, code) in [("read", Code::OverLimit), ("write", Code::Ok)] {
+        let r = s
+            .ask(&[&[
+                ("user", "user/new"),
+                ("resource", "res/new"),
+                ("action", action),
+            ]])
+            .await;
+        assert_eq!(overall(&r), code, "{action}");
+    }
 }
 
 /// examples/ratelimit/config/example.yaml, as the README's walkthrough uses it.
@@ -409,14 +417,7 @@ async fn example_config_decisions() {
 /// passing one's metadata tells Envoy which.
 #[tokio::test]
 async fn quota_mode_and_metadata() {
-    let s = service(
-        &["examples/example.yaml"],
-        CountingMode::AllOrNothing,
-        ResponseOptions {
-            dynamic_metadata: true,
-            ..Default::default()
-        },
-    );
+    let s = with_metadata("examples/example.yaml");
     let both: [&[(&str, &str)]; 2] = [&[("service", "service_1")], &[("service", "service_2")]];
     let first = s.ask(&both).await;
     assert_eq!(overall(&first), Code::Ok);
@@ -444,14 +445,7 @@ async fn quota_mode_and_metadata() {
 /// metadata.yaml (TestMetadata): the matched descriptor's metadata.
 #[tokio::test]
 async fn metadata_fixture() {
-    let s = service(
-        &["config-test/metadata.yaml"],
-        CountingMode::AllOrNothing,
-        ResponseOptions {
-            dynamic_metadata: true,
-            ..Default::default()
-        },
-    );
+    let s = with_metadata("config-test/metadata.yaml");
     let r = s.ask(&[&[("key1", "value1"), ("subkey1", "x")]]).await;
     let metadata = metadata_of(&r).unwrap();
     assert_eq!(

@@ -68,6 +68,15 @@ impl Client {
         .unwrap();
     }
 
+    /// Checks that a one-entry `key` descriptor of `domain` gets the limit
+    /// [`per_minute`] wrote for `key`, at `requests` a minute.
+    async fn assert_per_minute(&self, domain: &str, key: &str, requests: u32) {
+        assert_eq!(
+            self.limit(domain, key).await,
+            Some((format!("{key}-limit"), requests))
+        );
+    }
+
     /// The limit (name, requests_per_unit) a one-entry descriptor gets, if any.
     async fn limit(&self, domain: &str, key: &str) -> Option<(String, u32)> {
         let request = common::one_entry_request(domain, key, "v");
@@ -80,23 +89,26 @@ impl Client {
     }
 }
 
-#[tokio::test]
-async fn push_change_reject_and_withdraw() {
+/// A management server serving `xd`'s tenant limit (10 a minute) as
+/// version v1, and a client (no files) that has applied it.
+async fn serving_v1() -> (ManagementServer, Client) {
     let server = ManagementServer::start(None).await;
     let mut client = start_client(&server.url(), Vec::new());
-
     server.set("v1", &[resource("a", &per_minute("xd", "tenant", 10))]);
     client.wait_version("v1").await;
+    (server, client)
+}
+
+#[tokio::test]
+async fn push_change_reject_and_withdraw() {
+    let (server, mut client) = serving_v1().await;
     let subscribe_ack = server.next_reply().await;
     assert_eq!(
         subscribe_ack.version_info, "v1",
         "ACK carries the new version"
     );
     assert!(subscribe_ack.error_detail.is_none());
-    assert_eq!(
-        client.limit("xd", "tenant").await,
-        Some(("tenant-limit".into(), 10))
-    );
+    client.assert_per_minute("xd", "tenant", 10).await;
 
     // A set upstream would refuse (a unit on an unlimited limit) is NACKed.
     let mut bad = resource("a", &per_minute("xd", "tenant", 99));
@@ -134,14 +146,8 @@ async fn push_change_reject_and_withdraw() {
         ],
     );
     client.wait_version("v3").await;
-    assert_eq!(
-        client.limit("xd", "tenant").await,
-        Some(("tenant-limit".into(), 20))
-    );
-    assert_eq!(
-        client.limit("other", "user").await,
-        Some(("user-limit".into(), 5))
-    );
+    client.assert_per_minute("xd", "tenant", 20).await;
+    client.assert_per_minute("other", "user", 5).await;
     assert_eq!(server.next_reply().await.version_info, "v3");
 
     // Withdrawn: an empty set removes every xDS domain.
@@ -161,14 +167,8 @@ async fn xds_next_to_files() {
     let mut client = start_client(&server.url(), files);
     server.set("v1", &[resource("x", &per_minute("from-xds", "tenant", 7))]);
     client.wait_version("v1").await;
-    assert_eq!(
-        client.limit("from-file", "tenant").await,
-        Some(("tenant-limit".into(), 3))
-    );
-    assert_eq!(
-        client.limit("from-xds", "tenant").await,
-        Some(("tenant-limit".into(), 7))
-    );
+    client.assert_per_minute("from-file", "tenant", 3).await;
+    client.assert_per_minute("from-xds", "tenant", 7).await;
     // A domain the files already define is refused (no --merge-domains).
     server.set(
         "v2",
@@ -181,26 +181,17 @@ async fn xds_next_to_files() {
         message.contains("already defined in files.yaml"),
         "{message}"
     );
-    assert_eq!(
-        client.limit("from-xds", "tenant").await,
-        Some(("tenant-limit".into(), 7))
-    );
+    client.assert_per_minute("from-xds", "tenant", 7).await;
 }
 
 #[tokio::test]
 async fn reconnects_and_keeps_the_last_good_config_meanwhile() {
-    let server = ManagementServer::start(None).await;
-    let mut client = start_client(&server.url(), Vec::new());
-    server.set("v1", &[resource("a", &per_minute("xd", "tenant", 10))]);
-    client.wait_version("v1").await;
+    let (server, mut client) = serving_v1().await;
     let addr = server.stop().await;
 
     // The server is gone: decisions go on with the last good limits.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        client.limit("xd", "tenant").await,
-        Some(("tenant-limit".into(), 10))
-    );
+    client.assert_per_minute("xd", "tenant", 10).await;
 
     // Back on the same address with new limits: the client finds it again.
     let server = ManagementServer::start(Some(addr)).await;
@@ -208,8 +199,5 @@ async fn reconnects_and_keeps_the_last_good_config_meanwhile() {
     client.wait_version("v2").await;
     let resubscribe = server.next_reply().await;
     assert_eq!(resubscribe.version_info, "v2");
-    assert_eq!(
-        client.limit("xd", "tenant").await,
-        Some(("tenant-limit".into(), 30))
-    );
+    client.assert_per_minute("xd", "tenant", 30).await;
 }

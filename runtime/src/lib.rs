@@ -1,6 +1,8 @@
-//! What every Sluice binary sets up the same way: the shutdown signal and
-//! the tracing subscriber. For binaries only: libraries log through
-//! `tracing` and take their shutdown as a future.
+//! What every Sluice binary sets up the same way: the shutdown signal, the
+//! tracing subscriber and metric registration. For binaries only: libraries
+//! log through `tracing` and take their shutdown as a future.
+
+pub mod metrics;
 
 /// How the binaries write their logs (`--log-format`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

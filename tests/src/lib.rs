@@ -861,10 +861,32 @@ mod rocketmq_tests {
     }
 }
 
+#[cfg(feature = "stack")]
+pub mod redis_scenarios;
 #[cfg(feature = "rls")]
 pub mod rls;
 #[cfg(feature = "stack")]
 pub mod stack;
+
+/// Tries `attempt` every `pause` until it gives `Ok`: its value and how long
+/// that took. Fails the test with the last error once `within` has passed.
+pub async fn retry_until<T, E: std::fmt::Debug>(
+    within: Duration,
+    pause: Duration,
+    mut attempt: impl AsyncFnMut() -> Result<T, E>,
+) -> (T, Duration) {
+    let started = Instant::now();
+    loop {
+        match attempt().await {
+            Ok(value) => return (value, started.elapsed()),
+            Err(last) => assert!(
+                started.elapsed() < within,
+                "not within {within:?}: {last:?}"
+            ),
+        }
+        tokio::time::sleep(pause).await;
+    }
+}
 
 /// POST `body` with `headers` to `addr` + `path` (the blocking client, off
 /// the runtime's threads).

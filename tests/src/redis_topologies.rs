@@ -109,6 +109,19 @@ impl Drop for Node {
     }
 }
 
+/// `127.0.0.1:port` of each node.
+fn addresses(nodes: &[Node]) -> Vec<String> {
+    nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect()
+}
+
+/// The node listening on `port`.
+fn node_on(nodes: &mut [Node], port: u16) -> Option<&mut Node> {
+    nodes.iter_mut().find(|n| n.port == port)
+}
+
 fn base_args(port: u16) -> Vec<String> {
     [
         "--port",
@@ -178,10 +191,7 @@ impl RedisCluster {
             );
             nodes.push(Node::spawn(port, &dir.path().join(format!("n{i}")), args)?);
         }
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
+        let addrs = addresses(&nodes);
         let output = Command::new(redis_cli()?)
             .arg("--cluster")
             .arg("create")
@@ -203,12 +213,7 @@ impl RedisCluster {
 
     /// `redis+cluster://` URL with every node as a seed.
     pub fn url(&self) -> String {
-        let seeds: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        format!("redis+cluster://{}", seeds.join(","))
+        format!("redis+cluster://{}", addresses(&self.nodes).join(","))
     }
 
     pub fn ports(&self) -> Vec<u16> {
@@ -269,22 +274,14 @@ impl RedisCluster {
     /// SIGKILLs the node on `port` (its replica takes over after
     /// [`NODE_TIMEOUT_MS`] and an election).
     pub fn kill(&mut self, port: u16) -> anyhow::Result<()> {
-        let node = self
-            .nodes
-            .iter_mut()
-            .find(|n| n.port == port)
-            .context("no such node")?;
+        let node = node_on(&mut self.nodes, port).context("no such node")?;
         node.kill();
         Ok(())
     }
 
     /// Starts a killed node again; it rejoins (as a replica if it was failed over).
     pub fn restart(&mut self, port: u16) -> anyhow::Result<()> {
-        let node = self
-            .nodes
-            .iter_mut()
-            .find(|n| n.port == port)
-            .context("no such node")?;
+        let node = node_on(&mut self.nodes, port).context("no such node")?;
         node.start()
     }
 }
@@ -350,12 +347,8 @@ impl RedisSentinelSet {
 
     /// `redis+sentinel://` URL naming every sentinel.
     pub fn url(&self) -> String {
-        let sentinels: Vec<String> = self
-            .sentinels
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        format!("redis+sentinel://{}/{SENTINEL_MASTER}", sentinels.join(","))
+        let sentinels = addresses(&self.sentinels).join(",");
+        format!("redis+sentinel://{sentinels}/{SENTINEL_MASTER}")
     }
 
     /// The master's port as the first live sentinel reports it.
@@ -400,11 +393,7 @@ impl RedisSentinelSet {
     /// SIGKILLs the current master; the sentinels promote the replica.
     pub fn kill_master(&mut self) -> anyhow::Result<u16> {
         let port = self.master_port()?;
-        let node = self
-            .data
-            .iter_mut()
-            .find(|n| n.port == port)
-            .context("the master is not one of ours")?;
+        let node = node_on(&mut self.data, port).context("the master is not one of ours")?;
         node.kill();
         Ok(port)
     }

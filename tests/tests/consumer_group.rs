@@ -17,7 +17,7 @@ use sluice_testkit::stack::{
     model_calls, redis_connection_at, start_broker, start_consumer, start_fast_llm_sim, unpaced,
     work_item, ConsumerInstance, ConsumerSpec, GROUP, PARENT,
 };
-use sluice_testkit::RocketMq;
+use sluice_testkit::{retry_until, RocketMq};
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -88,23 +88,22 @@ impl Stack {
 
     /// Waits until every id is answered; panics with the missing ones.
     async fn wait_done(&self, ids: &[String], within: Duration) -> Duration {
-        let started = Instant::now();
-        loop {
-            let mut missing = Vec::new();
+        let all_answered = async || {
+            let mut unanswered = Vec::new();
             for id in ids {
                 if !self.is_done(id).await {
-                    missing.push(id.clone());
+                    unanswered.push(id.clone());
                 }
             }
-            if missing.is_empty() {
-                return started.elapsed();
+            if unanswered.is_empty() {
+                Ok(())
+            } else {
+                Err(unanswered)
             }
-            assert!(
-                started.elapsed() < within,
-                "not answered within {within:?}: {missing:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        };
+        retry_until(within, Duration::from_millis(50), all_answered)
+            .await
+            .1
     }
 
     /// How many times the backend was called for `req_id`.
@@ -141,23 +140,11 @@ fn ids(prefix: &str, tenants: &[String], per_tenant: usize) -> Vec<(String, Stri
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work() {
-    instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on(RedisKind::Single)
-        .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on_a_redis_cluster()
-{
-    instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on(RedisKind::Cluster)
-        .await;
-    assert_eq!(
-        sluice_redis::cross_slot_errors(),
-        0,
-        "a command crossed slots"
-    );
-}
+sluice_testkit::single_and_cluster_tests!(
+    instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on,
+    instances_split_buckets_take_over_the_departed_and_hand_back_held_work,
+    instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on_a_redis_cluster
+);
 
 async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on(
     redis: RedisKind,
@@ -263,20 +250,11 @@ async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_
     drop(stack);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn five_throttled_buckets_do_not_hold_up_forty_five_others() {
-    five_throttled_buckets_do_not_hold_up_forty_five_others_on(RedisKind::Single).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn five_throttled_buckets_do_not_hold_up_forty_five_others_on_a_redis_cluster() {
-    five_throttled_buckets_do_not_hold_up_forty_five_others_on(RedisKind::Cluster).await;
-    assert_eq!(
-        sluice_redis::cross_slot_errors(),
-        0,
-        "a command crossed slots"
-    );
-}
+sluice_testkit::single_and_cluster_tests!(
+    five_throttled_buckets_do_not_hold_up_forty_five_others_on,
+    five_throttled_buckets_do_not_hold_up_forty_five_others,
+    five_throttled_buckets_do_not_hold_up_forty_five_others_on_a_redis_cluster
+);
 
 async fn five_throttled_buckets_do_not_hold_up_forty_five_others_on(redis: RedisKind) {
     let stack = Stack::start(redis).await;
@@ -334,20 +312,11 @@ async fn five_throttled_buckets_do_not_hold_up_forty_five_others_on(redis: Redis
     one.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_buckets_are_retired_and_come_back_on_the_next_request() {
-    idle_buckets_are_retired_and_come_back_on_the_next_request_on(RedisKind::Single).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_buckets_are_retired_and_come_back_on_the_next_request_on_a_redis_cluster() {
-    idle_buckets_are_retired_and_come_back_on_the_next_request_on(RedisKind::Cluster).await;
-    assert_eq!(
-        sluice_redis::cross_slot_errors(),
-        0,
-        "a command crossed slots"
-    );
-}
+sluice_testkit::single_and_cluster_tests!(
+    idle_buckets_are_retired_and_come_back_on_the_next_request_on,
+    idle_buckets_are_retired_and_come_back_on_the_next_request,
+    idle_buckets_are_retired_and_come_back_on_the_next_request_on_a_redis_cluster
+);
 
 async fn idle_buckets_are_retired_and_come_back_on_the_next_request_on(redis: RedisKind) {
     let stack = Stack::start(redis).await;

@@ -15,23 +15,14 @@ use sluice_testkit::{http_request, spawn_post};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deferred_requests_are_answered_through_the_queue_at_the_bucket_pace() {
-    deferred_requests_end_to_end(RedisKind::Single).await;
-}
-
-/// The same path with every component on a Redis Cluster (3 masters + 3
-/// replicas): counters, request keys, bucket bookkeeping and pacing keys
-/// spread over slots, and no command crosses one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deferred_requests_end_to_end_on_a_redis_cluster() {
-    deferred_requests_end_to_end(RedisKind::Cluster).await;
-    assert_eq!(
-        sluice_redis::cross_slot_errors(),
-        0,
-        "a command crossed slots"
-    );
-}
+// The cluster test runs the same path with every component on a Redis
+// Cluster (3 masters + 3 replicas): counters, request keys, bucket
+// bookkeeping and pacing keys spread over slots, and no command crosses one.
+sluice_testkit::single_and_cluster_tests!(
+    deferred_requests_end_to_end,
+    deferred_requests_are_answered_through_the_queue_at_the_bucket_pace,
+    deferred_requests_end_to_end_on_a_redis_cluster
+);
 
 async fn deferred_requests_end_to_end(redis: RedisKind) {
     sluice_testkit::init_test_tracing();

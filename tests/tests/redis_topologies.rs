@@ -6,7 +6,7 @@
 use redis::AsyncCommands;
 use sluice_redis::{RedisClient, RedisConn, RedisOptions};
 use sluice_testkit::redis_topologies::{cli, RedisCluster, RedisSentinelSet};
-use sluice_testkit::RedisServer;
+use sluice_testkit::{retry_until, RedisServer};
 use std::time::{Duration, Instant};
 
 fn options(url: String) -> RedisOptions {
@@ -25,18 +25,8 @@ fn connect(url: String) -> RedisConn {
 
 /// INCRs `key` until one succeeds after `since`; the time it took.
 async fn time_to_first_write(conn: &mut RedisConn, key: &str, limit: Duration) -> Duration {
-    let started = Instant::now();
-    loop {
-        let written: Result<i64, _> = conn.incr(key, 1).await;
-        if written.is_ok() {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < limit,
-            "no write succeeded within {limit:?}: {written:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let write = async || conn.incr::<_, _, i64>(key, 1).await;
+    retry_until(limit, Duration::from_millis(20), write).await.1
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -101,6 +101,10 @@ impl Rng {
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
+    /// `count` texts, each made by `text` from this generator.
+    fn texts(&mut self, count: usize, mut text: impl FnMut(&mut Rng) -> String) -> Vec<String> {
+        (0..count).map(|_| text(self)).collect()
+    }
 }
 
 // ---------------------------------------------------------------- data
@@ -430,15 +434,12 @@ const PALETTE: &[char] = &[
 
 #[test]
 fn random_mixed_script() {
-    let mut rng = Rng(0x5eed_1234_abcd_0001);
-    let mut texts = Vec::new();
-    for _ in 0..3000 {
+    let texts = Rng(0x5eed_1234_abcd_0001).texts(3000, |rng| {
         let len = 1 + rng.below(24);
-        let s: String = (0..len)
+        (0..len)
             .map(|_| PALETTE[rng.below(PALETTE.len())])
-            .collect();
-        texts.push(s);
-    }
+            .collect()
+    });
     check_all(&texts);
 }
 
@@ -446,12 +447,10 @@ fn random_mixed_script() {
 /// words get long.
 #[test]
 fn random_mixed_script_long() {
-    let mut rng = Rng(0xfeed_beef_0000_0002);
     let letters = &PALETTE[..42];
-    let mut texts = Vec::new();
-    for _ in 0..500 {
+    let texts = Rng(0xfeed_beef_0000_0002).texts(500, |rng| {
         let len = 20 + rng.below(180);
-        let s: String = (0..len)
+        (0..len)
             .map(|_| {
                 if rng.below(4) == 0 {
                     PALETTE[rng.below(PALETTE.len())]
@@ -459,9 +458,8 @@ fn random_mixed_script_long() {
                     letters[rng.below(letters.len())]
                 }
             })
-            .collect();
-        texts.push(s);
-    }
+            .collect()
+    });
     check_all(&texts);
 }
 
@@ -469,20 +467,17 @@ fn random_mixed_script_long() {
 /// private use, noncharacters), mixed with spaces, newlines and apostrophes.
 #[test]
 fn random_code_points() {
-    let mut rng = Rng(0x0c0d_e901_2345_6789);
-    let mut texts = Vec::new();
-    for _ in 0..3000 {
+    let texts = Rng(0x0c0d_e901_2345_6789).texts(3000, |rng| {
         let len = 1 + rng.below(10);
-        let s: String = (0..len)
+        (0..len)
             .map(|_| match rng.below(8) {
                 0 => [' ', '\n', '\'', 'a', 'A', '1'][rng.below(6)],
                 1 => char::from_u32(rng.below(0x800) as u32).unwrap_or('x'),
                 2..=4 => char::from_u32(rng.below(0x1_0000) as u32).unwrap_or('x'),
                 _ => char::from_u32(rng.below(0x11_0000) as u32).unwrap_or('x'),
             })
-            .collect();
-        texts.push(s);
-    }
+            .collect()
+    });
     check_all(&texts);
 }
 
@@ -534,9 +529,7 @@ fn random_words() {
         "\u{a0}",
         " ",
     ];
-    let mut rng = Rng(0x0123_4567_89ab_cdef);
-    let mut texts = Vec::new();
-    for _ in 0..400 {
+    let texts = Rng(0x0123_4567_89ab_cdef).texts(400, |rng| {
         let n = 1 + rng.below(40);
         let mut s = String::new();
         for _ in 0..n {
@@ -545,8 +538,8 @@ fn random_words() {
             }
             s.push_str(words[rng.below(words.len())]);
         }
-        texts.push(s);
-    }
+        s
+    });
     check_all(&texts);
 }
 

@@ -40,28 +40,20 @@ fn chat_counts_match_openai_reference_usage() {
 
 #[test]
 fn endpoints_by_path_suffix() {
-    assert_eq!(
-        Endpoint::from_path("/v1/chat/completions"),
-        Some(Endpoint::ChatCompletions)
-    );
-    assert_eq!(
-        Endpoint::from_path("/openai/v1/chat/completions?x=1"),
-        Some(Endpoint::ChatCompletions)
-    );
-    assert_eq!(
-        Endpoint::from_path("/v1/completions/"),
-        Some(Endpoint::Completions)
-    );
-    assert_eq!(
-        Endpoint::from_path("/v1/embeddings"),
-        Some(Endpoint::Embeddings)
-    );
-    assert_eq!(
-        Endpoint::from_path("/v1/responses"),
-        Some(Endpoint::Responses)
-    );
-    assert_eq!(Endpoint::from_path("/v1/models"), None);
-    assert_eq!(Endpoint::from_path("/healthz"), None);
+    for (path, endpoint) in [
+        ("/v1/chat/completions", Some(Endpoint::ChatCompletions)),
+        (
+            "/openai/v1/chat/completions?x=1",
+            Some(Endpoint::ChatCompletions),
+        ),
+        ("/v1/completions/", Some(Endpoint::Completions)),
+        ("/v1/embeddings", Some(Endpoint::Embeddings)),
+        ("/v1/responses", Some(Endpoint::Responses)),
+        ("/v1/models", None),
+        ("/healthz", None),
+    ] {
+        assert_eq!(Endpoint::from_path(path), endpoint, "{path}");
+    }
 }
 
 #[test]

@@ -55,6 +55,16 @@ impl Env {
         }
     }
 
+    /// [`Env::start`], with a producer and a consumer subscribed to
+    /// `lite_topics`.
+    pub async fn start_subscribed(lite_topics: &[&str]) -> (Env, LiteProducer, LiteConsumer) {
+        let env = Env::start().await;
+        let producer = env.producer().await;
+        let consumer = env.consumer().await;
+        consumer.subscribe(lite_topics).await.expect("subscribe");
+        (env, producer, consumer)
+    }
+
     pub async fn producer(&self) -> LiteProducer {
         LiteProducer::new(&self.client, "sluice-test-producer")
             .await
@@ -73,9 +83,13 @@ impl Env {
     }
 
     /// Shuts down `consumer`, `producer` (its last handle) and then this.
-    pub async fn shutdown_with(self, consumer: LiteConsumer, producer: Arc<LiteProducer>) {
+    pub async fn shutdown_with(
+        self,
+        consumer: LiteConsumer,
+        producer: impl Into<Arc<LiteProducer>>,
+    ) {
         consumer.shutdown().await;
-        Arc::into_inner(producer)
+        Arc::into_inner(producer.into())
             .expect("the producer's last handle")
             .shutdown()
             .await;

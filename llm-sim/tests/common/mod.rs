@@ -167,6 +167,14 @@ pub async fn request(
     }
 }
 
+/// Checks that `GET /metrics` shows every line of `lines`.
+pub async fn assert_metrics(addr: SocketAddr, lines: &[&str]) {
+    let metrics = get(addr, "/metrics").await.text();
+    for line in lines {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+}
+
 pub async fn get(addr: SocketAddr, path: &str) -> Response {
     request(addr, "GET", path, &[], None).await
 }
