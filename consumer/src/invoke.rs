@@ -34,7 +34,6 @@ use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde::{Deserialize, Serialize};
 use sluice_redis::RedisConn;
 use std::collections::HashMap;
@@ -369,22 +368,9 @@ impl Invoker {
             .iter()
             .map(|(model, target)| Ok((model.clone(), Target::resolve(target)?)))
             .collect::<Result<HashMap<_, _>, ConfigError>>()?;
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        if config.connect_timeout_ms > 0 {
-            http.set_connect_timeout(Some(Duration::from_millis(config.connect_timeout_ms)));
-        }
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-            .map_err(|e| ConfigError::Tls(e.to_string()))?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(https);
+        let connect_timeout = (config.connect_timeout_ms > 0)
+            .then(|| Duration::from_millis(config.connect_timeout_ms));
+        let client = crate::http_client::pooled(connect_timeout).map_err(ConfigError::Tls)?;
         Ok(Invoker {
             client,
             default,

@@ -24,6 +24,7 @@ pub mod controller;
 mod embedded;
 pub mod fair;
 mod gate;
+mod http_client;
 mod idempotency;
 mod invoke;
 pub mod keys;

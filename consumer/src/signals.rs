@@ -27,7 +27,6 @@ use http_body_util::{BodyExt, Empty, Limited};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use sluice_contract::model_server::{sglang, vllm, MODEL_NAME_LABEL};
 use std::time::Duration;
 
@@ -294,19 +293,7 @@ pub struct SignalReader {
 impl SignalReader {
     /// `timeout` bounds each whole scrape (connect, answer, body).
     pub fn new(timeout: Duration) -> Result<Self, SignalError> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(timeout));
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-            .map_err(|e| SignalError::Client(e.to_string()))?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(https);
+        let client = crate::http_client::pooled(Some(timeout)).map_err(SignalError::Client)?;
         Ok(Self { client, timeout })
     }
 
