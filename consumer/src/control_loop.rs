@@ -34,6 +34,7 @@ use prometheus_client::registry::Registry;
 use redis::AsyncCommands;
 use sluice_contract::keys;
 use sluice_redis::RedisConn;
+use sluice_runtime::metrics::register;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -154,32 +155,40 @@ pub struct ControlMetrics {
 }
 
 impl ControlMetrics {
-    pub fn register(&self, registry: &mut Registry) {
-        registry.register(
-            "controller_limit",
-            "Admitted concurrency of the model over all consumer instances",
-            self.limit.clone(),
-        );
-        registry.register(
-            "controller_instance_cap",
-            "This instance's in-flight cap for the model (its share of the limit)",
-            self.instance_cap.clone(),
-        );
-        registry.register(
-            "controller_changes",
-            "Changes of the model's limit, by reason",
-            self.changes.clone(),
-        );
-        registry.register(
-            "controller_overload_answers",
-            "429 / 503 answers of the model seen by this instance",
-            self.overload_answers.clone(),
-        );
-        registry.register(
-            "controller_server_waiting",
-            "Requests waiting at the model server at the last sample",
-            self.server_waiting.clone(),
-        );
+    /// The controllers' metrics, registered in `registry`.
+    pub fn registered(registry: &mut Registry) -> Self {
+        ControlMetrics {
+            limit: register(
+                registry,
+                "controller_limit",
+                "Admitted concurrency of the model over all consumer instances",
+                Family::default(),
+            ),
+            instance_cap: register(
+                registry,
+                "controller_instance_cap",
+                "This instance's in-flight cap for the model (its share of the limit)",
+                Family::default(),
+            ),
+            changes: register(
+                registry,
+                "controller_changes",
+                "Changes of the model's limit, by reason",
+                Family::default(),
+            ),
+            overload_answers: register(
+                registry,
+                "controller_overload_answers",
+                "429 / 503 answers of the model seen by this instance",
+                Family::default(),
+            ),
+            server_waiting: register(
+                registry,
+                "controller_server_waiting",
+                "Requests waiting at the model server at the last sample",
+                Family::default(),
+            ),
+        }
     }
 }
 

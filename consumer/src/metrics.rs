@@ -296,11 +296,7 @@ impl Metrics {
                 "Token pacing debt after a call: corrected to the real usage, unchanged, no_usage (estimate kept), failed",
                 Family::default(),
             ),
-            control: {
-                let control = crate::control_loop::ControlMetrics::default();
-                control.register(&mut registry);
-                control
-            },
+            control: crate::control_loop::ControlMetrics::registered(&mut registry),
             registry,
             buckets: LabelLimiter::new(max_buckets),
             models: LabelLimiter::new(max_models),

@@ -862,6 +862,7 @@ mod rocketmq_tests {
 }
 
 #[cfg(feature = "stack")]
+pub mod queue_parts;
 pub mod redis_scenarios;
 #[cfg(feature = "rls")]
 pub mod rls;

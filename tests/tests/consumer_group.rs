@@ -11,47 +11,31 @@ use sluice_consumer::RunnerOptions;
 use sluice_consumer::Scope;
 use sluice_litetopic::lite_topic_name;
 use sluice_ratelimit::deferral::endpoint::Publisher;
-use sluice_ratelimit::deferral::publisher::LitePublisher;
-use sluice_testkit::redis_topologies::{RedisDeployment, RedisKind};
+use sluice_testkit::queue_parts::QueueParts;
+use sluice_testkit::redis_topologies::RedisKind;
+use sluice_testkit::retry_until;
 use sluice_testkit::stack::{
-    model_calls, redis_connection_at, start_broker, start_consumer, start_fast_llm_sim, unpaced,
-    work_item, ConsumerInstance, ConsumerSpec, GROUP, PARENT,
+    model_calls, start_consumer, unpaced, work_item, ConsumerInstance, ConsumerSpec,
 };
-use sluice_testkit::{retry_until, RocketMq};
 use std::collections::HashSet;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 const MODEL: &str = "gpt-4o";
 
-struct Stack {
-    _redis: RedisDeployment,
-    broker: RocketMq,
-    backend: SocketAddr,
-    publisher: LitePublisher,
-    conn: sluice_redis::RedisConn,
+struct Stack(QueueParts);
+
+impl std::ops::Deref for Stack {
+    type Target = QueueParts;
+    fn deref(&self) -> &QueueParts {
+        &self.0
+    }
 }
 
 impl Stack {
     async fn start(kind: RedisKind) -> Stack {
-        sluice_testkit::init_test_tracing();
-        let redis = tokio::task::spawn_blocking(move || RedisDeployment::start(kind))
-            .await
-            .unwrap()
-            .unwrap();
-        let broker = start_broker().await;
-        let backend = start_fast_llm_sim(5).await;
-        let conn = redis_connection_at(&redis.url());
-        let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
-            .await
-            .unwrap();
-        Stack {
-            _redis: redis,
-            broker,
-            backend,
-            publisher,
-            conn,
-        }
+        let mut sim = sluice_llm_sim::SimConfig::fast();
+        sim.default_completion_tokens = 5;
+        Stack(QueueParts::start(kind, sim).await)
     }
 
     /// A consumer instance on its own broker client (as a separate process

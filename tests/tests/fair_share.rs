@@ -17,51 +17,34 @@ use sluice_consumer::fair::FairConfig;
 use sluice_consumer::{keys, InFlightConfig, InFlightLimits, Metrics, Outcome, RunnerOptions};
 use sluice_contract::Priority;
 use sluice_ratelimit::deferral::endpoint::Publisher;
-use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_testkit::queue_parts::QueueParts;
+use sluice_testkit::redis_topologies::RedisKind;
 use sluice_testkit::stack::{
-    paced, redis_connection, start_broker, start_consumer, start_llm_sim, unpaced, work_item,
-    ConsumerInstance, ConsumerSpec, GROUP, PARENT,
+    paced, redis_connection, start_consumer, unpaced, work_item, ConsumerInstance, ConsumerSpec,
 };
-use sluice_testkit::{RedisServer, RocketMq};
+use sluice_testkit::RedisServer;
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MODEL: &str = "fair-model";
 
-struct Stack {
-    _redis: RedisServer,
-    broker: RocketMq,
-    backend: SocketAddr,
-    publisher: LitePublisher,
-    conn: sluice_redis::RedisConn,
+struct Stack(QueueParts);
+
+impl std::ops::Deref for Stack {
+    type Target = QueueParts;
+    fn deref(&self) -> &QueueParts {
+        &self.0
+    }
 }
 
 impl Stack {
     /// Each call takes about `call` at the model.
     async fn start(call: Duration) -> Stack {
-        sluice_testkit::init_test_tracing();
-        let redis = tokio::task::spawn_blocking(RedisServer::start)
-            .await
-            .unwrap()
-            .unwrap();
-        let broker = start_broker().await;
         let mut sim = sluice_llm_sim::SimConfig::fast();
         sim.first_token_latency = call;
         sim.default_completion_tokens = 3;
-        let backend = start_llm_sim(sim).await;
-        let conn = redis_connection(&redis);
-        let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
-            .await
-            .unwrap();
-        Stack {
-            _redis: redis,
-            broker,
-            backend,
-            publisher,
-            conn,
-        }
+        Stack(QueueParts::start(RedisKind::Single, sim).await)
     }
 
     async fn consumer(&self, id: &str, spec: ConsumerSpec) -> ConsumerInstance {
@@ -412,30 +395,13 @@ async fn two_instances_share_one_controller_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_controller_cuts_its_limit_when_the_model_answers_429() {
-    sluice_testkit::init_test_tracing();
-    let redis = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .unwrap()
-        .unwrap();
-    let broker = start_broker().await;
     // A model that takes 3 calls at once and answers 429 beyond them.
     let mut sim = sluice_llm_sim::SimConfig::fast();
     sim.first_token_latency = Duration::from_millis(150);
     sim.max_concurrency = 3;
     sim.over_capacity = sluice_llm_sim::OverCapacity::Reject429;
     sim.retry_after_secs = 1;
-    let backend = start_llm_sim(sim).await;
-    let conn = redis_connection(&redis);
-    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
-        .await
-        .unwrap();
-    let stack = Stack {
-        _redis: redis,
-        broker,
-        backend,
-        publisher,
-        conn,
-    };
+    let stack = Stack(QueueParts::start(RedisKind::Single, sim).await);
     let control = ModelControl {
         signal: SignalConfig::Responses,
         floor: 1,
@@ -551,4 +517,91 @@ async fn two_consumer_instances_split_one_controller_limit_and_follow_an_overrid
     );
     c1.stop().await;
     c2.stop().await;
+}
+
+/// The controller follows the model server's own queue, read from its
+/// vLLM gauges (llm-sim's GPU model): with 4 batch slots the limit climbs
+/// past 4; when the server is cut to 2 slots at run time, requests wait
+/// there and the limit comes down to near 2 + the target queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_controller_follows_a_capacity_change_read_from_the_servers_gauges() {
+    use sluice_llm_sim::gpu::{Capacity, GpuConfig};
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    // 50 tokens per answer, 200 tokens/s shared by the batch: about 1 s a
+    // call with 4 running.
+    sim.default_completion_tokens = 50;
+    sim.tokens_per_second = 0.0;
+    sim.gpu = Some(GpuConfig {
+        capacity: Capacity {
+            tokens_per_s: 200.0,
+            kv_cache_tokens: 32_768,
+            max_batch: 4,
+        },
+        ..GpuConfig::default()
+    });
+    let stack = Stack(QueueParts::start(RedisKind::Single, sim).await);
+    let control = ModelControl {
+        signal: SignalConfig::Prometheus {
+            url: format!("http://{}/metrics", stack.backend),
+        },
+        floor: 1,
+        ceiling: 16,
+        initial: Some(1),
+        target_waiting: 1.0,
+        interval_ms: 200,
+        ..ModelControl::default()
+    };
+    let spec = ConsumerSpec {
+        pacing: unpaced(),
+        controller: ControllerConfig {
+            models: HashMap::from([(MODEL.to_string(), control)]),
+        },
+        ..ConsumerSpec::new("unused")
+    };
+    let consumer = stack.consumer("c1", spec).await;
+    for tenant in ["t1", "t2", "t3"] {
+        for i in 0..30 {
+            stack
+                .publish(tenant, &format!("{tenant}-{i}"), Priority::Normal)
+                .await;
+        }
+    }
+    let mut conn = stack.conn.clone();
+    let limit_reaches = |wanted: fn(f64) -> bool, within: Duration| {
+        let mut conn = conn.clone();
+        async move {
+            let started = Instant::now();
+            loop {
+                let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+                if limit.is_some_and(wanted) {
+                    return limit;
+                }
+                assert!(started.elapsed() < within, "the limit stayed at {limit:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    // Room at the server: the limit climbs past its 4 slots.
+    let high = limit_reaches(|limit| limit >= 4.5, Duration::from_secs(20)).await;
+    // Half the slots: requests wait at the server, the limit follows.
+    let change = serde_json::json!({"max_batch": 2}).to_string();
+    let backend = stack.backend;
+    let answer = tokio::task::spawn_blocking(move || {
+        sluice_testkit::http_request(
+            backend,
+            "POST",
+            sluice_llm_sim::ADMIN_CAPACITY_PATH,
+            &[("content-type", "application/json")],
+            change.as_bytes(),
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let low = limit_reaches(|limit| limit <= 3.5, Duration::from_secs(20)).await;
+    println!("limit with 4 slots: {high:?}; after the cut to 2: {low:?}");
+    let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+    assert!(limit.is_some_and(|l| l >= 1.0), "floor holds: {limit:?}");
+    consumer.stop().await;
 }
