@@ -42,6 +42,9 @@ pub const HEADER_FIRST_TOKEN_MS: &str = "x-sim-first-token-ms";
 /// Request header: the ledger key this request's tokens are recorded under
 /// (`GET /sim/ledger`), e.g. its tenant.
 pub const HEADER_LEDGER: &str = "x-sim-ledger";
+/// Request header: `omit` answers without usage (no `usage` in a whole
+/// answer, no usage chunk in a stream), as some servers do; `send` (default).
+pub const HEADER_USAGE: &str = "x-sim-usage";
 /// Response header: the request's `x-request-id`, echoed.
 pub const HEADER_ECHO_REQUEST_ID: &str = "x-sim-request-id";
 
