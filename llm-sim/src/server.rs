@@ -346,12 +346,7 @@ fn overrides(headers: &HeaderMap) -> Result<Overrides, ApiError> {
         None => false,
         Some(v) if v.eq_ignore_ascii_case("omit") => true,
         Some(v) if v.eq_ignore_ascii_case("send") => false,
-        Some(_) => {
-            return Err(bad_header(
-                crate::HEADER_USAGE,
-                "expected 'omit' or 'send'",
-            ))
-        }
+        Some(_) => return Err(bad_header(crate::HEADER_USAGE, "expected 'omit' or 'send'")),
     };
     Ok(Overrides {
         completion_tokens: int(crate::HEADER_COMPLETION_TOKENS)?,

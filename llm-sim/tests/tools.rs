@@ -40,18 +40,30 @@ async fn a_request_with_tools_is_answered_with_a_tool_call() {
     assert_eq!(answer["usage"]["completion_tokens"], 12);
     // Deterministic: the same request calls the same tool.
     let again = chat(sim.addr(), &headers, &body).await.json();
-    assert_eq!(again["choices"][0]["message"]["tool_calls"][0]["function"]["name"], name.as_str());
+    assert_eq!(
+        again["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+        name.as_str()
+    );
 
     // Streamed as OpenAI does: the name first, then the arguments in pieces.
     let mut body = with_tools(stream_body("what time is it", true));
     body["tool_choice"] = json!({"type": "function", "function": {"name": "get_weather"}});
     let events = chat(sim.addr(), &headers, &body).await.events();
-    let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| parse(e)).collect();
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| parse(e))
+        .collect();
     assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
-    assert_eq!(chunks[0]["choices"][0]["delta"], json!({"role": "assistant"}));
+    assert_eq!(
+        chunks[0]["choices"][0]["delta"],
+        json!({"role": "assistant"})
+    );
     let first = &chunks[1]["choices"][0]["delta"]["tool_calls"][0];
     assert_eq!(first["index"], 0);
-    assert_eq!(first["function"], json!({"name": "get_weather", "arguments": ""}));
+    assert_eq!(
+        first["function"],
+        json!({"name": "get_weather", "arguments": ""})
+    );
     let streamed: Vec<&str> = chunks[2..]
         .iter()
         .filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str())
@@ -100,7 +112,9 @@ async fn usage_can_be_omitted() {
     let omit = [("x-sim-usage", "omit")];
     let answer = chat(sim.addr(), &omit, &chat_body("hello")).await.json();
     assert!(answer.get("usage").is_none(), "{answer}");
-    let events = chat(sim.addr(), &omit, &stream_body("hello", true)).await.events();
+    let events = chat(sim.addr(), &omit, &stream_body("hello", true))
+        .await
+        .events();
     assert!(events.iter().all(|e| !e.contains("usage")), "{events:?}");
     assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
 }
