@@ -10,7 +10,7 @@ use crate::descriptors::{
     admission_request, reconcile_request, sanitize_value, sluice_metadata, Budget,
 };
 use crate::errors::LocalReply;
-use crate::host::{Host, LogLevel, Metric};
+use crate::host::{Host, LogLevel, Metric, TenantUsage};
 use crate::openai::{self, Endpoint, Estimate};
 use crate::stream_usage::{self, UsageStripper};
 use crate::usage::{Outcome, UsageTracker};
@@ -692,21 +692,36 @@ impl<E: Encoders> RequestAdmission<E> {
             Some(mut tracker) => tracker.outcome(counter),
             None => Outcome::Counted { output_tokens: 0 },
         };
-        let (input, output) = match outcome {
+        let (input, output, used) = match outcome {
             Outcome::Reported(usage) => {
                 let uncached = usage.prompt_tokens.saturating_sub(usage.cached_tokens);
                 let cached = self
                     .config()
                     .cached_tokens_weight
                     .apply(usage.cached_tokens);
-                (uncached.saturating_add(cached), usage.completion_tokens)
+                let used = TenantUsage {
+                    prompt: usage.prompt_tokens,
+                    completion: usage.completion_tokens,
+                    cached: usage.cached_tokens,
+                };
+                (
+                    uncached.saturating_add(cached),
+                    usage.completion_tokens,
+                    used,
+                )
             }
             Outcome::Counted { output_tokens } => {
                 host.count(Metric::CountedOutput, 1);
-                (self.estimate.prompt_tokens, output_tokens)
+                let used = TenantUsage {
+                    prompt: self.estimate.prompt_tokens,
+                    completion: output_tokens,
+                    cached: 0,
+                };
+                (self.estimate.prompt_tokens, output_tokens, used)
             }
             Outcome::Unknown => return,
         };
+        host.count_tenant_usage(&self.tenant, used);
         let charged = self.per_budget(self.estimate.prompt_tokens, self.estimate.output_tokens);
         let deltas: Vec<(Budget, i64)> = self
             .per_budget(input, output)

@@ -163,10 +163,19 @@ pub struct FilterConfig {
     /// counts when usage is reconciled: 1.0 in full, 0.0 not at all.
     #[serde(default)]
     pub cached_tokens_weight: Weight,
+    /// Most tenants with their own usage counters
+    /// (`sluice_tenant_tokens_total{tenant,kind}`), across Envoy's workers;
+    /// later tenants are counted as `~other`. 0: no per-tenant counters.
+    #[serde(default = "default_tenant_usage_series")]
+    pub tenant_usage_series: u32,
     /// Add `x-sluice-count-micros` (time spent counting prompt tokens) to the
     /// upstream request and the client's response: for benchmarks and debugging.
     #[serde(default)]
     pub timing_headers: bool,
+}
+
+fn default_tenant_usage_series() -> u32 {
+    1000
 }
 
 /// A weight in 0.0..=1.0, kept in millionths so the configuration stays `Eq`
@@ -419,6 +428,7 @@ mod tests {
         assert!(c.add_stream_usage);
         assert_eq!(c.token_budgets, vec![Budget::Total]);
         assert_eq!(c.cached_tokens_weight, Weight::ONE);
+        assert_eq!(c.tenant_usage_series, 1000);
         assert_eq!((c.max_body_bytes, c.body_timeout_ms), (4 << 20, 10_000));
         assert_eq!(c.output_estimate("gpt-4o", None), 512);
         assert_eq!(c.output_estimate("gpt-4o", Some(1_000_000)), 32_768);

@@ -65,6 +65,65 @@ impl Metric {
     }
 }
 
+/// The per-tenant usage counter (Envoy keeps it as
+/// `wasmcustom.sluice_tenant_tokens_total.kind.<kind>.tenant.<tenant>`; the
+/// `stats_tags` of `envoy/sluice-filter.yaml` turn `kind` and `tenant` into
+/// tags, so Prometheus shows `sluice_tenant_tokens_total{kind,tenant}`).
+pub const TENANT_TOKENS_STAT: &str = "sluice_tenant_tokens_total";
+/// The tenant that tenants beyond the filter's `tenant_usage_series` cap are
+/// counted as (no tenant id can take this value: `~` only appears in a
+/// sanitized id before 16 hex digits).
+pub const OTHER_TENANTS: &str = "~other";
+
+/// What a tenant's usage counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UsageKind {
+    /// Prompt tokens (cached included).
+    Prompt,
+    Completion,
+    /// Prompt tokens served from the backend's cache (part of `Prompt`).
+    Cached,
+}
+
+impl UsageKind {
+    pub const ALL: [UsageKind; 3] = [UsageKind::Prompt, UsageKind::Completion, UsageKind::Cached];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UsageKind::Prompt => "prompt",
+            UsageKind::Completion => "completion",
+            UsageKind::Cached => "cached",
+        }
+    }
+
+    /// The stat name of `tenant`'s counter of this kind.
+    pub fn stat_name(self, tenant: &str) -> String {
+        format!(
+            "{TENANT_TOKENS_STAT}.kind.{}.tenant.{tenant}",
+            self.as_str()
+        )
+    }
+}
+
+/// What one answer used, as reconciliation settled it: the usage the
+/// backend reported, else the prompt count and the output counted as it passed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TenantUsage {
+    pub prompt: u64,
+    pub completion: u64,
+    pub cached: u64,
+}
+
+impl TenantUsage {
+    pub fn of(&self, kind: UsageKind) -> u64 {
+        match kind {
+            UsageKind::Prompt => self.prompt,
+            UsageKind::Completion => self.completion,
+            UsageKind::Cached => self.cached,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogLevel {
     Debug,
@@ -114,6 +173,9 @@ pub trait Host {
     /// Let a paused request go on.
     fn resume_request(&mut self);
     fn count(&mut self, metric: Metric, by: u64);
+    /// Add an answer's usage to `tenant`'s usage counters (hosts that never
+    /// see answers have none).
+    fn count_tenant_usage(&mut self, _tenant: &str, _usage: TenantUsage) {}
     /// Wall-clock time (Unix nanoseconds): times the counting step and
     /// dates the deferral token.
     fn now_nanos(&self) -> u64;

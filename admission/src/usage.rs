@@ -52,48 +52,67 @@ fn usage_in(document: &Value) -> Option<Usage> {
         .and_then(Usage::from_value)
 }
 
-/// Most choices whose text is kept (`n` above this is not counted).
-const MAX_CHOICES: usize = 128;
+/// Most pieces of output text kept apart (a choice's text, each tool call's
+/// name and arguments); an answer with more is not counted.
+const MAX_SEGMENTS: usize = 256;
 
-/// The generated text that passed, per choice: what the answer is charged
+/// A piece of output counted on its own: a choice's text, or the name or
+/// arguments of one of its tool calls (generated as separate token runs, so
+/// joining them would merge tokens across their boundary).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Segment {
+    Text { choice: usize },
+    CallName { choice: usize, call: usize },
+    CallArguments { choice: usize, call: usize },
+}
+
+/// The generated text that passed, per segment: what the answer is charged
 /// when the backend reports no usage (a broken stream, or a backend without
 /// usage). Bounded by the tracker's limit.
 #[derive(Debug, Default)]
 struct OutputText {
-    choices: Vec<String>,
+    segments: Vec<(Segment, String)>,
     bytes: usize,
     overflowed: bool,
 }
 
+/// An array index of the wire (`index` fields), or the position.
+fn index_of(item: &Value, position: usize) -> usize {
+    item.get("index")
+        .and_then(Value::as_u64)
+        .map_or(position, |i| usize::try_from(i).unwrap_or(usize::MAX))
+}
+
 impl OutputText {
-    fn push(&mut self, choice: usize, text: &str) {
+    fn push(&mut self, segment: Segment, text: &str) {
         if text.is_empty() || self.overflowed {
             return;
         }
-        if choice >= MAX_CHOICES {
-            self.overflowed = true;
-            return;
-        }
-        if self.choices.len() <= choice {
-            self.choices.resize(choice + 1, String::new());
-        }
-        if let Some(slot) = self.choices.get_mut(choice) {
-            slot.push_str(text);
+        let slot = match self.segments.iter().position(|(s, _)| *s == segment) {
+            Some(slot) => slot,
+            None if self.segments.len() < MAX_SEGMENTS => {
+                self.segments.push((segment, String::new()));
+                self.segments.len() - 1
+            }
+            None => {
+                self.overflowed = true;
+                return;
+            }
+        };
+        if let Some((_, kept)) = self.segments.get_mut(slot) {
+            kept.push_str(text);
             self.bytes += text.len();
         }
     }
 
     /// The text of a streamed chunk: chat deltas (content, refusal, tool
-    /// call arguments), completions' `text`, the Responses API's `*.delta` events.
+    /// call names and arguments), completions' `text`, the Responses API's
+    /// `*.delta` events.
     fn add_chunk(&mut self, chunk: &Value) {
         if let Some(choices) = chunk.get("choices").and_then(Value::as_array) {
             for (position, choice) in choices.iter().enumerate() {
-                let index = choice
-                    .get("index")
-                    .and_then(Value::as_u64)
-                    .map_or(position, |i| usize::try_from(i).unwrap_or(usize::MAX));
                 let message = choice.get("delta").or_else(|| choice.get("message"));
-                self.add_choice(index, choice, message);
+                self.add_choice(index_of(choice, position), choice, message);
             }
         } else if chunk
             .get("type")
@@ -101,35 +120,53 @@ impl OutputText {
             .is_some_and(|t| t.ends_with(".delta"))
         {
             if let Some(delta) = chunk.get("delta").and_then(Value::as_str) {
-                self.push(0, delta);
+                self.push(Segment::Text { choice: 0 }, delta);
             }
         }
     }
 
-    fn add_choice(&mut self, index: usize, choice: &Value, message: Option<&Value>) {
+    fn add_choice(&mut self, choice_index: usize, choice: &Value, message: Option<&Value>) {
         let text = |v: Option<&Value>, key: &str| {
             v.and_then(|v| v.get(key))
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string()
         };
-        self.push(index, &text(Some(choice), "text"));
-        self.push(index, &text(message, "content"));
-        self.push(index, &text(message, "refusal"));
+        let segment = Segment::Text {
+            choice: choice_index,
+        };
+        self.push(segment, &text(Some(choice), "text"));
+        self.push(segment, &text(message, "content"));
+        self.push(segment, &text(message, "refusal"));
         let calls = message
             .and_then(|m| m.get("tool_calls"))
             .and_then(Value::as_array);
-        for call in calls.into_iter().flatten() {
-            self.push(index, &text(call.get("function"), "arguments"));
+        for (position, call) in calls.into_iter().flatten().enumerate() {
+            let (choice, call_index) = (choice_index, index_of(call, position));
+            let function = call.get("function");
+            self.push(
+                Segment::CallName {
+                    choice,
+                    call: call_index,
+                },
+                &text(function, "name"),
+            );
+            self.push(
+                Segment::CallArguments {
+                    choice,
+                    call: call_index,
+                },
+                &text(function, "arguments"),
+            );
         }
     }
 
-    /// Output tokens of the text, each choice counted on its own.
+    /// Output tokens of the text, each segment counted on its own.
     fn count(&self, counter: &dyn TokenCounter) -> Option<u64> {
         (!self.overflowed).then(|| {
-            self.choices
+            self.segments
                 .iter()
-                .map(|text| counter.count(text) as u64)
+                .map(|(_, text)| counter.count(text) as u64)
                 .sum()
         })
     }
@@ -381,6 +418,15 @@ mod output_tests {
         // The last line never ended: what it holds did not pass as an event.
         t.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"zzz");
         assert_eq!(counted(&mut t), 3 + 2 + 2);
+        // Tool calls as OpenAI streams them: each call's name and arguments
+        // count as separate runs of tokens.
+        let mut t = UsageTracker::for_content_type("text/event-stream", 1 << 16).unwrap();
+        t.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"arguments\":\"\"}}]}}]}\n\n");
+        t.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"q\"}}]}}]}\n\n");
+        t.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_2\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n");
+        t.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"\\\"}\"}}]}}]}\n\n");
+        assert_eq!(t.output.segments.len(), 4);
+        assert_eq!(counted(&mut t), 8 + 5 + 1 + 2);
         let mut t = UsageTracker::for_content_type("text/event-stream", 1 << 16).unwrap();
         t.feed(b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hello\"}\n\n");
         assert_eq!(counted(&mut t), 5);

@@ -23,8 +23,9 @@
 //! burn the GPU twice.
 
 use crate::metrics::Metrics;
-use crate::sse::SseParser;
+use crate::sse::{EventTooLarge, SseParser};
 use crate::stream::{self, codes, StreamConfig};
+use crate::usage::OutputCounter;
 use crate::work::WorkItem;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
@@ -231,6 +232,9 @@ impl FailureKind {
 pub(crate) enum CallEnd {
     Completed {
         usage: Option<String>,
+        /// Without usage: the output tokens counted from the stream (`None`
+        /// when they could not be: no tokenizer for the model, too long).
+        output_tokens: Option<u64>,
     },
     /// Write this `error` entry; no retry.
     Failed {
@@ -486,7 +490,7 @@ impl Invoker {
                     return reading.stream_broke(&error, sink, &item.model).await
                 }
                 Ok(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => match reading.parser.push(&data) {
+                    Ok(data) => match reading.read(&data) {
                         Ok(payloads) => payloads,
                         Err(error) => {
                             return CallEnd::Failed {
@@ -557,18 +561,37 @@ struct Reading {
     usage: Option<String>,
     /// A choice carried a `finish_reason`.
     finished: bool,
+    /// The output, counted when the answer carries no usage.
+    output: OutputCounter,
 }
 
 impl Reading {
+    /// Bytes of the stream: their complete events.
+    fn read(&mut self, bytes: &[u8]) -> Result<Vec<String>, EventTooLarge> {
+        self.output.feed(bytes);
+        self.parser.push(bytes)
+    }
+
+    /// The call completed: its usage, else its output counted.
+    fn completed(&mut self, model: &str) -> CallEnd {
+        let usage = self.usage.take();
+        let output_tokens = match usage {
+            Some(_) => None,
+            None => self.output.output_tokens(model),
+        };
+        CallEnd::Completed {
+            usage,
+            output_tokens,
+        }
+    }
+
     /// Handles the payloads of one read: queue chunks, stop at `[DONE]` or an
     /// error event, then write the batch in one round trip.
     async fn handle(&mut self, payloads: Vec<String>, sink: &mut Sink<'_>, model: &str) -> Step {
         let mut end = None;
         for payload in payloads {
             if payload.trim() == "[DONE]" {
-                end = Some(CallEnd::Completed {
-                    usage: self.usage.take(),
-                });
+                end = Some(self.completed(model));
                 break;
             }
             let probe = serde_json::from_str::<ChunkProbe>(&payload).ok();
@@ -615,9 +638,7 @@ impl Reading {
         if self.finished {
             // A backend that closes after its last chunk without `[DONE]`
             // still answered completely.
-            return CallEnd::Completed {
-                usage: self.usage.take(),
-            };
+            return self.completed(model);
         }
         broken(
             sink.stats,

@@ -29,6 +29,8 @@ pub enum Outcome {
     Completed {
         chunks: u64,
         usage: Option<serde_json::Value>,
+        /// Without usage: the output tokens counted from the stream.
+        output_tokens: Option<u64>,
     },
     /// `error` written (a backend business error, or a failure after output
     /// started). No retry.
@@ -260,13 +262,17 @@ impl Processor {
         };
         let chunks = stats.chunks();
         let (terminal, outcome) = match end {
-            CallEnd::Completed { usage } => {
+            CallEnd::Completed {
+                usage,
+                output_tokens,
+            } => {
                 let value = usage.as_deref().and_then(|u| serde_json::from_str(u).ok());
                 (
                     Terminal::Done { usage },
                     Outcome::Completed {
                         chunks,
                         usage: value,
+                        output_tokens,
                     },
                 )
             }

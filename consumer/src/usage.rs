@@ -7,7 +7,17 @@ use crate::metrics::Metrics;
 use crate::pacing::Pacer;
 use crate::processor::Outcome;
 use serde::Deserialize;
+use sluice_admission::admission::Encoders;
+use sluice_admission::encoders::BpeEncoders;
+use sluice_admission::openai::{self, Endpoint};
+use sluice_admission::usage::{Outcome as TrackerOutcome, UsageTracker};
 use sluice_contract::WorkItem;
+use std::sync::OnceLock;
+
+/// Output text kept to count an answer without usage (the filter's bound).
+const OUTPUT_TEXT_LIMIT: usize = 4 << 20;
+/// Tokens per image part of a prompt counted here (the filter's default).
+const IMAGE_TOKENS: u64 = 765;
 
 /// The token counts of a model's `usage` object.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -67,6 +77,66 @@ impl Usage {
     }
 }
 
+/// The streamed output of a call, kept to count it with the model's
+/// tokenizer when the answer carries no usage (some servers omit it).
+#[derive(Debug)]
+pub(crate) struct OutputCounter(Option<UsageTracker>);
+
+impl Default for OutputCounter {
+    fn default() -> Self {
+        OutputCounter(UsageTracker::for_content_type(
+            "text/event-stream",
+            OUTPUT_TEXT_LIMIT,
+        ))
+    }
+}
+
+impl OutputCounter {
+    /// Bytes of the event stream, as read.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+        if let Some(tracker) = self.0.as_mut() {
+            tracker.feed(bytes);
+        }
+    }
+
+    /// Output tokens of what was read, with `model`'s tokenizer; `None` when
+    /// the model has no known tokenizer or the text overflowed the bound.
+    pub(crate) fn output_tokens(&mut self, model: &str) -> Option<u64> {
+        let encoders = encoders();
+        let counter = encoders
+            .openai_encoding(model)
+            .and_then(|encoding| encoders.counter(encoding))?;
+        match self.0.as_mut()?.outcome(Some(counter)) {
+            TrackerOutcome::Counted { output_tokens } => Some(output_tokens),
+            // Usage in the stream after all: the caller has it.
+            TrackerOutcome::Reported(_) | TrackerOutcome::Unknown => None,
+        }
+    }
+}
+
+/// The tokenizers, built on first use (tens of milliseconds).
+fn encoders() -> &'static BpeEncoders {
+    static ENCODERS: OnceLock<BpeEncoders> = OnceLock::new();
+    ENCODERS.get_or_init(BpeEncoders::new)
+}
+
+/// The usage of an answer without one: the prompt counted as the filter
+/// counts it, plus `output_tokens` counted from the stream.
+fn counted_usage(item: &WorkItem, output_tokens: u64) -> Option<Usage> {
+    let encoders = encoders();
+    let counter = encoders
+        .openai_encoding(&item.model)
+        .and_then(|encoding| encoders.counter(encoding))?;
+    let endpoint = Endpoint::from_path(&item.path)?;
+    let body = serde_json::to_vec(&item.body).ok()?;
+    let request = openai::parse(endpoint, &body).ok()?;
+    Some(Usage {
+        prompt_tokens: request.prompt_tokens(counter, IMAGE_TOKENS),
+        completion_tokens: output_tokens,
+        cached_tokens: 0,
+    })
+}
+
 /// What became of a request's pacing estimate (metric label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Correction {
@@ -75,8 +145,10 @@ pub enum Correction {
     /// Real = estimated, or nothing to move (tokens unpaced, bucket paused,
     /// an empty bucket owed a refund).
     Unchanged,
-    /// The answer carried no usage (broken stream, cancel, backend error):
-    /// the estimate stays.
+    /// The answer carried no usage (broken stream, cancel, backend error,
+    /// or a complete answer of a model without a known tokenizer): the
+    /// estimate stays. (A complete answer without usage is counted with
+    /// the model's tokenizer and corrected.)
     NoUsage,
     /// Redis refused the correction: the estimate stays.
     Failed,
@@ -102,8 +174,9 @@ impl Correction {
 
 /// After a call: count the tenant's usage and correct its bucket's token
 /// debt. Outcomes that made no call of this attempt's (already done,
-/// interrupted, retry later, ...) are left alone; a call that ended
-/// without usage keeps its estimate.
+/// interrupted, retry later, ...) are left alone; a complete answer without
+/// usage is counted (prompt and streamed output, with the model's
+/// tokenizer); a broken call keeps its estimate.
 pub(crate) async fn settle(
     pacer: &Pacer,
     metrics: &Metrics,
@@ -111,7 +184,14 @@ pub(crate) async fn settle(
     outcome: &Outcome,
 ) -> Option<Correction> {
     let usage = match outcome {
-        Outcome::Completed { usage, .. } => usage.as_ref().and_then(Usage::from_value),
+        Outcome::Completed {
+            usage,
+            output_tokens,
+            ..
+        } => usage
+            .as_ref()
+            .and_then(Usage::from_value)
+            .or_else(|| output_tokens.and_then(|tokens| counted_usage(item, tokens))),
         Outcome::Failed { .. } | Outcome::Cancelled { .. } => None,
         _ => return None,
     };
@@ -170,5 +250,29 @@ mod tests {
         );
         assert_eq!(Usage::from_value(&json!({"completion_tokens": 3})), None);
         assert_eq!(Usage::from_value(&json!(null)), None);
+    }
+
+    #[test]
+    fn an_answer_without_usage_is_counted_with_the_tokenizer() {
+        let mut output = OutputCounter::default();
+        output.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"del");
+        output.feed(b"ta\":{\"content\":\" world\"}}]}\n\ndata: [DONE]\n\n");
+        assert_eq!(output.output_tokens("gpt-4o"), Some(2));
+        assert_eq!(OutputCounter::default().output_tokens("llama-3"), None);
+        let item = WorkItem::from_json(
+            br#"{"req_id":"r","tenant":"t","model":"gpt-4o","priority":"normal","path":"/v1/chat/completions",
+                "body":{"model":"gpt-4o","messages":[{"role":"user","content":"Hello world"}]},
+                "enqueued_at_ms":1,"estimated_tokens":100,"attempt":0}"#,
+        );
+        let item = item.unwrap();
+        // 3 per message + "user" (1) + "Hello world" (2) + 3 to prime the reply.
+        assert_eq!(
+            counted_usage(&item, 2),
+            Some(Usage {
+                prompt_tokens: 3 + 1 + 2 + 3,
+                completion_tokens: 2,
+                cached_tokens: 0
+            })
+        );
     }
 }

@@ -36,7 +36,7 @@ async fn streams_chunks_then_done_with_usage() {
     let item = item("stream-1");
 
     let outcome = consumer.process(&item).await;
-    let Outcome::Completed { chunks, usage } = &outcome else {
+    let Outcome::Completed { chunks, usage, .. } = &outcome else {
         panic!("{outcome:?}")
     };
     // role chunk + 5 tokens + finish chunk + usage chunk
@@ -93,7 +93,8 @@ async fn client_asking_without_stream_still_gets_chunks() {
             outcome,
             Outcome::Completed {
                 chunks: 5,
-                usage: Some(_)
+                usage: Some(_),
+                output_tokens: None,
             }
         ),
         "{outcome:?}"

@@ -11,11 +11,14 @@ use sluice_admission::descriptors::{
 };
 use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::errors::LocalReply;
-use sluice_admission::host::{Host, LogLevel, Metric};
+use sluice_admission::host::{Host, LogLevel, Metric, TenantUsage};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
+use tenant_usage::TenantCounters;
+
+mod tenant_usage;
 
 const RLS_SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
 const RLS_METHOD: &str = "ShouldRateLimit";
@@ -38,6 +41,7 @@ struct Metrics(HashMap<Metric, u32>);
 struct SluiceRoot {
     shared: Option<Arc<Shared<BpeEncoders>>>,
     metrics: Rc<Metrics>,
+    tenants: Option<Rc<TenantCounters>>,
     queue: Option<u32>,
 }
 
@@ -80,6 +84,7 @@ impl RootContext for SluiceRoot {
             }
         }
         self.metrics = Rc::new(Metrics(metrics));
+        self.tenants = Some(Rc::new(TenantCounters::new(config.tenant_usage_series)));
         self.queue = Some(self.register_shared_queue(RECONCILE_QUEUE));
         log::info!(
             "sluice: configured (rls cluster {}, domain {}, failure mode {:?})",
@@ -123,6 +128,7 @@ impl RootContext for SluiceRoot {
             admission: RequestAdmission::new(shared),
             io: EnvoyIo {
                 metrics: self.metrics.clone(),
+                tenants: self.tenants.clone(),
                 queue: self.queue,
                 cluster,
             },
@@ -145,6 +151,7 @@ struct SluiceHttp {
 /// serve them.
 struct EnvoyIo {
     metrics: Rc<Metrics>,
+    tenants: Option<Rc<TenantCounters>>,
     queue: Option<u32>,
     cluster: String,
 }
@@ -237,6 +244,11 @@ impl Host for EnvoyIo {
     fn count(&mut self, metric: Metric, by: u64) {
         if let Some(&id) = self.metrics.0.get(&metric) {
             let _ = proxy_wasm::hostcalls::increment_metric(id, by.min(i64::MAX as u64) as i64);
+        }
+    }
+    fn count_tenant_usage(&mut self, tenant: &str, usage: TenantUsage) {
+        if let Some(tenants) = &self.tenants {
+            tenants.add(tenant, usage);
         }
     }
     fn now_nanos(&self) -> u64 {

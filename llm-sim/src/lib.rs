@@ -46,6 +46,9 @@ pub const HEADER_LEDGER: &str = "x-sim-ledger";
 /// `GET` each simulated GPU's capacity and load, `POST` a
 /// [`gpu::CapacityChange`] to change it (GPU model only).
 pub const ADMIN_CAPACITY_PATH: &str = "/admin/capacity";
+/// Request header: `omit` answers without usage (no `usage` in a whole
+/// answer, no usage chunk in a stream), as some servers do; `send` (default).
+pub const HEADER_USAGE: &str = "x-sim-usage";
 /// Response header: the request's `x-request-id`, echoed.
 pub const HEADER_ECHO_REQUEST_ID: &str = "x-sim-request-id";
 

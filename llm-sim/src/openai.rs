@@ -203,6 +203,44 @@ pub struct GenerationRequest {
     pub max_tokens: Option<u64>,
     pub stream: bool,
     pub include_usage: bool,
+    /// Functions the model may call (`tools`, narrowed by `tool_choice`);
+    /// with any, the answer is a tool call.
+    pub tool_names: Vec<String>,
+    /// A hash of the request body: which offered tool is called.
+    pub request_key: u64,
+}
+
+/// The function names of `tools` (each `{"type":"function","function":{"name":…}}`),
+/// narrowed by `tool_choice` (`"none"`: no call; a named function: that one),
+/// and the prompt tokens the definitions add.
+fn tools(obj: &Map<String, Value>) -> Result<(Vec<String>, u64), ApiError> {
+    let tools = match present(obj, "tools") {
+        None => return Ok((Vec::new(), 0)),
+        Some(Value::Array(tools)) => tools,
+        Some(other) => return Err(ApiError::invalid_type("tools", "an array", other)),
+    };
+    let mut names = Vec::with_capacity(tools.len());
+    for (index, tool) in tools.iter().enumerate() {
+        match tool.pointer("/function/name") {
+            Some(Value::String(name)) if !name.is_empty() => names.push(name.clone()),
+            _ => return Err(ApiError::missing(&format!("tools[{index}].function.name"))),
+        }
+    }
+    let definitions = approx_tokens(&Value::Array(tools.clone()).to_string());
+    let names = match present(obj, "tool_choice") {
+        Some(Value::String(choice)) if choice == "none" => Vec::new(),
+        Some(Value::Object(choice)) => match choice.get("function").and_then(|f| f.get("name")) {
+            Some(Value::String(name)) if names.contains(name) => vec![name.clone()],
+            _ => {
+                return Err(ApiError::invalid(
+                    "Invalid 'tool_choice': it must name a function of 'tools'.",
+                )
+                .param("tool_choice"))
+            }
+        },
+        _ => names,
+    };
+    Ok((names, definitions))
 }
 
 /// `POST /v1/chat/completions`.
@@ -266,12 +304,17 @@ pub fn parse_chat(body: &[u8]) -> Result<GenerationRequest, ApiError> {
         None => positive_int(&obj, "max_tokens")?,
     };
     let (stream, include_usage) = streaming(&obj)?;
+    let (tool_names, definition_tokens) = tools(&obj)?;
     Ok(GenerationRequest {
         model,
-        prompt_tokens: vec![chat_prompt_tokens(contents.iter().map(String::as_str))],
+        prompt_tokens: vec![
+            chat_prompt_tokens(contents.iter().map(String::as_str)) + definition_tokens,
+        ],
         max_tokens,
         stream,
         include_usage,
+        tool_names,
+        request_key: fnv1a64(body),
     })
 }
 
@@ -353,6 +396,8 @@ pub fn parse_completion(body: &[u8]) -> Result<GenerationRequest, ApiError> {
         max_tokens,
         stream,
         include_usage,
+        tool_names: Vec::new(),
+        request_key: fnv1a64(body),
     })
 }
 
@@ -424,7 +469,9 @@ pub struct ChatCompletion<'a> {
     pub created: u64,
     pub model: &'a str,
     pub choices: Vec<ChatChoice<'a>>,
-    pub usage: Usage,
+    /// Absent with `x-sim-usage: omit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 #[derive(Serialize)]
@@ -438,8 +485,45 @@ pub struct ChatChoice<'a> {
 #[derive(Serialize)]
 pub struct ChatMessage<'a> {
     pub role: &'static str,
-    pub content: &'a str,
+    /// `null` when the answer is a tool call.
+    pub content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall<'a>>>,
     pub refusal: Option<()>,
+}
+
+/// A whole tool call of a message.
+#[derive(Serialize)]
+pub struct ToolCall<'a> {
+    pub id: &'a str,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: FunctionCall<'a>,
+}
+
+#[derive(Serialize)]
+pub struct FunctionCall<'a> {
+    pub name: &'a str,
+    pub arguments: &'a str,
+}
+
+/// A piece of a streamed tool call: the first carries its id, type and
+/// name; the next ones pieces of `arguments`.
+#[derive(Serialize)]
+pub struct ToolCallDelta<'a> {
+    pub index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<&'a str>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+    pub function: FunctionDelta<'a>,
+}
+
+#[derive(Serialize)]
+pub struct FunctionDelta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'a str>,
+    pub arguments: &'a str,
 }
 
 #[derive(Serialize)]
@@ -469,6 +553,8 @@ pub struct Delta<'a> {
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCallDelta<'a>>>,
 }
 
 /// A `text_completion` object, whole or streamed.
@@ -581,6 +667,37 @@ mod tests {
     }
 
     #[test]
+    fn chat_reads_tools_and_tool_choice() {
+        let body = br#"{"model":"m","messages":[{"role":"user","content":"x"}],
+            "tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}}]}"#;
+        let request = parse_chat(body).unwrap();
+        assert_eq!(request.tool_names, vec!["a", "b"]);
+        let definitions = serde_json::from_slice::<Value>(body).unwrap()["tools"].to_string();
+        assert_eq!(
+            request.prompt_tokens,
+            vec![3 + 3 + 1 + approx_tokens(&definitions)]
+        );
+        let named = parse_chat(
+            br#"{"model":"m","messages":[{"role":"user","content":"x"}],
+            "tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}}],
+            "tool_choice":{"type":"function","function":{"name":"b"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(named.tool_names, vec!["b"]);
+        let none = parse_chat(
+            br#"{"model":"m","messages":[{"role":"user","content":"x"}],
+            "tools":[{"type":"function","function":{"name":"a"}}],"tool_choice":"none"}"#,
+        )
+        .unwrap();
+        assert!(none.tool_names.is_empty());
+        let error = parse_chat(
+            br#"{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(error.param.as_deref(), Some("tools[0].function.name"));
+    }
+
+    #[test]
     fn prompts_and_inputs_accept_openai_shapes() {
         let one = parse_completion(br#"{"model":"m","prompt":"abcdefgh"}"#).unwrap();
         assert_eq!(one.prompt_tokens, vec![2]);
@@ -629,8 +746,8 @@ mod tests {
             choices: vec![ChunkChoice {
                 index: 0,
                 delta: Delta {
-                    role: None,
                     content: Some("hi"),
+                    ..Delta::default()
                 },
                 logprobs: None,
                 finish_reason: None,

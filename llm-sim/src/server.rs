@@ -6,8 +6,8 @@ use crate::ledger::Ledger;
 use crate::metrics::{Metrics, RequestLabels};
 use crate::openai::{
     self, ApiError, ChatChoice, ChatChunk, ChatCompletion, ChatMessage, ChunkChoice, Delta,
-    EmbeddingData, EmbeddingList, EmbeddingUsage, EmbeddingValue, GenerationRequest, TextChoice,
-    TextCompletion, Usage,
+    EmbeddingData, EmbeddingList, EmbeddingUsage, EmbeddingValue, FunctionCall, FunctionDelta,
+    GenerationRequest, TextChoice, TextCompletion, ToolCall, ToolCallDelta, Usage,
 };
 use crate::text;
 use crate::{OverCapacity, SimConfig};
@@ -378,6 +378,8 @@ struct Overrides {
     tokens_per_second: Option<f64>,
     first_token: Option<Duration>,
     fail: Option<Fail>,
+    /// `x-sim-usage: omit`: answer without usage, as some servers do.
+    omit_usage: bool,
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {
@@ -425,11 +427,18 @@ fn overrides(headers: &HeaderMap) -> Result<Overrides, ApiError> {
             )),
         })
         .transpose()?;
+    let omit_usage = match header_str(headers, crate::HEADER_USAGE)? {
+        None => false,
+        Some(v) if v.eq_ignore_ascii_case("omit") => true,
+        Some(v) if v.eq_ignore_ascii_case("send") => false,
+        Some(_) => return Err(bad_header(crate::HEADER_USAGE, "expected 'omit' or 'send'")),
+    };
     Ok(Overrides {
         completion_tokens: int(crate::HEADER_COMPLETION_TOKENS)?,
         tokens_per_second,
         first_token: int(crate::HEADER_FIRST_TOKEN_MS)?.map(Duration::from_millis),
         fail,
+        omit_usage,
     })
 }
 
@@ -526,12 +535,53 @@ struct Plan {
     /// Tokens of each choice.
     tokens: u64,
     finish_reason: &'static str,
+    /// Usage is sent (a whole answer's `usage`, a stream's usage chunk).
+    report_usage: bool,
     include_usage: bool,
     timing: Timing,
+    /// The answer is a call of this function (chat with `tools`).
+    tool: Option<ToolPlan>,
     /// Break the answer when token `n` is due.
     fail_at: Option<u64>,
     /// Where its tokens are recorded (`x-sim-ledger`).
     ledger_key: Option<String>,
+}
+
+/// A tool-call answer: its name is sent whole in the first delta (and
+/// counts its tokens), then the arguments one token per delta.
+struct ToolPlan {
+    call_id: String,
+    name: String,
+    name_tokens: u64,
+    /// The pieces of `arguments`, one token each.
+    arguments: Vec<String>,
+}
+
+impl ToolPlan {
+    /// The tool `request` calls, if it offers any: picked by a hash of the
+    /// request and the seed, so the same request calls the same tool.
+    fn pick(request: &GenerationRequest, app: &App) -> Option<ToolPlan> {
+        let count = request.tool_names.len() as u64;
+        let draw = text::splitmix64(request.request_key ^ app.config.seed);
+        let name = request.tool_names.get((draw % count.max(1)) as usize)?;
+        Some(ToolPlan {
+            call_id: format!("call_{:016x}", text::splitmix64(draw)),
+            name: name.clone(),
+            name_tokens: text::tool_name_tokens(name),
+            arguments: Vec::new(),
+        })
+    }
+
+    /// Sizes the arguments for a call of `tokens` tokens in all.
+    fn with_tokens(mut self, tokens: u64) -> Self {
+        self.arguments = text::tool_arguments(tokens.saturating_sub(self.name_tokens));
+        self
+    }
+
+    /// Fewest tokens of a complete call: the name and `{"query":""}`.
+    fn min_tokens(&self) -> u64 {
+        self.name_tokens + 4
+    }
 }
 
 impl Plan {
@@ -586,11 +636,17 @@ async fn generation(
         slot.finish();
         return Err(app.injected_500("before"));
     }
+    let tool = match kind {
+        Kind::Chat => ToolPlan::pick(&request, &app),
+        Kind::Text => None,
+    };
     let wanted = overrides
         .completion_tokens
-        .unwrap_or(app.config.default_completion_tokens);
+        .unwrap_or(app.config.default_completion_tokens)
+        .max(tool.as_ref().map_or(0, ToolPlan::min_tokens));
     let (tokens, finish_reason) = match request.max_tokens {
         Some(cap) if cap < wanted => (cap, "length"),
+        _ if tool.is_some() => (wanted, "tool_calls"),
         _ => (wanted, "stop"),
     };
     let choices = request.prompt_tokens.len().max(1);
@@ -601,6 +657,7 @@ async fn generation(
             return Err(error);
         }
     };
+    let tool = tool.map(|tool| tool.with_tokens(tokens));
     let plan = Plan {
         kind,
         id: app.next_id(match kind {
@@ -613,7 +670,9 @@ async fn generation(
         choices,
         tokens,
         finish_reason,
-        include_usage: request.include_usage,
+        report_usage: !overrides.omit_usage,
+        include_usage: request.include_usage && !overrides.omit_usage,
+        tool,
         timing,
         fail_at: (fail == Fail::Mid).then_some(tokens / 2),
         ledger_key,
@@ -640,7 +699,8 @@ async fn whole_response(app: Shared, mut plan: Plan, mut slot: Slot) -> Result<R
     }
     plan.timing.reach(plan.tokens.saturating_sub(1)).await;
     let content = text::completion_text(plan.tokens);
-    let usage = plan.usage(plan.tokens);
+    let arguments = plan.tool.as_ref().map(|tool| tool.arguments.concat());
+    let usage = plan.report_usage.then(|| plan.usage(plan.tokens));
     let body = match plan.kind {
         Kind::Chat => serde_json::to_vec(&ChatCompletion {
             id: &plan.id,
@@ -649,10 +709,26 @@ async fn whole_response(app: Shared, mut plan: Plan, mut slot: Slot) -> Result<R
             model: &plan.model,
             choices: vec![ChatChoice {
                 index: 0,
-                message: ChatMessage {
-                    role: "assistant",
-                    content: &content,
-                    refusal: None,
+                message: match (&plan.tool, &arguments) {
+                    (Some(tool), Some(arguments)) => ChatMessage {
+                        role: "assistant",
+                        content: None,
+                        tool_calls: Some(vec![ToolCall {
+                            id: &tool.call_id,
+                            kind: "function",
+                            function: FunctionCall {
+                                name: &tool.name,
+                                arguments,
+                            },
+                        }]),
+                        refusal: None,
+                    },
+                    _ => ChatMessage {
+                        role: "assistant",
+                        content: Some(&content),
+                        tool_calls: None,
+                        refusal: None,
+                    },
                 },
                 logprobs: None,
                 finish_reason: plan.finish_reason,
@@ -672,7 +748,7 @@ async fn whole_response(app: Shared, mut plan: Plan, mut slot: Slot) -> Result<R
                     finish_reason: Some(plan.finish_reason),
                 })
                 .collect(),
-            usage: Some(Some(usage)),
+            usage: usage.map(Some),
         }),
     }
     .map_err(|error| internal(&error))?;
@@ -772,17 +848,20 @@ impl EventStream {
                 Phase::Start => {
                     self.phase = Phase::Tokens;
                     if self.plan.kind == Kind::Chat {
+                        let content = self.plan.tool.is_none().then_some("");
                         return Some(self.chat_chunk(
                             Delta {
                                 role: Some("assistant"),
-                                content: Some(""),
+                                content,
+                                ..Delta::default()
                             },
                             None,
                         ));
                     }
                 }
                 Phase::Tokens => {
-                    if self.choice == 0 && self.plan.fail_at == Some(self.step) {
+                    // `>=`: a tool call's name takes several steps at once.
+                    if self.choice == 0 && self.plan.fail_at.is_some_and(|at| self.step >= at) {
                         self.plan.timing.reach(self.step).await;
                         // Let hyper flush what was generated so far: it
                         // discards buffered output when the body fails.
@@ -807,6 +886,9 @@ impl EventStream {
                     if self.choice == 0 {
                         self.plan.timing.reach(self.step).await;
                     }
+                    if self.plan.tool.is_some() {
+                        return Some(self.tool_call_step());
+                    }
                     let token = text::token_text(self.step);
                     let choice = self.choice;
                     self.choice += 1;
@@ -823,8 +905,8 @@ impl EventStream {
                     return Some(match self.plan.kind {
                         Kind::Chat => self.chat_chunk(
                             Delta {
-                                role: None,
                                 content: Some(&token),
+                                ..Delta::default()
                             },
                             None,
                         ),
@@ -876,6 +958,57 @@ impl EventStream {
                 Phase::End => return None,
             }
         }
+    }
+
+    /// The next delta of a tool call: its name first (all its tokens at
+    /// once), then one piece of the arguments per token.
+    fn tool_call_step(&mut self) -> Result<Bytes, std::io::Error> {
+        let Some(tool) = self.plan.tool.as_ref() else {
+            return Err(std::io::Error::other("not a tool call"));
+        };
+        let first = self.step == 0;
+        let (call, tokens) = if first {
+            let function = FunctionDelta {
+                name: Some(&tool.name),
+                arguments: "",
+            };
+            (function, tool.name_tokens.min(self.plan.tokens))
+        } else {
+            let piece = usize::try_from(self.step.saturating_sub(tool.name_tokens))
+                .ok()
+                .and_then(|piece| tool.arguments.get(piece))
+                .map_or("", String::as_str);
+            let function = FunctionDelta {
+                name: None,
+                arguments: piece,
+            };
+            (function, 1)
+        };
+        let event = self.chat_chunk(
+            Delta {
+                tool_calls: Some(vec![ToolCallDelta {
+                    index: 0,
+                    id: first.then_some(tool.call_id.as_str()),
+                    kind: first.then_some("function"),
+                    function: call,
+                }]),
+                ..Delta::default()
+            },
+            None,
+        );
+        self.count_sent(tokens);
+        event
+    }
+
+    /// `tokens` more tokens handed to the connection.
+    fn count_sent(&mut self, tokens: u64) {
+        self.step += tokens;
+        self.app.metrics.tokens_generated.inc_by(tokens);
+        self.app
+            .ledger
+            .record(self.plan.ledger_key.as_deref(), |e| {
+                e.completion_tokens += tokens
+            });
     }
 
     /// `usage: null` on every chunk but the last when usage was asked for.
@@ -1214,6 +1347,7 @@ mod tests {
                 tokens_per_second: Some(2.5),
                 first_token: Some(Duration::from_millis(30)),
                 fail: Some(Fail::Mid),
+                omit_usage: false,
             }
         );
         for (name, bad) in [
@@ -1222,6 +1356,7 @@ mod tests {
             ("x-sim-tokens-per-second", "-3"),
             ("x-sim-fail", "sometimes"),
             ("x-sim-first-token-ms", "1.5"),
+            ("x-sim-usage", "never"),
         ] {
             let mut headers = HeaderMap::new();
             headers.insert(name, HeaderValue::from_static(bad));

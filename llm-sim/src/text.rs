@@ -45,6 +45,31 @@ pub fn completion_text(tokens: u64) -> String {
     (0..tokens).map(token_text).collect()
 }
 
+/// The pieces of a tool call's `arguments` of `tokens` tokens, one token
+/// each, as a model streams them: `{"query":"` then the generated words,
+/// closed by `"}` (a cut that leaves fewer than four tokens is truncated
+/// JSON, as a model cut by `max_tokens` sends).
+pub fn tool_arguments(tokens: u64) -> Vec<String> {
+    const OPEN: [&str; 3] = ["{\"", "query", "\":\""];
+    const CLOSE: &str = "\"}";
+    let tokens = usize::try_from(tokens).unwrap_or(usize::MAX);
+    if tokens < OPEN.len() + 1 {
+        return OPEN.iter().take(tokens).map(|p| p.to_string()).collect();
+    }
+    let words = (tokens - OPEN.len() - 1) as u64;
+    OPEN.iter()
+        .map(|p| p.to_string())
+        .chain((0..words).map(token_text))
+        .chain(std::iter::once(CLOSE.to_string()))
+        .collect()
+}
+
+/// Tokens of a tool call's function name (sent whole in its first delta):
+/// [`approx_tokens`], at least one.
+pub fn tool_name_tokens(name: &str) -> u64 {
+    approx_tokens(name).max(1)
+}
+
 /// SplitMix64: a tiny, well-mixed deterministic generator step.
 pub fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -143,6 +168,17 @@ mod tests {
         assert_eq!(long.split(' ').count(), 40);
         assert!(long.ends_with(" the quick brown fox jumps over a lazy"));
         assert_eq!(token_text(32), " the");
+    }
+
+    #[test]
+    fn tool_arguments_are_one_token_per_piece() {
+        assert!(tool_arguments(0).is_empty());
+        assert_eq!(tool_arguments(2).concat(), "{\"query");
+        assert_eq!(tool_arguments(4).concat(), "{\"query\":\"\"}");
+        assert_eq!(tool_arguments(6).concat(), "{\"query\":\"the quick\"}");
+        assert_eq!(tool_arguments(50).len(), 50);
+        assert_eq!(tool_name_tokens(""), 1);
+        assert_eq!(tool_name_tokens("get_time"), 2);
     }
 
     #[test]

@@ -8,23 +8,28 @@
 //! counters (summed over every window of the run) are compared with its ledger.
 //!
 //! Classes: JSON chat; SSE with include_usage; SSE without include_usage; SSE
-//! completions with two prompts (n = 2 choices); embeddings; 5 % clients that
-//! disconnect mid-stream; 2 % backends that fail mid-stream; 3 % deferred
-//! (their tenant's token limit defers everything: the deferral endpoint on
-//! the broker, run by a consumer with token pacing, whose per-tenant usage
-//! metric is compared with the ledger, and whose pacing corrections are
-//! counted). Not covered: tool calls (llm-sim generates none).
+//! completions with two prompts (n = 2 choices); embeddings; tool calls
+//! (chat with `tools`: llm-sim answers with a call), whole and streamed
+//! without include_usage; 5 % clients that disconnect mid-stream; 2 %
+//! backends that fail mid-stream (half of them tool-call streams); 3 %
+//! deferred (their tenant's token limit defers everything: the deferral
+//! endpoint on the broker, run by a consumer with token pacing, whose
+//! per-tenant usage metric is compared with the ledger, and whose pacing
+//! corrections are counted).
 //!
 //! For broken streams the filter charges its exact prompt count (BPE) plus
 //! the output that passed; llm-sim's ledger holds its own approximate prompt
 //! count. The report separates that prompt-count difference from the output
 //! drift. With `ext_authz` as the front door (no Wasm: sluice-rls's
 //! ext_authz, which never sees the answer) the same run measures that mode's
-//! documented approximation. Prints figures; asserts nothing.
+//! documented approximation. The "usage metric" column is the filter's
+//! `sluice_tenant_tokens_total` (prompt + completion) per tenant, the
+//! consumer's for deferred requests. Prints figures; asserts nothing.
 
 use sluice_admission::admission::Encoders;
 use sluice_admission::config::FilterConfig;
 use sluice_admission::encoders::BpeEncoders;
+use sluice_admission::host::{UsageKind, TENANT_TOKENS_STAT};
 use sluice_admission::openai::{self, Endpoint};
 use sluice_consumer::{Correction, PacingConfig, Rates};
 use sluice_llm_sim::ledger::LedgerEntry;
@@ -79,20 +84,26 @@ enum Class {
     SseWithoutUsage,
     SseTwoChoices,
     Embeddings,
+    ToolCallsJson,
+    ToolCallsSse,
     ClientDisconnects,
     BackendBreaks,
+    ToolCallBreaks,
     Deferred,
 }
 
 impl Class {
-    const ALL: [Class; 8] = [
+    const ALL: [Class; 11] = [
         Class::Json,
         Class::SseWithUsage,
         Class::SseWithoutUsage,
         Class::SseTwoChoices,
         Class::Embeddings,
+        Class::ToolCallsJson,
+        Class::ToolCallsSse,
         Class::ClientDisconnects,
         Class::BackendBreaks,
+        Class::ToolCallBreaks,
         Class::Deferred,
     ];
 
@@ -104,23 +115,30 @@ impl Class {
             Class::SseWithoutUsage => "sse-plain",
             Class::SseTwoChoices => "sse-n2",
             Class::Embeddings => "embeddings",
+            Class::ToolCallsJson => "tools-json",
+            Class::ToolCallsSse => "tools-sse",
             Class::ClientDisconnects => "disconnects",
             Class::BackendBreaks => "backend-breaks",
+            Class::ToolCallBreaks => "tools-breaks",
             Class::Deferred => "deferred",
         }
     }
 
-    /// Out of 100: 5 % disconnects, 2 % backend failures, 3 % deferred.
+    /// Out of 100: 16 % tool calls, 5 % disconnects, 2 % backend failures
+    /// (1 % of them tool-call streams), 3 % deferred.
     fn of(draw: u64) -> Class {
         match draw % 100 {
-            0..=21 => Class::Json,
-            22..=24 => Class::Deferred,
-            25..=44 => Class::SseWithUsage,
-            45..=67 => Class::SseWithoutUsage,
-            68..=79 => Class::SseTwoChoices,
-            80..=92 => Class::Embeddings,
-            93..=97 => Class::ClientDisconnects,
-            _ => Class::BackendBreaks,
+            0..=17 => Class::Json,
+            18..=20 => Class::Deferred,
+            21..=36 => Class::SseWithUsage,
+            37..=54 => Class::SseWithoutUsage,
+            55..=64 => Class::SseTwoChoices,
+            65..=75 => Class::Embeddings,
+            76..=83 => Class::ToolCallsJson,
+            84..=91 => Class::ToolCallsSse,
+            92..=96 => Class::ClientDisconnects,
+            97..=98 => Class::BackendBreaks,
+            _ => Class::ToolCallBreaks,
         }
     }
 }
@@ -158,12 +176,29 @@ struct Planned {
     leave_after: Option<u64>,
 }
 
+/// One to three function tools (llm-sim calls one of them, picked by a hash
+/// of the request). Their names' o200k counts equal llm-sim's approximate
+/// counts, so a broken call's drift is the tokens in flight only.
+fn tools_of(seed: u64) -> serde_json::Value {
+    const NAMES: [&str; 3] = ["get_time", "get_news", "get_user_id"];
+    let count = 1 + (seed >> 40) % 3;
+    NAMES
+        .iter()
+        .take(count as usize)
+        .map(|name| {
+            serde_json::json!({"type": "function", "function": {"name": name,
+                "description": format!("{name} for the user"),
+                "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}})
+        })
+        .collect()
+}
+
 fn plan(i: u64) -> Planned {
     let seed = splitmix64(i);
     let class = Class::of(seed);
     let text = prompt_text(seed >> 8);
     let completion = 1 + (seed >> 20) % 120;
-    let chat = |stream: bool, usage: bool| {
+    let chat_with = |stream: bool, usage: bool, tools: bool| {
         let mut body = serde_json::json!({
             "model": "gpt-4o",
             "max_tokens": 400,
@@ -175,8 +210,12 @@ fn plan(i: u64) -> Planned {
         if usage {
             body["stream_options"] = serde_json::json!({"include_usage": true});
         }
+        if tools {
+            body["tools"] = tools_of(seed);
+        }
         body.to_string()
     };
+    let chat = |stream: bool, usage: bool| chat_with(stream, usage, false);
     let mut headers = vec![("x-sim-completion-tokens", completion.to_string())];
     let mut leave_after = None;
     let (path, body) = match class {
@@ -207,6 +246,12 @@ fn plan(i: u64) -> Planned {
         Class::BackendBreaks => {
             headers.push(("x-sim-fail", "mid".to_string()));
             ("/v1/chat/completions", chat(true, false))
+        }
+        Class::ToolCallsJson => ("/v1/chat/completions", chat_with(false, false, true)),
+        Class::ToolCallsSse => ("/v1/chat/completions", chat_with(true, false, true)),
+        Class::ToolCallBreaks => {
+            headers.push(("x-sim-fail", "mid".to_string()));
+            ("/v1/chat/completions", chat_with(true, false, true))
         }
     };
     headers.push(("x-tenant-id", class.tenant().to_string()));
@@ -424,7 +469,7 @@ async fn main() -> anyhow::Result<()> {
         *count.entry(planned.class).or_default() += 1;
         let broken = matches!(
             planned.class,
-            Class::ClientDisconnects | Class::BackendBreaks
+            Class::ClientDisconnects | Class::BackendBreaks | Class::ToolCallBreaks
         );
         if (broken || ext_authz) && planned.class != Class::Deferred {
             *exact_prompt.entry(planned.class).or_default() +=
@@ -511,10 +556,28 @@ async fn main() -> anyhow::Result<()> {
         last_second + 1 - first_second,
         statuses.lock().map(|s| s.clone()).unwrap_or_default()
     );
+    let per_tenant = format!("wasmcustom.{TENANT_TOKENS_STAT}.");
     println!(
         "filter: {}",
-        stats.split_whitespace().collect::<Vec<_>>().join(" ")
+        stats
+            .lines()
+            .filter(|line| !line.starts_with(&per_tenant))
+            .collect::<Vec<_>>()
+            .join(" ")
     );
+    // The filter's per-tenant usage counters (prompt + completion).
+    let filter_usage = |tenant: &str| -> u64 {
+        [UsageKind::Prompt, UsageKind::Completion]
+            .iter()
+            .filter_map(|kind| {
+                let name = format!("wasmcustom.{}: ", kind.stat_name(tenant));
+                stats
+                    .lines()
+                    .find_map(|line| line.strip_prefix(&name))
+                    .and_then(|value| value.trim().parse::<u64>().ok())
+            })
+            .sum()
+    };
     let deferred_usage = ["prompt", "completion"]
         .iter()
         .map(|kind| {
@@ -540,15 +603,20 @@ async fn main() -> anyhow::Result<()> {
             .join(" ")
     );
     println!(
-        "\n| class | requests | broken (ledger) | ledger tokens | window tokens | drift | drift % | prompt-count difference | output drift |"
+        "\n| class | requests | broken (ledger) | ledger tokens | window tokens | usage metric | drift | drift % | prompt-count difference | output drift |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for class in Class::ALL {
         let entry = ledger.get(class.tenant()).copied().unwrap_or_default();
         let truth = entry.prompt_tokens + entry.completion_tokens;
         let window = match class {
             Class::Deferred => deferred_usage,
             _ => totals.get(&class).copied().unwrap_or(0),
+        };
+        // sluice_tenant_tokens_total (filter) or the consumer's metric.
+        let metric = match class {
+            Class::Deferred => deferred_usage,
+            _ => filter_usage(class.tenant()),
         };
         let drift = window as i64 - truth as i64;
         let percent = if truth > 0 {
@@ -564,7 +632,7 @@ async fn main() -> anyhow::Result<()> {
             None => ("—".into(), format!("{drift:+}")),
         };
         println!(
-            "| {} | {} | {} | {truth} | {window} | {drift:+} | {percent:+.3} % | {prompt_diff} | {output_drift} |",
+            "| {} | {} | {} | {truth} | {window} | {metric} | {drift:+} | {percent:+.3} % | {prompt_diff} | {output_drift} |",
             class.tenant(),
             count.get(&class).copied().unwrap_or(0),
             entry.broken,

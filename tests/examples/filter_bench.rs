@@ -4,9 +4,16 @@
 //! 1. prompt-token counting inside Envoy (V8) vs natively, same text, same code;
 //! 2. the first request after the VM starts;
 //! 3. Envoy + filter + RLS vs the same Envoy without the filter, 1k-token prompts;
-//! 4. module size and Envoy memory with and without the filter, per worker.
+//! 4. module size and Envoy memory with and without the filter, per worker;
+//! 5. streamed answers (llm-sim, SSE_TOKENS tokens each, default 200): the
+//!    filter's per-request cost when the client sends `include_usage` (usage
+//!    read from every chunk) vs when it does not (`add_stream_usage`: the
+//!    option injected, and every chunk's `usage` stripped), SSE_REQUESTS
+//!    (default 1000) requests each, alternating rounds.
 //!
-//! Prints figures; asserts nothing.
+//! `ROUNDS`, `PER_ROUND` (section 3), `SSE_REQUESTS`, `SSE_TOKENS` (section 5)
+//! come from the environment; `SSE_ONLY=1` runs section 5 alone. Prints
+//! figures; asserts nothing.
 
 use sluice_admission::config::FilterConfig;
 use sluice_admission::openai::{self, Endpoint};
@@ -81,7 +88,9 @@ impl Connection {
         }
     }
 
-    fn post(&mut self, body: &str) -> Reply {
+    /// Sends a chat POST and reads the answer's head: status,
+    /// `content-length`, `x-sluice-count-micros`.
+    fn send(&mut self, body: &str) -> (u16, usize, Option<u64>) {
         let request = format!(
             "POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\nx-tenant-id: bench\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
             body.len()
@@ -110,11 +119,35 @@ impl Connection {
                 }
             }
         }
+        (status, length, count_micros)
+    }
+
+    fn post(&mut self, body: &str) -> Reply {
+        let (status, length, count_micros) = self.send(body);
         let mut body = vec![0; length];
         self.reader.read_exact(&mut body).expect("body");
         Reply {
             status,
             count_micros,
+        }
+    }
+
+    /// POSTs a streaming request and reads its chunked answer to the end;
+    /// returns the status and the body's length.
+    fn post_stream(&mut self, body: &str) -> (u16, usize) {
+        let (status, _, _) = self.send(body);
+        let mut line = String::new();
+        let mut bytes = 0;
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line).expect("chunk size");
+            let size = usize::from_str_radix(line.trim(), 16).expect("chunked answer");
+            let mut chunk = vec![0; size + 2];
+            self.reader.read_exact(&mut chunk).expect("chunk");
+            bytes += size;
+            if size == 0 {
+                return (status, bytes);
+            }
         }
     }
 }
@@ -207,6 +240,9 @@ async fn main() -> anyhow::Result<()> {
         },
         std::future::pending::<()>(),
     ));
+    if std::env::var_os("SSE_ONLY").is_some() {
+        return stream_usage_cost(rls_port).await;
+    }
     let backend = StaticHttpServer::start(BACKEND_REPLY)?;
 
     let tokenizer = Tokenizer::new(Encoding::O200kBase);
@@ -422,5 +458,122 @@ async fn main() -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     println!("Envoy RSS with filter at start: {:.0} MiB with 1 worker, {:.0} MiB with 2 workers (≈ {:.0} MiB per extra worker VM)",
         rss(&one), rss(&two), rss(&two) - rss(&one));
+    drop((one, two));
+    stream_usage_cost(rls_port).await
+}
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// 5: what reading usage from a stream costs, and what adding
+/// `include_usage` and stripping it from every chunk adds.
+async fn stream_usage_cost(rls_port: u16) -> anyhow::Result<()> {
+    let requests = env_or("SSE_REQUESTS", 1000);
+    let tokens = env_or("SSE_TOKENS", 200) as u64;
+    let sim = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let sim_port = sim.local_addr()?.port();
+    tokio::spawn(sluice_llm_sim::run(
+        sim,
+        sluice_llm_sim::SimConfig {
+            default_completion_tokens: tokens,
+            ..sluice_llm_sim::SimConfig::fast()
+        },
+        std::future::pending::<()>(),
+    ));
+    let (admin, listener) = (free_port(), free_port());
+    let _with = Envoy::start(
+        &envoy_config(true, rls_port, sim_port, admin, listener),
+        admin,
+        listener,
+    )?;
+    let (admin2, listener2) = (free_port(), free_port());
+    let _alone = Envoy::start(
+        &envoy_config(false, rls_port, sim_port, admin2, listener2),
+        admin2,
+        listener2,
+    )?;
+    let body = |include_usage: bool| {
+        let mut body = serde_json::json!({
+            "model": "gpt-4o", "stream": true, "max_tokens": 4000,
+            "messages": [{"role": "user", "content": "Stream me something."}]
+        });
+        if include_usage {
+            body["stream_options"] = serde_json::json!({"include_usage": true});
+        }
+        body.to_string()
+    };
+    let (asked, not_asked) = (body(true), body(false));
+    let mut filter = Connection::open(([127, 0, 0, 1], listener).into());
+    let mut alone = Connection::open(([127, 0, 0, 1], listener2).into());
+    let mut times: [Vec<f64>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    let mut sizes = [0usize; 3];
+    let mut errors = 0;
+    for _ in 0..20 {
+        filter.post_stream(&asked);
+        filter.post_stream(&not_asked);
+        alone.post_stream(&asked);
+    }
+    let per_round = 50;
+    for _ in 0..requests.div_ceil(per_round) {
+        for (index, times) in times.iter_mut().enumerate() {
+            let (connection, request) = match index {
+                0 => (&mut filter, &asked),
+                1 => (&mut filter, &not_asked),
+                _ => (&mut alone, &asked),
+            };
+            for _ in 0..per_round {
+                let t = Instant::now();
+                let (status, bytes) = connection.post_stream(request);
+                times.push(t.elapsed().as_secs_f64() * 1e3);
+                sizes[index] = bytes;
+                errors += usize::from(status != 200);
+            }
+        }
+    }
+    for v in times.iter_mut() {
+        v.sort_by(|x, y| x.total_cmp(y));
+    }
+    println!();
+    println!(
+        "SSE answers of {tokens} tokens (llm-sim, unpaced), {} requests each, one connection each, alternating rounds:",
+        times[0].len()
+    );
+    println!(
+        "{:<36} {:>9} {:>9} {:>9} {:>11}",
+        "", "p50 ms", "p99 ms", "mean ms", "body bytes"
+    );
+    let labels = [
+        "filter, client asks include_usage",
+        "filter, injected and stripped",
+        "envoy alone (include_usage)",
+    ];
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    for ((label, v), size) in labels.iter().zip(&times).zip(sizes) {
+        println!(
+            "{label:<36} {:>9.3} {:>9.3} {:>9.3} {size:>11}",
+            percentile(v, 0.5),
+            percentile(v, 0.99),
+            mean(v)
+        );
+    }
+    let read_only = percentile(&times[0], 0.5) - percentile(&times[2], 0.5);
+    let injected = percentile(&times[1], 0.5) - percentile(&times[2], 0.5);
+    println!(
+        "filter cost per request (p50 over envoy alone): {read_only:.3} ms reading usage, {injected:.3} ms with injection and stripping: ratio {:.2}",
+        injected / read_only
+    );
+    let (read_mean, injected_mean) = (
+        mean(&times[0]) - mean(&times[2]),
+        mean(&times[1]) - mean(&times[2]),
+    );
+    println!(
+        "same on means: {read_mean:.3} ms vs {injected_mean:.3} ms: ratio {:.2}",
+        injected_mean / read_mean
+    );
+    println!("non-200 answers: {errors}");
     Ok(())
 }

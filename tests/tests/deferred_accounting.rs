@@ -3,14 +3,19 @@
 //! deferred request's answer is in, its bucket's token pacing debt moves
 //! from the estimate it was paced with to the real usage llm-sim reported
 //! (both ways), and the tenant's usage is counted in the consumer's metrics.
-//! A stream that breaks (no usage) keeps its estimate.
+//! A stream that breaks (no usage) keeps its estimate; a complete answer
+//! without usage is counted with the model's tokenizer.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
+use sluice_admission::admission::Encoders;
+use sluice_admission::encoders::BpeEncoders;
+use sluice_admission::openai::{self, Endpoint};
 use sluice_consumer::gcra::Stored;
 use sluice_consumer::keys::{BucketId, Dimension};
 use sluice_consumer::{BackendTargetConfig, PaceDecision, PacingConfig, Rates};
 use sluice_llm_sim::ledger::LedgerEntry;
+use sluice_llm_sim::text::completion_text;
 use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_ratelimit::deferral::publisher::LitePublisher;
 use sluice_testkit::stack::{
@@ -25,6 +30,8 @@ use std::time::{Duration, Instant};
 const MODEL: &str = "gpt-4o";
 /// Served by an llm-sim whose every stream breaks midway.
 const BROKEN_MODEL: &str = "gpt-4o-broken";
+/// Served by the same llm-sim, asked to answer without usage.
+const NO_USAGE_MODEL: &str = "gpt-4o-mini";
 /// Token pacing of every bucket: 20 tokens/s, one token = 50 ms of debt.
 const TOKENS_PER_SECOND: f64 = 20.0;
 const MS_PER_TOKEN: f64 = 1000.0 / TOKENS_PER_SECOND;
@@ -75,6 +82,17 @@ async fn start() -> Parts {
         BROKEN_MODEL.into(),
         BackendTargetConfig {
             base_url: format!("http://{broken}"),
+            ..BackendTargetConfig::default()
+        },
+    );
+    spec.config.backend.models.insert(
+        NO_USAGE_MODEL.into(),
+        BackendTargetConfig {
+            base_url: format!("http://{backend}"),
+            headers: vec![
+                ("x-sim-ledger".into(), LEDGER.into()),
+                (sluice_llm_sim::HEADER_USAGE.into(), "omit".into()),
+            ],
             ..BackendTargetConfig::default()
         },
     );
@@ -245,4 +263,32 @@ async fn a_deferred_answer_moves_its_buckets_token_debt_to_the_real_usage() {
         .metrics
         .encode()
         .contains("tenant=\"broken\""));
+
+    // A complete answer without usage: counted with the model's tokenizer
+    // (the prompt as the filter counts it, the streamed text), not left at
+    // the estimate.
+    let (admitted, corrected) = parts
+        .settle("silent", NO_USAGE_MODEL, 20, "corrected")
+        .await;
+    let counter = BpeEncoders::new();
+    let counter = counter.counter("o200k_base").unwrap();
+    let item = work_item("silent", NO_USAGE_MODEL, "x", 20);
+    let body = serde_json::to_vec(&item.body).unwrap();
+    let prompt = openai::parse(Endpoint::ChatCompletions, &body)
+        .unwrap()
+        .prompt_tokens(counter, 765);
+    let completion = counter.count(&completion_text(COMPLETION_TOKENS)) as u64;
+    assert_moved_by(
+        "silent",
+        admitted,
+        corrected.expect("the corrected debt outlives the call"),
+        (prompt + completion) as i64 - 20,
+    );
+    let metric = |kind: &str| {
+        parts.consumer.counter(&format!(
+            "sluice_consumer_tenant_tokens_total{{tenant=\"silent\",model=\"{NO_USAGE_MODEL}\",kind=\"{kind}\"}}"
+        ))
+    };
+    assert_eq!(metric("prompt"), prompt as f64);
+    assert_eq!(metric("completion"), completion as f64);
 }

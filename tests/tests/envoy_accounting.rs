@@ -1,13 +1,17 @@
 //! Exact accounting through real Envoy + the built Wasm filter + sluice-rls
 //! on Redis + llm-sim: streamed answers whose client sent no
-//! `include_usage`, and streams that break.
+//! `include_usage`, streams that break (tool calls included), and the
+//! filter's per-tenant usage counters.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use serde_json::Value;
 use sluice_admission::admission::Encoders;
 use sluice_admission::encoders::BpeEncoders;
+use sluice_admission::host::{UsageKind, OTHER_TENANTS, TENANT_TOKENS_STAT};
 use sluice_admission::openai::{self, Endpoint};
-use sluice_llm_sim::text::{approx_tokens, chat_prompt_tokens, completion_text};
+use sluice_llm_sim::text::{
+    approx_tokens, chat_prompt_tokens, completion_text, tool_arguments, tool_name_tokens,
+};
 use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
@@ -17,6 +21,7 @@ use sluice_testkit::{
     free_port, http_request, read_until, sluice_filter_envoy_config, Envoy, HttpResponse,
     RedisServer, SluiceFilterPorts,
 };
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -62,6 +67,8 @@ descriptors:
 struct Stack {
     _envoy: Envoy,
     listener: SocketAddr,
+    /// Envoy's admin interface.
+    admin: SocketAddr,
     /// The llm-sim behind Envoy.
     backend: SocketAddr,
     /// A second llm-sim with the same seed, reached without Sluice: what the
@@ -131,6 +138,7 @@ async fn stack_with(plugin_options: &str) -> Stack {
     Stack {
         _envoy: envoy,
         listener: ([127, 0, 0, 1], listener).into(),
+        admin: ([127, 0, 0, 1], admin).into(),
         backend,
         direct,
         limiter,
@@ -532,4 +540,163 @@ async fn a_correction_goes_to_the_window_of_admission() {
         return;
     }
     panic!("five admissions in a row were not timed within one second");
+}
+
+/// A streamed chat request offering one tool, `get_time`.
+fn tool_stream_body(content: &str) -> String {
+    serde_json::json!({
+        "model": "gpt-4o",
+        "stream": true,
+        "max_tokens": 4000,
+        "messages": [{ "role": "user", "content": content }],
+        "tools": [{"type": "function", "function": {"name": "get_time",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}}]
+    })
+    .to_string()
+}
+
+/// The tool call's name and argument pieces in the `data:` lines of `raw`.
+fn tool_call_deltas(raw: &str) -> (String, Vec<String>) {
+    let (mut name, mut pieces) = (String::new(), Vec::new());
+    for line in raw.lines() {
+        let Some(chunk) = line
+            .strip_prefix("data: ")
+            .and_then(|data| serde_json::from_str::<Value>(data).ok())
+        else {
+            continue;
+        };
+        let function = &chunk["choices"][0]["delta"]["tool_calls"][0]["function"];
+        if let Some(n) = function["name"].as_str() {
+            name.push_str(n);
+        }
+        match function["arguments"].as_str() {
+            Some(piece) if !piece.is_empty() => pieces.push(piece.to_string()),
+            _ => {}
+        }
+    }
+    (name, pieces)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_tool_call_stream_is_charged_the_call_that_passed() {
+    let stack = stack().await;
+    let body = tool_stream_body("What time is it in Tokyo?");
+    let listener = stack.listener;
+    let request = body.clone();
+    // llm-sim breaks at token 15 of 30: the name (2 tokens) and 13 pieces.
+    let received = tokio::task::spawn_blocking(move || {
+        let extra = [("x-sim-fail", "mid"), ("x-sim-completion-tokens", "30")];
+        let mut stream = open_stream(listener, "tool-broken", &extra, &request);
+        read_until(&mut stream, |_| false)
+    })
+    .await
+    .unwrap();
+    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
+    assert!(!received.contains("[DONE]"), "{received}");
+    let (name, pieces) = tool_call_deltas(&received);
+    assert_eq!(name, "get_time");
+    assert_eq!(
+        pieces.len() as u64,
+        15 - tool_name_tokens(&name),
+        "{received}"
+    );
+    assert_eq!(
+        pieces,
+        tool_arguments(30 - tool_name_tokens(&name))[..pieces.len()]
+    );
+    // Each piece is one token for the filter's tokenizer too: the in-flight
+    // bound of accounting_bench holds for tool calls.
+    let arguments = pieces.concat();
+    assert_eq!(o200k_tokens(&arguments), pieces.len() as u64, "{arguments}");
+    let expected = exact_prompt_tokens(&body) + o200k_tokens(&name) + o200k_tokens(&arguments);
+    assert_eq!(
+        stack.settled_usage("tool-broken", "gpt-4o", expected).await,
+        expected,
+        "the call's name and arguments were not counted as they passed"
+    );
+}
+
+/// `sluice_tenant_tokens_total` in Envoy's Prometheus output: (tenant, kind) → value.
+async fn tenant_usage_series(admin: SocketAddr) -> BTreeMap<(String, String), u64> {
+    let text = tokio::task::spawn_blocking(move || {
+        http_request(admin, "GET", "/stats/prometheus", &[], b"")
+            .unwrap()
+            .body
+    })
+    .await
+    .unwrap();
+    let mut series = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(&format!("{TENANT_TOKENS_STAT}{{")) else {
+            continue;
+        };
+        let (labels, value) = rest.rsplit_once("} ").unwrap();
+        let label = |key: &str| {
+            labels
+                .split(',')
+                .find_map(|pair| pair.strip_prefix(&format!("{key}=\"")))
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or_else(|| panic!("no {key} in {line}"))
+                .to_string()
+        };
+        series.insert((label("tenant"), label("kind")), value.parse().unwrap());
+    }
+    series
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_tenant_usage_is_a_prometheus_series_with_a_cap() {
+    let stack = stack_with(r#", "tenant_usage_series": 2"#).await;
+    let content = "Count me.";
+    let chat = |stream: bool| {
+        let mut body = serde_json::json!({
+            "model": "gpt-4o", "max_tokens": 300,
+            "messages": [{ "role": "user", "content": content }]
+        });
+        if stream {
+            body["stream"] = true.into();
+        }
+        body.to_string()
+    };
+    // One after the other: meter-a and meter-b claim the two series, the
+    // third tenant is counted as ~other.
+    let mut expected = BTreeMap::<(String, String), u64>::new();
+    let prompt = chat_prompt_tokens([content]);
+    for (tenant, stream, completion, series) in [
+        ("meter-a", false, 5, "meter-a"),
+        ("meter-a", true, 8, "meter-a"),
+        ("meter-b", false, 6, "meter-b"),
+        ("meter-c", true, 7, OTHER_TENANTS),
+        ("meter-d", false, 9, OTHER_TENANTS),
+    ] {
+        let tokens = completion.to_string();
+        let extra = [("x-sim-completion-tokens", tokens.as_str())];
+        let response = post(
+            stack.listener,
+            "/v1/chat/completions",
+            tenant,
+            &extra,
+            chat(stream),
+        )
+        .await;
+        assert_eq!(response.status, 200, "{response:?}");
+        for (kind, value) in [
+            (UsageKind::Prompt, prompt),
+            (UsageKind::Completion, completion),
+            (UsageKind::Cached, 0),
+        ] {
+            *expected
+                .entry((series.to_string(), kind.as_str().to_string()))
+                .or_default() += value;
+        }
+    }
+    let mut series = BTreeMap::new();
+    for _ in 0..60 {
+        series = tenant_usage_series(stack.admin).await;
+        if series == expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(series, expected);
 }

@@ -43,6 +43,7 @@ struct FakeHost {
     replies: Vec<LocalReply>,
     resumed: u32,
     metrics: HashMap<Metric, u64>,
+    tenant_usage: Vec<(String, TenantUsage)>,
     /// Counter behind `random_128` (distinct ids per call); `None`: no randomness.
     random: Option<u8>,
     /// Nanoseconds added to the clock (for deadlines).
@@ -121,6 +122,9 @@ impl Host for FakeHost {
     }
     fn count(&mut self, metric: Metric, by: u64) {
         *self.metrics.entry(metric).or_default() += by;
+    }
+    fn count_tenant_usage(&mut self, tenant: &str, usage: TenantUsage) {
+        self.tenant_usage.push((tenant.to_string(), usage));
     }
     fn log(&self, _level: LogLevel, _message: &str) {}
     fn now_nanos(&self) -> u64 {
@@ -628,6 +632,16 @@ fn streamed_usage_charges_the_difference() {
         charge.descriptors[0].hits_addend.unwrap().value,
         511 - charged
     );
+    // The tenant's usage counters get what the backend reported.
+    assert_eq!(host.tenant_usage.len(), 1);
+    assert_eq!(
+        host.tenant_usage[0].1,
+        TenantUsage {
+            prompt: 11,
+            completion: 500,
+            cached: 0
+        }
+    );
 }
 
 #[test]
@@ -847,6 +861,18 @@ fn a_broken_stream_is_charged_its_prompt_and_the_output_that_passed() {
     assert!(refund.is_negative_hits);
     assert_eq!(refund.hits_addend.unwrap().value, charged - prompt - output);
     assert_eq!(host.metrics[&Metric::CountedOutput], 1);
+    let tenant = host.dispatched[0].descriptors[0].entries[0].value.clone();
+    assert_eq!(
+        host.tenant_usage,
+        vec![(
+            tenant,
+            TenantUsage {
+                prompt,
+                completion: output,
+                cached: 0
+            }
+        )]
+    );
 }
 
 #[test]
