@@ -53,7 +53,9 @@ fn parse_args() -> anyhow::Result<Args> {
             "--max-requests" => args.max_requests = value()?.parse()?,
             "--down-seconds" => args.down = Duration::from_secs_f64(value()?.parse()?),
             "--workdir" => args.workdir = value()?.into(),
-            other => anyhow::bail!("unknown argument {other:?} (see the header of examples/chaos.rs)"),
+            other => {
+                anyhow::bail!("unknown argument {other:?} (see the header of examples/chaos.rs)")
+            }
         }
     }
     anyhow::ensure!(
@@ -191,7 +193,11 @@ fn run_faults(
         }
         fault.kill(&mut stack);
         let killed = start.elapsed();
-        eprintln!("chaos: {:>6.1} s kill -9 {}", killed.as_secs_f64(), fault.name());
+        eprintln!(
+            "chaos: {:>6.1} s kill -9 {}",
+            killed.as_secs_f64(),
+            fault.name()
+        );
         std::thread::sleep(down);
         let restarting = start.elapsed();
         if let Err(error) = fault.restart(&mut stack) {
@@ -219,7 +225,10 @@ fn run_faults(
 async fn main() -> anyhow::Result<()> {
     sluice_testkit::init_bench_tracing();
     let args = parse_args()?;
-    eprintln!("chaos: starting the stack (logs in {})", args.workdir.display());
+    eprintln!(
+        "chaos: starting the stack (logs in {})",
+        args.workdir.display()
+    );
     let workdir = args.workdir.clone();
     let stack = tokio::task::spawn_blocking(move || {
         ProcessStack::start(ProcessStackOptions {
@@ -230,7 +239,10 @@ async fn main() -> anyhow::Result<()> {
                 .to_vec(),
             consumer_config: "pacing:\n  default_rates: { requests_per_second: 1000 }\n".into(),
             dir: workdir,
-            rls_args: vec!["--deferral-timeout-s".into(), DEFERRAL_TIMEOUT_S.to_string()],
+            rls_args: vec![
+                "--deferral-timeout-s".into(),
+                DEFERRAL_TIMEOUT_S.to_string(),
+            ],
         })
     })
     .await??;
@@ -268,7 +280,10 @@ async fn main() -> anyhow::Result<()> {
     let records = run_open_loop(&client, plan, start, chaos_mix).await;
     let (mut stack, times, mut counts) = faults.await?;
     counts.add_scrape(&stack);
-    eprintln!("chaos: traffic over after {:.0} s; asking llm-sim for its calls", start.elapsed().as_secs_f64());
+    eprintln!(
+        "chaos: traffic over after {:.0} s; asking llm-sim for its calls",
+        start.elapsed().as_secs_f64()
+    );
 
     let calls = model_calls_per_request(sim, &records).await;
     print_report(&args, &records, &calls, &times, &counts);
@@ -319,7 +334,11 @@ fn print_report(
             || (record.spec.class == Class::Rejected && record.outcome == Outcome::TooMany);
         if !expected && !matches!(record.outcome, Outcome::Timeout { .. } | Outcome::Skipped) {
             *errors
-                .entry(format!("{} ({})", record.outcome.label(), record.spec.class.name()))
+                .entry(format!(
+                    "{} ({})",
+                    record.outcome.label(),
+                    record.spec.class.name()
+                ))
                 .or_default() += 1;
         }
     }

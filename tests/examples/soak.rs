@@ -52,7 +52,9 @@ fn parse_args() -> anyhow::Result<Args> {
             "--deferred-share" => args.deferred_share = value()?.parse()?,
             "--svg" => args.svg = Some(value()?.into()),
             "--workdir" => args.workdir = value()?.into(),
-            other => anyhow::bail!("unknown argument {other:?} (see the header of examples/soak.rs)"),
+            other => {
+                anyhow::bail!("unknown argument {other:?} (see the header of examples/soak.rs)")
+            }
         }
     }
     anyhow::ensure!(
@@ -97,7 +99,10 @@ fn deadline(spec: &RequestSpec) -> Duration {
 async fn main() -> anyhow::Result<()> {
     sluice_testkit::init_bench_tracing();
     let args = parse_args()?;
-    eprintln!("soak: starting the stack (logs in {})", args.workdir.display());
+    eprintln!(
+        "soak: starting the stack (logs in {})",
+        args.workdir.display()
+    );
     let workdir = args.workdir.clone();
     let mut stack = tokio::task::spawn_blocking(move || {
         ProcessStack::start(ProcessStackOptions {
@@ -105,8 +110,7 @@ async fn main() -> anyhow::Result<()> {
             sim_args: ["--tokens-per-second", "0", "--first-token-ms", "2"]
                 .map(String::from)
                 .to_vec(),
-            consumer_config: "pacing:\n  default_rates: { requests_per_second: 100000 }\n"
-                .into(),
+            consumer_config: "pacing:\n  default_rates: { requests_per_second: 100000 }\n".into(),
             dir: workdir,
             rls_args: Vec::new(),
         })

@@ -919,10 +919,10 @@ mod rocketmq_tests {
     }
 }
 
-#[cfg(feature = "rls")]
-pub mod rls;
 #[cfg(feature = "stack")]
 pub mod load;
+#[cfg(feature = "rls")]
+pub mod rls;
 #[cfg(feature = "stack")]
 pub mod stack;
 

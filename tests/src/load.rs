@@ -11,7 +11,9 @@
 //! * [`MemorySampler`] and [`rss_chart_svg`]: RSS per process over time.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // harness fails loudly
 
-use crate::{free_port, sluice_filter_envoy_config, wait_for_port, workspace_binary, workspace_root};
+use crate::{
+    free_port, sluice_filter_envoy_config, wait_for_port, workspace_binary, workspace_root,
+};
 use crate::{Envoy, RedisServer, RocketMq, SluiceFilterPorts};
 use anyhow::Context;
 use http_body_util::{BodyExt, Full};
@@ -201,23 +203,23 @@ impl ProcessStack {
         let (grpc, admin, deferral) = (free_port(), free_port(), free_port());
         let secret = workspace_root().join("config/deferral-secret.example");
         let mut rls_args = vec![
-                "--config".into(),
-                limits.display().to_string(),
-                "--grpc-addr".into(),
-                format!("127.0.0.1:{grpc}"),
-                "--admin-addr".into(),
-                format!("127.0.0.1:{admin}"),
-                "--store".into(),
-                "redis".into(),
-                "--redis-url".into(),
-                redis.url(),
-                "--deferral-addr".into(),
-                format!("127.0.0.1:{deferral}"),
-                "--deferral-secret-file".into(),
-                secret.display().to_string(),
-                "--namesrv".into(),
-                mq.namesrv_addr(),
-            ];
+            "--config".into(),
+            limits.display().to_string(),
+            "--grpc-addr".into(),
+            format!("127.0.0.1:{grpc}"),
+            "--admin-addr".into(),
+            format!("127.0.0.1:{admin}"),
+            "--store".into(),
+            "redis".into(),
+            "--redis-url".into(),
+            redis.url(),
+            "--deferral-addr".into(),
+            format!("127.0.0.1:{deferral}"),
+            "--deferral-secret-file".into(),
+            secret.display().to_string(),
+            "--namesrv".into(),
+            mq.namesrv_addr(),
+        ];
         rls_args.extend(options.rls_args);
         let rls = Service::start(
             "sluice-rls",
@@ -561,14 +563,11 @@ impl LoadClient {
             "messages": [{"role": "user", "content": &*self.prompt}]
         })
         .to_string();
-        let request = hyper::Request::post(format!(
-            "http://{}/v1/chat/completions",
-            self.target
-        ))
-        .header("content-type", "application/json")
-        .header("x-tenant-id", spec.tenant())
-        .header("x-request-id", client_request_id(number))
-        .body(Full::new(Bytes::from(body)));
+        let request = hyper::Request::post(format!("http://{}/v1/chat/completions", self.target))
+            .header("content-type", "application/json")
+            .header("x-tenant-id", spec.tenant())
+            .header("x-request-id", client_request_id(number))
+            .body(Full::new(Bytes::from(body)));
         let request = match request {
             Ok(request) => request,
             Err(error) => return Outcome::Connect(format!("bad request: {error}")),
@@ -902,10 +901,7 @@ mod tests {
 
     #[test]
     fn outcomes_by_status_and_body() {
-        assert_eq!(
-            classify(200, false, br#"{"choices":[]}"#),
-            Outcome::Full
-        );
+        assert_eq!(classify(200, false, br#"{"choices":[]}"#), Outcome::Full);
         assert_eq!(classify(429, false, b"{}"), Outcome::TooMany);
         assert_eq!(
             classify(503, false, br#"{"error":{"type":"t","code":"c"}}"#),
