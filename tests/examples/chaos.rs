@@ -191,8 +191,9 @@ fn run_faults(
         if fault == Fault::Rls {
             counts.add_scrape(&stack);
         }
-        fault.kill(&mut stack);
+        // Taken before the kill: requests it breaks end after this.
         let killed = start.elapsed();
+        fault.kill(&mut stack);
         eprintln!(
             "chaos: {:>6.1} s kill -9 {}",
             killed.as_secs_f64(),
@@ -392,6 +393,18 @@ fn print_report(
         "| endpoint: accepted / published again after a lapsed lease / timed out (sum over sluice-rls's lives) | {:.0} / {:.0} / {:.0} |",
         counts.accepted, counts.republished, counts.timed_out
     );
+    for record in records.iter().filter(|r| calls.get(&r.number).is_some_and(|n| *n > 1)) {
+        println!(
+            "called {} times: #{} {:?} sent at {:.1} s, {} after {:.1} s, sluice id {:?}",
+            calls[&record.number],
+            record.number,
+            record.spec,
+            record.sent_at.as_secs_f64(),
+            record.outcome.label(),
+            record.latency.as_secs_f64(),
+            record.sluice_request_id
+        );
+    }
     for record in lost.iter().take(10) {
         println!(
             "lost: #{} {:?} sent at {:.1} s, {} after {:.1} s, sluice id {:?}",
@@ -438,7 +451,9 @@ fn print_report(
 fn recovery(records: &[Record], class: Class, fault: &FaultTimes, until: Duration) -> String {
     let window: Vec<&Record> = records
         .iter()
-        .filter(|r| r.spec.class == class && r.sent_at >= fault.killed && r.sent_at < until)
+        .filter(|r| r.spec.class == class && r.sent_at >= fault.killed)
+        // Ended before the next fault: not its doing.
+        .filter(|r| r.finished_at() < until)
         .collect();
     let failed: Vec<&&Record> = window
         .iter()
