@@ -204,20 +204,38 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
+    durability: Durability,
+}
+
+/// What a Redis server keeps across a restart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Nothing: it restarts empty (tests, benchmarks).
+    #[default]
+    Volatile,
+    /// Every write is in the append-only file before Redis answers it
+    /// (`appendfsync always`), and a restart loads it: what Sluice's
+    /// at-most-one-model-call guarantee needs from a Redis that can die.
+    AppendAlways,
 }
 
 impl RedisServer {
     pub fn start() -> anyhow::Result<Self> {
+        Self::start_with(Durability::Volatile)
+    }
+
+    pub fn start_with(durability: Durability) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let mut last_error = None;
         for _ in 0..5 {
             let port = free_port();
-            match Self::spawn(port, dir.path()) {
+            match Self::spawn(port, dir.path(), durability) {
                 Ok(child) => {
                     return Ok(RedisServer {
                         child: Some(child),
                         port,
                         dir,
+                        durability,
                     })
                 }
                 Err(error) => last_error = Some(error),
@@ -226,12 +244,17 @@ impl RedisServer {
         Err(last_error.unwrap_or_else(|| anyhow::anyhow!("could not start redis-server")))
     }
 
-    fn spawn(port: u16, dir: &Path) -> anyhow::Result<Child> {
+    fn spawn(port: u16, dir: &Path, durability: Durability) -> anyhow::Result<Child> {
         let binary = find_binary("REDIS_SERVER", "redis-server")
             .context("redis-server not found: run the set-up command (apt install redis-server)")?;
+        let persistence: &[&str] = match durability {
+            Durability::Volatile => &["--appendonly", "no"],
+            Durability::AppendAlways => &["--appendonly", "yes", "--appendfsync", "always"],
+        };
         let mut child = Command::new(binary)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .args(["--save", "", "--protected-mode", "no"])
+            .args(persistence)
             .arg("--dir")
             .arg(dir)
             .stdout(Stdio::null())
@@ -255,6 +278,11 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// The server's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Kill the server (the port stays reserved for [`RedisServer::restart`]).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -263,10 +291,11 @@ impl RedisServer {
         }
     }
 
-    /// Start again on the same port, empty.
+    /// Start again on the same port: empty, or with what its append-only
+    /// file holds ([`Durability`]).
     pub fn restart(&mut self) -> anyhow::Result<()> {
         self.stop();
-        self.child = Some(Self::spawn(self.port, self.dir.path())?);
+        self.child = Some(Self::spawn(self.port, self.dir.path(), self.durability)?);
         Ok(())
     }
 }
@@ -356,15 +385,26 @@ impl Envoy {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The Envoy process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Resident memory of the Envoy process, in KiB (Linux).
     pub fn rss_kib(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        status
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|n| n.parse().ok())
+        rss_kib(self.child.id())
     }
+}
+
+/// Resident memory of process `pid` in KiB (`VmRSS` of `/proc/<pid>/status`;
+/// Linux), `None` when it is gone.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
 }
 
 impl Drop for Envoy {
@@ -591,6 +631,7 @@ pub struct RocketMq {
     broker: Option<Child>,
     namesrv_port: u16,
     broker_port: u16,
+    broker_bin: PathBuf,
     dir: tempfile::TempDir,
 }
 
@@ -608,6 +649,7 @@ impl RocketMq {
             broker: None,
             namesrv_port: 0,
             broker_port: 0,
+            broker_bin: PathBuf::new(),
             dir,
         };
 
@@ -651,6 +693,7 @@ impl RocketMq {
         }
 
         let broker_conf = home.join("broker.toml");
+        mq.broker_bin = broker_bin.clone();
         for _ in 0..5 {
             let (port, ha_port) = broker_ports();
             let namesrv = mq.namesrv_addr();
@@ -711,6 +754,45 @@ impl RocketMq {
         let text = std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// The broker's process id while it runs.
+    pub fn broker_pid(&self) -> Option<u32> {
+        self.broker.as_ref().map(Child::id)
+    }
+
+    /// The name server's process id while it runs.
+    pub fn namesrv_pid(&self) -> Option<u32> {
+        self.namesrv.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL the broker (the name server keeps running).
+    pub fn kill_broker(&mut self) {
+        self.stop_broker();
+    }
+
+    /// Start the broker again on its ports, config and store (what it had
+    /// flushed to its store survives).
+    pub fn restart_broker(&mut self) -> anyhow::Result<()> {
+        self.stop_broker();
+        let home = self.dir.path().to_path_buf();
+        let child = rocketmq_command(&self.broker_bin, &home, "broker-restarted.log")?
+            .arg("-c")
+            .arg(home.join("broker.toml"))
+            .args(["-n", &self.namesrv_addr()])
+            .spawn()
+            .context("spawning rocketmq-broker-rust")?;
+        self.broker = Some(child);
+        let port = self.broker_port;
+        wait_for_port(([127, 0, 0, 1], port).into(), Duration::from_secs(30))?;
+        wait_for_port(([127, 0, 0, 1], port - 2).into(), Duration::from_secs(10))?;
+        if !self.wait_registered(Duration::from_secs(30)) {
+            bail!(
+                "the restarted broker did not register; its log:\n{}",
+                self.log_tail("broker-restarted.log")
+            );
+        }
+        Ok(())
     }
 
     /// Kill both processes (also done on drop).
@@ -862,7 +944,10 @@ mod rocketmq_tests {
 }
 
 #[cfg(feature = "stack")]
+pub mod load;
+#[cfg(feature = "stack")]
 pub mod queue_parts;
+#[cfg(feature = "stack")]
 pub mod redis_scenarios;
 #[cfg(feature = "rls")]
 pub mod rls;

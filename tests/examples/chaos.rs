@@ -1,0 +1,491 @@
+//! `scripts/chaos [--minutes N] [--rate R] [--max-requests N] [--down-seconds S] [--volatile-redis]`
+//! (`cargo run --release -p sluice-testkit --example chaos -- ...`)
+//!
+//! The chaos run: every part a separate process on loopback (Redis, broker,
+//! sluice-llm-sim, sluice-rls with its deferral endpoint, two
+//! sluice-consumers, Envoy with the filter) under mixed traffic through
+//! Envoy — admitted, rejected and deferred requests, JSON and SSE, each with
+//! a deadline — while, one after another with a pause between, a consumer,
+//! sluice-rls, Redis, the broker and Envoy are killed with SIGKILL and
+//! started again. At the end it prints one table: what every client got,
+//! what was never answered, model calls more than once for one request
+//! (counted by llm-sim per `x-request-id`, which the consumer sets to the
+//! Sluice request id), deferred requests accepted and then lost, and the
+//! recovery after each fault. Bounded in time and count; stops by itself.
+//!
+//! Redis keeps every write in its append-only file before it answers
+//! (`appendfsync always`) and reloads it when restarted, as a Redis that
+//! holds Sluice's claims must: with `--volatile-redis` it restarts empty, and
+//! a deferred request whose claim was lost can reach the model twice.
+
+use sluice_testkit::load::{
+    model_calls, run_open_loop, Class, LoadClient, OpenLoop, Outcome, ProcessStack,
+    ProcessStackOptions, Record, RequestSpec,
+};
+use sluice_testkit::Durability;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The endpoint's deferral timeout in this run: a deferred request not
+/// answered by then gets a timeout error from the endpoint.
+const DEFERRAL_TIMEOUT_S: u64 = 60;
+
+struct Args {
+    duration: Duration,
+    rate: f64,
+    max_requests: u64,
+    down: Duration,
+    workdir: PathBuf,
+    redis: Durability,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        duration: Duration::from_secs(4 * 60),
+        rate: 20.0,
+        max_requests: 100_000,
+        down: Duration::from_secs(2),
+        workdir: std::env::temp_dir().join(format!("sluice-chaos-{}", std::process::id())),
+        redis: Durability::AppendAlways,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))
+        };
+        match flag.as_str() {
+            "--minutes" => args.duration = Duration::from_secs_f64(value()?.parse::<f64>()? * 60.0),
+            "--rate" => args.rate = value()?.parse()?,
+            "--max-requests" => args.max_requests = value()?.parse()?,
+            "--down-seconds" => args.down = Duration::from_secs_f64(value()?.parse()?),
+            "--workdir" => args.workdir = value()?.into(),
+            "--volatile-redis" => args.redis = Durability::Volatile,
+            other => {
+                anyhow::bail!("unknown argument {other:?} (see the header of examples/chaos.rs)")
+            }
+        }
+    }
+    anyhow::ensure!(
+        args.duration >= Duration::from_secs(90),
+        "--minutes must be at least 1.5 (five faults with pauses between)"
+    );
+    Ok(args)
+}
+
+/// Request `n`: 3 in 10 admitted JSON, 2 admitted SSE, 1 rejected,
+/// 2 deferred JSON, 2 deferred SSE.
+fn chaos_mix(n: u64) -> RequestSpec {
+    let (class, stream) = match n % 10 {
+        0..=2 => (Class::Admitted, false),
+        3 | 4 => (Class::Admitted, true),
+        5 => (Class::Rejected, n % 20 == 15),
+        6 | 7 => (Class::Deferred, false),
+        _ => (Class::Deferred, true),
+    };
+    RequestSpec {
+        class,
+        stream,
+        lane: (n / 10) as usize,
+    }
+}
+
+fn deadline(spec: &RequestSpec) -> Duration {
+    match spec.class {
+        // The endpoint answers by its timeout; the client waits longer.
+        Class::Deferred => Duration::from_secs(DEFERRAL_TIMEOUT_S + 30),
+        _ => Duration::from_secs(15),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Fault {
+    Consumer,
+    Rls,
+    Redis,
+    Broker,
+    Envoy,
+}
+
+impl Fault {
+    const ALL: [Fault; 5] = [
+        Fault::Consumer,
+        Fault::Rls,
+        Fault::Redis,
+        Fault::Broker,
+        Fault::Envoy,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Consumer => "consumer-1",
+            Fault::Rls => "sluice-rls",
+            Fault::Redis => "redis",
+            Fault::Broker => "broker",
+            Fault::Envoy => "envoy",
+        }
+    }
+
+    fn kill(self, stack: &mut ProcessStack) {
+        match self {
+            Fault::Consumer => stack.consumers[0].kill9(),
+            Fault::Rls => stack.rls.kill9(),
+            Fault::Redis => stack.redis.stop(),
+            Fault::Broker => stack.mq.kill_broker(),
+            Fault::Envoy => stack.kill_envoy(),
+        }
+    }
+
+    fn restart(self, stack: &mut ProcessStack) -> anyhow::Result<()> {
+        match self {
+            Fault::Consumer => stack.consumers[0].restart(),
+            Fault::Rls => stack.rls.restart(),
+            Fault::Redis => stack.redis.restart(),
+            Fault::Broker => stack.mq.restart_broker(),
+            Fault::Envoy => stack.restart_envoy(),
+        }
+    }
+}
+
+/// When one fault happened, since the run began.
+#[derive(Clone, Copy, Debug)]
+struct FaultTimes {
+    fault: Fault,
+    killed: Duration,
+    /// The restart began.
+    restarting: Duration,
+    /// The process accepted connections again.
+    restarted: Duration,
+}
+
+/// The endpoint's counters, summed over sluice-rls's lives (a restart
+/// zeroes them).
+#[derive(Default, Debug)]
+struct EndpointCounts {
+    accepted: f64,
+    republished: f64,
+    timed_out: f64,
+}
+
+const ENDPOINT_METRICS: [&str; 3] = [
+    "sluice_rls_deferral_accepted_total",
+    "sluice_rls_deferral_republished_total",
+    "sluice_rls_deferral_timed_out_total",
+];
+
+impl EndpointCounts {
+    fn add_scrape(&mut self, stack: &ProcessStack) {
+        if let Some(v) = stack.rls_metrics(&ENDPOINT_METRICS) {
+            self.accepted += v[0];
+            self.republished += v[1];
+            self.timed_out += v[2];
+        }
+    }
+}
+
+/// Kills and restarts every part in turn, `gap` apart after `lead`.
+fn run_faults(
+    mut stack: ProcessStack,
+    start: Instant,
+    lead: Duration,
+    gap: Duration,
+    down: Duration,
+) -> (ProcessStack, Vec<FaultTimes>, EndpointCounts) {
+    let mut times = Vec::new();
+    let mut counts = EndpointCounts::default();
+    let mut next = start + lead;
+    for fault in Fault::ALL {
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        if fault == Fault::Rls {
+            counts.add_scrape(&stack);
+        }
+        // Taken before the kill: requests it breaks end after this.
+        let killed = start.elapsed();
+        fault.kill(&mut stack);
+        eprintln!(
+            "chaos: {:>6.1} s kill -9 {}",
+            killed.as_secs_f64(),
+            fault.name()
+        );
+        std::thread::sleep(down);
+        let restarting = start.elapsed();
+        if let Err(error) = fault.restart(&mut stack) {
+            eprintln!("chaos: restarting {} failed: {error:#}", fault.name());
+        }
+        let restarted = start.elapsed();
+        eprintln!(
+            "chaos: {:>6.1} s {} back (restart took {:.1} s)",
+            restarted.as_secs_f64(),
+            fault.name(),
+            (restarted - restarting).as_secs_f64()
+        );
+        times.push(FaultTimes {
+            fault,
+            killed,
+            restarting,
+            restarted,
+        });
+        next += gap;
+    }
+    (stack, times, counts)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    sluice_testkit::init_bench_tracing();
+    let args = parse_args()?;
+    eprintln!(
+        "chaos: starting the stack (logs in {})",
+        args.workdir.display()
+    );
+    let workdir = args.workdir.clone();
+    let stack = tokio::task::spawn_blocking(move || {
+        ProcessStack::start(ProcessStackOptions {
+            consumers: 2,
+            // 16 tokens at 50/s: a stream lasts ~0.3 s, long enough to be cut.
+            sim_args: ["--tokens-per-second", "50", "--first-token-ms", "20"]
+                .map(String::from)
+                .to_vec(),
+            consumer_config: "pacing:\n  default_rates: { requests_per_second: 1000 }\n".into(),
+            dir: workdir,
+            rls_args: vec![
+                "--deferral-timeout-s".into(),
+                DEFERRAL_TIMEOUT_S.to_string(),
+            ],
+            redis: args.redis,
+        })
+    })
+    .await??;
+    let client = LoadClient::new(stack.listener, 40);
+    let sim = stack.sim_addr;
+
+    // Warm-up: every class once, outside the counted run.
+    let warm_start = Instant::now();
+    for n in 0..10 {
+        let spec = chaos_mix(n);
+        let record = client
+            .send(1_000_000_000 + n, spec, warm_start, deadline(&spec))
+            .await;
+        anyhow::ensure!(
+            record.outcome.is_success_for(spec.class),
+            "warm-up request {spec:?} failed: {:?}",
+            record.outcome
+        );
+    }
+
+    // Faults spread over the run: the first after 1/8 of it, the last
+    // leaving 1/4 of it to heal.
+    let lead = args.duration / 8;
+    let gap = (args.duration - lead - args.duration / 4) / (Fault::ALL.len() as u32 - 1);
+    let start = Instant::now();
+    let down = args.down;
+    let faults = tokio::task::spawn_blocking(move || run_faults(stack, start, lead, gap, down));
+    let plan = OpenLoop {
+        rate_per_second: args.rate,
+        duration: args.duration,
+        max_requests: args.max_requests,
+        max_in_flight: 4096,
+        deadline,
+    };
+    let records = run_open_loop(&client, plan, start, chaos_mix).await;
+    let (mut stack, times, mut counts) = faults.await?;
+    counts.add_scrape(&stack);
+    eprintln!(
+        "chaos: traffic over after {:.0} s; asking llm-sim for its calls",
+        start.elapsed().as_secs_f64()
+    );
+
+    let calls = model_calls_per_request(sim, &records).await;
+    print_report(&args, &records, &calls, &times, &counts);
+    stack.kill_envoy();
+    Ok(())
+}
+
+/// llm-sim's call count of each record's model request: the Sluice request
+/// id for deferred requests (the consumer's `x-request-id`), the client's
+/// `x-request-id` for admitted ones (Envoy passes it on).
+async fn model_calls_per_request(
+    sim: std::net::SocketAddr,
+    records: &[Record],
+) -> BTreeMap<u64, u64> {
+    let mut calls = BTreeMap::new();
+    for record in records {
+        let id = match record.spec.class {
+            Class::Deferred => record.sluice_request_id.clone(),
+            Class::Admitted => Some(record.client_request_id()),
+            Class::Rejected => None,
+        };
+        if let Some(id) = id {
+            if let Some(n) = model_calls(sim, &id).await {
+                calls.insert(record.number, n);
+            }
+        }
+    }
+    calls
+}
+
+fn print_report(
+    args: &Args,
+    records: &[Record],
+    calls: &BTreeMap<u64, u64>,
+    times: &[FaultTimes],
+    counts: &EndpointCounts,
+) {
+    let count = |f: &dyn Fn(&Record) -> bool| records.iter().filter(|r| f(r)).count();
+    let sent = count(&|r| r.outcome != Outcome::Skipped);
+    let full = count(&|r| r.outcome == Outcome::Full);
+    let rejected_429 = count(&|r| r.spec.class == Class::Rejected && r.outcome == Outcome::TooMany);
+    let never = count(&|r| r.outcome == Outcome::Timeout { started: false });
+    let started_no_end = count(&|r| r.outcome == Outcome::Timeout { started: true });
+    let skipped = count(&|r| r.outcome == Outcome::Skipped);
+    let mut errors: BTreeMap<String, usize> = BTreeMap::new();
+    for record in records {
+        let expected = record.outcome == Outcome::Full
+            || (record.spec.class == Class::Rejected && record.outcome == Outcome::TooMany);
+        if !expected && !matches!(record.outcome, Outcome::Timeout { .. } | Outcome::Skipped) {
+            *errors
+                .entry(format!(
+                    "{} ({})",
+                    record.outcome.label(),
+                    record.spec.class.name()
+                ))
+                .or_default() += 1;
+        }
+    }
+    let double = calls.values().filter(|n| **n > 1).count();
+    let checked_deferred = records
+        .iter()
+        .filter(|r| r.spec.class == Class::Deferred && calls.contains_key(&r.number))
+        .count();
+    let checked_admitted = records
+        .iter()
+        .filter(|r| r.spec.class == Class::Admitted && calls.get(&r.number).is_some_and(|n| *n > 0))
+        .count();
+    // Accepted (the endpoint named the request) and then lost: no whole
+    // answer and the model never ran it.
+    let lost: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.spec.class == Class::Deferred && r.sluice_request_id.is_some())
+        .filter(|r| r.outcome != Outcome::Full)
+        .filter(|r| calls.get(&r.number) == Some(&0))
+        .collect();
+    let deferred_total = count(&|r| r.spec.class == Class::Deferred);
+    let deferred_full = count(&|r| r.spec.class == Class::Deferred && r.outcome == Outcome::Full);
+
+    println!(
+        "chaos: {:.1} min at {} req/s, each part killed (SIGKILL) and restarted after {:.0} s",
+        args.duration.as_secs_f64() / 60.0,
+        args.rate,
+        args.down.as_secs_f64()
+    );
+    println!("\n| | requests |\n|---|---:|");
+    println!("| sent | {sent} |");
+    println!("| answered fully (whole JSON answer or SSE ending in [DONE]) | {full} |");
+    println!("| rejected as meant: 429 with a JSON error | {rejected_429} |");
+    for (kind, n) in &errors {
+        println!("| clear error: {kind} | {n} |");
+    }
+    println!("| **never answered** (no answer within the deadline) | **{never}** |");
+    println!("| started (headers), then no end within the deadline | {started_no_end} |");
+    if skipped > 0 {
+        println!("| not sent (client at its in-flight cap) | {skipped} |");
+    }
+    println!(
+        "| **model called more than once for one request** (of {checked_deferred} deferred and {checked_admitted} admitted checked at llm-sim) | **{double}** |"
+    );
+    println!(
+        "| **deferred, accepted and then lost** (named by the endpoint, not answered fully, never run) | **{}** |",
+        lost.len()
+    );
+    println!("| deferred: sent / answered fully | {deferred_total} / {deferred_full} |");
+    println!(
+        "| endpoint: accepted / published again after a lapsed lease / timed out (sum over sluice-rls's lives) | {:.0} / {:.0} / {:.0} |",
+        counts.accepted, counts.republished, counts.timed_out
+    );
+    for record in records
+        .iter()
+        .filter(|r| calls.get(&r.number).is_some_and(|n| *n > 1))
+    {
+        println!(
+            "called {} times: #{} {:?} sent at {:.1} s, {} after {:.1} s, sluice id {:?}",
+            calls[&record.number],
+            record.number,
+            record.spec,
+            record.sent_at.as_secs_f64(),
+            record.outcome.label(),
+            record.latency.as_secs_f64(),
+            record.sluice_request_id
+        );
+    }
+    for record in lost.iter().take(10) {
+        println!(
+            "lost: #{} {:?} sent at {:.1} s, {} after {:.1} s, sluice id {:?}",
+            record.number,
+            record.spec,
+            record.sent_at.as_secs_f64(),
+            record.outcome.label(),
+            record.latency.as_secs_f64(),
+            record.sluice_request_id
+        );
+    }
+
+    println!(
+        "\n| fault (SIGKILL at) | restart took | admitted: failed / healed after restart | rejected: failed / healed | deferred: failed / healed | deferred in flight at the kill: answered within |\n|---|---:|---:|---:|---:|---:|"
+    );
+    for (index, fault) in times.iter().enumerate() {
+        let until = times
+            .get(index + 1)
+            .map_or(Duration::MAX, |next| next.killed);
+        let per_class = [Class::Admitted, Class::Rejected, Class::Deferred]
+            .map(|class| recovery(records, class, fault, until));
+        let in_flight = records
+            .iter()
+            .filter(|r| r.spec.class == Class::Deferred)
+            .filter(|r| r.sent_at < fault.killed && r.finished_at() > fault.killed)
+            .map(|r| r.finished_at() - fault.killed)
+            .max();
+        println!(
+            "| {} ({:.0} s) | {:.1} s | {} | {} | {} | {} |",
+            fault.fault.name(),
+            fault.killed.as_secs_f64(),
+            (fault.restarted - fault.restarting).as_secs_f64(),
+            per_class[0],
+            per_class[1],
+            per_class[2],
+            in_flight.map_or("none".into(), |d| format!("{:.1} s", d.as_secs_f64()))
+        );
+    }
+}
+
+/// For requests of `class` sent between `fault`'s kill and `until`: how many
+/// failed, and how long after the restart was done the first success after
+/// the last failure ended ("0 / —" when none failed).
+fn recovery(records: &[Record], class: Class, fault: &FaultTimes, until: Duration) -> String {
+    let window: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.spec.class == class && r.sent_at >= fault.killed)
+        // Ended before the next fault: not its doing.
+        .filter(|r| r.finished_at() < until)
+        .collect();
+    let failed: Vec<&&Record> = window
+        .iter()
+        .filter(|r| !r.outcome.is_success_for(class))
+        .collect();
+    let Some(last_failure) = failed.iter().map(|r| r.sent_at).max() else {
+        return "0 / —".into();
+    };
+    let healed = window
+        .iter()
+        .filter(|r| r.sent_at > last_failure && r.outcome.is_success_for(class))
+        .map(|r| r.finished_at())
+        .min();
+    match healed {
+        Some(at) => format!(
+            "{} / {:.1} s",
+            failed.len(),
+            at.saturating_sub(fault.restarted).as_secs_f64()
+        ),
+        None => format!("{} / not before the next fault", failed.len()),
+    }
+}
