@@ -35,6 +35,7 @@ use sluice_consumer::controller::{ControllerConfig, ModelControl, SignalConfig};
 use sluice_consumer::fair::FairConfig;
 use sluice_consumer::{keys, InFlightConfig};
 use sluice_contract::Priority;
+use sluice_litetopic::lite_topic_name;
 use sluice_llm_sim::gpu::{Capacity, CapacityChange, GpuConfig};
 use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_redis::RedisConn;
@@ -321,8 +322,7 @@ enum CallResult {
     Failed,
 }
 
-/// One streamed chat call on a fresh connection; the first `data:` line
-/// is the first token.
+/// One streamed chat call on a fresh connection.
 async fn direct_call(backend: SocketAddr, model: &str, tenant: &str) -> anyhow::Result<CallResult> {
     let body = serde_json::json!({
         "model": model,
@@ -348,7 +348,9 @@ async fn direct_call(backend: SocketAddr, model: &str, tenant: &str) -> anyhow::
             break;
         }
         raw.extend_from_slice(&buf[..n]);
-        if first_ms.is_none() && String::from_utf8_lossy(&raw).contains("data:") {
+        // The first event is the role chunk, sent before the GPU admits
+        // the request; the second carries the first token.
+        if first_ms.is_none() && String::from_utf8_lossy(&raw).matches("data:").count() >= 2 {
             first_ms = Some(sluice_contract::now_ms());
         }
     }
@@ -618,8 +620,23 @@ fn consumer_spec(params: &Params, policy: Policy, backend: SocketAddr) -> Consum
     spec
 }
 
+/// Marks every bucket subscribed, as after a burst of deferrals, so the
+/// publisher does not wait for the (not yet started) consumer.
+async fn announce_buckets(parts: &QueueParts, params: &Params) -> anyhow::Result<()> {
+    let topics: Vec<String> = (0..params.models)
+        .flat_map(|m| {
+            (0..params.tenants).map(move |t| (m, t))
+        })
+        .map(|(m, t)| lite_topic_name(&params.tenant(t), &params.model(m)))
+        .collect();
+    let mut conn = parts.conn.clone();
+    sluice_contract::bookkeeping::mark_subscribed(&mut conn, &topics).await?;
+    Ok(())
+}
+
 async fn run_consumer(params: &Params, policy: Policy) -> anyhow::Result<RunResult> {
     let parts = QueueParts::start(RedisKind::Single, params.sim()).await;
+    announce_buckets(&parts, params).await?;
     let mut published = publish_backlog(&parts, params).await?;
     eprintln!(
         "{}: {} requests queued; consumer starting",
@@ -900,8 +917,10 @@ fn table(params: &Params, all: &[Figures]) -> String {
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
     for f in all {
         let wait = |i: usize| {
-            let (_, p50, p99, served) = f.waits[i];
-            format!("{p50:.1} / {p99:.1} s ({served})")
+            match f.waits[i] {
+                (_, _, _, 0) => "- (0)".to_string(),
+                (_, p50, p99, served) => format!("{p50:.1} / {p99:.1} s ({served})"),
+            }
         };
         let _ = writeln!(
             out,
