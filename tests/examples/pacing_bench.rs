@@ -363,7 +363,11 @@ async fn direct_call(backend: SocketAddr, model: &str, tenant: &str) -> anyhow::
     if status == 429 || status == 503 {
         let retry_after = text
             .lines()
-            .find_map(|l| l.to_ascii_lowercase().strip_prefix("retry-after:").map(str::to_string))
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("retry-after:")
+                    .map(str::to_string)
+            })
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(1);
         return Ok(CallResult::Rejected {
@@ -424,14 +428,22 @@ async fn run_flood(params: &Params) -> anyhow::Result<RunResult> {
     for m in 0..params.models {
         for t in 0..params.tenants {
             let high = params.band(t) == Priority::High;
-            let workers = if high { HIGH_BURST } else { params.flood_workers };
+            let workers = if high {
+                HIGH_BURST
+            } else {
+                params.flood_workers
+            };
             for _ in 0..workers {
                 let (params, rejected, records) =
                     (params.clone(), rejected.clone(), records.clone());
                 clients.push(tokio::spawn(async move {
                     while sluice_contract::now_ms() < end_ms {
-                        let record = flood_request(backend, &params, (m, t), end_ms, &rejected).await;
-                        records.lock().unwrap_or_else(|e| e.into_inner()).push(record);
+                        let record =
+                            flood_request(backend, &params, (m, t), end_ms, &rejected).await;
+                        records
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(record);
                         if high {
                             tokio::time::sleep(HIGH_EVERY).await;
                         }
@@ -624,9 +636,7 @@ fn consumer_spec(params: &Params, policy: Policy, backend: SocketAddr) -> Consum
 /// publisher does not wait for the (not yet started) consumer.
 async fn announce_buckets(parts: &QueueParts, params: &Params) -> anyhow::Result<()> {
     let topics: Vec<String> = (0..params.models)
-        .flat_map(|m| {
-            (0..params.tenants).map(move |t| (m, t))
-        })
+        .flat_map(|m| (0..params.tenants).map(move |t| (m, t)))
         .map(|(m, t)| lite_topic_name(&params.tenant(t), &params.model(m)))
         .collect();
     let mut conn = parts.conn.clone();
@@ -793,7 +803,10 @@ fn fairness(params: &Params, run: &RunResult) -> (f64, f64, Vec<(f64, f64, f64)>
     }
     let class_shares = (0..WEIGHTS.len())
         .map(|class| {
-            let members = normal.iter().filter(|t| *t % WEIGHTS.len() == class).count();
+            let members = normal
+                .iter()
+                .filter(|t| *t % WEIGHTS.len() == class)
+                .count();
             let expected = WEIGHTS[class] * members as f64 / weight_sum;
             (WEIGHTS[class], class_tokens[class] / total, expected)
         })
@@ -916,11 +929,9 @@ fn table(params: &Params, all: &[Figures]) -> String {
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
     for f in all {
-        let wait = |i: usize| {
-            match f.waits[i] {
-                (_, _, _, 0) => "- (0)".to_string(),
-                (_, p50, p99, served) => format!("{p50:.1} / {p99:.1} s ({served})"),
-            }
+        let wait = |i: usize| match f.waits[i] {
+            (_, _, _, 0) => "- (0)".to_string(),
+            (_, p50, p99, served) => format!("{p50:.1} / {p99:.1} s ({served})"),
         };
         let _ = writeln!(
             out,
@@ -939,7 +950,10 @@ fn table(params: &Params, all: &[Figures]) -> String {
             seconds(f.settling[1]),
         );
     }
-    let _ = writeln!(out, "\nnormal band, share of tokens per weight class (expected):");
+    let _ = writeln!(
+        out,
+        "\nnormal band, share of tokens per weight class (expected):"
+    );
     for f in all {
         let classes: Vec<String> = f
             .class_shares
@@ -1086,11 +1100,17 @@ fn write_svg(params: &Params, runs: &[RunResult], all: &[Figures]) -> anyhow::Re
             W - 20.0
         );
         svg.push_str(&polyline(
-            &rows.iter().map(|r| (x(r.0), y(r.1, peak))).collect::<Vec<_>>(),
+            &rows
+                .iter()
+                .map(|r| (x(r.0), y(r.1, peak)))
+                .collect::<Vec<_>>(),
             "#999",
         ));
         svg.push_str(&polyline(
-            &rows.iter().map(|r| (x(r.0), y(r.2, peak))).collect::<Vec<_>>(),
+            &rows
+                .iter()
+                .map(|r| (x(r.0), y(r.2, peak)))
+                .collect::<Vec<_>>(),
             "#1f5fbf",
         ));
         svg.push_str(&polyline(
