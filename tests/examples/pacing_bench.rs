@@ -129,7 +129,7 @@ impl Params {
         let normal = self.tenants * 2 / 3;
         if t < normal {
             Priority::Normal
-        } else if (t - normal) % 2 == 0 {
+        } else if (t - normal).is_multiple_of(2) {
             Priority::High
         } else {
             Priority::Low
@@ -1040,8 +1040,8 @@ fn per_second(params: &Params, run: &RunResult) -> Vec<(f64, f64, f64, Option<f6
             let at = |ms: u64| {
                 run.samples
                     .iter()
-                    .filter(|s| s.model == m && s.t_ms <= ms)
-                    .last()
+                    .rev()
+                    .find(|s| s.model == m && s.t_ms <= ms)
             };
             if let (Some(a), Some(b)) = (at(t_ms - 1000), at(t_ms)) {
                 let dt = (b.t_ms - a.t_ms).max(1) as f64 / 1000.0;
@@ -1085,10 +1085,10 @@ fn write_svg(params: &Params, runs: &[RunResult], all: &[Figures]) -> anyhow::Re
         let x = |t: f64| LEFT + t / params.secs as f64 * (W - LEFT - 20.0);
         let y = |v: f64, max: f64| top + PANEL - 30.0 - (v / max).min(1.0) * (PANEL - 40.0);
         let rows = per_second(params, run);
-        let _ = write!(
+        let _ = writeln!(
             svg,
             "<text x=\"{LEFT}\" y=\"{}\">{}: capacity (grey), processed tokens/s (blue), \
-             calls started/s ×{} (green), controller limit (orange, 0..{max_limit:.0})</text>\n",
+             calls started/s ×{} (green), controller limit (orange, 0..{max_limit:.0})</text>",
             top + 2.0,
             run.policy.name(),
             COMPLETION_TOKENS
