@@ -1,0 +1,1188 @@
+//! `cargo run --release -p sluice-testkit --example pacing_bench`
+//!
+//! Issue #16's benchmark: one workload under three policies, one after the
+//! other in one run, each on fresh parts (llm-sim with its GPU model; for
+//! the consumer policies also a real redis-server and RocketMQ broker):
+//!
+//! 1. `flood`: no deferral; every tenant's clients call llm-sim directly
+//!    (`PACING_FLOOD_WORKERS` calls in flight per tenant and model,
+//!    retrying after `Retry-After` on 429).
+//! 2. `static`: today's consumer, unpaced buckets and a fixed in-flight cap
+//!    per model (`PACING_STATIC_CAP`, an operator's guess: the batch that
+//!    fills the full-capacity GPU plus a little).
+//! 3. `adaptive`: the consumer with a controller per model on the server's
+//!    vLLM gauges (`SignalConfig::Prometheus`) and fair sharing by weight.
+//!
+//! Workload: `PACING_MODELS` models × `PACING_TENANTS` tenants (weights
+//! 1 / 2 / 4 in turn). The first two thirds of the tenants are in the
+//! normal band and backlogged; the rest alternate between the high band
+//! (a burst of 3 requests per model every 5 s, not backlogged) and the low
+//! band (backlogged). Each model's GPU capacity is multiplied by 0.5
+//! (`POST /admin/capacity {"factor":0.5}`) at `PACING_CUT_AT` s for
+//! `PACING_CUT_SECS` s, then restored; the run lasts `PACING_SECS` s.
+//! Defaults (2 × 9, 60 s, halving 20 s..40 s) fit 2 shared cores; the
+//! issue's size is `PACING_MODELS=3 PACING_TENANTS=20 PACING_SECS=90
+//! PACING_CUT_AT=30 PACING_CUT_SECS=30`.
+//!
+//! Prints one table; writes `pacing_bench.csv` (per policy, model and
+//! 250 ms sample), `pacing_bench_summary.csv` and `pacing_bench.svg` to
+//! `PACING_OUT` (default `target/`). Asserts nothing.
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
+
+use anyhow::{bail, Context};
+use sluice_consumer::control_loop;
+use sluice_consumer::controller::{ControllerConfig, ModelControl, SignalConfig};
+use sluice_consumer::fair::FairConfig;
+use sluice_consumer::{keys, InFlightConfig};
+use sluice_contract::Priority;
+use sluice_litetopic::lite_topic_name;
+use sluice_llm_sim::gpu::{Capacity, CapacityChange, GpuConfig};
+use sluice_ratelimit::deferral::endpoint::Publisher;
+use sluice_redis::RedisConn;
+use sluice_testkit::queue_parts::QueueParts;
+use sluice_testkit::redis_topologies::RedisKind;
+use sluice_testkit::stack::{start_consumer, start_llm_sim, unpaced, work_item, ConsumerSpec};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Tokens each answer generates.
+const COMPLETION_TOKENS: u64 = 40;
+/// The fastest one answer decodes alone: the batch must hold
+/// `tokens_per_s / SINGLE_ANSWER_TPS` answers to use the whole GPU.
+const SINGLE_ANSWER_TPS: f64 = 20.0;
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+const WEIGHTS: [f64; 3] = [1.0, 2.0, 4.0];
+/// Requests allowed to wait at the server before it answers 429.
+const SERVER_MAX_WAITING: usize = 32;
+const HIGH_BURST: usize = 3;
+const HIGH_EVERY: Duration = Duration::from_secs(5);
+/// Completions before this are left out of the shares (lanes filling).
+const SHARE_WARMUP_MS: u64 = 5_000;
+
+#[derive(Clone, Debug)]
+struct Params {
+    models: usize,
+    tenants: usize,
+    secs: u64,
+    cut_at: u64,
+    cut_secs: u64,
+    tokens_per_s: f64,
+    static_cap: usize,
+    flood_workers: usize,
+    target_waiting: f64,
+    out: PathBuf,
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T> {
+    match std::env::var(name) {
+        Ok(text) => text
+            .parse()
+            .map_err(|_| anyhow::anyhow!("{name}={text:?} is not a valid value")),
+        Err(_) => Ok(default),
+    }
+}
+
+impl Params {
+    fn from_env() -> anyhow::Result<Params> {
+        let params = Params {
+            models: env_or("PACING_MODELS", 2)?,
+            tenants: env_or("PACING_TENANTS", 9)?,
+            secs: env_or("PACING_SECS", 60)?,
+            cut_at: env_or("PACING_CUT_AT", 20)?,
+            cut_secs: env_or("PACING_CUT_SECS", 20)?,
+            tokens_per_s: env_or("PACING_TOKENS_PER_S", 160.0)?,
+            static_cap: env_or("PACING_STATIC_CAP", 10)?,
+            flood_workers: env_or("PACING_FLOOD_WORKERS", 4)?,
+            target_waiting: env_or("PACING_TARGET_WAITING", 2.0)?,
+            out: PathBuf::from(env_or("PACING_OUT", "target".to_string())?),
+        };
+        if params.models == 0 || params.tenants < 3 {
+            bail!("PACING_MODELS must be ≥ 1 and PACING_TENANTS ≥ 3");
+        }
+        if params.cut_at + params.cut_secs >= params.secs {
+            bail!("the halving (PACING_CUT_AT + PACING_CUT_SECS) must end before PACING_SECS");
+        }
+        if params.tokens_per_s < SINGLE_ANSWER_TPS {
+            bail!("PACING_TOKENS_PER_S must be ≥ {SINGLE_ANSWER_TPS}");
+        }
+        Ok(params)
+    }
+
+    fn model(&self, m: usize) -> String {
+        format!("m{m}")
+    }
+
+    fn tenant(&self, t: usize) -> String {
+        format!("t{t:02}")
+    }
+
+    fn weight(&self, t: usize) -> f64 {
+        WEIGHTS[t % WEIGHTS.len()]
+    }
+
+    fn band(&self, t: usize) -> Priority {
+        let normal = self.tenants * 2 / 3;
+        if t < normal {
+            Priority::Normal
+        } else if (t - normal).is_multiple_of(2) {
+            Priority::High
+        } else {
+            Priority::Low
+        }
+    }
+
+    /// Answers in flight that fill the full-capacity GPU.
+    fn full_batch(&self) -> f64 {
+        self.tokens_per_s / SINGLE_ANSWER_TPS
+    }
+
+    /// Capacity factor at `t_ms` after the start.
+    fn factor_at(&self, t_ms: u64) -> f64 {
+        let (from, to) = (self.cut_at * 1000, (self.cut_at + self.cut_secs) * 1000);
+        if (from..to).contains(&t_ms) {
+            0.5
+        } else {
+            1.0
+        }
+    }
+
+    /// Requests queued per backlogged tenant and model: more than the
+    /// model can serve in the run, whatever the share.
+    fn backlog(&self) -> usize {
+        let per_request = (COMPLETION_TOKENS + 10) as f64;
+        (self.tokens_per_s / per_request * self.secs as f64 * 0.6).ceil() as usize
+    }
+
+    fn sim(&self) -> sluice_llm_sim::SimConfig {
+        let mut sim = sluice_llm_sim::SimConfig::fast();
+        sim.models = (0..self.models).map(|m| self.model(m)).collect();
+        sim.default_completion_tokens = COMPLETION_TOKENS;
+        sim.tokens_per_second = SINGLE_ANSWER_TPS;
+        sim.retry_after_secs = 1;
+        sim.gpu = Some(GpuConfig {
+            capacity: Capacity {
+                tokens_per_s: self.tokens_per_s,
+                // Room for the full batch's context (prompt + answer), so
+                // halving the cache also halves the batch that fits.
+                kv_cache_tokens: (self.full_batch() * (COMPLETION_TOKENS + 16) as f64) as u64,
+                max_batch: (self.full_batch() * 2.0) as usize,
+            },
+            max_waiting: SERVER_MAX_WAITING,
+            step: Duration::from_millis(10),
+        });
+        sim
+    }
+}
+
+/// One request's life, in ms since the epoch.
+#[derive(Clone, Debug)]
+struct Record {
+    model: usize,
+    tenant: usize,
+    enqueued_ms: u64,
+    first_ms: Option<u64>,
+    done_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug)]
+struct Sample {
+    t_ms: u64,
+    model: usize,
+    waiting: f64,
+    running: f64,
+    tokens_total: f64,
+    limit: Option<f64>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Policy {
+    Flood,
+    Static,
+    Adaptive,
+}
+
+impl Policy {
+    fn name(self) -> &'static str {
+        match self {
+            Policy::Flood => "flood",
+            Policy::Static => "static",
+            Policy::Adaptive => "adaptive+fair",
+        }
+    }
+}
+
+struct RunResult {
+    policy: Policy,
+    start_ms: u64,
+    records: Vec<Record>,
+    samples: Vec<Sample>,
+    rejected: u64,
+}
+
+// ---------------------------------------------------------------- sampling
+
+/// The value of `name{model_name="model"}` in a Prometheus text page.
+fn gauge(page: &str, name: &str, model: &str) -> Option<f64> {
+    let label = format!("model_name=\"{model}\"");
+    page.lines()
+        .filter(|line| line.starts_with(name) && line[name.len()..].starts_with('{'))
+        .find(|line| line.contains(&label))
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+}
+
+async fn scrape(backend: SocketAddr) -> anyhow::Result<String> {
+    let answer = tokio::task::spawn_blocking(move || {
+        sluice_testkit::http_request(backend, "GET", "/metrics", &[], b"")
+    })
+    .await??;
+    Ok(answer.body)
+}
+
+/// Samples the server's gauges (and the controller's shared limit when
+/// `redis` is given) every [`SAMPLE_EVERY`] until `end_ms`.
+async fn sample_loop(
+    params: Params,
+    backend: SocketAddr,
+    mut redis: Option<RedisConn>,
+    start_ms: u64,
+    end_ms: u64,
+) -> Vec<Sample> {
+    let mut samples = Vec::new();
+    let mut tick = tokio::time::interval(SAMPLE_EVERY);
+    while sluice_contract::now_ms() < end_ms {
+        tick.tick().await;
+        let Ok(page) = scrape(backend).await else {
+            continue;
+        };
+        let t_ms = sluice_contract::now_ms().saturating_sub(start_ms);
+        for m in 0..params.models {
+            let model = params.model(m);
+            let read = |name: &str| gauge(&page, name, &model).unwrap_or(0.0);
+            let limit = match redis.as_mut() {
+                Some(conn) => control_loop::shared_state(conn, &model)
+                    .await
+                    .ok()
+                    .and_then(|(limit, _)| limit),
+                None => None,
+            };
+            samples.push(Sample {
+                t_ms,
+                model: m,
+                waiting: read("vllm:num_requests_waiting"),
+                running: read("vllm:num_requests_running"),
+                tokens_total: read("vllm:generation_tokens_total")
+                    + read("vllm:prompt_tokens_total"),
+                limit,
+            });
+        }
+    }
+    samples
+}
+
+async fn change_capacity(backend: SocketAddr, factor: f64) -> anyhow::Result<()> {
+    let change = CapacityChange {
+        factor: Some(factor),
+        ..CapacityChange::default()
+    };
+    let body = serde_json::to_vec(&change)?;
+    let answer = tokio::task::spawn_blocking(move || {
+        sluice_testkit::http_request(
+            backend,
+            "POST",
+            sluice_llm_sim::ADMIN_CAPACITY_PATH,
+            &[("content-type", "application/json")],
+            &body,
+        )
+    })
+    .await??;
+    if answer.status != 200 {
+        bail!("capacity change refused: {} {}", answer.status, answer.body);
+    }
+    Ok(())
+}
+
+/// Halves every GPU at the cut and restores it after.
+async fn capacity_schedule(params: Params, backend: SocketAddr) -> anyhow::Result<()> {
+    tokio::time::sleep(Duration::from_secs(params.cut_at)).await;
+    change_capacity(backend, 0.5).await?;
+    tokio::time::sleep(Duration::from_secs(params.cut_secs)).await;
+    change_capacity(backend, 1.0).await
+}
+
+// ---------------------------------------------------------------- flood
+
+enum CallResult {
+    Served { first_ms: u64, done_ms: u64 },
+    Rejected { retry_after: Duration },
+    Failed,
+}
+
+/// One streamed chat call on a fresh connection.
+async fn direct_call(backend: SocketAddr, model: &str, tenant: &str) -> anyhow::Result<CallResult> {
+    let body = serde_json::json!({
+        "model": model,
+        "stream": true,
+        "user": tenant,
+        "messages": [{"role": "user", "content": "hi"}]
+    })
+    .to_string();
+    let mut stream = tokio::net::TcpStream::connect(backend).await?;
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut first_ms = None;
+    loop {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buf[..n]);
+        // The first event is the role chunk, sent before the GPU admits
+        // the request; the second carries the first token.
+        if first_ms.is_none() && String::from_utf8_lossy(&raw).matches("data:").count() >= 2 {
+            first_ms = Some(sluice_contract::now_ms());
+        }
+    }
+    let text = String::from_utf8_lossy(&raw);
+    let status: u16 = text
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .context("no status line")?;
+    if status == 429 || status == 503 {
+        let retry_after = text
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("retry-after:")
+                    .map(str::to_string)
+            })
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(1);
+        return Ok(CallResult::Rejected {
+            retry_after: Duration::from_secs(retry_after),
+        });
+    }
+    match (status, first_ms) {
+        (200, Some(first_ms)) => Ok(CallResult::Served {
+            first_ms,
+            done_ms: sluice_contract::now_ms(),
+        }),
+        _ => Ok(CallResult::Failed),
+    }
+}
+
+/// Calls until served or the run ends; records the request.
+async fn flood_request(
+    backend: SocketAddr,
+    params: &Params,
+    (m, t): (usize, usize),
+    end_ms: u64,
+    rejected: &Mutex<u64>,
+) -> Record {
+    let mut record = Record {
+        model: m,
+        tenant: t,
+        enqueued_ms: sluice_contract::now_ms(),
+        first_ms: None,
+        done_ms: None,
+    };
+    let (model, tenant) = (params.model(m), params.tenant(t));
+    while sluice_contract::now_ms() < end_ms {
+        match direct_call(backend, &model, &tenant).await {
+            Ok(CallResult::Served { first_ms, done_ms }) => {
+                record.first_ms = Some(first_ms);
+                record.done_ms = Some(done_ms);
+                break;
+            }
+            Ok(CallResult::Rejected { retry_after }) => {
+                *rejected.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                tokio::time::sleep(retry_after).await;
+            }
+            Ok(CallResult::Failed) | Err(_) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    record
+}
+
+async fn run_flood(params: &Params) -> anyhow::Result<RunResult> {
+    let backend = start_llm_sim(params.sim()).await;
+    let start_ms = sluice_contract::now_ms();
+    let end_ms = start_ms + params.secs * 1000;
+    let rejected = Arc::new(Mutex::new(0u64));
+    let records = Arc::new(Mutex::new(Vec::new()));
+    let mut clients = Vec::new();
+    for m in 0..params.models {
+        for t in 0..params.tenants {
+            let high = params.band(t) == Priority::High;
+            let workers = if high {
+                HIGH_BURST
+            } else {
+                params.flood_workers
+            };
+            for _ in 0..workers {
+                let (params, rejected, records) =
+                    (params.clone(), rejected.clone(), records.clone());
+                clients.push(tokio::spawn(async move {
+                    while sluice_contract::now_ms() < end_ms {
+                        let record =
+                            flood_request(backend, &params, (m, t), end_ms, &rejected).await;
+                        records
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(record);
+                        if high {
+                            tokio::time::sleep(HIGH_EVERY).await;
+                        }
+                    }
+                }));
+            }
+        }
+    }
+    let schedule = tokio::spawn(capacity_schedule(params.clone(), backend));
+    let samples = sample_loop(params.clone(), backend, None, start_ms, end_ms).await;
+    schedule.await??;
+    for client in clients {
+        client.abort();
+    }
+    let records = records.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let rejected = *rejected.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(RunResult {
+        policy: Policy::Flood,
+        start_ms,
+        records,
+        samples,
+        rejected,
+    })
+}
+
+// ---------------------------------------------------------------- consumer
+
+struct Published {
+    req_id: String,
+    record: Record,
+}
+
+async fn publish(
+    parts: &QueueParts,
+    params: &Params,
+    (m, t): (usize, usize),
+    req_id: String,
+) -> anyhow::Result<Published> {
+    let (model, tenant) = (params.model(m), params.tenant(t));
+    let mut work = work_item(&tenant, &model, &req_id, COMPLETION_TOKENS + 10);
+    work.priority = params.band(t);
+    let enqueued_ms = work.enqueued_at_ms;
+    parts
+        .publisher
+        .publish(&tenant, &model, &req_id, work.to_json())
+        .await
+        .map_err(|e| anyhow::anyhow!("publish {req_id}: {e:?}"))?;
+    Ok(Published {
+        req_id,
+        record: Record {
+            model: m,
+            tenant: t,
+            enqueued_ms,
+            first_ms: None,
+            done_ms: None,
+        },
+    })
+}
+
+/// The backlogged tenants' queues, interleaved.
+async fn publish_backlog(parts: &QueueParts, params: &Params) -> anyhow::Result<Vec<Published>> {
+    let mut published = Vec::new();
+    for i in 0..params.backlog() {
+        for m in 0..params.models {
+            for t in (0..params.tenants).filter(|t| params.band(*t) != Priority::High) {
+                let id = format!("{}-{}-{i}", params.model(m), params.tenant(t));
+                published.push(publish(parts, params, (m, t), id).await?);
+            }
+        }
+    }
+    Ok(published)
+}
+
+/// The high band's bursts until `end_ms`.
+async fn publish_bursts(
+    parts: &QueueParts,
+    params: &Params,
+    end_ms: u64,
+) -> anyhow::Result<Vec<Published>> {
+    let mut published = Vec::new();
+    let mut round = 0;
+    while sluice_contract::now_ms() + HIGH_EVERY.as_millis() as u64 / 2 < end_ms {
+        for m in 0..params.models {
+            for t in (0..params.tenants).filter(|t| params.band(*t) == Priority::High) {
+                for k in 0..HIGH_BURST {
+                    let id = format!("{}-{}-h{round}-{k}", params.model(m), params.tenant(t));
+                    published.push(publish(parts, params, (m, t), id).await?);
+                }
+            }
+        }
+        round += 1;
+        tokio::time::sleep(HIGH_EVERY).await;
+    }
+    Ok(published)
+}
+
+/// First and last chunk of a request's answer (Redis's clock, ms), and
+/// whether it is done.
+async fn answer_times(conn: &mut RedisConn, req_id: &str) -> (Option<u64>, Option<u64>) {
+    let ms_of = |entries: Vec<(String, HashMap<String, String>)>| {
+        let (id, _) = entries.into_iter().next()?;
+        id.split_once('-')?.0.parse::<u64>().ok()
+    };
+    let stream = keys::response(req_id);
+    let first: Vec<(String, HashMap<String, String>)> = redis::cmd("XRANGE")
+        .arg(&stream)
+        .arg("-")
+        .arg("+")
+        .arg("COUNT")
+        .arg(1)
+        .query_async(conn)
+        .await
+        .unwrap_or_default();
+    let done: bool = redis::cmd("EXISTS")
+        .arg(keys::done(req_id))
+        .query_async(conn)
+        .await
+        .unwrap_or(false);
+    if !done {
+        return (ms_of(first), None);
+    }
+    let last: Vec<(String, HashMap<String, String>)> = redis::cmd("XREVRANGE")
+        .arg(&stream)
+        .arg("+")
+        .arg("-")
+        .arg("COUNT")
+        .arg(1)
+        .query_async(conn)
+        .await
+        .unwrap_or_default();
+    (ms_of(first), ms_of(last))
+}
+
+/// 429/503 answers the consumer got from the model (its failure counter
+/// with `kind="backend_busy"`).
+fn busy_answers(metrics_text: &str) -> u64 {
+    metrics_text
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains("kind=\"backend_busy\""))
+        .filter(|l| l.split('{').next().is_some_and(|n| n.ends_with("_total")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .max()
+        .unwrap_or(0)
+}
+
+fn consumer_spec(params: &Params, policy: Policy, backend: SocketAddr) -> ConsumerSpec {
+    let models: Vec<String> = (0..params.models).map(|m| params.model(m)).collect();
+    let mut spec = ConsumerSpec {
+        pacing: unpaced(),
+        ..ConsumerSpec::new("bench")
+    };
+    match policy {
+        Policy::Static => {
+            spec.limits = InFlightConfig {
+                default_max_in_flight: Some(params.static_cap),
+                ..InFlightConfig::default()
+            };
+        }
+        Policy::Adaptive | Policy::Flood => {
+            let control = ModelControl {
+                signal: SignalConfig::Prometheus {
+                    url: format!("http://{backend}/metrics"),
+                },
+                floor: 1,
+                ceiling: (params.full_batch() * 4.0) as u32,
+                initial: Some(2),
+                target_waiting: params.target_waiting,
+                interval_ms: 500,
+                ..ModelControl::default()
+            };
+            spec.controller = ControllerConfig {
+                models: models
+                    .iter()
+                    .map(|m| (m.clone(), control.clone()))
+                    .collect(),
+            };
+            spec.fair = FairConfig {
+                models: models.clone(),
+                weights: (0..params.tenants)
+                    .map(|t| (params.tenant(t), params.weight(t)))
+                    .collect(),
+            };
+        }
+    }
+    spec
+}
+
+/// Marks every bucket subscribed, as after a burst of deferrals, so the
+/// publisher does not wait for the (not yet started) consumer.
+async fn announce_buckets(parts: &QueueParts, params: &Params) -> anyhow::Result<()> {
+    let topics: Vec<String> = (0..params.models)
+        .flat_map(|m| (0..params.tenants).map(move |t| (m, t)))
+        .map(|(m, t)| lite_topic_name(&params.tenant(t), &params.model(m)))
+        .collect();
+    let mut conn = parts.conn.clone();
+    sluice_contract::bookkeeping::mark_subscribed(&mut conn, &topics).await?;
+    Ok(())
+}
+
+async fn run_consumer(params: &Params, policy: Policy) -> anyhow::Result<RunResult> {
+    let parts = QueueParts::start(RedisKind::Single, params.sim()).await;
+    announce_buckets(&parts, params).await?;
+    let mut published = publish_backlog(&parts, params).await?;
+    eprintln!(
+        "{}: {} requests queued; consumer starting",
+        policy.name(),
+        published.len()
+    );
+    let spec = consumer_spec(params, policy, parts.backend);
+    let consumer = start_consumer(&parts.conn, &parts.broker, parts.backend, spec).await;
+    let start_ms = sluice_contract::now_ms();
+    let end_ms = start_ms + params.secs * 1000;
+    let redis = (policy == Policy::Adaptive).then(|| parts.conn.clone());
+    let schedule = tokio::spawn(capacity_schedule(params.clone(), parts.backend));
+    let sampler = tokio::spawn(sample_loop(
+        params.clone(),
+        parts.backend,
+        redis,
+        start_ms,
+        end_ms,
+    ));
+    published.extend(publish_bursts(&parts, params, end_ms).await?);
+    let samples = sampler.await?;
+    schedule.await??;
+    let rejected = busy_answers(&consumer.metrics.encode());
+    // Answers finished after the end are not counted (their done time is
+    // past it); stopping only ends the run.
+    let _ = tokio::time::timeout(Duration::from_secs(30), consumer.stop()).await;
+    let mut conn = parts.conn.clone();
+    let mut records = Vec::with_capacity(published.len());
+    for Published { req_id, mut record } in published {
+        let (first_ms, done_ms) = answer_times(&mut conn, &req_id).await;
+        record.first_ms = first_ms.filter(|ms| *ms <= end_ms);
+        record.done_ms = done_ms.filter(|ms| *ms <= end_ms);
+        records.push(record);
+    }
+    Ok(RunResult {
+        policy,
+        start_ms,
+        records,
+        samples,
+        rejected,
+    })
+}
+
+// ---------------------------------------------------------------- figures
+
+fn percentile(values: &mut [f64], p: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * values.len() as f64).ceil() as usize;
+    values[rank.clamp(1, values.len()) - 1]
+}
+
+fn jain(values: &[f64]) -> f64 {
+    let sum: f64 = values.iter().sum();
+    let squares: f64 = values.iter().map(|v| v * v).sum();
+    if squares == 0.0 {
+        return f64::NAN;
+    }
+    sum * sum / (values.len() as f64 * squares)
+}
+
+struct Figures {
+    policy: &'static str,
+    utilization: f64,
+    waiting_p99: f64,
+    rejected: u64,
+    completed: usize,
+    share_deviation: f64,
+    jain_min: f64,
+    /// Per band (high, normal, low): (p50, p99) queue wait in s, served count.
+    waits: Vec<(&'static str, f64, f64, usize)>,
+    /// Seconds after the cut and after the restore; `None`: no controller
+    /// or it never settled.
+    settling: Vec<Option<f64>>,
+    /// Normal band: share of tokens per weight class vs the weights' share.
+    class_shares: Vec<(f64, f64, f64)>,
+}
+
+/// Whether some request of `model` is queued or running at `t` (ms since epoch).
+fn work_pending(records: &[Record], model: usize, t: u64) -> bool {
+    records
+        .iter()
+        .any(|r| r.model == model && r.enqueued_ms <= t && r.done_ms.is_none_or(|d| d > t))
+}
+
+/// Tokens processed ÷ tokens the GPUs could process, over the sample
+/// intervals in which work was queued or running.
+fn utilization(params: &Params, run: &RunResult) -> f64 {
+    let (mut used, mut possible) = (0.0, 0.0);
+    for m in 0..params.models {
+        let series: Vec<&Sample> = run.samples.iter().filter(|s| s.model == m).collect();
+        for pair in series.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if !work_pending(&run.records, m, run.start_ms + a.t_ms) {
+                continue;
+            }
+            let dt = (b.t_ms - a.t_ms) as f64 / 1000.0;
+            used += (b.tokens_total - a.tokens_total).max(0.0);
+            possible += params.tokens_per_s * params.factor_at(a.t_ms) * dt;
+        }
+    }
+    used / possible
+}
+
+/// Tokens per normal-band tenant and model after the warm-up.
+fn normal_band_tokens(params: &Params, run: &RunResult) -> HashMap<(usize, usize), f64> {
+    let mut tokens = HashMap::new();
+    for m in 0..params.models {
+        for t in (0..params.tenants).filter(|t| params.band(*t) == Priority::Normal) {
+            tokens.insert((m, t), 0.0);
+        }
+    }
+    for r in &run.records {
+        let counted = r
+            .done_ms
+            .is_some_and(|d| d >= run.start_ms + SHARE_WARMUP_MS);
+        if let (true, Some(value)) = (counted, tokens.get_mut(&(r.model, r.tenant))) {
+            *value += COMPLETION_TOKENS as f64;
+        }
+    }
+    tokens
+}
+
+fn fairness(params: &Params, run: &RunResult) -> (f64, f64, Vec<(f64, f64, f64)>) {
+    let tokens = normal_band_tokens(params, run);
+    let normal: Vec<usize> = (0..params.tenants)
+        .filter(|t| params.band(*t) == Priority::Normal)
+        .collect();
+    let weight_sum: f64 = normal.iter().map(|t| params.weight(*t)).sum();
+    let (mut deviation, mut jain_min) = (0.0f64, f64::INFINITY);
+    let mut class_tokens = vec![0.0; WEIGHTS.len()];
+    let mut total = 0.0;
+    for m in 0..params.models {
+        let model_total: f64 = normal.iter().map(|t| tokens[&(m, *t)]).sum();
+        total += model_total;
+        for t in &normal {
+            let expected = params.weight(*t) / weight_sum;
+            let share = tokens[&(m, *t)] / model_total;
+            deviation = deviation.max((share / expected - 1.0).abs());
+            class_tokens[t % WEIGHTS.len()] += tokens[&(m, *t)];
+        }
+        for class in 0..WEIGHTS.len() {
+            let equal: Vec<f64> = normal
+                .iter()
+                .filter(|t| *t % WEIGHTS.len() == class)
+                .map(|t| tokens[&(m, *t)])
+                .collect();
+            if equal.len() >= 2 {
+                jain_min = jain_min.min(jain(&equal));
+            }
+        }
+    }
+    let class_shares = (0..WEIGHTS.len())
+        .map(|class| {
+            let members = normal
+                .iter()
+                .filter(|t| *t % WEIGHTS.len() == class)
+                .count();
+            let expected = WEIGHTS[class] * members as f64 / weight_sum;
+            (WEIGHTS[class], class_tokens[class] / total, expected)
+        })
+        .collect();
+    (deviation, jain_min, class_shares)
+}
+
+fn band_waits(params: &Params, run: &RunResult) -> Vec<(&'static str, f64, f64, usize)> {
+    [
+        (Priority::High, "high"),
+        (Priority::Normal, "normal"),
+        (Priority::Low, "low"),
+    ]
+    .into_iter()
+    .map(|(band, name)| {
+        let mut waits: Vec<f64> = run
+            .records
+            .iter()
+            .filter(|r| params.band(r.tenant) == band)
+            .filter_map(|r| Some(r.first_ms?.saturating_sub(r.enqueued_ms) as f64 / 1000.0))
+            .collect();
+        let served = waits.len();
+        let p50 = percentile(&mut waits, 50.0);
+        let p99 = percentile(&mut waits, 99.0);
+        (name, p50, p99, served)
+    })
+    .collect()
+}
+
+/// Time after each capacity change until the controller's limit stays
+/// within ±10 % of its final value (the median of the last 3 s before the
+/// next change); the slowest model.
+fn settling(params: &Params, run: &RunResult) -> Vec<Option<f64>> {
+    let changes = [
+        params.cut_at * 1000,
+        (params.cut_at + params.cut_secs) * 1000,
+        params.secs * 1000,
+    ];
+    changes
+        .windows(2)
+        .map(|span| {
+            let (from, to) = (span[0], span[1]);
+            let mut slowest: Option<f64> = Some(0.0);
+            for m in 0..params.models {
+                let series: Vec<(u64, f64)> = run
+                    .samples
+                    .iter()
+                    .filter(|s| s.model == m && (from..to).contains(&s.t_ms))
+                    .filter_map(|s| Some((s.t_ms, s.limit?)))
+                    .collect();
+                let mut tail: Vec<f64> = series
+                    .iter()
+                    .filter(|(t, _)| *t + 3000 >= to)
+                    .map(|(_, l)| *l)
+                    .collect();
+                if series.is_empty() || tail.is_empty() {
+                    return None;
+                }
+                let last = percentile(&mut tail, 50.0);
+                let settled_at = series
+                    .iter()
+                    .rev()
+                    .find(|(_, l)| (l - last).abs() > 0.1 * last)
+                    .map_or(from, |(t, _)| *t + SAMPLE_EVERY.as_millis() as u64);
+                let secs = settled_at.saturating_sub(from) as f64 / 1000.0;
+                slowest = slowest.map(|s| s.max(secs));
+            }
+            slowest
+        })
+        .collect()
+}
+
+fn figures(params: &Params, run: &RunResult) -> Figures {
+    let mut waiting: Vec<f64> = run.samples.iter().map(|s| s.waiting).collect();
+    let (share_deviation, jain_min, class_shares) = fairness(params, run);
+    Figures {
+        policy: run.policy.name(),
+        utilization: utilization(params, run),
+        waiting_p99: percentile(&mut waiting, 99.0),
+        rejected: run.rejected,
+        completed: run.records.iter().filter(|r| r.done_ms.is_some()).count(),
+        share_deviation,
+        jain_min,
+        waits: band_waits(params, run),
+        settling: if run.policy == Policy::Adaptive {
+            settling(params, run)
+        } else {
+            vec![None, None]
+        },
+        class_shares,
+    }
+}
+
+// ---------------------------------------------------------------- output
+
+fn seconds(value: Option<f64>) -> String {
+    value.map_or("-".into(), |s| format!("{s:.1} s"))
+}
+
+fn table(params: &Params, all: &[Figures]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} models × {} tenants, {} s, capacity × 0.5 from {} s to {} s; {} tokens/s per model \
+         (full batch {:.0}), server queue limit {}, controller target {} waiting",
+        params.models,
+        params.tenants,
+        params.secs,
+        params.cut_at,
+        params.cut_at + params.cut_secs,
+        params.tokens_per_s,
+        params.full_batch(),
+        SERVER_MAX_WAITING,
+        params.target_waiting
+    );
+    let _ = writeln!(
+        out,
+        "| policy | GPU util | server queue p99 | 429/503 | done | max share dev | Jain (min) \
+         | wait high p50/p99 | wait normal p50/p99 | wait low p50/p99 (served) | settle cut / restore |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
+    for f in all {
+        let wait = |i: usize| match f.waits[i] {
+            (_, _, _, 0) => "- (0)".to_string(),
+            (_, p50, p99, served) => format!("{p50:.1} / {p99:.1} s ({served})"),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {:.1} % | {:.0} | {} | {} | {:.1} % | {:.3} | {} | {} | {} | {} / {} |",
+            f.policy,
+            f.utilization * 100.0,
+            f.waiting_p99,
+            f.rejected,
+            f.completed,
+            f.share_deviation * 100.0,
+            f.jain_min,
+            wait(0),
+            wait(1),
+            wait(2),
+            seconds(f.settling[0]),
+            seconds(f.settling[1]),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nnormal band, share of tokens per weight class (expected):"
+    );
+    for f in all {
+        let classes: Vec<String> = f
+            .class_shares
+            .iter()
+            .map(|(w, share, expected)| {
+                format!("w{w}: {:.1} % ({:.1} %)", share * 100.0, expected * 100.0)
+            })
+            .collect();
+        let _ = writeln!(out, "  {:<14} {}", f.policy, classes.join(", "));
+    }
+    out
+}
+
+fn started_per_s(run: &RunResult, model: usize, t_ms: u64) -> usize {
+    let from = run.start_ms + t_ms.saturating_sub(1000);
+    let to = run.start_ms + t_ms;
+    run.records
+        .iter()
+        .filter(|r| r.model == model && r.first_ms.is_some_and(|f| f > from && f <= to))
+        .count()
+}
+
+fn write_csv(params: &Params, runs: &[RunResult], all: &[Figures]) -> anyhow::Result<()> {
+    let mut series = String::from(
+        "policy,t_s,model,capacity_tokens_per_s,tokens_total,waiting,running,limit,started_last_s\n",
+    );
+    for run in runs {
+        for s in &run.samples {
+            let _ = writeln!(
+                series,
+                "{},{:.2},{},{},{},{},{},{},{}",
+                run.policy.name(),
+                s.t_ms as f64 / 1000.0,
+                params.model(s.model),
+                params.tokens_per_s * params.factor_at(s.t_ms),
+                s.tokens_total,
+                s.waiting,
+                s.running,
+                s.limit.map_or(String::new(), |l| l.to_string()),
+                started_per_s(run, s.model, s.t_ms),
+            );
+        }
+    }
+    std::fs::write(params.out.join("pacing_bench.csv"), series)?;
+    let mut summary = String::from(
+        "policy,utilization,server_waiting_p99,rejected,completed,max_share_deviation,jain_min,\
+         wait_high_p50_s,wait_high_p99_s,wait_normal_p50_s,wait_normal_p99_s,wait_low_p50_s,\
+         wait_low_p99_s,settle_cut_s,settle_restore_s\n",
+    );
+    for f in all {
+        let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.2}"));
+        let _ = writeln!(
+            summary,
+            "{},{:.4},{},{},{},{:.4},{:.4},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{},{}",
+            f.policy,
+            f.utilization,
+            f.waiting_p99,
+            f.rejected,
+            f.completed,
+            f.share_deviation,
+            f.jain_min,
+            f.waits[0].1,
+            f.waits[0].2,
+            f.waits[1].1,
+            f.waits[1].2,
+            f.waits[2].1,
+            f.waits[2].2,
+            opt(f.settling[0]),
+            opt(f.settling[1]),
+        );
+    }
+    std::fs::write(params.out.join("pacing_bench_summary.csv"), summary)?;
+    Ok(())
+}
+
+/// Per second and summed over models: (t s, capacity tokens/s, processed
+/// tokens/s, limit sum, started calls).
+fn per_second(params: &Params, run: &RunResult) -> Vec<(f64, f64, f64, Option<f64>, f64)> {
+    let mut rows = Vec::new();
+    for second in 1..=params.secs {
+        let t_ms = second * 1000;
+        let (mut tokens, mut limit, mut started) = (0.0, None::<f64>, 0.0);
+        for m in 0..params.models {
+            let at = |ms: u64| {
+                run.samples
+                    .iter()
+                    .rev()
+                    .find(|s| s.model == m && s.t_ms <= ms)
+            };
+            if let (Some(a), Some(b)) = (at(t_ms - 1000), at(t_ms)) {
+                let dt = (b.t_ms - a.t_ms).max(1) as f64 / 1000.0;
+                tokens += (b.tokens_total - a.tokens_total).max(0.0) / dt;
+                if let Some(l) = b.limit {
+                    limit = Some(limit.unwrap_or(0.0) + l);
+                }
+            }
+            started += started_per_s(run, m, t_ms) as f64;
+        }
+        let capacity = params.tokens_per_s * params.factor_at(t_ms - 500) * params.models as f64;
+        rows.push((second as f64, capacity, tokens, limit, started));
+    }
+    rows
+}
+
+fn polyline(points: &[(f64, f64)], colour: &str) -> String {
+    let path: Vec<String> = points
+        .iter()
+        .map(|(x, y)| format!("{x:.1},{y:.1}"))
+        .collect();
+    format!(
+        "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{}\"/>\n",
+        path.join(" ")
+    )
+}
+
+fn write_svg(params: &Params, runs: &[RunResult], all: &[Figures]) -> anyhow::Result<()> {
+    const W: f64 = 760.0;
+    const PANEL: f64 = 150.0;
+    const LEFT: f64 = 50.0;
+    let height = PANEL * runs.len() as f64 + 170.0;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{height}\" \
+         font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    );
+    let peak = params.tokens_per_s * params.models as f64 * 1.2;
+    let max_limit = (params.full_batch() * 4.0) * params.models as f64;
+    for (i, run) in runs.iter().enumerate() {
+        let top = i as f64 * PANEL + 20.0;
+        let x = |t: f64| LEFT + t / params.secs as f64 * (W - LEFT - 20.0);
+        let y = |v: f64, max: f64| top + PANEL - 30.0 - (v / max).min(1.0) * (PANEL - 40.0);
+        let rows = per_second(params, run);
+        let _ = writeln!(
+            svg,
+            "<text x=\"{LEFT}\" y=\"{}\">{}: capacity (grey), processed tokens/s (blue), \
+             calls started/s ×{} (green), controller limit (orange, 0..{max_limit:.0})</text>",
+            top + 2.0,
+            run.policy.name(),
+            COMPLETION_TOKENS
+        );
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{LEFT}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"black\"/>",
+            y(0.0, 1.0),
+            W - 20.0
+        );
+        svg.push_str(&polyline(
+            &rows
+                .iter()
+                .map(|r| (x(r.0), y(r.1, peak)))
+                .collect::<Vec<_>>(),
+            "#999",
+        ));
+        svg.push_str(&polyline(
+            &rows
+                .iter()
+                .map(|r| (x(r.0), y(r.2, peak)))
+                .collect::<Vec<_>>(),
+            "#1f5fbf",
+        ));
+        svg.push_str(&polyline(
+            &rows
+                .iter()
+                .map(|r| (x(r.0), y(r.4 * COMPLETION_TOKENS as f64, peak)))
+                .collect::<Vec<_>>(),
+            "#2a9d3a",
+        ));
+        let limits: Vec<(f64, f64)> = rows
+            .iter()
+            .filter_map(|r| Some((x(r.0), y(r.3?, max_limit))))
+            .collect();
+        if !limits.is_empty() {
+            svg.push_str(&polyline(&limits, "#e07b00"));
+        }
+    }
+    // Per-weight-class shares of the normal band, per policy.
+    let top = PANEL * runs.len() as f64 + 30.0;
+    let _ = writeln!(
+        svg,
+        "<text x=\"{LEFT}\" y=\"{top}\">normal band: share of tokens per weight class \
+         (bar) vs the weights' share (black tick)</text>"
+    );
+    for (p, f) in all.iter().enumerate() {
+        for (c, (weight, share, expected)) in f.class_shares.iter().enumerate() {
+            let bx = LEFT + (p * 4 + c) as f64 * 50.0 + p as f64 * 20.0;
+            let base = top + 120.0;
+            let h = share * 180.0;
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{bx}\" y=\"{bar_top}\" width=\"30\" height=\"{h}\" fill=\"#1f5fbf\"/>\
+                 <line x1=\"{bx}\" x2=\"{bar_right}\" y1=\"{tick}\" y2=\"{tick}\" stroke=\"black\" stroke-width=\"2\"/>\
+                 <text x=\"{bx}\" y=\"{label}\">w{weight}</text>",
+                bar_top = base - h,
+                bar_right = bx + 30.0,
+                tick = base - expected * 180.0,
+                label = base + 12.0
+            );
+        }
+        let _ = writeln!(
+            svg,
+            "<text x=\"{}\" y=\"{}\">{}</text>",
+            LEFT + (p * 4) as f64 * 50.0 + p as f64 * 20.0,
+            top + 146.0,
+            f.policy
+        );
+    }
+    svg.push_str("</svg>\n");
+    std::fs::write(params.out.join("pacing_bench.svg"), svg)?;
+    Ok(())
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> anyhow::Result<()> {
+    let params = Params::from_env()?;
+    std::fs::create_dir_all(&params.out)
+        .with_context(|| format!("PACING_OUT={}", params.out.display()))?;
+    eprintln!("{params:?}");
+    let mut runs = Vec::new();
+    eprintln!("flood: running {} s", params.secs);
+    runs.push(run_flood(&params).await?);
+    for policy in [Policy::Static, Policy::Adaptive] {
+        runs.push(run_consumer(&params, policy).await?);
+    }
+    let all: Vec<Figures> = runs.iter().map(|run| figures(&params, run)).collect();
+    print!("{}", table(&params, &all));
+    write_csv(&params, &runs, &all)?;
+    write_svg(&params, &runs, &all)?;
+    println!(
+        "wrote {}/pacing_bench.csv, pacing_bench_summary.csv, pacing_bench.svg",
+        params.out.display()
+    );
+    Ok(())
+}
