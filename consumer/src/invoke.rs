@@ -468,7 +468,10 @@ impl Invoker {
         sink: &mut Sink<'_>,
     ) -> CallEnd {
         let idle = Duration::from_millis(self.config.idle_timeout_ms);
-        let mut reading = Reading::default();
+        let mut reading = Reading {
+            output: OutputCounter::for_model(&item.model),
+            ..Reading::default()
+        };
         loop {
             let deadline = if sink.stats.chunks() == 0 {
                 first_byte_deadline

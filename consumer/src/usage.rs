@@ -79,19 +79,25 @@ impl Usage {
 
 /// The streamed output of a call, kept to count it with the model's
 /// tokenizer when the answer carries no usage (some servers omit it).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct OutputCounter(Option<UsageTracker>);
 
-impl Default for OutputCounter {
-    fn default() -> Self {
-        OutputCounter(UsageTracker::for_content_type(
-            "text/event-stream",
-            OUTPUT_TEXT_LIMIT,
-        ))
-    }
-}
-
 impl OutputCounter {
+    /// Keeps the output only when `model` has a tokenizer to count it with:
+    /// for other models the stream is not parsed a second time for nothing.
+    pub(crate) fn for_model(model: &str) -> Self {
+        let encoders = encoders();
+        let countable = encoders
+            .openai_encoding(model)
+            .and_then(|encoding| encoders.counter(encoding))
+            .is_some();
+        OutputCounter(
+            countable
+                .then(|| UsageTracker::for_content_type("text/event-stream", OUTPUT_TEXT_LIMIT))
+                .flatten(),
+        )
+    }
+
     /// Bytes of the event stream, as read.
     pub(crate) fn feed(&mut self, bytes: &[u8]) {
         if let Some(tracker) = self.0.as_mut() {
@@ -254,11 +260,14 @@ mod tests {
 
     #[test]
     fn an_answer_without_usage_is_counted_with_the_tokenizer() {
-        let mut output = OutputCounter::default();
+        let mut output = OutputCounter::for_model("gpt-4o");
         output.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"del");
         output.feed(b"ta\":{\"content\":\" world\"}}]}\n\ndata: [DONE]\n\n");
         assert_eq!(output.output_tokens("gpt-4o"), Some(2));
-        assert_eq!(OutputCounter::default().output_tokens("llama-3"), None);
+        assert_eq!(
+            OutputCounter::for_model("llama-3").output_tokens("llama-3"),
+            None
+        );
         let item = WorkItem::from_json(
             br#"{"req_id":"r","tenant":"t","model":"gpt-4o","priority":"normal","path":"/v1/chat/completions",
                 "body":{"model":"gpt-4o","messages":[{"role":"user","content":"Hello world"}]},
