@@ -403,9 +403,7 @@ impl Controls {
         let mut redis = self.redis.clone();
         let (limit, manual) = shared_state(&mut redis, model).await?;
         let effective = manual.or(limit).unwrap_or(control.initial_state().limit);
-        let cutoff = crate::now_ms().saturating_sub(self.membership_ttl.as_millis() as u64);
-        let mut members: Vec<String> = redis.zrangebyscore(keys::CONSUMERS, cutoff, "+inf").await?;
-        members.sort();
+        let members = crate::membership::live_members(&mut redis, self.membership_ttl).await?;
         let rank = members.iter().position(|m| m == id);
         let cap = instance_share(effective, members.len(), rank);
         self.limits.set_cap(model, cap);

@@ -100,6 +100,24 @@ pub(crate) struct Membership {
     redis: sluice_redis::RedisConn,
 }
 
+/// Members that beat at or after this instant (ms) are live.
+fn live_since(now_ms: u64, ttl: Duration) -> u64 {
+    now_ms.saturating_sub(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The live members, sorted, without beating (for readers that are not the
+/// group's pop loop, e.g. the controllers sharing a limit).
+pub(crate) async fn live_members(
+    redis: &mut sluice_redis::RedisConn,
+    ttl: Duration,
+) -> Result<Vec<String>, redis::RedisError> {
+    let cutoff = live_since(crate::now_ms(), ttl);
+    let mut members: Vec<String> =
+        redis::AsyncCommands::zrangebyscore(redis, keys::CONSUMERS, cutoff, "+inf").await?;
+    members.sort();
+    Ok(members)
+}
+
 impl Membership {
     pub(crate) fn new(id: &str, ttl: Duration, redis: sluice_redis::RedisConn) -> Self {
         Membership {
@@ -117,7 +135,7 @@ impl Membership {
     /// (one round trip).
     pub(crate) async fn beat(&self) -> Result<Vec<String>, redis::RedisError> {
         let now = crate::now_ms();
-        let cutoff = now.saturating_sub(self.ttl.as_millis() as u64);
+        let cutoff = live_since(now, self.ttl);
         let mut redis = self.redis.clone();
         let (members,): (Vec<String>,) = redis::pipe()
             .cmd("ZADD")
