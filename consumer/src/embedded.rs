@@ -134,9 +134,12 @@ pub async fn start(options: StartOptions) -> Result<Started, StartError> {
     }
     let client = LiteClient::connect(LiteConfig::new(options.namesrv.clone()))?;
     let admin = LiteAdmin::new(&client).await?;
-    admin.ensure_parent_topic(&options.parent).await?;
     admin
-        .ensure_consumer_group(&options.group, &options.parent)
+        .ensure_setup(
+            &options.parent,
+            &options.group,
+            sluice_litetopic::SETUP_PATIENCE,
+        )
         .await?;
     admin.shutdown().await;
     let lite = Arc::new(LiteConsumer::new(&client, &options.group, &options.parent).await?);

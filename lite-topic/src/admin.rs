@@ -10,7 +10,7 @@ use rocketmq_protocol::protocol::header::get_subscription_group_config_request_h
 use rocketmq_protocol::protocol::header::get_topic_config_request_header::GetTopicConfigRequestHeader;
 use rocketmq_protocol::protocol::remoting_command::RemotingCommand;
 use rocketmq_protocol::protocol::subscription::subscription_group_config::SubscriptionGroupConfig;
-use tracing::{info, instrument};
+use tracing::{info, instrument, warn};
 
 use crate::client::{expect_success, BrokerTarget, LiteClient, Remoting};
 use crate::error::{code, LiteError};
@@ -26,6 +26,12 @@ const PERM_READ_WRITE: i32 = 6;
 /// serve the new topic's route (the broker registers it right after creating
 /// it; producers need the route).
 const ROUTE_WAIT: Duration = Duration::from_secs(15);
+/// How long Sluice's services keep trying [`LiteAdmin::ensure_setup`] at
+/// start-up before they give up with the broker's error.
+pub const SETUP_PATIENCE: Duration = Duration::from_secs(60);
+/// The first and the longest pause between two tries of [`LiteAdmin::ensure_setup`].
+const SETUP_RETRY_FIRST: Duration = Duration::from_millis(100);
+const SETUP_RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// Idempotent set-up calls for Sluice's start-up.
 pub struct LiteAdmin {
@@ -79,6 +85,25 @@ impl LiteAdmin {
             info!(parent, broker = %broker.name, "LITE parent topic created");
         }
         self.wait_for_route(parent, &masters).await
+    }
+
+    /// [`LiteAdmin::ensure_parent_topic`], then
+    /// [`LiteAdmin::ensure_consumer_group`], tried again while they fail
+    /// transiently — a broker still starting, or registered at the name
+    /// server a moment before it answers, as when a mesh's pods come up in
+    /// any order — until `patience` has passed; then the last error.
+    /// Permanent errors (a conflict, a bad name) return at once.
+    pub async fn ensure_setup(
+        &self,
+        parent: &str,
+        group: &str,
+        patience: Duration,
+    ) -> Result<(), LiteError> {
+        retry_transient(patience, || async {
+            self.ensure_parent_topic(parent).await?;
+            self.ensure_consumer_group(group, parent).await
+        })
+        .await
     }
 
     /// Make sure consumer group `group` exists on every master broker, bound
@@ -231,6 +256,31 @@ impl LiteAdmin {
     }
 }
 
+/// Runs `attempt` until it succeeds, fails permanently, or `patience` has
+/// passed (then its last error), pausing 100 ms, doubling to 2 s, between
+/// tries.
+async fn retry_transient<T, Attempt, Fut>(
+    patience: Duration,
+    mut attempt: Attempt,
+) -> Result<T, LiteError>
+where
+    Attempt: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, LiteError>>,
+{
+    let deadline = Instant::now() + patience;
+    let mut pause = SETUP_RETRY_FIRST;
+    loop {
+        match attempt().await {
+            Err(error) if error.is_transient() && Instant::now() + pause < deadline => {
+                warn!(%error, retry_in = ?pause, "broker set-up failed; trying again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(SETUP_RETRY_MAX);
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
 /// An attribute by name, stored with or without the `+` of the "add"
 /// syntax it was set with.
 fn attribute(
@@ -242,4 +292,59 @@ fn attribute(
         .or_else(|| attributes.get(&format!("+{name}")))
         .and_then(|v| v.as_str())
         .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    fn transient() -> LiteError {
+        LiteError::NoRoute("sluice-deferred".into())
+    }
+
+    #[tokio::test]
+    async fn transient_failures_are_tried_again_until_one_succeeds() {
+        let tries = Cell::new(0);
+        let outcome = retry_transient(Duration::from_secs(5), || async {
+            tries.set(tries.get() + 1);
+            if tries.get() < 3 {
+                Err(transient())
+            } else {
+                Ok(tries.get())
+            }
+        })
+        .await;
+        assert!(matches!(outcome, Ok(3)), "{outcome:?}");
+    }
+
+    #[tokio::test]
+    async fn a_permanent_failure_returns_at_once() {
+        let tries = Cell::new(0);
+        let outcome: Result<(), _> = retry_transient(Duration::from_secs(5), || async {
+            tries.set(tries.get() + 1);
+            Err(LiteError::Conflict("bound elsewhere".into()))
+        })
+        .await;
+        assert!(
+            matches!(outcome, Err(LiteError::Conflict(_))),
+            "{outcome:?}"
+        );
+        assert_eq!(tries.get(), 1);
+    }
+
+    #[tokio::test]
+    async fn patience_bounds_the_tries_and_the_last_error_comes_back() {
+        let started = Instant::now();
+        let tries = Cell::new(0);
+        let outcome: Result<(), _> = retry_transient(Duration::from_millis(500), || async {
+            tries.set(tries.get() + 1);
+            Err(transient())
+        })
+        .await;
+        assert!(matches!(outcome, Err(LiteError::NoRoute(_))), "{outcome:?}");
+        // 100 + 200 ms of pauses fit in 500 ms, the next 400 ms would not.
+        assert_eq!(tries.get(), 3);
+        assert!(started.elapsed() < Duration::from_millis(500));
+    }
 }

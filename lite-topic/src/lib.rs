@@ -50,7 +50,7 @@ mod naming;
 mod producer;
 mod routing;
 
-pub use admin::LiteAdmin;
+pub use admin::{LiteAdmin, SETUP_PATIENCE};
 pub use client::{BrokerTarget, LiteClient, LiteConfig};
 pub use consumer::{
     decode_pop_answer, ConsumerStats, LiteConsumer, LiteMessage, MessageHandle, MAX_POP_BATCH,

@@ -51,6 +51,39 @@ async fn set_up_is_idempotent_and_refuses_conflicts() {
     env.shutdown().await;
 }
 
+/// A service starting while its broker is down (pods come up in any order)
+/// waits for the broker instead of failing its start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_up_waits_for_a_broker_that_comes_up_late() {
+    let mut env = Env::start().await;
+    env.mq.kill_broker();
+    let parent = format!("{}-late", env.parent);
+    let group = format!("{}-late", env.group);
+    let admin = LiteAdmin::new(&env.client).await.unwrap();
+    // Without patience the set-up fails, and says it may work later.
+    let err = admin
+        .ensure_setup(&parent, &group, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(err.is_transient(), "{err}");
+
+    let mut mq = env.mq;
+    let restarter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        mq.restart_broker().map(|()| mq)
+    });
+    let started = Instant::now();
+    admin
+        .ensure_setup(&parent, &group, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    env.mq = restarter.join().unwrap().unwrap();
+    admin.ensure_parent_topic(&parent).await.unwrap();
+    admin.shutdown().await;
+    env.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_to_two_lite_topics_and_pop_them_back() {
     let a = lite_topic_name("acme", "gpt-4o");

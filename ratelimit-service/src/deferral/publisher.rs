@@ -35,8 +35,9 @@ impl LitePublisher {
     ) -> Result<Self, sluice_litetopic::LiteError> {
         let client = LiteClient::connect(LiteConfig::new(namesrv))?;
         let admin = LiteAdmin::new(&client).await?;
-        admin.ensure_parent_topic(parent).await?;
-        admin.ensure_consumer_group(consumer_group, parent).await?;
+        admin
+            .ensure_setup(parent, consumer_group, sluice_litetopic::SETUP_PATIENCE)
+            .await?;
         admin.shutdown().await;
         let producer = LiteProducer::new(&client, "sluice-deferral").await?;
         Ok(LitePublisher {
