@@ -36,6 +36,18 @@ fn unavailable(error: redis::RedisError) -> Answer {
     text(StatusCode::SERVICE_UNAVAILABLE, format!("{error}\n"))
 }
 
+/// The answer of `GET /controller/<model>`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ControllerView {
+    pub model: String,
+    /// The limit in force on calls in flight to the model, all instances
+    /// together; `None` before the controller's first step.
+    pub limit: Option<f64>,
+    /// An operator's limit, which wins over the controller.
+    #[serde(rename = "override")]
+    pub manual: Option<f64>,
+}
+
 /// An override as an operator writes it: a whole number ≥ 1, or `auto`.
 pub fn parse_override(value: &str) -> Result<Option<u32>, String> {
     if value == "auto" {
@@ -68,10 +80,10 @@ pub(crate) async fn show_controller(
 ) -> impl IntoResponse {
     let mut redis = s.pacer.redis();
     match control_loop::shared_state(&mut redis, &model).await {
-        Ok((limit, manual)) => json(serde_json::json!({
-            "model": model,
-            "limit": limit,
-            "override": manual,
+        Ok((limit, manual)) => json(serde_json::json!(ControllerView {
+            model,
+            limit,
+            manual,
         })),
         Err(error) => unavailable(error),
     }

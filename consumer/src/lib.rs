@@ -42,7 +42,7 @@ mod usage;
 
 // The binaries (sluice-consumer, sluice-allinone) start it whole.
 pub use admin::{parse_rate, router as admin_router};
-pub use admin_adaptive::{parse_override, parse_weight};
+pub use admin_adaptive::{parse_override, parse_weight, ControllerView};
 pub use admin_auth::{load_token, WritePolicy, ADMIN_TOKEN_FILE_ENV};
 pub use embedded::{adaptive, default_id, start, FileConfig, StartError, StartOptions, Started};
 pub use runner::{Runner, RunnerOptions, RunnerParts, DEFAULT_MEMBERSHIP_TTL};

@@ -237,6 +237,16 @@ async fn exchange(
 
 /// A small HTTP/1.1 call (admin APIs): status and body.
 pub async fn call(addr: SocketAddr, method: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    call_with_body(addr, method, path, Vec::new()).await
+}
+
+/// [`call`] with a JSON request body.
+pub async fn call_with_body(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    json: Vec<u8>,
+) -> anyhow::Result<(u16, String)> {
     let stream = tokio::net::TcpStream::connect(addr).await?;
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
@@ -245,7 +255,8 @@ pub async fn call(addr: SocketAddr, method: &str, path: &str) -> anyhow::Result<
         .method(method)
         .uri(path)
         .header("host", "localhost")
-        .body(Full::new(Bytes::new()))?;
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(json)))?;
     let response =
         tokio::time::timeout(Duration::from_secs(5), sender.send_request(request)).await??;
     let status = response.status().as_u16();

@@ -1,5 +1,6 @@
 //! Sluice demo: the whole stack on loopback ports and a scripted scenario
 //! ([`chart`] is reusable by benches).
 
+pub mod adaptive;
 pub mod chart;
 pub mod stats;

@@ -4,6 +4,7 @@
 //! multi-tenant scenario through Envoy, shows a live table, and writes a
 //! summary, CSV samples and a PNG chart. Ctrl-C stops everything it started.
 
+mod adaptive_play;
 mod client;
 mod stack;
 
@@ -25,7 +26,11 @@ use std::time::Duration;
     about = "Run Sluice end to end on loopback ports and play a scripted multi-tenant scenario"
 )]
 struct Cli {
-    /// A short scenario (about 15 s of traffic), for tests and a first look.
+    /// Which scenario to play.
+    #[arg(long, value_enum, default_value_t = Scenario::Mixed)]
+    scenario: Scenario,
+    /// A short scenario (about 15 s of traffic; 30 s for `adaptive`), for
+    /// tests and a first look.
     #[arg(long)]
     quick: bool,
     /// Folder for the results (default: .sluice/demo/run-<unix time>).
@@ -44,6 +49,17 @@ struct Cli {
     /// Redraw the table in place (default: when stdout is a terminal).
     #[arg(long)]
     live: Option<bool>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Scenario {
+    /// Tenants inside, over and far over their quotas: answered directly,
+    /// deferred and paced, refused; the queue's pace changed at run time.
+    Mixed,
+    /// Three teams of weights 1, 2 and 4 keep one model's queue full while
+    /// the simulated GPU's capacity halves and recovers: a controller sets
+    /// the concurrency from the GPU's gauges, the teams share it by weight.
+    Adaptive,
 }
 
 /// A tenant sending one request every `every_s` seconds.
@@ -277,7 +293,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-enum Ending {
+pub(crate) enum Ending {
     Finished,
     Interrupted,
 }
@@ -318,20 +334,34 @@ async fn run(cli: Cli) -> anyhow::Result<Ending> {
             .map(PathBuf::from)
             .context("no folder for this program")?,
     };
+    let adaptive = cli.scenario == Scenario::Adaptive;
+    let (limits, consumer_config, sim_args) = if adaptive {
+        (
+            "demo/config/limits-adaptive.yaml",
+            "demo/config/consumer-adaptive.yaml",
+            adaptive_play::sim_args(),
+        )
+    } else {
+        (
+            "demo/config/limits.yaml",
+            "demo/config/consumer.yaml",
+            Vec::new(),
+        )
+    };
     let paths = Paths {
         bin_dir,
-        limits: cli
-            .limits
-            .clone()
-            .unwrap_or_else(|| root.join("demo/config/limits.yaml")),
+        limits: cli.limits.clone().unwrap_or_else(|| root.join(limits)),
         consumer_config: cli
             .consumer_config
             .clone()
-            .unwrap_or_else(|| root.join("demo/config/consumer.yaml")),
+            .unwrap_or_else(|| root.join(consumer_config)),
         logs: out.join("logs"),
         low_priority_max_backlog: 3,
+        sim_args,
     };
-    check_consumer_config(&paths.consumer_config)?;
+    if !adaptive {
+        check_consumer_config(&paths.consumer_config)?;
+    }
     let live = cli.live.unwrap_or_else(|| std::io::stdout().is_terminal());
     let plan = plan(cli.quick);
 
@@ -357,6 +387,9 @@ async fn run(cli: Cli) -> anyhow::Result<Ending> {
         std::process::id()
     );
 
+    if adaptive {
+        return adaptive_play::run(stack, &out, cli.quick, interrupted()).await;
+    }
     let journal = Journal::new();
     let mut columns = initial_columns();
     let mut paces: BTreeMap<String, PaceTimeline> = columns

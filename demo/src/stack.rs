@@ -154,9 +154,31 @@ pub struct Paths {
     /// Folder holding sluice-rls, sluice-consumer and sluice-llm-sim.
     pub bin_dir: PathBuf,
     pub limits: PathBuf,
+    /// May name the simulated backend's address as `@SIM_ADDR@` (a
+    /// controller scraping its `/metrics`); the demo writes the rendered
+    /// file next to the logs.
     pub consumer_config: PathBuf,
     pub logs: PathBuf,
     pub low_priority_max_backlog: u64,
+    /// Flags added to sluice-llm-sim's (e.g. its GPU model).
+    pub sim_args: Vec<String>,
+}
+
+/// Where the consumer config names the simulated backend.
+const SIM_ADDR_PLACEHOLDER: &str = "@SIM_ADDR@";
+
+/// The consumer config with the simulated backend's address filled in,
+/// written to `logs`.
+fn render_consumer_config(paths: &Paths, sim_addr: SocketAddr) -> anyhow::Result<PathBuf> {
+    let text = std::fs::read_to_string(&paths.consumer_config)
+        .with_context(|| format!("cannot read {}", paths.consumer_config.display()))?;
+    let rendered = paths.logs.join("consumer.yaml");
+    std::fs::write(
+        &rendered,
+        text.replace(SIM_ADDR_PLACEHOLDER, &sim_addr.to_string()),
+    )
+    .with_context(|| format!("cannot write {}", rendered.display()))?;
+    Ok(rendered)
 }
 
 /// Everything the demo started. Fields drop (and stop) top to bottom:
@@ -171,6 +193,8 @@ pub struct Stack {
     pub envoy_addr: SocketAddr,
     pub consumer_admin: SocketAddr,
     pub rls_admin: SocketAddr,
+    /// The simulated GPU backend (its admin API changes capacity).
+    pub sim_addr: SocketAddr,
     logs: PathBuf,
 }
 
@@ -227,28 +251,37 @@ impl Stack {
         ));
 
         let sim_addr = loopback(free_port());
+        let sim_args: Vec<String> = [
+            "--addr".into(),
+            sim_addr.to_string(),
+            "--model".into(),
+            "gpt-4o".into(),
+            "--model".into(),
+            "llama-3-8b".into(),
+            "--tokens-per-second".into(),
+            "100".into(),
+            "--first-token-ms".into(),
+            "50".into(),
+            "--default-completion-tokens".into(),
+            "48".into(),
+        ]
+        .into_iter()
+        .chain(paths.sim_args.iter().cloned())
+        .collect();
         let mut sim = Service::spawn(
             "sluice-llm-sim",
             &sim_bin,
-            &[
-                "--addr".into(),
-                sim_addr.to_string(),
-                "--model".into(),
-                "gpt-4o".into(),
-                "--model".into(),
-                "llama-3-8b".into(),
-                "--tokens-per-second".into(),
-                "100".into(),
-                "--first-token-ms".into(),
-                "50".into(),
-                "--default-completion-tokens".into(),
-                "48".into(),
-            ],
+            &sim_args,
             paths.logs.join("sluice-llm-sim.log"),
         )?;
         sim.wait_ready(sim_addr, Duration::from_secs(10))?;
+        let model = if paths.sim_args.is_empty() {
+            "100 tokens/s per answer".to_string()
+        } else {
+            paths.sim_args.join(" ")
+        };
         progress(&format!(
-            "sluice-llm-sim      {sim_addr}  (simulated GPU backend, 100 tokens/s per answer)"
+            "sluice-llm-sim      {sim_addr}  (simulated GPU backend, {model})"
         ));
 
         let (rls_grpc, rls_admin, deferral_addr) = (
@@ -292,9 +325,10 @@ impl Stack {
         ));
 
         let consumer_admin = loopback(free_port());
+        let consumer_config = render_consumer_config(paths, sim_addr)?;
         let consumer_args: Vec<String> = vec![
             "--config".into(),
-            paths.consumer_config.display().to_string(),
+            consumer_config.display().to_string(),
             "--namesrv".into(),
             broker.namesrv_addr(),
             "--redis-url".into(),
@@ -354,6 +388,7 @@ impl Stack {
             envoy_addr,
             consumer_admin,
             rls_admin,
+            sim_addr,
             logs: paths.logs.clone(),
         })
     }

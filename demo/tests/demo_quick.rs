@@ -106,3 +106,81 @@ fn quick_demo_defers_the_bursty_tenant_rejects_low_priority_and_cleans_up() {
         );
     }
 }
+
+#[test]
+fn adaptive_demo_follows_the_capacity_and_shares_by_weight() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_sluice-demo"));
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(exe)
+        .args([
+            "--scenario",
+            "adaptive",
+            "--quick",
+            "--live",
+            "false",
+            "--out",
+        ])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    for name in ["summary.txt", "gpu-samples.csv", "requests.csv", "demo.png"] {
+        assert!(out.path().join(name).is_file(), "{name} missing\n{stdout}");
+    }
+
+    // Every request is answered, nearly all through the queue.
+    let requests = csv_rows(&std::fs::read_to_string(out.path().join("requests.csv")).unwrap());
+    let unanswered: Vec<_> = requests
+        .iter()
+        .filter(|r| r["completed"] != "true")
+        .collect();
+    assert!(unanswered.is_empty(), "{unanswered:?}\n{stdout}");
+    let deferred = requests.iter().filter(|r| r["deferred"] == "true").count();
+    assert!(deferred * 10 >= requests.len() * 9, "{stdout}");
+
+    // The capacity halves from 10 s to 20 s (quick timing), and the
+    // controller's limit follows: lower while halved than after the restore.
+    let samples = csv_rows(&std::fs::read_to_string(out.path().join("gpu-samples.csv")).unwrap());
+    let mean_limit = |from: f64, to: f64| {
+        let limits: Vec<f64> = samples
+            .iter()
+            .filter(|s| (from..to).contains(&s["t_s"].parse::<f64>().unwrap()))
+            .filter_map(|s| s["limit"].parse::<f64>().ok())
+            .collect();
+        assert!(
+            !limits.is_empty(),
+            "no limit sampled in {from}..{to}\n{stdout}"
+        );
+        limits.iter().sum::<f64>() / limits.len() as f64
+    };
+    let halved = mean_limit(14.0, 20.0);
+    let restored = mean_limit(24.0, 30.0);
+    assert!(
+        halved < restored,
+        "limit {halved} halved, {restored} restored\n{stdout}"
+    );
+    let capacity_at = |t: f64| -> f64 {
+        samples
+            .iter()
+            .find(|s| s["t_s"].parse::<f64>().unwrap() >= t)
+            .map(|s| s["capacity_tokens_per_s"].parse().unwrap())
+            .unwrap()
+    };
+    assert_eq!(capacity_at(15.0) * 2.0, capacity_at(25.0), "{stdout}");
+
+    // Weights 1, 2 and 4: answered tokens in that order, after the start.
+    let tokens = |tenant: &str| -> f64 {
+        requests
+            .iter()
+            .filter(|r| r["tenant"] == tenant && r["done_s"].parse::<f64>().unwrap() >= 5.0)
+            .map(|r| {
+                r["prompt_tokens"].parse::<f64>().unwrap()
+                    + r["completion_tokens"].parse::<f64>().unwrap()
+            })
+            .sum()
+    };
+    let (a, b, c) = (tokens("team-a"), tokens("team-b"), tokens("team-c"));
+    assert!(a < b && b < c, "team tokens {a} / {b} / {c}\n{stdout}");
+}

@@ -643,7 +643,7 @@ pub struct CapacityChange {
 }
 
 /// A GPU's capacity and load, as `/admin/capacity` reports them.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GpuStatus {
     pub model: String,
     #[serde(flatten)]
@@ -651,6 +651,12 @@ pub struct GpuStatus {
     pub running: usize,
     pub waiting: usize,
     pub kv_cache_usage: f64,
+}
+
+/// The answer of `/admin/capacity`: every GPU's status.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CapacityReport {
+    pub gpus: Vec<GpuStatus>,
 }
 
 /// Why a capacity change is refused.

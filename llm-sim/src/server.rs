@@ -1296,7 +1296,10 @@ async fn change_capacity(
 }
 
 fn gpu_status_response(status: &[gpu::GpuStatus]) -> Response {
-    match serde_json::to_vec(&serde_json::json!({ "gpus": status })) {
+    let report = gpu::CapacityReport {
+        gpus: status.to_vec(),
+    };
+    match serde_json::to_vec(&report) {
         Ok(body) => json_response(body),
         Err(error) => internal(&error).into_response(),
     }
