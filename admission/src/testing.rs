@@ -5,8 +5,9 @@
 use std::collections::HashMap;
 
 use prost::Message;
-use sluice_proto::rls::RateLimitRequest;
+use sluice_proto::rls::{self, RateLimitRequest};
 
+use crate::descriptors::sluice_metadata;
 use crate::errors::LocalReply;
 use crate::host::{Host, LogLevel, Metric, TenantUsage};
 
@@ -135,5 +136,28 @@ impl Host for FakeHost {
         let next = self.random?;
         self.random = Some(next.wrapping_add(1));
         Some([next; 16])
+    }
+}
+
+/// The `dynamic_metadata` of an RLS answer: `{"sluice": {key: "value", ...}}`.
+pub fn sluice_metadata(fields: &[(&str, &str)]) -> rls::Struct {
+    let text = |value: &str| rls::Value {
+        kind: Some(rls::value::Kind::StringValue(value.into())),
+    };
+    let inner = rls::Struct {
+        fields: fields
+            .iter()
+            .map(|(key, value)| (key.to_string(), text(value)))
+            .collect(),
+    };
+    rls::Struct {
+        fields: [(
+            sluice_metadata::NAMESPACE.to_string(),
+            rls::Value {
+                kind: Some(rls::value::Kind::StructValue(inner)),
+            },
+        )]
+        .into_iter()
+        .collect(),
     }
 }

@@ -8,7 +8,7 @@ use sluice_admission::admission::{RequestAdmission, Shared, Verdict, TENANT_HEAD
 use sluice_admission::config::FilterConfig;
 use sluice_admission::descriptors::sluice_metadata;
 use sluice_admission::encoders::BpeEncoders;
-use sluice_admission::testing::{FakeHost, RLS_TOKEN};
+use sluice_admission::testing::{self, FakeHost, RLS_TOKEN};
 use sluice_proto::rls::{self, RateLimitResponse};
 
 use crate::{cached, ENDPOINT_PATHS};
@@ -145,27 +145,10 @@ fn rls_answer(part: &[u8]) -> Vec<u8> {
         _ => "",
     };
     let priority = String::from_utf8_lossy(part.get(2..).unwrap_or_default()).into_owned();
-    let text = |s: String| rls::Value {
-        kind: Some(rls::value::Kind::StringValue(s)),
-    };
-    let inner = rls::Struct {
-        fields: [
-            (sluice_metadata::ACTION.to_string(), text(action.into())),
-            (sluice_metadata::PRIORITY.to_string(), text(priority)),
-        ]
-        .into_iter()
-        .collect(),
-    };
-    let metadata = rls::Struct {
-        fields: [(
-            sluice_metadata::NAMESPACE.to_string(),
-            rls::Value {
-                kind: Some(rls::value::Kind::StructValue(inner)),
-            },
-        )]
-        .into_iter()
-        .collect(),
-    };
+    let metadata = testing::sluice_metadata(&[
+        (sluice_metadata::ACTION, action),
+        (sluice_metadata::PRIORITY, &priority),
+    ]);
     RateLimitResponse {
         overall_code: code as i32,
         dynamic_metadata: Some(metadata),

@@ -1,6 +1,6 @@
 use super::*;
 use crate::config::FilterConfig;
-use crate::testing::FakeHost;
+use crate::testing::{self, FakeHost};
 use sluice_proto::rls::{self, HeaderValue};
 use std::sync::OnceLock;
 
@@ -104,36 +104,7 @@ fn through_body(
 }
 
 fn rls_answer(code: rls::Code, action: Option<&str>, headers: &[(&str, &str)]) -> Vec<u8> {
-    let metadata = action.map(|a| {
-        let inner = rls::Struct {
-            fields: [
-                (
-                    "action".to_string(),
-                    rls::Value {
-                        kind: Some(rls::value::Kind::StringValue(a.into())),
-                    },
-                ),
-                (
-                    "priority".to_string(),
-                    rls::Value {
-                        kind: Some(rls::value::Kind::StringValue("high".into())),
-                    },
-                ),
-            ]
-            .into_iter()
-            .collect(),
-        };
-        rls::Struct {
-            fields: [(
-                "sluice".to_string(),
-                rls::Value {
-                    kind: Some(rls::value::Kind::StructValue(inner)),
-                },
-            )]
-            .into_iter()
-            .collect(),
-        }
-    });
+    let metadata = action.map(|a| testing::sluice_metadata(&[("action", a), ("priority", "high")]));
     RateLimitResponse {
         overall_code: code as i32,
         statuses: vec![],
@@ -836,26 +807,10 @@ fn a_correction_names_the_instant_the_rls_charged_at() {
             ..Default::default()
         };
         if let Some(at) = charged_at {
-            let inner = rls::Struct {
-                fields: [(
-                    sluice_metadata::CHARGED_AT_MS.to_string(),
-                    rls::Value {
-                        kind: Some(rls::value::Kind::StringValue(at.into())),
-                    },
-                )]
-                .into_iter()
-                .collect(),
-            };
-            answer.dynamic_metadata = Some(rls::Struct {
-                fields: [(
-                    sluice_metadata::NAMESPACE.to_string(),
-                    rls::Value {
-                        kind: Some(rls::value::Kind::StructValue(inner)),
-                    },
-                )]
-                .into_iter()
-                .collect(),
-            });
+            answer.dynamic_metadata = Some(testing::sluice_metadata(&[(
+                sluice_metadata::CHARGED_AT_MS,
+                at,
+            )]));
         }
         admission.on_rls_response(&mut host, 7, 0, Some(&answer.encode_to_vec()));
         host.response_headers = vec![(":status".into(), "200".into())];
