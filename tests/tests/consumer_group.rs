@@ -39,6 +39,19 @@ async fn publish(stack: &QueueParts, tenant: &str, req_id: &str) {
     stack.publish(&work_item(tenant, MODEL, req_id, 10)).await;
 }
 
+/// Paces `tenant`'s bucket at `per_second` requests (through `instance`'s pacer: Redis, so every instance).
+async fn throttle(instance: &Instance, tenant: &str, per_second: f64) {
+    let bucket = Scope::Bucket {
+        tenant,
+        model: MODEL,
+    };
+    instance
+        .pacer
+        .set_rate(bucket, Dimension::Requests, Some(per_second))
+        .await
+        .unwrap();
+}
+
 async fn members(stack: &QueueParts) -> Vec<String> {
     let mut conn = stack.conn.clone();
     redis::cmd("ZRANGE")
@@ -142,17 +155,7 @@ async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_
         .unwrap()
         .clone();
     // One every 3 s, with the slot just taken: the next message waits ~3 s.
-    b.pacer
-        .set_rate(
-            Scope::Bucket {
-                tenant: &slow_tenant,
-                model: MODEL,
-            },
-            Dimension::Requests,
-            Some(1.0 / 3.0),
-        )
-        .await
-        .unwrap();
+    throttle(&b, &slow_tenant, 1.0 / 3.0).await;
     publish(&stack, &slow_tenant, "r3-first").await;
     stack
         .wait_done(&["r3-first".into()], Duration::from_secs(10))
@@ -189,17 +192,7 @@ async fn five_throttled_buckets_do_not_hold_up_forty_five_others_on(redis: Redis
     let tenants: Vec<String> = (0..50).map(|i| format!("iso-{i:02}")).collect();
     let (throttled, healthy) = tenants.split_at(5);
     for tenant in throttled {
-        one.pacer
-            .set_rate(
-                Scope::Bucket {
-                    tenant,
-                    model: MODEL,
-                },
-                Dimension::Requests,
-                Some(0.2),
-            )
-            .await
-            .unwrap();
+        throttle(&one, tenant, 0.2).await;
     }
     let work = ids("iso", &tenants, 3);
     let started = Instant::now();
