@@ -18,6 +18,8 @@ pub mod errors;
 pub mod host;
 pub mod openai;
 pub mod stream_usage;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod usage;
 
 /// Counts tokens of ordinary text with one BPE encoding.

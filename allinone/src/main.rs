@@ -11,7 +11,7 @@
 
 use anyhow::Context;
 use clap::Parser;
-use sluice_consumer::{load_token, FileConfig, StartOptions, WritePolicy, ADMIN_TOKEN_FILE_ENV};
+use sluice_consumer::{serve_admin, ConsumerFlags, StartOptions};
 use sluice_contract::LocalBus;
 use sluice_ratelimit::cli::{self, InProcess, ServeArgs};
 use std::net::SocketAddr;
@@ -42,10 +42,6 @@ struct ConsumerArgs {
     #[arg(long, env = "SLUICE_CONSUMER_CONFIG")]
     consumer_config: Option<PathBuf>,
 
-    /// Backend base URL for models without their own entry.
-    #[arg(long, env = "SLUICE_BACKEND_URL")]
-    backend_url: Option<String>,
-
     /// The consumer's admin API (/metrics, rate changes). Loopback by
     /// default; bound elsewhere, writes need the admin token.
     #[arg(
@@ -55,10 +51,9 @@ struct ConsumerArgs {
     )]
     consumer_admin_addr: SocketAddr,
 
-    /// File holding the bearer token of the consumer admin API's writes
-    /// (else $SLUICE_ADMIN_TOKEN). sluice-rls's own admin is read-only.
-    #[arg(long, env = ADMIN_TOKEN_FILE_ENV)]
-    admin_token_file: Option<PathBuf>,
+    // sluice-rls's own admin is read-only: the token is the consumer's.
+    #[command(flatten)]
+    flags: ConsumerFlags,
 }
 
 /// The running consumer: stop it with `stop`, then await `task`.
@@ -106,11 +101,8 @@ async fn start_consumer(
     args: &ConsumerArgs,
     bus: Arc<LocalBus>,
 ) -> anyhow::Result<(RunningConsumer, sluice_contract::ClaimTiming)> {
-    let mut file = FileConfig::load(args.consumer_config.as_deref())?;
-    let admin_token = load_token(args.admin_token_file.as_deref())?;
-    if let Some(url) = &args.backend_url {
-        file.processor.backend.default.base_url = url.clone();
-    }
+    let file = args.flags.file_config(args.consumer_config.as_deref())?;
+    let admin_token = args.flags.admin_token()?;
     let claim_timing = file.processor.idempotency.claim_timing();
     let started = sluice_consumer::start(StartOptions {
         file,
@@ -124,25 +116,14 @@ async fn start_consumer(
     })
     .await
     .context("in-process consumer")?;
-    let listener = tokio::net::TcpListener::bind(args.consumer_admin_addr)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot listen on {} (consumer admin)",
-                args.consumer_admin_addr
-            )
-        })?;
-    let admin_addr = listener.local_addr()?;
+    let admin_addr = serve_admin(
+        args.consumer_admin_addr,
+        "consumer admin API",
+        &started,
+        admin_token,
+    )
+    .await?;
     tracing::info!(admin = %admin_addr, "in-process consumer started");
-    let writes = WritePolicy::for_listener(admin_addr, admin_token);
-    writes.log_startup("consumer admin API", admin_addr);
-    let router =
-        sluice_consumer::admin_router(started.metrics.clone(), started.pacer.clone(), writes);
-    tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, router).await {
-            tracing::error!(%error, "consumer admin server stopped");
-        }
-    });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         started

@@ -19,6 +19,7 @@
 mod admin;
 mod admin_adaptive;
 mod admin_auth;
+mod cli;
 pub mod control_loop;
 pub mod controller;
 mod embedded;
@@ -43,7 +44,8 @@ mod usage;
 // The binaries (sluice-consumer, sluice-allinone) start it whole.
 pub use admin::{parse_rate, router as admin_router};
 pub use admin_adaptive::{parse_override, parse_weight, ControllerView};
-pub use admin_auth::{load_token, WritePolicy, ADMIN_TOKEN_FILE_ENV};
+pub use admin_auth::{load_token, AdminToken, TokenError, WritePolicy, ADMIN_TOKEN_FILE_ENV};
+pub use cli::{serve_admin, AdminListenError, ConsumerFlags};
 pub use embedded::{adaptive, default_id, start, FileConfig, StartError, StartOptions, Started};
 pub use runner::{Runner, RunnerOptions, RunnerParts, DEFAULT_MEMBERSHIP_TTL};
 // The parts, for tests, benchmarks and custom pop loops.

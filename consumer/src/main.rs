@@ -6,8 +6,8 @@ use anyhow::Context;
 use clap::Parser;
 use sluice_consumer::keys::Dimension;
 use sluice_consumer::{
-    connect, default_id, load_token, parse_override, parse_rate, parse_weight, FileConfig, Pacer,
-    RedisOptions, RunnerOptions, Scope, StartOptions, WritePolicy, ADMIN_TOKEN_FILE_ENV,
+    connect, default_id, parse_override, parse_rate, parse_weight, serve_admin, ConsumerFlags,
+    FileConfig, Pacer, RedisOptions, RunnerOptions, Scope, StartOptions,
 };
 use sluice_runtime::{init_tracing, shutdown_signal, LogFormat};
 use std::net::SocketAddr;
@@ -46,9 +46,8 @@ struct Cli {
     /// File holding the Redis password (wins over one in --redis-url).
     #[arg(long, env = "SLUICE_REDIS_PASSWORD_FILE", global = true)]
     redis_password_file: Option<std::path::PathBuf>,
-    /// Backend base URL for models without their own entry in the config file.
-    #[arg(long, env = "SLUICE_BACKEND_URL")]
-    backend_url: Option<String>,
+    #[command(flatten)]
+    flags: ConsumerFlags,
     /// Admin HTTP: /metrics, /healthz, and runtime rate changes. Loopback by
     /// default; bound elsewhere, writes need the admin token.
     #[arg(
@@ -57,10 +56,6 @@ struct Cli {
         default_value = "127.0.0.1:9092"
     )]
     admin_addr: SocketAddr,
-    /// File holding the admin API's bearer token (else $SLUICE_ADMIN_TOKEN).
-    /// When set, every admin write needs `Authorization: Bearer <token>`.
-    #[arg(long, env = ADMIN_TOKEN_FILE_ENV)]
-    admin_token_file: Option<PathBuf>,
     /// Unique id of this instance in the group (default: host name + pid).
     #[arg(long, env = "SLUICE_CONSUMER_ID")]
     id: Option<String>,
@@ -145,11 +140,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(Command::Rates(command)) = &cli.command {
         return rates(&cli, command).await;
     }
-    let mut file = read_config(&cli)?;
-    let admin_token = load_token(cli.admin_token_file.as_deref())?;
-    if let Some(url) = &cli.backend_url {
-        file.processor.backend.default.base_url = url.clone();
-    }
+    let file = cli.flags.file_config(cli.config.as_deref())?;
+    let admin_token = cli.flags.admin_token()?;
     let id = cli.id.clone().unwrap_or_else(default_id);
     let started = sluice_consumer::start(StartOptions {
         file,
@@ -169,20 +161,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     })
     .await?;
 
-    let admin_listener = tokio::net::TcpListener::bind(cli.admin_addr)
-        .await
-        .with_context(|| format!("cannot listen on {}", cli.admin_addr))?;
-    let admin_addr = admin_listener.local_addr()?;
+    let admin_addr = serve_admin(cli.admin_addr, "admin API", &started, admin_token).await?;
     tracing::info!(id = %id, namesrv = %cli.namesrv, admin = %admin_addr, "sluice-consumer started");
-    let writes = WritePolicy::for_listener(admin_addr, admin_token);
-    writes.log_startup("admin API", admin_addr);
-    let router =
-        sluice_consumer::admin_router(started.metrics.clone(), started.pacer.clone(), writes);
-    tokio::spawn(async move {
-        if let Err(error) = axum::serve(admin_listener, router).await {
-            tracing::error!(%error, "admin server stopped");
-        }
-    });
     started.runner.clone().run(shutdown_signal()).await;
     drop(started);
     Ok(())
@@ -196,13 +176,9 @@ fn redis_options(cli: &Cli) -> RedisOptions {
     }
 }
 
-fn read_config(cli: &Cli) -> anyhow::Result<FileConfig> {
-    Ok(FileConfig::load(cli.config.as_deref())?)
-}
-
 /// `sluice-consumer rates ...`: the admin API's rate changes, straight in Redis.
 async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
-    let file = read_config(cli)?;
+    let file = FileConfig::load(cli.config.as_deref())?;
     let redis = connect(&redis_options(cli)).context("--redis-url")?;
     let pacer = Pacer::new(redis, file.pacing, None)?;
     // `Some(None)`: set to unlimited; `None`: flag not given.

@@ -1,7 +1,6 @@
 //! The admission state machine driven through its `Host` trait by a test host
 //! whose request, RLS answer and response all come from the fuzz input.
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use prost::Message;
@@ -9,8 +8,7 @@ use sluice_admission::admission::{RequestAdmission, Shared, Verdict, TENANT_HEAD
 use sluice_admission::config::FilterConfig;
 use sluice_admission::descriptors::sluice_metadata;
 use sluice_admission::encoders::BpeEncoders;
-use sluice_admission::errors::LocalReply;
-use sluice_admission::host::{Host, LogLevel, Metric};
+use sluice_admission::testing::{self, FakeHost, RLS_TOKEN};
 use sluice_proto::rls::{self, RateLimitResponse};
 
 use crate::{cached, ENDPOINT_PATHS};
@@ -20,7 +18,6 @@ use crate::{cached, ENDPOINT_PATHS};
 const SEPARATOR: u8 = 0xFF;
 const TENANT_SOURCE: &str = "x-tenant-id";
 const MODEL_OVERRIDE: &str = "x-model";
-const RLS_TOKEN: u32 = 1;
 /// Past the configurations' body timeout (10 s).
 const SLOW_BODY_NANOS: u64 = 11_000_000_000;
 
@@ -91,20 +88,20 @@ pub fn admission(data: &[u8]) {
     let rls_part = parts.next().unwrap_or_default();
     let response = parts.next().unwrap_or_default();
 
-    let mut host = FuzzHost::new(&choices, &tenant, body);
+    let mut host = host_for(&choices, &tenant);
     let mut machine = RequestAdmission::new(shared);
     let headers_verdict = machine.on_request_headers(&mut host, body.is_empty());
     if headers_verdict == Verdict::Pause && !body.is_empty() {
         let half = body.len() / 2;
-        host.buffered = half;
+        host.body = body.get(..half).unwrap_or_default().to_vec();
         machine.on_request_body(&mut host, half, false);
         if choices.slow_body() {
             host.elapsed = SLOW_BODY_NANOS;
         }
-        host.buffered = body.len();
+        host.body = body.to_vec();
         machine.on_request_body(&mut host, body.len(), true);
     }
-    if host.dispatched {
+    if !host.dispatched.is_empty() {
         let answer = if choices.raw_rls_answer() {
             rls_part.to_vec()
         } else {
@@ -128,9 +125,9 @@ pub fn admission(data: &[u8]) {
         machine.on_response_body(&mut host, chunk.len(), index + 1 == chunks.len());
     }
     assert!(
-        host.replies <= 1,
+        host.replies.len() <= 1,
         "answered the client {} times",
-        host.replies
+        host.replies.len()
     );
 }
 
@@ -148,27 +145,10 @@ fn rls_answer(part: &[u8]) -> Vec<u8> {
         _ => "",
     };
     let priority = String::from_utf8_lossy(part.get(2..).unwrap_or_default()).into_owned();
-    let text = |s: String| rls::Value {
-        kind: Some(rls::value::Kind::StringValue(s)),
-    };
-    let inner = rls::Struct {
-        fields: [
-            (sluice_metadata::ACTION.to_string(), text(action.into())),
-            (sluice_metadata::PRIORITY.to_string(), text(priority)),
-        ]
-        .into_iter()
-        .collect(),
-    };
-    let metadata = rls::Struct {
-        fields: [(
-            sluice_metadata::NAMESPACE.to_string(),
-            rls::Value {
-                kind: Some(rls::value::Kind::StructValue(inner)),
-            },
-        )]
-        .into_iter()
-        .collect(),
-    };
+    let metadata = testing::sluice_metadata(&[
+        (sluice_metadata::ACTION, action),
+        (sluice_metadata::PRIORITY, &priority),
+    ]);
     RateLimitResponse {
         overall_code: code as i32,
         dynamic_metadata: Some(metadata),
@@ -177,102 +157,27 @@ fn rls_answer(part: &[u8]) -> Vec<u8> {
     .encode_to_vec()
 }
 
-/// Envoy as the state machine sees it, with the request from the input.
-struct FuzzHost {
-    request_headers: HashMap<String, String>,
-    response_headers: Vec<(String, String)>,
-    body: Vec<u8>,
-    buffered: usize,
-    response_chunk: Vec<u8>,
-    dispatched: bool,
-    replies: u32,
-    elapsed: u64,
-    random: u8,
-}
-
-impl FuzzHost {
-    fn new(choices: &Choices, tenant: &str, body: &[u8]) -> Self {
-        let mut request_headers = HashMap::new();
-        for (name, value) in [
-            (":path", choices.path()),
-            (":method", "POST"),
-            ("content-type", "application/json"),
-            (TENANT_SOURCE, tenant),
-            // A client trying to set Sluice's own headers: must be stripped.
-            (TENANT_HEADER, "spoofed"),
-        ] {
-            request_headers.insert(name.to_string(), value.to_string());
-        }
-        if choices.strict() {
-            request_headers.insert(MODEL_OVERRIDE.into(), tenant.into());
-        }
-        FuzzHost {
-            request_headers,
-            response_headers: Vec::new(),
-            body: body.to_vec(),
-            buffered: 0,
-            response_chunk: Vec::new(),
-            dispatched: false,
-            replies: 0,
-            elapsed: 0,
-            random: 0,
-        }
+/// The fake Envoy with the request from the input (the body arrives as the
+/// driver hands it over).
+fn host_for(choices: &Choices, tenant: &str) -> FakeHost {
+    let mut host = FakeHost {
+        random: Some(1),
+        ..FakeHost::default()
+    };
+    for (name, value) in [
+        (":path", choices.path()),
+        (":method", "POST"),
+        ("content-type", "application/json"),
+        (TENANT_SOURCE, tenant),
+        // A client trying to set Sluice's own headers: must be stripped.
+        (TENANT_HEADER, "spoofed"),
+    ] {
+        host.request_headers
+            .insert(name.to_string(), value.to_string());
     }
-}
-
-impl Host for FuzzHost {
-    fn request_header(&self, name: &str) -> Option<String> {
-        self.request_headers.get(name).cloned()
+    if choices.strict() {
+        host.request_headers
+            .insert(MODEL_OVERRIDE.into(), tenant.into());
     }
-    fn request_header_names(&self) -> Vec<String> {
-        self.request_headers.keys().cloned().collect()
-    }
-    fn set_request_header(&mut self, name: &str, value: &str) {
-        self.request_headers.insert(name.into(), value.into());
-    }
-    fn remove_request_header(&mut self, name: &str) {
-        self.request_headers.remove(name);
-    }
-    fn add_response_header(&mut self, name: &str, value: &str) {
-        self.response_headers.push((name.into(), value.into()));
-    }
-    fn response_header(&self, name: &str) -> Option<String> {
-        self.response_headers
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.clone())
-    }
-    fn property(&self, _path: &[&str]) -> Option<Vec<u8>> {
-        None
-    }
-    fn request_body(&self, size: usize) -> Option<Vec<u8>> {
-        self.body.get(..size.min(self.buffered)).map(<[u8]>::to_vec)
-    }
-    fn response_body_chunk(&self, size: usize) -> Option<Vec<u8>> {
-        self.response_chunk.get(..size).map(<[u8]>::to_vec)
-    }
-    fn dispatch_rls(
-        &mut self,
-        message: &[u8],
-        _timeout_ms: u64,
-        _asked_at_ms: u64,
-    ) -> Result<u32, String> {
-        rls::RateLimitRequest::decode(message).map_err(|e| e.to_string())?;
-        self.dispatched = true;
-        Ok(RLS_TOKEN)
-    }
-    fn send_reconcile(&mut self, _message: Vec<u8>, _charged_at_ms: u64) {}
-    fn send_local_reply(&mut self, _reply: &LocalReply) {
-        self.replies += 1;
-    }
-    fn resume_request(&mut self) {}
-    fn count(&mut self, _metric: Metric, _by: u64) {}
-    fn now_nanos(&self) -> u64 {
-        1_000_000_000 + self.elapsed
-    }
-    fn random_128(&mut self) -> Option<[u8; 16]> {
-        self.random = self.random.wrapping_add(1);
-        Some([self.random; 16])
-    }
-    fn log(&self, _level: LogLevel, _message: &str) {}
+    host
 }

@@ -462,17 +462,27 @@ impl Usage {
     }
 }
 
+/// What every completion object carries around its `choices` (`C`): the
+/// usage is `U`, absent with `x-sim-usage: omit` (whole answers) or without
+/// `include_usage` (streams, where `U` is `Option<Usage>`: `null` on every
+/// chunk but the last, as OpenAI sends).
 #[derive(Serialize)]
-pub struct ChatCompletion<'a> {
+pub struct Completion<'a, C, U> {
     pub id: &'a str,
     pub object: &'static str,
     pub created: u64,
     pub model: &'a str,
-    pub choices: Vec<ChatChoice<'a>>,
-    /// Absent with `x-sim-usage: omit`.
+    pub choices: Vec<C>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub usage: Option<U>,
 }
+
+/// A `chat.completion` object.
+pub type ChatCompletion<'a> = Completion<'a, ChatChoice<'a>, Usage>;
+/// A `chat.completion.chunk` object.
+pub type ChatChunk<'a> = Completion<'a, ChunkChoice<'a>, Option<Usage>>;
+/// A `text_completion` object, whole or streamed.
+pub type TextCompletion<'a> = Completion<'a, TextChoice<'a>, Option<Usage>>;
 
 #[derive(Serialize)]
 pub struct ChatChoice<'a> {
@@ -527,19 +537,6 @@ pub struct FunctionDelta<'a> {
 }
 
 #[derive(Serialize)]
-pub struct ChatChunk<'a> {
-    pub id: &'a str,
-    pub object: &'static str,
-    pub created: u64,
-    pub model: &'a str,
-    pub choices: Vec<ChunkChoice<'a>>,
-    /// Absent without `include_usage`; `null` on every chunk but the last
-    /// with it, as OpenAI sends.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Option<Usage>>,
-}
-
-#[derive(Serialize)]
 pub struct ChunkChoice<'a> {
     pub index: usize,
     pub delta: Delta<'a>,
@@ -555,18 +552,6 @@ pub struct Delta<'a> {
     pub content: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCallDelta<'a>>>,
-}
-
-/// A `text_completion` object, whole or streamed.
-#[derive(Serialize)]
-pub struct TextCompletion<'a> {
-    pub id: &'a str,
-    pub object: &'static str,
-    pub created: u64,
-    pub model: &'a str,
-    pub choices: Vec<TextChoice<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Option<Usage>>,
 }
 
 #[derive(Serialize)]

@@ -235,28 +235,22 @@ fn run_faults(
 async fn main() -> anyhow::Result<()> {
     sluice_testkit::init_bench_tracing();
     let args = parse_args()?;
-    eprintln!(
-        "chaos: starting the stack (logs in {})",
-        args.workdir.display()
-    );
-    let workdir = args.workdir.clone();
-    let stack = tokio::task::spawn_blocking(move || {
-        ProcessStack::start(ProcessStackOptions {
+    let stack = ProcessStack::start_for(
+        "chaos",
+        ProcessStackOptions {
             consumers: 2,
             // 16 tokens at 50/s: a stream lasts ~0.3 s, long enough to be cut.
-            sim_args: ["--tokens-per-second", "50", "--first-token-ms", "20"]
-                .map(String::from)
-                .to_vec(),
-            consumer_config: "pacing:\n  default_rates: { requests_per_second: 1000 }\n".into(),
-            dir: workdir,
+            sim_args: ProcessStackOptions::sim_pace(50, 20),
+            consumer_config: ProcessStackOptions::consumer_paced_at(1000),
+            dir: args.workdir.clone(),
             rls_args: vec![
                 "--deferral-timeout-s".into(),
                 DEFERRAL_TIMEOUT_S.to_string(),
             ],
             redis: args.redis,
-        })
-    })
-    .await??;
+        },
+    )
+    .await?;
     let client = LoadClient::new(stack.listener, 40);
     let sim = stack.sim_addr;
 
@@ -408,26 +402,13 @@ fn print_report(
         .filter(|r| calls.get(&r.number).is_some_and(|n| *n > 1))
     {
         println!(
-            "called {} times: #{} {:?} sent at {:.1} s, {} after {:.1} s, sluice id {:?}",
+            "called {} times: {}",
             calls[&record.number],
-            record.number,
-            record.spec,
-            record.sent_at.as_secs_f64(),
-            record.outcome.label(),
-            record.latency.as_secs_f64(),
-            record.sluice_request_id
+            describe(record)
         );
     }
     for record in lost.iter().take(10) {
-        println!(
-            "lost: #{} {:?} sent at {:.1} s, {} after {:.1} s, sluice id {:?}",
-            record.number,
-            record.spec,
-            record.sent_at.as_secs_f64(),
-            record.outcome.label(),
-            record.latency.as_secs_f64(),
-            record.sluice_request_id
-        );
+        println!("lost: {}", describe(record));
     }
 
     println!(
@@ -488,4 +469,17 @@ fn recovery(records: &[Record], class: Class, fault: &FaultTimes, until: Duratio
         ),
         None => format!("{} / not before the next fault", failed.len()),
     }
+}
+
+/// One request of the run, for the lists of suspicious ones.
+fn describe(record: &Record) -> String {
+    format!(
+        "#{} {:?} sent at {:.1} s, {} after {:.1} s, sluice id {:?}",
+        record.number,
+        record.spec,
+        record.sent_at.as_secs_f64(),
+        record.outcome.label(),
+        record.latency.as_secs_f64(),
+        record.sluice_request_id
+    )
 }

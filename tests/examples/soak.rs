@@ -99,24 +99,18 @@ fn deadline(spec: &RequestSpec) -> Duration {
 async fn main() -> anyhow::Result<()> {
     sluice_testkit::init_bench_tracing();
     let args = parse_args()?;
-    eprintln!(
-        "soak: starting the stack (logs in {})",
-        args.workdir.display()
-    );
-    let workdir = args.workdir.clone();
-    let mut stack = tokio::task::spawn_blocking(move || {
-        ProcessStack::start(ProcessStackOptions {
+    let mut stack = ProcessStack::start_for(
+        "soak",
+        ProcessStackOptions {
             consumers: 1,
-            sim_args: ["--tokens-per-second", "0", "--first-token-ms", "2"]
-                .map(String::from)
-                .to_vec(),
-            consumer_config: "pacing:\n  default_rates: { requests_per_second: 100000 }\n".into(),
-            dir: workdir,
+            sim_args: ProcessStackOptions::sim_pace(0, 2),
+            consumer_config: ProcessStackOptions::consumer_paced_at(100_000),
+            dir: args.workdir.clone(),
             rls_args: Vec::new(),
             redis: Default::default(),
-        })
-    })
-    .await??;
+        },
+    )
+    .await?;
     let client = LoadClient::new(stack.listener, 40);
 
     // Warm-up: every class once (the deferred buckets get their subscriber).

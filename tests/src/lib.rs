@@ -423,6 +423,12 @@ pub struct HttpResponse {
 }
 
 impl HttpResponse {
+    /// Fails the test, showing the whole body, unless it contains `needle`.
+    #[track_caller]
+    pub fn assert_body_contains(&self, needle: &str) {
+        assert!(self.body.contains(needle), "{}", self.body);
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -987,6 +993,11 @@ pub async fn post(
         http_request(addr, "POST", path, &headers, &body)
     })
     .await?
+}
+
+/// GET `path` from `addr` (the blocking client, off the runtime's threads).
+pub async fn get(addr: SocketAddr, path: &'static str) -> anyhow::Result<HttpResponse> {
+    tokio::task::spawn_blocking(move || http_request(addr, "GET", path, &[], b"")).await?
 }
 
 /// Status and body of a raw HTTP/1.1 response (status 0 if there is none).

@@ -181,7 +181,38 @@ pub struct ProcessStack {
     pub rls_admin: SocketAddr,
 }
 
+impl ProcessStackOptions {
+    /// `sluice-llm-sim`'s pace: `tokens_per_second` (0: no pacing) after a
+    /// first token at `first_token_ms`.
+    pub fn sim_pace(tokens_per_second: u32, first_token_ms: u32) -> Vec<String> {
+        vec![
+            "--tokens-per-second".into(),
+            tokens_per_second.to_string(),
+            "--first-token-ms".into(),
+            first_token_ms.to_string(),
+        ]
+    }
+
+    /// A consumer config pacing every bucket at `requests_per_second`.
+    pub fn consumer_paced_at(requests_per_second: u32) -> String {
+        format!("pacing:\n  default_rates: {{ requests_per_second: {requests_per_second} }}\n")
+    }
+}
+
 impl ProcessStack {
+    /// [`ProcessStack::start`] off the runtime's threads; `what` (the
+    /// program) says where the logs go first.
+    pub async fn start_for(
+        what: &str,
+        options: ProcessStackOptions,
+    ) -> anyhow::Result<ProcessStack> {
+        eprintln!(
+            "{what}: starting the stack (logs in {})",
+            options.dir.display()
+        );
+        tokio::task::spawn_blocking(move || ProcessStack::start(options)).await?
+    }
+
     pub fn start(options: ProcessStackOptions) -> anyhow::Result<ProcessStack> {
         let dir = options.dir;
         std::fs::create_dir_all(&dir)?;

@@ -527,6 +527,16 @@ pub async fn start_envoy(config: String, admin: u16, listener: u16) -> Envoy {
 /// Starts Envoy with the filter in front of `backend`, asking the RLS on
 /// `rls_port` and deferring to `deferral`.
 pub async fn start_filter_envoy(rls_port: u16, backend: u16, deferral: u16) -> FilterEnvoy {
+    start_filter_envoy_edited(rls_port, backend, deferral, |config| config).await
+}
+
+/// [`start_filter_envoy`] with `edit` applied to the config first.
+pub async fn start_filter_envoy_edited(
+    rls_port: u16,
+    backend: u16,
+    deferral: u16,
+    edit: impl FnOnce(String) -> String,
+) -> FilterEnvoy {
     let (admin, listener) = (free_port(), free_port());
     let config = sluice_filter_envoy_config(&SluiceFilterPorts {
         admin,
@@ -537,7 +547,7 @@ pub async fn start_filter_envoy(rls_port: u16, backend: u16, deferral: u16) -> F
     })
     .unwrap();
     FilterEnvoy {
-        envoy: start_envoy(config, admin, listener).await,
+        envoy: start_envoy(edit(config), admin, listener).await,
         listener: ([127, 0, 0, 1], listener).into(),
         admin: ([127, 0, 0, 1], admin).into(),
     }
@@ -550,22 +560,10 @@ pub async fn start_filter_envoy_over(
     backend: u16,
     deferral_ports: &[u16],
 ) -> FilterEnvoy {
-    let (admin, listener) = (free_port(), free_port());
-    let mut config = sluice_filter_envoy_config(&SluiceFilterPorts {
-        admin,
-        listener,
-        rls: rls_ports[0],
-        backend,
-        deferral: deferral_ports[0],
+    start_filter_envoy_edited(rls_ports[0], backend, deferral_ports[0], |config| {
+        with_more_endpoints(&with_more_endpoints(&config, rls_ports), deferral_ports)
     })
-    .unwrap();
-    config = with_more_endpoints(&config, rls_ports);
-    config = with_more_endpoints(&config, deferral_ports);
-    FilterEnvoy {
-        envoy: start_envoy(config, admin, listener).await,
-        listener: ([127, 0, 0, 1], listener).into(),
-        admin: ([127, 0, 0, 1], admin).into(),
-    }
+    .await
 }
 
 /// The cluster endpoint on `ports[0]` followed by one on each other port.

@@ -228,9 +228,9 @@ async fn killed_consumer_loses_no_request_and_never_calls_the_model_twice() {
     // Killed mid-stream: the chunks so far, then an `interrupted` error event.
     let response = stream_response;
     assert_eq!(response.status, 200, "{response:?}");
-    assert!(response.body.contains("\"content\""), "{}", response.body);
-    assert!(response.body.contains("event: error"), "{}", response.body);
-    assert!(response.body.contains("interrupted"), "{}", response.body);
+    response.assert_body_contains("\"content\"");
+    response.assert_body_contains("event: error");
+    response.assert_body_contains("interrupted");
     assert!(!response.body.contains("data: [DONE]"), "{}", response.body);
     assert_eq!(
         model_calls(backend, "stream-1").await,

@@ -10,101 +10,57 @@ use sluice_consumer::keys::{self, Dimension};
 use sluice_consumer::RunnerOptions;
 use sluice_consumer::Scope;
 use sluice_litetopic::lite_topic_name;
-use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_testkit::queue_parts::QueueParts;
 use sluice_testkit::redis_topologies::RedisKind;
-use sluice_testkit::retry_until;
-use sluice_testkit::stack::{
-    model_calls, start_consumer, unpaced, work_item, ConsumerInstance, ConsumerSpec,
-};
+use sluice_testkit::stack::{model_calls, unpaced, work_item, ConsumerInstance, ConsumerSpec};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 const MODEL: &str = "gpt-4o";
 
-struct Stack(QueueParts);
-
-impl std::ops::Deref for Stack {
-    type Target = QueueParts;
-    fn deref(&self) -> &QueueParts {
-        &self.0
-    }
+async fn start(kind: RedisKind) -> QueueParts {
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.default_completion_tokens = 5;
+    QueueParts::start(kind, sim).await
 }
 
-impl Stack {
-    async fn start(kind: RedisKind) -> Stack {
-        let mut sim = sluice_llm_sim::SimConfig::fast();
-        sim.default_completion_tokens = 5;
-        Stack(QueueParts::start(kind, sim).await)
-    }
-
-    /// A consumer instance on its own broker client (as a separate process
-    /// would have), unlimited pacing unless set otherwise.
-    async fn instance(&self, id: &str, options: RunnerOptions) -> Instance {
-        let spec = ConsumerSpec {
+/// A member of the group, unlimited pacing unless set otherwise.
+async fn instance(stack: &QueueParts, id: &str, options: RunnerOptions) -> Instance {
+    stack
+        .group_member(ConsumerSpec {
             pacing: unpaced(),
-            options: RunnerOptions {
-                discovery_interval: Duration::from_millis(200),
-                membership_ttl: Duration::from_secs(2),
-                ..options
-            },
+            options,
             ..ConsumerSpec::new(id)
-        };
-        start_consumer(&self.conn, &self.broker, self.backend, spec).await
-    }
+        })
+        .await
+}
 
-    async fn publish(&self, tenant: &str, req_id: &str) {
-        let work = work_item(tenant, MODEL, req_id, 10);
-        self.publisher
-            .publish(tenant, MODEL, req_id, work.to_json())
-            .await
-            .unwrap();
-    }
+async fn publish(stack: &QueueParts, tenant: &str, req_id: &str) {
+    stack.publish(&work_item(tenant, MODEL, req_id, 10)).await;
+}
 
-    async fn is_done(&self, req_id: &str) -> bool {
-        let mut conn = self.conn.clone();
-        redis::cmd("EXISTS")
-            .arg(keys::done(req_id))
-            .query_async(&mut conn)
-            .await
-            .unwrap()
-    }
+/// Paces `tenant`'s bucket at `per_second` requests (through `instance`'s pacer: Redis, so every instance).
+async fn throttle(instance: &Instance, tenant: &str, per_second: f64) {
+    let bucket = Scope::Bucket {
+        tenant,
+        model: MODEL,
+    };
+    instance
+        .pacer
+        .set_rate(bucket, Dimension::Requests, Some(per_second))
+        .await
+        .unwrap();
+}
 
-    /// Waits until every id is answered; panics with the missing ones.
-    async fn wait_done(&self, ids: &[String], within: Duration) -> Duration {
-        let all_answered = async || {
-            let mut unanswered = Vec::new();
-            for id in ids {
-                if !self.is_done(id).await {
-                    unanswered.push(id.clone());
-                }
-            }
-            if unanswered.is_empty() {
-                Ok(())
-            } else {
-                Err(unanswered)
-            }
-        };
-        retry_until(within, Duration::from_millis(50), all_answered)
-            .await
-            .1
-    }
-
-    /// How many times the backend was called for `req_id`.
-    async fn calls(&self, req_id: &str) -> u64 {
-        model_calls(self.backend, req_id).await
-    }
-
-    async fn members(&self) -> Vec<String> {
-        let mut conn = self.conn.clone();
-        redis::cmd("ZRANGE")
-            .arg(keys::CONSUMERS)
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut conn)
-            .await
-            .unwrap()
-    }
+async fn members(stack: &QueueParts) -> Vec<String> {
+    let mut conn = stack.conn.clone();
+    redis::cmd("ZRANGE")
+        .arg(keys::CONSUMERS)
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap()
 }
 
 type Instance = ConsumerInstance;
@@ -133,12 +89,12 @@ sluice_testkit::single_and_cluster_tests!(
 async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on(
     redis: RedisKind,
 ) {
-    let stack = Stack::start(redis).await;
+    let stack = start(redis).await;
     let tenants: Vec<String> = (0..8).map(|i| format!("tenant-{i}")).collect();
     let topics: HashSet<String> = tenants.iter().map(|t| lite_topic_name(t, MODEL)).collect();
 
-    let a = stack.instance("consumer-a", RunnerOptions::default()).await;
-    let b = stack.instance("consumer-b", RunnerOptions::default()).await;
+    let a = instance(&stack, "consumer-a", RunnerOptions::default()).await;
+    let b = instance(&stack, "consumer-b", RunnerOptions::default()).await;
     wait_until("both members seen by both", Duration::from_secs(5), || {
         a.metrics.group_members.get() == 2 && b.metrics.group_members.get() == 2
     })
@@ -147,7 +103,7 @@ async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_
     // Round 1: 8 buckets × 3 requests; the buckets are split, each answered once.
     let round1 = ids("r1", &tenants, 3);
     for (tenant, id) in &round1 {
-        stack.publish(tenant, id).await;
+        publish(&stack, tenant, id).await;
     }
     let ids1: Vec<String> = round1.iter().map(|(_, id)| id.clone()).collect();
     let took = stack.wait_done(&ids1, Duration::from_secs(30)).await;
@@ -163,7 +119,7 @@ async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_
         "{owned_a:?} / {owned_b:?}"
     );
     for id in &ids1 {
-        assert_eq!(stack.calls(id).await, 1, "{id}");
+        assert_eq!(model_calls(stack.backend, id).await, 1, "{id}");
     }
 
     // A dies without a word: after the membership TTL B owns every bucket,
@@ -173,21 +129,21 @@ async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_
         b.runner.owned().len() == tenants.len()
     })
     .await;
-    assert_eq!(stack.members().await, vec!["consumer-b".to_string()]);
+    assert_eq!(members(&stack).await, vec!["consumer-b".to_string()]);
     let round2 = ids("r2", &tenants, 2);
     for (tenant, id) in &round2 {
-        stack.publish(tenant, id).await;
+        publish(&stack, tenant, id).await;
     }
     let ids2: Vec<String> = round2.iter().map(|(_, id)| id.clone()).collect();
     stack.wait_done(&ids2, Duration::from_secs(30)).await;
     for id in &ids2 {
-        assert_eq!(stack.calls(id).await, 1, "{id}");
+        assert_eq!(model_calls(stack.backend, id).await, 1, "{id}");
     }
 
     // C joins and takes a share; then B is stopped gracefully while holding
     // a message of a throttled bucket: it leaves the member set at once and
     // hands the message back, and C answers it.
-    let c = stack.instance("consumer-c", RunnerOptions::default()).await;
+    let c = instance(&stack, "consumer-c", RunnerOptions::default()).await;
     wait_until("C takes a share", Duration::from_secs(10), || {
         !c.runner.owned().is_empty()
             && c.runner.owned().len() + b.runner.owned().len() == tenants.len()
@@ -199,22 +155,12 @@ async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_
         .unwrap()
         .clone();
     // One every 3 s, with the slot just taken: the next message waits ~3 s.
-    b.pacer
-        .set_rate(
-            Scope::Bucket {
-                tenant: &slow_tenant,
-                model: MODEL,
-            },
-            Dimension::Requests,
-            Some(1.0 / 3.0),
-        )
-        .await
-        .unwrap();
-    stack.publish(&slow_tenant, "r3-first").await;
+    throttle(&b, &slow_tenant, 1.0 / 3.0).await;
+    publish(&stack, &slow_tenant, "r3-first").await;
     stack
         .wait_done(&["r3-first".into()], Duration::from_secs(10))
         .await;
-    stack.publish(&slow_tenant, "r3-held").await;
+    publish(&stack, &slow_tenant, "r3-held").await;
     wait_until("B holds the paced message", Duration::from_secs(5), || {
         b.runner.active() == 1
     })
@@ -224,11 +170,11 @@ async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_
     eprintln!("B stopped in {took:?}");
     assert_eq!(b_metrics.handed_back.get(), 1);
     assert!(took < Duration::from_secs(2), "{took:?}");
-    assert_eq!(stack.members().await, vec!["consumer-c".to_string()]);
+    assert_eq!(members(&stack).await, vec!["consumer-c".to_string()]);
     stack
         .wait_done(&["r3-held".into()], Duration::from_secs(15))
         .await;
-    assert_eq!(stack.calls("r3-held").await, 1);
+    assert_eq!(model_calls(stack.backend, "r3-held").await, 1);
     assert!(c.counter("sluice_consumer_outcomes_total") >= 1.0);
     c.stop().await;
     drop(stack);
@@ -241,29 +187,17 @@ sluice_testkit::single_and_cluster_tests!(
 );
 
 async fn five_throttled_buckets_do_not_hold_up_forty_five_others_on(redis: RedisKind) {
-    let stack = Stack::start(redis).await;
-    let one = stack
-        .instance("consumer-solo", RunnerOptions::default())
-        .await;
+    let stack = start(redis).await;
+    let one = instance(&stack, "consumer-solo", RunnerOptions::default()).await;
     let tenants: Vec<String> = (0..50).map(|i| format!("iso-{i:02}")).collect();
     let (throttled, healthy) = tenants.split_at(5);
     for tenant in throttled {
-        one.pacer
-            .set_rate(
-                Scope::Bucket {
-                    tenant,
-                    model: MODEL,
-                },
-                Dimension::Requests,
-                Some(0.2),
-            )
-            .await
-            .unwrap();
+        throttle(&one, tenant, 0.2).await;
     }
     let work = ids("iso", &tenants, 3);
     let started = Instant::now();
     for (tenant, id) in &work {
-        stack.publish(tenant, id).await;
+        publish(&stack, tenant, id).await;
     }
     let published = started.elapsed();
     let healthy_ids: Vec<String> = work
@@ -303,19 +237,19 @@ sluice_testkit::single_and_cluster_tests!(
 );
 
 async fn idle_buckets_are_retired_and_come_back_on_the_next_request_on(redis: RedisKind) {
-    let stack = Stack::start(redis).await;
-    let one = stack
-        .instance(
-            "consumer-idle",
-            RunnerOptions {
-                idle_ttl: Duration::from_secs(1),
-                retire_interval: Duration::from_millis(300),
-                ..Default::default()
-            },
-        )
-        .await;
+    let stack = start(redis).await;
+    let one = instance(
+        &stack,
+        "consumer-idle",
+        RunnerOptions {
+            idle_ttl: Duration::from_secs(1),
+            retire_interval: Duration::from_millis(300),
+            ..Default::default()
+        },
+    )
+    .await;
     let topic = lite_topic_name("sleepy", MODEL);
-    stack.publish("sleepy", "idle-1").await;
+    publish(&stack, "sleepy", "idle-1").await;
     stack
         .wait_done(&["idle-1".into()], Duration::from_secs(10))
         .await;
@@ -339,7 +273,7 @@ async fn idle_buckets_are_retired_and_come_back_on_the_next_request_on(redis: Re
 
     // The next request brings it back: the publish waits for the fresh
     // subscription and is answered.
-    stack.publish("sleepy", "idle-2").await;
+    publish(&stack, "sleepy", "idle-2").await;
     stack
         .wait_done(&["idle-2".into()], Duration::from_secs(10))
         .await;

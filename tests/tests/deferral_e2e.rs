@@ -163,11 +163,7 @@ async fn resume_needs_the_token_and_forged_deferrals_are_refused(
         .header("x-sluice-resume-token")
         .unwrap()
         .to_string();
-    assert!(
-        streamed.body.contains(&format!(": resume-token {token}\n")),
-        "{}",
-        streamed.body
-    );
+    streamed.assert_body_contains(&format!(": resume-token {token}\n"));
     let get = |path: String| {
         tokio::task::spawn_blocking(move || {
             http_request(deferral_addr, "GET", &path, &[], b"").unwrap()

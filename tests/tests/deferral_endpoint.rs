@@ -115,7 +115,7 @@ async fn mark_subscribed(redis: &mut redis::aio::MultiplexedConnection, tenant: 
 #[track_caller]
 fn assert_answer(response: &HttpResponse, status: u16, part: &str) {
     assert_eq!(response.status, status, "{response:?}");
-    assert!(response.body.contains(part), "{}", response.body);
+    response.assert_body_contains(part);
 }
 
 /// Nothing reaches `consumer` within 800 ms.
@@ -312,11 +312,7 @@ async fn bad_markers_publish_nothing_and_errors_end_streams() {
         .await
         .unwrap();
     let response = client.await.unwrap();
-    assert!(
-        response.body.contains("event: error\ndata: {"),
-        "{}",
-        response.body
-    );
+    response.assert_body_contains("event: error\ndata: {");
     assert!(response.body.contains("model exploded"));
     assert!(!response.body.contains("[DONE]"));
 }
@@ -399,7 +395,7 @@ async fn disconnect_cancels_and_streams_resume() {
         .unwrap();
     assert_eq!(resumed.status, 200);
     assert!(!resumed.body.contains("\"one\""), "{}", resumed.body);
-    assert!(resumed.body.contains("\"two\""), "{}", resumed.body);
+    resumed.assert_body_contains("\"two\"");
     assert!(resumed.body.ends_with("data: [DONE]\n\n"));
     let expired = new_request_id();
     let _: () = s
@@ -434,7 +430,7 @@ async fn low_priority_fails_fast_when_its_bucket_is_backed_up() {
     let second = post(s.addr, low("req-low-2"), body).await.unwrap();
     assert_eq!(second.status, 429, "{second:?}");
     assert_eq!(second.header("retry-after"), Some("30"));
-    assert!(second.body.contains("queue_full"), "{}", second.body);
+    second.assert_body_contains("queue_full");
     // Normal priority still queues behind it.
     let normal = post(s.addr, markers("req-normal", "batch-1"), body);
     // The consumer pops (and counts down the backlog); answer both.
@@ -556,11 +552,7 @@ async fn timeouts_and_a_missing_broker_or_redis_answer_clearly() {
     );
     let response = streamed.await.unwrap();
     assert_eq!(response.status, 200);
-    assert!(
-        response.body.contains("event: timeout\ndata: {"),
-        "{}",
-        response.body
-    );
+    response.assert_body_contains("event: timeout\ndata: {");
     assert!(!response.body.contains("[DONE]"), "{}", response.body);
     let response = plain.await.unwrap();
     assert_answer(&response, 504, "\"code\":\"timeout\"");

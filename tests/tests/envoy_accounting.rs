@@ -12,15 +12,15 @@ use sluice_admission::openai::{self, Endpoint};
 use sluice_llm_sim::text::{
     approx_tokens, chat_prompt_tokens, completion_text, tool_arguments, tool_name_tokens,
 };
+use sluice_llm_sim::SimConfig;
 use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
-use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{RedisStore, RedisStoreOptions};
 use sluice_testkit::rls::tokens_probe;
-use sluice_testkit::{
-    free_port, http_request, read_until, sluice_filter_envoy_config, Envoy, HttpResponse,
-    RedisServer, SluiceFilterPorts,
+use sluice_testkit::stack::limits::{self, OverLimit};
+use sluice_testkit::stack::{
+    redis_limiter, start_filter_envoy_edited, start_llm_sim, start_rls, FilterEnvoy, Rls, RlsParts,
 };
+use sluice_testkit::{free_port, get, http_request, read_until, HttpResponse, RedisServer};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -29,17 +29,18 @@ use std::time::Duration;
 
 const TOKEN_LIMIT: u64 = 1_000_000;
 
-const LIMITS: &str = r#"
-domain: sluice
-descriptors:
-  - key: tenant
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 100000, name: rph }
-        descriptors:
-          - key: tokens
-            rate_limit: { unit: hour, requests_per_unit: 1000000, name: tph }
-  - key: tenant
+/// Any tenant: 100 000 requests and [`TOKEN_LIMIT`] tokens an hour; and
+/// [`TICK_AND_SPLIT`].
+fn limits() -> String {
+    limits::file(&[
+        limits::tenant(None, 100_000, TOKEN_LIMIT, OverLimit::Count),
+        TICK_AND_SPLIT.into(),
+    ])
+}
+
+/// `tick`: a one-second token window; `split`: input and output budgets
+/// besides the total.
+const TICK_AND_SPLIT: &str = r#"  - key: tenant
     value: tick
     descriptors:
       - key: model
@@ -65,7 +66,7 @@ descriptors:
 "#;
 
 struct Stack {
-    _envoy: Envoy,
+    _envoy: FilterEnvoy,
     listener: SocketAddr,
     /// Envoy's admin interface.
     admin: SocketAddr,
@@ -76,18 +77,7 @@ struct Stack {
     direct: SocketAddr,
     limiter: Arc<Limiter>,
     _redis: RedisServer,
-    _stop: tokio::sync::oneshot::Sender<()>,
-}
-
-async fn spawn_sim() -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(sluice_llm_sim::run(
-        listener,
-        sluice_llm_sim::SimConfig::fast(),
-        std::future::pending::<()>(),
-    ));
-    addr
+    _rls: Rls,
 }
 
 async fn stack() -> Stack {
@@ -98,52 +88,26 @@ async fn stack() -> Stack {
 /// (`, "key": value` JSON text).
 async fn stack_with(plugin_options: &str) -> Stack {
     let redis = RedisServer::start().unwrap();
-    let store = RedisStore::new(&RedisStoreOptions {
-        redis: sluice_redis::RedisOptions::from_url(redis.url()),
-        ..Default::default()
+    let limiter = redis_limiter(&limits(), &redis.url(), Metrics::new());
+    let rls = start_rls(limiter.clone(), RlsParts::default()).await;
+    let backend = start_llm_sim(SimConfig::fast()).await;
+    let direct = start_llm_sim(SimConfig::fast()).await;
+    let envoy = start_filter_envoy_edited(rls.port, backend.port(), free_port(), |config| {
+        config.replace(
+            "\"reconcile\": true",
+            &format!("\"reconcile\": true{plugin_options}"),
+        )
     })
-    .unwrap();
-    let limiter = sluice_testkit::stack::limiter(LIMITS, Arc::new(store), Metrics::new());
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let rls = grpc.local_addr().unwrap().port();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let deps = Deps {
-        limiter: limiter.clone(),
-        config_path: None,
-        reload_interval: Duration::ZERO,
-        ext_authz: None,
-        deferral: None,
-    };
-    tokio::spawn(run(grpc, None, deps, async {
-        let _ = stopped.await;
-    }));
-    let backend = spawn_sim().await;
-    let direct = spawn_sim().await;
-    let ports = SluiceFilterPorts {
-        admin: free_port(),
-        listener: free_port(),
-        rls,
-        backend: backend.port(),
-        deferral: free_port(),
-    };
-    let config = sluice_filter_envoy_config(&ports).unwrap().replace(
-        "\"reconcile\": true",
-        &format!("\"reconcile\": true{plugin_options}"),
-    );
-    let (admin, listener) = (ports.admin, ports.listener);
-    let envoy = tokio::task::spawn_blocking(move || Envoy::start(&config, admin, listener))
-        .await
-        .unwrap()
-        .unwrap();
+    .await;
     Stack {
+        listener: envoy.listener,
+        admin: envoy.admin,
         _envoy: envoy,
-        listener: ([127, 0, 0, 1], listener).into(),
-        admin: ([127, 0, 0, 1], admin).into(),
         backend,
         direct,
         limiter,
         _redis: redis,
-        _stop: stop,
+        _rls: rls,
     }
 }
 
@@ -188,9 +152,14 @@ impl Stack {
     /// Waits for the window to reach `expected` (reconciliation is sent after
     /// the answer); returns what it holds.
     async fn settled_usage(&self, tenant: &str, model: &str, expected: u64) -> u64 {
+        self.settled_budget(tenant, model, "total", expected).await
+    }
+
+    /// [`Stack::settled_usage`] of one token budget.
+    async fn settled_budget(&self, tenant: &str, model: &str, budget: &str, expected: u64) -> u64 {
         let mut used = 0;
         for _ in 0..60 {
-            used = self.tokens_used(tenant, model).await;
+            used = self.budget_used(tenant, model, budget).await;
             if used == expected {
                 break;
             }
@@ -284,7 +253,7 @@ async fn a_stream_without_include_usage_is_byte_identical_and_charged_exactly() 
     )
     .await;
     assert_eq!(via.body, direct.body);
-    assert!(via.body.contains("\"completion_tokens\":4"), "{}", via.body);
+    via.assert_body_contains("\"completion_tokens\":4");
     let expected = chat_prompt_tokens([content]) + 4;
     assert_eq!(
         stack.settled_usage("asks", "gpt-4o", expected).await,
@@ -337,14 +306,33 @@ fn open_stream(
     stream
 }
 
-async fn sim_tokens_generated(sim: SocketAddr) -> u64 {
-    let stats = tokio::task::spawn_blocking(move || {
-        http_request(sim, "GET", "/sim/stats", &[], b"")
-            .unwrap()
-            .body
+/// A streamed chat of `tenant` that llm-sim breaks halfway through
+/// `completion_tokens`: what the client received, a 200 without [DONE].
+async fn broken_stream(
+    stack: &Stack,
+    tenant: &'static str,
+    completion_tokens: &'static str,
+    body: &str,
+) -> String {
+    let listener = stack.listener;
+    let request = body.to_string();
+    let received = tokio::task::spawn_blocking(move || {
+        let extra = [
+            ("x-sim-fail", "mid"),
+            ("x-sim-completion-tokens", completion_tokens),
+        ];
+        let mut stream = open_stream(listener, tenant, &extra, &request);
+        read_until(&mut stream, |_| false)
     })
     .await
     .unwrap();
+    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
+    assert!(!received.contains("[DONE]"), "{received}");
+    received
+}
+
+async fn sim_tokens_generated(sim: SocketAddr) -> u64 {
+    let stats = get(sim, "/sim/stats").await.unwrap().body;
     serde_json::from_str::<Value>(&stats).unwrap()["tokens_generated"]
         .as_u64()
         .unwrap()
@@ -364,18 +352,8 @@ fn stream_body(content: &str) -> String {
 async fn an_upstream_that_breaks_mid_stream_is_charged_what_passed() {
     let stack = stack().await;
     let body = stream_body("Tell me a long story, please.");
-    let listener = stack.listener;
-    let request = body.clone();
     // llm-sim breaks after half of the 40 tokens: no usage, no [DONE].
-    let received = tokio::task::spawn_blocking(move || {
-        let extra = [("x-sim-fail", "mid"), ("x-sim-completion-tokens", "40")];
-        let mut stream = open_stream(listener, "broken", &extra, &request);
-        read_until(&mut stream, |_| false)
-    })
-    .await
-    .unwrap();
-    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
-    assert!(!received.contains("[DONE]"), "{received}");
+    let received = broken_stream(&stack, "broken", "40", &body).await;
     let seen = content_deltas(&received);
     assert_eq!(seen, 20, "{received}");
     let expected = exact_prompt_tokens(&body) + o200k_tokens(&completion_text(seen));
@@ -452,14 +430,9 @@ async fn input_and_output_budgets_hold_the_real_usage() {
     assert_eq!(response.status, 200, "{response:?}");
     let input = chat_prompt_tokens([content]);
     for (budget, expected) in [("input", input), ("output", 12), ("total", input + 12)] {
-        let mut used = 0;
-        for _ in 0..60 {
-            used = stack.budget_used("split", "gpt-4o", budget).await;
-            if used == expected {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let used = stack
+            .settled_budget("split", "gpt-4o", budget, expected)
+            .await;
         assert_eq!(used, expected, "tokens={budget}");
     }
 }
@@ -581,18 +554,8 @@ fn tool_call_deltas(raw: &str) -> (String, Vec<String>) {
 async fn a_broken_tool_call_stream_is_charged_the_call_that_passed() {
     let stack = stack().await;
     let body = tool_stream_body("What time is it in Tokyo?");
-    let listener = stack.listener;
-    let request = body.clone();
     // llm-sim breaks at token 15 of 30: the name (2 tokens) and 13 pieces.
-    let received = tokio::task::spawn_blocking(move || {
-        let extra = [("x-sim-fail", "mid"), ("x-sim-completion-tokens", "30")];
-        let mut stream = open_stream(listener, "tool-broken", &extra, &request);
-        read_until(&mut stream, |_| false)
-    })
-    .await
-    .unwrap();
-    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
-    assert!(!received.contains("[DONE]"), "{received}");
+    let received = broken_stream(&stack, "tool-broken", "30", &body).await;
     let (name, pieces) = tool_call_deltas(&received);
     assert_eq!(name, "get_time");
     assert_eq!(
@@ -618,13 +581,7 @@ async fn a_broken_tool_call_stream_is_charged_the_call_that_passed() {
 
 /// `sluice_tenant_tokens_total` in Envoy's Prometheus output: (tenant, kind) → value.
 async fn tenant_usage_series(admin: SocketAddr) -> BTreeMap<(String, String), u64> {
-    let text = tokio::task::spawn_blocking(move || {
-        http_request(admin, "GET", "/stats/prometheus", &[], b"")
-            .unwrap()
-            .body
-    })
-    .await
-    .unwrap();
+    let text = get(admin, "/stats/prometheus").await.unwrap().body;
     let mut series = BTreeMap::new();
     for line in text.lines() {
         let Some(rest) = line.strip_prefix(&format!("{TENANT_TOKENS_STAT}{{")) else {

@@ -392,7 +392,7 @@ async fn a_quiet_deferred_request_outlives_the_stream_idle_timeout() {
         "{response:?}\n{}",
         stack.envoy.log_text()
     );
-    assert!(response.body.contains("\"waited\""), "{}", response.body);
+    response.assert_body_contains("\"waited\"");
     assert!(started.elapsed() >= Duration::from_secs(3));
     assert_eq!(stack.events("deferred").await, 1);
 }

@@ -14,13 +14,12 @@
 use sluice_consumer::control_loop::{self, Controls};
 use sluice_consumer::controller::{ControllerConfig, ModelControl, SignalConfig};
 use sluice_consumer::fair::FairConfig;
-use sluice_consumer::{keys, InFlightConfig, InFlightLimits, Metrics, Outcome, RunnerOptions};
+use sluice_consumer::{keys, InFlightConfig, InFlightLimits, Metrics, Outcome, PacingConfig};
 use sluice_contract::Priority;
-use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_testkit::queue_parts::QueueParts;
 use sluice_testkit::redis_topologies::RedisKind;
 use sluice_testkit::stack::{
-    paced, redis_connection, start_consumer, unpaced, work_item, ConsumerInstance, ConsumerSpec,
+    paced, redis_connection, unpaced, work_item, ConsumerInstance, ConsumerSpec,
 };
 use sluice_testkit::RedisServer;
 use std::collections::HashMap;
@@ -29,107 +28,59 @@ use std::time::{Duration, Instant};
 
 const MODEL: &str = "fair-model";
 
-struct Stack(QueueParts);
-
-impl std::ops::Deref for Stack {
-    type Target = QueueParts;
-    fn deref(&self) -> &QueueParts {
-        &self.0
-    }
+/// Each call takes about `call` at the model.
+async fn start(call: Duration) -> QueueParts {
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.first_token_latency = call;
+    sim.default_completion_tokens = 3;
+    QueueParts::start(RedisKind::Single, sim).await
 }
 
-impl Stack {
-    /// Each call takes about `call` at the model.
-    async fn start(call: Duration) -> Stack {
-        let mut sim = sluice_llm_sim::SimConfig::fast();
-        sim.first_token_latency = call;
-        sim.default_completion_tokens = 3;
-        Stack(QueueParts::start(RedisKind::Single, sim).await)
-    }
-
-    async fn consumer(&self, id: &str, spec: ConsumerSpec) -> ConsumerInstance {
-        let spec = ConsumerSpec {
-            options: RunnerOptions {
-                discovery_interval: Duration::from_millis(200),
-                membership_ttl: Duration::from_secs(2),
-                ..spec.options
-            },
+async fn member(stack: &QueueParts, id: &str, spec: ConsumerSpec) -> ConsumerInstance {
+    stack
+        .group_member(ConsumerSpec {
+            id: id.into(),
             ..spec
-        };
-        start_consumer(
-            &self.conn,
-            &self.broker,
-            self.backend,
-            ConsumerSpec {
-                id: id.into(),
-                ..spec
-            },
-        )
+        })
         .await
-    }
+}
 
-    async fn publish(&self, tenant: &str, req_id: &str, priority: Priority) {
-        let mut work = work_item(tenant, MODEL, req_id, 100);
-        work.priority = priority;
-        self.publisher
-            .publish(tenant, MODEL, req_id, work.to_json())
+async fn publish(stack: &QueueParts, tenant: &str, req_id: &str, priority: Priority) {
+    let mut work = work_item(tenant, MODEL, req_id, 100);
+    work.priority = priority;
+    stack.publish(&work).await;
+}
+
+/// Redis's clock (ms, sequence) at the first chunk of `req_id`'s answer.
+async fn first_chunk(stack: &QueueParts, req_id: &str) -> Option<(u64, u64)> {
+    let mut conn = stack.conn.clone();
+    let entries: Vec<(String, HashMap<String, String>)> = redis::cmd("XRANGE")
+        .arg(keys::response(req_id))
+        .arg("-")
+        .arg("+")
+        .arg("COUNT")
+        .arg(1)
+        .query_async(&mut conn)
+        .await
+        .ok()?;
+    let (id, _) = entries.into_iter().next()?;
+    let (ms, seq) = id.split_once('-')?;
+    Some((ms.parse().ok()?, seq.parse().ok()?))
+}
+
+/// Waits until every id is answered; returns the ids in the order their
+/// calls reached the model.
+async fn served_order(stack: &QueueParts, ids: &[String], within: Duration) -> Vec<String> {
+    stack.wait_done(ids, within).await;
+    let mut stamped = Vec::new();
+    for id in ids {
+        let at = first_chunk(stack, id)
             .await
-            .unwrap();
+            .expect("an answered call has chunks");
+        stamped.push((at, id.clone()));
     }
-
-    /// Redis's clock (ms, sequence) at the first chunk of `req_id`'s answer.
-    async fn first_chunk(&self, req_id: &str) -> Option<(u64, u64)> {
-        let mut conn = self.conn.clone();
-        let entries: Vec<(String, HashMap<String, String>)> = redis::cmd("XRANGE")
-            .arg(keys::response(req_id))
-            .arg("-")
-            .arg("+")
-            .arg("COUNT")
-            .arg(1)
-            .query_async(&mut conn)
-            .await
-            .ok()?;
-        let (id, _) = entries.into_iter().next()?;
-        let (ms, seq) = id.split_once('-')?;
-        Some((ms.parse().ok()?, seq.parse().ok()?))
-    }
-
-    /// Waits until every id is answered; returns the ids in the order
-    /// their calls reached the model.
-    async fn served_order(&self, ids: &[String], within: Duration) -> Vec<String> {
-        let started = Instant::now();
-        loop {
-            let mut done = 0;
-            for id in ids {
-                let mut conn = self.conn.clone();
-                let exists: bool = redis::cmd("EXISTS")
-                    .arg(keys::done(id))
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                done += usize::from(exists);
-            }
-            if done == ids.len() {
-                break;
-            }
-            assert!(
-                started.elapsed() < within,
-                "{done} of {} answered within {within:?}",
-                ids.len()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let mut stamped = Vec::new();
-        for id in ids {
-            let at = self
-                .first_chunk(id)
-                .await
-                .expect("an answered call has chunks");
-            stamped.push((at, id.clone()));
-        }
-        stamped.sort();
-        stamped.into_iter().map(|(_, id)| id).collect()
-    }
+    stamped.sort();
+    stamped.into_iter().map(|(_, id)| id).collect()
 }
 
 /// One call at a time to [`MODEL`], fair sharing on, `weights` per tenant.
@@ -148,39 +99,79 @@ fn one_at_a_time(weights: &[(&str, f64)]) -> ConsumerSpec {
     }
 }
 
+/// Waits until the controller's shared limit of [`MODEL`] is `wanted`;
+/// returns it.
+async fn limit_reaches(
+    stack: &QueueParts,
+    wanted: fn(f64) -> bool,
+    within: Duration,
+) -> Option<f64> {
+    let mut conn = stack.conn.clone();
+    let started = Instant::now();
+    loop {
+        let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+        if limit.is_some_and(wanted) {
+            return limit;
+        }
+        assert!(started.elapsed() < within, "the limit stayed at {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A controller on [`MODEL`].
+fn controller(control: ModelControl) -> ControllerConfig {
+    ControllerConfig {
+        models: HashMap::from([(MODEL.to_string(), control)]),
+    }
+}
+
+/// `pacing`, a controller on [`MODEL`].
+fn controlled(pacing: PacingConfig, control: ModelControl) -> ConsumerSpec {
+    ConsumerSpec {
+        pacing,
+        controller: controller(control),
+        ..ConsumerSpec::new("unused")
+    }
+}
+
 fn tenant_of(req_id: &str) -> &str {
     req_id.split('-').next().unwrap_or_default()
 }
 
 /// Publishes `per_tenant` requests per tenant, interleaved, all at once.
-async fn backlog(stack: &Stack, tenants: &[(&str, Priority)], per_tenant: usize) -> Vec<String> {
+async fn backlog(
+    stack: &QueueParts,
+    tenants: &[(&str, Priority)],
+    per_tenant: usize,
+) -> Vec<String> {
     let mut ids = Vec::new();
     for i in 0..per_tenant {
         for (tenant, priority) in tenants {
             let id = format!("{tenant}-{i}");
-            stack.publish(tenant, &id, *priority).await;
+            publish(stack, tenant, &id, *priority).await;
             ids.push(id);
         }
     }
     ids
 }
 
+/// [`backlog`] of tenants all of normal priority.
+async fn backlog_of_normal(stack: &QueueParts, tenants: &[&str], per_tenant: usize) -> Vec<String> {
+    let tenants: Vec<(&str, Priority)> = tenants.iter().map(|t| (*t, Priority::Normal)).collect();
+    backlog(stack, &tenants, per_tenant).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn backlogged_tenants_share_the_model_by_weight_and_idle_shares_go_to_the_others() {
-    let stack = Stack::start(Duration::from_millis(60)).await;
-    let consumer = stack
-        .consumer(
-            "c1",
-            one_at_a_time(&[("light", 1.0), ("mid", 2.0), ("heavy", 4.0)]),
-        )
-        .await;
-    let tenants = [
-        ("light", Priority::Normal),
-        ("mid", Priority::Normal),
-        ("heavy", Priority::Normal),
-    ];
-    let ids = backlog(&stack, &tenants, 28).await;
-    let order = stack.served_order(&ids, Duration::from_secs(60)).await;
+    let stack = start(Duration::from_millis(60)).await;
+    let consumer = member(
+        &stack,
+        "c1",
+        one_at_a_time(&[("light", 1.0), ("mid", 2.0), ("heavy", 4.0)]),
+    )
+    .await;
+    let ids = backlog_of_normal(&stack, &["light", "mid", "heavy"], 28).await;
+    let order = served_order(&stack, &ids, Duration::from_secs(60)).await;
     // While all three are backlogged (until heavy's 28 are served, about
     // 49 calls in), shares follow the weights 1 : 2 : 4. The first calls
     // ran before every lane had a head queued: skip them.
@@ -212,10 +203,13 @@ async fn backlogged_tenants_share_the_model_by_weight_and_idle_shares_go_to_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn priority_bands_are_served_strictly_in_order() {
-    let stack = Stack::start(Duration::from_millis(60)).await;
-    let consumer = stack
-        .consumer("c1", one_at_a_time(&[("low", 100.0), ("normal", 10.0)]))
-        .await;
+    let stack = start(Duration::from_millis(60)).await;
+    let consumer = member(
+        &stack,
+        "c1",
+        one_at_a_time(&[("low", 100.0), ("normal", 10.0)]),
+    )
+    .await;
     let ids = backlog(
         &stack,
         &[
@@ -226,7 +220,7 @@ async fn priority_bands_are_served_strictly_in_order() {
         12,
     )
     .await;
-    let order = stack.served_order(&ids, Duration::from_secs(60)).await;
+    let order = served_order(&stack, &ids, Duration::from_secs(60)).await;
     let bands: Vec<&str> = order.iter().map(|id| tenant_of(id)).collect();
     println!("served: {bands:?}");
     // Once all three lanes are queued (a few calls in), high drains before
@@ -248,7 +242,7 @@ async fn priority_bands_are_served_strictly_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_bucket_reaches_the_model_in_publish_order_with_controller_and_fair_sharing_on() {
-    let stack = Stack::start(Duration::from_millis(20)).await;
+    let stack = start(Duration::from_millis(20)).await;
     let control = ModelControl {
         signal: SignalConfig::Responses,
         floor: 1,
@@ -256,21 +250,15 @@ async fn a_bucket_reaches_the_model_in_publish_order_with_controller_and_fair_sh
         interval_ms: 200,
         ..ModelControl::default()
     };
-    let spec = ConsumerSpec {
-        pacing: paced(10.0),
-        controller: ControllerConfig {
-            models: HashMap::from([(MODEL.to_string(), control)]),
-        },
-        ..ConsumerSpec::new("unused")
-    };
-    let consumer = stack.consumer("c1", spec).await;
+    let spec = controlled(paced(10.0), control);
+    let consumer = member(&stack, "c1", spec).await;
     let mut ids = Vec::new();
     for i in 0..30 {
         let id = format!("solo-{i:02}");
-        stack.publish("solo", &id, Priority::Normal).await;
+        publish(&stack, "solo", &id, Priority::Normal).await;
         ids.push(id);
     }
-    let order = stack.served_order(&ids, Duration::from_secs(60)).await;
+    let order = served_order(&stack, &ids, Duration::from_secs(60)).await;
     let inversions = order.windows(2).filter(|pair| pair[0] > pair[1]).count();
     assert_eq!(order, ids, "{inversions} inversions");
     // The controller ran: its limit is in Redis and in the metrics.
@@ -288,9 +276,7 @@ fn controls(
 ) -> (Arc<Controls>, Arc<InFlightLimits>, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::default());
     let limits = Arc::new(InFlightLimits::new(InFlightConfig::default(), None));
-    let config = ControllerConfig {
-        models: HashMap::from([(MODEL.to_string(), control.clone())]),
-    };
+    let config = controller(control.clone());
     let controls = Arc::new(
         Controls::new(config, redis.clone(), limits.clone(), metrics.clone())
             .with_membership_ttl(Duration::from_secs(5)),
@@ -401,7 +387,7 @@ async fn the_controller_cuts_its_limit_when_the_model_answers_429() {
     sim.max_concurrency = 3;
     sim.over_capacity = sluice_llm_sim::OverCapacity::Reject429;
     sim.retry_after_secs = 1;
-    let stack = Stack(QueueParts::start(RedisKind::Single, sim).await);
+    let stack = QueueParts::start(RedisKind::Single, sim).await;
     let control = ModelControl {
         signal: SignalConfig::Responses,
         floor: 1,
@@ -411,36 +397,12 @@ async fn the_controller_cuts_its_limit_when_the_model_answers_429() {
         interval_ms: 200,
         ..ModelControl::default()
     };
-    let spec = ConsumerSpec {
-        pacing: unpaced(),
-        controller: ControllerConfig {
-            models: HashMap::from([(MODEL.to_string(), control)]),
-        },
-        ..ConsumerSpec::new("unused")
-    };
-    let consumer = stack.consumer("c1", spec).await;
-    for tenant in ["t1", "t2", "t3", "t4"] {
-        for i in 0..8 {
-            stack
-                .publish(tenant, &format!("{tenant}-{i}"), Priority::Normal)
-                .await;
-        }
-    }
+    let spec = controlled(unpaced(), control);
+    let consumer = member(&stack, "c1", spec).await;
+    backlog_of_normal(&stack, &["t1", "t2", "t3", "t4"], 8).await;
     // 12 at once against 3 slots: 429s, counted into Redis by the runner,
     // stepped on by the controller: the limit halves (at least once).
-    let started = Instant::now();
-    let mut conn = stack.conn.clone();
-    loop {
-        let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
-        if limit.is_some_and(|l| l <= 6.0) {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the limit stayed at {limit:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    limit_reaches(&stack, |limit| limit <= 6.0, Duration::from_secs(20)).await;
     let text = consumer.metrics.encode();
     assert!(
         text.lines().any(|l| l.starts_with(
@@ -454,7 +416,7 @@ async fn the_controller_cuts_its_limit_when_the_model_answers_429() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_consumer_instances_split_one_controller_limit_and_follow_an_override() {
-    let stack = Stack::start(Duration::from_millis(30)).await;
+    let stack = start(Duration::from_millis(30)).await;
     let control = ModelControl {
         signal: SignalConfig::Responses,
         floor: 2,
@@ -463,27 +425,11 @@ async fn two_consumer_instances_split_one_controller_limit_and_follow_an_overrid
         interval_ms: 200,
         ..ModelControl::default()
     };
-    let spec = || ConsumerSpec {
-        pacing: unpaced(),
-        controller: ControllerConfig {
-            models: HashMap::from([(MODEL.to_string(), control.clone())]),
-        },
-        ..ConsumerSpec::new("unused")
-    };
-    let c1 = stack.consumer("c1", spec()).await;
-    let c2 = stack.consumer("c2", spec()).await;
-    let ids = backlog(
-        &stack,
-        &[
-            ("t1", Priority::Normal),
-            ("t2", Priority::Normal),
-            ("t3", Priority::Normal),
-            ("t4", Priority::Normal),
-        ],
-        5,
-    )
-    .await;
-    stack.served_order(&ids, Duration::from_secs(60)).await;
+    let spec = || controlled(unpaced(), control.clone());
+    let c1 = member(&stack, "c1", spec()).await;
+    let c2 = member(&stack, "c2", spec()).await;
+    let ids = backlog_of_normal(&stack, &["t1", "t2", "t3", "t4"], 5).await;
+    served_order(&stack, &ids, Duration::from_secs(60)).await;
     // The operator pins the limit: both instances take half of it.
     let mut conn = stack.conn.clone();
     control_loop::set_override(&mut conn, MODEL, Some(6))
@@ -539,7 +485,7 @@ async fn the_controller_follows_a_capacity_change_read_from_the_servers_gauges()
         },
         ..GpuConfig::default()
     });
-    let stack = Stack(QueueParts::start(RedisKind::Single, sim).await);
+    let stack = QueueParts::start(RedisKind::Single, sim).await;
     let control = ModelControl {
         signal: SignalConfig::Prometheus {
             url: format!("http://{}/metrics", stack.backend),
@@ -551,38 +497,12 @@ async fn the_controller_follows_a_capacity_change_read_from_the_servers_gauges()
         interval_ms: 200,
         ..ModelControl::default()
     };
-    let spec = ConsumerSpec {
-        pacing: unpaced(),
-        controller: ControllerConfig {
-            models: HashMap::from([(MODEL.to_string(), control)]),
-        },
-        ..ConsumerSpec::new("unused")
-    };
-    let consumer = stack.consumer("c1", spec).await;
-    for tenant in ["t1", "t2", "t3"] {
-        for i in 0..30 {
-            stack
-                .publish(tenant, &format!("{tenant}-{i}"), Priority::Normal)
-                .await;
-        }
-    }
+    let spec = controlled(unpaced(), control);
+    let consumer = member(&stack, "c1", spec).await;
+    backlog_of_normal(&stack, &["t1", "t2", "t3"], 30).await;
     let mut conn = stack.conn.clone();
-    let limit_reaches = |wanted: fn(f64) -> bool, within: Duration| {
-        let mut conn = conn.clone();
-        async move {
-            let started = Instant::now();
-            loop {
-                let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
-                if limit.is_some_and(wanted) {
-                    return limit;
-                }
-                assert!(started.elapsed() < within, "the limit stayed at {limit:?}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
     // Room at the server: the limit climbs past its 4 slots.
-    let high = limit_reaches(|limit| limit >= 4.5, Duration::from_secs(20)).await;
+    let high = limit_reaches(&stack, |limit| limit >= 4.5, Duration::from_secs(20)).await;
     // Half the slots: requests wait at the server, the limit follows.
     let change = serde_json::json!({"max_batch": 2}).to_string();
     let backend = stack.backend;
@@ -599,7 +519,7 @@ async fn the_controller_follows_a_capacity_change_read_from_the_servers_gauges()
     .unwrap()
     .unwrap();
     assert_eq!(answer.status, 200, "{answer:?}");
-    let low = limit_reaches(|limit| limit <= 3.5, Duration::from_secs(20)).await;
+    let low = limit_reaches(&stack, |limit| limit <= 3.5, Duration::from_secs(20)).await;
     println!("limit with 4 slots: {high:?}; after the cut to 2: {low:?}");
     let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
     assert!(limit.is_some_and(|l| l >= 1.0), "floor holds: {limit:?}");

@@ -7,18 +7,15 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_ratelimit::config::LimitsConfig;
-use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
-use sluice_ratelimit::server::{run, Deps};
-use sluice_ratelimit::store::{CountingMode, MemoryStore};
-use sluice_testkit::{
-    free_port, sluice_filter_envoy_config, Envoy, SluiceFilterPorts, StaticHttpServer,
+use sluice_ratelimit::store::MemoryStore;
+use sluice_testkit::stack::{
+    limiter, start_filter_envoy_edited, start_llm_sim, start_rls, FilterEnvoy, Rls, RlsParts,
 };
+use sluice_testkit::StaticHttpServer;
 
 const LIMITS: &str = r#"
 domain: sluice
@@ -254,75 +251,45 @@ fn cases() -> Vec<Case> {
 
 struct Stack {
     listener: SocketAddr,
-    _envoy: Envoy,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    _envoy: FilterEnvoy,
+    _rls: Rls,
 }
 
 async fn stack() -> Stack {
-    let limits =
-        LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), LIMITS.into())]).unwrap();
-    let limiter = Arc::new(Limiter::new(
-        limits,
-        Arc::new(MemoryStore::new()),
-        CountingMode::AllOrNothing,
-        Arc::new(SystemClock),
-        Arc::new(Metrics::new()),
-    ));
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let rls = grpc.local_addr().unwrap().port();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let deps = Deps {
-        limiter,
-        config_path: None,
-        reload_interval: Duration::ZERO,
-        ext_authz: None,
-        deferral: None,
-    };
-    tokio::spawn(run(grpc, None, deps, async {
-        let _ = stopped.await;
-    }));
-    let backend = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let backend_port = backend.local_addr().unwrap().port();
-    tokio::spawn(sluice_llm_sim::run(
-        backend,
-        sluice_llm_sim::SimConfig::fast(),
-        std::future::pending::<()>(),
-    ));
+    let limiter = limiter(LIMITS, Arc::new(MemoryStore::new()), Metrics::new());
+    let rls = start_rls(limiter, RlsParts::default()).await;
+    let backend = start_llm_sim(sluice_llm_sim::SimConfig::fast()).await;
     // Nothing here may be deferred; a stand-in that would show it if it were.
     let deferral = StaticHttpServer::start(r#"{"deferred": true}"#).unwrap();
-    let ports = SluiceFilterPorts {
-        admin: free_port(),
-        listener: free_port(),
-        rls,
-        backend: backend_port,
-        deferral: deferral.addr.port(),
-    };
-    let mut config = sluice_filter_envoy_config(&ports).unwrap();
-    for (from, to) in [
-        (
-            "\"body_timeout_ms\": 10000",
-            format!("\"body_timeout_ms\": {}", BODY_TIMEOUT.as_millis()),
-        ),
-        (
-            "request_timeout: 15s",
-            format!("request_timeout: {}s", REQUEST_TIMEOUT.as_secs()),
-        ),
-    ] {
-        assert!(
-            config.contains(from),
-            "{from} not in envoy/sluice-filter.yaml"
-        );
-        config = config.replace(from, &to);
-    }
-    let (admin, listener) = (ports.admin, ports.listener);
-    let envoy = tokio::task::spawn_blocking(move || Envoy::start(&config, admin, listener))
-        .await
-        .unwrap()
-        .unwrap();
+    let envoy = start_filter_envoy_edited(
+        rls.port,
+        backend.port(),
+        deferral.addr.port(),
+        |mut config| {
+            for (from, to) in [
+                (
+                    "\"body_timeout_ms\": 10000",
+                    format!("\"body_timeout_ms\": {}", BODY_TIMEOUT.as_millis()),
+                ),
+                (
+                    "request_timeout: 15s",
+                    format!("request_timeout: {}s", REQUEST_TIMEOUT.as_secs()),
+                ),
+            ] {
+                assert!(
+                    config.contains(from),
+                    "{from} not in envoy/sluice-filter.yaml"
+                );
+                config = config.replace(from, &to);
+            }
+            config
+        },
+    )
+    .await;
     Stack {
-        listener: ([127, 0, 0, 1], listener).into(),
+        listener: envoy.listener,
         _envoy: envoy,
-        _stop: stop,
+        _rls: rls,
     }
 }
 

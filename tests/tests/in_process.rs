@@ -71,7 +71,7 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
     assert_eq!(*data.last().unwrap(), "[DONE]", "{}", response.body);
     let content = chunk_content(&data);
     assert_eq!(content.split_whitespace().count(), 20, "{content}");
-    assert!(response.body.contains("id: local-1\n"), "{}", response.body);
+    response.assert_body_contains("id: local-1\n");
 
     // The Redis Stream holds the terminal entry only: the chunks skipped it.
     let client = redis::Client::open(redis.url()).unwrap();
@@ -115,9 +115,5 @@ fn in_process_mode_answers_deferred_requests_without_the_redis_stream() {
         b"",
     )
     .unwrap();
-    assert!(
-        metrics.body.contains("sluice_consumer_chunks_total"),
-        "{}",
-        metrics.body
-    );
+    metrics.assert_body_contains("sluice_consumer_chunks_total");
 }

@@ -48,7 +48,7 @@ fn in_process_consumer_admin_writes_need_the_token() {
     };
     let refused = put(&[]);
     assert_eq!(refused.status, 401, "{}", refused.body);
-    assert!(refused.body.contains("missing_token"), "{}", refused.body);
+    refused.assert_body_contains("missing_token");
     let bearer = format!("Bearer {TOKEN}");
     let applied = put(&[("authorization", bearer.as_str())]);
     assert_eq!(applied.status, 200, "{}", applied.body);

@@ -1,8 +1,7 @@
 use super::*;
 use crate::config::FilterConfig;
-use crate::host::LogLevel;
-use sluice_proto::rls::{self, HeaderValue, RateLimitRequest};
-use std::collections::HashMap;
+use crate::testing::{self, FakeHost};
+use sluice_proto::rls::{self, HeaderValue};
 use std::sync::OnceLock;
 
 fn o200k(text: &str) -> usize {
@@ -20,120 +19,6 @@ impl Encoders for TestEncoders {
     }
     fn counter(&self, encoding: &str) -> Option<&dyn TokenCounter> {
         (encoding == "o200k_base").then_some(&o200k as &dyn TokenCounter)
-    }
-}
-
-/// Records what the state machine asks of Envoy.
-#[derive(Default)]
-struct FakeHost {
-    request_headers: HashMap<String, String>,
-    response_headers: Vec<(String, String)>,
-    properties: HashMap<Vec<String>, Vec<u8>>,
-    body: Vec<u8>,
-    response_chunk: Vec<u8>,
-    /// What the client receives (every chunk as the filter left it).
-    sent_downstream: Vec<u8>,
-    dispatched: Vec<RateLimitRequest>,
-    dispatch_fails: bool,
-    reconciles: Vec<RateLimitRequest>,
-    /// The admission time sent with each reconciliation.
-    reconciled_at: Vec<u64>,
-    /// The filter's clock sent with each RLS call.
-    asked_at: Vec<u64>,
-    replies: Vec<LocalReply>,
-    resumed: u32,
-    metrics: HashMap<Metric, u64>,
-    tenant_usage: Vec<(String, TenantUsage)>,
-    /// Counter behind `random_128` (distinct ids per call); `None`: no randomness.
-    random: Option<u8>,
-    /// Nanoseconds added to the clock (for deadlines).
-    elapsed: u64,
-}
-
-impl Host for FakeHost {
-    fn request_header(&self, name: &str) -> Option<String> {
-        self.request_headers.get(name).cloned()
-    }
-    fn request_header_names(&self) -> Vec<String> {
-        self.request_headers.keys().cloned().collect()
-    }
-    fn set_request_header(&mut self, name: &str, value: &str) {
-        self.request_headers.insert(name.into(), value.into());
-    }
-    fn remove_request_header(&mut self, name: &str) {
-        self.request_headers.remove(name);
-    }
-    fn add_response_header(&mut self, name: &str, value: &str) {
-        self.response_headers.push((name.into(), value.into()));
-    }
-    fn response_header(&self, name: &str) -> Option<String> {
-        self.response_headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    }
-    fn property(&self, path: &[&str]) -> Option<Vec<u8>> {
-        self.properties
-            .get(&path.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-            .cloned()
-    }
-    fn request_body(&self, size: usize) -> Option<Vec<u8>> {
-        Some(self.body[..size.min(self.body.len())].to_vec())
-    }
-    fn response_body_chunk(&self, size: usize) -> Option<Vec<u8>> {
-        Some(self.response_chunk[..size.min(self.response_chunk.len())].to_vec())
-    }
-    fn replace_request_body(&mut self, body: &[u8]) -> bool {
-        self.body = body.to_vec();
-        true
-    }
-    fn replace_response_body_chunk(&mut self, size: usize, bytes: &[u8]) -> bool {
-        assert_eq!(size, self.response_chunk.len());
-        self.response_chunk = bytes.to_vec();
-        true
-    }
-    fn remove_response_header(&mut self, name: &str) {
-        self.response_headers.retain(|(k, _)| k != name);
-    }
-    fn dispatch_rls(
-        &mut self,
-        message: &[u8],
-        _timeout_ms: u64,
-        asked_at_ms: u64,
-    ) -> Result<u32, String> {
-        self.asked_at.push(asked_at_ms);
-        if self.dispatch_fails {
-            return Err("cluster sluice_rls not found".into());
-        }
-        self.dispatched
-            .push(RateLimitRequest::decode(message).unwrap());
-        Ok(7)
-    }
-    fn send_reconcile(&mut self, message: Vec<u8>, admitted_at_ms: u64) {
-        self.reconciled_at.push(admitted_at_ms);
-        self.reconciles
-            .push(RateLimitRequest::decode(message.as_slice()).unwrap());
-    }
-    fn send_local_reply(&mut self, reply: &LocalReply) {
-        self.replies.push(reply.clone());
-    }
-    fn resume_request(&mut self) {
-        self.resumed += 1;
-    }
-    fn count(&mut self, metric: Metric, by: u64) {
-        *self.metrics.entry(metric).or_default() += by;
-    }
-    fn count_tenant_usage(&mut self, tenant: &str, usage: TenantUsage) {
-        self.tenant_usage.push((tenant.to_string(), usage));
-    }
-    fn log(&self, _level: LogLevel, _message: &str) {}
-    fn now_nanos(&self) -> u64 {
-        12_345_000 + self.elapsed
-    }
-    fn random_128(&mut self) -> Option<[u8; 16]> {
-        let next = self.random?;
-        self.random = Some(next.wrapping_add(1));
-        Some([next; 16])
     }
 }
 
@@ -219,36 +104,7 @@ fn through_body(
 }
 
 fn rls_answer(code: rls::Code, action: Option<&str>, headers: &[(&str, &str)]) -> Vec<u8> {
-    let metadata = action.map(|a| {
-        let inner = rls::Struct {
-            fields: [
-                (
-                    "action".to_string(),
-                    rls::Value {
-                        kind: Some(rls::value::Kind::StringValue(a.into())),
-                    },
-                ),
-                (
-                    "priority".to_string(),
-                    rls::Value {
-                        kind: Some(rls::value::Kind::StringValue("high".into())),
-                    },
-                ),
-            ]
-            .into_iter()
-            .collect(),
-        };
-        rls::Struct {
-            fields: [(
-                "sluice".to_string(),
-                rls::Value {
-                    kind: Some(rls::value::Kind::StructValue(inner)),
-                },
-            )]
-            .into_iter()
-            .collect(),
-        }
-    });
+    let metadata = action.map(|a| testing::sluice_metadata(&[("action", a), ("priority", "high")]));
     RateLimitResponse {
         overall_code: code as i32,
         statuses: vec![],
@@ -951,26 +807,10 @@ fn a_correction_names_the_instant_the_rls_charged_at() {
             ..Default::default()
         };
         if let Some(at) = charged_at {
-            let inner = rls::Struct {
-                fields: [(
-                    sluice_metadata::CHARGED_AT_MS.to_string(),
-                    rls::Value {
-                        kind: Some(rls::value::Kind::StringValue(at.into())),
-                    },
-                )]
-                .into_iter()
-                .collect(),
-            };
-            answer.dynamic_metadata = Some(rls::Struct {
-                fields: [(
-                    sluice_metadata::NAMESPACE.to_string(),
-                    rls::Value {
-                        kind: Some(rls::value::Kind::StructValue(inner)),
-                    },
-                )]
-                .into_iter()
-                .collect(),
-            });
+            answer.dynamic_metadata = Some(testing::sluice_metadata(&[(
+                sluice_metadata::CHARGED_AT_MS,
+                at,
+            )]));
         }
         admission.on_rls_response(&mut host, 7, 0, Some(&answer.encode_to_vec()));
         host.response_headers = vec![(":status".into(), "200".into())];
