@@ -75,6 +75,8 @@ struct Params {
     static_cap: usize,
     flood_workers: usize,
     target_waiting: f64,
+    /// Which policies run (`PACING_POLICIES`, comma-separated; default all).
+    policies: Vec<Policy>,
     out: PathBuf,
 }
 
@@ -85,6 +87,19 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T> {
             .map_err(|_| anyhow::anyhow!("{name}={text:?} is not a valid value")),
         Err(_) => Ok(default),
     }
+}
+
+/// `PACING_POLICIES`, e.g. `adaptive` or `flood,static,adaptive` (default).
+fn policies_from_env() -> anyhow::Result<Vec<Policy>> {
+    let text = env_or("PACING_POLICIES", "flood,static,adaptive".to_string())?;
+    text.split(',')
+        .map(|name| match name.trim() {
+            "flood" => Ok(Policy::Flood),
+            "static" => Ok(Policy::Static),
+            "adaptive" => Ok(Policy::Adaptive),
+            other => bail!("PACING_POLICIES: unknown policy {other:?} (flood, static, adaptive)"),
+        })
+        .collect()
 }
 
 impl Params {
@@ -99,6 +114,7 @@ impl Params {
             static_cap: env_or("PACING_STATIC_CAP", 10)?,
             flood_workers: env_or("PACING_FLOOD_WORKERS", 4)?,
             target_waiting: env_or("PACING_TARGET_WAITING", 2.0)?,
+            policies: policies_from_env()?,
             out: PathBuf::from(env_or("PACING_OUT", "target".to_string())?),
         };
         if params.models == 0 || params.tenants < 3 {
@@ -197,6 +213,8 @@ struct Sample {
     running: f64,
     tokens_total: f64,
     limit: Option<f64>,
+    /// The consumer's calls in flight to the model (`None`: flood).
+    in_flight: Option<i64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -243,12 +261,14 @@ async fn scrape(backend: SocketAddr) -> anyhow::Result<String> {
     Ok(answer.body)
 }
 
-/// Samples the server's gauges (and the controller's shared limit when
-/// `redis` is given) every [`SAMPLE_EVERY`] until `end_ms`.
+/// Samples the server's gauges (the controller's shared limit when
+/// `redis` is given, the consumer's calls in flight when `consumer` is)
+/// every [`SAMPLE_EVERY`] until `end_ms`.
 async fn sample_loop(
     params: Params,
     backend: SocketAddr,
     mut redis: Option<RedisConn>,
+    consumer: Option<Arc<sluice_consumer::Metrics>>,
     start_ms: u64,
     end_ms: u64,
 ) -> Vec<Sample> {
@@ -278,6 +298,12 @@ async fn sample_loop(
                 tokens_total: read("vllm:generation_tokens_total")
                     + read("vllm:prompt_tokens_total"),
                 limit,
+                in_flight: consumer.as_ref().map(|metrics| {
+                    metrics
+                        .in_flight
+                        .get_or_create(&metrics.model_label(&model))
+                        .get()
+                }),
             });
         }
     }
@@ -453,7 +479,7 @@ async fn run_flood(params: &Params) -> anyhow::Result<RunResult> {
         }
     }
     let schedule = tokio::spawn(capacity_schedule(params.clone(), backend));
-    let samples = sample_loop(params.clone(), backend, None, start_ms, end_ms).await;
+    let samples = sample_loop(params.clone(), backend, None, None, start_ms, end_ms).await;
     schedule.await??;
     for client in clients {
         client.abort();
@@ -663,6 +689,7 @@ async fn run_consumer(params: &Params, policy: Policy) -> anyhow::Result<RunResu
         params.clone(),
         parts.backend,
         redis,
+        Some(consumer.metrics.clone()),
         start_ms,
         end_ms,
     ));
@@ -978,13 +1005,13 @@ fn started_per_s(run: &RunResult, model: usize, t_ms: u64) -> usize {
 
 fn write_csv(params: &Params, runs: &[RunResult], all: &[Figures]) -> anyhow::Result<()> {
     let mut series = String::from(
-        "policy,t_s,model,capacity_tokens_per_s,tokens_total,waiting,running,limit,started_last_s\n",
+        "policy,t_s,model,capacity_tokens_per_s,tokens_total,waiting,running,limit,in_flight,started_last_s\n",
     );
     for run in runs {
         for s in &run.samples {
             let _ = writeln!(
                 series,
-                "{},{:.2},{},{},{},{},{},{},{}",
+                "{},{:.2},{},{},{},{},{},{},{},{}",
                 run.policy.name(),
                 s.t_ms as f64 / 1000.0,
                 params.model(s.model),
@@ -993,6 +1020,7 @@ fn write_csv(params: &Params, runs: &[RunResult], all: &[Figures]) -> anyhow::Re
                 s.waiting,
                 s.running,
                 s.limit.map_or(String::new(), |l| l.to_string()),
+                s.in_flight.map_or(String::new(), |n| n.to_string()),
                 started_per_s(run, s.model, s.t_ms),
             );
         }
@@ -1171,10 +1199,14 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("PACING_OUT={}", params.out.display()))?;
     eprintln!("{params:?}");
     let mut runs = Vec::new();
-    eprintln!("flood: running {} s", params.secs);
-    runs.push(run_flood(&params).await?);
-    for policy in [Policy::Static, Policy::Adaptive] {
-        runs.push(run_consumer(&params, policy).await?);
+    for policy in params.policies.clone() {
+        runs.push(match policy {
+            Policy::Flood => {
+                eprintln!("flood: running {} s", params.secs);
+                run_flood(&params).await?
+            }
+            Policy::Static | Policy::Adaptive => run_consumer(&params, policy).await?,
+        });
     }
     let all: Vec<Figures> = runs.iter().map(|run| figures(&params, run)).collect();
     print!("{}", table(&params, &all));
