@@ -56,6 +56,8 @@ pub mod field {
     pub const SMOOTHED_WAITING: &str = "smoothed_waiting";
     /// The server's KV-cache usage, smoothed over the steps.
     pub const SMOOTHED_KV_USAGE: &str = "smoothed_kv_usage";
+    /// Where slow start ends (the limit the last decrease set).
+    pub const SLOW_START_UNTIL: &str = "slow_start_until";
     /// Consecutive increases (slow start's streak).
     pub const INCREASES: &str = "increases";
 }
@@ -333,6 +335,7 @@ impl Controls {
                 hold_increase_until_ms: number(field::HOLD_UNTIL).unwrap_or(0.0) as u64,
                 smoothed_waiting: number(field::SMOOTHED_WAITING),
                 smoothed_kv_usage: number(field::SMOOTHED_KV_USAGE),
+                slow_start_until: number(field::SLOW_START_UNTIL),
                 increases: number(field::INCREASES).unwrap_or(0.0).max(0.0) as u32,
             },
             None => control.initial_state(),
@@ -373,6 +376,9 @@ impl Controls {
             .ignore();
         if let Some(smoothed) = next.smoothed_waiting {
             write.hset(&key, field::SMOOTHED_WAITING, smoothed).ignore();
+        }
+        if let Some(until) = next.slow_start_until {
+            write.hset(&key, field::SLOW_START_UNTIL, until).ignore();
         }
         if let Some(smoothed) = next.smoothed_kv_usage {
             write

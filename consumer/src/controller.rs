@@ -32,12 +32,14 @@
 //!   throughput collapses while its queue still looks short, so the queue
 //!   alone would keep the limit there;
 //! * fewer waiting than the target, the cache under its target and the
-//!   limit in use (requests at the
-//!   server ≥ `limit − increase_step`) → increase, `increase_step` at first
-//!   and doubling with each consecutive increase (slow start: from the
-//!   floor, or after the capacity grows, the limit reaches the server's
-//!   batch in a few steps rather than one step per interval), never more
-//!   than `× max_growth` in one step; any other step ends the streak. With
+//!   limit in use (requests at the server ≥ `limit − increase_step`) →
+//!   increase: `increase_step`, doubling with each consecutive increase
+//!   (slow start: from the floor the limit reaches the server's batch in a
+//!   few steps rather than one step per interval), never more than
+//!   `× max_growth` in one step; any other step ends the streak. Above the
+//!   limit the last decrease set (TCP's slow-start threshold) the first
+//!   [`ADDITIVE_STEPS`] increases are additive, then they double again (the
+//!   capacity grew): probing gently where the server refused before. With
 //!   answers only (no server gauges) the increase stays additive: there the
 //!   only sign of the ceiling is a refusal;
 //! * an unused limit is held (it says nothing about capacity);
@@ -221,9 +223,14 @@ pub struct ControllerState {
     #[serde(default)]
     pub smoothed_kv_usage: Option<f64>,
     /// Consecutive increases so far (the next one is
-    /// `increase_step · 2^streak`).
+    /// `increase_step · 2^streak` in slow start).
     #[serde(default)]
     pub increases: u32,
+    /// Slow start's end: the limit the last decrease set (`None`: none yet).
+    /// Above it the increase is additive for [`ADDITIVE_STEPS`] steps before
+    /// it doubles again.
+    #[serde(default)]
+    pub slow_start_until: Option<f64>,
 }
 
 impl ControllerState {
@@ -298,6 +305,9 @@ impl Reason {
 const DEADBAND: f64 = 0.5;
 /// A KV-cache usage this close to its target is at the target.
 const KV_DEADBAND: f64 = 0.05;
+/// Additive increases above the last decrease before they double again
+/// (the capacity grew more than a few steps' worth).
+pub const ADDITIVE_STEPS: u32 = 3;
 
 /// One controller step: the next state and why.
 pub fn step(
@@ -317,12 +327,22 @@ pub fn step(
     };
     let smoothed_waiting = smooth(sample.waiting, state.smoothed_waiting);
     let smoothed_kv_usage = smooth(sample.kv_cache_usage, state.smoothed_kv_usage);
-    let next = |to: f64, hold_until, increases| ControllerState {
-        limit: to.clamp(floor, ceiling),
-        hold_increase_until_ms: hold_until,
-        smoothed_waiting,
-        smoothed_kv_usage,
-        increases,
+    let current = limit;
+    let next = |to: f64, hold_until, increases| {
+        let limit = to.clamp(floor, ceiling);
+        ControllerState {
+            limit,
+            hold_increase_until_ms: hold_until,
+            smoothed_waiting,
+            smoothed_kv_usage,
+            increases,
+            // A decrease ends slow start where it landed.
+            slow_start_until: if to < current {
+                Some(limit)
+            } else {
+                state.slow_start_until
+            },
+        }
     };
     if sample.overloaded > 0 {
         let hold = sample.retry_after_ms.unwrap_or(0).max(config.interval_ms);
@@ -380,7 +400,18 @@ pub fn step(
     let kv_room = kv_excess.is_none_or(|(over, _, _)| over < -KV_DEADBAND);
     if excess < -DEADBAND && kv_room {
         let streak = state.increases;
-        if let Some(to) = increase(config, limit, hold_until, Some(in_server), now_ms, streak) {
+        let doublings = match state.slow_start_until {
+            Some(until) if limit >= until => (streak + 1).saturating_sub(ADDITIVE_STEPS),
+            _ => streak,
+        };
+        if let Some(to) = increase(
+            config,
+            limit,
+            hold_until,
+            Some(in_server),
+            now_ms,
+            doublings,
+        ) {
             return (
                 next(to, hold_until, streak.saturating_add(1)),
                 Reason::Headroom,
@@ -392,7 +423,7 @@ pub fn step(
 
 /// The limit after an increase, when `in_use` (requests at the server;
 /// `None`: unknown, assumed in use) reaches the limit and no overload hold
-/// is on: `increase_step · 2^streak`, at most `× max_growth`, at least
+/// is on: `increase_step · 2^doublings`, at most `× max_growth`, at least
 /// `increase_step`.
 fn increase(
     config: &ModelControl,
@@ -400,14 +431,14 @@ fn increase(
     hold_until: u64,
     in_use: Option<f64>,
     now_ms: u64,
-    streak: u32,
+    doublings: u32,
 ) -> Option<f64> {
     let ceiling = f64::from(config.ceiling);
     let used = in_use.is_none_or(|n| n >= limit - config.increase_step);
     if now_ms < hold_until || !used || limit >= ceiling {
         return None;
     }
-    let doubled = config.increase_step * 2f64.powi(streak.min(30) as i32);
+    let doubled = config.increase_step * 2f64.powi(doublings.min(30) as i32);
     let by = doubled
         .min(limit * (config.max_growth - 1.0))
         .max(config.increase_step);
@@ -480,6 +511,26 @@ mod tests {
         // An unused limit says nothing about capacity: held.
         let (next, reason) = step(&control(), state(10.0), &load(0.0, 3.0), 0);
         assert_eq!((next.limit, reason), (10.0, Reason::Hold));
+    }
+
+    #[test]
+    fn above_the_last_decrease_increases_are_additive_before_doubling() {
+        let config = ModelControl {
+            smoothing: 1.0,
+            ..control()
+        };
+        // A queue of 8 with 12 running: down to 17, slow start ends there.
+        let (mut s, reason) = step(&config, state(20.0), &load(8.0, 12.0), 0);
+        assert_eq!(
+            (s.limit, reason, s.slow_start_until),
+            (17.0, Reason::QueueAboveTarget, Some(17.0))
+        );
+        let mut limits = Vec::new();
+        for _ in 0..6 {
+            s = step(&config, s, &load(0.0, s.limit), 0).0;
+            limits.push(s.limit);
+        }
+        assert_eq!(limits, vec![18.0, 19.0, 20.0, 22.0, 26.0, 34.0]);
     }
 
     #[test]
