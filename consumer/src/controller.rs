@@ -307,7 +307,7 @@ const DEADBAND: f64 = 0.5;
 const KV_DEADBAND: f64 = 0.05;
 /// Additive increases above the last decrease before they double again
 /// (the capacity grew more than a few steps' worth).
-pub const ADDITIVE_STEPS: u32 = 3;
+pub const ADDITIVE_STEPS: u32 = 8;
 
 /// One controller step: the next state and why.
 pub fn step(
@@ -397,7 +397,15 @@ pub fn step(
             held
         };
     }
-    let kv_room = kv_excess.is_none_or(|(over, _, _)| over < -KV_DEADBAND);
+    // Room only when the cache is under its target both smoothed and now:
+    // a cache filling with one cohort of answers is a peak the smoothed
+    // value has not seen yet, and growing into it ends in preemptions.
+    let kv_room = kv_excess.is_none_or(|(over, target, _)| {
+        over < -KV_DEADBAND
+            && sample
+                .kv_cache_usage
+                .is_none_or(|now| now < target - KV_DEADBAND)
+    });
     if excess < -DEADBAND && kv_room {
         let streak = state.increases;
         let doublings = match state.slow_start_until {
@@ -526,11 +534,15 @@ mod tests {
             (17.0, Reason::QueueAboveTarget, Some(17.0))
         );
         let mut limits = Vec::new();
-        for _ in 0..6 {
+        for _ in 0..ADDITIVE_STEPS + 2 {
             s = step(&config, s, &load(0.0, s.limit), 0).0;
             limits.push(s.limit);
         }
-        assert_eq!(limits, vec![18.0, 19.0, 20.0, 22.0, 26.0, 34.0]);
+        // ADDITIVE_STEPS steps of one, then doubling again.
+        let additive: Vec<f64> = (1..=ADDITIVE_STEPS).map(|i| 17.0 + f64::from(i)).collect();
+        assert_eq!(limits[..additive.len()], additive[..]);
+        let last = 17.0 + f64::from(ADDITIVE_STEPS);
+        assert_eq!(limits[additive.len()..], [last + 2.0, last + 6.0]);
     }
 
     #[test]
@@ -649,6 +661,15 @@ mod tests {
         // Well under it: room.
         let (next, reason) = step(&config, state(12.0), &kv(0.0, 12.0, 0.5), 0);
         assert_eq!((next.limit, reason), (13.0, Reason::Headroom));
+        // Smoothed under the target but full right now: no increase.
+        let calm = step(&config, state(12.0), &kv(0.0, 12.0, 0.5), 0).0;
+        let peak = ModelControl {
+            smoothing: 0.3,
+            ..config.clone()
+        };
+        let (next, reason) = step(&peak, calm, &kv(0.0, 12.0, 0.9), 0);
+        assert!(next.smoothed_kv_usage.is_some_and(|kv| kv < 0.75));
+        assert_eq!((next.limit, reason), (13.0, Reason::Hold));
         // Off: the cache is not looked at.
         let off = ModelControl {
             target_kv_usage: None,
@@ -752,12 +773,13 @@ mod tests {
             );
             // And no undershoot below the new batch while the queue drains.
             assert!(cut.iter().all(|l| *l >= 16.0), "jitter {jitter}: {cut:?}");
-            // Restored: back to 34 within 10 steps.
+            // Restored (the capacity doubles: +16): back to 34 within
+            // ADDITIVE_STEPS gentle steps and a few doublings.
             server.capacity = 32.0;
             let restore = drive(&config, &mut s, &mut server, 30);
             let settled = settled_after(&restore, 34.0);
             assert!(
-                settled.is_some_and(|n| n <= 10),
+                settled.is_some_and(|n| n <= ADDITIVE_STEPS as usize + 5),
                 "jitter {jitter}: {settled:?} {restore:?}"
             );
         }

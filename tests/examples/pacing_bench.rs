@@ -80,6 +80,7 @@ struct Params {
     /// Requests per high-band tenant and model every [`HIGH_EVERY`].
     high_burst: usize,
     target_waiting: f64,
+    target_kv_usage: f64,
     /// Which policies run (`PACING_POLICIES`, comma-separated; default all).
     policies: Vec<Policy>,
     out: PathBuf,
@@ -120,6 +121,7 @@ impl Params {
             flood_workers: env_or("PACING_FLOOD_WORKERS", 4)?,
             high_burst: env_or("PACING_HIGH_BURST", 1)?,
             target_waiting: env_or("PACING_TARGET_WAITING", 2.0)?,
+            target_kv_usage: env_or("PACING_TARGET_KV_USAGE", 0.6)?,
             policies: policies_from_env()?,
             out: PathBuf::from(env_or("PACING_OUT", "target".to_string())?),
         };
@@ -649,6 +651,13 @@ fn consumer_spec(params: &Params, policy: Policy, backend: SocketAddr) -> Consum
                 ceiling: (params.full_batch() * 4.0) as u32,
                 initial: Some(2),
                 target_waiting: params.target_waiting,
+                // The sim's answers hold on average ~0.6 of their final
+                // context: an average cache use of 0.6 is a full cache
+                // when they all reach their end (recompute preemption).
+                target_kv_usage: Some(params.target_kv_usage),
+                // The cache fills and empties with each cohort of answers
+                // (~2-5 s): smooth over several 500 ms steps.
+                smoothing: 0.3,
                 interval_ms: 500,
                 ..ModelControl::default()
             };
