@@ -442,7 +442,9 @@ fn increase(
     doublings: u32,
 ) -> Option<f64> {
     let ceiling = f64::from(config.ceiling);
-    let used = in_use.is_none_or(|n| n >= limit - config.increase_step);
+    // The cap applied is the limit's whole part: in use when at most one
+    // slot of it (or one step, if larger) is idle.
+    let used = in_use.is_none_or(|n| n + config.increase_step.max(1.0) >= limit.floor());
     if now_ms < hold_until || !used || limit >= ceiling {
         return None;
     }
@@ -543,6 +545,20 @@ mod tests {
         assert_eq!(limits[..additive.len()], additive[..]);
         let last = 17.0 + f64::from(ADDITIVE_STEPS);
         assert_eq!(limits[additive.len()..], [last + 2.0, last + 6.0]);
+    }
+
+    #[test]
+    fn a_fractional_step_sees_the_whole_cap_in_use() {
+        // Limit 7.9 applies a cap of 7; 7 at the server is the cap in use.
+        let config = ModelControl {
+            increase_step: 0.5,
+            smoothing: 1.0,
+            ..control()
+        };
+        let (next, reason) = step(&config, state(7.9), &load(0.0, 7.0), 0);
+        assert_eq!((next.limit, reason), (8.4, Reason::Headroom));
+        let (next, reason) = step(&config, state(7.9), &load(0.0, 5.0), 0);
+        assert_eq!((next.limit, reason), (7.9, Reason::Hold));
     }
 
     #[test]

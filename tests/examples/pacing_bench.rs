@@ -658,6 +658,9 @@ fn consumer_spec(params: &Params, policy: Policy, backend: SocketAddr) -> Consum
                 // The cache fills and empties with each cohort of answers
                 // (~2-5 s): smooth over several 500 ms steps.
                 smoothing: 0.3,
+                // Half a slot per 500 ms step above the last decrease: a
+                // slot per second, slower than a cohort fills the cache.
+                increase_step: 0.5,
                 interval_ms: 500,
                 ..ModelControl::default()
             };
