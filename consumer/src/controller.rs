@@ -32,7 +32,7 @@
 //!   throughput collapses while its queue still looks short, so the queue
 //!   alone would keep the limit there;
 //! * fewer waiting than the target, the cache under its target and the
-//!   limit in use (requests at the server ≥ `limit − increase_step`) →
+//!   limit in use (requests at the server ≥ the applied cap − one slot) →
 //!   increase: `increase_step`, doubling with each consecutive increase
 //!   (slow start: from the floor the limit reaches the server's batch in a
 //!   few steps rather than one step per interval), never more than
