@@ -379,7 +379,7 @@ pub fn step(
     // Requests in the server ≈ the limit, so the queue's excess is how far
     // the limit is above the running batch + the target; aiming at that
     // (not at limit − excess) does not cut twice for one queue.
-    let queue_aim = (excess > DEADBAND).then(|| running + config.target_waiting);
+    let queue_aim = (excess > DEADBAND).then_some(running + config.target_waiting);
     let kv_aim = kv_excess
         .filter(|(over, _, usage)| *over > KV_DEADBAND && *usage > 0.0)
         .map(|(_, target, usage)| in_server * target / usage);
@@ -711,7 +711,7 @@ mod tests {
     impl Server {
         fn sample(&self) -> CapacitySample {
             let running = self.in_server.min(self.capacity);
-            let sign = if self.steps % 2 == 0 { 1.0 } else { -1.0 };
+            let sign = if self.steps.is_multiple_of(2) { 1.0 } else { -1.0 };
             let waiting = (self.in_server - running + sign * self.jitter).max(0.0);
             load(waiting, running)
         }
