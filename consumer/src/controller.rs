@@ -711,7 +711,11 @@ mod tests {
     impl Server {
         fn sample(&self) -> CapacitySample {
             let running = self.in_server.min(self.capacity);
-            let sign = if self.steps.is_multiple_of(2) { 1.0 } else { -1.0 };
+            let sign = if self.steps.is_multiple_of(2) {
+                1.0
+            } else {
+                -1.0
+            };
             let waiting = (self.in_server - running + sign * self.jitter).max(0.0);
             load(waiting, running)
         }
