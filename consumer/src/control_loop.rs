@@ -52,6 +52,14 @@ pub mod field {
     pub const OVERLOADED: &str = "overloaded";
     /// The last such answer's Retry-After, ms.
     pub const RETRY_AFTER: &str = "retry_after_ms";
+    /// The server's waiting queue, smoothed over the steps.
+    pub const SMOOTHED_WAITING: &str = "smoothed_waiting";
+    /// The server's KV-cache usage, smoothed over the steps.
+    pub const SMOOTHED_KV_USAGE: &str = "smoothed_kv_usage";
+    /// Where slow start ends (the limit the last decrease set).
+    pub const SLOW_START_UNTIL: &str = "slow_start_until";
+    /// Consecutive increases (slow start's streak).
+    pub const INCREASES: &str = "increases";
 }
 
 /// Load of a model server, as its metrics endpoint reports it.
@@ -325,6 +333,10 @@ impl Controls {
             Some(limit) => ControllerState {
                 limit,
                 hold_increase_until_ms: number(field::HOLD_UNTIL).unwrap_or(0.0) as u64,
+                smoothed_waiting: number(field::SMOOTHED_WAITING),
+                smoothed_kv_usage: number(field::SMOOTHED_KV_USAGE),
+                slow_start_until: number(field::SLOW_START_UNTIL),
+                increases: number(field::INCREASES).unwrap_or(0.0).max(0.0) as u32,
             },
             None => control.initial_state(),
         };
@@ -359,7 +371,20 @@ impl Controls {
             .hset(&key, field::LIMIT, next.limit)
             .ignore()
             .hset(&key, field::HOLD_UNTIL, next.hold_increase_until_ms)
+            .ignore()
+            .hset(&key, field::INCREASES, next.increases)
             .ignore();
+        if let Some(smoothed) = next.smoothed_waiting {
+            write.hset(&key, field::SMOOTHED_WAITING, smoothed).ignore();
+        }
+        if let Some(until) = next.slow_start_until {
+            write.hset(&key, field::SLOW_START_UNTIL, until).ignore();
+        }
+        if let Some(smoothed) = next.smoothed_kv_usage {
+            write
+                .hset(&key, field::SMOOTHED_KV_USAGE, smoothed)
+                .ignore();
+        }
         if overloaded > 0 {
             // Only what this step saw: answers counted meanwhile stay.
             write
@@ -384,6 +409,8 @@ impl Controls {
                 to = next.limit,
                 reason = reason.as_str(),
                 waiting = ?sample.waiting,
+                smoothed_waiting = ?next.smoothed_waiting,
+                kv_cache_usage = ?sample.kv_cache_usage,
                 running = ?sample.running,
                 overloaded,
                 "controller: limit changed"

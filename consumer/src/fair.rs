@@ -10,7 +10,11 @@
 //!    fair queueing on tokens. A lane's next request starts at
 //!    `S = max(V, F_lane)` and finishes at `F = S + cost / weight` (cost =
 //!    the request's estimated tokens), `V` being the start of the request
-//!    served last. Backlogged tenants thus get slots in proportion to their
+//!    served last *in the same band* (one virtual clock per band: a band
+//!    above that is served in between must not move the clock of the band
+//!    below, or each of its tenants would come back at the moved clock as
+//!    if idle, and their weights would be lost — round robin instead of
+//!    weighted shares). Backlogged tenants thus get slots in proportion to their
 //!    weight in tokens; a tenant back from idle starts at `V` (no credit for
 //!    its idle time), and an idle or paced tenant's share goes to the
 //!    others (work-conserving);
@@ -41,11 +45,33 @@ struct Ticket {
     eligible_at_ms: u64,
 }
 
+/// One value per priority band.
+#[derive(Clone, Copy, Debug, Default)]
+struct PerBand([f64; 3]);
+
+impl PerBand {
+    fn index(band: Priority) -> usize {
+        match band {
+            Priority::Low => 0,
+            Priority::Normal => 1,
+            Priority::High => 2,
+        }
+    }
+
+    fn get(&self, band: Priority) -> f64 {
+        self.0[Self::index(band)]
+    }
+
+    fn set(&mut self, band: Priority, value: f64) {
+        self.0[Self::index(band)] = value;
+    }
+}
+
 #[derive(Debug)]
 struct Lane {
     weight: f64,
-    /// Virtual finish of the lane's last started request.
-    last_finish: f64,
+    /// Virtual finish of the lane's last started request, per band.
+    last_finish: PerBand,
     /// Virtual start of the head, fixed when it became the head (start-time
     /// fair queueing: a tag computed at pick time would follow the virtual
     /// time and starve a light lane).
@@ -56,7 +82,8 @@ struct Lane {
 /// The waiting messages of one model, by tenant.
 #[derive(Debug, Default)]
 pub struct FairQueue {
-    virtual_time: f64,
+    /// Per band: the virtual start of the request of that band served last.
+    virtual_time: PerBand,
     lanes: HashMap<String, Lane>,
     next_id: TicketId,
 }
@@ -77,13 +104,15 @@ impl FairQueue {
         let lane = self.lanes.entry(tenant.to_string()).or_insert(Lane {
             weight,
             last_finish: virtual_time,
-            head_start: virtual_time,
+            head_start: virtual_time.get(priority),
             waiting: VecDeque::new(),
         });
         lane.weight = sanitize_weight(weight);
         if lane.waiting.is_empty() {
             // Back from idle: no credit for the idle time.
-            lane.head_start = virtual_time.max(lane.last_finish);
+            lane.head_start = virtual_time
+                .get(priority)
+                .max(lane.last_finish.get(priority));
         }
         lane.waiting.push_back(Ticket {
             id,
@@ -125,10 +154,16 @@ impl FairQueue {
         let Some(head) = lane.waiting.pop_front() else {
             return false;
         };
-        let start = lane.head_start;
-        lane.last_finish = start + head.cost / lane.weight;
-        self.virtual_time = self.virtual_time.max(start);
-        lane.head_start = self.virtual_time.max(lane.last_finish);
+        let (start, band) = (lane.head_start, head.priority);
+        lane.last_finish.set(band, start + head.cost / lane.weight);
+        self.virtual_time
+            .set(band, self.virtual_time.get(band).max(start));
+        if let Some(next) = lane.waiting.front() {
+            lane.head_start = self
+                .virtual_time
+                .get(next.priority)
+                .max(lane.last_finish.get(next.priority));
+        }
         let tenant = tenant.clone();
         self.forget_idle_lane(&tenant);
         true
@@ -167,14 +202,17 @@ impl FairQueue {
         self.len() == 0
     }
 
-    /// An empty lane whose finish the virtual time has passed would start at
-    /// the virtual time anyway: drop it, so idle tenants cost no memory.
+    /// An empty lane whose finishes the virtual times have passed would
+    /// start at the virtual time anyway: drop it, so idle tenants cost no
+    /// memory.
     fn forget_idle_lane(&mut self, tenant: &str) {
         let virtual_time = self.virtual_time;
+        let passed =
+            |lane: &Lane| (0..3).all(|band| lane.last_finish.0[band] <= virtual_time.0[band]);
         if self
             .lanes
             .get(tenant)
-            .is_some_and(|l| l.waiting.is_empty() && l.last_finish <= virtual_time)
+            .is_some_and(|l| l.waiting.is_empty() && passed(l))
         {
             self.lanes.remove(tenant);
         }
@@ -499,6 +537,36 @@ mod tests {
         .collect();
         assert_eq!(order, vec![high_1, high_2, normal, low]);
         assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn a_band_above_served_in_between_keeps_the_weights_below() {
+        // As in the consumer: one message per bucket waits at a time, and
+        // a high-band request is served between two normal ones.
+        let mut queue = FairQueue::default();
+        let mut owner = HashMap::new();
+        for (tenant, weight) in [("a", 1.0), ("b", 4.0)] {
+            owner.insert(
+                queue.enqueue(tenant, Priority::Normal, 50, weight),
+                (tenant, weight),
+            );
+        }
+        let mut served: HashMap<&str, usize> = HashMap::new();
+        for _ in 0..500 {
+            let high = queue.enqueue("h", Priority::High, 50, 1.0);
+            assert_eq!(queue.pick(0), Some(high));
+            assert!(queue.start(high));
+            let Some(ticket) = queue.pick(0) else { break };
+            assert!(queue.start(ticket));
+            let (tenant, weight) = owner[&ticket];
+            *served.entry(tenant).or_default() += 1;
+            owner.insert(
+                queue.enqueue(tenant, Priority::Normal, 50, weight),
+                (tenant, weight),
+            );
+        }
+        let ratio = served["b"] as f64 / served["a"] as f64;
+        assert!((ratio - 4.0).abs() < 0.1, "{served:?}");
     }
 
     #[test]

@@ -16,8 +16,11 @@
 //! Workload: `PACING_MODELS` models × `PACING_TENANTS` tenants (weights
 //! 1 / 2 / 4 in turn). The first two thirds of the tenants are in the
 //! normal band and backlogged; the rest alternate between the high band
-//! (a burst of 3 requests per model every 5 s, not backlogged) and the low
-//! band (backlogged). Each model's GPU capacity is multiplied by 0.5
+//! (a burst of `PACING_HIGH_BURST` requests, default 1, per model every
+//! 5 s, not backlogged) and the low band (backlogged). With the default
+//! size the high band asks for about a quarter of a model's capacity (a
+//! burst of 3 asked for three quarters, leaving the normal band, whose
+//! shares are measured, too few answers for a meaningful sample). Each model's GPU capacity is multiplied by 0.5
 //! (`POST /admin/capacity {"factor":0.5}`) at `PACING_CUT_AT` s for
 //! `PACING_CUT_SECS` s, then restored; the run lasts `PACING_SECS` s.
 //! Defaults (2 × 9, 60 s, halving 20 s..40 s) fit 2 shared cores; the
@@ -34,6 +37,7 @@ use sluice_consumer::control_loop;
 use sluice_consumer::controller::{ControllerConfig, ModelControl, SignalConfig};
 use sluice_consumer::fair::FairConfig;
 use sluice_consumer::{keys, InFlightConfig};
+use sluice_contract::model_server::vllm;
 use sluice_contract::Priority;
 use sluice_litetopic::lite_topic_name;
 use sluice_llm_sim::gpu::{Capacity, CapacityChange, GpuConfig};
@@ -59,7 +63,6 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 const WEIGHTS: [f64; 3] = [1.0, 2.0, 4.0];
 /// Requests allowed to wait at the server before it answers 429.
 const SERVER_MAX_WAITING: usize = 32;
-const HIGH_BURST: usize = 3;
 const HIGH_EVERY: Duration = Duration::from_secs(5);
 /// Completions before this are left out of the shares (lanes filling).
 const SHARE_WARMUP_MS: u64 = 5_000;
@@ -74,7 +77,12 @@ struct Params {
     tokens_per_s: f64,
     static_cap: usize,
     flood_workers: usize,
+    /// Requests per high-band tenant and model every [`HIGH_EVERY`].
+    high_burst: usize,
     target_waiting: f64,
+    target_kv_usage: f64,
+    /// Which policies run (`PACING_POLICIES`, comma-separated; default all).
+    policies: Vec<Policy>,
     out: PathBuf,
 }
 
@@ -85,6 +93,19 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T> {
             .map_err(|_| anyhow::anyhow!("{name}={text:?} is not a valid value")),
         Err(_) => Ok(default),
     }
+}
+
+/// `PACING_POLICIES`, e.g. `adaptive` or `flood,static,adaptive` (default).
+fn policies_from_env() -> anyhow::Result<Vec<Policy>> {
+    let text = env_or("PACING_POLICIES", "flood,static,adaptive".to_string())?;
+    text.split(',')
+        .map(|name| match name.trim() {
+            "flood" => Ok(Policy::Flood),
+            "static" => Ok(Policy::Static),
+            "adaptive" => Ok(Policy::Adaptive),
+            other => bail!("PACING_POLICIES: unknown policy {other:?} (flood, static, adaptive)"),
+        })
+        .collect()
 }
 
 impl Params {
@@ -98,7 +119,10 @@ impl Params {
             tokens_per_s: env_or("PACING_TOKENS_PER_S", 160.0)?,
             static_cap: env_or("PACING_STATIC_CAP", 10)?,
             flood_workers: env_or("PACING_FLOOD_WORKERS", 4)?,
+            high_burst: env_or("PACING_HIGH_BURST", 1)?,
             target_waiting: env_or("PACING_TARGET_WAITING", 2.0)?,
+            target_kv_usage: env_or("PACING_TARGET_KV_USAGE", 0.6)?,
+            policies: policies_from_env()?,
             out: PathBuf::from(env_or("PACING_OUT", "target".to_string())?),
         };
         if params.models == 0 || params.tenants < 3 {
@@ -195,8 +219,11 @@ struct Sample {
     model: usize,
     waiting: f64,
     running: f64,
+    kv_cache_usage: f64,
     tokens_total: f64,
     limit: Option<f64>,
+    /// The consumer's calls in flight to the model (`None`: flood).
+    in_flight: Option<i64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -228,7 +255,10 @@ struct RunResult {
 
 /// The value of `name{model_name="model"}` in a Prometheus text page.
 fn gauge(page: &str, name: &str, model: &str) -> Option<f64> {
-    let label = format!("model_name=\"{model}\"");
+    let label = format!(
+        "{}=\"{model}\"",
+        sluice_contract::model_server::MODEL_NAME_LABEL
+    );
     page.lines()
         .filter(|line| line.starts_with(name) && line[name.len()..].starts_with('{'))
         .find(|line| line.contains(&label))
@@ -243,12 +273,14 @@ async fn scrape(backend: SocketAddr) -> anyhow::Result<String> {
     Ok(answer.body)
 }
 
-/// Samples the server's gauges (and the controller's shared limit when
-/// `redis` is given) every [`SAMPLE_EVERY`] until `end_ms`.
+/// Samples the server's gauges (the controller's shared limit when
+/// `redis` is given, the consumer's calls in flight when `consumer` is)
+/// every [`SAMPLE_EVERY`] until `end_ms`.
 async fn sample_loop(
     params: Params,
     backend: SocketAddr,
     mut redis: Option<RedisConn>,
+    consumer: Option<Arc<sluice_consumer::Metrics>>,
     start_ms: u64,
     end_ms: u64,
 ) -> Vec<Sample> {
@@ -273,11 +305,18 @@ async fn sample_loop(
             samples.push(Sample {
                 t_ms,
                 model: m,
-                waiting: read("vllm:num_requests_waiting"),
-                running: read("vllm:num_requests_running"),
-                tokens_total: read("vllm:generation_tokens_total")
-                    + read("vllm:prompt_tokens_total"),
+                waiting: read(vllm::NUM_REQUESTS_WAITING),
+                running: read(vllm::NUM_REQUESTS_RUNNING),
+                kv_cache_usage: read(vllm::KV_CACHE_USAGE_PERC),
+                tokens_total: read(&format!("{}_total", vllm::GENERATION_TOKENS))
+                    + read(&format!("{}_total", vllm::PROMPT_TOKENS)),
                 limit,
+                in_flight: consumer.as_ref().map(|metrics| {
+                    metrics
+                        .in_flight
+                        .get_or_create(&metrics.model_label(&model))
+                        .get()
+                }),
             });
         }
     }
@@ -429,7 +468,7 @@ async fn run_flood(params: &Params) -> anyhow::Result<RunResult> {
         for t in 0..params.tenants {
             let high = params.band(t) == Priority::High;
             let workers = if high {
-                HIGH_BURST
+                params.high_burst
             } else {
                 params.flood_workers
             };
@@ -453,7 +492,7 @@ async fn run_flood(params: &Params) -> anyhow::Result<RunResult> {
         }
     }
     let schedule = tokio::spawn(capacity_schedule(params.clone(), backend));
-    let samples = sample_loop(params.clone(), backend, None, start_ms, end_ms).await;
+    let samples = sample_loop(params.clone(), backend, None, None, start_ms, end_ms).await;
     schedule.await??;
     for client in clients {
         client.abort();
@@ -528,7 +567,7 @@ async fn publish_bursts(
     while sluice_contract::now_ms() + HIGH_EVERY.as_millis() as u64 / 2 < end_ms {
         for m in 0..params.models {
             for t in (0..params.tenants).filter(|t| params.band(*t) == Priority::High) {
-                for k in 0..HIGH_BURST {
+                for k in 0..params.high_burst {
                     let id = format!("{}-{}-h{round}-{k}", params.model(m), params.tenant(t));
                     published.push(publish(parts, params, (m, t), id).await?);
                 }
@@ -612,6 +651,16 @@ fn consumer_spec(params: &Params, policy: Policy, backend: SocketAddr) -> Consum
                 ceiling: (params.full_batch() * 4.0) as u32,
                 initial: Some(2),
                 target_waiting: params.target_waiting,
+                // The sim's answers hold on average ~0.6 of their final
+                // context: an average cache use of 0.6 is a full cache
+                // when they all reach their end (recompute preemption).
+                target_kv_usage: Some(params.target_kv_usage),
+                // The cache fills and empties with each cohort of answers
+                // (~2-5 s): smooth over several 500 ms steps.
+                smoothing: 0.3,
+                // Half a slot per 500 ms step above the last decrease: a
+                // slot per second, slower than a cohort fills the cache.
+                increase_step: 0.5,
                 interval_ms: 500,
                 ..ModelControl::default()
             };
@@ -663,6 +712,7 @@ async fn run_consumer(params: &Params, policy: Policy) -> anyhow::Result<RunResu
         params.clone(),
         parts.backend,
         redis,
+        Some(consumer.metrics.clone()),
         start_ms,
         end_ms,
     ));
@@ -978,13 +1028,14 @@ fn started_per_s(run: &RunResult, model: usize, t_ms: u64) -> usize {
 
 fn write_csv(params: &Params, runs: &[RunResult], all: &[Figures]) -> anyhow::Result<()> {
     let mut series = String::from(
-        "policy,t_s,model,capacity_tokens_per_s,tokens_total,waiting,running,limit,started_last_s\n",
+        "policy,t_s,model,capacity_tokens_per_s,tokens_total,waiting,running,kv_cache_usage,limit,in_flight,\
+         started_last_s\n",
     );
     for run in runs {
         for s in &run.samples {
             let _ = writeln!(
                 series,
-                "{},{:.2},{},{},{},{},{},{},{}",
+                "{},{:.2},{},{},{},{},{},{:.3},{},{},{}",
                 run.policy.name(),
                 s.t_ms as f64 / 1000.0,
                 params.model(s.model),
@@ -992,7 +1043,9 @@ fn write_csv(params: &Params, runs: &[RunResult], all: &[Figures]) -> anyhow::Re
                 s.tokens_total,
                 s.waiting,
                 s.running,
+                s.kv_cache_usage,
                 s.limit.map_or(String::new(), |l| l.to_string()),
+                s.in_flight.map_or(String::new(), |n| n.to_string()),
                 started_per_s(run, s.model, s.t_ms),
             );
         }
@@ -1171,10 +1224,14 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("PACING_OUT={}", params.out.display()))?;
     eprintln!("{params:?}");
     let mut runs = Vec::new();
-    eprintln!("flood: running {} s", params.secs);
-    runs.push(run_flood(&params).await?);
-    for policy in [Policy::Static, Policy::Adaptive] {
-        runs.push(run_consumer(&params, policy).await?);
+    for policy in params.policies.clone() {
+        runs.push(match policy {
+            Policy::Flood => {
+                eprintln!("flood: running {} s", params.secs);
+                run_flood(&params).await?
+            }
+            Policy::Static | Policy::Adaptive => run_consumer(&params, policy).await?,
+        });
     }
     let all: Vec<Figures> = runs.iter().map(|run| figures(&params, run)).collect();
     print!("{}", table(&params, &all));
