@@ -90,11 +90,25 @@ pub struct IdempotencyConfig {
     /// How often the owner refreshes its heartbeat, and the runner a popped
     /// request's lease (at most `lease_ms / 2`; 1 s by default).
     pub heartbeat_interval_ms: u64,
-    /// Expiry of `processing:{id}`: longer than any redelivery horizon.
+    /// Expiry of `processing:{id}`: at least `max_work_item_age_secs`.
     pub processing_retention_secs: u64,
-    /// Expiry of `done:{id}`: longer than any redelivery horizon.
+    /// Expiry of `done:{id}`: at least `max_work_item_age_secs`. Redis holds
+    /// one marker per deferred request for this long, so its memory for
+    /// markers is bounded by the deferred rate times this.
     pub done_ttl_secs: u64,
+    /// The redelivery horizon: a work item published longer ago than this
+    /// (`enqueued_at_ms`, kept by every re-publish) is acknowledged without
+    /// a call (outcome `expired`). So a copy that still runs is younger than
+    /// its `done` marker can be, whatever the broker or the endpoint
+    /// delivers late. At least the deferral endpoint's longest wait
+    /// (`--deferral-timeout-s`, 1800 s for high priority): no client waits
+    /// longer.
+    pub max_work_item_age_secs: u64,
 }
+
+/// Default [`IdempotencyConfig::max_work_item_age_secs`]: twice the deferral
+/// endpoint's longest wait (high priority, 1800 s).
+pub const DEFAULT_MAX_WORK_ITEM_AGE_SECS: u64 = 3600;
 
 impl Default for IdempotencyConfig {
     fn default() -> Self {
@@ -103,6 +117,7 @@ impl Default for IdempotencyConfig {
             heartbeat_interval_ms: claim::DEFAULT_HEARTBEAT_INTERVAL_MS,
             processing_retention_secs: 86_400,
             done_ttl_secs: 86_400,
+            max_work_item_age_secs: DEFAULT_MAX_WORK_ITEM_AGE_SECS,
         }
     }
 }
@@ -121,8 +136,21 @@ impl IdempotencyConfig {
         self.claim_timing()
             .validate()
             .map_err(|why| format!("idempotency: {why}"))?;
-        if self.processing_retention_secs == 0 || self.done_ttl_secs == 0 {
-            return Err("processing_retention_secs and done_ttl_secs must be > 0".into());
+        if self.max_work_item_age_secs == 0 {
+            return Err("idempotency: max_work_item_age_secs must be > 0".into());
+        }
+        for (name, secs) in [
+            ("done_ttl_secs", self.done_ttl_secs),
+            ("processing_retention_secs", self.processing_retention_secs),
+        ] {
+            if secs < self.max_work_item_age_secs {
+                return Err(format!(
+                    "idempotency: {name} ({secs}) must be at least max_work_item_age_secs ({}): \
+                     a copy of a message can still arrive that long after it was published, \
+                     and must find the marker or the model is called twice",
+                    self.max_work_item_age_secs
+                ));
+            }
         }
         Ok(())
     }
@@ -512,6 +540,40 @@ mod tests {
             ..IdempotencyConfig::default()
         };
         assert!(zero.validate().is_err());
+    }
+
+    #[test]
+    fn markers_must_outlive_the_redelivery_horizon() {
+        let short = IdempotencyConfig {
+            done_ttl_secs: 300,
+            processing_retention_secs: 300,
+            max_work_item_age_secs: 240,
+            ..IdempotencyConfig::default()
+        };
+        assert_eq!(short.validate(), Ok(()));
+        let done_too_short = IdempotencyConfig {
+            done_ttl_secs: 239,
+            ..short.clone()
+        };
+        let why = done_too_short.validate().unwrap_err();
+        assert!(why.contains("done_ttl_secs (239)"), "{why}");
+        assert!(why.contains("max_work_item_age_secs (240)"), "{why}");
+        let processing_too_short = IdempotencyConfig {
+            processing_retention_secs: 100,
+            ..short.clone()
+        };
+        assert!(processing_too_short.validate().is_err());
+        // The default horizon refuses a done TTL below an hour.
+        let below_default = IdempotencyConfig {
+            done_ttl_secs: 300,
+            ..IdempotencyConfig::default()
+        };
+        assert!(below_default.validate().is_err());
+        let no_horizon = IdempotencyConfig {
+            max_work_item_age_secs: 0,
+            ..short
+        };
+        assert!(no_horizon.validate().is_err());
     }
 
     #[test]

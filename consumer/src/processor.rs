@@ -62,6 +62,10 @@ pub enum Outcome {
     },
     /// The work item cannot be answered at all (no valid request id).
     Rejected { reason: String },
+    /// Published longer ago than `max_work_item_age_secs`: acknowledged
+    /// without a call (no client waits that long; its `done` marker may be
+    /// gone).
+    Expired { age_ms: u64 },
 }
 
 impl Outcome {
@@ -89,6 +93,7 @@ impl Outcome {
             Outcome::LostOwnership => "lost_ownership",
             Outcome::RetryLater { .. } => "retry_later",
             Outcome::Rejected { .. } => "rejected",
+            Outcome::Expired { .. } => "expired",
         }
     }
 }
@@ -146,6 +151,19 @@ impl Processor {
 
     pub fn idempotency_config(&self) -> &IdempotencyConfig {
         self.idempotency.config()
+    }
+
+    /// How old `item` is when past the redelivery horizon
+    /// (`max_work_item_age_secs`); `None` while it may run. Items without a
+    /// publish time (`enqueued_at_ms` 0) are never expired.
+    fn expired_age_ms(&self, item: &WorkItem, now_ms: u64) -> Option<u64> {
+        let max_age_ms = self
+            .idempotency
+            .config()
+            .max_work_item_age_secs
+            .saturating_mul(1000);
+        let age_ms = item.queued_ms(now_ms);
+        (item.enqueued_at_ms > 0 && age_ms > max_age_ms).then_some(age_ms)
     }
 
     /// Loads the Lua scripts.
@@ -215,6 +233,10 @@ impl Processor {
             return Outcome::Rejected {
                 reason: error.to_string(),
             };
+        }
+        if let Some(age_ms) = self.expired_age_ms(item, now_ms()) {
+            warn!(req_id = %item.req_id, age_ms, "work item older than max_work_item_age_secs; acknowledged without a call");
+            return Outcome::Expired { age_ms };
         }
         let mut conn = self.conn.clone();
         let claim = match self

@@ -366,6 +366,51 @@ async fn same_item_twice_is_skipped() {
 }
 
 #[tokio::test]
+async fn a_copy_older_than_the_redelivery_horizon_is_acknowledged_without_a_call() {
+    let (redis, sim) = redis_and_sim().await;
+    let horizon = IdempotencyConfig {
+        max_work_item_age_secs: 60,
+        done_ttl_secs: 60,
+        processing_retention_secs: 60,
+        ..IdempotencyConfig::default()
+    };
+    let consumer = consumer_with(&redis, &sim.url(), &[], horizon);
+    let mut conn = conn(&redis);
+    // Published 61 s ago: its done marker may have expired by now.
+    let mut late = item("late-1");
+    late.enqueued_at_ms -= 61_000;
+    let outcome = consumer.process(&late).await;
+    assert!(
+        matches!(outcome, Outcome::Expired { age_ms } if age_ms >= 61_000),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        outcome.disposition(consumer.idempotency_config()),
+        Disposition::Ack
+    );
+    assert_eq!(sim_calls(&sim.url(), "late-1").await, 0);
+    assert!(!exists(&mut conn, &keys::processing("late-1")).await);
+    // Inside the horizon it runs, and its done marker lives the configured 60 s.
+    let mut recent = item("recent-1");
+    recent.enqueued_at_ms -= 59_000;
+    assert!(matches!(
+        consumer.process(&recent).await,
+        Outcome::Completed { .. }
+    ));
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(keys::done("recent-1"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!((1..=60).contains(&ttl), "done ttl {ttl}");
+    assert!(consumer
+        .metrics()
+        .encode()
+        .contains("sluice_consumer_outcomes_total{outcome=\"expired\"} 1"));
+    sim.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn half_done_redelivery_writes_interrupted_without_calling_the_model() {
     let (redis, sim) = redis_and_sim().await;
     let headers = SLOW_ANSWER;

@@ -16,6 +16,7 @@
 //! # }
 //! ```
 
+pub mod call_counts;
 pub mod gpu;
 pub mod ledger;
 pub mod metrics;
@@ -95,7 +96,9 @@ pub struct SimConfig {
     pub seed: u64,
     /// Length of embedding vectors when the request has no `dimensions`.
     pub embedding_dimensions: usize,
-    /// Distinct `x-request-id`s remembered for `GET /sim/calls`; later ones are not counted.
+    /// Distinct `x-request-id`s remembered for `GET /sim/calls`: the last
+    /// ones first seen; older ones are forgotten (count 0), so memory is
+    /// bounded ([`call_counts`]). Also the most ledger keys.
     pub max_tracked_request_ids: usize,
     /// The GPU model (continuous batching, KV cache, waiting queue; see
     /// [`gpu`]), one GPU per listed model; off when `None`. When on, it sets
@@ -120,7 +123,7 @@ impl Default for SimConfig {
             mid_stream_failure_rate: 0.0,
             seed: 0,
             embedding_dimensions: 8,
-            max_tracked_request_ids: 1_000_000,
+            max_tracked_request_ids: call_counts::DEFAULT_MAX_TRACKED_REQUEST_IDS,
             gpu: None,
         }
     }

@@ -81,11 +81,12 @@ struct Cli {
     #[arg(long, env = "SLUICE_SIM_EMBEDDING_DIMENSIONS", default_value_t = 8)]
     embedding_dimensions: usize,
 
-    /// Distinct x-request-id values remembered for /sim/calls.
+    /// Distinct x-request-id values remembered for /sim/calls (the last
+    /// ones first seen; older ones are forgotten).
     #[arg(
         long,
         env = "SLUICE_SIM_MAX_TRACKED_REQUEST_IDS",
-        default_value_t = 1_000_000
+        default_value_t = sluice_llm_sim::call_counts::DEFAULT_MAX_TRACKED_REQUEST_IDS
     )]
     max_tracked_request_ids: usize,
 

@@ -53,6 +53,7 @@ pub struct Metrics {
     pub rejected_over_capacity: Counter,
     pub client_disconnects: Counter,
     pub injected_failures: Family<FailureLabels, Counter>,
+    pub tracked_request_ids: Gauge,
     pub gpu: GpuMetrics,
 }
 
@@ -223,6 +224,12 @@ impl Metrics {
                 "injected_failures",
                 "Injected failures by kind: before (500, no output) and mid (stream broken)",
                 Family::default(),
+            ),
+            tracked_request_ids: register(
+                registry,
+                "tracked_request_ids",
+                "Distinct x-request-id values remembered for /sim/calls now (at most --max-tracked-request-ids)",
+                Gauge::default(),
             ),
             gpu,
             registry: root,

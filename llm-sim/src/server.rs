@@ -1,6 +1,7 @@
 //! HTTP routes, admission (concurrency slots), failure injection and the
 //! paced generation of whole and streamed answers.
 
+use crate::call_counts::CallCounts;
 use crate::gpu::{self, GpuSet, Refusal, SeqSpec, Ticket};
 use crate::ledger::Ledger;
 use crate::metrics::{Metrics, RequestLabels};
@@ -20,7 +21,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde::Serialize;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -42,7 +42,8 @@ struct App {
     draws: AtomicU64,
     /// Sequence number of the next response id.
     ids: AtomicU64,
-    calls: Mutex<HashMap<String, u64>>,
+    /// Calls per request id, over the last `max_tracked_request_ids` ids.
+    calls: Mutex<CallCounts>,
     ledger: Ledger,
     /// The simulated GPUs, when the GPU model is on.
     gpus: Option<GpuSet>,
@@ -51,7 +52,8 @@ struct App {
 /// The simulator's routes, for embedding in another server or test. With
 /// the GPU model on, it starts the GPUs' tasks: call it inside a Tokio runtime.
 pub fn router(config: SimConfig) -> Router {
-    let ledger = Ledger::new(config.max_tracked_request_ids);
+    let max_tracked_request_ids = config.max_tracked_request_ids;
+    let ledger = Ledger::new(max_tracked_request_ids);
     let slots =
         (config.max_concurrency > 0).then(|| Arc::new(Semaphore::new(config.max_concurrency)));
     let sim_metrics = Metrics::new();
@@ -69,7 +71,7 @@ pub fn router(config: SimConfig) -> Router {
         slots,
         draws: AtomicU64::new(0),
         ids: AtomicU64::new(0),
-        calls: Mutex::new(HashMap::new()),
+        calls: Mutex::new(CallCounts::new(max_tracked_request_ids)),
         ledger,
     });
     Router::new()
@@ -141,18 +143,16 @@ impl App {
         let Ok(mut calls) = self.calls.lock() else {
             return;
         };
-        if let Some(count) = calls.get_mut(id) {
-            *count += 1;
-        } else if calls.len() < self.config.max_tracked_request_ids {
-            calls.insert(id.to_string(), 1);
-        }
+        calls.count(id);
+        self.metrics
+            .tracked_request_ids
+            .set(i64::try_from(calls.tracked()).unwrap_or(i64::MAX));
     }
 
     fn calls_of(&self, id: &str) -> u64 {
         self.calls
             .lock()
-            .ok()
-            .and_then(|calls| calls.get(id).copied())
+            .map(|calls| calls.calls_of(id))
             .unwrap_or(0)
     }
 
@@ -1227,7 +1227,11 @@ async fn stats(State(app): State<Shared>) -> Response {
             .get_or_create(&crate::metrics::FailureLabels { kind })
             .get()
     };
-    let tracked = app.calls.lock().map(|calls| calls.len()).unwrap_or(0);
+    let (tracked, forgotten) = app
+        .calls
+        .lock()
+        .map(|calls| (calls.tracked(), calls.forgotten()))
+        .unwrap_or_default();
     json_response(
         serde_json::json!({
             "in_flight": m.in_flight.get(),
@@ -1240,6 +1244,7 @@ async fn stats(State(app): State<Shared>) -> Response {
             "injected_failures_before": injected("before"),
             "injected_failures_mid": injected("mid"),
             "tracked_request_ids": tracked,
+            "forgotten_request_ids": forgotten,
         })
         .to_string()
         .into_bytes(),

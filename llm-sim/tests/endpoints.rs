@@ -248,6 +248,38 @@ async fn calls_are_counted_per_request_id_and_the_id_is_echoed() {
 }
 
 #[tokio::test]
+async fn call_counts_keep_a_window_of_the_last_request_ids() {
+    let server = start(SimConfig {
+        max_tracked_request_ids: 2,
+        ..SimConfig::fast()
+    })
+    .await;
+    let addr = server.addr();
+    for id in ["w-1", "w-2", "w-1", "w-3"] {
+        chat(addr, &[("x-request-id", id)], &chat_body("hi")).await;
+    }
+    let calls_of = |id: &'static str| async move {
+        get(addr, &format!("/sim/calls?request_id={id}"))
+            .await
+            .json()["calls"]
+            .clone()
+    };
+    // w-1 was seen first: forgotten when w-3 came, although called twice.
+    assert_eq!(calls_of("w-1").await, 0);
+    assert_eq!(calls_of("w-2").await, 1);
+    assert_eq!(calls_of("w-3").await, 1);
+    let stats = get(addr, "/sim/stats").await.json();
+    assert_eq!(stats["tracked_request_ids"], 2);
+    assert_eq!(stats["forgotten_request_ids"], 1);
+    let metrics = get(addr, "/metrics").await.text();
+    assert!(
+        metrics.contains("sluice_sim_tracked_request_ids 2"),
+        "{metrics}"
+    );
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn shutdown_lets_streams_in_flight_finish() {
     let server = start(at_100_tokens_per_second()).await;
     let addr = server.addr();

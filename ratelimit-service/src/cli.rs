@@ -297,6 +297,24 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_DEFERRAL_TIMEOUT_S", default_value_t = 600)]
     pub deferral_timeout_s: u64,
 
+    /// How long a deferred request id stays bound to its tenant
+    /// (`owner:{id}` in Redis): replays of its id are refused and its answer
+    /// can be resumed that long. At least the longest wait (of every
+    /// priority) plus --deferral-token-max-age-s; cover the consumers'
+    /// `stream.ttl_after_end_secs` too, or a finished answer cannot be
+    /// resumed. Redis holds one key per deferred request this long.
+    #[arg(long, env = "SLUICE_DEFERRAL_OWNER_TTL_S", default_value_t = 86_400,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub deferral_owner_ttl_s: u64,
+
+    /// Longest a high-priority deferred request waits for its answer, in seconds.
+    #[arg(
+        long,
+        env = "SLUICE_DEFERRAL_HIGH_PRIORITY_TIMEOUT_S",
+        default_value_t = 1800
+    )]
+    pub deferral_high_priority_timeout_s: u64,
+
     /// Largest deferred request body; larger: 413 (same as the filter's max_body_bytes).
     #[arg(long, env = "SLUICE_DEFERRAL_MAX_BODY_BYTES", default_value_t = sluice_admission::config::DEFAULT_MAX_BODY_BYTES)]
     pub deferral_max_body_bytes: usize,
@@ -670,6 +688,26 @@ fn check_liveness(options: &EndpointOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A request id stays bound to its tenant while its token can be replayed
+/// and its client waits.
+fn check_owner_ttl(options: &EndpointOptions) -> anyhow::Result<()> {
+    let longest_wait = options
+        .timeout
+        .max(options.high_priority_timeout)
+        .max(options.low_priority_timeout);
+    let request_life = longest_wait + options.token_max_age;
+    if options.owner_ttl < request_life {
+        anyhow::bail!(
+            "--deferral-owner-ttl-s ({} s) must be at least the longest wait (of every \
+             priority) + --deferral-token-max-age-s ({} s): a request id must stay bound \
+             while its token can be replayed and its client waits",
+            options.owner_ttl.as_secs(),
+            request_life.as_secs()
+        );
+    }
+    Ok(())
+}
+
 async fn deferral_endpoint(
     args: &ServeArgs,
     addr: SocketAddr,
@@ -686,6 +724,8 @@ async fn deferral_endpoint(
         low_priority_max_backlog: args.low_priority_max_backlog,
         secrets,
         token_max_age: Duration::from_secs(args.deferral_token_max_age_s),
+        owner_ttl: Duration::from_secs(args.deferral_owner_ttl_s),
+        high_priority_timeout: Duration::from_secs(args.deferral_high_priority_timeout_s),
         marker_header: args.deferral_marker_header.clone(),
         lease_check: Duration::from_millis(args.deferral_lease_check_ms),
         claim_timing: ClaimTiming {
@@ -699,6 +739,7 @@ async fn deferral_endpoint(
         in_process.local
     });
     check_liveness(&options)?;
+    check_owner_ttl(&options)?;
     let router = Endpoint::build(EndpointConfig {
         parent: args.lite_parent.clone(),
         consumer_group: args.consumer_group.clone(),
@@ -761,5 +802,24 @@ mod tests {
         };
         let why = check_liveness(&too_rare).unwrap_err().to_string();
         assert!(why.contains("--deferral-lease-check-ms"), "{why}");
+    }
+
+    #[test]
+    fn an_owner_ttl_shorter_than_a_request_life_is_refused() {
+        assert!(check_owner_ttl(&EndpointOptions::default()).is_ok());
+        let short = EndpointOptions {
+            timeout: Duration::from_secs(60),
+            high_priority_timeout: Duration::from_secs(120),
+            token_max_age: Duration::from_secs(30),
+            owner_ttl: Duration::from_secs(150),
+            ..Default::default()
+        };
+        assert!(check_owner_ttl(&short).is_ok());
+        let too_short = EndpointOptions {
+            owner_ttl: Duration::from_secs(149),
+            ..short
+        };
+        let why = check_owner_ttl(&too_short).unwrap_err().to_string();
+        assert!(why.contains("--deferral-owner-ttl-s (149 s)"), "{why}");
     }
 }

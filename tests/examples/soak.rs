@@ -1,4 +1,7 @@
-//! `scripts/soak [--minutes N | --seconds N] [--calibrate-seconds N] [--deferred-share F] [--svg PATH]`
+//! `scripts/soak [--minutes N | --seconds N] [--calibrate-seconds N] [--deferred-share F] [--svg PATH]
+//!               [--short-retention] [--done-ttl-secs N] [--max-work-item-age-secs N]
+//!               [--owner-ttl-secs N] [--stream-ttl-secs N] [--deferral-timeout-secs N]
+//!               [--sim-tracked-request-ids N]`
 //! (`cargo run --release -p sluice-testkit --example soak -- ...`)
 //!
 //! The soak: every part a separate process on loopback (Redis, broker,
@@ -8,13 +11,23 @@
 //! (`--calibrate-seconds`, closed loop), then sends 70 % of it for the given
 //! time (default 30 minutes), a share of it deferred (through the broker,
 //! the consumer and the model server), JSON and SSE. It samples every
-//! process's RSS every 10 s and prints errors, p99 at the start vs the end,
-//! and memory after warm-up vs the end; the chart of RSS over time goes to
-//! `--svg`. Bounded in time and count; stops by itself.
+//! process's resident memory every 10 s (RSS, and `RssAnon` / `RssFile` to
+//! tell heap from mapped files) and Redis's keys and `used_memory` every
+//! minute, and prints errors, p99 at the start vs the end, and memory after
+//! warm-up vs the end with the flat check (±10 %) on each process's measure
+//! ([`flat_measure`]); the chart goes to `--svg`. Bounded in time and count;
+//! stops by itself.
+//!
+//! Redis holds a few keys per deferred request (`done`, `owner`, the
+//! answer stream) for their retention, so its memory levels off at rate ×
+//! retention; with the default retention (a day for `done` and `owner`)
+//! that is after a day. `--short-retention` (or the single knobs) shortens
+//! them so that a run of minutes reaches the plateau.
 
 use sluice_testkit::load::{
-    calibrate, quantile, rss_chart_svg, run_open_loop, Class, LoadClient, MemorySampler,
-    MemorySeries, OpenLoop, ProcessStack, ProcessStackOptions, Record, RequestSpec,
+    calibrate, flat_measure, quantile, rss_chart_svg, run_open_loop, Class, LoadClient, Measure,
+    MemorySampler, MemorySeries, MemoryStats, OpenLoop, ProcessStack, ProcessStackOptions, Record,
+    RequestSpec,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,6 +40,91 @@ struct Args {
     deferred_share: f64,
     svg: Option<PathBuf>,
     workdir: PathBuf,
+    retention: Retention,
+}
+
+/// How long Redis keeps what each deferred request leaves behind, and the
+/// waits those bounds depend on (the consumer and sluice-rls refuse
+/// combinations that could call the model twice or lose an answer).
+#[derive(Clone, Copy, Debug)]
+struct Retention {
+    /// Consumer `idempotency.done_ttl_secs` (and `processing_retention_secs`).
+    done_ttl_secs: u64,
+    /// Consumer `idempotency.max_work_item_age_secs`.
+    max_work_item_age_secs: u64,
+    /// sluice-rls `--deferral-owner-ttl-s`.
+    owner_ttl_secs: u64,
+    /// Consumer `stream.ttl_after_end_secs`.
+    stream_ttl_secs: u64,
+    /// sluice-rls `--deferral-timeout-s` and `--deferral-high-priority-timeout-s`.
+    deferral_timeout_secs: u64,
+    /// llm-sim `--max-tracked-request-ids` (the soak never reads `/sim/calls`).
+    sim_tracked_request_ids: usize,
+}
+
+impl Retention {
+    /// The services' defaults.
+    const DEFAULT: Retention = Retention {
+        done_ttl_secs: 86_400,
+        max_work_item_age_secs: 3_600,
+        owner_ttl_secs: 86_400,
+        stream_ttl_secs: 300,
+        deferral_timeout_secs: 600,
+        sim_tracked_request_ids: 200_000,
+    };
+    /// Five minutes for everything a deferred request leaves in Redis; the
+    /// soak's clients give up after 60 s, the endpoint after 120 s.
+    const SHORT: Retention = Retention {
+        done_ttl_secs: 300,
+        max_work_item_age_secs: 240,
+        owner_ttl_secs: 300,
+        stream_ttl_secs: 300,
+        deferral_timeout_secs: 120,
+        sim_tracked_request_ids: 20_000,
+    };
+
+    fn consumer_yaml(&self) -> String {
+        format!(
+            "stream:\n  ttl_after_end_secs: {}\nidempotency:\n  done_ttl_secs: {}\n  processing_retention_secs: {}\n  max_work_item_age_secs: {}\n",
+            self.stream_ttl_secs, self.done_ttl_secs, self.done_ttl_secs, self.max_work_item_age_secs
+        )
+    }
+
+    fn rls_args(&self) -> Vec<String> {
+        [
+            "--deferral-owner-ttl-s",
+            &self.owner_ttl_secs.to_string(),
+            "--deferral-timeout-s",
+            &self.deferral_timeout_secs.to_string(),
+            "--deferral-high-priority-timeout-s",
+            &self.deferral_timeout_secs.to_string(),
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    fn sim_args(&self) -> Vec<String> {
+        [
+            "--max-tracked-request-ids",
+            &self.sim_tracked_request_ids.to_string(),
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "done markers {} s, request owners {} s, answer streams {} s after their end, \
+             work items expire after {} s, deferred requests wait at most {} s; \
+             llm-sim remembers the last {} request ids",
+            self.done_ttl_secs,
+            self.owner_ttl_secs,
+            self.stream_ttl_secs,
+            self.max_work_item_age_secs,
+            self.deferral_timeout_secs,
+            self.sim_tracked_request_ids
+        )
+    }
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -37,6 +135,7 @@ fn parse_args() -> anyhow::Result<Args> {
         deferred_share: 0.1,
         svg: None,
         workdir: std::env::temp_dir().join(format!("sluice-soak-{}", std::process::id())),
+        retention: Retention::DEFAULT,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -52,6 +151,17 @@ fn parse_args() -> anyhow::Result<Args> {
             "--deferred-share" => args.deferred_share = value()?.parse()?,
             "--svg" => args.svg = Some(value()?.into()),
             "--workdir" => args.workdir = value()?.into(),
+            "--short-retention" => args.retention = Retention::SHORT,
+            "--done-ttl-secs" => args.retention.done_ttl_secs = value()?.parse()?,
+            "--max-work-item-age-secs" => {
+                args.retention.max_work_item_age_secs = value()?.parse()?
+            }
+            "--owner-ttl-secs" => args.retention.owner_ttl_secs = value()?.parse()?,
+            "--stream-ttl-secs" => args.retention.stream_ttl_secs = value()?.parse()?,
+            "--deferral-timeout-secs" => args.retention.deferral_timeout_secs = value()?.parse()?,
+            "--sim-tracked-request-ids" => {
+                args.retention.sim_tracked_request_ids = value()?.parse()?
+            }
             other => {
                 anyhow::bail!("unknown argument {other:?} (see the header of examples/soak.rs)")
             }
@@ -99,14 +209,23 @@ fn deadline(spec: &RequestSpec) -> Duration {
 async fn main() -> anyhow::Result<()> {
     sluice_testkit::init_bench_tracing();
     let args = parse_args()?;
+    eprintln!("soak: retention: {}", args.retention.describe());
+    let retention = args.retention;
     let mut stack = ProcessStack::start_for(
         "soak",
         ProcessStackOptions {
             consumers: 1,
-            sim_args: ProcessStackOptions::sim_pace(0, 2),
-            consumer_config: ProcessStackOptions::consumer_paced_at(100_000),
+            sim_args: ProcessStackOptions::sim_pace(0, 2)
+                .into_iter()
+                .chain(retention.sim_args())
+                .collect(),
+            consumer_config: format!(
+                "{}{}",
+                ProcessStackOptions::consumer_paced_at(100_000),
+                retention.consumer_yaml()
+            ),
             dir: args.workdir.clone(),
-            rls_args: Vec::new(),
+            rls_args: retention.rls_args(),
             redis: Default::default(),
         },
     )
@@ -136,6 +255,7 @@ async fn main() -> anyhow::Result<()> {
 
     let start = Instant::now();
     let sampler = MemorySampler::start(stack.pids(), Duration::from_secs(10), start);
+    let redis_sampler = RedisSampler::start(stack.redis.url(), start);
     let plan = OpenLoop {
         rate_per_second: rate,
         duration: args.duration,
@@ -152,22 +272,24 @@ async fn main() -> anyhow::Result<()> {
     let records = run_open_loop(&client, plan, start, soak_mix(args.deferred_share)).await;
     progress.abort();
     let series = sampler.stop();
+    let redis_samples = redis_sampler.stop().await;
     let republished = stack
         .rls_metrics(&["sluice_rls_deferral_republished_total"])
         .map(|v| v[0]);
 
-    print_report(&args, max_rate, rate, &records, &series, republished);
-    std::fs::write(
-        args.workdir.join("rss.json"),
-        serde_json::to_string(&series)?,
-    )?;
+    print_report(&args, max_rate, rate, &records, republished);
+    print_memory(&series, &redis_samples, warmup_secs(args.duration));
+    std::fs::write(args.workdir.join("rss.json"), series_json(&series))?;
     if let Some(svg) = &args.svg {
         let title = format!(
-            "RSS per process, soak at {rate:.0} req/s ({:.0} % deferred), {:.0} min",
+            "Resident memory per process, soak at {rate:.0} req/s ({:.0} % deferred), {:.0} min",
             args.deferred_share * 100.0,
             args.duration.as_secs_f64() / 60.0
         );
-        std::fs::write(svg, rss_chart_svg(&series, &title))?;
+        std::fs::write(
+            svg,
+            rss_chart_svg(&series, &title, warmup_secs(args.duration)),
+        )?;
         eprintln!("soak: chart written to {}", svg.display());
     }
     stack.kill_envoy();
@@ -179,18 +301,17 @@ fn print_report(
     max_rate: f64,
     rate: f64,
     records: &[Record],
-    series: &MemorySeries,
     republished: Option<f64>,
 ) {
     let total = args.duration.as_secs_f64();
     let window = Duration::from_secs_f64((total / 3.0).min(300.0));
-    let warmup = (total / 6.0).min(300.0);
     println!(
         "soak: {:.1} min at {rate:.0} req/s = {:.0} % of the calibrated max {max_rate:.0} req/s; {:.0} % deferred",
         total / 60.0,
         args.load_share * 100.0,
         args.deferred_share * 100.0
     );
+    println!("retention: {}", args.retention.describe());
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     let mut by_class: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for record in records {
@@ -250,27 +371,148 @@ fn print_report(
             );
         }
     }
+}
 
+/// The warm-up the memory check leaves out: a sixth of the run, at most 5 min.
+fn warmup_secs(duration: Duration) -> f64 {
+    (duration.as_secs_f64() / 6.0).min(300.0)
+}
+
+/// Memory per process after the warm-up: RSS and RssAnon (and RssFile),
+/// then the flat check on each process's measure; Redis's keys.
+fn print_memory(series: &MemorySeries, redis: &[RedisSample], warmup: f64) {
+    let mib = |kib: u64| kib as f64 / 1024.0;
     println!(
-        "\n| process | RSS at {:.0} s (warm) | RSS at end | change | widest swing after warm-up |\n|---|---:|---:|---:|---:|",
-        warmup
+        "\n| process | measure | at {warmup:.0} s (warm) | end | min | max | change |\n|---|---|---:|---:|---:|---:|---:|"
     );
     for (name, points) in series {
-        let Some(warm) = points.iter().find(|(t, _)| *t >= warmup) else {
+        for measure in [Measure::Rss, Measure::Anon] {
+            let Some(stats) = MemoryStats::of(points, measure, warmup) else {
+                continue;
+            };
+            println!(
+                "| {name} | {} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:+.1} % |",
+                measure.name(),
+                mib(stats.warm),
+                mib(stats.end),
+                mib(stats.min),
+                mib(stats.max),
+                stats.change_pct()
+            );
+        }
+        if let (Some((_, first)), Some((_, last))) =
+            (points.iter().find(|(t, _)| *t >= warmup), points.last())
+        {
+            println!(
+                "| {name} | RssFile | {:.1} MiB | {:.1} MiB | | | |",
+                mib(first.file),
+                mib(last.file)
+            );
+        }
+    }
+
+    println!(
+        "\nflat check (within ±10 % of the warm value after {warmup:.0} s):\n\n| process | measure (why) | change | widest swing | flat |\n|---|---|---:|---:|---|"
+    );
+    for (name, points) in series {
+        let (measure, why) = flat_measure(name);
+        let Some(stats) = MemoryStats::of(points, measure, warmup) else {
             continue;
         };
-        let Some(end) = points.last() else { continue };
-        let warm_kib = warm.1 as f64;
-        let swing = points
-            .iter()
-            .filter(|(t, _)| *t >= warmup)
-            .map(|(_, kib)| (*kib as f64 - warm_kib) / warm_kib * 100.0)
-            .fold(0.0_f64, |a, b| if b.abs() > a.abs() { b } else { a });
+        let swing = stats.widest_swing_pct();
         println!(
-            "| {name} | {:.1} MiB | {:.1} MiB | {:+.1} % | {swing:+.1} % |",
-            warm_kib / 1024.0,
-            end.1 as f64 / 1024.0,
-            (end.1 as f64 - warm_kib) / warm_kib * 100.0
+            "| {name} | {} ({why}) | {:+.1} % | {swing:+.1} % | {} |",
+            measure.name(),
+            stats.change_pct(),
+            if swing.abs() <= 10.0 { "yes" } else { "NO" }
         );
+    }
+
+    if let (Some(warm), Some(end)) = (redis.iter().find(|s| s.at >= warmup), redis.last()) {
+        let max_keys = redis.iter().map(|s| s.keys).max().unwrap_or(0);
+        println!(
+            "\nredis keys: {} at {:.0} s, {} at the end (max {max_keys}); used_memory {:.1} MiB -> {:.1} MiB",
+            warm.keys,
+            warm.at,
+            end.keys,
+            mib(warm.used_memory / 1024),
+            mib(end.used_memory / 1024)
+        );
+    }
+}
+
+/// The series as JSON: per process, [seconds, rss, anon, file] in KiB.
+fn series_json(series: &MemorySeries) -> String {
+    let value: serde_json::Map<String, serde_json::Value> = series
+        .iter()
+        .map(|(name, points)| {
+            let points: Vec<serde_json::Value> = points
+                .iter()
+                .map(|(t, r)| serde_json::json!([t, r.rss, r.anon, r.file]))
+                .collect();
+            (name.clone(), serde_json::Value::Array(points))
+        })
+        .collect();
+    serde_json::Value::Object(value).to_string()
+}
+
+/// Redis's key count and `used_memory` (bytes) at one time.
+#[derive(Clone, Copy, Debug, Default)]
+struct RedisSample {
+    at: f64,
+    keys: u64,
+    used_memory: u64,
+}
+
+/// Samples Redis every minute until stopped.
+struct RedisSampler {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Vec<RedisSample>>,
+}
+
+impl RedisSampler {
+    fn start(url: String, start: Instant) -> RedisSampler {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut samples = Vec::new();
+            let Ok(client) = redis::Client::open(url) else {
+                return samples;
+            };
+            let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+                return samples;
+            };
+            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => return samples,
+                    _ = tick.tick() => {}
+                }
+                let keys: u64 = redis::cmd("DBSIZE")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or(0);
+                let info: String = redis::cmd("INFO")
+                    .arg("memory")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                let used_memory = info
+                    .lines()
+                    .find_map(|l| l.strip_prefix("used_memory:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                samples.push(RedisSample {
+                    at: start.elapsed().as_secs_f64(),
+                    keys,
+                    used_memory,
+                });
+            }
+        });
+        RedisSampler { stop, task }
+    }
+
+    async fn stop(self) -> Vec<RedisSample> {
+        let _ = self.stop.send(());
+        self.task.await.unwrap_or_default()
     }
 }

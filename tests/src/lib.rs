@@ -399,12 +399,41 @@ impl Envoy {
 /// Resident memory of process `pid` in KiB (`VmRSS` of `/proc/<pid>/status`;
 /// Linux), `None` when it is gone.
 pub fn rss_kib(pid: u32) -> Option<u64> {
+    resident_kib(pid).map(|resident| resident.rss)
+}
+
+/// Resident memory of one process, in KiB, split the way the kernel counts
+/// it (`/proc/<pid>/status`): `rss` = `anon` + `file` + shared memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resident {
+    /// `VmRSS`: everything resident.
+    pub rss: u64,
+    /// `RssAnon`: heap, stacks, anonymous maps: what a leak grows.
+    pub anon: u64,
+    /// `RssFile`: pages of mapped files (the binary, a memory-mapped log);
+    /// page cache the kernel can drop and read again.
+    pub file: u64,
+}
+
+/// [`Resident`] of process `pid` (Linux), `None` when it is gone.
+pub fn resident_kib(pid: u32) -> Option<Resident> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
+    parse_resident(&status)
+}
+
+fn parse_resident(status: &str) -> Option<Resident> {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok())
+    };
+    Some(Resident {
+        rss: field("VmRSS")?,
+        anon: field("RssAnon").unwrap_or(0),
+        file: field("RssFile").unwrap_or(0),
+    })
 }
 
 impl Drop for Envoy {
@@ -929,6 +958,27 @@ fn rocketmq_cluster_info(namesrv_port: u16) -> Option<String> {
     let header_len = (u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) & 0x00FF_FFFF) as usize;
     let body = rest.get(4 + header_len..)?;
     Some(String::from_utf8_lossy(body).into_owned())
+}
+
+#[cfg(test)]
+mod resident_tests {
+    use super::*;
+
+    #[test]
+    fn resident_memory_is_read_split_by_kind() {
+        let status = "Name:\tx\nVmRSS:\t  300 kB\nRssAnon:\t  200 kB\nRssFile:\t   90 kB\nRssShmem:\t 10 kB\n";
+        assert_eq!(
+            parse_resident(status),
+            Some(Resident {
+                rss: 300,
+                anon: 200,
+                file: 90
+            })
+        );
+        assert_eq!(parse_resident("Name:\tgone\n"), None);
+        let me = resident_kib(std::process::id()).expect("this process");
+        assert!(me.anon > 0 && me.rss >= me.anon + me.file, "{me:?}");
+    }
 }
 
 #[cfg(test)]

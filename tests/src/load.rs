@@ -8,13 +8,14 @@
 //! * [`LoadClient`]: one request through Envoy with a deadline, classified
 //!   into an [`Outcome`]; [`run_open_loop`] sends them at a fixed rate,
 //!   [`calibrate`] finds the highest rate the stack sustains;
-//! * [`MemorySampler`] and [`rss_chart_svg`]: RSS per process over time.
+//! * [`MemorySampler`], [`MemoryStats`] and [`rss_chart_svg`]: resident
+//!   memory per process over time, RSS and `RssAnon` (heap) apart.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // harness fails loudly
 
 use crate::{
     free_port, sluice_filter_envoy_config, wait_for_port, workspace_binary, workspace_root,
 };
-use crate::{Envoy, RedisServer, RocketMq, SluiceFilterPorts};
+use crate::{Envoy, RedisServer, Resident, RocketMq, SluiceFilterPorts};
 use anyhow::Context;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -818,11 +819,99 @@ pub async fn model_calls(sim: SocketAddr, request_id: &str) -> Option<u64> {
 // ---------------------------------------------------------------------------
 // Memory
 
-/// RSS samples: per process name, (seconds since start, KiB).
-pub type MemorySeries = BTreeMap<String, Vec<(f64, u64)>>;
+/// Resident memory samples: per process name, (seconds since start, KiB by kind).
+pub type MemorySeries = BTreeMap<String, Vec<(f64, Resident)>>;
 
-/// Samples the RSS of a fixed set of processes every `every` on a thread
-/// of its own until stopped.
+/// Which resident memory a process is judged by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measure {
+    /// `VmRSS`: everything resident.
+    Rss,
+    /// `RssAnon`: heap and anonymous maps, without mapped files.
+    Anon,
+}
+
+impl Measure {
+    pub fn name(self) -> &'static str {
+        match self {
+            Measure::Rss => "RSS",
+            Measure::Anon => "RssAnon",
+        }
+    }
+
+    pub fn of(self, resident: &Resident) -> u64 {
+        match self {
+            Measure::Rss => resident.rss,
+            Measure::Anon => resident.anon,
+        }
+    }
+}
+
+/// The measure the flat check uses for `process`, and why: the broker
+/// memory-maps its commit log, so every message written adds file pages to
+/// its RSS (page cache the kernel drops under pressure, not a leak); its
+/// heap is `RssAnon`. Every other process maps only its binary, so RSS is
+/// its heap plus a constant.
+pub fn flat_measure(process: &str) -> (Measure, &'static str) {
+    if process == "broker" {
+        (
+            Measure::Anon,
+            "commit log is memory-mapped: file pages are page cache",
+        )
+    } else {
+        (Measure::Rss, "no data file mapped")
+    }
+}
+
+/// One measure of one process over a run, in KiB.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MemoryStats {
+    /// First sample at or after the warm-up.
+    pub warm: u64,
+    pub end: u64,
+    /// Lowest and highest samples after the warm-up.
+    pub min: u64,
+    pub max: u64,
+}
+
+impl MemoryStats {
+    /// Of `measure` in `points` from `warmup_s` on; `None` without samples there.
+    pub fn of(points: &[(f64, Resident)], measure: Measure, warmup_s: f64) -> Option<MemoryStats> {
+        let warm: Vec<u64> = points
+            .iter()
+            .filter(|(t, _)| *t >= warmup_s)
+            .map(|(_, resident)| measure.of(resident))
+            .collect();
+        Some(MemoryStats {
+            warm: *warm.first()?,
+            end: *warm.last()?,
+            min: *warm.iter().min()?,
+            max: *warm.iter().max()?,
+        })
+    }
+
+    /// End vs warm, in percent.
+    pub fn change_pct(&self) -> f64 {
+        percent(self.end, self.warm)
+    }
+
+    /// The sample farthest from the warm one, in percent of it (signed).
+    pub fn widest_swing_pct(&self) -> f64 {
+        let (low, high) = (percent(self.min, self.warm), percent(self.max, self.warm));
+        if high.abs() >= low.abs() {
+            high
+        } else {
+            low
+        }
+    }
+}
+
+fn percent(value: u64, base: u64) -> f64 {
+    (value as f64 - base as f64) / (base.max(1) as f64) * 100.0
+}
+
+/// Samples the resident memory of a fixed set of processes every `every`
+/// on a thread of its own until stopped.
 pub struct MemorySampler {
     stop: Arc<std::sync::atomic::AtomicBool>,
     thread: std::thread::JoinHandle<MemorySeries>,
@@ -839,8 +928,8 @@ impl MemorySampler {
                 if Instant::now() >= next {
                     let at = start.elapsed().as_secs_f64();
                     for (name, pid) in &pids {
-                        if let Some(kib) = crate::rss_kib(*pid) {
-                            series.entry(name.clone()).or_default().push((at, kib));
+                        if let Some(resident) = crate::resident_kib(*pid) {
+                            series.entry(name.clone()).or_default().push((at, resident));
                         }
                     }
                     next += every;
@@ -859,28 +948,55 @@ impl MemorySampler {
     }
 }
 
-/// A line chart of RSS per process over time, as a small standalone SVG.
-pub fn rss_chart_svg(series: &MemorySeries, title: &str) -> String {
+/// Line charts of RSS (top) and RssAnon (bottom) per process over time, as
+/// one small standalone SVG; a dashed line marks the end of the warm-up.
+pub fn rss_chart_svg(series: &MemorySeries, title: &str, warmup_s: f64) -> String {
+    let (width, panel_height) = (760.0, 300.0);
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"60\" y=\"18\" font-size=\"13\">{title}</text>\n",
+        2.0 * panel_height + 20.0
+    );
+    for (index, measure) in [Measure::Rss, Measure::Anon].into_iter().enumerate() {
+        let top = 20.0 + index as f64 * panel_height;
+        chart_panel(&mut svg, series, measure, warmup_s, top, panel_height);
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// One panel of [`rss_chart_svg`]: `measure` of every process, `height`
+/// pixels from `top`.
+fn chart_panel(
+    svg: &mut String,
+    series: &MemorySeries,
+    measure: Measure,
+    warmup_s: f64,
+    top: f64,
+    height: f64,
+) {
     const COLORS: [&str; 8] = [
         "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
     ];
-    let (width, height, left, right, top, bottom) = (760.0, 360.0, 60.0, 150.0, 30.0, 40.0);
+    let (width, left, right, pad_top, bottom) = (760.0, 60.0, 150.0, 24.0, 36.0);
     let plot_w = width - left - right;
-    let plot_h = height - top - bottom;
+    let plot_h = height - pad_top - bottom;
+    let top = top + pad_top;
     let t_max = series
         .values()
         .flat_map(|s| s.iter().map(|p| p.0))
         .fold(1.0_f64, f64::max);
     let mib_max = series
         .values()
-        .flat_map(|s| s.iter().map(|p| p.1 as f64 / 1024.0))
+        .flat_map(|s| s.iter().map(|p| measure.of(&p.1) as f64 / 1024.0))
         .fold(1.0_f64, f64::max);
     let mib_top = nice_ceiling(mib_max);
     let x = |t: f64| left + t / t_max * plot_w;
     let y = |mib: f64| top + plot_h - mib / mib_top * plot_h;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{left}\" y=\"18\" font-size=\"13\">{title}</text>\n"
-    );
+    svg.push_str(&format!(
+        "<text x=\"{left}\" y=\"{:.1}\" font-size=\"12\">{}</text>\n",
+        top - 6.0,
+        measure.name()
+    ));
     for step in 0..=4 {
         let mib = mib_top * step as f64 / 4.0;
         svg.push_str(&format!(
@@ -901,11 +1017,25 @@ pub fn rss_chart_svg(series: &MemorySeries, title: &str) -> String {
             t / 60.0
         ));
     }
+    if warmup_s > 0.0 && warmup_s < t_max {
+        svg.push_str(&format!(
+            "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{top:.1}\" y2=\"{1:.1}\" stroke=\"#999\" stroke-dasharray=\"4 3\"/><text x=\"{0:.1}\" y=\"{2:.1}\" fill=\"#999\"> warm-up</text>\n",
+            x(warmup_s),
+            top + plot_h,
+            top + 10.0
+        ));
+    }
     for (index, (name, points)) in series.iter().enumerate() {
         let color = COLORS[index % COLORS.len()];
         let path: Vec<String> = points
             .iter()
-            .map(|(t, kib)| format!("{:.1},{:.1}", x(*t), y(*kib as f64 / 1024.0)))
+            .map(|(t, resident)| {
+                format!(
+                    "{:.1},{:.1}",
+                    x(*t),
+                    y(measure.of(resident) as f64 / 1024.0)
+                )
+            })
             .collect();
         svg.push_str(&format!(
             "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"1.5\" points=\"{}\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{color}\">{name}</text>\n",
@@ -914,8 +1044,6 @@ pub fn rss_chart_svg(series: &MemorySeries, title: &str) -> String {
             top + 14.0 * (index as f64 + 1.0)
         ));
     }
-    svg.push_str("</svg>\n");
-    svg
 }
 
 fn nice_ceiling(value: f64) -> f64 {
@@ -962,13 +1090,48 @@ mod tests {
         assert_eq!(metric_sum(text, "sluice_a_total"), 5.0);
     }
 
+    fn resident(rss: u64, anon: u64) -> Resident {
+        Resident {
+            rss,
+            anon,
+            file: rss - anon,
+        }
+    }
+
     #[test]
-    fn the_chart_has_one_line_per_process() {
+    fn the_chart_has_one_line_per_process_and_measure() {
         let mut series = MemorySeries::new();
-        series.insert("a".into(), vec![(0.0, 1024), (10.0, 2048)]);
-        series.insert("b".into(), vec![(0.0, 512), (10.0, 512)]);
-        let svg = rss_chart_svg(&series, "t");
-        assert_eq!(svg.matches("<polyline").count(), 2);
+        series.insert(
+            "a".into(),
+            vec![(0.0, resident(1024, 512)), (10.0, resident(2048, 512))],
+        );
+        series.insert(
+            "b".into(),
+            vec![(0.0, resident(512, 256)), (10.0, resident(512, 256))],
+        );
+        let svg = rss_chart_svg(&series, "t", 5.0);
+        assert_eq!(svg.matches("<polyline").count(), 4);
+        assert!(svg.contains(">RssAnon</text>"));
         assert!(svg.starts_with("<svg"));
+    }
+
+    #[test]
+    fn memory_stats_start_after_the_warm_up() {
+        let points = vec![
+            (0.0, resident(100, 50)),
+            (10.0, resident(400, 200)),
+            (20.0, resident(360, 180)),
+            (30.0, resident(430, 190)),
+            (40.0, resident(420, 210)),
+        ];
+        let rss = MemoryStats::of(&points, Measure::Rss, 10.0).unwrap();
+        assert_eq!((rss.warm, rss.end, rss.min, rss.max), (400, 420, 360, 430));
+        assert_eq!(rss.change_pct(), 5.0);
+        assert_eq!(rss.widest_swing_pct(), -10.0);
+        let anon = MemoryStats::of(&points, Measure::Anon, 10.0).unwrap();
+        assert_eq!(anon.change_pct(), 5.0);
+        assert!(MemoryStats::of(&points, Measure::Rss, 50.0).is_none());
+        assert_eq!(flat_measure("broker").0, Measure::Anon);
+        assert_eq!(flat_measure("redis").0, Measure::Rss);
     }
 }
