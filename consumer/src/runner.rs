@@ -459,7 +459,7 @@ impl Runner {
             Err(error) => {
                 // Nothing can answer it (no usable request id): drop it, free the topic.
                 tracing::error!(%error, topic = %message.lite_topic, "unreadable work item dropped");
-                let _ = self.lite.release(&message.handle).await;
+                self.release(&message.handle).await;
                 return;
             }
         };
@@ -476,7 +476,7 @@ impl Runner {
         }
         match gate(&self.limits, &self.pacer, &item, self.options.suspend_floor).await {
             Ok(StartGate::Run(permit)) => {
-                let _ = self.lite.release(&message.handle).await;
+                self.release(&message.handle).await;
                 let active = Active::new(&self);
                 tokio::spawn(async move {
                     self.clone().run_leased(item, permit).await;
@@ -519,11 +519,19 @@ impl Runner {
     /// model call — an `interrupted` client does not wait for a pacing slot
     /// it will not use. True when settled (the topic released, the lease
     /// dropped).
+    /// Frees the message's LiteTopic for its next message. A failure is
+    /// logged, not fatal: the broker frees it when the invisible time ends.
+    async fn release(&self, handle: &MessageHandle) {
+        if let Err(error) = self.lite.release(handle).await {
+            tracing::warn!(%error, "could not release a LiteTopic; the broker frees it when its invisible time ends");
+        }
+    }
+
     async fn settled_without_call(&self, item: &WorkItem, handle: &MessageHandle) -> bool {
         if self.processor.settle_without_call(item).await.is_none() {
             return false;
         }
-        let _ = self.lite.release(handle).await;
+        self.release(handle).await;
         let mut redis = self.redis.clone();
         let _ = bookkeeping::drop_lease(&mut redis, &item.req_id).await;
         true
@@ -545,7 +553,7 @@ impl Runner {
         if let Held::HandedBack = held {
             self.metrics.handed_back.inc();
             if let Some(handle) = handle {
-                let _ = self.lite.release(&handle).await;
+                self.release(&handle).await;
             }
         }
     }
@@ -585,7 +593,7 @@ impl Runner {
                         .observe(started.elapsed().as_secs_f64());
                     if let Some(handle) = handle {
                         // The bucket's next message may be popped while this one runs.
-                        let _ = self.lite.release(handle).await;
+                        self.release(handle).await;
                     }
                     self.run_leased(item, permit).await;
                     return Held::Ran;
@@ -637,7 +645,7 @@ impl Runner {
                     self.metrics
                         .hold_seconds
                         .observe(started.elapsed().as_secs_f64());
-                    let _ = self.lite.release(&handle).await;
+                    self.release(&handle).await;
                     self.run_leased(item, permit).await;
                     return;
                 }
@@ -658,7 +666,7 @@ impl Runner {
                 drop(ticket);
                 self.hand_back(item).await;
                 self.metrics.handed_back.inc();
-                let _ = self.lite.release(&handle).await;
+                self.release(&handle).await;
                 return;
             }
             if last_refresh.elapsed() >= self.lease_refresh {
