@@ -16,13 +16,23 @@ use std::sync::Arc;
 /// at 1,000 requests/s.
 pub const DEFAULT_MAX_TRACKED_REQUEST_IDS: usize = 200_000;
 
+/// What is remembered of one id.
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    calls: u64,
+    /// Its place among the ids in the order they first arrived (0: first).
+    arrival: u64,
+}
+
 #[derive(Debug)]
 pub struct CallCounts {
-    counts: HashMap<Arc<str>, u64>,
+    counts: HashMap<Arc<str>, Seen>,
     /// Ids in the order they were first seen; the front is forgotten first.
     order: VecDeque<Arc<str>>,
     capacity: usize,
     forgotten: u64,
+    /// Distinct ids seen so far, forgotten ones included.
+    arrivals: u64,
 }
 
 impl CallCounts {
@@ -33,13 +43,14 @@ impl CallCounts {
             order: VecDeque::new(),
             capacity,
             forgotten: 0,
+            arrivals: 0,
         }
     }
 
     /// Counts one call of `id`; forgets the oldest id when the window is full.
     pub fn count(&mut self, id: &str) {
-        if let Some(count) = self.counts.get_mut(id) {
-            *count += 1;
+        if let Some(seen) = self.counts.get_mut(id) {
+            seen.calls += 1;
             return;
         }
         if self.capacity == 0 {
@@ -53,12 +64,22 @@ impl CallCounts {
         }
         let id: Arc<str> = Arc::from(id);
         self.order.push_back(id.clone());
-        self.counts.insert(id, 1);
+        let arrival = self.arrivals;
+        self.arrivals += 1;
+        self.counts.insert(id, Seen { calls: 1, arrival });
     }
 
     /// Calls of `id` (0: never seen, or forgotten).
     pub fn calls_of(&self, id: &str) -> u64 {
-        self.counts.get(id).copied().unwrap_or(0)
+        self.counts.get(id).map_or(0, |seen| seen.calls)
+    }
+
+    /// The place of `id`'s first call among every id's first call (0: the
+    /// first id ever seen); `None`: never seen, or forgotten. What a test
+    /// of call order reads: the server's own arrival order, not the order
+    /// its answers came back in.
+    pub fn arrival_of(&self, id: &str) -> Option<u64> {
+        self.counts.get(id).map(|seen| seen.arrival)
     }
 
     /// Ids remembered now.
@@ -86,6 +107,19 @@ mod tests {
         assert_eq!(calls.calls_of("b"), 1);
         assert_eq!(calls.calls_of("zz"), 0);
         assert_eq!(calls.tracked(), 3);
+    }
+
+    #[test]
+    fn ranks_ids_by_their_first_call() {
+        let mut calls = CallCounts::new(2);
+        for id in ["b", "a", "b", "c"] {
+            calls.count(id);
+        }
+        // "b" was forgotten for "c"; ranks count forgotten ids too.
+        assert_eq!(calls.arrival_of("b"), None);
+        assert_eq!(calls.arrival_of("a"), Some(1));
+        assert_eq!(calls.arrival_of("c"), Some(2));
+        assert_eq!(calls.arrival_of("zz"), None);
     }
 
     #[test]

@@ -149,11 +149,12 @@ impl App {
             .set(i64::try_from(calls.tracked()).unwrap_or(i64::MAX));
     }
 
-    fn calls_of(&self, id: &str) -> u64 {
+    /// Calls of `id` and its arrival rank ([`CallCounts::arrival_of`]).
+    fn calls_of(&self, id: &str) -> (u64, Option<u64>) {
         self.calls
             .lock()
-            .map(|calls| calls.calls_of(id))
-            .unwrap_or(0)
+            .map(|calls| (calls.calls_of(id), calls.arrival_of(id)))
+            .unwrap_or_default()
     }
 
     fn next_id(&self, prefix: &str) -> String {
@@ -1206,14 +1207,19 @@ fn query_param(uri: &Uri, name: &str) -> Option<String> {
     })
 }
 
-/// `GET /sim/calls?request_id=ID` → `{"request_id": ID, "calls": n}`: how many
-/// requests with `x-request-id: ID` reached the model endpoints.
+/// `GET /sim/calls?request_id=ID` → `{"request_id": ID, "calls": n,
+/// "arrival": rank}`: how many requests with `x-request-id: ID` reached the
+/// model endpoints, and the place of its first among the ids' first
+/// arrivals (`null`: never seen or no longer remembered).
 async fn calls(State(app): State<Shared>, uri: Uri) -> Response {
     match query_param(&uri, "request_id") {
         Some(id) if !id.is_empty() => json_response(
-            serde_json::json!({"request_id": id, "calls": app.calls_of(&id)})
-                .to_string()
-                .into_bytes(),
+            {
+                let (calls, arrival) = app.calls_of(&id);
+                serde_json::json!({"request_id": id, "calls": calls, "arrival": arrival})
+            }
+            .to_string()
+            .into_bytes(),
         ),
         _ => ApiError::missing("request_id").into_response(),
     }

@@ -236,11 +236,17 @@ async fn calls_are_counted_per_request_id_and_the_id_is_echoed() {
     .await;
 
     let calls = get(addr, "/sim/calls?request_id=req-42").await.json();
-    assert_eq!(calls, json!({"request_id": "req-42", "calls": 4}));
+    assert_eq!(
+        calls,
+        json!({"request_id": "req-42", "calls": 4, "arrival": 0})
+    );
     let calls = get(addr, "/sim/calls?request_id=emb%2F1+x").await.json();
-    assert_eq!(calls["calls"], 1);
+    assert_eq!((&calls["calls"], &calls["arrival"]), (&json!(1), &json!(1)));
     let calls = get(addr, "/sim/calls?request_id=never").await.json();
-    assert_eq!(calls["calls"], 0);
+    assert_eq!(
+        (&calls["calls"], &calls["arrival"]),
+        (&json!(0), &json!(null))
+    );
     let response = get(addr, "/sim/calls").await;
     assert_eq!(response.status, 400);
     assert_eq!(response.json()["error"]["param"], "request_id");

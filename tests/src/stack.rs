@@ -178,14 +178,26 @@ pub fn work_item(tenant: &str, model: &str, req_id: &str, estimated_tokens: u64)
 /// How many times the model server at `backend` was called for `request_id`
 /// (llm-sim's `/sim/calls`).
 pub async fn model_calls(backend: SocketAddr, request_id: &str) -> u64 {
+    let json = sim_calls(backend, request_id).await;
+    json["calls"].as_u64().unwrap()
+}
+
+/// The place of `request_id`'s first call among all first calls that
+/// reached the model server at `backend` (llm-sim's `/sim/calls`); `None`
+/// if it never reached it.
+pub async fn model_arrival(backend: SocketAddr, request_id: &str) -> Option<u64> {
+    let json = sim_calls(backend, request_id).await;
+    json["arrival"].as_u64()
+}
+
+async fn sim_calls(backend: SocketAddr, request_id: &str) -> serde_json::Value {
     let path = format!("/sim/calls?request_id={request_id}");
     let response =
         tokio::task::spawn_blocking(move || crate::http_request(backend, "GET", &path, &[], b""))
             .await
             .unwrap()
             .unwrap();
-    let json: serde_json::Value = serde_json::from_str(&response.body).unwrap();
-    json["calls"].as_u64().unwrap()
+    serde_json::from_str(&response.body).unwrap()
 }
 
 /// Tenant `patient` asks `gpt-4o` through `envoy` for 30 tokens on a

@@ -51,32 +51,17 @@ async fn publish(stack: &QueueParts, tenant: &str, req_id: &str, priority: Prior
     stack.publish(&work).await;
 }
 
-/// Redis's clock (ms, sequence) at the first chunk of `req_id`'s answer.
-async fn first_chunk(stack: &QueueParts, req_id: &str) -> Option<(u64, u64)> {
-    let mut conn = stack.conn.clone();
-    let entries: Vec<(String, HashMap<String, String>)> = redis::cmd("XRANGE")
-        .arg(keys::response(req_id))
-        .arg("-")
-        .arg("+")
-        .arg("COUNT")
-        .arg(1)
-        .query_async(&mut conn)
-        .await
-        .ok()?;
-    let (id, _) = entries.into_iter().next()?;
-    let (ms, seq) = id.split_once('-')?;
-    Some((ms.parse().ok()?, seq.parse().ok()?))
-}
-
 /// Waits until every id is answered; returns the ids in the order their
 /// calls reached the model.
 async fn served_order(stack: &QueueParts, ids: &[String], within: Duration) -> Vec<String> {
     stack.wait_done(ids, within).await;
     let mut stamped = Vec::new();
     for id in ids {
-        let at = first_chunk(stack, id)
+        // The server's own arrival order: the order answers came back in
+        // can differ by a scheduling hiccup when calls overlap.
+        let at = sluice_testkit::stack::model_arrival(stack.backend, id)
             .await
-            .expect("an answered call has chunks");
+            .expect("an answered call reached the model");
         stamped.push((at, id.clone()));
     }
     stamped.sort();
@@ -468,7 +453,7 @@ async fn two_consumer_instances_split_one_controller_limit_and_follow_an_overrid
 /// The controller follows the model server's own queue, read from its
 /// vLLM gauges (llm-sim's GPU model): with 4 batch slots the limit climbs
 /// past 4; when the server is cut to 2 slots at run time, requests wait
-/// there and the limit comes down to near 2 + the target queue.
+/// there and the limit comes down to near 2 + the target queue (a cap of 3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_controller_follows_a_capacity_change_read_from_the_servers_gauges() {
     use sluice_llm_sim::gpu::{Capacity, GpuConfig};
@@ -519,7 +504,11 @@ async fn the_controller_follows_a_capacity_change_read_from_the_servers_gauges()
     .unwrap()
     .unwrap();
     assert_eq!(answer.status, 200, "{answer:?}");
-    let low = limit_reaches(&stack, |limit| limit <= 3.5, Duration::from_secs(20)).await;
+    // Near 2 + the target queue: the cap applied (the limit's whole part)
+    // is at most 3. Where inside [3, 4) the limit lands depends on the
+    // queue samples on the way down; at 2 running + 1 waiting it is on
+    // target and stays.
+    let low = limit_reaches(&stack, |limit| limit < 4.0, Duration::from_secs(20)).await;
     println!("limit with 4 slots: {high:?}; after the cut to 2: {low:?}");
     let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
     assert!(limit.is_some_and(|l| l >= 1.0), "floor holds: {limit:?}");
