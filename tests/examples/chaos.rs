@@ -18,6 +18,7 @@
 //! holds Sluice's claims must: with `--volatile-redis` it restarts empty, and
 //! a deferred request whose claim was lost can reach the model twice.
 
+use clap::Parser;
 use sluice_testkit::load::{
     model_calls, run_open_loop, Class, LoadClient, OpenLoop, Outcome, ProcessStack,
     ProcessStackOptions, Record, RequestSpec,
@@ -31,45 +32,59 @@ use std::time::{Duration, Instant};
 /// answered by then gets a timeout error from the endpoint.
 const DEFERRAL_TIMEOUT_S: u64 = 60;
 
+/// The chaos run's flags (see the header of this file).
+#[derive(Parser)]
+#[command(about = "Mixed traffic through Envoy while every part is killed and restarted in turn")]
 struct Args {
-    duration: Duration,
+    /// Length of the run in minutes (at least 1.5: five faults with pauses between).
+    #[arg(long, default_value_t = 4.0)]
+    minutes: f64,
+    /// Requests per second.
+    #[arg(long, default_value_t = 20.0)]
     rate: f64,
+    /// Requests at the most.
+    #[arg(long, default_value_t = 100_000)]
     max_requests: u64,
-    down: Duration,
-    workdir: PathBuf,
-    redis: Durability,
+    /// How long each killed part stays down before it is started again, seconds.
+    #[arg(long, default_value_t = 2.0)]
+    down_seconds: f64,
+    /// Where the processes keep their files (default: a new folder in the temp dir).
+    #[arg(long)]
+    workdir: Option<PathBuf>,
+    /// Redis restarts empty instead of reloading its append-only file.
+    #[arg(long)]
+    volatile_redis: bool,
+}
+
+impl Args {
+    fn duration(&self) -> Duration {
+        Duration::from_secs_f64(self.minutes * 60.0)
+    }
+
+    fn down(&self) -> Duration {
+        Duration::from_secs_f64(self.down_seconds)
+    }
+
+    fn workdir(&self) -> PathBuf {
+        self.workdir.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("sluice-chaos-{}", std::process::id()))
+        })
+    }
+
+    fn redis(&self) -> Durability {
+        if self.volatile_redis {
+            Durability::Volatile
+        } else {
+            Durability::AppendAlways
+        }
+    }
 }
 
 fn parse_args() -> anyhow::Result<Args> {
-    let mut args = Args {
-        duration: Duration::from_secs(4 * 60),
-        rate: 20.0,
-        max_requests: 100_000,
-        down: Duration::from_secs(2),
-        workdir: std::env::temp_dir().join(format!("sluice-chaos-{}", std::process::id())),
-        redis: Durability::AppendAlways,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))
-        };
-        match flag.as_str() {
-            "--minutes" => args.duration = Duration::from_secs_f64(value()?.parse::<f64>()? * 60.0),
-            "--rate" => args.rate = value()?.parse()?,
-            "--max-requests" => args.max_requests = value()?.parse()?,
-            "--down-seconds" => args.down = Duration::from_secs_f64(value()?.parse()?),
-            "--workdir" => args.workdir = value()?.into(),
-            "--volatile-redis" => args.redis = Durability::Volatile,
-            other => {
-                anyhow::bail!("unknown argument {other:?} (see the header of examples/chaos.rs)")
-            }
-        }
-    }
+    let args = Args::parse();
     anyhow::ensure!(
-        args.duration >= Duration::from_secs(90),
-        "--minutes must be at least 1.5 (five faults with pauses between)"
+        args.minutes >= 1.5 && args.down_seconds >= 0.0,
+        "--minutes must be at least 1.5 (five faults with pauses between) and --down-seconds not negative"
     );
     Ok(args)
 }
@@ -242,12 +257,12 @@ async fn main() -> anyhow::Result<()> {
             // 16 tokens at 50/s: a stream lasts ~0.3 s, long enough to be cut.
             sim_args: ProcessStackOptions::sim_pace(50, 20),
             consumer_config: ProcessStackOptions::consumer_paced_at(1000),
-            dir: args.workdir.clone(),
+            dir: args.workdir(),
             rls_args: vec![
                 "--deferral-timeout-s".into(),
                 DEFERRAL_TIMEOUT_S.to_string(),
             ],
-            redis: args.redis,
+            redis: args.redis(),
         },
     )
     .await?;
@@ -270,14 +285,15 @@ async fn main() -> anyhow::Result<()> {
 
     // Faults spread over the run: the first after 1/8 of it, the last
     // leaving 1/4 of it to heal.
-    let lead = args.duration / 8;
-    let gap = (args.duration - lead - args.duration / 4) / (Fault::ALL.len() as u32 - 1);
+    let duration = args.duration();
+    let lead = duration / 8;
+    let gap = (duration - lead - duration / 4) / (Fault::ALL.len() as u32 - 1);
     let start = Instant::now();
-    let down = args.down;
+    let down = args.down();
     let faults = tokio::task::spawn_blocking(move || run_faults(stack, start, lead, gap, down));
     let plan = OpenLoop {
         rate_per_second: args.rate,
-        duration: args.duration,
+        duration,
         max_requests: args.max_requests,
         max_in_flight: 4096,
         deadline,
@@ -369,9 +385,7 @@ fn print_report(
 
     println!(
         "chaos: {:.1} min at {} req/s, each part killed (SIGKILL) and restarted after {:.0} s",
-        args.duration.as_secs_f64() / 60.0,
-        args.rate,
-        args.down.as_secs_f64()
+        args.minutes, args.rate, args.down_seconds
     );
     println!("\n| | requests |\n|---|---:|");
     println!("| sent | {sent} |");

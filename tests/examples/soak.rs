@@ -24,6 +24,7 @@
 //! that is after a day. `--short-retention` (or the single knobs) shortens
 //! them so that a run of minutes reaches the plateau.
 
+use clap::Parser;
 use sluice_testkit::load::{
     calibrate, flat_measure, quantile, rss_chart_svg, run_open_loop, Class, LoadClient, Measure,
     MemorySampler, MemorySeries, MemoryStats, OpenLoop, ProcessStack, ProcessStackOptions, Record,
@@ -33,6 +34,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+/// The run, as the flags resolve.
 struct Args {
     duration: Duration,
     calibrate: Duration,
@@ -41,6 +43,90 @@ struct Args {
     svg: Option<PathBuf>,
     workdir: PathBuf,
     retention: Retention,
+}
+
+/// The soak's flags (see the header of this file). A flag given twice takes
+/// its last value (`scripts/soak` passes its own `--svg` first).
+#[derive(Parser)]
+#[command(
+    about = "The whole path under 70 % of its highest admitted rate, memory sampled",
+    args_override_self = true
+)]
+struct Flags {
+    /// Length of the run in minutes [default: 30].
+    #[arg(long, conflicts_with = "seconds")]
+    minutes: Option<f64>,
+    /// Length of the run in seconds.
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// How long the highest admitted rate is measured first, seconds.
+    #[arg(long, default_value_t = 20.0)]
+    calibrate_seconds: f64,
+    /// Share of the measured rate sent during the run (above 0).
+    #[arg(long, default_value_t = 0.7)]
+    load_share: f64,
+    /// Share of the requests deferred (0..=1).
+    #[arg(long, default_value_t = 0.1)]
+    deferred_share: f64,
+    /// Where the memory chart goes.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    /// Where the processes keep their files (default: a new folder in the temp dir).
+    #[arg(long)]
+    workdir: Option<PathBuf>,
+    #[command(flatten)]
+    retention: RetentionFlags,
+}
+
+/// `--short-retention`, then each single knob over it.
+#[derive(clap::Args)]
+struct RetentionFlags {
+    /// Five minutes for everything a deferred request leaves in Redis, and
+    /// llm-sim remembers 20,000 request ids, so the plateau shows within the run.
+    #[arg(long)]
+    short_retention: bool,
+    /// Consumer `idempotency.done_ttl_secs` (and `processing_retention_secs`).
+    #[arg(long)]
+    done_ttl_secs: Option<u64>,
+    /// Consumer `idempotency.max_work_item_age_secs`.
+    #[arg(long)]
+    max_work_item_age_secs: Option<u64>,
+    /// sluice-rls `--deferral-owner-ttl-s`.
+    #[arg(long)]
+    owner_ttl_secs: Option<u64>,
+    /// Consumer `stream.ttl_after_end_secs`.
+    #[arg(long)]
+    stream_ttl_secs: Option<u64>,
+    /// sluice-rls `--deferral-timeout-s` and `--deferral-high-priority-timeout-s`.
+    #[arg(long)]
+    deferral_timeout_secs: Option<u64>,
+    /// llm-sim `--max-tracked-request-ids`.
+    #[arg(long)]
+    sim_tracked_request_ids: Option<usize>,
+}
+
+impl RetentionFlags {
+    fn resolve(&self) -> Retention {
+        let base = if self.short_retention {
+            Retention::SHORT
+        } else {
+            Retention::DEFAULT
+        };
+        Retention {
+            done_ttl_secs: self.done_ttl_secs.unwrap_or(base.done_ttl_secs),
+            max_work_item_age_secs: self
+                .max_work_item_age_secs
+                .unwrap_or(base.max_work_item_age_secs),
+            owner_ttl_secs: self.owner_ttl_secs.unwrap_or(base.owner_ttl_secs),
+            stream_ttl_secs: self.stream_ttl_secs.unwrap_or(base.stream_ttl_secs),
+            deferral_timeout_secs: self
+                .deferral_timeout_secs
+                .unwrap_or(base.deferral_timeout_secs),
+            sim_tracked_request_ids: self
+                .sim_tracked_request_ids
+                .unwrap_or(base.sim_tracked_request_ids),
+        }
+    }
 }
 
 /// How long Redis keeps what each deferred request leaves behind, and the
@@ -128,50 +214,30 @@ impl Retention {
 }
 
 fn parse_args() -> anyhow::Result<Args> {
-    let mut args = Args {
-        duration: Duration::from_secs(30 * 60),
-        calibrate: Duration::from_secs(20),
-        load_share: 0.7,
-        deferred_share: 0.1,
-        svg: None,
-        workdir: std::env::temp_dir().join(format!("sluice-soak-{}", std::process::id())),
-        retention: Retention::DEFAULT,
+    let flags = Flags::parse();
+    let run_s = match (flags.minutes, flags.seconds) {
+        (_, Some(seconds)) => seconds,
+        (minutes, None) => minutes.unwrap_or(30.0) * 60.0,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))
-        };
-        match flag.as_str() {
-            "--minutes" => args.duration = Duration::from_secs_f64(value()?.parse::<f64>()? * 60.0),
-            "--seconds" => args.duration = Duration::from_secs_f64(value()?.parse()?),
-            "--calibrate-seconds" => args.calibrate = Duration::from_secs_f64(value()?.parse()?),
-            "--load-share" => args.load_share = value()?.parse()?,
-            "--deferred-share" => args.deferred_share = value()?.parse()?,
-            "--svg" => args.svg = Some(value()?.into()),
-            "--workdir" => args.workdir = value()?.into(),
-            "--short-retention" => args.retention = Retention::SHORT,
-            "--done-ttl-secs" => args.retention.done_ttl_secs = value()?.parse()?,
-            "--max-work-item-age-secs" => {
-                args.retention.max_work_item_age_secs = value()?.parse()?
-            }
-            "--owner-ttl-secs" => args.retention.owner_ttl_secs = value()?.parse()?,
-            "--stream-ttl-secs" => args.retention.stream_ttl_secs = value()?.parse()?,
-            "--deferral-timeout-secs" => args.retention.deferral_timeout_secs = value()?.parse()?,
-            "--sim-tracked-request-ids" => {
-                args.retention.sim_tracked_request_ids = value()?.parse()?
-            }
-            other => {
-                anyhow::bail!("unknown argument {other:?} (see the header of examples/soak.rs)")
-            }
-        }
-    }
     anyhow::ensure!(
-        (0.0..=1.0).contains(&args.deferred_share) && args.load_share > 0.0,
+        (0.0..=1.0).contains(&flags.deferred_share) && flags.load_share > 0.0,
         "--deferred-share must be in 0..=1 and --load-share above 0"
     );
-    Ok(args)
+    anyhow::ensure!(
+        run_s > 0.0 && flags.calibrate_seconds > 0.0,
+        "the run (--minutes or --seconds) and --calibrate-seconds must be above 0"
+    );
+    Ok(Args {
+        duration: Duration::from_secs_f64(run_s),
+        calibrate: Duration::from_secs_f64(flags.calibrate_seconds),
+        load_share: flags.load_share,
+        deferred_share: flags.deferred_share,
+        svg: flags.svg,
+        workdir: flags.workdir.unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("sluice-soak-{}", std::process::id()))
+        }),
+        retention: flags.retention.resolve(),
+    })
 }
 
 /// Request `n` of the soak: every `1/share`-th deferred (alternating the
