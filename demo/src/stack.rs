@@ -4,7 +4,9 @@
 
 use anyhow::{bail, Context};
 use rustix::process::{kill_process_group, Pid, Signal};
-use sluice_testkit::{filter_wasm, free_port, workspace_root, Envoy, RedisServer, RocketMq};
+use sluice_testkit::{
+    filter_wasm, free_port, workspace_root, Envoy, EnvoyPorts, RedisServer, RocketMq,
+};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -350,27 +352,21 @@ impl Stack {
         progress(&format!("sluice-consumer     admin {consumer_admin}"));
 
         let (envoy_admin, envoy_port) = (free_port(), free_port());
-        let config = std::fs::read_to_string(workspace_root().join("envoy/sluice-filter.yaml"))
-            .context("reading envoy/sluice-filter.yaml")?
-            .replace("port_value: 9901", &format!("port_value: {envoy_admin}"))
-            .replace("port_value: 10000", &format!("port_value: {envoy_port}"))
-            .replace(
-                "port_value: 8081",
-                &format!("port_value: {}", rls_grpc.port()),
-            )
-            .replace(
-                "port_value: 8000",
-                &format!("port_value: {}", sim_addr.port()),
-            )
-            .replace(
-                "port_value: 8090",
-                &format!("port_value: {}", deferral_addr.port()),
-            )
-            .replace("address: 0.0.0.0", "address: 127.0.0.1")
-            .replace(
-                "/etc/sluice/sluice_filter.wasm",
-                &wasm.display().to_string(),
-            );
+        let template = std::fs::read_to_string(workspace_root().join("envoy/sluice-filter.yaml"))
+            .context("reading envoy/sluice-filter.yaml")?;
+        let config = EnvoyPorts {
+            admin: envoy_admin,
+            listener: envoy_port,
+            rls: rls_grpc.port(),
+            backend: sim_addr.port(),
+            deferral: Some(deferral_addr.port()),
+        }
+        .apply(&template)
+        .replace("address: 0.0.0.0", "address: 127.0.0.1")
+        .replace(
+            "/etc/sluice/sluice_filter.wasm",
+            &wasm.display().to_string(),
+        );
         std::fs::write(paths.logs.join("envoy.yaml"), &config)?;
         let envoy = Envoy::start(&config, envoy_admin, envoy_port).context("starting Envoy")?;
         let envoy_addr = loopback(envoy_port);

@@ -38,13 +38,6 @@ use std::time::{Duration, Instant};
 /// The flood stops when the disk holding /work has less free space.
 const MIN_FREE_BYTES: u64 = 20_000_000_000;
 
-fn env_num<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Bytes used under `path` (`du -sb`).
 fn du_bytes(path: &Path) -> u64 {
     std::process::Command::new("du")
@@ -191,18 +184,18 @@ impl Stack {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let tenants: usize = env_num("FLOOD_TENANTS", 10_000);
-    let greedy_models: usize = env_num("GREEDY_MODELS", 40);
-    let flood_secs: u64 = env_num("FLOOD_SECS", 90);
-    let concurrency: usize = env_num("FLOOD_CONCURRENCY", 32);
-    let idle_secs: u64 = env_num("IDLE_SECS", 10);
+    let tenants: usize = sluice_testkit::env_or("FLOOD_TENANTS", 10_000);
+    let greedy_models: usize = sluice_testkit::env_or("GREEDY_MODELS", 40);
+    let flood_secs: u64 = sluice_testkit::env_or("FLOOD_SECS", 90);
+    let concurrency: usize = sluice_testkit::env_or("FLOOD_CONCURRENCY", 32);
+    let idle_secs: u64 = sluice_testkit::env_or("IDLE_SECS", 10);
     let limits = CapLimits {
-        max_buckets: env_num("FLOOD_MAX_BUCKETS", caps::DEFAULT_MAX_BUCKETS),
-        max_buckets_per_tenant: env_num(
+        max_buckets: sluice_testkit::env_or("FLOOD_MAX_BUCKETS", caps::DEFAULT_MAX_BUCKETS),
+        max_buckets_per_tenant: sluice_testkit::env_or(
             "FLOOD_MAX_PER_TENANT",
             caps::DEFAULT_MAX_BUCKETS_PER_TENANT,
         ),
-        max_new_buckets_per_minute: env_num(
+        max_new_buckets_per_minute: sluice_testkit::env_or(
             "FLOOD_MAX_PER_MINUTE",
             caps::DEFAULT_MAX_NEW_BUCKETS_PER_MINUTE,
         ),

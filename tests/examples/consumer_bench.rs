@@ -61,13 +61,6 @@ use std::time::{Duration, Instant};
 
 const MODEL: &str = "gpt-4o";
 
-fn env_num<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Wall clock, Unix ms with sub-ms precision (comparable with Redis stream
 /// ids: same host clock).
 fn wall_ms() -> f64 {
@@ -164,9 +157,10 @@ impl Stack {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let backend = listener.local_addr()?;
         let mut sim = sluice_llm_sim::SimConfig::fast();
-        sim.default_completion_tokens = env_num("SIM_TOKENS", 5);
-        sim.tokens_per_second = env_num("SIM_TPS", 0.0);
-        sim.first_token_latency = Duration::from_millis(env_num("SIM_FIRST_TOKEN_MS", 0));
+        sim.default_completion_tokens = sluice_testkit::env_or("SIM_TOKENS", 5);
+        sim.tokens_per_second = sluice_testkit::env_or("SIM_TPS", 0.0);
+        sim.first_token_latency =
+            Duration::from_millis(sluice_testkit::env_or("SIM_FIRST_TOKEN_MS", 0));
         sim.validate()?;
         let arrivals: Arrivals = Arc::default();
         let record = arrivals.clone();
@@ -424,7 +418,7 @@ async fn pacing(csv: &Csv) -> anyhow::Result<()> {
 }
 
 async fn pacing_run(burst: f64, rows: &mut Vec<String>) -> anyhow::Result<()> {
-    let secs: f64 = env_num("PACING_SECS", 20.0);
+    let secs: f64 = sluice_testkit::env_or("PACING_SECS", 20.0);
     println!("\n== pacing: 4 buckets, {secs} s of work each, one runner, request burst {burst} ==");
     let mut stack = Stack::start().await?;
     stack.request_burst = burst;
@@ -775,12 +769,12 @@ async fn isolation_case(
 
 async fn isolation(csv: &Csv) -> anyhow::Result<()> {
     let shape = IsoShape {
-        per_bucket: env_num("ISO_PER_BUCKET", 10),
-        healthy_n: env_num("ISO_HEALTHY", 45),
-        throttled_n: env_num("ISO_THROTTLED", 5),
-        throttled_rate: env_num("ISO_THROTTLED_RATE", 0.5),
-        live_rps: env_num("ISO_LIVE_RPS", 45.0),
-        live_secs: env_num("ISO_LIVE_SECS", 20.0),
+        per_bucket: sluice_testkit::env_or("ISO_PER_BUCKET", 10),
+        healthy_n: sluice_testkit::env_or("ISO_HEALTHY", 45),
+        throttled_n: sluice_testkit::env_or("ISO_THROTTLED", 5),
+        throttled_rate: sluice_testkit::env_or("ISO_THROTTLED_RATE", 0.5),
+        live_rps: sluice_testkit::env_or("ISO_LIVE_RPS", 45.0),
+        live_secs: sluice_testkit::env_or("ISO_LIVE_SECS", 20.0),
     };
     let modes = std::env::var("ISO_MODES").unwrap_or_else(|_| "live,backlog".into());
     let mut rows = Vec::new();
@@ -916,8 +910,8 @@ fn metric_value(text: &str, name: &str) -> Option<f64> {
 }
 
 async fn scale(csv: &Csv) -> anyhow::Result<()> {
-    let buckets: usize = env_num("SCALE_BUCKETS", 1000);
-    let per_bucket: usize = env_num("SCALE_PER_BUCKET", 5);
+    let buckets: usize = sluice_testkit::env_or("SCALE_BUCKETS", 1000);
+    let per_bucket: usize = sluice_testkit::env_or("SCALE_PER_BUCKET", 5);
     println!("\n== scale: {buckets} unlimited buckets × {per_bucket} messages, one runner ==");
     let stack = Stack::start().await?;
     let mut items = Vec::new();
@@ -938,7 +932,10 @@ async fn scale(csv: &Csv) -> anyhow::Result<()> {
     let one = stack.runner("bench-scale").await?;
     let ids = ids_of(&items);
     let missing = stack
-        .wait_done(&ids, Duration::from_secs(env_num("SCALE_TIMEOUT_S", 300)))
+        .wait_done(
+            &ids,
+            Duration::from_secs(sluice_testkit::env_or("SCALE_TIMEOUT_S", 300)),
+        )
         .await?;
     let drained = wall_ms() - t0;
     let metrics = one.metrics.encode();
@@ -1007,7 +1004,7 @@ async fn scale(csv: &Csv) -> anyhow::Result<()> {
 // 4. Subscriptions
 
 async fn subscriptions() -> anyhow::Result<()> {
-    let n: usize = env_num("SUBS", 10_000);
+    let n: usize = sluice_testkit::env_or("SUBS", 10_000);
     println!("\n== subscriptions: one runner over {n} announced buckets ==");
     let stack = Stack::start().await?;
     let pid = broker_pid(&stack.broker);
@@ -1019,7 +1016,7 @@ async fn subscriptions() -> anyhow::Result<()> {
     let broker_before = pid.as_deref().and_then(rss_kib);
     let started = Instant::now();
     let one = stack.runner("bench-subs").await?;
-    let deadline = Duration::from_secs(env_num("SUBS_TIMEOUT_S", 300));
+    let deadline = Duration::from_secs(sluice_testkit::env_or("SUBS_TIMEOUT_S", 300));
     while one.runner.owned().len() < n && started.elapsed() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -1085,9 +1082,9 @@ async fn main() -> anyhow::Result<()> {
     let csv = Csv(std::env::var_os("CSV_DIR").map(PathBuf::from));
     println!(
         "consumer bench: sections {sections}; simulator {} tokens/s (0 = unpaced), first token {} ms, {} tokens per answer",
-        env_num("SIM_TPS", 0.0),
-        env_num("SIM_FIRST_TOKEN_MS", 0u64),
-        env_num("SIM_TOKENS", 5u64)
+        sluice_testkit::env_or("SIM_TPS", 0.0),
+        sluice_testkit::env_or("SIM_FIRST_TOKEN_MS", 0u64),
+        sluice_testkit::env_or("SIM_TOKENS", 5u64)
     );
     for section in sections.split(',').map(str::trim) {
         let started = Instant::now();

@@ -53,14 +53,8 @@ fn rss_mib() -> f64 {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let n: usize = std::env::var("STREAMS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(9_000);
-    let readers: usize = std::env::var("READERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(7);
+    let n: usize = sluice_testkit::env_or("STREAMS", 9_000);
+    let readers: usize = sluice_testkit::env_or("READERS", 7);
     let redis = RedisServer::start()?;
     let client = sluice_redis::RedisClient::open(&redis.url())?;
     let control = client.connect()?;

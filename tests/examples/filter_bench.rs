@@ -23,7 +23,7 @@ use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
 use sluice_ratelimit::store::{CountingMode, MemoryStore};
-use sluice_testkit::{filter_wasm, free_port, workspace_root, Envoy, StaticHttpServer};
+use sluice_testkit::{filter_wasm, free_port, workspace_root, Envoy, EnvoyPorts, StaticHttpServer};
 use sluice_tokenizer::{Encoding, Tokenizer};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -159,6 +159,33 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
 }
 
+/// An Envoy with `workers` worker threads on free ports, with the config
+/// `config` writes for them (admin, listener); its listener, and how long it
+/// took from the config to listening.
+fn start_envoy(
+    workers: usize,
+    config: impl FnOnce(u16, u16) -> String,
+) -> anyhow::Result<(Envoy, SocketAddr, Duration)> {
+    let (admin, listener) = (free_port(), free_port());
+    let started = Instant::now();
+    let envoy = Envoy::start_with_workers(&config(admin, listener), admin, listener, workers)?;
+    Ok((envoy, ([127, 0, 0, 1], listener).into(), started.elapsed()))
+}
+
+/// Envoy with the filter and Envoy alone (see [`start_envoy`]), both in
+/// front of the backend on `backend_port`.
+fn start_with_and_without(
+    rls_port: u16,
+    backend_port: u16,
+) -> anyhow::Result<[(Envoy, SocketAddr, Duration); 2]> {
+    let [with, without] = [true, false].map(|filter| {
+        start_envoy(1, |admin, listener| {
+            envoy_config(filter, rls_port, backend_port, admin, listener)
+        })
+    });
+    Ok([with?, without?])
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     percentile(&v, 0.5)
@@ -173,11 +200,15 @@ fn envoy_config(
 ) -> String {
     let template =
         std::fs::read_to_string(workspace_root().join("envoy/sluice-filter.yaml")).expect("config");
-    let mut config = template
-        .replace("port_value: 9901", &format!("port_value: {admin}"))
-        .replace("port_value: 10000", &format!("port_value: {listener}"))
-        .replace("port_value: 8081", &format!("port_value: {rls_port}"))
-        .replace("port_value: 8000", &format!("port_value: {backend_port}"))
+    let ports = EnvoyPorts {
+        admin,
+        listener,
+        rls: rls_port,
+        backend: backend_port,
+        deferral: None,
+    };
+    let mut config = ports
+        .apply(&template)
         .replace(
             "/etc/sluice/sluice_filter.wasm",
             &filter_wasm()
@@ -203,14 +234,8 @@ fn envoy_config(
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let rounds: usize = std::env::var("ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(10);
-    let per_round: usize = std::env::var("PER_ROUND")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(200);
+    let rounds: usize = sluice_testkit::env_or("ROUNDS", 10);
+    let per_round: usize = sluice_testkit::env_or("PER_ROUND", 200);
 
     // RLS (memory store, limits never reached) and a fixed-reply backend.
     let config = LimitsConfig::from_sources(&[(PathBuf::from("bench.yaml"), LIMITS.into())])?;
@@ -254,52 +279,36 @@ async fn main() -> anyhow::Result<()> {
     );
 
     // Envoy with the filter: time from spawn to listening includes building the tokenizers.
-    let (admin, listener) = (free_port(), free_port());
-    let started = Instant::now();
-    let with = Envoy::start(
-        &envoy_config(true, rls_port, backend.addr.port(), admin, listener),
-        admin,
-        listener,
-    )?;
-    let with_start = started.elapsed();
-    let with_addr: SocketAddr = ([127, 0, 0, 1], listener).into();
-    let (admin2, listener2) = (free_port(), free_port());
-    let started = Instant::now();
-    let without = Envoy::start(
-        &envoy_config(false, rls_port, backend.addr.port(), admin2, listener2),
-        admin2,
-        listener2,
-    )?;
-    let without_start = started.elapsed();
-    let without_addr: SocketAddr = ([127, 0, 0, 1], listener2).into();
+    let backend_port = backend.addr.port();
+    let [(with, with_addr, with_start), (without, without_addr, without_start)] =
+        start_with_and_without(rls_port, backend_port)?;
     // The same filter without a deferral secret: it defers nothing, so it
     // skips the body's SHA-256 that signing a deferral needs.
-    let (admin6, listener6) = (free_port(), free_port());
-    let unsigned_config = envoy_config(true, rls_port, backend.addr.port(), admin6, listener6)
-        .replace(
+    let (_unsigned, unsigned_addr, _) = start_envoy(1, |admin, listener| {
+        let config = envoy_config(true, rls_port, backend_port, admin, listener).replace(
             &format!(
                 r#", "secrets": ["{}"]"#,
                 sluice_admission::deferral::EXAMPLE_SECRET
             ),
             "",
         );
-    assert!(
-        !unsigned_config.contains("\"secrets\""),
-        "secrets left in the config"
-    );
-    let _unsigned = Envoy::start(&unsigned_config, admin6, listener6)?;
-    let unsigned_addr: SocketAddr = ([127, 0, 0, 1], listener6).into();
-    let (admin5, listener5) = (free_port(), free_port());
-    let authz_config = std::fs::read_to_string(workspace_root().join("envoy/ext-authz.yaml"))?
-        .replace("port_value: 9901", &format!("port_value: {admin5}"))
-        .replace("port_value: 10000", &format!("port_value: {listener5}"))
-        .replace("port_value: 8081", &format!("port_value: {rls_port}"))
-        .replace(
-            "port_value: 8000",
-            &format!("port_value: {}", backend.addr.port()),
+        assert!(
+            !config.contains("\"secrets\""),
+            "secrets left in the config"
         );
-    let _authz = Envoy::start(&authz_config, admin5, listener5)?;
-    let authz_addr: SocketAddr = ([127, 0, 0, 1], listener5).into();
+        config
+    })?;
+    let authz_template = std::fs::read_to_string(workspace_root().join("envoy/ext-authz.yaml"))?;
+    let (_authz, authz_addr, _) = start_envoy(1, |admin, listener| {
+        EnvoyPorts {
+            admin,
+            listener,
+            rls: rls_port,
+            backend: backend_port,
+            deferral: None,
+        }
+        .apply(&authz_template)
+    })?;
     println!(
         "envoy start to listening: {:.0} ms with filter, {:.0} ms without",
         with_start.as_secs_f64() * 1e3,
@@ -409,27 +418,20 @@ async fn main() -> anyhow::Result<()> {
             percentile(v, 0.999)
         );
     }
-    println!(
-        "{:<28} {:>9.3} {:>9.3} {:>9.3}",
-        "added by the filter",
-        percentile(&with_ms, 0.5) - percentile(&without_ms, 0.5),
-        percentile(&with_ms, 0.99) - percentile(&without_ms, 0.99),
-        percentile(&with_ms, 0.999) - percentile(&without_ms, 0.999)
-    );
-    println!(
-        "{:<28} {:>9.3} {:>9.3} {:>9.3}",
-        "added by ext_authz",
-        percentile(&authz_ms, 0.5) - percentile(&without_ms, 0.5),
-        percentile(&authz_ms, 0.99) - percentile(&without_ms, 0.99),
-        percentile(&authz_ms, 0.999) - percentile(&without_ms, 0.999)
-    );
-    println!(
-        "{:<28} {:>9.3} {:>9.3} {:>9.3}",
-        "added by the body digest",
-        percentile(&with_ms, 0.5) - percentile(&unsigned_ms, 0.5),
-        percentile(&with_ms, 0.99) - percentile(&unsigned_ms, 0.99),
-        percentile(&with_ms, 0.999) - percentile(&unsigned_ms, 0.999)
-    );
+    for (label, more, less) in [
+        ("added by the filter", &with_ms, &without_ms),
+        ("added by ext_authz", &authz_ms, &without_ms),
+        ("added by the body digest", &with_ms, &unsigned_ms),
+    ] {
+        let added = |q| percentile(more, q) - percentile(less, q);
+        println!(
+            "{:<28} {:>9.3} {:>9.3} {:>9.3}",
+            label,
+            added(0.5),
+            added(0.99),
+            added(0.999)
+        );
+    }
     println!("non-200 answers: {errors}");
 
     // 4: memory.
@@ -441,20 +443,14 @@ async fn main() -> anyhow::Result<()> {
         rss(&without)
     );
     drop(with);
-    let (admin3, listener3) = (free_port(), free_port());
-    let two = Envoy::start_with_workers(
-        &envoy_config(true, rls_port, backend.addr.port(), admin3, listener3),
-        admin3,
-        listener3,
-        2,
-    )?;
-    let (admin4, listener4) = (free_port(), free_port());
-    let one = Envoy::start_with_workers(
-        &envoy_config(true, rls_port, backend.addr.port(), admin4, listener4),
-        admin4,
-        listener4,
-        1,
-    )?;
+    let with_workers = |workers| {
+        start_envoy(workers, |admin, listener| {
+            envoy_config(true, rls_port, backend_port, admin, listener)
+        })
+        .map(|(envoy, _, _)| envoy)
+    };
+    let two = with_workers(2)?;
+    let one = with_workers(1)?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     println!("Envoy RSS with filter at start: {:.0} MiB with 1 worker, {:.0} MiB with 2 workers (≈ {:.0} MiB per extra worker VM)",
         rss(&one), rss(&two), rss(&two) - rss(&one));
@@ -462,18 +458,11 @@ async fn main() -> anyhow::Result<()> {
     stream_usage_cost(rls_port).await
 }
 
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// 5: what reading usage from a stream costs, and what adding
 /// `include_usage` and stripping it from every chunk adds.
 async fn stream_usage_cost(rls_port: u16) -> anyhow::Result<()> {
-    let requests = env_or("SSE_REQUESTS", 1000);
-    let tokens = env_or("SSE_TOKENS", 200) as u64;
+    let requests: usize = sluice_testkit::env_or("SSE_REQUESTS", 1000);
+    let tokens: u64 = sluice_testkit::env_or("SSE_TOKENS", 200);
     let sim = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let sim_port = sim.local_addr()?.port();
     tokio::spawn(sluice_llm_sim::run(
@@ -484,18 +473,8 @@ async fn stream_usage_cost(rls_port: u16) -> anyhow::Result<()> {
         },
         std::future::pending::<()>(),
     ));
-    let (admin, listener) = (free_port(), free_port());
-    let _with = Envoy::start(
-        &envoy_config(true, rls_port, sim_port, admin, listener),
-        admin,
-        listener,
-    )?;
-    let (admin2, listener2) = (free_port(), free_port());
-    let _alone = Envoy::start(
-        &envoy_config(false, rls_port, sim_port, admin2, listener2),
-        admin2,
-        listener2,
-    )?;
+    let [(_with, with_addr, _), (_alone, alone_addr, _)] =
+        start_with_and_without(rls_port, sim_port)?;
     let body = |include_usage: bool| {
         let mut body = serde_json::json!({
             "model": "gpt-4o", "stream": true, "max_tokens": 4000,
@@ -507,8 +486,8 @@ async fn stream_usage_cost(rls_port: u16) -> anyhow::Result<()> {
         body.to_string()
     };
     let (asked, not_asked) = (body(true), body(false));
-    let mut filter = Connection::open(([127, 0, 0, 1], listener).into());
-    let mut alone = Connection::open(([127, 0, 0, 1], listener2).into());
+    let mut filter = Connection::open(with_addr);
+    let mut alone = Connection::open(alone_addr);
     let mut times: [Vec<f64>; 3] = [Vec::new(), Vec::new(), Vec::new()];
     let mut sizes = [0usize; 3];
     let mut errors = 0;

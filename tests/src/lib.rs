@@ -141,6 +141,28 @@ pub fn deferral_headers(
     headers
 }
 
+/// The headers the filter sets on a deferred request for model `gpt-4o`
+/// (the marker and its claims), unsigned: see [`sign_deferral_headers`].
+pub fn deferral_markers(
+    req_id: &str,
+    tenant: &str,
+    priority: &str,
+    estimated_tokens: u64,
+) -> Vec<(&'static str, String)> {
+    use sluice_admission::admission as a;
+    vec![
+        (
+            sluice_admission::deferral::DEFAULT_MARKER_HEADER,
+            "1".into(),
+        ),
+        (a::REQUEST_ID_HEADER, req_id.into()),
+        (a::TENANT_HEADER, tenant.into()),
+        (a::MODEL_HEADER, "gpt-4o".into()),
+        (a::PRIORITY_HEADER, priority.into()),
+        (a::ESTIMATED_TOKENS_HEADER, estimated_tokens.to_string()),
+    ]
+}
+
 /// Adds the deferral token (example secret, issued now) for the marker
 /// headers in `headers` and `body`; does nothing when one of them is missing
 /// or not a number where a number belongs (tests of malformed requests).
@@ -173,8 +195,7 @@ pub fn sign_deferral_headers(headers: &mut Vec<(&'static str, String)>, body: &[
     };
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
+        .map_or(0, |d| d.as_millis() as u64);
     let token = claims.sign(&example_deferral_secret(), now_ms);
     headers.retain(|(k, _)| !k.eq_ignore_ascii_case(deferral::DEFERRAL_TOKEN_HEADER));
     headers.push((deferral::DEFERRAL_TOKEN_HEADER, token));
@@ -201,7 +222,7 @@ pub fn workspace_binary(name: &str) -> anyhow::Result<PathBuf> {
 
 /// A `redis-server` of its own, on a free port, without persistence.
 pub struct RedisServer {
-    child: Option<Child>,
+    child: Option<KillOnDrop>,
     port: u16,
     dir: tempfile::TempDir,
     durability: Durability,
@@ -244,14 +265,14 @@ impl RedisServer {
         Err(last_error.unwrap_or_else(|| anyhow::anyhow!("could not start redis-server")))
     }
 
-    fn spawn(port: u16, dir: &Path, durability: Durability) -> anyhow::Result<Child> {
+    fn spawn(port: u16, dir: &Path, durability: Durability) -> anyhow::Result<KillOnDrop> {
         let binary = find_binary("REDIS_SERVER", "redis-server")
             .context("redis-server not found: run the set-up command (apt install redis-server)")?;
         let persistence: &[&str] = match durability {
             Durability::Volatile => &["--appendonly", "no"],
             Durability::AppendAlways => &["--appendonly", "yes", "--appendfsync", "always"],
         };
-        let mut child = Command::new(binary)
+        let child = Command::new(binary)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--protected-mode", "no"])
             .args(persistence)
@@ -261,12 +282,9 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .context("spawning redis-server")?;
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        if let Err(error) = wait_for_port(addr, Duration::from_secs(10)) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(error);
-        }
+        // Killed on the way out if it never accepts.
+        let child = KillOnDrop(child);
+        wait_for_port(([127, 0, 0, 1], port).into(), Duration::from_secs(10))?;
         Ok(child)
     }
 
@@ -280,15 +298,12 @@ impl RedisServer {
 
     /// The server's process id while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.child.as_ref().map(KillOnDrop::id)
     }
 
     /// Kill the server (the port stays reserved for [`RedisServer::restart`]).
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.child = None;
     }
 
     /// Start again on the same port: empty, or with what its append-only
@@ -297,12 +312,6 @@ impl RedisServer {
         self.stop();
         self.child = Some(Self::spawn(self.port, self.dir.path(), self.durability)?);
         Ok(())
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 
@@ -570,6 +579,42 @@ pub fn filter_wasm() -> anyhow::Result<PathBuf> {
 }
 
 /// Root of the workspace (for configs under `envoy/`, `config/`).
+/// The ports a test gives a shipped Envoy config (`envoy/*.yaml`) in place
+/// of its examples; `deferral` where the config routes to the deferral
+/// endpoint.
+#[derive(Clone, Copy, Debug)]
+pub struct EnvoyPorts {
+    pub admin: u16,
+    pub listener: u16,
+    pub rls: u16,
+    pub backend: u16,
+    pub deferral: Option<u16>,
+}
+
+impl EnvoyPorts {
+    /// `template` with its example ports (admin 9901, listener 10000, RLS
+    /// 8081, backend 8000, deferral 8090) replaced by these.
+    pub fn apply(&self, template: &str) -> String {
+        let mut config = template.to_string();
+        let replaced = [
+            (9901, Some(self.admin)),
+            (10000, Some(self.listener)),
+            (8081, Some(self.rls)),
+            (8000, Some(self.backend)),
+            (8090, self.deferral),
+        ];
+        for (example, port) in replaced {
+            if let Some(port) = port {
+                config = config.replace(
+                    &format!("port_value: {example}"),
+                    &format!("port_value: {port}"),
+                );
+            }
+        }
+        config
+    }
+}
+
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -662,8 +707,8 @@ fn serve_static(stream: TcpStream, body: &str) {
 /// Binaries: `$ROCKETMQ_NAMESRV_BIN` / `$ROCKETMQ_BROKER_BIN`, PATH, or
 /// `~/.cargo/bin` (`scripts/install-broker`, called by `scripts/setup`).
 pub struct RocketMq {
-    namesrv: Option<Child>,
-    broker: Option<Child>,
+    namesrv: Option<KillOnDrop>,
+    broker: Option<KillOnDrop>,
     namesrv_port: u16,
     broker_port: u16,
     broker_bin: PathBuf,
@@ -707,7 +752,7 @@ impl RocketMq {
                 ])
                 .spawn()
                 .context("spawning rocketmq-namesrv-rust")?;
-            mq.namesrv = Some(child);
+            mq.namesrv = Some(KillOnDrop(child));
             mq.namesrv_port = port;
             match wait_for_port(([127, 0, 0, 1], port).into(), Duration::from_secs(10)) {
                 Ok(()) => {
@@ -744,13 +789,13 @@ impl RocketMq {
                     ],
                 )?,
             )?;
-            let child = rocketmq_command(&broker_bin, &home, "broker.log")?
-                .arg("-c")
-                .arg(&broker_conf)
-                .args(["-n", &namesrv])
-                .spawn()
-                .context("spawning rocketmq-broker-rust")?;
-            mq.broker = Some(child);
+            mq.broker = Some(spawn_broker(
+                &broker_bin,
+                &home,
+                "broker.log",
+                &broker_conf,
+                &namesrv,
+            )?);
             mq.broker_port = port;
             // Both listeners must be up: the remoting port and its fast twin
             // (port - 2), which clients use too; another process can take the
@@ -793,12 +838,12 @@ impl RocketMq {
 
     /// The broker's process id while it runs.
     pub fn broker_pid(&self) -> Option<u32> {
-        self.broker.as_ref().map(Child::id)
+        self.broker.as_ref().map(KillOnDrop::id)
     }
 
     /// The name server's process id while it runs.
     pub fn namesrv_pid(&self) -> Option<u32> {
-        self.namesrv.as_ref().map(Child::id)
+        self.namesrv.as_ref().map(KillOnDrop::id)
     }
 
     /// SIGKILL the broker (the name server keeps running).
@@ -811,13 +856,13 @@ impl RocketMq {
     pub fn restart_broker(&mut self) -> anyhow::Result<()> {
         self.stop_broker();
         let home = self.dir.path().to_path_buf();
-        let child = rocketmq_command(&self.broker_bin, &home, "broker-restarted.log")?
-            .arg("-c")
-            .arg(home.join("broker.toml"))
-            .args(["-n", &self.namesrv_addr()])
-            .spawn()
-            .context("spawning rocketmq-broker-rust")?;
-        self.broker = Some(child);
+        self.broker = Some(spawn_broker(
+            &self.broker_bin,
+            &home,
+            "broker-restarted.log",
+            &home.join("broker.toml"),
+            &self.namesrv_addr(),
+        )?);
         let port = self.broker_port;
         wait_for_port(([127, 0, 0, 1], port).into(), Duration::from_secs(30))?;
         wait_for_port(([127, 0, 0, 1], port - 2).into(), Duration::from_secs(10))?;
@@ -837,17 +882,11 @@ impl RocketMq {
     }
 
     fn stop_broker(&mut self) {
-        if let Some(mut child) = self.broker.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.broker = None;
     }
 
     fn stop_namesrv(&mut self) {
-        if let Some(mut child) = self.namesrv.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.namesrv = None;
     }
 
     /// Until the name server lists the broker (the broker registers at start).
@@ -855,7 +894,7 @@ impl RocketMq {
         let deadline = Instant::now() + timeout;
         let needle = self.broker_addr();
         while Instant::now() < deadline {
-            if let Some(Ok(Some(_))) = self.broker.as_mut().map(|c| c.try_wait()) {
+            if let Some(Ok(Some(_))) = self.broker.as_mut().map(|c| c.0.try_wait()) {
                 return false;
             }
             if rocketmq_cluster_info(self.namesrv_port).is_some_and(|info| info.contains(&needle)) {
@@ -907,6 +946,23 @@ fn rocketmq_command(binary: &Path, home: &Path, log: &str) -> anyhow::Result<Com
         .stdout(log_file.try_clone()?)
         .stderr(log_file);
     Ok(command)
+}
+
+/// `rocketmq-broker-rust -c CONFIG -n NAMESRV`, logging to `home/log`.
+fn spawn_broker(
+    binary: &Path,
+    home: &Path,
+    log: &str,
+    config: &Path,
+    namesrv: &str,
+) -> anyhow::Result<KillOnDrop> {
+    let child = rocketmq_command(binary, home, log)?
+        .arg("-c")
+        .arg(config)
+        .args(["-n", namesrv])
+        .spawn()
+        .context("spawning rocketmq-broker-rust")?;
+    Ok(KillOnDrop(child))
 }
 
 fn render_rocketmq_template(name: &str, values: &[(&str, &str)]) -> anyhow::Result<String> {
@@ -1050,6 +1106,30 @@ pub async fn get(addr: SocketAddr, path: &'static str) -> anyhow::Result<HttpRes
     tokio::task::spawn_blocking(move || http_request(addr, "GET", path, &[], b"")).await?
 }
 
+/// Reads a raw HTTP/1.1 response from `reader` until the connection ends or
+/// `complete` says what came is all; with the time from `started` to its
+/// first byte (to the end when nothing came).
+pub fn read_raw_response(
+    reader: &mut impl std::io::Read,
+    started: Instant,
+    complete: impl Fn(&[u8]) -> bool,
+) -> (Vec<u8>, Duration) {
+    let mut raw = Vec::new();
+    let mut first_byte = None;
+    let mut buffer = [0u8; 8192];
+    while let Ok(n) = reader.read(&mut buffer) {
+        if n == 0 {
+            break;
+        }
+        first_byte.get_or_insert_with(|| started.elapsed());
+        raw.extend_from_slice(&buffer[..n]);
+        if complete(&raw) {
+            break;
+        }
+    }
+    (raw, first_byte.unwrap_or_else(|| started.elapsed()))
+}
+
 /// Status and body of a raw HTTP/1.1 response (status 0 if there is none).
 pub fn parse_raw_response(raw: &[u8]) -> (u16, String) {
     let text = String::from_utf8_lossy(raw);
@@ -1127,9 +1207,15 @@ pub fn allinone_command(
     Ok(command)
 }
 
-/// A child process (a workspace binary under test), killed and reaped when
-/// this drops.
+/// A child process (a workspace binary under test), killed (SIGKILL) and
+/// reaped when this drops.
 pub struct KillOnDrop(pub Child);
+
+impl KillOnDrop {
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -1154,6 +1240,15 @@ pub fn init_bench_tracing() {
         .with_env_filter(rust_log_or("error"))
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// A benchmark's knob from the environment: `name` parsed as a `T`, or
+/// `default` when it is unset or does not parse.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn rust_log_or(default: &str) -> String {

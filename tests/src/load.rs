@@ -15,7 +15,7 @@
 use crate::{
     free_port, sluice_filter_envoy_config, wait_for_port, workspace_binary, workspace_root,
 };
-use crate::{Envoy, RedisServer, Resident, RocketMq, SluiceFilterPorts};
+use crate::{Envoy, KillOnDrop, RedisServer, Resident, RocketMq, SluiceFilterPorts};
 use anyhow::Context;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -75,7 +75,7 @@ pub struct Service {
     /// Accepting here means started.
     port: u16,
     log: PathBuf,
-    child: Option<Child>,
+    child: Option<KillOnDrop>,
 }
 
 impl Service {
@@ -116,34 +116,25 @@ impl Service {
             .stderr(log)
             .spawn()
             .with_context(|| format!("spawning {}", self.program.display()))?;
-        self.child = Some(child);
+        self.child = Some(KillOnDrop(child));
         wait_for_port(([127, 0, 0, 1], self.port).into(), Duration::from_secs(30))
             .with_context(|| format!("{} did not start; log {}", self.name, self.log.display()))
     }
 
     /// Its process id while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.child.as_ref().map(KillOnDrop::id)
     }
 
     /// `kill -9`: no shutdown path runs.
     pub fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.child = None;
     }
 
     /// Starts it again with the same arguments (after [`Service::kill9`]).
     pub fn restart(&mut self) -> anyhow::Result<()> {
         self.kill9();
         self.spawn()
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        self.kill9();
     }
 }
 

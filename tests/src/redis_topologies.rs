@@ -2,11 +2,11 @@
 //! tests and benches: `redis-server` processes driven with `redis-cli`, as an
 //! operator would. Nodes can be killed with SIGKILL to force a failover.
 
-use crate::{find_binary, wait_for_port};
+use crate::{find_binary, wait_for_port, KillOnDrop};
 use anyhow::{bail, Context};
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long a node may be unreachable before the others fail it over.
@@ -59,7 +59,7 @@ pub fn cli(port: u16, args: &[&str]) -> anyhow::Result<String> {
 /// One `redis-server` process; SIGKILLed when dropped.
 struct Node {
     port: u16,
-    child: Option<Child>,
+    child: Option<KillOnDrop>,
     args: Vec<String>,
     dir: PathBuf,
 }
@@ -78,34 +78,22 @@ impl Node {
     }
 
     fn start(&mut self) -> anyhow::Result<()> {
-        let mut child = Command::new(redis_server()?)
+        let child = Command::new(redis_server()?)
             .args(&self.args)
             .current_dir(&self.dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .context("spawning redis-server")?;
-        let addr: SocketAddr = ([127, 0, 0, 1], self.port).into();
-        if let Err(error) = wait_for_port(addr, Duration::from_secs(10)) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(error);
-        }
+        // Killed on the way out if it never accepts.
+        let child = KillOnDrop(child);
+        wait_for_port(([127, 0, 0, 1], self.port).into(), Duration::from_secs(10))?;
         self.child = Some(child);
         Ok(())
     }
 
     fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill();
+        self.child = None;
     }
 }
 

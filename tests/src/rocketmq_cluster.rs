@@ -6,14 +6,13 @@
 //! store lives in one temporary directory removed on drop.
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 
 use crate::{
-    broker_ports, render_rocketmq_template, rocketmq_binary, rocketmq_cluster_info,
-    rocketmq_command, wait_for_port, RocketMq,
+    broker_ports, render_rocketmq_template, rocketmq_binary, rocketmq_cluster_info, spawn_broker,
+    wait_for_port, KillOnDrop, RocketMq,
 };
 
 /// The broker name the template gives (the first broker's).
@@ -86,7 +85,7 @@ struct ExtraBroker {
     namesrv_port: u16,
     port: u16,
     ha_port: u16,
-    child: Option<Child>,
+    child: Option<KillOnDrop>,
 }
 
 impl ExtraBroker {
@@ -122,13 +121,13 @@ impl ExtraBroker {
         let config = config.replace(&template_name, &format!("brokerName = \"{}\"", self.name));
         let config_path = self.home.join("broker.toml");
         std::fs::write(&config_path, config)?;
-        let child = rocketmq_command(&self.binary, &self.home, "broker.log")?
-            .arg("-c")
-            .arg(&config_path)
-            .args(["-n", &namesrv])
-            .spawn()
-            .context("spawning rocketmq-broker-rust")?;
-        self.child = Some(child);
+        self.child = Some(spawn_broker(
+            &self.binary,
+            &self.home,
+            "broker.log",
+            &config_path,
+            &namesrv,
+        )?);
         let addr = format!("127.0.0.1:{}", self.port);
         if wait_for_port(([127, 0, 0, 1], self.port).into(), Duration::from_secs(15)).is_ok()
             && wait_for_port(
@@ -151,7 +150,7 @@ impl ExtraBroker {
     fn wait_registered(&mut self, addr: &str, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
-            if let Some(Ok(Some(_))) = self.child.as_mut().map(|c| c.try_wait()) {
+            if let Some(Ok(Some(_))) = self.child.as_mut().map(|c| c.0.try_wait()) {
                 return false;
             }
             if rocketmq_cluster_info(self.namesrv_port).is_some_and(|info| info.contains(addr)) {
@@ -163,17 +162,7 @@ impl ExtraBroker {
     }
 
     fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // `Child::kill` is SIGKILL on Unix.
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for ExtraBroker {
-    fn drop(&mut self) {
-        self.kill();
+        self.child = None;
     }
 }
 

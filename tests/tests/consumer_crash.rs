@@ -19,10 +19,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
+use redis::AsyncCommands;
 use sluice_testkit::stack::{
     endpoint_config, model_calls, start_broker, start_deferral_endpoint, start_llm_sim,
 };
-use sluice_testkit::{free_port, workspace_binary, HttpResponse, RedisServer};
+use sluice_testkit::{deferral_markers, free_port, workspace_binary, HttpResponse, RedisServer};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -88,39 +89,23 @@ fn post(
     tenant: &str,
     stream: bool,
 ) -> tokio::task::JoinHandle<HttpResponse> {
-    let headers = [
-        ("x-sluice-deferred", "1".to_string()),
-        ("x-sluice-request-id", req_id.to_string()),
-        ("x-sluice-tenant", tenant.to_string()),
-        ("x-sluice-model", "gpt-4o".to_string()),
-        ("x-sluice-priority", "normal".to_string()),
-        ("x-sluice-estimated-tokens", "50".to_string()),
-    ];
+    let mut headers = deferral_markers(req_id, tenant, "normal", 50);
     let body = serde_json::json!({
         "model": "gpt-4o",
         "stream": stream,
         "messages": [{"role": "user", "content": "hello"}]
     })
     .to_string();
-    let mut headers = headers.to_vec();
     sluice_testkit::sign_deferral_headers(&mut headers, body.as_bytes());
     sluice_testkit::spawn_post(addr, "/v1/chat/completions", headers, body)
 }
 
 async fn exists(redis: &mut redis::aio::MultiplexedConnection, key: &str) -> bool {
-    redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(redis)
-        .await
-        .unwrap()
+    redis.exists(key).await.unwrap()
 }
 
 async fn stream_len(redis: &mut redis::aio::MultiplexedConnection, key: &str) -> u64 {
-    redis::cmd("XLEN")
-        .arg(key)
-        .query_async(redis)
-        .await
-        .unwrap()
+    redis.xlen(key).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

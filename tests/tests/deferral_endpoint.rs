@@ -11,7 +11,6 @@ use sluice_admission::deferral;
 use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteMessage};
 use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions};
 use sluice_ratelimit::deferral::EndpointConfig;
-use sluice_testkit::parse_raw_response;
 use sluice_testkit::stack::{
     endpoint_config, start_broker, start_deferral_endpoint, GROUP, PARENT,
 };
@@ -19,6 +18,7 @@ use sluice_testkit::{
     example_deferral_secret, http_request, new_request_id, sign_deferral_headers, HttpResponse,
     RedisServer, RocketMq,
 };
+use sluice_testkit::{parse_raw_response, read_raw_response};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -65,14 +65,15 @@ async fn setup_with_metrics(options: EndpointOptions, metrics: Arc<EndpointMetri
 }
 
 fn markers(req_id: &str, tenant: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("x-sluice-deferred", "1".into()),
-        ("x-sluice-request-id", req_id.into()),
-        ("x-sluice-tenant", tenant.into()),
-        ("x-sluice-model", "gpt-4o".into()),
-        ("x-sluice-priority", "high".into()),
-        ("x-sluice-estimated-tokens", "42".into()),
-    ]
+    sluice_testkit::deferral_markers(req_id, tenant, "high", 42)
+}
+
+/// Binds request `id` to `tenant`, as the endpoint does when it queues one.
+async fn own(redis: &mut redis::aio::MultiplexedConnection, id: &str, tenant: &str) {
+    let _: () = redis
+        .set(sluice_consumer::keys::owner(id), tenant)
+        .await
+        .unwrap();
 }
 
 /// POSTs a deferred request, signed as the filter signs it.
@@ -358,11 +359,7 @@ async fn disconnect_cancels_and_streams_resume() {
     // Resume from Last-Event-ID with the request's resume token while the
     // stream exists; 410 once it does not.
     let id = new_request_id();
-    let _: () = s
-        .redis
-        .set(sluice_consumer::keys::owner(&id), "echo")
-        .await
-        .unwrap();
+    own(&mut s.redis, &id, "echo").await;
     answer(&mut s.redis, &id, &["one", "two"]).await;
     let entries: redis::streams::StreamRangeReply = s
         .redis
@@ -398,11 +395,7 @@ async fn disconnect_cancels_and_streams_resume() {
     resumed.assert_body_contains("\"two\"");
     assert!(resumed.body.ends_with("data: [DONE]\n\n"));
     let expired = new_request_id();
-    let _: () = s
-        .redis
-        .set(sluice_consumer::keys::owner(&expired), "echo")
-        .await
-        .unwrap();
+    own(&mut s.redis, &expired, "echo").await;
     let token = deferral::resume_token(&secret, &expired, "echo");
     let gone = get(format!("/v1/sluice/streams/{token}"), "0-0".into())
         .await
@@ -702,21 +695,11 @@ fn raw_post(
             // Keep the connection open (a silent client) until the reader is done.
             std::thread::sleep(Duration::from_secs(30));
         });
-        let mut raw = Vec::new();
-        let mut first = None;
-        let mut buffer = [0u8; 8192];
-        while let Ok(n) = reader.read(&mut buffer) {
-            if n == 0 {
-                break;
-            }
-            first.get_or_insert_with(|| started.elapsed());
-            raw.extend_from_slice(&buffer[..n]);
-            if raw.windows(4).any(|w| w == b"\r\n\r\n") && raw.ends_with(b"}") {
-                break;
-            }
-        }
+        let (raw, first_byte) = read_raw_response(&mut reader, started, |raw| {
+            raw.windows(4).any(|w| w == b"\r\n\r\n") && raw.ends_with(b"}")
+        });
         let (status, body) = parse_raw_response(&raw);
-        (status, body, first.unwrap_or_else(|| started.elapsed()))
+        (status, body, first_byte)
     })
 }
 

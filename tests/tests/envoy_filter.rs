@@ -16,8 +16,8 @@ use sluice_testkit::stack::{
 };
 use sluice_testkit::{filter_event_count, post};
 use sluice_testkit::{
-    filter_wasm, free_port, workspace_root, Envoy, HttpResponse, RedisServer, StaticHttpServer,
-    ECHO_HEADERS,
+    filter_wasm, free_port, workspace_root, Envoy, EnvoyPorts, HttpResponse, RedisServer,
+    StaticHttpServer, ECHO_HEADERS,
 };
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -118,15 +118,14 @@ async fn stack(front: FrontDoor, edits: &[(&str, &str)], rls_up: bool) -> Stack 
         }
     }
     let (admin_port, listener_port) = (ports[1], ports[2]);
-    config = config
-        .replace("port_value: 9901", &format!("port_value: {admin_port}"))
-        .replace("port_value: 10000", &format!("port_value: {listener_port}"))
-        .replace("port_value: 8081", &format!("port_value: {rls_port}"))
-        .replace("port_value: 8000", &format!("port_value: {backend_port}"))
-        .replace(
-            "port_value: 8090",
-            &format!("port_value: {}", deferral.addr.port()),
-        );
+    config = EnvoyPorts {
+        admin: admin_port,
+        listener: listener_port,
+        rls: rls_port,
+        backend: backend_port,
+        deferral: Some(deferral.addr.port()),
+    }
+    .apply(&config);
     if front == FrontDoor::Wasm {
         config = config.replace(
             "/etc/sluice/sluice_filter.wasm",

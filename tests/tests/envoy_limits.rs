@@ -9,7 +9,7 @@ use sluice_ratelimit::limiter::Limiter;
 use sluice_ratelimit::metrics::Metrics;
 use sluice_testkit::stack::limits::{self, OverLimit};
 use sluice_testkit::stack::{redis_limiter, start_envoy, start_rls, tokens_left, Rls, RlsParts};
-use sluice_testkit::{filter_event_count, parse_raw_response, post};
+use sluice_testkit::{filter_event_count, parse_raw_response, post, read_raw_response};
 use sluice_testkit::{
     free_port, sluice_filter_envoy_config, Envoy, HttpResponse, RedisServer, SluiceFilterPorts,
     StaticHttpServer, ECHO_HEADERS,
@@ -124,17 +124,7 @@ impl Stack {
             });
             // Until the server closes (or resets) the connection; timed at
             // the answer's first byte.
-            let mut raw = Vec::new();
-            let mut first_byte = None;
-            let mut buffer = [0u8; 8192];
-            while let Ok(n) = reader.read(&mut buffer) {
-                if n == 0 {
-                    break;
-                }
-                first_byte.get_or_insert_with(|| started.elapsed());
-                raw.extend_from_slice(&buffer[..n]);
-            }
-            let elapsed = first_byte.unwrap_or_else(|| started.elapsed());
+            let (raw, elapsed) = read_raw_response(&mut reader, started, |_| false);
             drop(writer);
             let (status, body) = parse_raw_response(&raw);
             (status, body, elapsed)

@@ -13,7 +13,8 @@ use sluice_ratelimit::store::{
 };
 use sluice_testkit::stack::{limiter, start_envoy, start_rls, Rls, RlsParts};
 use sluice_testkit::{
-    free_port, http_request, workspace_root, Envoy, HttpResponse, RedisServer, StaticHttpServer,
+    free_port, http_request, workspace_root, Envoy, EnvoyPorts, HttpResponse, RedisServer,
+    StaticHttpServer,
 };
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -55,14 +56,14 @@ async fn stack_with(limiter: Arc<Limiter>, edit: impl FnOnce(String) -> String) 
     let (admin_port, listener_port) = (free_port(), free_port());
     let template =
         std::fs::read_to_string(workspace_root().join("envoy/ratelimit-filter.yaml")).unwrap();
-    let config = template
-        .replace("port_value: 9901", &format!("port_value: {admin_port}"))
-        .replace("port_value: 10000", &format!("port_value: {listener_port}"))
-        .replace("port_value: 8081", &format!("port_value: {rls_port}"))
-        .replace(
-            "port_value: 8000",
-            &format!("port_value: {}", backend.addr.port()),
-        );
+    let config = EnvoyPorts {
+        admin: admin_port,
+        listener: listener_port,
+        rls: rls_port,
+        backend: backend.addr.port(),
+        deferral: None,
+    }
+    .apply(&template);
     let config = edit(config);
     let envoy = start_envoy(config, admin_port, listener_port).await;
     Stack {
