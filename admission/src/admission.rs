@@ -158,15 +158,34 @@ impl<E: Encoders> RequestAdmission<E> {
         self.reply(host, LocalReply::bad_request(message))
     }
 
+    /// A request refused for its body (`invalid_request_error`), counted
+    /// under `metric`.
+    fn refuse_body(
+        &mut self,
+        host: &mut dyn Host,
+        metric: Metric,
+        status: u32,
+        message: &str,
+        code: &str,
+    ) -> Verdict {
+        host.count(metric, 1);
+        self.reply(
+            host,
+            LocalReply::error(status, message, "invalid_request_error", code),
+        )
+    }
+
     fn too_large(&mut self, host: &mut dyn Host) -> Verdict {
-        host.count(Metric::BodyTooLarge, 1);
         let message = format!(
             "request body is larger than this gateway accepts ({} bytes)",
             self.config().max_body_bytes
         );
-        self.reply(
+        self.refuse_body(
             host,
-            LocalReply::error(413, &message, "invalid_request_error", "request_too_large"),
+            Metric::BodyTooLarge,
+            413,
+            &message,
+            "request_too_large",
         )
     }
 
@@ -188,33 +207,26 @@ impl<E: Encoders> RequestAdmission<E> {
     /// A compressed body cannot be counted (and would read as invalid JSON):
     /// 415, saying what to send instead.
     fn encoded_body(&mut self, host: &mut dyn Host, encoding: &str) -> Verdict {
-        host.count(Metric::BadRequest, 1);
         let message = format!(
             "request bodies with content-encoding '{}' are not accepted: send the JSON uncompressed",
             sanitize_value(encoding)
         );
-        self.reply(
+        self.refuse_body(
             host,
-            LocalReply::error(
-                415,
-                &message,
-                "invalid_request_error",
-                "unsupported_encoding",
-            ),
+            Metric::BadRequest,
+            415,
+            &message,
+            "unsupported_encoding",
         )
     }
 
     /// The body did not finish within `body_timeout_ms` of the headers: 408.
     fn body_too_slow(&mut self, host: &mut dyn Host) -> Verdict {
-        host.count(Metric::BodyTimeout, 1);
         let message = format!(
             "request body not received within {} ms",
             self.config().body_timeout_ms
         );
-        self.reply(
-            host,
-            LocalReply::error(408, &message, "invalid_request_error", "request_timeout"),
-        )
+        self.refuse_body(host, Metric::BodyTimeout, 408, &message, "request_timeout")
     }
 
     pub fn on_request_headers(&mut self, host: &mut dyn Host, end_of_stream: bool) -> Verdict {
