@@ -77,10 +77,13 @@ impl LiteAdmin {
                 force: Some(false),
                 topic_request_header: None,
             };
-            let request =
-                RemotingCommand::create_request_command(RequestCode::UpdateAndCreateTopic, header);
             self.remoting
-                .invoke_ok("create parent topic", &broker.addr, request)
+                .request_ok(
+                    "create parent topic",
+                    &broker.addr,
+                    RequestCode::UpdateAndCreateTopic,
+                    header,
+                )
                 .await?;
             info!(parent, broker = %broker.name, "LITE parent topic created");
         }

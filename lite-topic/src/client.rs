@@ -9,6 +9,8 @@ use cheetah_string::CheetahString;
 use rocketmq_client_rust::{
     ClientConfig, ClientInstanceHandle, ClientRuntime, ClientRuntimeConfig, TelemetryHandle,
 };
+use rocketmq_protocol::code::request_code::RequestCode;
+use rocketmq_protocol::protocol::command_custom_header::CommandCustomHeader;
 use rocketmq_protocol::protocol::remoting_command::RemotingCommand;
 use rocketmq_protocol::protocol::route::route_data_view::BrokerData;
 use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
@@ -198,6 +200,21 @@ impl Remoting {
     ) -> Result<RemotingCommand, LiteError> {
         let response = self.invoke(operation, addr, request, self.timeout).await?;
         expect_success(operation, addr, response)
+    }
+
+    /// [`Remoting::invoke_ok`] of request `code` carrying `header`.
+    pub(crate) async fn request_ok<H>(
+        &self,
+        operation: &'static str,
+        addr: &str,
+        code: RequestCode,
+        header: H,
+    ) -> Result<RemotingCommand, LiteError>
+    where
+        H: CommandCustomHeader + Sync + Send + 'static,
+    {
+        let request = RemotingCommand::create_request_command(code, header);
+        self.invoke_ok(operation, addr, request).await
     }
 
     /// Master brokers of the whole cluster, as the name server knows them.

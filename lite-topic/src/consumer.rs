@@ -347,14 +347,13 @@ impl LiteConsumer {
     /// waiting in them are delivered too.
     #[instrument(skip(self), fields(client_id = %self.client_id))]
     pub async fn subscribe(&self, lite_topics: &[&str]) -> Result<(), LiteError> {
-        let set = checked_set(lite_topics)?;
+        let set = self
+            .change_subscriptions(lite_topics, LiteSubscriptionAction::PartialAdd)
+            .await?;
         if set.is_empty() {
+            // Nothing was asked of the brokers: nothing to dispatch.
             return Ok(());
         }
-        self.on_every_broker(|broker| {
-            self.subscription_ctl_at(broker, LiteSubscriptionAction::PartialAdd, &set)
-        })
-        .await?;
         lock(&self.subscriptions).extend(set);
         // `TRIGGER_DISPATCH_ON_SUBSCRIBE`: the broker only creates a pop
         // event when a message arrives for a subscribed LiteTopic; messages
@@ -367,19 +366,29 @@ impl LiteConsumer {
     /// for idle LiteTopics: the broker never expires subscriptions.
     #[instrument(skip(self), fields(client_id = %self.client_id))]
     pub async fn unsubscribe(&self, lite_topics: &[&str]) -> Result<(), LiteError> {
-        let set = checked_set(lite_topics)?;
-        if set.is_empty() {
-            return Ok(());
-        }
-        self.on_every_broker(|broker| {
-            self.subscription_ctl_at(broker, LiteSubscriptionAction::PartialRemove, &set)
-        })
-        .await?;
+        let set = self
+            .change_subscriptions(lite_topics, LiteSubscriptionAction::PartialRemove)
+            .await?;
         let mut subscriptions = lock(&self.subscriptions);
         for topic in &set {
             subscriptions.remove(topic);
         }
         Ok(())
+    }
+
+    /// Sends a partial `action` for `lite_topics` (checked, deduplicated) to
+    /// every broker, unless there are none; hands back that set.
+    async fn change_subscriptions(
+        &self,
+        lite_topics: &[&str],
+        action: LiteSubscriptionAction,
+    ) -> Result<Vec<String>, LiteError> {
+        let set = checked_set(lite_topics)?;
+        if !set.is_empty() {
+            self.on_every_broker(|broker| self.subscription_ctl_at(broker, action, &set))
+                .await?;
+        }
+        Ok(set)
     }
 
     /// Delete idle LiteTopics at the brokers, reclaiming their disk: each is
@@ -414,10 +423,13 @@ impl LiteConsumer {
                 topic: CheetahString::from_string(lmq_name(&self.parent, lite_topic.as_str())),
                 topic_request_header: None,
             };
-            let request =
-                RemotingCommand::create_request_command(RequestCode::DeleteTopicInBroker, header);
             self.control
-                .invoke_ok("delete lite topic", &broker.addr, request)
+                .request_ok(
+                    "delete lite topic",
+                    &broker.addr,
+                    RequestCode::DeleteTopicInBroker,
+                    header,
+                )
                 .await?;
         }
         Ok(())
@@ -1094,10 +1106,13 @@ impl LiteConsumer {
             group: CheetahString::from_slice(&self.group),
             client_id: Some(CheetahString::from_slice(&self.client_id)),
         };
-        let request =
-            RemotingCommand::create_request_command(RequestCode::TriggerLiteDispatch, header);
         self.control
-            .invoke_ok("trigger lite dispatch", &broker.addr, request)
+            .request_ok(
+                "trigger lite dispatch",
+                &broker.addr,
+                RequestCode::TriggerLiteDispatch,
+                header,
+            )
             .await?;
         Ok(())
     }
