@@ -71,53 +71,50 @@ pub struct GpuMetrics {
 
 impl GpuMetrics {
     fn register(registry: &mut Registry) -> Self {
-        let metrics = GpuMetrics {
-            running: Family::default(),
-            waiting: Family::default(),
-            kv_cache_usage: Family::default(),
-            gpu_cache_usage: Family::default(),
-            prompt_tokens: Family::default(),
-            generation_tokens: Family::default(),
-            time_to_first_token: Family::new_with_constructor(|| {
-                Histogram::new(TTFT_BUCKETS.iter().copied())
-            }),
-        };
-        registry.register(
-            vllm::NUM_REQUESTS_RUNNING,
-            "Number of requests in model execution batches (simulated GPU)",
-            metrics.running.clone(),
-        );
-        registry.register(
-            vllm::NUM_REQUESTS_WAITING,
-            "Number of requests waiting to be processed (simulated GPU)",
-            metrics.waiting.clone(),
-        );
-        registry.register(
-            vllm::KV_CACHE_USAGE_PERC,
-            "KV-cache usage. 1 means 100 percent usage (simulated GPU)",
-            metrics.kv_cache_usage.clone(),
-        );
-        registry.register(
-            vllm::GPU_CACHE_USAGE_PERC,
-            "GPU KV-cache usage. 1 means 100 percent usage (older name, simulated GPU)",
-            metrics.gpu_cache_usage.clone(),
-        );
-        registry.register(
-            vllm::PROMPT_TOKENS,
-            "Number of prefill tokens submitted (simulated GPU)",
-            metrics.prompt_tokens.clone(),
-        );
-        registry.register(
-            vllm::GENERATION_TOKENS,
-            "Number of generation tokens processed (simulated GPU)",
-            metrics.generation_tokens.clone(),
-        );
-        registry.register(
-            vllm::TIME_TO_FIRST_TOKEN_SECONDS,
-            "Histogram of time to first token in seconds: queue wait + prefill (simulated GPU)",
-            metrics.time_to_first_token.clone(),
-        );
-        metrics
+        GpuMetrics {
+            running: register(
+                registry,
+                vllm::NUM_REQUESTS_RUNNING,
+                "Number of requests in model execution batches (simulated GPU)",
+                Family::default(),
+            ),
+            waiting: register(
+                registry,
+                vllm::NUM_REQUESTS_WAITING,
+                "Number of requests waiting to be processed (simulated GPU)",
+                Family::default(),
+            ),
+            kv_cache_usage: register(
+                registry,
+                vllm::KV_CACHE_USAGE_PERC,
+                "KV-cache usage. 1 means 100 percent usage (simulated GPU)",
+                Family::default(),
+            ),
+            gpu_cache_usage: register(
+                registry,
+                vllm::GPU_CACHE_USAGE_PERC,
+                "GPU KV-cache usage. 1 means 100 percent usage (older name, simulated GPU)",
+                Family::default(),
+            ),
+            prompt_tokens: register(
+                registry,
+                vllm::PROMPT_TOKENS,
+                "Number of prefill tokens submitted (simulated GPU)",
+                Family::default(),
+            ),
+            generation_tokens: register(
+                registry,
+                vllm::GENERATION_TOKENS,
+                "Number of generation tokens processed (simulated GPU)",
+                Family::default(),
+            ),
+            time_to_first_token: register(
+                registry,
+                vllm::TIME_TO_FIRST_TOKEN_SECONDS,
+                "Histogram of time to first token in seconds: queue wait + prefill (simulated GPU)",
+                Family::new_with_constructor(|| Histogram::new(TTFT_BUCKETS.iter().copied())),
+            ),
+        }
     }
 
     fn labels(model: &str) -> ModelLabels {

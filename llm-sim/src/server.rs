@@ -75,8 +75,14 @@ pub fn router(config: SimConfig) -> Router {
         ledger,
     });
     Router::new()
-        .route("/v1/chat/completions", post(chat_completions))
-        .route("/v1/completions", post(completions))
+        .route(
+            "/v1/chat/completions",
+            post(|app, headers, body| generation(app, headers, body, Kind::Chat)),
+        )
+        .route(
+            "/v1/completions",
+            post(|app, headers, body| generation(app, headers, body, Kind::Text)),
+        )
         .route("/v1/embeddings", post(embeddings))
         .route("/v1/models", get(models))
         .route("/healthz", get(health))
@@ -591,28 +597,9 @@ impl Plan {
     }
 }
 
-async fn chat_completions(
-    State(app): State<Shared>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    generation(app, headers, body, Kind::Chat)
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
-}
-
-async fn completions(
-    State(app): State<Shared>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    generation(app, headers, body, Kind::Text)
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
-}
-
+/// `POST /v1/chat/completions` and `POST /v1/completions`.
 async fn generation(
-    app: Shared,
+    State(app): State<Shared>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
     kind: Kind,
@@ -1059,20 +1046,10 @@ impl EventStream {
     }
 }
 
+/// `POST /v1/embeddings`. Embeddings take a slot like generation; of the
+/// failures only `before` applies (a `mid` draw or header answers normally).
 async fn embeddings(
     State(app): State<Shared>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    embeddings_inner(app, headers, body)
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
-}
-
-/// Embeddings take a slot like generation; of the failures only `before`
-/// applies (a `mid` draw or header answers normally).
-async fn embeddings_inner(
-    app: Shared,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
