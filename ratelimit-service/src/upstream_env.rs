@@ -213,21 +213,24 @@ fn config_source(out: &mut Flags<'_>) -> Result<(), UpstreamEnvError> {
 
 /// `GRPC_HOST`/`GRPC_PORT` and upstream's HTTP port (`/healthcheck`) as the admin listener.
 fn listeners(out: &mut Flags<'_>) -> Result<(), UpstreamEnvError> {
-    let grpc_host = out.get("GRPC_HOST").unwrap_or_else(|| "0.0.0.0".into());
-    let grpc_port = port(out.get("GRPC_PORT"), "GRPC_PORT", 8081)?;
-    out.add(
-        "SLUICE_RLS_GRPC_ADDR",
-        "--grpc-addr",
-        Some(format!("{grpc_host}:{grpc_port}")),
-    );
-    let host = out.get("HOST").unwrap_or_else(|| "0.0.0.0".into());
-    let http_port = port(out.get("PORT"), "PORT", 8080)?;
-    out.add(
-        "SLUICE_RLS_ADMIN_ADDR",
-        "--admin-addr",
-        Some(format!("{host}:{http_port}")),
-    );
+    let grpc = listen_addr(out, "GRPC_HOST", "GRPC_PORT", 8081)?;
+    out.add("SLUICE_RLS_GRPC_ADDR", "--grpc-addr", Some(grpc));
+    let admin = listen_addr(out, "HOST", "PORT", 8080)?;
+    out.add("SLUICE_RLS_ADMIN_ADDR", "--admin-addr", Some(admin));
     Ok(())
+}
+
+/// `host:port` from one of upstream's host and port pairs (all interfaces
+/// when the host is unset).
+fn listen_addr(
+    out: &Flags<'_>,
+    host_variable: &str,
+    port_variable: &'static str,
+    default_port: u16,
+) -> Result<String, UpstreamEnvError> {
+    let host = out.get(host_variable).unwrap_or_else(|| "0.0.0.0".into());
+    let port = port(out.get(port_variable), port_variable, default_port)?;
+    Ok(format!("{host}:{port}"))
 }
 
 fn port(
@@ -245,9 +248,14 @@ fn port(
     }
 }
 
-fn tls(out: &mut Flags<'_>) {
-    if is_true(out.get("CONFIG_GRPC_XDS_SERVER_USE_TLS")) {
-        let pairs = [
+/// An upstream variable, ours, and our flag.
+type Renamed = (&'static str, &'static str, &'static str);
+
+/// Upstream's TLS switches, each with the variables it turns on.
+const TLS_VARIABLES: [(&str, [Renamed; 3]); 2] = [
+    (
+        "CONFIG_GRPC_XDS_SERVER_USE_TLS",
+        [
             (
                 "CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
                 "SLUICE_RLS_XDS_TLS_CA",
@@ -263,15 +271,11 @@ fn tls(out: &mut Flags<'_>) {
                 "SLUICE_RLS_XDS_TLS_KEY",
                 "--xds-tls-key",
             ),
-        ];
-        for (upstream, own, flag) in pairs {
-            if let Some(value) = out.get(upstream) {
-                out.add(own, flag, Some(value));
-            }
-        }
-    }
-    if is_true(out.get("GRPC_SERVER_USE_TLS")) {
-        let pairs = [
+        ],
+    ),
+    (
+        "GRPC_SERVER_USE_TLS",
+        [
             (
                 "GRPC_SERVER_TLS_CERT",
                 "SLUICE_RLS_GRPC_TLS_CERT",
@@ -287,8 +291,16 @@ fn tls(out: &mut Flags<'_>) {
                 "SLUICE_RLS_GRPC_TLS_CLIENT_CA",
                 "--grpc-tls-client-ca",
             ),
-        ];
-        for (upstream, own, flag) in pairs {
+        ],
+    ),
+];
+
+fn tls(out: &mut Flags<'_>) {
+    for (switch, variables) in TLS_VARIABLES {
+        if !is_true(out.get(switch)) {
+            continue;
+        }
+        for (upstream, own, flag) in variables {
             if let Some(value) = out.get(upstream) {
                 out.add(own, flag, Some(value));
             }

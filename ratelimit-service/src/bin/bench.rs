@@ -76,27 +76,21 @@ struct Args {
     open_loop_fraction: f64,
 }
 
-const LIMITS: &str = r#"
-domain: bench
+/// Domain `domain`: requests an hour per tenant and tokens an hour per
+/// tenant × model.
+fn limits(domain: &str, tenant_rph: u64, model_tph: u64) -> String {
+    format!(
+        r#"
+domain: {domain}
 descriptors:
   - key: tenant
-    rate_limit: { unit: hour, requests_per_unit: 4000000000, name: tenant-rph }
+    rate_limit: {{ unit: hour, requests_per_unit: {tenant_rph}, name: tenant-rph }}
     descriptors:
       - key: model
-        rate_limit: { unit: hour, requests_per_unit: 4000000000, name: tenant-model-tph }
-"#;
-
-/// Every tenant over after its first request (1 request, 700 tokens an
-/// hour): the "many callers are over" load the local cache is for.
-const OVER_LIMITS: &str = r#"
-domain: bench-over
-descriptors:
-  - key: tenant
-    rate_limit: { unit: hour, requests_per_unit: 1, name: tenant-rph }
-    descriptors:
-      - key: model
-        rate_limit: { unit: hour, requests_per_unit: 700, name: tenant-model-tph }
-"#;
+        rate_limit: {{ unit: hour, requests_per_unit: {model_tph}, name: tenant-model-tph }}
+"#
+    )
+}
 
 /// A typical Sluice decision: requests and tokens of one tenant × model.
 fn request(domain: &str, i: usize) -> RateLimitRequest {
@@ -392,8 +386,17 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let config = || {
         LimitsConfig::from_sources(&[
-            (PathBuf::from("bench.yaml"), LIMITS.to_string()),
-            (PathBuf::from("bench-over.yaml"), OVER_LIMITS.to_string()),
+            (
+                PathBuf::from("bench.yaml"),
+                limits("bench", 4_000_000_000, 4_000_000_000),
+            ),
+            // Every tenant over after its first request (1 request, 700
+            // tokens an hour): the "many callers are over" load the local
+            // cache is for.
+            (
+                PathBuf::from("bench-over.yaml"),
+                limits("bench-over", 1, 700),
+            ),
         ])
     };
     let mut redis_guard = None;

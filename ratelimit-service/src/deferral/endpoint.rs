@@ -147,11 +147,31 @@ impl EndpointMetrics {
     /// registry has the `sluice_rls` prefix).
     pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
         let registry = registry.sub_registry_with_prefix("deferral");
-        registry.register(
-            "accepted",
-            "Deferred requests queued for their tenant × model bucket",
-            self.accepted.clone(),
-        );
+        let counters = [
+            (
+                "accepted",
+                "Deferred requests queued for their tenant × model bucket",
+                &self.accepted,
+            ),
+            (
+                "cancelled",
+                "Deferred requests whose client went away before the answer ended",
+                &self.cancelled,
+            ),
+            (
+                "timed_out",
+                "Deferred requests answered with a timeout error",
+                &self.timed_out,
+            ),
+            (
+                "republished",
+                "Requests published again after their consumer lease lapsed",
+                &self.republished,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            registry.register(name, help, counter.clone());
+        }
         registry.register(
             "rejected",
             "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, token_missing, token_malformed, token_expired, token_bad_signature, duplicate_request, too_large, body_timeout, body_unreadable, unknown_path, invalid_request, low_priority_backlog, busy, store_unavailable, tenant_bucket_limit, bucket_capacity, bucket_rate_limit, publish_failed)",
@@ -161,21 +181,6 @@ impl EndpointMetrics {
             "in_flight",
             "Deferred requests whose client is waiting for the answer now",
             self.in_flight.clone(),
-        );
-        registry.register(
-            "cancelled",
-            "Deferred requests whose client went away before the answer ended",
-            self.cancelled.clone(),
-        );
-        registry.register(
-            "timed_out",
-            "Deferred requests answered with a timeout error",
-            self.timed_out.clone(),
-        );
-        registry.register(
-            "republished",
-            "Requests published again after their consumer lease lapsed",
-            self.republished.clone(),
         );
     }
 }

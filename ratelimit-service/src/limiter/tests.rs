@@ -170,12 +170,19 @@ fn hits_per_descriptor_and_per_request() {
     }
 }
 
-#[test]
-fn all_or_nothing_moves_no_counter_when_over() {
+/// A request within its request limit and over its token limit (2000 of
+/// 1000), decided under `mode` with both counters at 0.
+fn over_on_tokens(mode: CountingMode) -> (RateLimitResponse, Vec<String>) {
     let req = request(vec![rpm(), tokens(2000)]);
-    let (response, events) = decide(&req, CountingMode::AllOrNothing, &[0, 0]);
+    let (response, events) = decide(&req, mode, &[0, 0]);
     assert_eq!(response.overall_code(), Code::OverLimit);
     assert_eq!(codes(&response), [Code::Ok, Code::OverLimit]);
+    (response, events)
+}
+
+#[test]
+fn all_or_nothing_moves_no_counter_when_over() {
+    let (response, events) = over_on_tokens(CountingMode::AllOrNothing);
     // Nothing applied: the request-count limit still has all three.
     assert_eq!(remaining(&response), [3, 1000]);
     // The headers describe the limit that blocks, not the one with the least left.
@@ -199,10 +206,7 @@ fn all_or_nothing_moves_no_counter_when_over() {
 
 #[test]
 fn increment_all_moves_every_counter() {
-    let req = request(vec![rpm(), tokens(2000)]);
-    let (response, events) = decide(&req, CountingMode::IncrementAll, &[0, 0]);
-    assert_eq!(response.overall_code(), Code::OverLimit);
-    assert_eq!(codes(&response), [Code::Ok, Code::OverLimit]);
+    let (response, events) = over_on_tokens(CountingMode::IncrementAll);
     assert_eq!(remaining(&response), [2, 0]);
     assert_eq!(
         events,

@@ -68,14 +68,23 @@ fn encode_into(out: &mut String, text: &str) {
 mod tests {
     use super::*;
 
+    /// The key of domain `llm`'s counter over `entries` for the `unit`
+    /// window containing `at_ms`.
+    fn llm_key(entries: &[(&str, &str)], unit: Unit, at_ms: u64) -> String {
+        counter_key(
+            "llm",
+            entries.iter().copied(),
+            unit,
+            Window::containing(unit, at_ms),
+        )
+    }
+
     #[test]
     fn keys_carry_tag_unit_window_and_entries() {
-        let window = Window::containing(Unit::Minute, 125_000);
-        let key = counter_key(
-            "llm",
-            [("tenant", "acme"), ("model", "gpt-4o")],
+        let key = llm_key(
+            &[("tenant", "acme"), ("model", "gpt-4o")],
             Unit::Minute,
-            window,
+            125_000,
         );
         assert_eq!(
             key,
@@ -86,25 +95,13 @@ mod tests {
 
     #[test]
     fn one_tenants_counters_share_a_tag_and_tenants_differ() {
-        let window = Window::containing(Unit::Minute, 0);
-        let requests = counter_key(
-            "llm",
-            [("tenant", "a"), ("model", "m")],
-            Unit::Minute,
-            window,
-        );
-        let tokens = counter_key(
-            "llm",
-            [("tenant", "a"), ("model", "m"), ("tokens", "1")],
+        let requests = llm_key(&[("tenant", "a"), ("model", "m")], Unit::Minute, 0);
+        let tokens = llm_key(
+            &[("tenant", "a"), ("model", "m"), ("tokens", "1")],
             Unit::Hour,
-            Window::containing(Unit::Hour, 0),
+            0,
         );
-        let other = counter_key(
-            "llm",
-            [("tenant", "b"), ("model", "m")],
-            Unit::Minute,
-            window,
-        );
+        let other = llm_key(&[("tenant", "b"), ("model", "m")], Unit::Minute, 0);
         assert_eq!(hash_tag(&requests), hash_tag(&tokens));
         assert_ne!(hash_tag(&requests), hash_tag(&other));
     }
