@@ -49,15 +49,31 @@ pub fn router(metrics: Arc<Metrics>, pacer: Arc<Pacer>, writes: WritePolicy) -> 
 /// A rate as an operator writes it: a non-negative number or `unlimited`
 /// (`None` = unlimited).
 pub fn parse_rate(value: &str) -> Result<Option<f64>, String> {
-    if value == "unlimited" {
+    keyword_or(
+        value,
+        "unlimited",
+        |r: &f64| r.is_finite() && *r >= 0.0,
+        "must be a non-negative number or 'unlimited'",
+    )
+}
+
+/// An operator's setting: `keyword` (`None`: back to the default) or a `T`
+/// that `valid` accepts; anything else is `error`.
+pub(crate) fn keyword_or<T: std::str::FromStr>(
+    value: &str,
+    keyword: &str,
+    valid: impl Fn(&T) -> bool,
+    error: &str,
+) -> Result<Option<T>, String> {
+    if value == keyword {
         return Ok(None);
     }
     value
-        .parse::<f64>()
+        .parse::<T>()
         .ok()
-        .filter(|r| r.is_finite() && *r >= 0.0)
+        .filter(valid)
         .map(Some)
-        .ok_or_else(|| "must be a non-negative number or 'unlimited'".to_string())
+        .ok_or_else(|| error.to_string())
 }
 
 /// A rate from a query parameter (see [`parse_rate`]).

@@ -7,7 +7,7 @@
 //! * `PUT /weights/<tenant>?weight=<w>|default`: a tenant's fair-share
 //!   weight on every instance (`default`: back to the configured one).
 
-use crate::admin::AdminState;
+use crate::admin::{keyword_or, AdminState};
 use crate::control_loop::{self, ChangeLabels};
 use crate::controller::Reason;
 use crate::fair::valid_weight;
@@ -50,28 +50,36 @@ pub struct ControllerView {
 
 /// An override as an operator writes it: a whole number ≥ 1, or `auto`.
 pub fn parse_override(value: &str) -> Result<Option<u32>, String> {
-    if value == "auto" {
-        return Ok(None);
-    }
-    value
-        .parse::<u32>()
-        .ok()
-        .filter(|n| *n >= 1)
-        .map(Some)
-        .ok_or_else(|| "limit must be a whole number ≥ 1 or 'auto'".to_string())
+    keyword_or(
+        value,
+        "auto",
+        |n: &u32| *n >= 1,
+        "limit must be a whole number ≥ 1 or 'auto'",
+    )
 }
 
 /// A weight as an operator writes it: a positive number, or `default`.
 pub fn parse_weight(value: &str) -> Result<Option<f64>, String> {
-    if value == "default" {
-        return Ok(None);
-    }
-    value
-        .parse::<f64>()
-        .ok()
-        .filter(|w| valid_weight(*w))
-        .map(Some)
-        .ok_or_else(|| "weight must be a positive number or 'default'".to_string())
+    keyword_or(
+        value,
+        "default",
+        |w: &f64| valid_weight(*w),
+        "weight must be a positive number or 'default'",
+    )
+}
+
+/// Query parameter `key`, parsed; a 400 saying `usage` when it is missing,
+/// or why it does not parse.
+fn required_setting<T>(
+    query: &HashMap<String, String>,
+    key: &str,
+    usage: &str,
+    parse: fn(&str) -> Result<T, String>,
+) -> Result<T, Answer> {
+    let Some(value) = query.get(key) else {
+        return Err(text(StatusCode::BAD_REQUEST, format!("{usage} required\n")));
+    };
+    parse(value).map_err(|e| text(StatusCode::BAD_REQUEST, format!("{e}\n")))
 }
 
 pub(crate) async fn show_controller(
@@ -93,18 +101,12 @@ pub(crate) async fn set_override(
     State(s): State<AdminState>,
     Path(model): Path<String>,
     Query(q): Query<HashMap<String, String>>,
-) -> impl IntoResponse {
-    let Some(value) = q.get("limit") else {
-        return text(StatusCode::BAD_REQUEST, "limit=<n>|auto required\n".into());
-    };
-    let limit = match parse_override(value) {
-        Ok(limit) => limit,
-        Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
-    };
+) -> Result<Answer, Answer> {
+    let limit = required_setting(&q, "limit", "limit=<n>|auto", parse_override)?;
     let mut redis = s.pacer.redis();
-    if let Err(error) = control_loop::set_override(&mut redis, &model, limit).await {
-        return unavailable(error);
-    }
+    control_loop::set_override(&mut redis, &model, limit)
+        .await
+        .map_err(unavailable)?;
     s.metrics
         .control
         .changes
@@ -114,7 +116,7 @@ pub(crate) async fn set_override(
         })
         .inc();
     tracing::info!(%model, limit = ?limit, "controller: operator override set (none = back to the controller)");
-    text(StatusCode::OK, "applied\n".into())
+    Ok(text(StatusCode::OK, "applied\n".into()))
 }
 
 pub(crate) async fn list_weights(State(s): State<AdminState>) -> impl IntoResponse {
@@ -135,25 +137,13 @@ pub(crate) async fn set_weight(
     State(s): State<AdminState>,
     Path(tenant): Path<String>,
     Query(q): Query<HashMap<String, String>>,
-) -> impl IntoResponse {
-    let Some(value) = q.get("weight") else {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "weight=<w>|default required\n".into(),
-        );
-    };
-    let weight = match parse_weight(value) {
-        Ok(weight) => weight,
-        Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
-    };
-    let mut redis = s.pacer.redis();
-    match control_loop::set_weight(&mut redis, &tenant, weight).await {
-        Ok(()) => {
-            tracing::info!(%tenant, weight = ?weight, "fair-share weight set (none = configured)");
-            text(StatusCode::OK, "applied\n".into())
-        }
-        Err(error) => unavailable(error),
-    }
+) -> Result<Answer, Answer> {
+    let weight = required_setting(&q, "weight", "weight=<w>|default", parse_weight)?;
+    control_loop::set_weight(&mut s.pacer.redis(), &tenant, weight)
+        .await
+        .map_err(unavailable)?;
+    tracing::info!(%tenant, weight = ?weight, "fair-share weight set (none = configured)");
+    Ok(text(StatusCode::OK, "applied\n".into()))
 }
 
 #[cfg(test)]

@@ -1132,16 +1132,13 @@ mod tests {
             requests_per_second: Some(10.0),
             tokens_per_second: None,
         };
+        let rps = |hash: &HashMap<String, String>, tenant: &str| {
+            resolve(hash, tenant, configured).requests_per_second
+        };
         let mut hash = HashMap::new();
-        assert_eq!(
-            resolve(&hash, "t", configured).requests_per_second,
-            Some(10.0)
-        );
+        assert_eq!(rps(&hash, "t"), Some(10.0));
         hash.insert("rps:*".to_string(), "4".to_string());
-        assert_eq!(
-            resolve(&hash, "t", configured).requests_per_second,
-            Some(4.0)
-        );
+        assert_eq!(rps(&hash, "t"), Some(4.0));
         hash.insert("rps:t".to_string(), "2".to_string());
         hash.insert("tps:t".to_string(), "100".to_string());
         hash.insert("factor".to_string(), "0.5".to_string());
@@ -1149,24 +1146,15 @@ mod tests {
         assert_eq!(rates.requests_per_second, Some(1.0));
         assert_eq!(rates.tokens_per_second, Some(50.0));
         hash.insert("rps:t".to_string(), "-1".to_string());
-        assert_eq!(resolve(&hash, "t", configured).requests_per_second, None);
+        assert_eq!(rps(&hash, "t"), None);
         // Another tenant only sees the column override.
-        assert_eq!(
-            resolve(&hash, "u", configured).requests_per_second,
-            Some(2.0)
-        );
+        assert_eq!(rps(&hash, "u"), Some(2.0));
         // Not a number: unset, as for the script's tonumber (blanks allowed).
         hash.insert("rps:t".to_string(), "fast".to_string());
-        assert_eq!(
-            resolve(&hash, "t", configured).requests_per_second,
-            Some(2.0)
-        );
+        assert_eq!(rps(&hash, "t"), Some(2.0));
         hash.insert("rps:*".to_string(), String::new());
         hash.insert("factor".to_string(), " 2 ".to_string());
-        assert_eq!(
-            resolve(&hash, "t", configured).requests_per_second,
-            Some(20.0)
-        );
+        assert_eq!(rps(&hash, "t"), Some(20.0));
     }
 
     #[test]
