@@ -21,6 +21,7 @@
 
 use crate::claim::{ClaimTiming, ClaimValue};
 use crate::keys;
+use redis::AsyncCommands;
 use sluice_redis::RedisConn;
 use std::time::Duration;
 
@@ -256,18 +257,12 @@ pub async fn count_publish(redis: &mut RedisConn, topic: &str) -> Result<u64, re
 
 /// The bucket's backlog estimate (`None`: never counted or expired).
 pub async fn backlog(redis: &mut RedisConn, topic: &str) -> Result<Option<u64>, redis::RedisError> {
-    redis::cmd("GET")
-        .arg(keys::backlog(topic))
-        .query_async(redis)
-        .await
+    redis.get(keys::backlog(topic)).await
 }
 
 /// Whether a consumer is subscribed to the bucket (its mark is set).
 pub async fn is_subscribed(redis: &mut RedisConn, topic: &str) -> Result<bool, redis::RedisError> {
-    redis::cmd("EXISTS")
-        .arg(keys::subscribed(topic))
-        .query_async(redis)
-        .await
+    redis.exists(keys::subscribed(topic)).await
 }
 
 /// A pop, in one round trip: one fewer queued in the bucket and, when the
@@ -323,18 +318,12 @@ pub async fn refresh_lease(
 
 /// The consumer is done with the request (answered or handed back).
 pub async fn drop_lease(redis: &mut RedisConn, req_id: &str) -> Result<(), redis::RedisError> {
-    redis::cmd("DEL")
-        .arg(keys::lease(req_id))
-        .query_async(redis)
-        .await
+    redis.del(keys::lease(req_id)).await
 }
 
 /// Whether a consumer holds the request's lease now.
 pub async fn lease_held(redis: &mut RedisConn, req_id: &str) -> Result<bool, redis::RedisError> {
-    redis::cmd("EXISTS")
-        .arg(keys::lease(req_id))
-        .query_async(redis)
-        .await
+    redis.exists(keys::lease(req_id)).await
 }
 
 /// A request whose lease was seen and has lapsed, as it stands now.
@@ -491,10 +480,7 @@ pub async fn retire_if_idle(
 
 /// The broker is done with a retired bucket's queue: publishes may go on.
 pub async fn end_reclaim(redis: &mut RedisConn, topic: &str) -> Result<(), redis::RedisError> {
-    redis::cmd("DEL")
-        .arg(keys::reclaiming(topic))
-        .query_async(redis)
-        .await
+    redis.del(keys::reclaiming(topic)).await
 }
 
 /// Topics whose last recorded publish is at or before `cutoff_ms`.

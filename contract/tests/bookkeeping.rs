@@ -126,30 +126,26 @@ async fn caps_refuse_new_buckets_only_and_a_reclaim_blocks_the_announce() {
         max_new_buckets_per_minute: 10,
     };
     let now = sluice_contract::now_ms();
-    let first = book
-        .announce(&mut conn, "a", "a_m", now, &one)
-        .await
-        .unwrap();
+    let mut announce = async |tenant: &str, topic: &str, caps: &CapValues| {
+        book.announce(&mut conn, tenant, topic, now, caps)
+            .await
+            .unwrap()
+            .outcome
+    };
     assert!(matches!(
-        first.outcome,
+        announce("a", "a_m", &one).await,
         Announced::Admitted { created: true, .. }
     ));
-    let tenant = book
-        .announce(&mut conn, "a", "a_n", now, &one)
-        .await
-        .unwrap();
-    assert_eq!(tenant.outcome, Announced::Refused(CapHit::Tenant));
-    let global = book
-        .announce(&mut conn, "b", "b_m", now, &one)
-        .await
-        .unwrap();
-    assert_eq!(global.outcome, Announced::Refused(CapHit::Global));
-    let existing = book
-        .announce(&mut conn, "a", "a_m", now, &one)
-        .await
-        .unwrap();
+    assert_eq!(
+        announce("a", "a_n", &one).await,
+        Announced::Refused(CapHit::Tenant)
+    );
+    assert_eq!(
+        announce("b", "b_m", &one).await,
+        Announced::Refused(CapHit::Global)
+    );
     assert!(matches!(
-        existing.outcome,
+        announce("a", "a_m", &one).await,
         Announced::Admitted { created: false, .. }
     ));
 
