@@ -30,6 +30,32 @@ pub struct Series {
     pub thin: bool,
 }
 
+impl Series {
+    /// An observation: a solid line.
+    pub fn solid(label: String, points: Vec<(f64, f64)>, color: usize) -> Self {
+        Series {
+            label,
+            points,
+            dashed: false,
+            color,
+            thin: false,
+        }
+    }
+
+    /// A configured rate or limit: a dashed line.
+    pub fn dashed(label: String, points: Vec<(f64, f64)>, color: usize) -> Self {
+        Series {
+            dashed: true,
+            ..Series::solid(label, points, color)
+        }
+    }
+
+    /// The same, drawn thin.
+    pub fn thin(self) -> Self {
+        Series { thin: true, ..self }
+    }
+}
+
 /// One chart area with its own y axis.
 #[derive(Clone, Debug, Default)]
 pub struct Panel {

@@ -62,25 +62,69 @@ enum Scenario {
     Adaptive,
 }
 
-/// A tenant sending one request every `every_s` seconds.
-struct Stream {
+/// The request a tenant sends: a prompt of `words` words to `model`, for
+/// at most `max_tokens`.
+#[derive(Clone, Copy)]
+struct Ask {
     tenant: &'static str,
     model: &'static str,
-    from_s: f64,
-    to_s: f64,
-    every_s: f64,
     words: usize,
     max_tokens: u32,
 }
 
+impl Ask {
+    fn new(tenant: &'static str, model: &'static str, words: usize, max_tokens: u32) -> Self {
+        Ask {
+            tenant,
+            model,
+            words,
+            max_tokens,
+        }
+    }
+
+    /// Sent every `every_s` seconds from `from_s` until `to_s`.
+    fn every(self, every_s: f64, from_s: f64, to_s: f64) -> Stream {
+        Stream {
+            ask: self,
+            from_s,
+            to_s,
+            every_s,
+        }
+    }
+
+    /// Sent `count` times at once at `at_s`.
+    fn burst(self, count: u32, at_s: f64) -> Burst {
+        Burst {
+            ask: self,
+            at_s,
+            count,
+        }
+    }
+
+    fn chat(&self, seq: u64) -> Chat {
+        Chat {
+            tenant: self.tenant,
+            model: self.model,
+            words: self.words,
+            max_tokens: self.max_tokens,
+            seq,
+        }
+    }
+}
+
+/// A tenant sending one request every `every_s` seconds.
+struct Stream {
+    ask: Ask,
+    from_s: f64,
+    to_s: f64,
+    every_s: f64,
+}
+
 /// A tenant sending `count` requests at once.
 struct Burst {
-    tenant: &'static str,
-    model: &'static str,
+    ask: Ask,
     at_s: f64,
     count: u32,
-    words: usize,
-    max_tokens: u32,
 }
 
 /// A runtime change of a model column's queue pace through the consumer's
@@ -110,21 +154,18 @@ const GPT: &str = "gpt-4o";
 const LLAMA: &str = "llama-3-8b";
 
 fn plan(quick: bool) -> Plan {
+    let steady = Ask::new("steady", GPT, 60, 32);
+    let bursty = Ask::new("bursty", GPT, 40, 32);
+    let bursty_long = Ask::new("bursty", GPT, 1000, 64);
+    let batch_etl = Ask::new("batch-etl", LLAMA, 150, 48);
     if quick {
         return Plan {
             streams: vec![
-                stream("steady", GPT, 0.0, 12.0, 0.5, 60, 32),
-                stream("bursty", GPT, 0.0, 12.0, 3.0, 40, 32),
-                stream("batch-etl", LLAMA, 0.5, 4.5, 0.1, 150, 48),
+                steady.every(0.5, 0.0, 12.0),
+                bursty.every(3.0, 0.0, 12.0),
+                batch_etl.every(0.1, 0.5, 4.5),
             ],
-            bursts: vec![Burst {
-                tenant: "bursty",
-                model: GPT,
-                at_s: 1.0,
-                count: 12,
-                words: 1000,
-                max_tokens: 64,
-            }],
+            bursts: vec![bursty_long.burst(12, 1.0)],
             changes: vec![
                 RateChange {
                     at_s: 4.0,
@@ -146,28 +187,11 @@ fn plan(quick: bool) -> Plan {
     }
     Plan {
         streams: vec![
-            stream("steady", GPT, 0.0, 60.0, 0.5, 60, 32),
-            stream("bursty", GPT, 0.0, 60.0, 3.0, 40, 32),
-            stream("batch-etl", LLAMA, 2.0, 40.0, 0.4, 150, 48),
+            steady.every(0.5, 0.0, 60.0),
+            bursty.every(3.0, 0.0, 60.0),
+            batch_etl.every(0.4, 2.0, 40.0),
         ],
-        bursts: vec![
-            Burst {
-                tenant: "bursty",
-                model: GPT,
-                at_s: 8.0,
-                count: 30,
-                words: 1000,
-                max_tokens: 64,
-            },
-            Burst {
-                tenant: "bursty",
-                model: GPT,
-                at_s: 42.0,
-                count: 12,
-                words: 1000,
-                max_tokens: 64,
-            },
-        ],
+        bursts: vec![bursty_long.burst(30, 8.0), bursty_long.burst(12, 42.0)],
         changes: vec![
             RateChange {
                 at_s: 14.0,
@@ -185,26 +209,6 @@ fn plan(quick: bool) -> Plan {
         ],
         send_until_s: 60.0,
         drain_s: 40.0,
-    }
-}
-
-fn stream(
-    tenant: &'static str,
-    model: &'static str,
-    from_s: f64,
-    to_s: f64,
-    every_s: f64,
-    words: usize,
-    max_tokens: u32,
-) -> Stream {
-    Stream {
-        tenant,
-        model,
-        from_s,
-        to_s,
-        every_s,
-        words,
-        max_tokens,
     }
 }
 
@@ -479,32 +483,14 @@ async fn play(
         let mut t = s.from_s;
         while t < s.to_s {
             seq += 1;
-            sends.push((
-                t,
-                Chat {
-                    tenant: s.tenant,
-                    model: s.model,
-                    words: s.words,
-                    max_tokens: s.max_tokens,
-                    seq,
-                },
-            ));
+            sends.push((t, s.ask.chat(seq)));
             t += s.every_s;
         }
     }
     for b in &plan.bursts {
         for _ in 0..b.count {
             seq += 1;
-            sends.push((
-                b.at_s,
-                Chat {
-                    tenant: b.tenant,
-                    model: b.model,
-                    words: b.words,
-                    max_tokens: b.max_tokens,
-                    seq,
-                },
-            ));
+            sends.push((b.at_s, b.ask.chat(seq)));
         }
     }
     sends.sort_by(|a, b| a.0.total_cmp(&b.0));

@@ -5,7 +5,7 @@
 use anyhow::{bail, Context};
 use rustix::process::{kill_process_group, Pid, Signal};
 use sluice_testkit::{
-    filter_wasm, free_port, workspace_root, Envoy, EnvoyPorts, RedisServer, RocketMq,
+    built_binary, filter_wasm, free_port, workspace_root, Envoy, EnvoyPorts, RedisServer, RocketMq,
 };
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -205,14 +205,11 @@ fn loopback(port: u16) -> SocketAddr {
 }
 
 fn binary(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
-    let path = dir.join(name);
-    if !path.is_file() {
-        bail!(
-            "{} missing: build it first (./scripts/demo does: cargo build --release -p sluice-ratelimit -p sluice-consumer -p sluice-llm-sim), or pass --bin-dir",
-            path.display()
-        );
-    }
-    Ok(path)
+    built_binary(
+        dir,
+        name,
+        "build it first (./scripts/demo does: cargo build --release -p sluice-ratelimit -p sluice-consumer -p sluice-llm-sim), or pass --bin-dir",
+    )
 }
 
 impl Stack {

@@ -303,42 +303,26 @@ pub fn chart(samples: &[Sample], quotas: &[QuotaLine], title: &str) -> Chart {
     let mut age = Vec::new();
     for (i, bucket) in buckets.iter().enumerate() {
         let label = format!("{}/{}", bucket.0, bucket.1);
-        rps.push(Series {
-            label: format!("{label} (all)"),
-            points: of(samples, bucket)
-                .map(|s| (s.t_s, s.admitted_rps))
-                .collect(),
-            dashed: false,
-            color: i,
-            thin: false,
-        });
+        let points = |value: fn(&Sample) -> f64| -> Vec<(f64, f64)> {
+            of(samples, bucket).map(|s| (s.t_s, value(s))).collect()
+        };
+        rps.push(Series::solid(
+            format!("{label} (all)"),
+            points(|s| s.admitted_rps),
+            i,
+        ));
         if of(samples, bucket).any(|s| s.queued_rps > 0.0) {
-            rps.push(Series {
-                label: format!("{label} (from the queue)"),
-                points: of(samples, bucket).map(|s| (s.t_s, s.queued_rps)).collect(),
-                dashed: false,
-                color: i,
-                thin: true,
-            });
+            rps.push(
+                Series::solid(
+                    format!("{label} (from the queue)"),
+                    points(|s| s.queued_rps),
+                    i,
+                )
+                .thin(),
+            );
         }
-        tps.push(Series {
-            label: label.clone(),
-            points: of(samples, bucket)
-                .map(|s| (s.t_s, s.admitted_tps))
-                .collect(),
-            dashed: false,
-            color: i,
-            thin: false,
-        });
-        age.push(Series {
-            label,
-            points: of(samples, bucket)
-                .map(|s| (s.t_s, s.counts.queue_age_s))
-                .collect(),
-            dashed: false,
-            color: i,
-            thin: false,
-        });
+        tps.push(Series::solid(label.clone(), points(|s| s.admitted_tps), i));
+        age.push(Series::solid(label, points(|s| s.counts.queue_age_s), i));
     }
     let first_pace_color = buckets.len();
     for (j, model) in models.iter().enumerate() {
@@ -350,44 +334,27 @@ pub fn chart(samples: &[Sample], quotas: &[QuotaLine], title: &str) -> Chart {
                 .filter(|s| seen.insert(s.t_s.to_bits()))
                 .collect()
         };
-        let r = steps(
-            of_model
-                .iter()
-                .filter_map(|s| s.pace_rps.map(|v| (s.t_s, v))),
-        );
-        if !r.is_empty() {
-            rps.push(Series {
-                label: format!("{model} queue pace (configured)"),
-                points: r,
-                dashed: true,
-                color: first_pace_color + j,
-                thin: false,
-            });
-        }
-        let t = steps(
-            of_model
-                .iter()
-                .filter_map(|s| s.pace_tps.map(|v| (s.t_s, v))),
-        );
-        if !t.is_empty() {
-            tps.push(Series {
-                label: format!("{model} queue pace (configured)"),
-                points: t,
-                dashed: true,
-                color: first_pace_color + j,
-                thin: false,
-            });
+        let label = format!("{model} queue pace (configured)");
+        let color = first_pace_color + j;
+        let pace = |value: fn(&Sample) -> Option<f64>| {
+            steps(of_model.iter().filter_map(|s| value(s).map(|v| (s.t_s, v))))
+        };
+        for (panel, points) in [
+            (&mut rps, pace(|s| s.pace_rps)),
+            (&mut tps, pace(|s| s.pace_tps)),
+        ] {
+            if !points.is_empty() {
+                panel.push(Series::dashed(label.clone(), points, color));
+            }
         }
     }
     let end = samples.iter().map(|s| s.t_s).fold(0.0, f64::max);
     for (k, (label, value)) in quotas.iter().enumerate() {
-        tps.push(Series {
-            label: label.clone(),
-            points: vec![(0.0, *value), (end, *value)],
-            dashed: true,
-            color: first_pace_color + models.len() + k,
-            thin: false,
-        });
+        tps.push(Series::dashed(
+            label.clone(),
+            vec![(0.0, *value), (end, *value)],
+            first_pace_color + models.len() + k,
+        ));
     }
     Chart {
         title: title.to_string(),
@@ -432,26 +399,28 @@ mod tests {
 
     #[test]
     fn counts_follow_what_the_client_saw() {
-        let direct = Record {
+        // A 200 answered from `first_token_s` to `done_s`, to the end.
+        let completed = |first_token_s: f64, done_s: f64, sent: Record| Record {
             status: Some(200),
-            first_token_s: Some(0.1),
-            done_s: Some(0.5),
+            first_token_s: Some(first_token_s),
+            done_s: Some(done_s),
             completed: true,
-            ..record("a", 0.0)
+            ..sent
         };
+        let direct = completed(0.1, 0.5, record("a", 0.0));
         let waiting = Record {
             status: Some(200),
             deferred: true,
             ..record("a", 1.0)
         };
-        let via_queue = Record {
-            status: Some(200),
-            deferred: true,
-            first_token_s: Some(4.0),
-            done_s: Some(5.0),
-            completed: true,
-            ..record("a", 2.0)
-        };
+        let via_queue = completed(
+            4.0,
+            5.0,
+            Record {
+                deferred: true,
+                ..record("a", 2.0)
+            },
+        );
         let rejected = Record {
             status: Some(429),
             retry_after: Some("30".into()),

@@ -210,12 +210,18 @@ pub fn workspace_binary(name: &str) -> anyhow::Result<PathBuf> {
         .parent()
         .and_then(Path::parent)
         .ok_or_else(|| anyhow::anyhow!("unexpected test binary path {}", exe.display()))?;
-    let binary = profile_dir.join(name);
+    built_binary(
+        profile_dir,
+        name,
+        "run `cargo build --workspace --bins` (or `cargo test --workspace`)",
+    )
+}
+
+/// `dir/name`, or an error saying it is not built and `how_to_build` it.
+pub fn built_binary(dir: &Path, name: &str, how_to_build: &str) -> anyhow::Result<PathBuf> {
+    let binary = dir.join(name);
     if !binary.is_file() {
-        bail!(
-            "{} not built; run `cargo build --workspace --bins` (or `cargo test --workspace`)",
-            binary.display()
-        );
+        bail!("{} not built; {how_to_build}", binary.display());
     }
     Ok(binary)
 }
