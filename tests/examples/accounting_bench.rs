@@ -31,7 +31,7 @@ use sluice_admission::config::FilterConfig;
 use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::host::{UsageKind, TENANT_TOKENS_STAT};
 use sluice_admission::openai::{self, Endpoint};
-use sluice_consumer::{Correction, PacingConfig, Rates};
+use sluice_consumer::Correction;
 use sluice_llm_sim::ledger::LedgerEntry;
 use sluice_llm_sim::text::splitmix64;
 use sluice_ratelimit::ext_authz::ExtAuthzService;
@@ -41,7 +41,7 @@ use sluice_ratelimit::server::{run, Deps};
 use sluice_ratelimit::store::{RedisStore, RedisStoreOptions};
 use sluice_testkit::stack::{
     deferral_endpoint, endpoint_config, redis_connection, start_broker, start_consumer,
-    ConsumerInstance, ConsumerSpec,
+    token_paced, ConsumerInstance, ConsumerSpec,
 };
 use sluice_testkit::{
     example_deferral_secret, free_port, http_request, sluice_filter_envoy_config, workspace_root,
@@ -383,13 +383,7 @@ async fn start_deferred_path(
     let app = deferral_endpoint(endpoint_config(redis, &broker)).await;
     tokio::spawn(async move { axum::serve(listener, app).await });
     let mut spec = ConsumerSpec::new("accounting-bench");
-    spec.pacing = PacingConfig {
-        default_rates: Rates {
-            requests_per_second: None,
-            tokens_per_second: Some(DEFERRED_TOKENS_PER_SECOND),
-        },
-        ..PacingConfig::default()
-    };
+    spec.pacing = token_paced(DEFERRED_TOKENS_PER_SECOND);
     spec.config.backend.default.headers = vec![
         ("x-sim-ledger".into(), Class::Deferred.tenant().into()),
         ("x-sim-completion-tokens".into(), "60".into()),

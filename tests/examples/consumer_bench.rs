@@ -368,17 +368,13 @@ impl Stack {
     async fn tokens_per_message(&self) -> anyhow::Result<u64> {
         let mut body = item("probe", "probe".into(), 0).body;
         body["stream"] = false.into();
-        let backend = self.backend;
-        let response = tokio::task::spawn_blocking(move || {
-            sluice_testkit::http_request(
-                backend,
-                "POST",
-                "/v1/chat/completions",
-                &[("content-type", "application/json")],
-                body.to_string().as_bytes(),
-            )
-        })
-        .await??;
+        let response = sluice_testkit::post(
+            self.backend,
+            "/v1/chat/completions",
+            vec![("content-type", "application/json".into())],
+            body.to_string().into_bytes(),
+        )
+        .await?;
         let answer: serde_json::Value = serde_json::from_str(&response.body)?;
         answer["usage"]["total_tokens"]
             .as_u64()

@@ -105,21 +105,24 @@ pub mod limits {
 
 /// Pacing with no rate at all: every popped item goes straight to the model.
 pub fn unpaced() -> PacingConfig {
-    PacingConfig {
-        default_rates: Rates {
-            requests_per_second: None,
-            tokens_per_second: None,
-        },
-        ..Default::default()
-    }
+    pacing_at(None, None)
 }
 
 /// Pacing at `per_second` requests per bucket.
 pub fn paced(per_second: f64) -> PacingConfig {
+    pacing_at(Some(per_second), None)
+}
+
+/// Pacing at `tokens_per_second` tokens per bucket (no request rate).
+pub fn token_paced(tokens_per_second: f64) -> PacingConfig {
+    pacing_at(None, Some(tokens_per_second))
+}
+
+fn pacing_at(requests_per_second: Option<f64>, tokens_per_second: Option<f64>) -> PacingConfig {
     PacingConfig {
         default_rates: Rates {
-            requests_per_second: Some(per_second),
-            tokens_per_second: None,
+            requests_per_second,
+            tokens_per_second,
         },
         ..Default::default()
     }

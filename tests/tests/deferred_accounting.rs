@@ -13,14 +13,14 @@ use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::openai::{self, Endpoint};
 use sluice_consumer::gcra::Stored;
 use sluice_consumer::keys::{BucketId, Dimension};
-use sluice_consumer::{BackendTargetConfig, PaceDecision, PacingConfig, Rates};
+use sluice_consumer::{BackendTargetConfig, PaceDecision};
 use sluice_llm_sim::ledger::LedgerEntry;
 use sluice_llm_sim::text::completion_text;
 use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_ratelimit::deferral::publisher::LitePublisher;
 use sluice_testkit::stack::{
-    redis_connection, start_broker, start_consumer, start_llm_sim, work_item, ConsumerInstance,
-    ConsumerSpec, GROUP, PARENT,
+    redis_connection, start_broker, start_consumer, start_llm_sim, token_paced, work_item,
+    ConsumerInstance, ConsumerSpec, GROUP, PARENT,
 };
 use sluice_testkit::RedisServer;
 use std::collections::BTreeMap;
@@ -70,13 +70,7 @@ async fn start() -> Parts {
         .await
         .unwrap();
     let mut spec = ConsumerSpec::new("accounting");
-    spec.pacing = PacingConfig {
-        default_rates: Rates {
-            requests_per_second: None,
-            tokens_per_second: Some(TOKENS_PER_SECOND),
-        },
-        ..PacingConfig::default()
-    };
+    spec.pacing = token_paced(TOKENS_PER_SECOND);
     spec.config.backend.default.headers = vec![("x-sim-ledger".into(), LEDGER.into())];
     spec.config.backend.models.insert(
         BROKEN_MODEL.into(),

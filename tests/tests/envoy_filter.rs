@@ -153,6 +153,25 @@ impl Stack {
         post(self.listener, path, headers, body).await.unwrap()
     }
 
+    /// [`Stack::chat`], answered 200 with `expected` in the body.
+    async fn chat_ok(
+        &self,
+        tenant: &str,
+        body: Value,
+        extra: &[(&'static str, &str)],
+        expected: &str,
+    ) -> HttpResponse {
+        let response = self.chat(tenant, body, extra).await;
+        assert_eq!(
+            response.status,
+            200,
+            "{response:?}\n{}",
+            self.envoy.log_text()
+        );
+        response.assert_body_contains(expected);
+        response
+    }
+
     async fn chat(
         &self,
         tenant: &str,
@@ -224,19 +243,13 @@ async fn admission_rejection_and_deferral(front: FrontDoor) {
 
     // Admitted: 200 from the backend, RateLimit headers on the way back.
     let response = stack
-        .chat(
+        .chat_ok(
             "meter",
             chat_body(10, 20, false),
             &[("x-sim-completion-tokens", "20")],
+            "chat.completion",
         )
         .await;
-    assert_eq!(
-        response.status,
-        200,
-        "{response:?}\n{}",
-        stack.envoy.log_text()
-    );
-    response.assert_body_contains("chat.completion");
     assert!(
         response.header("ratelimit-remaining").is_some(),
         "{response:?}"
@@ -333,15 +346,14 @@ async fn admission_rejection_and_deferral(front: FrontDoor) {
     );
 
     // A client cannot mark itself: the marker is stripped, normal route.
-    let response = stack
-        .chat(
+    stack
+        .chat_ok(
             "meter",
             chat_body(1, 5, false),
             &[("x-sluice-deferred", "1")],
+            "chat.completion",
         )
         .await;
-    assert_eq!(response.status, 200);
-    response.assert_body_contains("chat.completion");
 
     stack
         .assert_events(&[("admitted", 4), ("rejected", 1), ("deferred", 1)])
@@ -385,14 +397,13 @@ async fn wasm_reconciles_real_usage() {
 
     // Streamed, with include_usage: reconciled from the final SSE chunk.
     let response = stack
-        .chat(
+        .chat_ok(
             "meter",
             chat_body(10, 500, true),
             &[("x-sim-completion-tokens", "7")],
+            "data: [DONE]",
         )
         .await;
-    assert_eq!(response.status, 200);
-    response.assert_body_contains("data: [DONE]");
     let usage_line = response
         .body
         .lines()
