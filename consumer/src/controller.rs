@@ -39,7 +39,14 @@
 //!   `× max_growth` in one step; any other step ends the streak. Above the
 //!   limit the last decrease set (TCP's slow-start threshold) the first
 //!   [`ADDITIVE_STEPS`] increases are additive, then they double again (the
-//!   capacity grew): probing gently where the server refused before. With
+//!   capacity grew): probing gently where the server refused before. Each
+//!   such probe raises the applied cap by at least one whole slot (a
+//!   fraction leaves the cap as it was and probes nothing), and the next
+//!   one waits until the smoothed signals have taken `ceil(1 / smoothing)`
+//!   samples since (the streak goes on meanwhile): probing every interval
+//!   adds slots faster than the server's gauges can show the first one
+//!   (a call fills the KV cache over its life), overshoots, and each
+//!   overshoot costs a decrease — a limit that never settles. With
 //!   answers only (no server gauges) the increase stays additive: there the
 //!   only sign of the ceiling is a refusal;
 //! * an unused limit is held (it says nothing about capacity);
@@ -307,7 +314,7 @@ const DEADBAND: f64 = 0.5;
 const KV_DEADBAND: f64 = 0.05;
 /// Additive increases above the last decrease before they double again
 /// (the capacity grew more than a few steps' worth).
-pub const ADDITIVE_STEPS: u32 = 8;
+pub const ADDITIVE_STEPS: u32 = 4;
 
 /// One controller step: the next state and why.
 pub fn step(
@@ -408,10 +415,18 @@ pub fn step(
     });
     if excess < -DEADBAND && kv_room {
         let streak = state.increases;
-        let doublings = match state.slow_start_until {
-            Some(until) if limit >= until => (streak + 1).saturating_sub(ADDITIVE_STEPS),
-            _ => streak,
+        // Above the last decrease the server pushed back before: probing.
+        let probing = state.slow_start_until.is_some_and(|until| limit >= until);
+        let doublings = if probing {
+            (streak + 1).saturating_sub(ADDITIVE_STEPS)
+        } else {
+            streak
         };
+        if now_ms < hold_until {
+            // Waiting for a probe's effect (or a Retry-After): the streak
+            // goes on.
+            return (next(limit, hold_until, streak), Reason::Hold);
+        }
         if let Some(to) = increase(
             config,
             limit,
@@ -420,6 +435,16 @@ pub fn step(
             now_ms,
             doublings,
         ) {
+            let (to, hold_until) = if probing {
+                // One whole slot at least (the cap is the limit's whole
+                // part: a fraction changes nothing and probes nothing),
+                // and the next probe only once the smoothed signals can
+                // show this one's effect.
+                let to = to.max(limit.floor() + 1.0);
+                (to, hold_until.max(now_ms + probe_gap_ms(config)))
+            } else {
+                (to, hold_until)
+            };
             return (
                 next(to, hold_until, streak.saturating_add(1)),
                 Reason::Headroom,
@@ -427,6 +452,19 @@ pub fn step(
         }
     }
     held
+}
+
+/// How long a probe above the last decrease waits for the next: until
+/// the smoothed signals have taken `ceil(1 / smoothing)` samples since it
+/// (less half an interval, for a tick that comes early). Probing faster
+/// than the signal answers adds slots the server cannot hold before the
+/// first of them shows, and each overshoot costs a decrease.
+fn probe_gap_ms(config: &ModelControl) -> u64 {
+    let samples = (1.0 / config.smoothing).ceil().max(1.0) as u64;
+    if samples <= 1 {
+        return 0;
+    }
+    (samples - 1) * config.interval_ms + config.interval_ms / 2
 }
 
 /// The limit after an increase, when `in_use` (requests at the server;
@@ -736,7 +774,8 @@ mod tests {
     ) -> Vec<f64> {
         (0..steps)
             .map(|_| {
-                let (next, _) = step(config, *s, &server.sample(), server.steps * 500);
+                let now_ms = server.steps * config.interval_ms;
+                let (next, _) = step(config, *s, &server.sample(), now_ms);
                 *s = next;
                 server.advance(s.limit);
                 s.limit
@@ -799,10 +838,91 @@ mod tests {
             let restore = drive(&config, &mut s, &mut server, 30);
             let settled = settled_after(&restore, 34.0);
             assert!(
-                settled.is_some_and(|n| n <= ADDITIVE_STEPS as usize + 5),
+                // Each of the ADDITIVE_STEPS gentle probes waits a probe
+                // gap (2 steps at smoothing 0.5), then a few doublings.
+                settled.is_some_and(|n| n <= 2 * ADDITIVE_STEPS as usize + 5),
                 "jitter {jitter}: {settled:?} {restore:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_probe_above_the_last_decrease_is_a_whole_slot_and_waits_for_the_signal() {
+        // The pacing benchmark's settings: smoothed over ~3 samples.
+        let config = ModelControl {
+            smoothing: 0.3,
+            increase_step: 0.5,
+            interval_ms: 500,
+            ..control()
+        };
+        let s = ControllerState {
+            slow_start_until: Some(5.0),
+            ..state(5.05)
+        };
+        // Cap 5 → 6: half a step would leave the cap at 5 and probe nothing.
+        let (s, reason) = step(&config, s, &load(0.0, 5.0), 0);
+        assert_eq!((s.limit, reason), (6.0, Reason::Headroom));
+        // Room still, but ceil(1 / 0.3) = 4 samples must see the probe first;
+        // the streak goes on meanwhile.
+        let mut s = s;
+        for now in [500, 1000, 1500] {
+            let (held, reason) = step(&config, s, &load(0.0, 6.0), now);
+            assert_eq!((held.limit, reason, held.increases), (6.0, Reason::Hold, 1));
+            s = held;
+        }
+        let (s, reason) = step(&config, s, &load(0.0, 6.0), 2000);
+        assert_eq!((s.limit, reason), (7.0, Reason::Headroom));
+    }
+
+    /// A server whose gauges show the load of `delay` steps ago (a call's
+    /// effect on the server shows over its life, not when it starts):
+    /// `capacity` run, the rest waits; backlogged consumers fill the cap
+    /// at once.
+    struct DelayedServer {
+        capacity: f64,
+        delay: usize,
+        history: Vec<f64>,
+    }
+
+    impl DelayedServer {
+        fn sample(&self) -> CapacitySample {
+            let at = self.history.len().saturating_sub(1 + self.delay);
+            let in_server = self.history.get(at).copied().unwrap_or(0.0);
+            let running = in_server.min(self.capacity);
+            load(in_server - running, running)
+        }
+    }
+
+    #[test]
+    fn probing_near_the_level_overshoots_by_at_most_a_slot_under_a_delayed_signal() {
+        let config = ModelControl {
+            smoothing: 0.3,
+            increase_step: 0.5,
+            interval_ms: 500,
+            ..control()
+        };
+        // Just after a cut to 4 on a server that runs 4: the level is
+        // 4 + 2 waiting = 6. The gauges lag 3 steps (1.5 s).
+        let mut s = ControllerState {
+            slow_start_until: Some(4.0),
+            ..state(4.0)
+        };
+        let mut server = DelayedServer {
+            capacity: 4.0,
+            delay: 3,
+            history: vec![4.0],
+        };
+        let mut caps = Vec::new();
+        for i in 0..80u64 {
+            s = step(&config, s, &server.sample(), i * config.interval_ms).0;
+            server.history.push(s.limit.floor());
+            caps.push(s.cap());
+        }
+        // Probing every step would add slots for the 3 steps the gauges lag
+        // and the ~3 the smoothing takes: 8 or more before the first pushback.
+        assert!(caps.iter().all(|c| *c <= 7), "{caps:?}");
+        // And it reaches the level and stays within a slot of it.
+        assert!(caps[20..].iter().all(|c| (5..=7).contains(c)), "{caps:?}");
     }
 
     #[test]
