@@ -403,15 +403,17 @@ pub fn step(
     };
     if let Some((aim, reason)) = aim {
         let to = (limit - config.gain * (limit - aim)).max(limit * config.decrease_factor);
-        let by_cache = reason == Reason::KvCacheAboveTarget;
+        // A cut for the cache alone (no queue above target).
+        let by_cache = reason == Reason::KvCacheAboveTarget && queue_aim.is_none();
         if to >= limit || (by_cache && now_ms < state.hold_decrease_until_ms) {
             // At the aim already, or the last cut for the cache has not
             // shown in the smoothed usage yet (the cache empties only as
             // answers end): cutting again on the usage from before it
             // cuts twice for one excess (from 10 to 3 where 5 was the
-            // level, in the benchmark's halving). The queue's aim needs no
-            // such hold: it is the running batch, which the drain does
-            // not lower.
+            // level, in the benchmark's halving). With a queue above its
+            // target too, the server is overloaded now, not draining: no
+            // hold (the queue's aim is the running batch, which the drain
+            // does not lower).
             return held;
         }
         let mut decreased = next(to, hold_until, 0);
@@ -891,12 +893,29 @@ mod tests {
         let (s, reason) = step(&config, s, &full(9.0), 2000);
         assert_eq!(reason, Reason::KvCacheAboveTarget);
         assert!(s.limit < 9.0, "{}", s.limit);
+        // Nor a cut with a queue above its target as well.
+        let holding = |smoothed_waiting| ControllerState {
+            hold_decrease_until_ms: 10_000,
+            smoothed_waiting: Some(smoothed_waiting),
+            smoothed_kv_usage: Some(1.0),
+            ..state(12.0)
+        };
+        let queued = CapacitySample {
+            waiting: Some(3.0),
+            ..full(9.0)
+        };
+        // Queue aim 9 + 2 = 11, cache aim 12 · 0.8 = 9.6: halfway, 10.8.
+        let (cut, reason) = step(&config, holding(3.0), &queued, 2500);
+        assert_eq!(reason, Reason::KvCacheAboveTarget);
+        assert!((cut.limit - 10.8).abs() < 1e-9, "{}", cut.limit);
+        let (held, reason) = step(&config, holding(0.0), &full(12.0), 2500);
+        assert_eq!((held.limit, reason), (12.0, Reason::Hold));
         // An overload answer is not held.
         let refused = CapacitySample {
             overloaded: 1,
             ..full(9.0)
         };
-        let (cut, reason) = step(&config, s, &refused, 2500);
+        let (cut, reason) = step(&config, s, &refused, 3000);
         assert_eq!(reason, Reason::Overloaded);
         assert!(cut.limit < s.limit);
     }
