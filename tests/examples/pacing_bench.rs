@@ -28,8 +28,11 @@
 //! PACING_CUT_AT=30 PACING_CUT_SECS=30`.
 //!
 //! Prints one table; writes `pacing_bench.csv` (per policy, model and
-//! 250 ms sample), `pacing_bench_summary.csv` and `pacing_bench.svg` to
-//! `PACING_OUT` (default `target/`). Asserts nothing.
+//! 250 ms sample), `pacing_bench_summary.csv`, `pacing_bench_shares.csv`
+//! (per normal-band tenant and model) and `pacing_bench.svg` to
+//! `PACING_OUT` (default `target/`). Asserts nothing. Answer times are read
+//! from the consumer's response streams at the end, which it keeps 300 s
+//! after an answer ends: in runs over ~300 s only the last answers count.
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use anyhow::{bail, Context};
