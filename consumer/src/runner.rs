@@ -369,8 +369,17 @@ impl Runner {
             };
             match popped {
                 Ok(messages) => {
+                    // Each message on its own task: the next pop goes out
+                    // while this one's bookkeeping, gate and release run.
+                    // The order inside a bucket holds: its LiteTopic gives
+                    // no next message before this one releases it.
                     for message in messages {
-                        self.clone().dispatch(message).await;
+                        let active = Active::new(&self);
+                        let runner = self.clone();
+                        tokio::spawn(async move {
+                            runner.dispatch(message).await;
+                            drop(active);
+                        });
                     }
                 }
                 Err(error) => {
