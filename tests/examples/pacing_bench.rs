@@ -31,8 +31,8 @@
 //! 250 ms sample), `pacing_bench_summary.csv`, `pacing_bench_shares.csv`
 //! (per normal-band tenant and model) and `pacing_bench.svg` to
 //! `PACING_OUT` (default `target/`). Asserts nothing. Answer times are read
-//! from the consumer's response streams at the end, which it keeps 300 s
-//! after an answer ends: in runs over ~300 s only the last answers count.
+//! from the consumer's response streams at the end; the bench keeps them
+//! for the whole run (the consumer's default is 300 s after an answer ends).
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use anyhow::{bail, Context};
@@ -642,6 +642,14 @@ fn consumer_spec(params: &Params, policy: Policy, backend: SocketAddr) -> Consum
         pacing: unpaced(),
         ..ConsumerSpec::new("bench")
     };
+    // The figures are read from the answers' streams at the end: keep them
+    // for the whole run (the default 300 s would leave only the last answers
+    // of a longer run).
+    spec.config.stream.ttl_after_end_secs = spec
+        .config
+        .stream
+        .ttl_after_end_secs
+        .max(params.secs.saturating_add(300));
     match policy {
         Policy::Static => {
             spec.limits = InFlightConfig {
