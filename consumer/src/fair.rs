@@ -202,6 +202,16 @@ impl FairQueue {
         self.len() == 0
     }
 
+    /// How many of `tenant`'s messages wait before `ticket` in its lane
+    /// (0: it is the head); `None` if it is not waiting.
+    pub fn ahead_in_lane(&self, tenant: &str, ticket: TicketId) -> Option<usize> {
+        self.lanes
+            .get(tenant)?
+            .waiting
+            .iter()
+            .position(|t| t.id == ticket)
+    }
+
     /// An empty lane whose finishes the virtual times have passed would
     /// start at the virtual time anyway: drop it, so idle tenants cost no
     /// memory.
@@ -389,6 +399,7 @@ impl FairShare {
         let id = queue.with(|q| q.enqueue(tenant, priority, cost, weight));
         Ticketed {
             queue,
+            tenant: tenant.to_string(),
             id,
             done: false,
         }
@@ -399,11 +410,19 @@ impl FairShare {
 #[derive(Debug)]
 pub struct Ticketed {
     queue: Arc<ModelQueue>,
+    tenant: String,
     id: TicketId,
     done: bool,
 }
 
 impl Ticketed {
+    /// Messages of its bucket waiting before it (0: it is its lane's head).
+    pub fn ahead_in_lane(&self) -> usize {
+        self.queue
+            .with(|q| q.ahead_in_lane(&self.tenant, self.id))
+            .unwrap_or(0)
+    }
+
     /// Whether the next free slot is this message's.
     pub fn is_next(&self, now_ms: u64) -> bool {
         self.queue.with(|q| q.pick(now_ms)) == Some(self.id)
@@ -471,6 +490,22 @@ mod tests {
             .iter()
             .map(|(t, _, _)| served.get(t).copied().unwrap_or(0))
             .collect()
+    }
+
+    #[test]
+    fn a_ticket_knows_how_many_of_its_bucket_wait_before_it() {
+        let mut queue = FairQueue::default();
+        let a1 = queue.enqueue("a", Priority::Normal, 10, 1.0);
+        let b1 = queue.enqueue("b", Priority::Normal, 10, 1.0);
+        let a2 = queue.enqueue("a", Priority::Normal, 10, 1.0);
+        let a3 = queue.enqueue("a", Priority::Normal, 10, 1.0);
+        assert_eq!(queue.ahead_in_lane("a", a1), Some(0));
+        assert_eq!(queue.ahead_in_lane("a", a3), Some(2));
+        assert_eq!(queue.ahead_in_lane("b", b1), Some(0));
+        assert_eq!(queue.ahead_in_lane("b", a2), None);
+        assert!(queue.start(a1));
+        assert_eq!(queue.ahead_in_lane("a", a3), Some(1));
+        assert_eq!(queue.ahead_in_lane("a", a1), None);
     }
 
     #[test]

@@ -160,6 +160,15 @@ enum Held {
     HandedBack,
 }
 
+/// Messages of one bucket in a model's fair queue at most. One is not
+/// enough: the fair queue can only pick a bucket that has a message
+/// waiting, and a bucket whose only message just started has none until
+/// its next one is popped — when several slots free at once (a cohort of
+/// answers ending together), each bucket would get one of them whatever
+/// its weight. With a few queued per bucket, a heavy tenant takes its
+/// share of such a burst. Bounds the memory per bucket.
+const FAIR_LANE_DEPTH: usize = 4;
+
 /// Subscribe calls carry at most this many LiteTopics (a cold start may own
 /// thousands).
 const SUBSCRIBE_CHUNK: usize = 500;
@@ -621,8 +630,12 @@ impl Runner {
     }
 
     /// A message of a fair-shared model waits for its turn ([`crate::fair`]),
-    /// holding its LiteTopic (the bucket's next message is not popped
-    /// before this one runs), then runs; handed back at shutdown.
+    /// then runs; handed back at shutdown. It holds its LiteTopic while
+    /// [`FAIR_LANE_DEPTH`] or more of its bucket's messages wait before it,
+    /// so a bucket has at most that many messages in the fair queue; below
+    /// that it releases the LiteTopic at once, so its bucket's next message
+    /// can be popped and queued behind it (the lane keeps the publish
+    /// order) while it waits.
     async fn hold_fair(self: Arc<Self>, item: WorkItem, handle: MessageHandle) {
         let Some(fair) = self.adaptive.fair.clone() else {
             return;
@@ -637,7 +650,13 @@ impl Runner {
         let started = Instant::now();
         let mut stopping = self.stopping.subscribe();
         let mut last_refresh = Instant::now();
+        let mut topic = Some(handle);
         loop {
+            if topic.is_some() && ticket.ahead_in_lane() < FAIR_LANE_DEPTH {
+                if let Some(handle) = topic.take() {
+                    self.release(&handle).await;
+                }
+            }
             // Armed before looking, so a change while looking is not missed.
             let queue_changed = queue.changed().notified();
             tokio::pin!(queue_changed);
@@ -654,7 +673,9 @@ impl Runner {
                     self.metrics
                         .hold_seconds
                         .observe(started.elapsed().as_secs_f64());
-                    self.release(&handle).await;
+                    if let Some(handle) = topic.take() {
+                        self.release(&handle).await;
+                    }
                     self.run_leased(item, permit).await;
                     return;
                 }
@@ -675,7 +696,9 @@ impl Runner {
                 drop(ticket);
                 self.hand_back(item).await;
                 self.metrics.handed_back.inc();
-                self.release(&handle).await;
+                if let Some(handle) = topic.take() {
+                    self.release(&handle).await;
+                }
                 return;
             }
             if last_refresh.elapsed() >= self.lease_refresh {
