@@ -60,6 +60,8 @@ pub mod field {
     pub const SLOW_START_UNTIL: &str = "slow_start_until";
     /// Consecutive increases (slow start's streak).
     pub const INCREASES: &str = "increases";
+    /// No KV-cache decrease before this time (ms).
+    pub const HOLD_DECREASE_UNTIL: &str = "hold_decrease_until_ms";
 }
 
 /// Load of a model server, as its metrics endpoint reports it.
@@ -337,6 +339,8 @@ impl Controls {
                 smoothed_kv_usage: number(field::SMOOTHED_KV_USAGE),
                 slow_start_until: number(field::SLOW_START_UNTIL),
                 increases: number(field::INCREASES).unwrap_or(0.0).max(0.0) as u32,
+                hold_decrease_until_ms: number(field::HOLD_DECREASE_UNTIL).unwrap_or(0.0).max(0.0)
+                    as u64,
             },
             None => control.initial_state(),
         };
@@ -373,6 +377,12 @@ impl Controls {
             .hset(&key, field::HOLD_UNTIL, next.hold_increase_until_ms)
             .ignore()
             .hset(&key, field::INCREASES, next.increases)
+            .ignore()
+            .hset(
+                &key,
+                field::HOLD_DECREASE_UNTIL,
+                next.hold_decrease_until_ms,
+            )
             .ignore();
         if let Some(smoothed) = next.smoothed_waiting {
             write.hset(&key, field::SMOOTHED_WAITING, smoothed).ignore();

@@ -302,15 +302,31 @@ impl Scheduler {
         }
     }
 
+    /// Computes the running requests' missing context, in admission order.
+    /// A fraction of a token carries over to the next step in `partial`
+    /// (unused until the request decodes): with less than one token of
+    /// budget per step (a slow GPU stepped often) whole-token prefill would
+    /// never progress, and a batch of requests readmitted after a
+    /// preemption would stall for good.
     fn prefill(&mut self, budget: &mut f64) {
         for seq in &mut self.running {
-            if *budget < 1.0 {
+            if *budget <= 0.0 {
                 break;
             }
             let missing = seq.context().saturating_sub(seq.computed);
-            let done = missing.min(budget.floor() as u64);
-            seq.computed += done;
-            *budget -= done as f64;
+            if missing == 0 {
+                continue;
+            }
+            let take = (missing as f64 - seq.partial).min(*budget).max(0.0);
+            let total = seq.partial + take;
+            let whole = ((total + 1e-9).floor() as u64).min(missing);
+            seq.computed += whole;
+            seq.partial = if seq.decoding() {
+                0.0
+            } else {
+                total - whole as f64
+            };
+            *budget -= take;
         }
     }
 
@@ -828,6 +844,23 @@ mod tests {
                 "{n}: {elapsed:?}"
             );
         }
+    }
+
+    #[test]
+    fn prefill_progresses_with_less_than_a_token_per_step() {
+        // 80 tokens/s stepped every 10 ms: 0.8 tokens of budget per step.
+        // Whole-token prefill never started; now 4 × 16 prompt tokens take
+        // 0.8 s and 4 × 40 generated 2 s more.
+        let mut s = Scheduler::new(capacity(80.0, 1_000_000, 64), 0);
+        for _ in 0..4 {
+            s.submit(spec(16, 40)).unwrap();
+        }
+        let (elapsed, updates) = run_to_end(&mut s, 10 * MS);
+        assert_eq!(updates.iter().filter(|u| u.finished).count(), 4);
+        assert!(
+            (2790..=2830).contains(&(elapsed.as_millis() as u64)),
+            "{elapsed:?}"
+        );
     }
 
     #[test]

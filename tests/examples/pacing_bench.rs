@@ -28,8 +28,11 @@
 //! PACING_CUT_AT=30 PACING_CUT_SECS=30`.
 //!
 //! Prints one table; writes `pacing_bench.csv` (per policy, model and
-//! 250 ms sample), `pacing_bench_summary.csv` and `pacing_bench.svg` to
-//! `PACING_OUT` (default `target/`). Asserts nothing.
+//! 250 ms sample), `pacing_bench_summary.csv`, `pacing_bench_shares.csv`
+//! (per normal-band tenant and model) and `pacing_bench.svg` to
+//! `PACING_OUT` (default `target/`). Asserts nothing. Answer times are read
+//! from the consumer's response streams at the end; the bench keeps them
+//! for the whole run (the consumer's default is 300 s after an answer ends).
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use anyhow::{bail, Context};
@@ -175,11 +178,15 @@ impl Params {
         }
     }
 
-    /// Requests queued per backlogged tenant and model: more than the
-    /// model can serve in the run, whatever the share.
+    /// Requests queued per backlogged tenant and model: a quarter of what
+    /// the model serves in the run, over twice the largest share a tenant
+    /// gets under any policy (a weight-4 tenant: 4/29 of the normal band
+    /// under fair sharing; 1/14 of the model when static serves every
+    /// backlogged tenant alike), so every tenant stays backlogged (the
+    /// share window checks it) while publishing stays short.
     fn backlog(&self) -> usize {
         let per_request = (COMPLETION_TOKENS + 10) as f64;
-        (self.tokens_per_s / per_request * self.secs as f64 * 0.6).ceil() as usize
+        (self.tokens_per_s / per_request * self.secs as f64 * 0.25).ceil() as usize
     }
 
     fn sim(&self) -> sluice_llm_sim::SimConfig {
@@ -775,12 +782,22 @@ struct Figures {
     rejected: u64,
     completed: usize,
     share_deviation: f64,
+    /// Answers of the normal-band tenant with the fewest in the share
+    /// window: one answer is `1 / n` of its share, the granularity of the
+    /// share deviation.
+    fewest_answers: f64,
     jain_min: f64,
     /// Per band (high, normal, low): (p50, p99) queue wait in s, served count.
     waits: Vec<(&'static str, f64, f64, usize)>,
-    /// Seconds after the cut and after the restore; `None`: no controller
-    /// or it never settled.
+    /// Seconds after the cut and after the restore, band max(±10 %, ±1
+    /// slot) around the last 10 s ([`SettleBand::RelativeOrSlot`]); `None`:
+    /// no controller or it never settled.
     settling: Vec<Option<f64>>,
+    /// The first definition: ±10 % of the last 3 s
+    /// ([`SettleBand::Relative`]).
+    settling_relative: Vec<Option<f64>>,
+    /// Normal band, per tenant and model.
+    tenant_shares: Vec<TenantShare>,
     /// Normal band: share of tokens per weight class vs the weights' share.
     class_shares: Vec<(f64, f64, f64)>,
 }
@@ -811,65 +828,145 @@ fn utilization(params: &Params, run: &RunResult) -> f64 {
     used / possible
 }
 
-/// Tokens per normal-band tenant and model after the warm-up.
-fn normal_band_tokens(params: &Params, run: &RunResult) -> HashMap<(usize, usize), f64> {
-    let mut tokens = HashMap::new();
-    for m in 0..params.models {
-        for t in (0..params.tenants).filter(|t| params.band(*t) == Priority::Normal) {
-            tokens.insert((m, t), 0.0);
-        }
-    }
-    for r in &run.records {
-        let counted = r
-            .done_ms
-            .is_some_and(|d| d >= run.start_ms + SHARE_WARMUP_MS);
-        if let (true, Some(value)) = (counted, tokens.get_mut(&(r.model, r.tenant))) {
-            *value += COMPLETION_TOKENS as f64;
-        }
-    }
-    tokens
+/// Answers still running at the end are cut off; the share window ends
+/// this long before the run so that the answers running at its end are done.
+const SHARE_TAIL_MS: u64 = 10_000;
+
+/// Until when (ms since epoch) every tenant in `tenants` of `model` has
+/// demand outstanding (a request enqueued and not done) without a gap from
+/// `from`; at most `to`.
+fn all_backlogged_until(
+    run: &RunResult,
+    model: usize,
+    tenants: &[usize],
+    (from, to): (u64, u64),
+) -> u64 {
+    tenants
+        .iter()
+        .map(|t| {
+            let mut spans: Vec<(u64, u64)> = run
+                .records
+                .iter()
+                .filter(|r| r.model == model && r.tenant == *t)
+                .map(|r| (r.enqueued_ms, r.done_ms.unwrap_or(u64::MAX)))
+                .collect();
+            spans.sort_unstable();
+            let mut covered = from;
+            for (start, done) in spans {
+                if start > covered {
+                    break;
+                }
+                covered = covered.max(done);
+            }
+            covered.min(to)
+        })
+        .min()
+        .unwrap_or(to)
 }
 
-fn fairness(params: &Params, run: &RunResult) -> (f64, f64, Vec<(f64, f64, f64)>) {
-    let tokens = normal_band_tokens(params, run);
+/// Tokens of `record`'s answer generated inside `[from, to)`, the answer's
+/// tokens spread evenly from its first to its last chunk (an answer across
+/// an edge of the window counts in part, not all or nothing).
+fn tokens_within(record: &Record, (from, to): (u64, u64)) -> f64 {
+    let (Some(first), Some(done)) = (record.first_ms, record.done_ms) else {
+        return 0.0;
+    };
+    let overlap = done.min(to).saturating_sub(first.max(from)) as f64;
+    if done <= first {
+        return if (from..to).contains(&done) {
+            COMPLETION_TOKENS as f64
+        } else {
+            0.0
+        };
+    }
+    COMPLETION_TOKENS as f64 * overlap / (done - first) as f64
+}
+
+/// One normal-band tenant's share of its model's normal-band tokens.
+#[derive(Clone, Debug)]
+struct TenantShare {
+    model: usize,
+    tenant: usize,
+    weight: f64,
+    /// Answers' worth of tokens in the window.
+    answers: f64,
+    share: f64,
+    expected: f64,
+}
+
+/// The normal band's shares per tenant and model, over the window in which
+/// every normal-band tenant of the model is backlogged (after the warm-up,
+/// up to [`SHARE_TAIL_MS`] before the end).
+fn tenant_shares(params: &Params, run: &RunResult) -> Vec<TenantShare> {
     let normal: Vec<usize> = (0..params.tenants)
         .filter(|t| params.band(*t) == Priority::Normal)
         .collect();
     let weight_sum: f64 = normal.iter().map(|t| params.weight(*t)).sum();
-    let (mut deviation, mut jain_min) = (0.0f64, f64::INFINITY);
-    let mut class_tokens = vec![0.0; WEIGHTS.len()];
-    let mut total = 0.0;
+    let mut shares = Vec::new();
     for m in 0..params.models {
-        let model_total: f64 = normal.iter().map(|t| tokens[&(m, *t)]).sum();
-        total += model_total;
-        for t in &normal {
-            let expected = params.weight(*t) / weight_sum;
-            let share = tokens[&(m, *t)] / model_total;
-            deviation = deviation.max((share / expected - 1.0).abs());
-            class_tokens[t % WEIGHTS.len()] += tokens[&(m, *t)];
+        let from = run.start_ms + SHARE_WARMUP_MS;
+        let end = run.start_ms + (params.secs * 1000).saturating_sub(SHARE_TAIL_MS);
+        let window = (from, all_backlogged_until(run, m, &normal, (from, end)));
+        let tokens: Vec<f64> = normal
+            .iter()
+            .map(|t| {
+                run.records
+                    .iter()
+                    .filter(|r| r.model == m && r.tenant == *t)
+                    .map(|r| tokens_within(r, window))
+                    .sum()
+            })
+            .collect();
+        let total: f64 = tokens.iter().sum();
+        for (t, tokens) in normal.iter().zip(tokens) {
+            shares.push(TenantShare {
+                model: m,
+                tenant: *t,
+                weight: params.weight(*t),
+                answers: tokens / COMPLETION_TOKENS as f64,
+                share: tokens / total,
+                expected: params.weight(*t) / weight_sum,
+            });
         }
-        for class in 0..WEIGHTS.len() {
-            let equal: Vec<f64> = normal
+    }
+    shares
+}
+
+/// Max share deviation, fewest answers, lowest Jain index among equal
+/// weights, and per weight class (weight, share, expected).
+fn fairness(params: &Params, shares: &[TenantShare]) -> (f64, f64, f64, Vec<(f64, f64, f64)>) {
+    let deviation = shares
+        .iter()
+        .map(|s| (s.share / s.expected - 1.0).abs())
+        .fold(0.0, f64::max);
+    let fewest = shares
+        .iter()
+        .map(|s| s.answers)
+        .fold(f64::INFINITY, f64::min);
+    let mut jain_min = f64::INFINITY;
+    for m in 0..params.models {
+        for weight in WEIGHTS {
+            let equal: Vec<f64> = shares
                 .iter()
-                .filter(|t| *t % WEIGHTS.len() == class)
-                .map(|t| tokens[&(m, *t)])
+                .filter(|s| s.model == m && s.weight == weight)
+                .map(|s| s.share)
                 .collect();
             if equal.len() >= 2 {
                 jain_min = jain_min.min(jain(&equal));
             }
         }
     }
-    let class_shares = (0..WEIGHTS.len())
-        .map(|class| {
-            let members = normal
-                .iter()
-                .filter(|t| *t % WEIGHTS.len() == class)
-                .count();
-            let expected = WEIGHTS[class] * members as f64 / weight_sum;
-            (WEIGHTS[class], class_tokens[class] / total, expected)
+    let class_shares = WEIGHTS
+        .iter()
+        .map(|weight| {
+            let class = shares.iter().filter(|s| s.weight == *weight);
+            let (share, expected) =
+                class.fold((0.0, 0.0), |(a, b), s| (a + s.share, b + s.expected));
+            let models = params.models as f64;
+            (*weight, share / models, expected / models)
         })
         .collect();
-    (deviation, jain_min, class_shares)
+    (deviation, fewest, jain_min, class_shares)
 }
 
 fn band_waits(params: &Params, run: &RunResult) -> Vec<(&'static str, f64, f64, usize)> {
@@ -894,10 +991,41 @@ fn band_waits(params: &Params, run: &RunResult) -> Vec<(&'static str, f64, f64, 
     .collect()
 }
 
+/// What "settled" means: how close to which final level.
+#[derive(Clone, Copy)]
+enum SettleBand {
+    /// Within ±10 % of the median of the last 3 s before the next change
+    /// (the first definition).
+    Relative,
+    /// Within ±10 %, but at least ±1 slot, of the median of the last 10 s.
+    /// The cap applied is the limit's whole part, so a band under one slot
+    /// (a limit under 10) asks for more than the actuator resolves; and a
+    /// controller that probes for capacity moves its cap by a slot and
+    /// back every few seconds, so 3 s catch one phase of that, not the
+    /// level.
+    RelativeOrSlot,
+}
+
+impl SettleBand {
+    fn half_width(self, last: f64) -> f64 {
+        match self {
+            SettleBand::Relative => 0.1 * last,
+            SettleBand::RelativeOrSlot => (0.1 * last).max(1.0),
+        }
+    }
+
+    fn level_window_ms(self) -> u64 {
+        match self {
+            SettleBand::Relative => 3_000,
+            SettleBand::RelativeOrSlot => 10_000,
+        }
+    }
+}
+
 /// Time after each capacity change until the controller's limit stays
-/// within ±10 % of its final value (the median of the last 3 s before the
-/// next change); the slowest model.
-fn settling(params: &Params, run: &RunResult) -> Vec<Option<f64>> {
+/// within `band` of its final level (the median of the limit over the
+/// band's window before the next change); the slowest model.
+fn settling(params: &Params, run: &RunResult, band: SettleBand) -> Vec<Option<f64>> {
     let changes = [
         params.cut_at * 1000,
         (params.cut_at + params.cut_secs) * 1000,
@@ -917,7 +1045,7 @@ fn settling(params: &Params, run: &RunResult) -> Vec<Option<f64>> {
                     .collect();
                 let mut tail: Vec<f64> = series
                     .iter()
-                    .filter(|(t, _)| *t + 3000 >= to)
+                    .filter(|(t, _)| *t + band.level_window_ms() >= to)
                     .map(|(_, l)| *l)
                     .collect();
                 if series.is_empty() || tail.is_empty() {
@@ -927,7 +1055,7 @@ fn settling(params: &Params, run: &RunResult) -> Vec<Option<f64>> {
                 let settled_at = series
                     .iter()
                     .rev()
-                    .find(|(_, l)| (l - last).abs() > 0.1 * last)
+                    .find(|(_, l)| (l - last).abs() > band.half_width(last))
                     .map_or(from, |(t, _)| *t + SAMPLE_EVERY.as_millis() as u64);
                 let secs = settled_at.saturating_sub(from) as f64 / 1000.0;
                 slowest = slowest.map(|s| s.max(secs));
@@ -939,7 +1067,16 @@ fn settling(params: &Params, run: &RunResult) -> Vec<Option<f64>> {
 
 fn figures(params: &Params, run: &RunResult) -> Figures {
     let mut waiting: Vec<f64> = run.samples.iter().map(|s| s.waiting).collect();
-    let (share_deviation, jain_min, class_shares) = fairness(params, run);
+    let tenant_shares = tenant_shares(params, run);
+    let (share_deviation, fewest_answers, jain_min, class_shares) =
+        fairness(params, &tenant_shares);
+    let settle = |band| {
+        if run.policy == Policy::Adaptive {
+            settling(params, run, band)
+        } else {
+            vec![None, None]
+        }
+    };
     Figures {
         policy: run.policy.name(),
         utilization: utilization(params, run),
@@ -947,13 +1084,12 @@ fn figures(params: &Params, run: &RunResult) -> Figures {
         rejected: run.rejected,
         completed: run.records.iter().filter(|r| r.done_ms.is_some()).count(),
         share_deviation,
+        fewest_answers,
         jain_min,
         waits: band_waits(params, run),
-        settling: if run.policy == Policy::Adaptive {
-            settling(params, run)
-        } else {
-            vec![None, None]
-        },
+        settling: settle(SettleBand::RelativeOrSlot),
+        settling_relative: settle(SettleBand::Relative),
+        tenant_shares,
         class_shares,
     }
 }
@@ -982,10 +1118,11 @@ fn table(params: &Params, all: &[Figures]) -> String {
     );
     let _ = writeln!(
         out,
-        "| policy | GPU util | server queue p99 | 429/503 | done | max share dev | Jain (min) \
-         | wait high p50/p99 | wait normal p50/p99 | wait low p50/p99 (served) | settle cut / restore |"
+        "| policy | GPU util | server queue p99 | 429/503 | done | max share dev (1 answer) | Jain (min) \
+         | wait high p50/p99 | wait normal p50/p99 | wait low p50/p99 (served) \
+         | settle cut / restore | ±10 % of last 3 s |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     for f in all {
         let wait = |i: usize| match f.waits[i] {
             (_, _, _, 0) => "- (0)".to_string(),
@@ -993,20 +1130,48 @@ fn table(params: &Params, all: &[Figures]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {:.1} % | {:.0} | {} | {} | {:.1} % | {:.3} | {} | {} | {} | {} / {} |",
+            "| {} | {:.1} % | {:.0} | {} | {} | {:.1} % ({:.1} %) | {:.3} | {} | {} | {} | {} / {} | {} / {} |",
             f.policy,
             f.utilization * 100.0,
             f.waiting_p99,
             f.rejected,
             f.completed,
             f.share_deviation * 100.0,
+            100.0 / f.fewest_answers,
             f.jain_min,
             wait(0),
             wait(1),
             wait(2),
             seconds(f.settling[0]),
             seconds(f.settling[1]),
+            seconds(f.settling_relative[0]),
+            seconds(f.settling_relative[1]),
         );
+    }
+    let _ = writeln!(
+        out,
+        "\nnormal band, per weight: answers per tenant (min..max) and the largest \
+         share deviation of a tenant of that weight:"
+    );
+    for f in all {
+        let per_weight: Vec<String> = WEIGHTS
+            .iter()
+            .map(|w| {
+                let of = || f.tenant_shares.iter().filter(|s| s.weight == *w);
+                let answers =
+                    |pick: fn(f64, f64) -> f64, start| of().map(|s| s.answers).fold(start, pick);
+                let dev = of()
+                    .map(|s| (s.share / s.expected - 1.0).abs())
+                    .fold(0.0, f64::max);
+                format!(
+                    "w{w}: {:.0}..{:.0} answers, {:.1} %",
+                    answers(f64::min, f64::INFINITY),
+                    answers(f64::max, 0.0),
+                    dev * 100.0
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "  {:<14} {}", f.policy, per_weight.join("; "));
     }
     let _ = writeln!(
         out,
@@ -1062,13 +1227,14 @@ fn write_csv(params: &Params, runs: &[RunResult], all: &[Figures]) -> anyhow::Re
     let mut summary = String::from(
         "policy,utilization,server_waiting_p99,rejected,completed,max_share_deviation,jain_min,\
          wait_high_p50_s,wait_high_p99_s,wait_normal_p50_s,wait_normal_p99_s,wait_low_p50_s,\
-         wait_low_p99_s,settle_cut_s,settle_restore_s\n",
+         wait_low_p99_s,settle_cut_s,settle_restore_s,settle_relative_cut_s,\
+         settle_relative_restore_s,fewest_answers\n",
     );
     for f in all {
         let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.2}"));
         let _ = writeln!(
             summary,
-            "{},{:.4},{},{},{},{:.4},{:.4},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{},{}",
+            "{},{:.4},{},{},{},{:.4},{:.4},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{:.1}",
             f.policy,
             f.utilization,
             f.waiting_p99,
@@ -1084,9 +1250,31 @@ fn write_csv(params: &Params, runs: &[RunResult], all: &[Figures]) -> anyhow::Re
             f.waits[2].2,
             opt(f.settling[0]),
             opt(f.settling[1]),
+            opt(f.settling_relative[0]),
+            opt(f.settling_relative[1]),
+            f.fewest_answers,
         );
     }
     std::fs::write(params.out.join("pacing_bench_summary.csv"), summary)?;
+    let mut shares =
+        String::from("policy,model,tenant,weight,answers,share,expected_share,deviation\n");
+    for f in all {
+        for s in &f.tenant_shares {
+            let _ = writeln!(
+                shares,
+                "{},{},{},{},{:.2},{:.5},{:.5},{:.4}",
+                f.policy,
+                params.model(s.model),
+                params.tenant(s.tenant),
+                s.weight,
+                s.answers,
+                s.share,
+                s.expected,
+                s.share / s.expected - 1.0
+            );
+        }
+    }
+    std::fs::write(params.out.join("pacing_bench_shares.csv"), shares)?;
     Ok(())
 }
 
