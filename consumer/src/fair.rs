@@ -576,8 +576,9 @@ mod tests {
 
     #[test]
     fn a_band_above_served_in_between_keeps_the_weights_below() {
-        // As in the consumer: one message per bucket waits at a time, and
-        // a high-band request is served between two normal ones.
+        // One message per bucket waiting at a time (the hardest case for
+        // the clock), and a high-band request served between two normal
+        // ones.
         let mut queue = FairQueue::default();
         let mut owner = HashMap::new();
         for (tenant, weight) in [("a", 1.0), ("b", 4.0)] {
