@@ -532,11 +532,6 @@ impl Runner {
         }
     }
 
-    /// A request claimed or answered before this pop (its consumer died
-    /// mid-call, or a duplicate) is answered at once when that needs no
-    /// model call — an `interrupted` client does not wait for a pacing slot
-    /// it will not use. True when settled (the topic released, the lease
-    /// dropped).
     /// Frees the message's LiteTopic for its next message. A failure is
     /// logged, not fatal: the broker frees it when the invisible time ends.
     async fn release(&self, handle: &MessageHandle) {
@@ -545,6 +540,11 @@ impl Runner {
         }
     }
 
+    /// A request claimed or answered before this pop (its consumer died
+    /// mid-call, or a duplicate) is answered at once when that needs no
+    /// model call — an `interrupted` client does not wait for a pacing slot
+    /// it will not use. True when settled (the topic released, the lease
+    /// dropped).
     async fn settled_without_call(&self, item: &WorkItem, handle: &MessageHandle) -> bool {
         if self.processor.settle_without_call(item).await.is_none() {
             return false;

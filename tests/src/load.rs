@@ -797,14 +797,7 @@ pub fn quantile(latencies: &mut [Duration], q: f64) -> Duration {
 /// How many times the model server at `sim` was called with `x-request-id:
 /// request_id` (`/sim/calls`); `None` when it could not be asked.
 pub async fn model_calls(sim: SocketAddr, request_id: &str) -> Option<u64> {
-    let path = format!("/sim/calls?request_id={request_id}");
-    let response =
-        tokio::task::spawn_blocking(move || crate::http_request(sim, "GET", &path, &[], b""))
-            .await
-            .ok()?
-            .ok()?;
-    let json: serde_json::Value = serde_json::from_str(&response.body).ok()?;
-    json["calls"].as_u64()
+    crate::stack::sim_calls(sim, request_id).await?["calls"].as_u64()
 }
 
 // ---------------------------------------------------------------------------

@@ -181,7 +181,9 @@ pub fn work_item(tenant: &str, model: &str, req_id: &str, estimated_tokens: u64)
 /// How many times the model server at `backend` was called for `request_id`
 /// (llm-sim's `/sim/calls`).
 pub async fn model_calls(backend: SocketAddr, request_id: &str) -> u64 {
-    let json = sim_calls(backend, request_id).await;
+    let json = sim_calls(backend, request_id)
+        .await
+        .expect("llm-sim answers /sim/calls");
     json["calls"].as_u64().unwrap()
 }
 
@@ -189,18 +191,22 @@ pub async fn model_calls(backend: SocketAddr, request_id: &str) -> u64 {
 /// reached the model server at `backend` (llm-sim's `/sim/calls`); `None`
 /// if it never reached it.
 pub async fn model_arrival(backend: SocketAddr, request_id: &str) -> Option<u64> {
-    let json = sim_calls(backend, request_id).await;
+    let json = sim_calls(backend, request_id)
+        .await
+        .expect("llm-sim answers /sim/calls");
     json["arrival"].as_u64()
 }
 
-async fn sim_calls(backend: SocketAddr, request_id: &str) -> serde_json::Value {
+/// llm-sim's `/sim/calls` answer for `request_id`; `None` when it could
+/// not be asked or did not answer JSON.
+pub(crate) async fn sim_calls(sim: SocketAddr, request_id: &str) -> Option<serde_json::Value> {
     let path = format!("/sim/calls?request_id={request_id}");
     let response =
-        tokio::task::spawn_blocking(move || crate::http_request(backend, "GET", &path, &[], b""))
+        tokio::task::spawn_blocking(move || crate::http_request(sim, "GET", &path, &[], b""))
             .await
-            .unwrap()
-            .unwrap();
-    serde_json::from_str(&response.body).unwrap()
+            .ok()?
+            .ok()?;
+    serde_json::from_str(&response.body).ok()
 }
 
 /// Tenant `patient` asks `gpt-4o` through `envoy` for 30 tokens on a
