@@ -62,6 +62,8 @@ pub mod field {
     pub const INCREASES: &str = "increases";
     /// No KV-cache decrease before this time (ms).
     pub const HOLD_DECREASE_UNTIL: &str = "hold_decrease_until_ms";
+    /// 1 while slow start has ended on the cache with no decrease since.
+    pub const YOUNG_BATCH: &str = "young_batch";
 }
 
 /// Load of a model server, as its metrics endpoint reports it.
@@ -341,6 +343,7 @@ impl Controls {
                 increases: number(field::INCREASES).unwrap_or(0.0).max(0.0) as u32,
                 hold_decrease_until_ms: number(field::HOLD_DECREASE_UNTIL).unwrap_or(0.0).max(0.0)
                     as u64,
+                young_batch: number(field::YOUNG_BATCH).is_some_and(|v| v > 0.0),
             },
             None => control.initial_state(),
         };
@@ -383,6 +386,8 @@ impl Controls {
                 field::HOLD_DECREASE_UNTIL,
                 next.hold_decrease_until_ms,
             )
+            .ignore()
+            .hset(&key, field::YOUNG_BATCH, u8::from(next.young_batch))
             .ignore();
         if let Some(smoothed) = next.smoothed_waiting {
             write.hset(&key, field::SMOOTHED_WAITING, smoothed).ignore();

@@ -36,8 +36,12 @@
 //!   increase: `increase_step`, doubling with each consecutive increase
 //!   (slow start: from the floor the limit reaches the server's batch in a
 //!   few steps rather than one step per interval), never more than
-//!   `× max_growth` in one step; any other step ends the streak. Above the
-//!   limit the last decrease set (TCP's slow-start threshold) the first
+//!   `× max_growth` in one step; any other step ends the streak. Slow
+//!   start also ends, without a decrease, once the KV cache (smoothed or
+//!   now) holds half its target: a call's cache grows over its life, so a
+//!   young batch at half the target fills it as it ages (as HyStart ends
+//!   TCP's slow start on rising delay, before the loss). Above the
+//!   limit the last decrease (or that exit) set (TCP's slow-start threshold) the first
 //!   [`ADDITIVE_STEPS`] increases are additive, then they double again (the
 //!   capacity grew): probing gently where the server refused before. Each
 //!   such probe raises the applied cap by at least one whole slot (a
@@ -242,6 +246,11 @@ pub struct ControllerState {
     /// in the smoothed usage yet.
     #[serde(default)]
     pub hold_decrease_until_ms: u64,
+    /// Slow start ended on the cache, with no decrease since: the batch is
+    /// young and holds less cache than it will, so a probe adds one slot,
+    /// not what the cache seems to have room for.
+    #[serde(default)]
+    pub young_batch: bool,
 }
 
 impl ControllerState {
@@ -354,6 +363,7 @@ pub fn step(
                 state.slow_start_until
             },
             hold_decrease_until_ms: state.hold_decrease_until_ms,
+            young_batch: state.young_batch && to >= current,
         }
     };
     if sample.overloaded > 0 {
@@ -432,9 +442,22 @@ pub fn step(
                 .is_none_or(|now| now < target - KV_DEADBAND)
     });
     if excess < -DEADBAND && kv_room {
-        let streak = state.increases;
+        let mut streak = state.increases;
+        let mut slow_start_until = state.slow_start_until;
+        let mut young_batch = state.young_batch;
+        if slow_start_until.is_none() && cache_half_full(config, smoothed_kv_usage, sample) {
+            // Slow start ends here (as HyStart ends TCP's on the first
+            // sign of delay, before the loss): a call's cache grows over
+            // its life, so a young batch holding half the target fills it
+            // as it ages; doubling on until the gauge reaches the target
+            // overshoots the batch by half (17 where 11 was the level, a
+            // queue and preemptions for seconds). From here it probes.
+            slow_start_until = Some(limit);
+            young_batch = true;
+            streak = 0;
+        }
         // Above the last decrease the server pushed back before: probing.
-        let probing = state.slow_start_until.is_some_and(|until| limit >= until);
+        let probing = slow_start_until.is_some_and(|until| limit >= until);
         let doublings = if probing {
             (streak + 1).saturating_sub(ADDITIVE_STEPS)
         } else {
@@ -443,7 +466,10 @@ pub fn step(
         if now_ms < hold_until {
             // Waiting for a probe's effect (or a Retry-After): the streak
             // goes on.
-            return (next(limit, hold_until, streak), Reason::Hold);
+            let mut waiting = next(limit, hold_until, streak);
+            waiting.slow_start_until = slow_start_until;
+            waiting.young_batch = young_batch;
+            return (waiting, Reason::Hold);
         }
         if let Some(to) = increase(
             config,
@@ -458,21 +484,67 @@ pub fn step(
                 // part: a fraction changes nothing and probes nothing),
                 // and the next probe only once the smoothed signals can
                 // show this one's effect.
-                let to = to.max(limit.floor() + 1.0);
+                let reach = if young_batch {
+                    limit.floor()
+                } else {
+                    towards_cache_room(config, limit, in_server, smoothed_kv_usage, sample)
+                };
+                let to = to.max(limit.floor() + 1.0).max(reach);
                 (
-                    to,
+                    to.min(ceiling),
                     hold_until.max(now_ms.saturating_add(signal_gap_ms(config))),
                 )
             } else {
                 (to, hold_until)
             };
-            return (
-                next(to, hold_until, streak.saturating_add(1)),
-                Reason::Headroom,
-            );
+            let mut increased = next(to, hold_until, streak.saturating_add(1));
+            increased.slow_start_until = slow_start_until;
+            increased.young_batch = young_batch;
+            return (increased, Reason::Headroom);
         }
     }
     held
+}
+
+/// A probe's reach when the cache shows room for more than one slot: the
+/// same gradient as a decrease, upwards — `gain` of the way to the calls
+/// that would fill the cache to its target, `in_server · target / usage`
+/// — on the smoothed usage (the current one swings with each cohort of
+/// answers), to the nearest whole slot, within `× max_growth`. After the capacity
+/// doubles the limit climbs in a few probes instead of one slot per
+/// probe; near the level it is one slot. Not while the batch is young
+/// (see [`ControllerState::young_batch`]): its calls hold less cache than
+/// they will. The floor (no gauge: nothing).
+fn towards_cache_room(
+    config: &ModelControl,
+    limit: f64,
+    in_server: f64,
+    smoothed: Option<f64>,
+    sample: &CapacitySample,
+) -> f64 {
+    let (Some(target), Some(usage)) = (config.target_kv_usage, smoothed.or(sample.kv_cache_usage))
+    else {
+        return limit.floor();
+    };
+    if usage <= 0.0 || in_server < 1.0 {
+        return limit.floor();
+    }
+    let aim = in_server * target / usage;
+    // The nearest whole slot: the smoothed usage lags a rising batch, and
+    // `gain` of a lagging gap rounded down is one slot however wide it is.
+    let reach = (limit + config.gain * (aim - limit)).round();
+    reach.min(limit * config.max_growth).max(limit.floor())
+}
+
+/// Whether the KV cache, smoothed or now, holds half its target or more.
+fn cache_half_full(config: &ModelControl, smoothed: Option<f64>, sample: &CapacitySample) -> bool {
+    let Some(target) = config.target_kv_usage else {
+        return false;
+    };
+    [smoothed, sample.kv_cache_usage]
+        .into_iter()
+        .flatten()
+        .any(|usage| usage >= target / 2.0)
 }
 
 /// How long a change takes to show in the smoothed gauges: until they
@@ -606,6 +678,58 @@ mod tests {
         assert_eq!(limits[..additive.len()], additive[..]);
         let last = 17.0 + f64::from(ADDITIVE_STEPS);
         assert_eq!(limits[additive.len()..], [last + 2.0, last + 6.0]);
+    }
+
+    #[test]
+    fn slow_start_ends_when_the_cache_holds_half_its_target() {
+        let config = ModelControl {
+            smoothing: 1.0,
+            ..control()
+        };
+        let sample = |running: f64, kv: f64| CapacitySample {
+            kv_cache_usage: Some(kv),
+            ..load(0.0, running)
+        };
+        // A young batch: the cache at a quarter of its 0.8 target, doubling.
+        let (s, _) = step(&config, state(10.0), &sample(10.0, 0.2), 0);
+        let (s, _) = step(&config, s, &sample(11.0, 0.25), 1000);
+        assert_eq!((s.limit, s.slow_start_until), (13.0, None));
+        // Half the target: from here a whole slot per probe, not + 4.
+        let (s, reason) = step(&config, s, &sample(13.0, 0.4), 2000);
+        assert_eq!(
+            (s.limit, reason, s.slow_start_until),
+            (14.0, Reason::Headroom, Some(13.0))
+        );
+        let (s, _) = step(&config, s, &sample(14.0, 0.45), 5000);
+        assert_eq!(s.limit, 15.0);
+    }
+
+    #[test]
+    fn a_probe_reaches_towards_the_room_the_cache_shows() {
+        let config = ModelControl {
+            smoothing: 1.0,
+            target_kv_usage: Some(0.6),
+            ..control()
+        };
+        let probing = |limit| ControllerState {
+            slow_start_until: Some(5.0),
+            ..state(limit)
+        };
+        let sample = |running: f64, kv: f64| CapacitySample {
+            kv_cache_usage: Some(kv),
+            ..load(0.0, running)
+        };
+        // The capacity doubled: 5 calls fill the cache to 0.3 of a 0.6
+        // target, room for 10: half the way, 7.5, is 8, within × 1.5: 7.5
+        // (one slot would be 6).
+        let (s, reason) = step(&config, probing(5.0), &sample(5.0, 0.3), 0);
+        assert_eq!((s.limit, reason), (7.5, Reason::Headroom));
+        // Near the level (10 fill it to 0.5, room for 12): one slot.
+        let (s, _) = step(&config, probing(10.0), &sample(10.0, 0.5), 0);
+        assert_eq!(s.limit, 11.0);
+        // Never more than × max_growth in one probe.
+        let (s, _) = step(&config, probing(6.0), &sample(6.0, 0.05), 0);
+        assert_eq!(s.limit, 9.0);
     }
 
     #[test]
