@@ -64,6 +64,10 @@ pub mod field {
     pub const HOLD_DECREASE_UNTIL: &str = "hold_decrease_until_ms";
     /// 1 while slow start has ended on the cache with no decrease since.
     pub const YOUNG_BATCH: &str = "young_batch";
+    /// Times to first token of the answers since the last step, summed (ms)
+    /// and counted, by every instance (with `ttft_target_ms` only).
+    pub const TTFT_SUM: &str = "ttft_sum_ms";
+    pub const TTFT_COUNT: &str = "ttft_count";
 }
 
 /// Load of a model server, as its metrics endpoint reports it.
@@ -348,6 +352,10 @@ impl Controls {
             None => control.initial_state(),
         };
         let overloaded = number(field::OVERLOADED).unwrap_or(0.0).max(0.0) as u64;
+        let ttft_sum = number(field::TTFT_SUM).unwrap_or(0.0).max(0.0) as i64;
+        let ttft_count = number(field::TTFT_COUNT).unwrap_or(0.0).max(0.0) as i64;
+        // The mean over the answers that ended since the last step.
+        let ttft_ms = (ttft_count > 0).then(|| ttft_sum as f64 / ttft_count as f64);
         let load = match self.source.sample(model, control).await {
             Ok(load) => load,
             Err(error) => {
@@ -369,7 +377,7 @@ impl Controls {
             kv_cache_usage: load.and_then(|l| l.kv_cache_usage),
             overloaded,
             retry_after_ms: number(field::RETRY_AFTER).map(|v| v as u64),
-            ttft_ms: None,
+            ttft_ms,
         };
         let now = crate::now_ms();
         let (next, reason) = controller::step(control, state, &sample, now);
@@ -408,6 +416,13 @@ impl Controls {
                 .hdel(&key, field::RETRY_AFTER)
                 .ignore();
         }
+        if ttft_count > 0 {
+            write
+                .hincr(&key, field::TTFT_SUM, -ttft_sum)
+                .ignore()
+                .hincr(&key, field::TTFT_COUNT, -ttft_count)
+                .ignore();
+        }
         write.query_async::<()>(&mut redis).await?;
         if next.limit != state.limit {
             self.metrics
@@ -428,6 +443,7 @@ impl Controls {
                 kv_cache_usage = ?sample.kv_cache_usage,
                 running = ?sample.running,
                 overloaded,
+                ttft_ms = ?sample.ttft_ms,
                 "controller: limit changed"
             );
         }
@@ -463,10 +479,21 @@ impl Controls {
         Ok(())
     }
 
-    /// Counts an overload answer (429 / 503) of the model into the shared
-    /// state, for the stepper.
+    /// Counts an overload answer (429 / 503) of the model, or a completed
+    /// answer's time to first token (when the model has a TTFT target),
+    /// into the shared state, for the stepper.
     pub async fn observe(&self, model: &str, outcome: &Outcome) {
-        if self.config.for_model(model).is_none() {
+        let Some(control) = self.config.for_model(model) else {
+            return;
+        };
+        if let Outcome::Completed {
+            first_token_ms: Some(ttft),
+            ..
+        } = outcome
+        {
+            if control.ttft_target_ms.is_some() {
+                self.count_first_token(model, *ttft).await;
+            }
             return;
         }
         let Outcome::RetryLater {
@@ -492,6 +519,20 @@ impl Controls {
         let mut redis = self.redis.clone();
         if let Err(error) = pipe.query_async::<()>(&mut redis).await {
             tracing::warn!(%error, model, "controller: cannot count an overload answer");
+        }
+    }
+
+    /// Adds one answer's time to first token to the shared sum and count.
+    async fn count_first_token(&self, model: &str, ttft_ms: u64) {
+        let key = keys::controller(model);
+        let mut pipe = redis::pipe();
+        pipe.hincr(&key, field::TTFT_SUM, ttft_ms as i64)
+            .ignore()
+            .hincr(&key, field::TTFT_COUNT, 1)
+            .ignore();
+        let mut redis = self.redis.clone();
+        if let Err(error) = pipe.query_async::<()>(&mut redis).await {
+            tracing::warn!(%error, model, "controller: cannot count a time to first token");
         }
     }
 }

@@ -259,6 +259,11 @@ pub(crate) enum CallEnd {
 pub(crate) struct CallStats {
     chunks: AtomicU64,
     pub started: Instant,
+    /// When the first chunk carrying output (text, a tool call, reasoning)
+    /// arrived, ms after the call started: the model's time to first token
+    /// as its client sees it (queue + prefill). Not the first chunk: an
+    /// OpenAI-style server may send the role before any token.
+    first_token_ms: std::sync::OnceLock<u64>,
 }
 
 impl CallStats {
@@ -266,11 +271,22 @@ impl CallStats {
         CallStats {
             chunks: AtomicU64::new(0),
             started: Instant::now(),
+            first_token_ms: std::sync::OnceLock::new(),
         }
     }
 
     pub(crate) fn chunks(&self) -> u64 {
         self.chunks.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn first_token_ms(&self) -> Option<u64> {
+        self.first_token_ms.get().copied()
+    }
+
+    fn saw_first_token(&self) {
+        let _ = self
+            .first_token_ms
+            .set(self.started.elapsed().as_millis() as u64);
     }
 }
 
@@ -619,6 +635,9 @@ impl Reading {
                 {
                     self.finished = true;
                 }
+                if probe.choices.iter().any(ChoiceProbe::carries_output) {
+                    sink.stats.saw_first_token();
+                }
             }
             self.pending.push(payload);
         }
@@ -718,6 +737,38 @@ struct ChunkProbe {
 struct ChoiceProbe {
     #[serde(default)]
     finish_reason: Option<serde_json::Value>,
+    /// Chat.
+    #[serde(default)]
+    delta: Option<DeltaProbe>,
+    /// Completions.
+    #[serde(default)]
+    text: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct DeltaProbe {
+    #[serde(default)]
+    content: Option<serde_json::Value>,
+    #[serde(default)]
+    tool_calls: Option<serde_json::Value>,
+    /// vLLM's and SGLang's reasoning models.
+    #[serde(default)]
+    reasoning_content: Option<serde_json::Value>,
+}
+
+impl ChoiceProbe {
+    /// Whether the chunk carries generated output (not just the role).
+    fn carries_output(&self) -> bool {
+        let some = |v: &Option<serde_json::Value>| match v {
+            Some(serde_json::Value::String(s)) => !s.is_empty(),
+            Some(serde_json::Value::Array(a)) => !a.is_empty(),
+            _ => false,
+        };
+        some(&self.text)
+            || self.delta.as_ref().is_some_and(|d| {
+                some(&d.content) || some(&d.tool_calls) || some(&d.reasoning_content)
+            })
+    }
 }
 
 fn retry(kind: FailureKind, detail: &str) -> CallEnd {
@@ -824,6 +875,31 @@ mod tests {
             estimated_tokens: 0,
             attempt: 0,
         }
+    }
+
+    #[test]
+    fn a_chunk_carries_output_with_text_a_tool_call_or_reasoning_not_the_role_alone() {
+        let carries = |chunk: serde_json::Value| {
+            serde_json::from_value::<ChunkProbe>(chunk)
+                .unwrap()
+                .choices
+                .iter()
+                .any(ChoiceProbe::carries_output)
+        };
+        let role = json!({"choices": [{"delta": {"role": "assistant", "content": ""}}]});
+        assert!(!carries(role));
+        assert!(!carries(
+            json!({"choices": [], "usage": {"completion_tokens": 1}})
+        ));
+        assert!(carries(json!({"choices": [{"delta": {"content": "Hi"}}]})));
+        assert!(carries(
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0}]}}]})
+        ));
+        assert!(carries(
+            json!({"choices": [{"delta": {"reasoning_content": "so"}}]})
+        ));
+        assert!(carries(json!({"choices": [{"text": "Hi"}]})));
+        assert!(!carries(json!({"choices": [{"text": ""}]})));
     }
 
     #[test]

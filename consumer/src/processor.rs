@@ -31,6 +31,8 @@ pub enum Outcome {
         usage: Option<serde_json::Value>,
         /// Without usage: the output tokens counted from the stream.
         output_tokens: Option<u64>,
+        /// Time to the first token, ms (`None`: the answer had none).
+        first_token_ms: Option<u64>,
     },
     /// `error` written (a backend business error, or a failure after output
     /// started). No retry.
@@ -295,6 +297,7 @@ impl Processor {
                         chunks,
                         usage: value,
                         output_tokens,
+                        first_token_ms: stats.first_token_ms(),
                     },
                 )
             }

@@ -95,6 +95,7 @@ async fn client_asking_without_stream_still_gets_chunks() {
                 chunks: 5,
                 usage: Some(_),
                 output_tokens: None,
+                first_token_ms: Some(_),
             }
         ),
         "{outcome:?}"

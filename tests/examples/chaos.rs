@@ -263,6 +263,7 @@ async fn main() -> anyhow::Result<()> {
                 DEFERRAL_TIMEOUT_S.to_string(),
             ],
             redis: args.redis(),
+            redis_args: Vec::new(),
         },
     )
     .await?;

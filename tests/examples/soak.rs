@@ -1,7 +1,7 @@
 //! `scripts/soak [--minutes N | --seconds N] [--calibrate-seconds N] [--deferred-share F] [--svg PATH]
 //!               [--short-retention] [--done-ttl-secs N] [--max-work-item-age-secs N]
 //!               [--owner-ttl-secs N] [--stream-ttl-secs N] [--deferral-timeout-secs N]
-//!               [--sim-tracked-request-ids N]`
+//!               [--sim-tracked-request-ids N] [--warmup-seconds N] [--redis-expire-effort N]`
 //! (`cargo run --release -p sluice-testkit --example soak -- ...`)
 //!
 //! The soak: every part a separate process on loopback (Redis, broker,
@@ -12,10 +12,12 @@
 //! time (default 30 minutes), a share of it deferred (through the broker,
 //! the consumer and the model server), JSON and SSE. It samples every
 //! process's resident memory every 10 s (RSS, and `RssAnon` / `RssFile` to
-//! tell heap from mapped files) and Redis's keys and `used_memory` every
-//! minute, and prints errors, p99 at the start vs the end, and memory after
-//! warm-up vs the end with the flat check (±10 %) on each process's measure
-//! ([`flat_measure`]); the chart goes to `--svg`. Bounded in time and count;
+//! tell heap from mapped files) and Redis's keys, `used_memory` and share of
+//! expired keys not yet reclaimed every 10 s, and prints errors, p99 at the
+//! start vs the end, and memory after warm-up (default: twice the longest
+//! retention window, at most half the run) vs the end with the flat check
+//! (±10 %) on each process's measure ([`flat_measure`]); the chart goes to
+//! `--svg`. Bounded in time and count;
 //! stops by itself.
 //!
 //! Redis holds a few keys per deferred request (`done`, `owner`, the
@@ -43,6 +45,10 @@ struct Args {
     svg: Option<PathBuf>,
     workdir: PathBuf,
     retention: Retention,
+    /// What the memory check leaves out, from the start of the run.
+    warmup: Duration,
+    /// Redis's `active-expire-effort` (`None`: its default, 1).
+    redis_expire_effort: Option<u8>,
 }
 
 /// The soak's flags (see the header of this file). A flag given twice takes
@@ -74,6 +80,15 @@ struct Flags {
     /// Where the processes keep their files (default: a new folder in the temp dir).
     #[arg(long)]
     workdir: Option<PathBuf>,
+    /// What the memory check leaves out, seconds [default: twice the
+    /// longest retention window, at most half the run].
+    #[arg(long)]
+    warmup_seconds: Option<f64>,
+    /// Redis's `active-expire-effort` (1..=10; Redis's default is 1): how
+    /// hard Redis looks for expired keys, so how many it may keep past
+    /// their TTL (about 10 % of them at 1, 1 % at 10).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=10))]
+    redis_expire_effort: Option<u8>,
     #[command(flatten)]
     retention: RetentionFlags,
 }
@@ -198,6 +213,19 @@ impl Retention {
         .to_vec()
     }
 
+    /// The longest any deferred request's traces stay in Redis or llm-sim.
+    fn longest_window_secs(&self) -> u64 {
+        [
+            self.done_ttl_secs,
+            self.owner_ttl_secs,
+            self.stream_ttl_secs
+                .saturating_add(self.deferral_timeout_secs),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    }
+
     fn describe(&self) -> String {
         format!(
             "done markers {} s, request owners {} s, answer streams {} s after their end, \
@@ -227,6 +255,14 @@ fn parse_args() -> anyhow::Result<Args> {
         run_s > 0.0 && flags.calibrate_seconds > 0.0,
         "the run (--minutes or --seconds) and --calibrate-seconds must be above 0"
     );
+    let retention = flags.retention.resolve();
+    let warmup_s = flags
+        .warmup_seconds
+        .unwrap_or_else(|| default_warmup_secs(run_s, &retention));
+    anyhow::ensure!(
+        (0.0..run_s).contains(&warmup_s),
+        "--warmup-seconds must be at least 0 and shorter than the run"
+    );
     Ok(Args {
         duration: Duration::from_secs_f64(run_s),
         calibrate: Duration::from_secs_f64(flags.calibrate_seconds),
@@ -236,8 +272,16 @@ fn parse_args() -> anyhow::Result<Args> {
         workdir: flags.workdir.unwrap_or_else(|| {
             std::env::temp_dir().join(format!("sluice-soak-{}", std::process::id()))
         }),
-        retention: flags.retention.resolve(),
+        retention,
+        warmup: Duration::from_secs_f64(warmup_s),
+        redis_expire_effort: flags.redis_expire_effort,
     })
+}
+
+/// Twice the longest retention window (its keys have been written and
+/// expired once over before the check starts), at most half the run.
+fn default_warmup_secs(run_s: f64, retention: &Retention) -> f64 {
+    (2.0 * retention.longest_window_secs() as f64).min(run_s / 2.0)
 }
 
 /// Request `n` of the soak: every `1/share`-th deferred (alternating the
@@ -293,6 +337,10 @@ async fn main() -> anyhow::Result<()> {
             dir: args.workdir.clone(),
             rls_args: retention.rls_args(),
             redis: Default::default(),
+            redis_args: args
+                .redis_expire_effort
+                .map(|effort| vec!["--active-expire-effort".to_string(), effort.to_string()])
+                .unwrap_or_default(),
         },
     )
     .await?;
@@ -344,7 +392,8 @@ async fn main() -> anyhow::Result<()> {
         .map(|v| v[0]);
 
     print_report(&args, max_rate, rate, &records, republished);
-    print_memory(&series, &redis_samples, warmup_secs(args.duration));
+    let warmup = args.warmup.as_secs_f64();
+    print_memory(&series, &redis_samples, warmup);
     std::fs::write(args.workdir.join("rss.json"), series_json(&series))?;
     if let Some(svg) = &args.svg {
         let title = format!(
@@ -352,10 +401,7 @@ async fn main() -> anyhow::Result<()> {
             args.deferred_share * 100.0,
             args.duration.as_secs_f64() / 60.0
         );
-        std::fs::write(
-            svg,
-            rss_chart_svg(&series, &title, warmup_secs(args.duration)),
-        )?;
+        std::fs::write(svg, rss_chart_svg(&series, &title, warmup))?;
         eprintln!("soak: chart written to {}", svg.display());
     }
     stack.kill_envoy();
@@ -439,11 +485,6 @@ fn print_report(
     }
 }
 
-/// The warm-up the memory check leaves out: a sixth of the run, at most 5 min.
-fn warmup_secs(duration: Duration) -> f64 {
-    (duration.as_secs_f64() / 6.0).min(300.0)
-}
-
 /// Memory per process after the warm-up: RSS and RssAnon (and RssFile),
 /// then the flat check on each process's measure; Redis's keys.
 fn print_memory(series: &MemorySeries, redis: &[RedisSample], warmup: f64) {
@@ -495,9 +536,19 @@ fn print_memory(series: &MemorySeries, redis: &[RedisSample], warmup: f64) {
     }
 
     if let (Some(warm), Some(end)) = (redis.iter().find(|s| s.at >= warmup), redis.last()) {
-        let max_keys = redis.iter().map(|s| s.keys).max().unwrap_or(0);
+        let after: Vec<&RedisSample> = redis.iter().filter(|s| s.at >= warmup).collect();
+        let range = |value: fn(&RedisSample) -> f64| {
+            after
+                .iter()
+                .map(|s| value(s))
+                .fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
+        };
+        let (keys_lo, keys_hi) = range(|s| s.keys as f64);
+        let (stale_lo, stale_hi) = range(|s| s.stale_percent);
         println!(
-            "\nredis keys: {} at {:.0} s, {} at the end (max {max_keys}); used_memory {:.1} MiB -> {:.1} MiB",
+            "\nredis keys: {} at {:.0} s, {} at the end ({keys_lo:.0}..{keys_hi:.0} after warm-up); \
+             used_memory {:.1} MiB -> {:.1} MiB; expired keys not yet reclaimed \
+             (Redis's estimate, expired_stale_perc): {stale_lo:.1}..{stale_hi:.1} %",
             warm.keys,
             warm.at,
             end.keys,
@@ -528,9 +579,12 @@ struct RedisSample {
     at: f64,
     keys: u64,
     used_memory: u64,
+    /// Share of the keys with a TTL that have expired and still take
+    /// memory, as Redis estimates it (`INFO stats` `expired_stale_perc`).
+    stale_percent: f64,
 }
 
-/// Samples Redis every minute until stopped.
+/// Samples Redis every 10 s until stopped.
 struct RedisSampler {
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<Vec<RedisSample>>,
@@ -547,7 +601,7 @@ impl RedisSampler {
             let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
                 return samples;
             };
-            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            let mut tick = tokio::time::interval(Duration::from_secs(10));
             loop {
                 tokio::select! {
                     _ = &mut stopped => return samples,
@@ -562,15 +616,16 @@ impl RedisSampler {
                     .query_async(&mut conn)
                     .await
                     .unwrap_or_default();
-                let used_memory = info
-                    .lines()
-                    .find_map(|l| l.strip_prefix("used_memory:"))
-                    .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(0);
+                let stats: String = redis::cmd("INFO")
+                    .arg("stats")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
                 samples.push(RedisSample {
                     at: start.elapsed().as_secs_f64(),
                     keys,
-                    used_memory,
+                    used_memory: info_field(&info, "used_memory").unwrap_or(0),
+                    stale_percent: info_field(&stats, "expired_stale_perc").unwrap_or(0.0),
                 });
             }
         });
@@ -581,4 +636,11 @@ impl RedisSampler {
         let _ = self.stop.send(());
         self.task.await.unwrap_or_default()
     }
+}
+
+/// A field of Redis's `INFO` text (`name:value` lines).
+fn info_field<T: std::str::FromStr>(info: &str, name: &str) -> Option<T> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
 }

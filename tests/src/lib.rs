@@ -232,6 +232,8 @@ pub struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
     durability: Durability,
+    /// More `redis-server` arguments, kept for a restart.
+    extra_args: Vec<String>,
 }
 
 /// What a Redis server keeps across a restart.
@@ -252,17 +254,26 @@ impl RedisServer {
     }
 
     pub fn start_with(durability: Durability) -> anyhow::Result<Self> {
+        Self::start_with_args(durability, Vec::new())
+    }
+
+    /// With more `redis-server` arguments (`--active-expire-effort 10`).
+    pub fn start_with_args(
+        durability: Durability,
+        extra_args: Vec<String>,
+    ) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let mut last_error = None;
         for _ in 0..5 {
             let port = free_port();
-            match Self::spawn(port, dir.path(), durability) {
+            match Self::spawn(port, dir.path(), durability, &extra_args) {
                 Ok(child) => {
                     return Ok(RedisServer {
                         child: Some(child),
                         port,
                         dir,
                         durability,
+                        extra_args,
                     })
                 }
                 Err(error) => last_error = Some(error),
@@ -271,7 +282,12 @@ impl RedisServer {
         Err(last_error.unwrap_or_else(|| anyhow::anyhow!("could not start redis-server")))
     }
 
-    fn spawn(port: u16, dir: &Path, durability: Durability) -> anyhow::Result<KillOnDrop> {
+    fn spawn(
+        port: u16,
+        dir: &Path,
+        durability: Durability,
+        extra_args: &[String],
+    ) -> anyhow::Result<KillOnDrop> {
         let binary = find_binary("REDIS_SERVER", "redis-server")
             .context("redis-server not found: run the set-up command (apt install redis-server)")?;
         let persistence: &[&str] = match durability {
@@ -282,6 +298,7 @@ impl RedisServer {
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--protected-mode", "no"])
             .args(persistence)
+            .args(extra_args)
             .arg("--dir")
             .arg(dir)
             .stdout(Stdio::null())
@@ -316,7 +333,12 @@ impl RedisServer {
     /// file holds ([`Durability`]).
     pub fn restart(&mut self) -> anyhow::Result<()> {
         self.stop();
-        self.child = Some(Self::spawn(self.port, self.dir.path(), self.durability)?);
+        self.child = Some(Self::spawn(
+            self.port,
+            self.dir.path(),
+            self.durability,
+            &self.extra_args,
+        )?);
         Ok(())
     }
 }

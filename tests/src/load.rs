@@ -152,6 +152,8 @@ pub struct ProcessStackOptions {
     pub rls_args: Vec<String>,
     /// What Redis keeps across a restart.
     pub redis: crate::Durability,
+    /// More `redis-server` arguments.
+    pub redis_args: Vec<String>,
 }
 
 /// The whole path, one process per part, on free loopback ports.
@@ -208,7 +210,7 @@ impl ProcessStack {
     pub fn start(options: ProcessStackOptions) -> anyhow::Result<ProcessStack> {
         let dir = options.dir;
         std::fs::create_dir_all(&dir)?;
-        let redis = RedisServer::start_with(options.redis)?;
+        let redis = RedisServer::start_with_args(options.redis, options.redis_args)?;
         let mq = RocketMq::start()?;
 
         let sim_port = free_port();

@@ -400,6 +400,38 @@ async fn the_controller_cuts_its_limit_when_the_model_answers_429() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_controller_cuts_its_limit_when_first_tokens_come_later_than_its_target() {
+    // Every answer's first token after 300 ms; the target is 100 ms.
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.first_token_latency = Duration::from_millis(300);
+    let stack = QueueParts::start(RedisKind::Single, sim).await;
+    let control = ModelControl {
+        signal: SignalConfig::Responses,
+        floor: 1,
+        ceiling: 20,
+        initial: Some(12),
+        decrease_factor: 0.5,
+        ttft_target_ms: Some(100),
+        interval_ms: 200,
+        ..ModelControl::default()
+    };
+    let spec = controlled(unpaced(), control);
+    let consumer = member(&stack, "c1", spec).await;
+    backlog_of_normal(&stack, &["t1", "t2", "t3", "t4"], 8).await;
+    // Answers only and no refusal would be room to grow: the limit falls
+    // only because the answers' times to first token reach the stepper.
+    limit_reaches(&stack, |limit| limit <= 6.0, Duration::from_secs(20)).await;
+    let text = consumer.metrics.encode();
+    assert!(
+        text.lines().any(|l| l.starts_with(
+            "sluice_consumer_controller_changes_total{model=\"fair-model\",reason=\"slow_first_token\"}"
+        )),
+        "{text}"
+    );
+    consumer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_consumer_instances_split_one_controller_limit_and_follow_an_override() {
     let stack = start(Duration::from_millis(30)).await;
     let control = ModelControl {
