@@ -395,6 +395,15 @@ async fn main() -> anyhow::Result<()> {
     let warmup = args.warmup.as_secs_f64();
     print_memory(&series, &redis_samples, warmup);
     std::fs::write(args.workdir.join("rss.json"), series_json(&series))?;
+    let redis_rows: Vec<serde_json::Value> = redis_samples
+        .iter()
+        .map(|r| serde_json::json!([r.at, r.keys, r.used_memory, r.stale_percent, r.without_ttl]))
+        .collect();
+    // [seconds, keys, used_memory bytes, expired_stale_perc, keys without a TTL]
+    std::fs::write(
+        args.workdir.join("redis.json"),
+        serde_json::Value::Array(redis_rows).to_string(),
+    )?;
     if let Some(svg) = &args.svg {
         let title = format!(
             "Resident memory per process, soak at {rate:.0} req/s ({:.0} % deferred), {:.0} min",
@@ -545,8 +554,10 @@ fn print_memory(series: &MemorySeries, redis: &[RedisSample], warmup: f64) {
         };
         let (keys_lo, keys_hi) = range(|s| s.keys as f64);
         let (stale_lo, stale_hi) = range(|s| s.stale_percent);
+        let (lasting_lo, lasting_hi) = range(|s| s.without_ttl as f64);
         println!(
-            "\nredis keys: {} at {:.0} s, {} at the end ({keys_lo:.0}..{keys_hi:.0} after warm-up); \
+            "\nredis keys: {} at {:.0} s, {} at the end ({keys_lo:.0}..{keys_hi:.0} after warm-up; \
+             {lasting_lo:.0}..{lasting_hi:.0} of them without a TTL); \
              used_memory {:.1} MiB -> {:.1} MiB; expired keys not yet reclaimed \
              (Redis's estimate, expired_stale_perc): {stale_lo:.1}..{stale_hi:.1} %",
             warm.keys,
@@ -582,6 +593,9 @@ struct RedisSample {
     /// Share of the keys with a TTL that have expired and still take
     /// memory, as Redis estimates it (`INFO stats` `expired_stale_perc`).
     stale_percent: f64,
+    /// Keys without a TTL (`INFO keyspace`: keys − expires): answer streams
+    /// still being written, anything that would never leave.
+    without_ttl: u64,
 }
 
 /// Samples Redis every 10 s until stopped.
@@ -621,11 +635,17 @@ impl RedisSampler {
                     .query_async(&mut conn)
                     .await
                     .unwrap_or_default();
+                let keyspace: String = redis::cmd("INFO")
+                    .arg("keyspace")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
                 samples.push(RedisSample {
                     at: start.elapsed().as_secs_f64(),
                     keys,
                     used_memory: info_field(&info, "used_memory").unwrap_or(0),
                     stale_percent: info_field(&stats, "expired_stale_perc").unwrap_or(0.0),
+                    without_ttl: keys_without_ttl(&keyspace),
                 });
             }
         });
@@ -643,4 +663,18 @@ fn info_field<T: std::str::FromStr>(info: &str, name: &str) -> Option<T> {
     info.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// `keys − expires` of db0 in `INFO keyspace` (`db0:keys=5,expires=3,…`).
+fn keys_without_ttl(keyspace: &str) -> u64 {
+    let Some(db0) = keyspace.lines().find_map(|l| l.strip_prefix("db0:")) else {
+        return 0;
+    };
+    let field = |name: &str| -> u64 {
+        db0.split(',')
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    field("keys").saturating_sub(field("expires"))
 }
