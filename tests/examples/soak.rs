@@ -390,8 +390,12 @@ async fn main() -> anyhow::Result<()> {
     let republished = stack
         .rls_metrics(&["sluice_rls_deferral_republished_total"])
         .map(|v| v[0]);
+    let decisions = sluice_testkit::http_request(stack.rls_admin, "GET", "/metrics", &[], b"")
+        .map(|answer| decision_codes(&answer.body))
+        .unwrap_or_default();
 
     print_report(&args, max_rate, rate, &records, republished);
+    print_decisions(&decisions);
     let warmup = args.warmup.as_secs_f64();
     print_memory(&series, &redis_samples, warmup);
     std::fs::write(args.workdir.join("rss.json"), series_json(&series))?;
@@ -677,4 +681,42 @@ fn keys_without_ttl(keyspace: &str) -> u64 {
             .unwrap_or(0)
     };
     field("keys").saturating_sub(field("expires"))
+}
+
+/// sluice-rls's decisions by code (`sluice_rls_decisions_total{…,code="…"}`).
+fn decision_codes(metrics: &str) -> BTreeMap<String, f64> {
+    let mut codes = BTreeMap::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("sluice_rls_decisions_total{") else {
+            continue;
+        };
+        let code = rest
+            .split("code=\"")
+            .nth(1)
+            .and_then(|c| c.split('"').next());
+        let value = rest.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
+        if let (Some(code), Some(value)) = (code, value) {
+            *codes.entry(code.to_string()).or_default() += value;
+        }
+    }
+    codes
+}
+
+/// The decisions sluice-rls made; `error` is a decision the store did not
+/// answer in time (`--redis-timeout-ms`): Envoy's failure mode decides the
+/// request (the soak's filter allows it), so it is no client error, but it
+/// is a request admitted without being counted.
+fn print_decisions(codes: &BTreeMap<String, f64>) {
+    let total: f64 = codes.values().sum();
+    if total == 0.0 {
+        return;
+    }
+    let listed: Vec<String> = codes.iter().map(|(c, n)| format!("{c} {n:.0}")).collect();
+    let errors = codes.get("error").copied().unwrap_or(0.0);
+    println!(
+        "sluice-rls decisions: {} ({:.2} % error: the store's answer came too late, the filter's \
+         failure mode let the request through uncounted)",
+        listed.join(", "),
+        100.0 * errors / total
+    );
 }
