@@ -364,14 +364,15 @@ async fn two_instances_share_one_controller_state() {
     assert_eq!(limits_a.available(MODEL), Some(10));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_controller_cuts_its_limit_when_the_model_answers_429() {
-    // A model that takes 3 calls at once and answers 429 beyond them.
-    let mut sim = sluice_llm_sim::SimConfig::fast();
-    sim.first_token_latency = Duration::from_millis(150);
-    sim.max_concurrency = 3;
-    sim.over_capacity = sluice_llm_sim::OverCapacity::Reject429;
-    sim.retry_after_secs = 1;
+/// A consumer whose answers-only controller on [`MODEL`] starts at 12
+/// against `sim`, under a backlog: waits until the limit has halved
+/// (at least once) and checks it changed for `reason`. The parts are
+/// returned to outlive the consumer.
+async fn limit_halves_for(
+    sim: sluice_llm_sim::SimConfig,
+    ttft_target_ms: Option<u64>,
+    reason: &str,
+) -> (QueueParts, ConsumerInstance) {
     let stack = QueueParts::start(RedisKind::Single, sim).await;
     let control = ModelControl {
         signal: SignalConfig::Responses,
@@ -379,22 +380,32 @@ async fn the_controller_cuts_its_limit_when_the_model_answers_429() {
         ceiling: 20,
         initial: Some(12),
         decrease_factor: 0.5,
+        ttft_target_ms,
         interval_ms: 200,
         ..ModelControl::default()
     };
-    let spec = controlled(unpaced(), control);
-    let consumer = member(&stack, "c1", spec).await;
+    let consumer = member(&stack, "c1", controlled(unpaced(), control)).await;
     backlog_of_normal(&stack, &["t1", "t2", "t3", "t4"], 8).await;
-    // 12 at once against 3 slots: 429s, counted into Redis by the runner,
-    // stepped on by the controller: the limit halves (at least once).
     limit_reaches(&stack, |limit| limit <= 6.0, Duration::from_secs(20)).await;
     let text = consumer.metrics.encode();
-    assert!(
-        text.lines().any(|l| l.starts_with(
-            "sluice_consumer_controller_changes_total{model=\"fair-model\",reason=\"overloaded\"}"
-        )),
-        "{text}"
+    let change = format!(
+        "sluice_consumer_controller_changes_total{{model=\"{MODEL}\",reason=\"{reason}\"}}"
     );
+    assert!(text.lines().any(|l| l.starts_with(&change)), "{text}");
+    (stack, consumer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_controller_cuts_its_limit_when_the_model_answers_429() {
+    // A model that takes 3 calls at once and answers 429 beyond them: 12
+    // at once get 429s, counted into Redis by the runner, stepped on by
+    // the controller.
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.first_token_latency = Duration::from_millis(150);
+    sim.max_concurrency = 3;
+    sim.over_capacity = sluice_llm_sim::OverCapacity::Reject429;
+    sim.retry_after_secs = 1;
+    let (_stack, consumer) = limit_halves_for(sim, None, "overloaded").await;
     assert!(consumer.counter("sluice_consumer_controller_overload_answers_total") >= 1.0);
     consumer.stop().await;
 }
@@ -402,32 +413,11 @@ async fn the_controller_cuts_its_limit_when_the_model_answers_429() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_controller_cuts_its_limit_when_first_tokens_come_later_than_its_target() {
     // Every answer's first token after 300 ms; the target is 100 ms.
-    let mut sim = sluice_llm_sim::SimConfig::fast();
-    sim.first_token_latency = Duration::from_millis(300);
-    let stack = QueueParts::start(RedisKind::Single, sim).await;
-    let control = ModelControl {
-        signal: SignalConfig::Responses,
-        floor: 1,
-        ceiling: 20,
-        initial: Some(12),
-        decrease_factor: 0.5,
-        ttft_target_ms: Some(100),
-        interval_ms: 200,
-        ..ModelControl::default()
-    };
-    let spec = controlled(unpaced(), control);
-    let consumer = member(&stack, "c1", spec).await;
-    backlog_of_normal(&stack, &["t1", "t2", "t3", "t4"], 8).await;
     // Answers only and no refusal would be room to grow: the limit falls
     // only because the answers' times to first token reach the stepper.
-    limit_reaches(&stack, |limit| limit <= 6.0, Duration::from_secs(20)).await;
-    let text = consumer.metrics.encode();
-    assert!(
-        text.lines().any(|l| l.starts_with(
-            "sluice_consumer_controller_changes_total{model=\"fair-model\",reason=\"slow_first_token\"}"
-        )),
-        "{text}"
-    );
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.first_token_latency = Duration::from_millis(300);
+    let (_stack, consumer) = limit_halves_for(sim, Some(100), "slow_first_token").await;
     consumer.stop().await;
 }
 
