@@ -97,10 +97,7 @@ async fn redis_used_memory(conn: &mut sluice_redis::RedisConn) -> u64 {
         .query_async(conn)
         .await
         .unwrap_or_default();
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
+    sluice_testkit::redis_info_field(&info, "used_memory").unwrap_or(0)
 }
 
 async fn known_buckets(conn: &mut sluice_redis::RedisConn) -> u64 {

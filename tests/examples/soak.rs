@@ -32,6 +32,7 @@ use sluice_testkit::load::{
     MemorySampler, MemorySeries, MemoryStats, OpenLoop, ProcessStack, ProcessStackOptions, Record,
     RequestSpec,
 };
+use sluice_testkit::redis_info_field;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -647,8 +648,8 @@ impl RedisSampler {
                 samples.push(RedisSample {
                     at: start.elapsed().as_secs_f64(),
                     keys,
-                    used_memory: info_field(&info, "used_memory").unwrap_or(0),
-                    stale_percent: info_field(&stats, "expired_stale_perc").unwrap_or(0.0),
+                    used_memory: redis_info_field(&info, "used_memory").unwrap_or(0),
+                    stale_percent: redis_info_field(&stats, "expired_stale_perc").unwrap_or(0.0),
                     without_ttl: keys_without_ttl(&keyspace),
                 });
             }
@@ -660,13 +661,6 @@ impl RedisSampler {
         let _ = self.stop.send(());
         self.task.await.unwrap_or_default()
     }
-}
-
-/// A field of Redis's `INFO` text (`name:value` lines).
-fn info_field<T: std::str::FromStr>(info: &str, name: &str) -> Option<T> {
-    info.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 /// `keys − expires` of db0 in `INFO keyspace` (`db0:keys=5,expires=3,…`).

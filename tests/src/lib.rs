@@ -226,6 +226,13 @@ pub fn built_binary(dir: &Path, name: &str, how_to_build: &str) -> anyhow::Resul
     Ok(binary)
 }
 
+/// A field of Redis's `INFO` text (`name:value` lines), parsed.
+pub fn redis_info_field<T: std::str::FromStr>(info: &str, name: &str) -> Option<T> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// A `redis-server` of its own, on a free port, without persistence.
 pub struct RedisServer {
     child: Option<KillOnDrop>,
