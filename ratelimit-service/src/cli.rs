@@ -4,7 +4,7 @@
 
 use crate::config::{LimitsConfig, LoadOptions};
 use crate::deferral::caps::{self, CapLimits, CapsMetrics};
-use crate::deferral::endpoint::{EndpointMetrics, EndpointOptions};
+use crate::deferral::endpoint::{self, EndpointMetrics, EndpointOptions};
 use crate::deferral::hub::HubOptions;
 use crate::deferral::{Endpoint, EndpointConfig};
 use crate::limiter::{HeaderStyle, Limiter, ResponseOptions, SystemClock, UpstreamHeaderNames};
@@ -341,8 +341,10 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_CLAIM_HEARTBEAT_INTERVAL_MS", default_value_t = sluice_contract::claim::DEFAULT_HEARTBEAT_INTERVAL_MS)]
     pub claim_heartbeat_interval_ms: u64,
 
-    /// Deferred requests held open at once; beyond it: 503.
-    #[arg(long, env = "SLUICE_DEFERRAL_MAX_IN_FLIGHT", default_value_t = 10_000)]
+    /// Deferred requests held open at once; beyond it: 503 `deferral_busy`.
+    /// Envoy's circuit breaker on the route to the endpoint must allow as
+    /// many (per sluice-rls instance behind it).
+    #[arg(long, env = "SLUICE_DEFERRAL_MAX_IN_FLIGHT", default_value_t = endpoint::DEFAULT_MAX_IN_FLIGHT)]
     pub deferral_max_in_flight: usize,
 
     /// Low-priority requests fail fast (429, Retry-After) when their tenant ×

@@ -106,12 +106,18 @@ pub struct EndpointOptions {
 /// default), within the 5 s recovery bound (issue 17).
 pub const DEFAULT_LEASE_CHECK_MS: u64 = 500;
 
+/// Deferred requests one endpoint holds open at once by default
+/// (`--deferral-max-in-flight`); the next gets a JSON 503 `deferral_busy`.
+/// Envoy's circuit breaker on the route to the endpoint must allow at least
+/// this many (Envoy's own default, 1,024, answers a plain 503 first).
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 10_000;
+
 impl Default for EndpointOptions {
     fn default() -> Self {
         EndpointOptions {
             timeout: Duration::from_secs(600),
             keep_alive: Duration::from_secs(15),
-            max_in_flight: 10_000,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             body_timeout: Duration::from_millis(DEFAULT_BODY_TIMEOUT_MS),
             cancel_ttl: Duration::from_secs(300),
