@@ -264,6 +264,9 @@ async fn main() -> anyhow::Result<()> {
             ],
             redis: args.redis(),
             redis_args: Vec::new(),
+            // sluice-rls is one of the parts killed: while it is down, the
+            // shipped `failure_mode: allow` keeps requests flowing.
+            refuse_undecided: false,
         },
     )
     .await?;

@@ -6,9 +6,11 @@
 //!
 //! The soak: every part a separate process on loopback (Redis, broker,
 //! sluice-llm-sim, sluice-rls with its deferral endpoint, one
-//! sluice-consumer, Envoy with the filter). It measures the highest rate of
-//! admitted requests through Envoy + filter + sluice-rls on Redis
-//! (`--calibrate-seconds`, closed loop), then sends 70 % of it for the given
+//! sluice-consumer, Envoy with the filter, whose `failure_mode` is `deny`
+//! here: a request that got no rate-limit decision is an error, not an
+//! uncounted success). It measures the highest rate of whole answers of the
+//! run's own mix (`--calibrate-seconds`, closed loop, 256 in flight), then
+//! sends 70 % of it for the given
 //! time (default 30 minutes), a share of it deferred (through the broker,
 //! the consumer and the model server), JSON and SSE. It samples every
 //! process's resident memory every 10 s (RSS, and `RssAnon` / `RssFile` to
@@ -309,6 +311,11 @@ fn soak_mix(deferred_share: f64) -> impl Fn(u64) -> RequestSpec {
     }
 }
 
+/// Requests in flight while calibrating: a deferred request holds its
+/// client for about a second, so enough that the admitted ones between keep
+/// the path busy.
+const CALIBRATION_IN_FLIGHT: usize = 256;
+
 fn deadline(spec: &RequestSpec) -> Duration {
     match spec.class {
         Class::Deferred => Duration::from_secs(60),
@@ -342,6 +349,9 @@ async fn main() -> anyhow::Result<()> {
                 .redis_expire_effort
                 .map(|effort| vec!["--active-expire-effort".to_string(), effort.to_string()])
                 .unwrap_or_default(),
+            // A request let through without a decision is a load the path
+            // did not carry: count it as an error (503), in the calibration too.
+            refuse_undecided: true,
         },
     )
     .await?;
@@ -361,7 +371,14 @@ async fn main() -> anyhow::Result<()> {
     }
 
     eprintln!("soak: calibrating for {:?}", args.calibrate);
-    let max_rate = calibrate(&client, 32, args.calibrate).await;
+    let max_rate = calibrate(
+        &client,
+        CALIBRATION_IN_FLIGHT,
+        args.calibrate,
+        soak_mix(args.deferred_share),
+        deadline,
+    )
+    .await;
     let rate = max_rate * args.load_share;
     eprintln!(
         "soak: max {max_rate:.0} req/s; running {:?} at {rate:.0} req/s",
@@ -371,6 +388,9 @@ async fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     let sampler = MemorySampler::start(stack.pids(), Duration::from_secs(10), start);
     let redis_sampler = RedisSampler::start(stack.redis.url(), start);
+    let envoy_sampler = stack
+        .envoy_admin()
+        .map(|admin| EnvoySampler::start(admin, start));
     let plan = OpenLoop {
         rate_per_second: rate,
         duration: args.duration,
@@ -391,15 +411,29 @@ async fn main() -> anyhow::Result<()> {
     let republished = stack
         .rls_metrics(&["sluice_rls_deferral_republished_total"])
         .map(|v| v[0]);
-    let decisions = sluice_testkit::http_request(stack.rls_admin, "GET", "/metrics", &[], b"")
-        .map(|answer| decision_codes(&answer.body))
+    let rls_metrics = sluice_testkit::http_request(stack.rls_admin, "GET", "/metrics", &[], b"")
+        .map(|answer| answer.body)
         .unwrap_or_default();
+    let envoy_samples = envoy_sampler.map(EnvoySampler::stop).unwrap_or_default();
+    let envoy_stats = stack
+        .envoy_admin()
+        .and_then(|admin| sluice_testkit::http_request(admin, "GET", "/stats", &[], b"").ok())
+        .map(|answer| answer.body)
+        .unwrap_or_default();
+    keep_metrics(&stack, &args.workdir, &rls_metrics, &envoy_stats)?;
 
     print_report(&args, max_rate, rate, &records, republished);
-    print_decisions(&decisions);
+    print_errors_by_minute(&records);
+    print_decisions(&decision_codes(&rls_metrics));
+    print_upstream_trouble(&envoy_stats);
     let warmup = args.warmup.as_secs_f64();
     print_memory(&series, &redis_samples, warmup);
+    print_envoy_heap(&envoy_samples, warmup);
     std::fs::write(args.workdir.join("rss.json"), series_json(&series))?;
+    std::fs::write(
+        args.workdir.join("envoy-heap.json"),
+        serde_json::to_string(&envoy_samples)?,
+    )?;
     let redis_rows: Vec<serde_json::Value> = redis_samples
         .iter()
         .map(|r| serde_json::json!([r.at, r.keys, r.used_memory, r.stale_percent, r.without_ttl]))
@@ -497,6 +531,110 @@ fn print_report(
             );
         }
     }
+}
+
+/// The minutes that had errors, with their kinds: a burst points at one
+/// moment (a stalled part), a steady trickle at a constant cause.
+fn print_errors_by_minute(records: &[Record]) {
+    let mut by_minute: BTreeMap<u64, BTreeMap<String, u64>> = BTreeMap::new();
+    for record in records {
+        if !record.outcome.is_success_for(record.spec.class) {
+            let minute = record.sent_at.as_secs() / 60;
+            *by_minute
+                .entry(minute)
+                .or_default()
+                .entry(format!(
+                    "{} {}",
+                    record.spec.class.name(),
+                    record.outcome.label()
+                ))
+                .or_default() += 1;
+        }
+    }
+    if by_minute.is_empty() {
+        return;
+    }
+    println!("\n| minute (sent) | errors |\n|---:|---|");
+    for (minute, kinds) in &by_minute {
+        let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+        println!("| {minute} | {} |", kinds.join("; "));
+    }
+}
+
+/// Envoy's counters of upstream trouble per cluster (overflow of its
+/// circuit breakers, failed connects, resets, timeouts), where not zero:
+/// the cause behind a plain 503 or a broken stream.
+fn print_upstream_trouble(envoy_stats: &str) {
+    const TROUBLE: [&str; 13] = [
+        "upstream_rq_pending_overflow",
+        "upstream_rq_active_overflow",
+        "upstream_cx_overflow",
+        "upstream_rq_retry_overflow",
+        "upstream_cx_connect_fail",
+        "upstream_cx_connect_timeout",
+        "upstream_rq_pending_failure_eject",
+        "upstream_cx_destroy_remote_with_active_rq",
+        "upstream_cx_destroy_local_with_active_rq",
+        "upstream_rq_timeout",
+        "upstream_rq_rx_reset",
+        "upstream_rq_tx_reset",
+        "upstream_rq_5xx",
+    ];
+    let found: Vec<String> = envoy_stats
+        .lines()
+        .filter_map(|line| {
+            let (name, value) = line.split_once(": ")?;
+            let rest = name.strip_prefix("cluster.")?;
+            let (cluster, stat) = rest.split_once('.')?;
+            let value: u64 = value.trim().parse().ok()?;
+            (TROUBLE.contains(&stat) && value > 0).then(|| format!("{cluster}.{stat} {value}"))
+        })
+        .collect();
+    let filter: Vec<String> = envoy_stats
+        .lines()
+        .filter_map(|line| {
+            let (name, value) = line.split_once(": ")?;
+            let counter = name
+                .strip_prefix("wasmcustom.sluice_")?
+                .strip_suffix("_total")?;
+            [
+                "admitted",
+                "deferred",
+                "rejected",
+                "rls_failure_allowed",
+                "rls_failure_denied",
+            ]
+            .contains(&counter)
+            .then(|| format!("{counter} {}", value.trim()))
+        })
+        .collect();
+    println!("filter decisions: {}", filter.join(", "));
+    println!(
+        "envoy upstream trouble: {}",
+        if found.is_empty() {
+            "none".to_string()
+        } else {
+            found.join(", ")
+        }
+    );
+}
+
+/// Every part's metrics at the end, next to its log in the work dir.
+fn keep_metrics(
+    stack: &ProcessStack,
+    dir: &std::path::Path,
+    rls_metrics: &str,
+    envoy_stats: &str,
+) -> anyhow::Result<()> {
+    std::fs::write(dir.join("sluice-rls.metrics"), rls_metrics)?;
+    std::fs::write(dir.join("envoy.stats"), envoy_stats)?;
+    for consumer in &stack.consumers {
+        let admin = ([127, 0, 0, 1], consumer.port()).into();
+        if let Ok(answer) = sluice_testkit::http_request(admin, "GET", "/metrics", &[], b"") {
+            std::fs::write(dir.join(format!("{}.metrics", consumer.name)), answer.body)?;
+        }
+    }
+    Ok(())
 }
 
 /// Memory per process after the warm-up: RSS and RssAnon (and RssFile),
@@ -663,6 +801,123 @@ impl RedisSampler {
     }
 }
 
+/// Envoy's heap and connections at one time: tells a live-memory climb
+/// (`allocated` grows) from the allocator keeping freed pages after a
+/// burst of connections (`heap_size` grows, `allocated` comes back).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+struct EnvoySample {
+    at: f64,
+    /// Bytes in use (admin `/memory`).
+    allocated: u64,
+    /// Bytes tcmalloc holds from the system, in use or free.
+    heap_size: u64,
+    /// Free bytes tcmalloc has given back to the system.
+    pageheap_unmapped: u64,
+    /// Connections open, downstream and upstream (`server.total_connections`).
+    connections: u64,
+    /// Deferred requests waiting on the deferral cluster
+    /// (`cluster.sluice_deferral.upstream_rq_active`).
+    deferral_active: u64,
+}
+
+/// Samples Envoy's admin `/memory` and two gauges every 10 s until stopped.
+struct EnvoySampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<EnvoySample>>,
+}
+
+impl EnvoySampler {
+    fn start(admin: std::net::SocketAddr, start: Instant) -> EnvoySampler {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut samples = Vec::new();
+            let mut next = Instant::now();
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                if Instant::now() >= next {
+                    next += Duration::from_secs(10);
+                    samples.push(envoy_sample(admin, start.elapsed().as_secs_f64()));
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            samples
+        });
+        EnvoySampler { stop, thread }
+    }
+
+    fn stop(self) -> Vec<EnvoySample> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+fn envoy_sample(admin: std::net::SocketAddr, at: f64) -> EnvoySample {
+    let get = |path: &str| {
+        sluice_testkit::http_request(admin, "GET", path, &[], b"")
+            .map(|answer| answer.body)
+            .unwrap_or_default()
+    };
+    // `/memory` answers its numbers as JSON strings.
+    let memory: serde_json::Value = serde_json::from_str(&get("/memory")).unwrap_or_default();
+    let bytes = |field: &str| {
+        memory[field]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let gauges = get("/stats");
+    let gauge = |name: &str| {
+        gauges
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(": "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    EnvoySample {
+        at,
+        allocated: bytes("allocated"),
+        heap_size: bytes("heap_size"),
+        pageheap_unmapped: bytes("pageheap_unmapped"),
+        connections: gauge("server.total_connections"),
+        deferral_active: gauge("cluster.sluice_deferral.upstream_rq_active"),
+    }
+}
+
+/// Envoy's heap after the warm-up (at warm-up, end, highest), and the most
+/// connections and waiting deferred requests it held, with when.
+fn print_envoy_heap(samples: &[EnvoySample], warmup: f64) {
+    let after: Vec<&EnvoySample> = samples.iter().filter(|s| s.at >= warmup).collect();
+    let (Some(warm), Some(end)) = (after.first(), after.last()) else {
+        return;
+    };
+    let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+    let peak = |value: fn(&EnvoySample) -> u64| {
+        samples
+            .iter()
+            .max_by_key(|s| value(s))
+            .map(|s| (value(s), s.at))
+            .unwrap_or((0, 0.0))
+    };
+    let highest =
+        |value: fn(&EnvoySample) -> u64| after.iter().map(|s| value(s)).max().unwrap_or(0);
+    let (connections, connections_at) = peak(|s| s.connections);
+    let (waiting, waiting_at) = peak(|s| s.deferral_active);
+    println!(
+        "envoy heap (admin /memory) from {warmup:.0} s: allocated {:.1} -> {:.1} MiB (max {:.1}); \
+         heap_size {:.1} -> {:.1} MiB (max {:.1}); given back {:.1} -> {:.1} MiB; \
+         most connections {connections} at {connections_at:.0} s; \
+         most deferred requests waiting {waiting} at {waiting_at:.0} s",
+        mib(warm.allocated),
+        mib(end.allocated),
+        mib(highest(|s| s.allocated)),
+        mib(warm.heap_size),
+        mib(end.heap_size),
+        mib(highest(|s| s.heap_size)),
+        mib(warm.pageheap_unmapped),
+        mib(end.pageheap_unmapped),
+    );
+}
+
 /// `keys − expires` of db0 in `INFO keyspace` (`db0:keys=5,expires=3,…`).
 fn keys_without_ttl(keyspace: &str) -> u64 {
     let Some(db0) = keyspace.lines().find_map(|l| l.strip_prefix("db0:")) else {
@@ -697,9 +952,8 @@ fn decision_codes(metrics: &str) -> BTreeMap<String, f64> {
 }
 
 /// The decisions sluice-rls made; `error` is a decision the store did not
-/// answer in time (`--redis-timeout-ms`): Envoy's failure mode decides the
-/// request (the soak's filter allows it), so it is no client error, but it
-/// is a request admitted without being counted.
+/// answer in time (`--redis-timeout-ms`): the filter's failure mode decides
+/// the request (the soak's refuses it: a client error, 503).
 fn print_decisions(codes: &BTreeMap<String, f64>) {
     let total: f64 = codes.values().sum();
     if total == 0.0 {
@@ -708,8 +962,7 @@ fn print_decisions(codes: &BTreeMap<String, f64>) {
     let listed: Vec<String> = codes.iter().map(|(c, n)| format!("{c} {n:.0}")).collect();
     let errors = codes.get("error").copied().unwrap_or(0.0);
     println!(
-        "sluice-rls decisions: {} ({:.2} % error: the store's answer came too late, the filter's \
-         failure mode let the request through uncounted)",
+        "sluice-rls decisions: {} ({:.2} % error: the store's answer came too late)",
         listed.join(", "),
         100.0 * errors / total
     );

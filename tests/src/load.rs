@@ -121,6 +121,11 @@ impl Service {
             .with_context(|| format!("{} did not start; log {}", self.name, self.log.display()))
     }
 
+    /// The port whose accepting means started (a consumer's admin port).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// Its process id while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(KillOnDrop::id)
@@ -154,6 +159,11 @@ pub struct ProcessStackOptions {
     pub redis: crate::Durability,
     /// More `redis-server` arguments.
     pub redis_args: Vec<String>,
+    /// The filter's `failure_mode` is `deny`: a request whose rate-limit
+    /// decision failed (sluice-rls too slow or unreachable) gets a 503
+    /// instead of going through uncounted, so that a load run counts it
+    /// as an error. The shipped config's `allow` otherwise.
+    pub refuse_undecided: bool,
 }
 
 /// The whole path, one process per part, on free loopback ports.
@@ -279,6 +289,11 @@ impl ProcessStack {
             backend: sim_port,
             deferral,
         })?;
+        let envoy_config = if options.refuse_undecided {
+            refuse_undecided(&envoy_config)?
+        } else {
+            envoy_config
+        };
         let envoy = Envoy::start(&envoy_config, envoy_admin, listener)?;
         Ok(ProcessStack {
             redis,
@@ -329,6 +344,12 @@ impl ProcessStack {
         add("broker", self.mq.broker_pid());
         add("namesrv", self.mq.namesrv_pid());
         pids
+    }
+
+    /// Envoy's admin address while it runs (`/stats`, `/memory`).
+    pub fn envoy_admin(&self) -> Option<std::net::SocketAddr> {
+        self.envoy.as_ref()?;
+        Some(([127, 0, 0, 1], self.envoy_admin).into())
     }
 
     /// The sums of sluice-rls's metrics `names` (their samples, all
@@ -754,27 +775,34 @@ pub async fn run_open_loop(
     records
 }
 
-/// The highest rate of whole answers (admitted requests, JSON) with
-/// `workers` requests in flight for `duration`: requests per second.
-pub async fn calibrate(client: &LoadClient, workers: usize, duration: Duration) -> f64 {
+/// The highest rate of whole answers with `workers` requests in flight for
+/// `duration`, each request `mix(n)` within `deadline`: requests per second.
+/// Requests that fail do not count, so a path that sheds load (a refused
+/// decision, a timeout) calibrates lower. Numbered from 2^48 on, apart from
+/// a run's.
+pub async fn calibrate<M>(
+    client: &LoadClient,
+    workers: usize,
+    duration: Duration,
+    mix: M,
+    deadline: fn(&RequestSpec) -> Duration,
+) -> f64
+where
+    M: Fn(u64) -> RequestSpec + Send + Sync + 'static,
+{
     let start = Instant::now();
-    let run_start = start;
+    let mix = std::sync::Arc::new(mix);
     let mut tasks = Vec::new();
     for worker in 0..workers {
         let client = client.clone();
+        let mix = mix.clone();
         tasks.push(tokio::spawn(async move {
             let mut ok = 0u64;
-            let mut number = worker as u64 * 1_000_000_000;
+            let mut number = (1u64 << 48) + worker as u64 * 1_000_000_000;
             while start.elapsed() < duration {
-                let spec = RequestSpec {
-                    class: Class::Admitted,
-                    stream: false,
-                    lane: 0,
-                };
-                let record = client
-                    .send(number, spec, run_start, Duration::from_secs(10))
-                    .await;
-                ok += u64::from(record.outcome == Outcome::Full);
+                let spec = mix(number);
+                let record = client.send(number, spec, start, deadline(&spec)).await;
+                ok += u64::from(record.outcome.is_success_for(spec.class));
                 number += 1;
             }
             ok
@@ -847,6 +875,16 @@ pub fn flat_measure(process: &str) -> (Measure, &'static str) {
     } else {
         (Measure::Rss, "no data file mapped")
     }
+}
+
+/// `config` (the filter's Envoy config) with `failure_mode: deny`.
+fn refuse_undecided(config: &str) -> anyhow::Result<String> {
+    const ALLOW: &str = r#""failure_mode": "allow""#;
+    anyhow::ensure!(
+        config.matches(ALLOW).count() == 1,
+        "envoy/sluice-filter.yaml has no single `{ALLOW}`"
+    );
+    Ok(config.replace(ALLOW, r#""failure_mode": "deny""#))
 }
 
 /// One measure of one process over a run, in KiB.
