@@ -8,6 +8,8 @@
 //!
 //! Nothing here touches the proxy-wasm ABI, so it all runs in native unit tests
 //! (and in the sidecar's ext_authz front door).
+// The filter runs inside Envoy: an index past the end would be a panic there.
+#![warn(clippy::indexing_slicing)]
 
 pub mod admission;
 pub mod config;
