@@ -48,10 +48,7 @@ impl ExtAuthzService {
     pub fn new(limiter: Arc<Limiter>, config: FilterConfig) -> Self {
         ExtAuthzService {
             limiter,
-            shared: Arc::new(Shared {
-                config,
-                encoders: BpeEncoders::new(),
-            }),
+            shared: Arc::new(Shared::new(config, BpeEncoders::new())),
         }
     }
 
