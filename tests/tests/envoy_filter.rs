@@ -23,13 +23,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// `meter`'s tokens an hour.
+const METER_TOKENS: u64 = 50_000_000;
+
 /// `acme` is refused over 3000 tokens an hour, `patient` deferred (high
-/// priority) over 50; `meter` is only counted.
+/// priority) over 50; `meter` is only counted, with room for a 4 MiB body
+/// charged by the counting budget's bound (about a token per byte past 128 KiB).
 fn limits() -> String {
     limits::file(&[
         limits::tenant(Some("acme"), 100, 3000, OverLimit::Reject),
         limits::tenant(Some("patient"), 100, 50, OverLimit::Defer("high")),
-        limits::tenant(Some("meter"), 1000, 1_000_000, OverLimit::Count),
+        limits::tenant(Some("meter"), 1000, METER_TOKENS, OverLimit::Count),
     ])
 }
 
@@ -390,8 +394,8 @@ async fn wasm_reconciles_real_usage() {
     };
     // The estimate (prompt + max_tokens 20) was replaced by what the backend reported.
     assert_eq!(
-        settle(1_000_000 - used).await,
-        1_000_000 - used,
+        settle(METER_TOKENS - used).await,
+        METER_TOKENS - used,
         "window not reconciled to {usage}"
     );
 
@@ -411,7 +415,7 @@ async fn wasm_reconciles_real_usage() {
         .unwrap();
     let streamed: Value = serde_json::from_str(usage_line.trim_start_matches("data: ")).unwrap();
     let stream_used = streamed["usage"]["total_tokens"].as_u64().unwrap();
-    let expected = 1_000_000 - used - stream_used;
+    let expected = METER_TOKENS - used - stream_used;
     assert_eq!(
         settle(expected).await,
         expected,
