@@ -498,17 +498,25 @@ async fn ext_authz_truncated_body_is_refused() {
     assert_eq!(small.status, 200);
 }
 
-/// The RLS (Wasm) or the ext_authz sidecar unreachable: served with the
-/// default failure mode, refused with 503 once it says deny.
+/// The RLS (Wasm) or the ext_authz sidecar unreachable: served when the
+/// failure mode allows, refused with 503 when it denies. Shipped: the
+/// filter allows (sluice-rls down), ext_authz denies (Envoy cannot tell a
+/// slow check from a down sidecar).
 async fn limiter_down_fails_open_or_closed(front: FrontDoor) {
-    let deny = match front {
-        FrontDoor::Wasm => ("\"failure_mode\": \"allow\"", "\"failure_mode\": \"deny\""),
-        FrontDoor::ExtAuthz => ("failure_mode_allow: true", "failure_mode_allow: false"),
+    let (open_edits, closed_edits) = match front {
+        FrontDoor::Wasm => (
+            vec![],
+            vec![("\"failure_mode\": \"allow\"", "\"failure_mode\": \"deny\"")],
+        ),
+        FrontDoor::ExtAuthz => (
+            vec![("failure_mode_allow: false", "failure_mode_allow: true")],
+            vec![],
+        ),
     };
-    let open = stack(front, &[], false).await;
+    let open = stack(front, &open_edits, false).await;
     let response = open.chat("meter", chat_body(1, 5, false), &[]).await;
     assert_eq!(response.status, 200, "{response:?}");
-    let closed = stack(front, &[deny], false).await;
+    let closed = stack(front, &closed_edits, false).await;
     let response = closed.chat("meter", chat_body(1, 5, false), &[]).await;
     assert_eq!(response.status, 503, "{response:?}");
     // The filter answers itself and counts; with ext_authz Envoy decides.
