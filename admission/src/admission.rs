@@ -419,17 +419,36 @@ impl<E: Encoders> RequestAdmission<E> {
         {
             return verdict;
         }
-        let started = host.now_nanos();
-        let counted = request.prompt_count(
-            counter,
-            shared.config.image_tokens,
-            shared.config.count_budget_bytes,
-        );
+        let counted = self.count_prompt(host, &request, counter);
         self.estimate = Estimate {
             prompt_tokens: counted.tokens,
             output_tokens,
         };
-        if shared.config.timing_headers {
+        // A bounded count only says "at most": it refuses nothing by itself.
+        if let Some(max) = max_prompt.filter(|&max| counted.exact && counted.tokens > max) {
+            return self.prompt_too_long(host, max, counted.tokens, "");
+        }
+        host.count(Metric::PromptTokens, self.estimate.prompt_tokens);
+        self.keep_for_forwarding(endpoint, &request, &body);
+        self.costs = self.descriptor_costs(self.estimate.prompt_tokens, output_tokens);
+        if let Some(known) = self.known_over(host) {
+            self.act_on_known_over(host, known);
+            return Verdict::Pause;
+        }
+        self.ask_rls(host)
+    }
+
+    /// Counts the prompt within the budget (timed when `timing_headers`).
+    fn count_prompt(
+        &mut self,
+        host: &mut dyn Host,
+        request: &LlmRequest,
+        counter: &dyn crate::TokenCounter,
+    ) -> openai::PromptCount {
+        let started = host.now_nanos();
+        let config = &self.shared.config;
+        let counted = request.prompt_count(counter, config.image_tokens, config.count_budget_bytes);
+        if config.timing_headers {
             let micros = (host.now_nanos().saturating_sub(started) / 1000).to_string();
             host.set_request_header(COUNT_MICROS_HEADER, &micros);
             self.downstream_headers
@@ -438,29 +457,25 @@ impl<E: Encoders> RequestAdmission<E> {
         if !counted.exact {
             host.count(Metric::CountBounded, 1);
         }
-        // A bounded count only says "at most": it refuses nothing by itself.
-        if let Some(max) = max_prompt.filter(|&max| counted.exact && counted.tokens > max) {
-            return self.prompt_too_long(host, max, counted.tokens, "");
-        }
-        host.count(Metric::PromptTokens, self.estimate.prompt_tokens);
-        if shared.config.deferral.active() {
-            self.body_sha256 = Some(deferral::body_digest(&body));
+        counted
+    }
+
+    /// What forwarding may need of the body: its digest for a deferral
+    /// token, and the body asking for stream usage.
+    fn keep_for_forwarding(&mut self, endpoint: Endpoint, request: &LlmRequest, body: &[u8]) {
+        let config = &self.shared.config;
+        if config.deferral.active() {
+            self.body_sha256 = Some(deferral::body_digest(body));
         }
         let streams_text = matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Completions);
-        if shared.config.reconcile
-            && shared.config.add_stream_usage
+        if config.reconcile
+            && config.add_stream_usage
             && streams_text
             && request.stream
             && !request.include_usage
         {
-            self.body_with_usage = stream_usage::request_with_usage(&body);
+            self.body_with_usage = stream_usage::request_with_usage(body);
         }
-        self.costs = self.descriptor_costs(self.estimate.prompt_tokens, output_tokens);
-        if let Some(known) = self.known_over(host) {
-            self.act_on_known_over(host, known);
-            return Verdict::Pause;
-        }
-        self.ask_rls(host)
     }
 
     /// Answers a request the cheap lower bound of its prompt already
