@@ -11,13 +11,15 @@ use crate::descriptors::{
 };
 use crate::errors::LocalReply;
 use crate::host::{Host, LogLevel, Metric, TenantUsage};
-use crate::openai::{self, Endpoint, Estimate};
+use crate::openai::{self, Endpoint, Estimate, LlmRequest};
+use crate::over_limit::{KnownOver, OverLimitMemory, Remembered, Rule};
 use crate::stream_usage::{self, UsageStripper};
 use crate::usage::{Outcome, UsageTracker};
 use crate::TokenCounter;
 use prost::Message;
 use sluice_proto::rls::{Code, RateLimitResponse};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Headers Sluice sets upstream. A client sending any header with
 /// [`SLUICE_HEADER_PREFIX`] has it removed.
@@ -38,6 +40,7 @@ pub const CONTENT_ENCODING_HEADER: &str = "content-encoding";
 pub const SLUICE_HEADER_PREFIX: &str = "x-sluice-";
 
 const CONTENT_LENGTH: &str = "content-length";
+const RETRY_AFTER: &str = "retry-after";
 const CONTENT_TYPE: &str = "content-type";
 const EVENT_STREAM: &str = "text/event-stream";
 
@@ -62,6 +65,40 @@ pub enum Verdict {
 pub struct Shared<E> {
     pub config: FilterConfig,
     pub encoders: E,
+    /// OVER_LIMIT answers still in force (see [`crate::over_limit`]).
+    memory: Mutex<OverLimitMemory>,
+    /// When the rate-limit service last answered a call (Unix ms; 0: never).
+    last_rls_answer_ms: AtomicU64,
+}
+
+impl<E> Shared<E> {
+    pub fn new(config: FilterConfig, encoders: E) -> Self {
+        Shared {
+            config,
+            encoders,
+            memory: Mutex::new(OverLimitMemory::default()),
+            last_rls_answer_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// The memory of OVER_LIMIT answers (a poisoned lock still holds a
+    /// consistent memory: every change to it is one call).
+    pub fn memory(&self) -> MutexGuard<'_, OverLimitMemory> {
+        self.memory
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn rls_answered(&self, now_ms: u64) {
+        self.last_rls_answer_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// No call was answered for `rls_down_after_ms`: the service is down,
+    /// not merely slow or busy.
+    fn rls_seems_down(&self, now_ms: u64) -> bool {
+        let last = self.last_rls_answer_ms.load(Ordering::Relaxed);
+        last == 0 || now_ms.saturating_sub(last) >= self.config.rls_down_after_ms
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -109,6 +146,9 @@ pub struct RequestAdmission<E> {
     stripper: Option<UsageStripper>,
     /// When the request headers arrived (`Host::now_nanos`): the body deadline counts from here.
     headers_at: u64,
+    /// The hits of each descriptor sent to the RLS, in order (requests,
+    /// then each token budget): what an OVER_LIMIT answer refused.
+    costs: Vec<u64>,
 }
 
 impl<E: Encoders> RequestAdmission<E> {
@@ -133,6 +173,7 @@ impl<E: Encoders> RequestAdmission<E> {
             added_stream_usage: false,
             stripper: None,
             headers_at: 0,
+            costs: Vec::new(),
         }
     }
 
@@ -251,15 +292,23 @@ impl<E: Encoders> RequestAdmission<E> {
         self.endpoint = Some(endpoint);
 
         let tenant = match &self.config().tenant {
-            TenantSource::Header(name) => host.request_header(name),
+            TenantSource::Header(name) => Ok(host.request_header(name)),
             TenantSource::Property(path) => {
                 let path: Vec<&str> = path.iter().map(String::as_str).collect();
-                host.property(&path)
-                    .and_then(|bytes| String::from_utf8(bytes).ok())
+                host.property(&path).map(tenant_from_property).transpose()
             }
-        }
-        .filter(|t| !t.is_empty());
-        self.tenant = match tenant {
+        };
+        let Ok(tenant) = tenant else {
+            host.count(Metric::InvalidTenant, 1);
+            let reply = LocalReply::error(
+                401,
+                "the tenant identity on this request is not a string (an object or a list in the token?)",
+                "authentication_error",
+                "invalid_tenant",
+            );
+            return self.reply(host, reply);
+        };
+        self.tenant = match tenant.filter(|t| !t.is_empty()) {
             Some(t) => sanitize_value(&t),
             None if self.config().tenant_required => {
                 host.count(Metric::MissingTenant, 1);
@@ -361,32 +410,161 @@ impl<E: Encoders> RequestAdmission<E> {
         };
         self.model = sanitize_value(&model);
         self.encoding = encoding.map(str::to_string);
-        let started = host.now_nanos();
+        let output_tokens = shared
+            .config
+            .output_estimate(&model, request.requested_output);
+        let max_prompt = shared.config.max_prompt_for(&model);
+        if let Some(verdict) =
+            self.refuse_before_counting(host, &request, counter, output_tokens, max_prompt)
+        {
+            return verdict;
+        }
+        let counted = self.count_prompt(host, &request, counter);
         self.estimate = Estimate {
-            prompt_tokens: request.prompt_tokens(counter, shared.config.image_tokens),
-            output_tokens: shared
-                .config
-                .output_estimate(&model, request.requested_output),
+            prompt_tokens: counted.tokens,
+            output_tokens,
         };
-        if shared.config.timing_headers {
+        // A bounded count only says "at most": it refuses nothing by itself.
+        if let Some(max) = max_prompt.filter(|&max| counted.exact && counted.tokens > max) {
+            return self.prompt_too_long(host, max, counted.tokens, "");
+        }
+        host.count(Metric::PromptTokens, self.estimate.prompt_tokens);
+        self.keep_for_forwarding(endpoint, &request, &body);
+        self.costs = self.descriptor_costs(self.estimate.prompt_tokens, output_tokens);
+        if let Some(known) = self.known_over(host) {
+            self.act_on_known_over(host, known);
+            return Verdict::Pause;
+        }
+        self.ask_rls(host)
+    }
+
+    /// Counts the prompt within the budget (timed when `timing_headers`).
+    fn count_prompt(
+        &mut self,
+        host: &mut dyn Host,
+        request: &LlmRequest,
+        counter: &dyn crate::TokenCounter,
+    ) -> openai::PromptCount {
+        let started = host.now_nanos();
+        let config = &self.shared.config;
+        let counted = request.prompt_count(counter, config.image_tokens, config.count_budget_bytes);
+        if config.timing_headers {
             let micros = (host.now_nanos().saturating_sub(started) / 1000).to_string();
             host.set_request_header(COUNT_MICROS_HEADER, &micros);
             self.downstream_headers
                 .push((COUNT_MICROS_HEADER.into(), micros));
         }
-        host.count(Metric::PromptTokens, self.estimate.prompt_tokens);
-        if shared.config.deferral.active() {
-            self.body_sha256 = Some(deferral::body_digest(&body));
+        if !counted.exact {
+            host.count(Metric::CountBounded, 1);
+        }
+        counted
+    }
+
+    /// What forwarding may need of the body: its digest for a deferral
+    /// token, and the body asking for stream usage.
+    fn keep_for_forwarding(&mut self, endpoint: Endpoint, request: &LlmRequest, body: &[u8]) {
+        let config = &self.shared.config;
+        if config.deferral.active() {
+            self.body_sha256 = Some(deferral::body_digest(body));
         }
         let streams_text = matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Completions);
-        if shared.config.reconcile
-            && shared.config.add_stream_usage
+        if config.reconcile
+            && config.add_stream_usage
             && streams_text
             && request.stream
             && !request.include_usage
         {
-            self.body_with_usage = stream_usage::request_with_usage(&body);
+            self.body_with_usage = stream_usage::request_with_usage(body);
         }
+    }
+
+    /// Answers a request the cheap lower bound of its prompt already
+    /// decides, before any token is counted: longer than the model takes,
+    /// or over a limit this VM knows of (when that limit rejects: a
+    /// deferral needs the real count).
+    fn refuse_before_counting(
+        &mut self,
+        host: &mut dyn Host,
+        request: &LlmRequest,
+        counter: &dyn crate::TokenCounter,
+        output_tokens: u64,
+        max_prompt: Option<u64>,
+    ) -> Option<Verdict> {
+        let max_token_bytes = counter.max_token_bytes()?;
+        let at_least = request.prompt_tokens_at_least(max_token_bytes, self.config().image_tokens);
+        if let Some(max) = max_prompt.filter(|&max| at_least > max) {
+            return Some(self.prompt_too_long(host, max, at_least, "at least "));
+        }
+        self.estimate = Estimate {
+            prompt_tokens: at_least,
+            output_tokens,
+        };
+        self.costs = self.descriptor_costs(at_least, output_tokens);
+        let known = self.known_over(host)?;
+        if known.action != Remembered::Reject {
+            return None;
+        }
+        self.act_on_known_over(host, known);
+        Some(Verdict::Pause)
+    }
+
+    /// 400 in OpenAI's shape for a prompt longer than the model's context.
+    fn prompt_too_long(
+        &mut self,
+        host: &mut dyn Host,
+        max: u64,
+        tokens: u64,
+        qualifier: &str,
+    ) -> Verdict {
+        let message = format!(
+            "This model's maximum context length is {max} tokens. However, your messages resulted in {qualifier}{tokens} tokens. Please reduce the length of the messages."
+        );
+        self.refuse_body(
+            host,
+            Metric::PromptTooLong,
+            400,
+            &message,
+            "context_length_exceeded",
+        )
+    }
+
+    /// The hits of each descriptor the admission call sends (requests
+    /// first, then each budget).
+    fn descriptor_costs(&self, input: u64, output: u64) -> Vec<u64> {
+        std::iter::once(1)
+            .chain(self.per_budget(input, output).into_iter().map(|(_, c)| c))
+            .collect()
+    }
+
+    fn known_over(&self, host: &dyn Host) -> Option<KnownOver> {
+        let now_ms = host.now_nanos() / 1_000_000;
+        self.shared
+            .memory()
+            .check(&self.tenant, &self.model, &self.costs, now_ms)
+    }
+
+    /// Reject or defer without a call, as the remembered answer did.
+    fn act_on_known_over(&mut self, host: &mut dyn Host, known: KnownOver) {
+        match known.action {
+            Remembered::Defer(priority) if self.config().deferral.active() => {
+                host.count(Metric::LocalDeferred, 1);
+                self.defer(host, &priority);
+            }
+            _ => {
+                host.count(Metric::LocalRejected, 1);
+                let seconds = known.retry_after_ms.div_ceil(1000).max(1).to_string();
+                self.downstream_headers
+                    .retain(|(k, _)| !k.eq_ignore_ascii_case(RETRY_AFTER));
+                self.downstream_headers.push((RETRY_AFTER.into(), seconds));
+                self.reject(host, true);
+            }
+        }
+    }
+
+    /// The admission call; its deadline (`rls_timeout_ms`) runs from here,
+    /// after counting.
+    fn ask_rls(&mut self, host: &mut dyn Host) -> Verdict {
+        let shared = self.shared.clone();
         let message = admission_request(
             &shared.config.domain,
             &self.tenant,
@@ -404,6 +582,7 @@ impl<E: Encoders> RequestAdmission<E> {
                 self.rls_failed(
                     host,
                     &format!("cannot call the rate-limit service: {error}"),
+                    false,
                 );
                 // rls_failed either resumed or replied; the body callback itself stays paused.
                 Verdict::Pause
@@ -422,16 +601,29 @@ impl<E: Encoders> RequestAdmission<E> {
         if self.phase != Phase::WaitingForRls(token) {
             return;
         }
+        let now_ms = host.now_nanos() / 1_000_000;
         if grpc_status != 0 {
+            // Envoy reports its own deadline as a failed call (UNAVAILABLE,
+            // like a refused connection): the time taken tells them apart.
+            let timed_out =
+                now_ms.saturating_sub(self.rls_asked_at_ms) + 1 >= self.config().rls_timeout_ms;
             return self.rls_failed(
                 host,
                 &format!("rate-limit service answered gRPC status {grpc_status}"),
+                timed_out,
             );
         }
         let response = match body.map(RateLimitResponse::decode) {
             Some(Ok(response)) => response,
-            _ => return self.rls_failed(host, "unreadable answer from the rate-limit service"),
+            _ => {
+                return self.rls_failed(
+                    host,
+                    "unreadable answer from the rate-limit service",
+                    false,
+                )
+            }
         };
+        self.shared.rls_answered(now_ms);
         for header in &response.response_headers_to_add {
             self.downstream_headers
                 .push((header.key.clone(), header.value.clone()));
@@ -450,6 +642,7 @@ impl<E: Encoders> RequestAdmission<E> {
                 .and_then(|v| v.as_str())
         };
         if response.overall_code != Code::OverLimit as i32 {
+            self.shared.memory().forget(&self.tenant, &self.model);
             let charged_at = field(sluice_metadata::CHARGED_AT_MS).and_then(|v| v.parse().ok());
             self.admit(host, charged_at);
             return;
@@ -458,11 +651,63 @@ impl<E: Encoders> RequestAdmission<E> {
         let priority = field(sluice_metadata::PRIORITY)
             .unwrap_or("normal")
             .to_string();
-        if action == sluice_metadata::ACTION_DEFER && self.config().deferral.active() {
+        let retry_after_ms = field(sluice_metadata::RETRY_AFTER_SECONDS)
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(|s| s.saturating_mul(1000));
+        let defers = action == sluice_metadata::ACTION_DEFER && self.config().deferral.active();
+        let remembered = if defers {
+            Remembered::Defer(priority.clone())
+        } else {
+            Remembered::Reject
+        };
+        self.remember_over(&response, retry_after_ms, remembered, now_ms);
+        if defers {
             self.defer(host, &priority);
         } else {
             self.reject(host, metadata.is_some());
         }
+    }
+
+    /// Keeps what an OVER_LIMIT answer says about this tenant × model: for
+    /// each descriptor over, the least cost that is over and until when
+    /// (its reset, else the answer's retry-after, capped by `max_ms`).
+    fn remember_over(
+        &self,
+        response: &RateLimitResponse,
+        retry_after_ms: Option<u64>,
+        action: Remembered,
+        now_ms: u64,
+    ) {
+        let config = &self.config().over_limit_memory;
+        let rules: Vec<Rule> = response
+            .statuses
+            .iter()
+            .enumerate()
+            .filter(|(_, status)| status.code == Code::OverLimit as i32)
+            .filter_map(|(index, status)| {
+                let cost = *self.costs.get(index)?;
+                let reset_ms = status
+                    .duration_until_reset
+                    .as_ref()
+                    .map(|d| {
+                        u64::try_from(d.seconds).unwrap_or(0).saturating_mul(1000)
+                            + u64::try_from(d.nanos).unwrap_or(0) / 1_000_000
+                    })
+                    .or(retry_after_ms)
+                    .filter(|&ms| ms > 0)?;
+                let at_least = cost
+                    .min(u64::from(status.limit_remaining).saturating_add(1))
+                    .max(1);
+                Some(Rule {
+                    index,
+                    at_least,
+                    until_ms: now_ms.saturating_add(reset_ms.min(config.max_ms)),
+                })
+            })
+            .collect();
+        self.shared
+            .memory()
+            .remember(config, &self.tenant, &self.model, rules, action, now_ms);
     }
 
     fn set_accounting_headers(&self, host: &mut dyn Host) {
@@ -554,7 +799,7 @@ impl<E: Encoders> RequestAdmission<E> {
         let retry_after = self
             .downstream_headers
             .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))
+            .find(|(k, _)| k.eq_ignore_ascii_case(RETRY_AFTER))
             .map(|(_, v)| v.clone());
         let message = format!(
             "Rate limit reached for tenant '{}' on model '{}' ({} tokens requested).{}",
@@ -580,13 +825,31 @@ impl<E: Encoders> RequestAdmission<E> {
         self.phase = Phase::Finished;
     }
 
-    fn rls_failed(&mut self, host: &mut dyn Host, why: &str) {
-        match self.config().failure_mode {
+    /// A call that failed: `failure_mode_on_timeout` decides a timeout,
+    /// `failure_mode` a service that is down (no answer for
+    /// `rls_down_after_ms`); any other failure is denied, so that no caller
+    /// can open the gate by loading the service or the worker.
+    fn rls_failed(&mut self, host: &mut dyn Host, why: &str, timed_out: bool) {
+        let now_ms = host.now_nanos() / 1_000_000;
+        let (mode, setting) = if timed_out {
+            (
+                self.config().failure_mode_on_timeout,
+                "failure_mode_on_timeout",
+            )
+        } else if self.shared.rls_seems_down(now_ms) {
+            (self.config().failure_mode, "failure_mode")
+        } else {
+            (
+                FailureMode::Deny,
+                "the service answered other calls recently",
+            )
+        };
+        match mode {
             FailureMode::Allow => {
                 host.count(Metric::RlsFailureAllowed, 1);
                 host.log(
                     LogLevel::Warn,
-                    &format!("sluice: {why}; letting the request through (failure_mode allow)"),
+                    &format!("sluice: {why}; letting the request through ({setting})"),
                 );
                 self.set_accounting_headers(host);
                 self.phase = Phase::Forwarded;
@@ -596,7 +859,7 @@ impl<E: Encoders> RequestAdmission<E> {
                 host.count(Metric::RlsFailureDenied, 1);
                 host.log(
                     LogLevel::Warn,
-                    &format!("sluice: {why}; refusing the request (failure_mode deny)"),
+                    &format!("sluice: {why}; refusing the request ({setting})"),
                 );
                 let reply = LocalReply::error(
                     503,
@@ -748,6 +1011,19 @@ impl<E: Encoders> RequestAdmission<E> {
             host.send_reconcile(request.encode_to_vec(), self.admitted_at_ms);
         }
     }
+}
+
+/// A tenant from an Envoy property: a string claim, as its bytes. An
+/// object or a list (Envoy hands those over serialized, full of control
+/// bytes, or as JSON text) is no identity: `Err`.
+fn tenant_from_property(bytes: Vec<u8>) -> Result<String, ()> {
+    let text = String::from_utf8(bytes).map_err(|_| ())?;
+    let structured =
+        text.trim_start().starts_with(['{', '[']) || text.chars().any(|c| c.is_control());
+    if structured {
+        return Err(());
+    }
+    Ok(text)
 }
 
 #[cfg(test)]

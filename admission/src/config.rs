@@ -3,6 +3,7 @@
 
 use crate::deferral::Secret;
 pub use crate::descriptors::Budget;
+pub use crate::over_limit::OverLimitMemoryConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -20,13 +21,18 @@ pub enum TenantSource {
     Property(Vec<String>),
 }
 
+/// What a failed rate-limit call does. `failure_mode` applies to a
+/// service that is down (the call failed fast and no call of this worker
+/// was answered for `rls_down_after_ms`); `failure_mode_on_timeout` to a
+/// call that ran out its deadline; any other failure (the service answers
+/// other calls) is denied, so that load can never open the gate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureMode {
-    /// RLS unreachable or erroring: let the request through (counted).
+    /// Let the request through (uncounted).
     #[default]
     Allow,
-    /// RLS unreachable or erroring: answer 503.
+    /// Answer 503 `rate_limit_unavailable`.
     Deny,
 }
 
@@ -126,8 +132,32 @@ pub struct FilterConfig {
     /// A body still incomplete this long after the headers gets 408.
     #[serde(default = "default_body_timeout_ms")]
     pub body_timeout_ms: u64,
+    /// A rate-limit service that is down (see [`FailureMode`]).
     #[serde(default)]
     pub failure_mode: FailureMode,
+    /// A rate-limit call that ran out `rls_timeout_ms`: denied unless set
+    /// to `allow` (a slow service is one under load, which a caller can cause).
+    #[serde(default = "deny")]
+    pub failure_mode_on_timeout: FailureMode,
+    /// How long without any answer from the rate-limit service (per VM,
+    /// i.e. Envoy worker) before a fast failure counts as the service being
+    /// down, which `failure_mode` decides.
+    #[serde(default = "default_rls_down_after_ms")]
+    pub rls_down_after_ms: u64,
+    /// Bytes of prompt text counted exactly per request; the rest is
+    /// charged its byte length (never fewer tokens than it has). Bounds the
+    /// time one request's counting holds an Envoy worker.
+    #[serde(default = "default_count_budget_bytes")]
+    pub count_budget_bytes: usize,
+    /// Longest prompt per model (exact name or `prefix*`), in tokens, e.g.
+    /// the model's context window: longer prompts get 400
+    /// `context_length_exceeded`, before counting when their lower bound
+    /// already exceeds it.
+    #[serde(default)]
+    pub max_prompt_tokens: BTreeMap<String, u64>,
+    /// What the VM remembers of OVER_LIMIT answers (see [`crate::over_limit`]).
+    #[serde(default)]
+    pub over_limit_memory: OverLimitMemoryConfig,
     #[serde(default)]
     pub unknown_paths: UnknownPaths,
     /// Token cost charged per image part (OpenAI's low-detail cost is 85,
@@ -217,6 +247,21 @@ fn default_budgets() -> Vec<Budget> {
 
 fn yes() -> bool {
     true
+}
+fn deny() -> FailureMode {
+    FailureMode::Deny
+}
+/// Exact counting per request, in bytes of prompt text. Measured in Envoy
+/// (docs/filter.md, Counting budget): the slowest text found costs about
+/// 0.25 µs per budget byte in V8, so 128 KiB holds a worker about 30 ms at
+/// worst, and 128 KiB of ordinary text (about 30,000 tokens) counts in
+/// under 2 ms.
+pub const DEFAULT_COUNT_BUDGET_BYTES: usize = 128 * 1024;
+fn default_count_budget_bytes() -> usize {
+    DEFAULT_COUNT_BUDGET_BYTES
+}
+fn default_rls_down_after_ms() -> u64 {
+    5_000
 }
 fn default_output_tokens() -> u64 {
     512
@@ -327,6 +372,27 @@ impl FilterConfig {
                 self.max_body_bytes
             ));
         }
+        if !(100..=600_000).contains(&self.rls_down_after_ms) {
+            return fail(format!(
+                "rls_down_after_ms must be 100..600000, got {}",
+                self.rls_down_after_ms
+            ));
+        }
+        if !(1024..=64 * 1024 * 1024).contains(&self.count_budget_bytes) {
+            return fail(format!(
+                "count_budget_bytes must be between 1 KiB and 64 MiB, got {}",
+                self.count_budget_bytes
+            ));
+        }
+        if let Some((model, _)) = self.max_prompt_tokens.iter().find(|(_, &max)| max == 0) {
+            return fail(format!("max_prompt_tokens.{model} must be positive"));
+        }
+        if self.over_limit_memory.max_ms > 3_600_000 {
+            return fail(format!(
+                "over_limit_memory.max_ms must be at most 3600000 (1 h), got {}",
+                self.over_limit_memory.max_ms
+            ));
+        }
         if !(100..=600_000).contains(&self.body_timeout_ms) {
             return fail(format!(
                 "body_timeout_ms must be 100..600000, got {}",
@@ -383,6 +449,11 @@ impl FilterConfig {
         lookup_pattern(&self.model_encodings, model).map(String::as_str)
     }
 
+    /// The longest prompt `model` accepts, if configured.
+    pub fn max_prompt_for(&self, model: &str) -> Option<u64> {
+        lookup_pattern(&self.max_prompt_tokens, model).copied()
+    }
+
     /// Output-token estimate for a request: what it asked for, else the
     /// model's default, capped.
     pub fn output_estimate(&self, model: &str, requested: Option<u64>) -> u64 {
@@ -432,6 +503,43 @@ mod tests {
         assert_eq!((c.max_body_bytes, c.body_timeout_ms), (4 << 20, 10_000));
         assert_eq!(c.output_estimate("gpt-4o", None), 512);
         assert_eq!(c.output_estimate("gpt-4o", Some(1_000_000)), 32_768);
+    }
+
+    #[test]
+    fn the_new_limits_have_closed_defaults_and_old_configs_still_parse() {
+        let c = FilterConfig::from_json(
+            br#"{"tenant": {"header": "x-tenant-id"}, "failure_mode": "allow", "rls_timeout_ms": 250}"#,
+        )
+        .unwrap();
+        assert_eq!(c.failure_mode, FailureMode::Allow);
+        assert_eq!(c.failure_mode_on_timeout, FailureMode::Deny);
+        assert_eq!(c.rls_down_after_ms, 5_000);
+        assert_eq!(c.count_budget_bytes, DEFAULT_COUNT_BUDGET_BYTES);
+        assert_eq!(c.over_limit_memory, OverLimitMemoryConfig::default());
+        assert_eq!(c.max_prompt_for("gpt-4o"), None);
+        let c = FilterConfig::from_json(
+            br#"{"tenant": {"header": "t"}, "max_prompt_tokens": {"gpt-4o*": 128000, "gpt-4o-mini": 64000},
+                 "over_limit_memory": {"max_entries": 10, "max_bytes": 100000, "max_ms": 0},
+                 "failure_mode_on_timeout": "allow", "count_budget_bytes": 1048576}"#,
+        )
+        .unwrap();
+        assert_eq!(c.max_prompt_for("gpt-4o-mini"), Some(64_000));
+        assert_eq!(c.max_prompt_for("gpt-4o-2024"), Some(128_000));
+        assert_eq!(c.failure_mode_on_timeout, FailureMode::Allow);
+        assert_eq!(c.over_limit_memory.max_entries, 10);
+        for (json, why) in [
+            (r#""count_budget_bytes": 10"#, "count_budget_bytes"),
+            (r#""max_prompt_tokens": {"m": 0}"#, "max_prompt_tokens.m"),
+            (r#""rls_down_after_ms": 1"#, "rls_down_after_ms"),
+            (
+                r#""over_limit_memory": {"max_ms": 99999999}"#,
+                "over_limit_memory.max_ms",
+            ),
+        ] {
+            let text = format!(r#"{{"tenant": {{"header": "t"}}, {json}}}"#);
+            let error = FilterConfig::from_json(text.as_bytes()).unwrap_err();
+            assert!(error.contains(why), "{json}: {error}");
+        }
     }
 
     #[test]

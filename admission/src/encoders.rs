@@ -2,7 +2,7 @@
 //! Wasm filter and the ext_authz front door both count with.
 
 use crate::admission::Encoders;
-use crate::TokenCounter;
+use crate::{BoundedCount, TokenCounter};
 use sluice_tokenizer::{Encoding, Tokenizer};
 
 struct Counter(Tokenizer);
@@ -10,6 +10,12 @@ struct Counter(Tokenizer);
 impl TokenCounter for Counter {
     fn count(&self, text: &str) -> usize {
         self.0.count(text)
+    }
+    fn count_within(&self, text: &str, budget: &mut usize) -> BoundedCount {
+        self.0.count_within(text, budget)
+    }
+    fn max_token_bytes(&self) -> Option<usize> {
+        Some(self.0.max_token_bytes())
     }
 }
 

@@ -19,10 +19,20 @@ pub enum Metric {
     BodyTimeout,
     /// Answers without usage, charged their prompt plus the output counted as it passed.
     CountedOutput,
+    /// Prompts whose counting budget ran out: the rest charged its bytes.
+    CountBounded,
+    /// Prompts over the model's `max_prompt_tokens` (400 `context_length_exceeded`).
+    PromptTooLong,
+    /// Refused (429) by the VM's memory of OVER_LIMIT answers, without a call.
+    LocalRejected,
+    /// Deferred by that memory, without a call.
+    LocalDeferred,
+    /// A tenant property that was an object or a list (401 `invalid_tenant`).
+    InvalidTenant,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 12] = [
+    pub const ALL: [Metric; 17] = [
         Metric::Admitted,
         Metric::Rejected,
         Metric::Deferred,
@@ -35,6 +45,11 @@ impl Metric {
         Metric::PromptTokens,
         Metric::BodyTimeout,
         Metric::CountedOutput,
+        Metric::CountBounded,
+        Metric::PromptTooLong,
+        Metric::LocalRejected,
+        Metric::LocalDeferred,
+        Metric::InvalidTenant,
     ];
 
     /// Short event name (`admitted`, `bad_request`, ...): the stat name
@@ -61,6 +76,11 @@ impl Metric {
             Metric::PromptTokens => "sluice_prompt_tokens_total",
             Metric::BodyTimeout => "sluice_body_timeout_total",
             Metric::CountedOutput => "sluice_counted_output_total",
+            Metric::CountBounded => "sluice_count_bounded_total",
+            Metric::PromptTooLong => "sluice_prompt_too_long_total",
+            Metric::LocalRejected => "sluice_local_rejected_total",
+            Metric::LocalDeferred => "sluice_local_deferred_total",
+            Metric::InvalidTenant => "sluice_invalid_tenant_total",
         }
     }
 }

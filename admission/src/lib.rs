@@ -4,7 +4,8 @@
 //! * [`openai`] — OpenAI-compatible request parsing and token estimates;
 //! * [`descriptors`] — tenant/model sanitizing and the RLS request;
 //! * [`usage`] — reading real usage back from JSON and SSE responses;
-//! * [`admission`] — the per-request state machine over a small [`host::Host`] trait.
+//! * [`admission`] — the per-request state machine over a small [`host::Host`] trait;
+//! * [`over_limit`] — what a VM remembers of OVER_LIMIT answers.
 //!
 //! Nothing here touches the proxy-wasm ABI, so it all runs in native unit tests
 //! (and in the sidecar's ext_authz front door).
@@ -19,14 +20,43 @@ pub mod encoders;
 pub mod errors;
 pub mod host;
 pub mod openai;
+pub mod over_limit;
 pub mod stream_usage;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod usage;
 
+pub use sluice_tokenizer::BoundedCount;
+
 /// Counts tokens of ordinary text with one BPE encoding.
 pub trait TokenCounter {
     fn count(&self, text: &str) -> usize;
+
+    /// Counts `text` exactly if its work fits in `budget` (bytes), else
+    /// bounds it from above by its length (a byte-level BPE token covers at
+    /// least one byte); takes what it used from `budget`. This default
+    /// counts whole texts only; Sluice's tokenizer counts piece by piece.
+    fn count_within(&self, text: &str, budget: &mut usize) -> BoundedCount {
+        if text.len() <= *budget {
+            *budget -= text.len();
+            BoundedCount {
+                tokens: self.count(text),
+                exact: true,
+            }
+        } else {
+            *budget = 0;
+            BoundedCount {
+                tokens: text.len(),
+                exact: false,
+            }
+        }
+    }
+
+    /// Length in bytes of the encoding's longest token, when known: a text
+    /// of `n` bytes has at least `n / max_token_bytes` tokens.
+    fn max_token_bytes(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl<F: Fn(&str) -> usize> TokenCounter for F {

@@ -153,13 +153,55 @@ impl LlmRequest {
         self.body
     }
 
-    /// Prompt tokens with `counter`; images cost `image_tokens` each.
+    /// Prompt tokens with `counter`, all counted exactly; images cost
+    /// `image_tokens` each.
     pub fn prompt_tokens(&self, counter: &dyn TokenCounter, image_tokens: u64) -> u64 {
+        self.prompt_count(counter, image_tokens, usize::MAX).tokens
+    }
+
+    /// Prompt tokens, counted exactly while the texts fit in `budget_bytes`
+    /// (see [`TokenCounter::count_within`]), then bounded from above by the
+    /// bytes of the rest: never less than the exact count.
+    pub fn prompt_count(
+        &self,
+        counter: &dyn TokenCounter,
+        image_tokens: u64,
+        budget_bytes: usize,
+    ) -> PromptCount {
         let mut counting = Counting {
-            counter,
+            measure: Measure::Count {
+                counter,
+                budget: budget_bytes,
+            },
             image_tokens,
             total: 0,
+            exact: true,
         };
+        self.walk(&mut counting);
+        PromptCount {
+            tokens: counting.total,
+            exact: counting.exact,
+        }
+    }
+
+    /// A lower bound of the prompt's tokens, without counting: every text
+    /// of `n` bytes has at least `n / max_token_bytes` tokens (the
+    /// encoding's longest token), plus the per-message tokens and images.
+    /// Costs a walk over the parsed body, no tokenizing.
+    pub fn prompt_tokens_at_least(&self, max_token_bytes: usize, image_tokens: u64) -> u64 {
+        let mut counting = Counting {
+            measure: Measure::LowerBound {
+                max_token_bytes: max_token_bytes.max(1),
+            },
+            image_tokens,
+            total: 0,
+            exact: false,
+        };
+        self.walk(&mut counting);
+        counting.total
+    }
+
+    fn walk(&self, counting: &mut Counting<'_>) {
         let body = &self.body;
         match self.endpoint {
             Endpoint::ChatCompletions => {
@@ -207,7 +249,6 @@ impl LlmRequest {
                 }
             }
         }
-        counting.total
     }
 
     /// Whether the client asked for a streamed answer.
@@ -220,15 +261,43 @@ const TOKENS_PER_MESSAGE: u64 = 3;
 const TOKENS_PER_NAME: u64 = 1;
 const REPLY_PRIMING: u64 = 3;
 
+/// A prompt's token count: exact, or (after the counting budget ran out)
+/// an upper bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PromptCount {
+    pub tokens: u64,
+    pub exact: bool,
+}
+
+enum Measure<'a> {
+    /// Count with `counter` while `budget` (bytes) lasts, then bound.
+    Count {
+        counter: &'a dyn TokenCounter,
+        budget: usize,
+    },
+    /// Only the lower bound of each text (its bytes over the longest token).
+    LowerBound { max_token_bytes: usize },
+}
+
 struct Counting<'a> {
-    counter: &'a dyn TokenCounter,
+    measure: Measure<'a>,
     image_tokens: u64,
     total: u64,
+    /// Every text was counted exactly.
+    exact: bool,
 }
 
 impl Counting<'_> {
     fn text(&mut self, text: &str) {
-        self.total = self.total.saturating_add(self.counter.count(text) as u64);
+        let tokens = match &mut self.measure {
+            Measure::Count { counter, budget } => {
+                let counted = counter.count_within(text, budget);
+                self.exact &= counted.exact;
+                counted.tokens
+            }
+            Measure::LowerBound { max_token_bytes } => text.len().div_ceil(*max_token_bytes),
+        };
+        self.total = self.total.saturating_add(tokens as u64);
     }
 
     fn json(&mut self, value: &Value) {

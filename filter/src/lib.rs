@@ -92,7 +92,7 @@ impl RootContext for SluiceRoot {
             config.domain,
             config.failure_mode
         );
-        self.shared = Some(Arc::new(Shared { config, encoders }));
+        self.shared = Some(Arc::new(Shared::new(config, encoders)));
         true
     }
 

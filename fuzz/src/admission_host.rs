@@ -39,10 +39,7 @@ fn shared(strict: bool) -> Option<Arc<Shared<BpeEncoders>>> {
     };
     cached(cell, || {
         let config = FilterConfig::from_json(json.as_bytes()).ok()?;
-        Some(Arc::new(Shared {
-            config,
-            encoders: BpeEncoders::new(),
-        }))
+        Some(Arc::new(Shared::new(config, BpeEncoders::new())))
     })
     .clone()
 }

@@ -48,10 +48,7 @@ impl ExtAuthzService {
     pub fn new(limiter: Arc<Limiter>, config: FilterConfig) -> Self {
         ExtAuthzService {
             limiter,
-            shared: Arc::new(Shared {
-                config,
-                encoders: BpeEncoders::new(),
-            }),
+            shared: Arc::new(Shared::new(config, BpeEncoders::new())),
         }
     }
 
@@ -127,6 +124,10 @@ impl Host for CheckHost<'_> {
         match &current.fields.get(*last)?.kind {
             Some(Kind::StringValue(s)) => Some(s.clone().into_bytes()),
             Some(Kind::NumberValue(n)) => Some(n.to_string().into_bytes()),
+            // Not an identity: the admission answers 401 `invalid_tenant`
+            // (what the contents were does not matter).
+            Some(Kind::StructValue(_)) => Some(b"{}".to_vec()),
+            Some(Kind::ListValue(_)) => Some(b"[]".to_vec()),
             _ => None,
         }
     }

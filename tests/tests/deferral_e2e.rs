@@ -178,6 +178,19 @@ async fn resume_needs_the_token_and_forged_deferrals_are_refused(
     );
     let bare = get(format!("/v1/sluice/streams/{id}")).await.unwrap();
     assert_eq!(bare.status, 404, "{bare:?}");
+    // Through Envoy too: the shipped config routes resume to the endpoint.
+    let path = format!("/v1/sluice/streams/{token}");
+    let via_envoy =
+        tokio::task::spawn_blocking(move || http_request(envoy_addr, "GET", &path, &[], b""))
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(via_envoy.status, 200, "{via_envoy:?}");
+    assert!(
+        via_envoy.body.ends_with("data: [DONE]\n\n"),
+        "{}",
+        via_envoy.body
+    );
 
     let body =
         r#"{"model": "gpt-4o", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}"#;

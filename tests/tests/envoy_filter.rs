@@ -23,13 +23,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// `meter`'s tokens an hour.
+const METER_TOKENS: u64 = 50_000_000;
+
 /// `acme` is refused over 3000 tokens an hour, `patient` deferred (high
-/// priority) over 50; `meter` is only counted.
+/// priority) over 50; `meter` is only counted, with room for a 4 MiB body
+/// charged by the counting budget's bound (about a token per byte past 128 KiB).
 fn limits() -> String {
     limits::file(&[
         limits::tenant(Some("acme"), 100, 3000, OverLimit::Reject),
         limits::tenant(Some("patient"), 100, 50, OverLimit::Defer("high")),
-        limits::tenant(Some("meter"), 1000, 1_000_000, OverLimit::Count),
+        limits::tenant(Some("meter"), 1000, METER_TOKENS, OverLimit::Count),
     ])
 }
 
@@ -390,8 +394,8 @@ async fn wasm_reconciles_real_usage() {
     };
     // The estimate (prompt + max_tokens 20) was replaced by what the backend reported.
     assert_eq!(
-        settle(1_000_000 - used).await,
-        1_000_000 - used,
+        settle(METER_TOKENS - used).await,
+        METER_TOKENS - used,
         "window not reconciled to {usage}"
     );
 
@@ -411,7 +415,7 @@ async fn wasm_reconciles_real_usage() {
         .unwrap();
     let streamed: Value = serde_json::from_str(usage_line.trim_start_matches("data: ")).unwrap();
     let stream_used = streamed["usage"]["total_tokens"].as_u64().unwrap();
-    let expected = 1_000_000 - used - stream_used;
+    let expected = METER_TOKENS - used - stream_used;
     assert_eq!(
         settle(expected).await,
         expected,
@@ -494,17 +498,25 @@ async fn ext_authz_truncated_body_is_refused() {
     assert_eq!(small.status, 200);
 }
 
-/// The RLS (Wasm) or the ext_authz sidecar unreachable: served with the
-/// default failure mode, refused with 503 once it says deny.
+/// The RLS (Wasm) or the ext_authz sidecar unreachable: served when the
+/// failure mode allows, refused with 503 when it denies. Shipped: the
+/// filter allows (sluice-rls down), ext_authz denies (Envoy cannot tell a
+/// slow check from a down sidecar).
 async fn limiter_down_fails_open_or_closed(front: FrontDoor) {
-    let deny = match front {
-        FrontDoor::Wasm => ("\"failure_mode\": \"allow\"", "\"failure_mode\": \"deny\""),
-        FrontDoor::ExtAuthz => ("failure_mode_allow: true", "failure_mode_allow: false"),
+    let (open_edits, closed_edits) = match front {
+        FrontDoor::Wasm => (
+            vec![],
+            vec![("\"failure_mode\": \"allow\"", "\"failure_mode\": \"deny\"")],
+        ),
+        FrontDoor::ExtAuthz => (
+            vec![("failure_mode_allow: false", "failure_mode_allow: true")],
+            vec![],
+        ),
     };
-    let open = stack(front, &[], false).await;
+    let open = stack(front, &open_edits, false).await;
     let response = open.chat("meter", chat_body(1, 5, false), &[]).await;
     assert_eq!(response.status, 200, "{response:?}");
-    let closed = stack(front, &[deny], false).await;
+    let closed = stack(front, &closed_edits, false).await;
     let response = closed.chat("meter", chat_body(1, 5, false), &[]).await;
     assert_eq!(response.status, 503, "{response:?}");
     // The filter answers itself and counts; with ext_authz Envoy decides.

@@ -20,10 +20,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Every tenant is only counted; `patient` is deferred (high priority)
-/// over 5 tokens an hour.
+/// over 5 tokens an hour. The catch-all's tokens hold a 4 MiB body charged
+/// by the counting budget's bound (about one token per byte past 128 KiB).
 fn limits() -> String {
     limits::file(&[
-        limits::tenant(None, 1000, 2_000_000, OverLimit::Count),
+        limits::tenant(None, 1000, 50_000_000, OverLimit::Count),
         limits::tenant(Some("patient"), 100, 5, OverLimit::Defer("high")),
     ])
 }
@@ -455,6 +456,11 @@ impl Issuer {
     }
 
     fn token(&self, tenant: &str) -> String {
+        self.token_with(serde_json::json!(tenant))
+    }
+
+    /// A token whose `tenant` claim is `tenant`, whatever JSON it is.
+    fn token_with(&self, tenant: serde_json::Value) -> String {
         let exp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -540,5 +546,21 @@ async fn a_jwt_tenant_wins_over_a_forged_tenant_header() {
     ));
     assert_eq!(stack.post(headers, Vec::new()).await.status, 401);
     assert_eq!(stack.tokens_left("beta").await, before.1);
+    // A tenant claim that is an object or a list is no identity: 401
+    // invalid_tenant, never a garbled tenant. Refused at the headers: sent
+    // without a body, as above.
+    for claim in [
+        serde_json::json!({"id": "alpha"}),
+        serde_json::json!(["alpha", "beta"]),
+    ] {
+        let headers = vec![(
+            "authorization",
+            format!("Bearer {}", issuer.token_with(claim.clone())),
+        )];
+        let response = stack.post(headers, Vec::new()).await;
+        assert_eq!(response.status, 401, "{claim}: {response:?}");
+        response.assert_body_contains("invalid_tenant");
+    }
+    assert_eq!(stack.events("invalid_tenant").await, 2);
     assert_eq!(stack.events("admitted").await, 1);
 }

@@ -21,7 +21,7 @@ const EMPTY: u64 = u64::MAX;
 
 /// Pieces at least this long are merged with a heap (O(n log n)) instead of
 /// tiktoken's simple O(n²) loop; both give the same result.
-const LARGE_PIECE: usize = 128;
+pub const LARGE_PIECE: usize = 128;
 
 const K: u64 = 0x9e37_79b9_7f4a_7c15;
 
@@ -131,6 +131,11 @@ impl Ranks {
             rank += 1;
         }
         ranks
+    }
+
+    /// Length in bytes of the longest token.
+    pub fn max_len(&self) -> usize {
+        self.max_len
     }
 
     /// Rank of a byte string, if it is a token.

@@ -26,10 +26,10 @@ const SECRET: &str = "test-secret-test-secret-test-secret-0001";
 
 fn shared(extra: &str) -> Arc<Shared<TestEncoders>> {
     let json = format!(r#"{{"tenant": {{"header": "x-tenant-id"}} {extra}}}"#);
-    Arc::new(Shared {
-        config: FilterConfig::from_json(json.as_bytes()).unwrap(),
-        encoders: TestEncoders,
-    })
+    Arc::new(Shared::new(
+        FilterConfig::from_json(json.as_bytes()).unwrap(),
+        TestEncoders,
+    ))
 }
 
 const CHAT: &str = r#"{"model": "gpt-4o", "max_tokens": 100, "messages": [{"role": "user", "content": "Hello there"}]}"#;
@@ -88,10 +88,7 @@ fn answer_headers(
 }
 
 /// Runs headers + body; returns the machine waiting for the RLS.
-fn through_body(
-    shared: &Arc<Shared<TestEncoders>>,
-    host: &mut FakeHost,
-) -> RequestAdmission<TestEncoders> {
+fn through_body<E: Encoders>(shared: &Arc<Shared<E>>, host: &mut FakeHost) -> RequestAdmission<E> {
     let mut admission = RequestAdmission::new(shared.clone());
     assert_eq!(admission.on_request_headers(host, false), Verdict::Pause);
     let size = host.body.len();
@@ -376,10 +373,10 @@ fn tenant_sources_and_missing_tenant() {
     assert_eq!(host.replies[0].status, 401);
 
     let json = r#"{"tenant": {"property": ["metadata", "filter_metadata", "jwt", "sub"]}, "tenant_required": false}"#;
-    let shared = Arc::new(Shared {
-        config: FilterConfig::from_json(json.as_bytes()).unwrap(),
-        encoders: TestEncoders,
-    });
+    let shared = Arc::new(Shared::new(
+        FilterConfig::from_json(json.as_bytes()).unwrap(),
+        TestEncoders,
+    ));
     let mut host = host_with(CHAT);
     let _ = through_body(&shared, &mut host);
     assert_eq!(
@@ -392,11 +389,25 @@ fn tenant_sources_and_missing_tenant() {
             .iter()
             .map(|s| s.to_string())
             .collect(),
-        b"tenant\x00evil".to_vec(),
+        b"tenant:evil/../x".to_vec(),
     );
     let _ = through_body(&shared, &mut host);
     let tenant = &host.dispatched[0].descriptors[0].entries[0].value;
-    assert!(tenant.starts_with("tenant_evil~"), "{tenant}");
+    assert_eq!(tenant, "tenant:evil/../x");
+    // Control characters are no identity (Envoy serializes an object or a
+    // list claim into bytes full of them): 401, never a garbled tenant.
+    let mut host = host_with(CHAT);
+    host.properties.insert(
+        ["metadata", "filter_metadata", "jwt", "sub"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        b"tenant\x00evil".to_vec(),
+    );
+    let mut admission = RequestAdmission::new(shared);
+    admission.on_request_headers(&mut host, false);
+    assert_eq!(host.replies[0].status, 401);
+    assert!(host.replies[0].body.contains("invalid_tenant"));
 }
 
 #[test]
@@ -584,10 +595,10 @@ fn a_body_slower_than_the_deadline_gets_408() {
 #[test]
 fn with_a_claim_as_tenant_the_client_header_is_ignored() {
     let json = r#"{"tenant": {"property": ["metadata", "filter_metadata", "envoy.filters.http.jwt_authn", "payload", "tenant"]}}"#;
-    let shared = Arc::new(Shared {
-        config: FilterConfig::from_json(json.as_bytes()).unwrap(),
-        encoders: TestEncoders,
-    });
+    let shared = Arc::new(Shared::new(
+        FilterConfig::from_json(json.as_bytes()).unwrap(),
+        TestEncoders,
+    ));
     let claim: Vec<String> = [
         "metadata",
         "filter_metadata",
@@ -821,4 +832,332 @@ fn a_correction_names_the_instant_the_rls_charged_at() {
         assert_eq!(host.asked_at, [12]);
         assert_eq!(host.reconciled_at, [expected]);
     }
+}
+
+/// The filter's own encoders (Sluice's tokenizer), with `extra` config.
+fn bpe_shared(extra: &str) -> Arc<Shared<crate::encoders::BpeEncoders>> {
+    let json = format!(r#"{{"tenant": {{"header": "x-tenant-id"}} {extra}}}"#);
+    Arc::new(Shared::new(
+        FilterConfig::from_json(json.as_bytes()).unwrap(),
+        crate::encoders::BpeEncoders::new(),
+    ))
+}
+
+fn chat_of(text: &str) -> String {
+    serde_json::json!({"model": "gpt-4o", "max_tokens": 100, "messages": [{"role": "user", "content": text}]})
+        .to_string()
+}
+
+/// Pseudo-random lowercase "words": costly to count, about 1 token per 2 bytes.
+fn random_words(bytes: usize) -> String {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut text = String::with_capacity(bytes);
+    while text.len() < bytes {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        text.push(if x.is_multiple_of(9) {
+            ' '
+        } else {
+            char::from(b'a' + (x % 26) as u8)
+        });
+    }
+    text
+}
+
+fn total_hits(host: &FakeHost) -> u64 {
+    host.dispatched[0].descriptors[1].hits_addend.unwrap().value
+}
+
+#[test]
+fn counting_past_the_budget_charges_bytes_and_never_less_than_the_exact_count() {
+    let text = random_words(20_000);
+    let exact = {
+        let mut host = host_with(&chat_of(&text));
+        let _ = through_body(&bpe_shared(""), &mut host);
+        assert_eq!(host.metrics.get(&Metric::CountBounded), None);
+        total_hits(&host)
+    };
+    let mut host = host_with(&chat_of(&text));
+    let _ = through_body(&bpe_shared(r#", "count_budget_bytes": 4096"#), &mut host);
+    assert_eq!(host.metrics[&Metric::CountBounded], 1);
+    let bounded = total_hits(&host);
+    assert!(bounded > exact, "bounded {bounded} vs exact {exact}");
+    // The part past the budget is charged at most one token per byte.
+    assert!(bounded <= exact + text.len() as u64, "{bounded}");
+    assert_eq!(host.replies, vec![]);
+}
+
+#[test]
+fn every_text_of_a_request_shares_one_budget() {
+    let part = random_words(3_000);
+    let body = serde_json::json!({
+        "model": "gpt-4o",
+        "messages": [{"role": "system", "content": part}, {"role": "user", "content": part}],
+        "tools": [{"type": "function", "function": {"name": "f", "description": part}}],
+    })
+    .to_string();
+    let mut host = host_with(&body);
+    let _ = through_body(&bpe_shared(r#", "count_budget_bytes": 5000"#), &mut host);
+    assert_eq!(host.metrics[&Metric::CountBounded], 1);
+}
+
+#[test]
+fn a_prompt_over_the_models_maximum_gets_400_context_length_exceeded() {
+    let shared = bpe_shared(r#", "max_prompt_tokens": {"gpt-4o*": 1000}"#);
+    // 200 KB of text has at least 200 KB / longest-token tokens: refused
+    // before counting.
+    let mut host = host_with(&chat_of(&"word ".repeat(40_000)));
+    let _ = through_body(&shared, &mut host);
+    assert!(host.dispatched.is_empty());
+    let reply = &host.replies[0];
+    assert_eq!(reply.status, 400);
+    assert!(
+        reply.body.contains("context_length_exceeded"),
+        "{}",
+        reply.body
+    );
+    assert!(reply.body.contains("maximum context length is 1000 tokens"));
+    assert!(
+        reply.body.contains("at least"),
+        "refused on the lower bound"
+    );
+    assert_eq!(host.metrics[&Metric::PromptTooLong], 1);
+    assert_eq!(host.metrics.get(&Metric::PromptTokens), None, "not counted");
+    // 1,500 tokens whose lower bound is under 1,000: refused on the count.
+    let mut host = host_with(&chat_of(&"word ".repeat(1_500)));
+    let _ = through_body(&shared, &mut host);
+    assert!(host.dispatched.is_empty());
+    assert_eq!(host.replies[0].status, 400);
+    assert!(
+        !host.replies[0].body.contains("at least"),
+        "{}",
+        host.replies[0].body
+    );
+    // Within it: asked as usual.
+    let mut host = host_with(&chat_of(&"word ".repeat(500)));
+    let _ = through_body(&shared, &mut host);
+    assert_eq!(host.dispatched.len(), 1);
+    // Other models have no maximum.
+    let mut host = host_with(&chat_of(&"word ".repeat(40_000)).replace("gpt-4o", "gpt-4-turbo"));
+    let _ = through_body(&shared, &mut host);
+    assert_eq!(host.dispatched.len(), 1);
+}
+
+/// An OVER_LIMIT answer: the token descriptor (index 1) over with `remaining`
+/// left, resetting in `reset_s`; the requests descriptor as `requests`.
+fn over_answer(requests: rls::Code, remaining: u32, reset_s: i64, action: &str) -> Vec<u8> {
+    let status = |code: rls::Code, remaining: u32| rls::DescriptorStatus {
+        code: code as i32,
+        current_limit: None,
+        limit_remaining: remaining,
+        duration_until_reset: Some(rls::Duration {
+            seconds: reset_s,
+            nanos: 0,
+        }),
+    };
+    RateLimitResponse {
+        overall_code: rls::Code::OverLimit as i32,
+        statuses: vec![status(requests, 5), status(rls::Code::OverLimit, remaining)],
+        response_headers_to_add: vec![HeaderValue {
+            key: "retry-after".into(),
+            value: reset_s.to_string(),
+        }],
+        request_headers_to_add: vec![],
+        dynamic_metadata: Some(testing::sluice_metadata(&[
+            ("action", action),
+            ("priority", "low"),
+        ])),
+    }
+    .encode_to_vec()
+}
+
+#[test]
+fn a_tenant_known_over_its_tokens_is_refused_without_a_call_until_the_reset() {
+    let shared = bpe_shared("");
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    let cost = total_hits(&host);
+    admission.on_rls_response(
+        &mut host,
+        7,
+        0,
+        Some(&over_answer(rls::Code::Ok, 50, 30, "reject")),
+    );
+    assert_eq!(host.replies[0].status, 429);
+    assert!(cost > 51, "the chat costs {cost}");
+
+    // The same request again: refused locally, same body and Retry-After.
+    let mut again = host_with(CHAT);
+    let _ = through_body(&shared, &mut again);
+    assert!(again.dispatched.is_empty(), "no call");
+    let reply = &again.replies[0];
+    assert_eq!(reply.status, 429);
+    assert!(reply.body.contains("rate_limit_exceeded"));
+    assert!(
+        reply.headers.contains(&("retry-after".into(), "30".into())),
+        "{:?}",
+        reply.headers
+    );
+    assert_eq!(again.metrics[&Metric::LocalRejected], 1);
+    assert_eq!(again.metrics[&Metric::Rejected], 1);
+    // A huge body is refused on its lower bound, before counting.
+    let mut huge = host_with(&chat_of(&random_words(400_000)));
+    let _ = through_body(&shared, &mut huge);
+    assert!(huge.dispatched.is_empty());
+    assert_eq!(huge.replies[0].status, 429);
+    assert_eq!(huge.metrics.get(&Metric::PromptTokens), None, "not counted");
+    // A request within what was left is asked about.
+    let small =
+        r#"{"model": "gpt-4o", "max_tokens": 1, "messages": [{"role": "user", "content": "Hi"}]}"#;
+    let mut cheap = host_with(small);
+    let _ = through_body(&shared, &mut cheap);
+    assert_eq!(cheap.dispatched.len(), 1);
+    // Another tenant is not affected.
+    let mut other = host_with(CHAT);
+    other
+        .request_headers
+        .insert("x-tenant-id".into(), "globex".into());
+    let _ = through_body(&shared, &mut other);
+    assert_eq!(other.dispatched.len(), 1);
+    // After the reset the service is asked again.
+    let mut later = host_with(CHAT);
+    later.elapsed = 30_000_000_000;
+    let _ = through_body(&shared, &mut later);
+    assert_eq!(later.dispatched.len(), 1);
+}
+
+#[test]
+fn a_tenant_over_its_requests_is_refused_whatever_the_cost_and_an_ok_answer_forgets() {
+    let shared = bpe_shared(r#", "over_limit_memory": {"max_ms": 10000}"#);
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    admission.on_rls_response(
+        &mut host,
+        7,
+        0,
+        Some(&over_answer(rls::Code::OverLimit, 1_000_000, 600, "reject")),
+    );
+    let small =
+        r#"{"model": "gpt-4o", "max_tokens": 1, "messages": [{"role": "user", "content": "Hi"}]}"#;
+    let mut cheap = host_with(small);
+    let _ = through_body(&shared, &mut cheap);
+    assert!(cheap.dispatched.is_empty());
+    // The reset (600 s) is capped by max_ms (10 s).
+    assert!(cheap.replies[0]
+        .headers
+        .contains(&("retry-after".into(), "10".into())));
+    let mut later = host_with(small);
+    later.elapsed = 10_000_000_000;
+    let mut admission = through_body(&shared, &mut later);
+    assert_eq!(later.dispatched.len(), 1);
+    admission.on_rls_response(
+        &mut later,
+        7,
+        0,
+        Some(&rls_answer(rls::Code::Ok, None, &[])),
+    );
+    assert_eq!(shared.memory().len(), 0);
+}
+
+#[test]
+fn a_tenant_whose_requests_defer_is_deferred_without_a_call() {
+    let secret = format!(r#", "deferral": {{"secrets": ["{SECRET}"]}}"#);
+    let shared = bpe_shared(&secret);
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    admission.on_rls_response(
+        &mut host,
+        7,
+        0,
+        Some(&over_answer(rls::Code::Ok, 0, 30, "defer")),
+    );
+    assert_eq!(host.request_headers["x-sluice-deferred"], "1");
+    let mut again = host_with(CHAT);
+    let _ = through_body(&shared, &mut again);
+    assert!(again.dispatched.is_empty());
+    assert!(again.replies.is_empty());
+    assert_eq!(again.resumed, 1);
+    assert_eq!(again.request_headers["x-sluice-deferred"], "1");
+    assert_eq!(again.request_headers[PRIORITY_HEADER], "low");
+    assert!(again.request_headers.contains_key(DEFERRAL_TOKEN_HEADER));
+    assert_eq!(again.metrics[&Metric::LocalDeferred], 1);
+    // The deferral carries the real count (never the lower bound).
+    assert_eq!(
+        again.request_headers[ESTIMATED_TOKENS_HEADER],
+        host.request_headers[ESTIMATED_TOKENS_HEADER]
+    );
+}
+
+#[test]
+fn load_cannot_open_the_gate() {
+    // The service timed out (the deadline passed): denied even with
+    // failure_mode allow, unless failure_mode_on_timeout says otherwise.
+    for (extra, status) in [
+        (r#", "failure_mode": "allow""#, Some(503)),
+        (
+            r#", "failure_mode": "allow", "failure_mode_on_timeout": "allow""#,
+            None,
+        ),
+    ] {
+        let shared = shared(extra);
+        let mut host = host_with(CHAT);
+        let mut admission = through_body(&shared, &mut host);
+        host.elapsed += 250_000_000;
+        admission.on_rls_response(&mut host, 7, 14, None);
+        assert_eq!(host.replies.first().map(|r| r.status), status, "{extra}");
+    }
+    // A fast failure while the service answers other calls: denied.
+    let shared = shared(r#", "failure_mode": "allow", "rls_down_after_ms": 5000"#);
+    let mut host = host_with(CHAT);
+    let mut admission = through_body(&shared, &mut host);
+    admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
+    let mut host = host_with(CHAT);
+    host.elapsed = 4_000_000_000;
+    let mut admission = through_body(&shared, &mut host);
+    admission.on_rls_response(&mut host, 7, 14, None);
+    assert_eq!(host.replies[0].status, 503);
+    assert_eq!(host.metrics[&Metric::RlsFailureDenied], 1);
+    // No answer for rls_down_after_ms: the service is down, failure_mode allows.
+    let mut host = host_with(CHAT);
+    host.elapsed = 5_100_000_000;
+    let mut admission = through_body(&shared, &mut host);
+    admission.on_rls_response(&mut host, 7, 14, None);
+    assert!(host.replies.is_empty());
+    assert_eq!(host.resumed, 1);
+    assert_eq!(host.metrics[&Metric::RlsFailureAllowed], 1);
+}
+
+#[test]
+fn a_tenant_claim_that_is_an_object_or_a_list_gets_401_invalid_tenant() {
+    let json = r#"{"tenant": {"property": ["metadata", "filter_metadata", "jwt", "tenant"]}}"#;
+    let shared = Arc::new(Shared::new(
+        FilterConfig::from_json(json.as_bytes()).unwrap(),
+        TestEncoders,
+    ));
+    let claim: Vec<String> = ["metadata", "filter_metadata", "jwt", "tenant"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    // A google.protobuf.Struct {"id": "acme"} as Envoy serializes it, JSON
+    // text of an object and of a list, and bytes that are not UTF-8.
+    let structured: [&[u8]; 4] = [
+        b"\n\x0c\n\x02id\x12\x06\x1a\x04acme",
+        br#"{"id": "acme"}"#,
+        br#"["acme", "globex"]"#,
+        b"\xff\xfe",
+    ];
+    for value in structured {
+        let mut host = host_with(CHAT);
+        host.properties.insert(claim.clone(), value.to_vec());
+        let mut admission = RequestAdmission::new(shared.clone());
+        admission.on_request_headers(&mut host, false);
+        assert_eq!(host.replies[0].status, 401, "{value:?}");
+        assert!(host.replies[0].body.contains("invalid_tenant"));
+        assert_eq!(host.metrics[&Metric::InvalidTenant], 1);
+    }
+    let mut host = host_with(CHAT);
+    host.properties.insert(claim, b"acme".to_vec());
+    let _ = through_body(&shared, &mut host);
+    assert_eq!(host.dispatched[0].descriptors[0].entries[0].value, "acme");
 }
