@@ -1,10 +1,8 @@
 //! What the binaries that run the consumer (`sluice-consumer`,
-//! `sluice-allinone`) share: the flags they name alike and the admin API's
-//! listener.
+//! `sluice-allinone`) share: the flags they name alike.
 
-use crate::admin_auth::{load_token, AdminToken, TokenError, WritePolicy, ADMIN_TOKEN_FILE_ENV};
-use crate::{FileConfig, StartError, Started};
-use std::net::SocketAddr;
+use crate::admin::auth::{load_token, AdminToken, TokenError, ADMIN_TOKEN_FILE_ENV};
+use crate::embedded::{FileConfig, StartError};
 use std::path::{Path, PathBuf};
 
 /// Flags of the same name in every binary that runs the consumer.
@@ -36,36 +34,4 @@ impl ConsumerFlags {
     pub fn admin_token(&self) -> Result<Option<AdminToken>, TokenError> {
         load_token(self.admin_token_file.as_deref())
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("cannot listen on {addr} ({name}): {source}")]
-pub struct AdminListenError {
-    addr: SocketAddr,
-    name: &'static str,
-    source: std::io::Error,
-}
-
-/// Serves the admin API (`name` in logs) of `started` on `addr` in the
-/// background; returns the address bound.
-pub async fn serve_admin(
-    addr: SocketAddr,
-    name: &'static str,
-    started: &Started,
-    token: Option<AdminToken>,
-) -> Result<SocketAddr, AdminListenError> {
-    let listen_error = |source| AdminListenError { addr, name, source };
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(listen_error)?;
-    let bound = listener.local_addr().map_err(listen_error)?;
-    let writes = WritePolicy::for_listener(bound, token);
-    writes.log_startup(name, bound);
-    let router = crate::admin_router(started.metrics.clone(), started.pacer.clone(), writes);
-    tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, router).await {
-            tracing::error!(%error, name, "admin server stopped");
-        }
-    });
-    Ok(bound)
 }

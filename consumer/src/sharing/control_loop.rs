@@ -1,4 +1,4 @@
-//! The adaptive controllers at run time ([`crate::controller`] is the law).
+//! The adaptive controllers at run time ([`crate::sharing::controller`] is the law).
 //!
 //! **Shared state**: one Redis hash per model ([`keys::controller`]) holds
 //! the limit — the admitted concurrency of *all* consumer instances — and an
@@ -19,24 +19,17 @@
 //! **Overload answers** (429 / 503) are counted into the hash by whichever
 //! instance got them ([`Controls::observe`]), so the stepper sees them all.
 
-use crate::controller::{
+use crate::metrics::ChangeLabels;
+use crate::sharing::controller::{
     self, CapacitySample, ControllerConfig, ControllerState, ModelControl, SignalConfig,
 };
-use crate::fair::Weights;
-use crate::metrics::ModelLabels;
+use crate::sharing::fair::Weights;
 use crate::{InFlightLimits, Outcome};
 use futures::future::BoxFuture;
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
 use redis::AsyncCommands;
 use sluice_contract::keys;
 use sluice_redis::RedisConn;
-use sluice_runtime::metrics::register;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,16 +90,16 @@ pub trait CapacitySource: Send + Sync {
 pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The model servers' own gauges (vLLM / SGLang `/metrics`, read by
-/// [`crate::signals`]) for models whose signal is
+/// [`crate::sharing::signals`]) for models whose signal is
 /// [`SignalConfig::Prometheus`]; no gauges for the others.
 pub struct PrometheusSource {
-    reader: crate::signals::SignalReader,
+    reader: crate::sharing::signals::SignalReader,
 }
 
 impl PrometheusSource {
-    pub fn new(timeout: Duration) -> Result<Self, crate::signals::SignalError> {
+    pub fn new(timeout: Duration) -> Result<Self, crate::sharing::signals::SignalError> {
         Ok(PrometheusSource {
-            reader: crate::signals::SignalReader::new(timeout)?,
+            reader: crate::sharing::signals::SignalReader::new(timeout)?,
         })
     }
 }
@@ -148,70 +141,10 @@ impl CapacitySource for AnswersOnly {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ChangeLabels {
-    pub model: String,
-    /// A [`Reason`].
-    pub reason: &'static str,
-}
-
-/// The controllers' metrics (prefix `sluice_consumer_controller_`).
-#[derive(Debug, Default)]
-pub struct ControlMetrics {
-    /// The shared limit of each model (the override when one is set).
-    pub limit: Family<ModelLabels, Gauge<f64, AtomicU64>>,
-    /// This instance's in-flight cap for the model (its share of the limit).
-    pub instance_cap: Family<ModelLabels, Gauge>,
-    /// Changes of the limit, by reason.
-    pub changes: Family<ChangeLabels, Counter>,
-    /// Overload answers (429 / 503) from the model seen by this instance.
-    pub overload_answers: Family<ModelLabels, Counter>,
-    /// Requests waiting at the model server at the last sample.
-    pub server_waiting: Family<ModelLabels, Gauge<f64, AtomicU64>>,
-}
-
-impl ControlMetrics {
-    /// The controllers' metrics, registered in `registry`.
-    pub fn registered(registry: &mut Registry) -> Self {
-        ControlMetrics {
-            limit: register(
-                registry,
-                "controller_limit",
-                "Admitted concurrency of the model over all consumer instances",
-                Family::default(),
-            ),
-            instance_cap: register(
-                registry,
-                "controller_instance_cap",
-                "This instance's in-flight cap for the model (its share of the limit)",
-                Family::default(),
-            ),
-            changes: register(
-                registry,
-                "controller_changes",
-                "Changes of the model's limit, by reason",
-                Family::default(),
-            ),
-            overload_answers: register(
-                registry,
-                "controller_overload_answers",
-                "429 / 503 answers of the model seen by this instance",
-                Family::default(),
-            ),
-            server_waiting: register(
-                registry,
-                "controller_server_waiting",
-                "Requests waiting at the model server at the last sample",
-                Family::default(),
-            ),
-        }
-    }
-}
-
 /// What the pop loop needs beyond pacing: fair sharing and controllers.
 #[derive(Clone, Default)]
 pub struct Adaptive {
-    pub fair: Option<Arc<crate::fair::FairShare>>,
+    pub fair: Option<Arc<crate::sharing::fair::FairShare>>,
     pub controls: Option<Arc<Controls>>,
 }
 
@@ -241,7 +174,7 @@ impl Controls {
             source: Arc::new(AnswersOnly),
             metrics,
             weights: None,
-            membership_ttl: crate::DEFAULT_MEMBERSHIP_TTL,
+            membership_ttl: crate::sharing::membership::DEFAULT_MEMBERSHIP_TTL,
         }
     }
 
@@ -461,7 +394,8 @@ impl Controls {
         let mut redis = self.redis.clone();
         let (limit, manual) = shared_state(&mut redis, model).await?;
         let effective = manual.or(limit).unwrap_or(control.initial_state().limit);
-        let members = crate::membership::live_members(&mut redis, self.membership_ttl).await?;
+        let members =
+            crate::sharing::membership::live_members(&mut redis, self.membership_ttl).await?;
         let rank = members.iter().position(|m| m == id);
         let cap = instance_share(effective, members.len(), rank);
         self.limits.set_cap(model, cap);
@@ -551,7 +485,7 @@ pub async fn set_override(
 }
 
 /// A tenant's run-time fair-share weight on every instance (`None`: back
-/// to the configured one). The caller checks it ([`crate::fair::valid_weight`]).
+/// to the configured one). The caller checks it ([`crate::sharing::fair::valid_weight`]).
 pub async fn set_weight(
     redis: &mut RedisConn,
     tenant: &str,

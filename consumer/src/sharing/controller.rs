@@ -57,7 +57,7 @@
 //! * always within `[floor, ceiling]`.
 //!
 //! [`step`] is pure; the runtime part (Redis state shared by the
-//! instances, the lease, metrics) is in [`crate::control_loop`].
+//! instances, the lease, metrics) is in [`crate::sharing::control_loop`].
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

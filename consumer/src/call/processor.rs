@@ -1,11 +1,13 @@
 //! One work item from claim to terminal entry: idempotency, the streaming
 //! model call, the response stream.
 
-use crate::idempotency::{Claim, Idempotency, IdempotencyConfig, Lease};
-use crate::invoke::{BackendConfig, CallEnd, CallStats, ConfigError, FailureKind, Invoker, Sink};
+use crate::call::idempotency::{Claim, Idempotency, IdempotencyConfig, Lease};
+use crate::call::invoke::{
+    BackendConfig, CallEnd, CallStats, ConfigError, FailureKind, Invoker, Sink,
+};
+use crate::call::stream::{self, StreamConfig, Terminal};
 use crate::keys;
 use crate::metrics::Metrics;
-use crate::stream::{self, StreamConfig, Terminal};
 use serde::{Deserialize, Serialize};
 use sluice_contract::{local, now_ms, WorkItem};
 use sluice_redis::RedisConn;
