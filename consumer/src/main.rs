@@ -181,77 +181,38 @@ async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
     let file = FileConfig::load(cli.config.as_deref())?;
     let redis = connect(&redis_options(cli)).context("--redis-url")?;
     let pacer = Pacer::new(redis, file.pacing, None)?;
-    // `Some(None)`: set to unlimited; `None`: flag not given.
-    let parse = |flag: &str, value: &Option<String>| -> anyhow::Result<Option<Option<f64>>> {
-        value
-            .as_deref()
-            .map(parse_rate)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("--{flag} {e}"))
-    };
     match command {
-        RatesCommand::Show { model } => {
-            let models = match model {
-                Some(m) => vec![m.clone()],
-                None => pacer.models_with_overrides().await?,
-            };
-            let mut out = serde_json::Map::new();
-            for m in models {
-                let overrides = pacer.column_overrides(&m).await?;
-                out.insert(m, serde_json::to_value(overrides)?);
-            }
-            println!("{}", serde_json::to_string_pretty(&out)?);
-        }
+        RatesCommand::Show { model } => show_rates(&pacer, model.as_deref()).await,
         RatesCommand::Effective { model, tenant } => {
             let rates = pacer.effective_rates(tenant, model).await?;
             println!("{}", serde_json::to_string_pretty(&rates)?);
+            Ok(())
         }
         RatesCommand::Set {
             model,
             tenant,
             rps,
             tps,
-        } => {
-            let (rps, tps) = (parse("rps", rps)?, parse("tps", tps)?);
-            anyhow::ensure!(
-                rps.is_some() || tps.is_some(),
-                "give --rps and/or --tps (a number or `unlimited`)"
-            );
-            let scope = scope_of(model, tenant.as_deref());
-            for (dimension, rate) in [(Dimension::Requests, rps), (Dimension::Tokens, tps)] {
-                if let Some(rate) = rate {
-                    pacer.set_rate(scope, dimension, rate).await?;
-                }
-            }
-            println!("applied");
-        }
+        } => set_rates(&pacer, scope_of(model, tenant.as_deref()), rps, tps).await,
         RatesCommand::Clear {
             model,
             tenant,
             rps,
             tps,
-        } => {
-            let scope = scope_of(model, tenant.as_deref());
-            let both = !rps && !tps;
-            if *rps || both {
-                pacer.clear_rate(scope, Dimension::Requests).await?;
-            }
-            if *tps || both {
-                pacer.clear_rate(scope, Dimension::Tokens).await?;
-            }
-            println!("cleared");
-        }
+        } => clear_rates(&pacer, scope_of(model, tenant.as_deref()), *rps, *tps).await,
         RatesCommand::Limit { model, limit } => {
             let limit = parse_override(limit).map_err(|e| anyhow::anyhow!("{e}"))?;
             let mut redis = connect(&redis_options(cli)).context("--redis-url")?;
             sluice_consumer::control_loop::set_override(&mut redis, model, limit).await?;
             println!("applied");
+            Ok(())
         }
         RatesCommand::Weight { tenant, weight } => {
             let weight = parse_weight(weight).map_err(|e| anyhow::anyhow!("{e}"))?;
             let mut redis = connect(&redis_options(cli)).context("--redis-url")?;
             sluice_consumer::control_loop::set_weight(&mut redis, tenant, weight).await?;
             println!("applied");
+            Ok(())
         }
         RatesCommand::Factor {
             model,
@@ -264,8 +225,66 @@ async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
                 (false, None) => anyhow::bail!("give a factor or --clear"),
             }
             println!("applied");
+            Ok(())
         }
     }
+}
+
+/// `rates show [model]`: the overrides of one column, or of every column
+/// with overrides, as JSON.
+async fn show_rates(pacer: &Pacer, model: Option<&str>) -> anyhow::Result<()> {
+    let models = match model {
+        Some(m) => vec![m.to_string()],
+        None => pacer.models_with_overrides().await?,
+    };
+    let mut out = serde_json::Map::new();
+    for m in models {
+        let overrides = pacer.column_overrides(&m).await?;
+        out.insert(m, serde_json::to_value(overrides)?);
+    }
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// `rates set`: each dimension given, a number or `unlimited`.
+async fn set_rates(
+    pacer: &Pacer,
+    scope: Scope<'_>,
+    rps: &Option<String>,
+    tps: &Option<String>,
+) -> anyhow::Result<()> {
+    // `Some(None)`: set to unlimited; `None`: flag not given.
+    let parse = |flag: &str, value: &Option<String>| -> anyhow::Result<Option<Option<f64>>> {
+        value
+            .as_deref()
+            .map(parse_rate)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--{flag} {e}"))
+    };
+    let (rps, tps) = (parse("rps", rps)?, parse("tps", tps)?);
+    anyhow::ensure!(
+        rps.is_some() || tps.is_some(),
+        "give --rps and/or --tps (a number or `unlimited`)"
+    );
+    for (dimension, rate) in [(Dimension::Requests, rps), (Dimension::Tokens, tps)] {
+        if let Some(rate) = rate {
+            pacer.set_rate(scope, dimension, rate).await?;
+        }
+    }
+    println!("applied");
+    Ok(())
+}
+
+/// `rates clear`: the dimensions named, or both.
+async fn clear_rates(pacer: &Pacer, scope: Scope<'_>, rps: bool, tps: bool) -> anyhow::Result<()> {
+    let both = !rps && !tps;
+    if rps || both {
+        pacer.clear_rate(scope, Dimension::Requests).await?;
+    }
+    if tps || both {
+        pacer.clear_rate(scope, Dimension::Tokens).await?;
+    }
+    println!("cleared");
     Ok(())
 }
 

@@ -297,6 +297,9 @@ impl Default for Metrics {
 impl Metrics {
     /// `max_buckets` / `max_models`: distinct bucket / model label values
     /// before `other`.
+    // Long because it is a list: one registration per series, in the
+    // struct's order, so that each name and help text is checked against
+    // its field at a glance; split, it would only be harder to read.
     pub fn new(max_buckets: usize, max_models: usize) -> Self {
         let mut registry = Registry::with_prefix("sluice_consumer");
         let metrics = Metrics {
