@@ -37,7 +37,7 @@ pub use admin::auth::{load_token, AdminToken, TokenError, WritePolicy, ADMIN_TOK
 pub use admin::listener::{serve_admin, AdminListenError};
 pub use admin::rates::parse_rate;
 pub use admin::router::router as admin_router;
-pub use cli::ConsumerFlags;
+pub use cli::{with_short_names, ConsumerFlags};
 pub use embedded::{adaptive, default_id, start, FileConfig, StartError, StartOptions, Started};
 pub use queue::runner::{Runner, RunnerOptions, RunnerParts};
 pub use sharing::membership::DEFAULT_MEMBERSHIP_TTL;

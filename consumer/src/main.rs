@@ -3,21 +3,18 @@
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use sluice_consumer::keys::Dimension;
 use sluice_consumer::{
-    connect, default_id, parse_override, parse_rate, parse_weight, serve_admin, ConsumerFlags,
-    FileConfig, Pacer, RedisOptions, RunnerOptions, Scope, StartOptions,
+    connect, parse_override, parse_rate, parse_weight, serve_admin, ConsumerFlags, FileConfig,
+    Pacer, RedisOptions, Scope, StartOptions,
 };
 use sluice_runtime::{init_tracing, shutdown_signal, LogFormat};
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::time::Duration;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[derive(Parser)]
+#[derive(clap::Parser)]
 #[command(
     name = "sluice-consumer",
     version,
@@ -26,14 +23,16 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// YAML file: backend, stream, idempotency, pacing, limits (see consumer/README.md).
-    #[arg(long, env = "SLUICE_CONSUMER_CONFIG", global = true)]
-    config: Option<PathBuf>,
     #[arg(long, env = "SLUICE_NAMESRV", default_value = "127.0.0.1:9876")]
     namesrv: String,
     #[arg(long, env = "SLUICE_LITE_PARENT", default_value = "sluice-deferred")]
     lite_parent: String,
-    #[arg(long, env = "SLUICE_CONSUMER_GROUP", default_value = "sluice-consumer")]
+    #[arg(
+        long = "consumer-group",
+        visible_alias = "group",
+        env = "SLUICE_CONSUMER_GROUP",
+        default_value = "sluice-consumer"
+    )]
     group: String,
     #[arg(
         long,
@@ -48,28 +47,6 @@ struct Cli {
     redis_password_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     flags: ConsumerFlags,
-    /// Admin HTTP: /metrics, /healthz, and runtime rate changes. Loopback by
-    /// default; bound elsewhere, writes need the admin token.
-    #[arg(
-        long,
-        env = "SLUICE_CONSUMER_ADMIN_ADDR",
-        default_value = "127.0.0.1:9092"
-    )]
-    admin_addr: SocketAddr,
-    /// Unique id of this instance in the group (default: host name + pid).
-    #[arg(long, env = "SLUICE_CONSUMER_ID")]
-    id: Option<String>,
-    /// An instance silent for this long is gone and its buckets move to the others.
-    #[arg(long, env = "SLUICE_MEMBERSHIP_TTL_MS", default_value_t = sluice_consumer::DEFAULT_MEMBERSHIP_TTL.as_millis() as u64,
-          value_parser = clap::value_parser!(u64).range(1_000..))]
-    membership_ttl_ms: u64,
-    /// Unsubscribe a bucket after this long without requests (and nothing queued).
-    #[arg(long, env = "SLUICE_IDLE_TTL_S", default_value_t = 600,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    idle_ttl_s: u64,
-    /// At SIGTERM, held messages go back to the queue at once; running calls get this long.
-    #[arg(long, env = "SLUICE_SHUTDOWN_GRACE_S", default_value_t = 30)]
-    shutdown_grace_s: u64,
 }
 
 #[derive(clap::Subcommand)]
@@ -126,7 +103,12 @@ enum RatesCommand {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     init_tracing(LogFormat::Text);
-    match run(Cli::parse()).await {
+    let command = sluice_consumer::with_short_names(Cli::command());
+    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
+    match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("sluice-consumer: {error:#}");
@@ -140,9 +122,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(Command::Rates(command)) = &cli.command {
         return rates(&cli, command).await;
     }
-    let file = cli.flags.file_config(cli.config.as_deref())?;
+    let file = cli.flags.file_config()?;
     let admin_token = cli.flags.admin_token()?;
-    let id = cli.id.clone().unwrap_or_else(default_id);
+    let id = cli.flags.id();
     let started = sluice_consumer::start(StartOptions {
         file,
         namesrv: cli.namesrv.clone(),
@@ -150,18 +132,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         group: cli.group.clone(),
         redis: redis_options(&cli),
         id: id.clone(),
-        runner: RunnerOptions {
-            membership_ttl: Duration::from_millis(cli.membership_ttl_ms),
-            idle_ttl: Duration::from_secs(cli.idle_ttl_s),
-            retire_interval: Duration::from_secs(cli.idle_ttl_s.clamp(1, 30)),
-            shutdown_grace: Duration::from_secs(cli.shutdown_grace_s),
-            ..Default::default()
-        },
+        runner: cli.flags.runner_options(),
         local: None,
     })
     .await?;
 
-    let admin_addr = serve_admin(cli.admin_addr, "admin API", &started, admin_token).await?;
+    let admin_addr = serve_admin(
+        cli.flags.consumer_admin_addr,
+        "admin API",
+        &started,
+        admin_token,
+    )
+    .await?;
     tracing::info!(id = %id, namesrv = %cli.namesrv, admin = %admin_addr, "sluice-consumer started");
     started.runner.clone().run(shutdown_signal()).await;
     drop(started);
@@ -178,7 +160,7 @@ fn redis_options(cli: &Cli) -> RedisOptions {
 
 /// `sluice-consumer rates ...`: the admin API's rate changes, straight in Redis.
 async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
-    let file = FileConfig::load(cli.config.as_deref())?;
+    let file = FileConfig::load(cli.flags.consumer_config.as_deref())?;
     let redis = connect(&redis_options(cli)).context("--redis-url")?;
     let pacer = Pacer::new(redis, file.pacing, None)?;
     match command {
