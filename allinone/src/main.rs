@@ -14,8 +14,6 @@ use clap::Parser;
 use sluice_consumer::{serve_admin, ConsumerFlags, StartOptions};
 use sluice_contract::LocalBus;
 use sluice_ratelimit::cli::{self, InProcess, ServeArgs};
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 #[global_allocator]
@@ -31,29 +29,9 @@ struct Cli {
     #[command(flatten)]
     rls: ServeArgs,
 
+    // sluice-rls's own admin is read-only: the admin token is the consumer's.
     #[command(flatten)]
-    consumer: ConsumerArgs,
-}
-
-/// The consumer's flags (the rest of its settings are in its YAML).
-#[derive(clap::Args)]
-struct ConsumerArgs {
-    /// The consumer's YAML (backend, pacing, limits; see consumer/README.md).
-    #[arg(long, env = "SLUICE_CONSUMER_CONFIG")]
-    consumer_config: Option<PathBuf>,
-
-    /// The consumer's admin API (/metrics, rate changes). Loopback by
-    /// default; bound elsewhere, writes need the admin token.
-    #[arg(
-        long,
-        env = "SLUICE_CONSUMER_ADMIN_ADDR",
-        default_value = "127.0.0.1:9092"
-    )]
-    consumer_admin_addr: SocketAddr,
-
-    // sluice-rls's own admin is read-only: the token is the consumer's.
-    #[command(flatten)]
-    flags: ConsumerFlags,
+    consumer: ConsumerFlags,
 }
 
 /// The running consumer: stop it with `stop`, then await `task`.
@@ -98,11 +76,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 /// The consumer's pop loop and admin API in this process.
 async fn start_consumer(
     rls: &ServeArgs,
-    args: &ConsumerArgs,
+    flags: &ConsumerFlags,
     bus: Arc<LocalBus>,
 ) -> anyhow::Result<(RunningConsumer, sluice_contract::ClaimTiming)> {
-    let file = args.flags.file_config(args.consumer_config.as_deref())?;
-    let admin_token = args.flags.admin_token()?;
+    let file = flags.file_config()?;
+    let admin_token = flags.admin_token()?;
     let claim_timing = file.processor.idempotency.claim_timing();
     let started = sluice_consumer::start(StartOptions {
         file,
@@ -110,14 +88,14 @@ async fn start_consumer(
         parent: rls.lite_parent.clone(),
         group: rls.consumer_group.clone(),
         redis: sluice_ratelimit::cli::redis_options(rls),
-        id: sluice_consumer::default_id(),
-        runner: Default::default(),
+        id: flags.id(),
+        runner: flags.runner_options(),
         local: Some(bus),
     })
     .await
     .context("in-process consumer")?;
     let admin_addr = serve_admin(
-        args.consumer_admin_addr,
+        flags.consumer_admin_addr,
         "consumer admin API",
         &started,
         admin_token,

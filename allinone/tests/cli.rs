@@ -20,6 +20,23 @@ fn admin_listeners_default_to_loopback() {
 }
 
 #[test]
+fn every_consumer_setting_has_a_flag() {
+    let output = bin().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{help}");
+    for flag in [
+        "--consumer-config",
+        "--consumer-admin-addr",
+        "--consumer-id",
+        "--membership-ttl-ms",
+        "--idle-ttl-s",
+        "--shutdown-grace-s",
+    ] {
+        assert!(help.contains(flag), "{flag} not in\n{help}");
+    }
+}
+
+#[test]
 fn the_deferral_endpoint_is_required() {
     let dir = std::env::temp_dir();
     let output = bin()

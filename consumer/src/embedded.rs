@@ -2,11 +2,11 @@
 //! does `sluice-rls` in in-process mode (deferral endpoint and consumer in
 //! one process, chunks over [`crate::local::LocalBus`]).
 
-use crate::control_loop::{Adaptive, Controls, PrometheusSource, SCRAPE_TIMEOUT};
-use crate::controller::{ControllerConfig, SignalConfig};
-use crate::fair::{FairConfig, FairShare, Weights};
 use crate::local::LocalBus;
-use crate::runner::{Runner, RunnerOptions, RunnerParts};
+use crate::queue::runner::{Runner, RunnerOptions, RunnerParts};
+use crate::sharing::control_loop::{Adaptive, Controls, PrometheusSource, SCRAPE_TIMEOUT};
+use crate::sharing::controller::{ControllerConfig, SignalConfig};
+use crate::sharing::fair::{FairConfig, FairShare, Weights};
 use crate::{
     connect, ConfigError, InFlightConfig, InFlightLimits, Metrics, Pacer, PacingConfig, Processor,
     ProcessorConfig, RedisOptions,
@@ -46,13 +46,13 @@ pub enum StartError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
-    Controller(#[from] crate::controller::ControlConfigError),
+    Controller(#[from] crate::sharing::controller::ControlConfigError),
     #[error(transparent)]
-    Weight(#[from] crate::fair::WeightError),
+    Weight(#[from] crate::sharing::fair::WeightError),
     #[error("Redis settings: {0}")]
     Redis(#[from] crate::RedisOptionsError),
     #[error(transparent)]
-    Pacing(#[from] crate::pacing::PacingError),
+    Pacing(#[from] crate::pacing::pacer::PacingError),
     #[error("RocketMQ: {0}")]
     Broker(#[from] LiteError),
 }
@@ -185,7 +185,7 @@ pub fn adaptive(
         .collect();
     let fair_models = fair.models(controlled.iter().cloned());
     let weights = Arc::new(Weights::new(fair.weights.clone()));
-    let fair = (!matches!(fair_models, crate::fair::FairModels::None))
+    let fair = (!matches!(fair_models, crate::sharing::fair::FairModels::None))
         .then(|| Arc::new(FairShare::new(fair_models, weights.clone())));
     let controls = Controls::new(
         controller.clone(),

@@ -16,51 +16,45 @@
 //!
 //! See README.md for the Redis contract with the HTTP side.
 
+// The rooms, bottom up: `keys` and `metrics` are leaves; `call` makes one
+// model call; `pacing` decides whether a bucket may start one; `sharing`
+// finds and splits the capacity; `queue` runs the pop loop over all of them;
+// `admin` serves the operators; `embedded` and `cli` assemble the whole.
 mod admin;
-mod admin_adaptive;
-mod admin_auth;
+mod call;
 mod cli;
-pub mod control_loop;
-pub mod controller;
 mod embedded;
-pub mod fair;
-mod gate;
-mod http_client;
-mod idempotency;
-mod invoke;
 pub mod keys;
-mod limits;
-mod membership;
 mod metrics;
 mod pacing;
-mod processor;
+mod queue;
 mod redis_conn;
-mod runner;
-pub mod signals;
-mod sse;
-mod stream;
-mod usage;
+mod sharing;
 
 // The binaries (sluice-consumer, sluice-allinone) start it whole.
-pub use admin::{parse_rate, router as admin_router};
-pub use admin_adaptive::{parse_override, parse_weight, ControllerView};
-pub use admin_auth::{load_token, AdminToken, TokenError, WritePolicy, ADMIN_TOKEN_FILE_ENV};
-pub use cli::{serve_admin, AdminListenError, ConsumerFlags};
+pub use admin::adaptive::{parse_override, parse_weight, ControllerView};
+pub use admin::auth::{load_token, AdminToken, TokenError, WritePolicy, ADMIN_TOKEN_FILE_ENV};
+pub use admin::listener::{serve_admin, AdminListenError};
+pub use admin::rates::parse_rate;
+pub use admin::router::router as admin_router;
+pub use cli::{with_short_names, ConsumerFlags};
 pub use embedded::{adaptive, default_id, start, FileConfig, StartError, StartOptions, Started};
-pub use runner::{Runner, RunnerOptions, RunnerParts, DEFAULT_MEMBERSHIP_TTL};
+pub use queue::runner::{Runner, RunnerOptions, RunnerParts};
+pub use sharing::membership::DEFAULT_MEMBERSHIP_TTL;
 // The parts, for tests, benchmarks and custom pop loops.
-pub use gate::{gate, StartGate};
-pub use idempotency::IdempotencyConfig;
-pub use invoke::{BackendConfig, BackendTargetConfig, ConfigError, FailureKind};
-pub use limits::{InFlightConfig, InFlightLimits, ModelPermit};
-pub use metrics::Metrics;
-pub use pacing::{
+pub use call::idempotency::IdempotencyConfig;
+pub use call::invoke::{BackendConfig, BackendTargetConfig, ConfigError, FailureKind};
+pub use call::processor::{Disposition, Outcome, Processor, ProcessorConfig};
+pub use call::stream::{codes, StreamConfig, Terminal};
+pub use call::usage::Usage;
+pub use metrics::{Correction, Metrics};
+pub use pacing::limits::{InFlightConfig, InFlightLimits, ModelPermit};
+pub use pacing::pacer::{
     decision_from_reply, gcra, Limit, PaceDecision, PacePlan, Pacer, PacingConfig, PacingError,
     RateSetting, Rates, Scope,
 };
-pub use processor::{Disposition, Outcome, Processor, ProcessorConfig};
+pub use queue::gate::{gate, StartGate};
 pub use redis_conn::{connect, RedisConn, RedisOptions, RedisOptionsError};
-pub use stream::{codes, StreamConfig, Terminal};
-pub use usage::{Correction, Usage};
+pub use sharing::{control_loop, controller, fair, signals};
 // The deferral contract, shared with the endpoint (see contract/).
 pub use sluice_contract::{local, now_ms, work, Priority, WorkItem};

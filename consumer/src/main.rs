@@ -3,21 +3,18 @@
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use sluice_consumer::keys::Dimension;
 use sluice_consumer::{
-    connect, default_id, parse_override, parse_rate, parse_weight, serve_admin, ConsumerFlags,
-    FileConfig, Pacer, RedisOptions, RunnerOptions, Scope, StartOptions,
+    connect, parse_override, parse_rate, parse_weight, serve_admin, ConsumerFlags, FileConfig,
+    Pacer, RedisOptions, Scope, StartOptions,
 };
 use sluice_runtime::{init_tracing, shutdown_signal, LogFormat};
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::time::Duration;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[derive(Parser)]
+#[derive(clap::Parser)]
 #[command(
     name = "sluice-consumer",
     version,
@@ -26,14 +23,16 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// YAML file: backend, stream, idempotency, pacing, limits (see consumer/README.md).
-    #[arg(long, env = "SLUICE_CONSUMER_CONFIG", global = true)]
-    config: Option<PathBuf>,
     #[arg(long, env = "SLUICE_NAMESRV", default_value = "127.0.0.1:9876")]
     namesrv: String,
     #[arg(long, env = "SLUICE_LITE_PARENT", default_value = "sluice-deferred")]
     lite_parent: String,
-    #[arg(long, env = "SLUICE_CONSUMER_GROUP", default_value = "sluice-consumer")]
+    #[arg(
+        long = "consumer-group",
+        visible_alias = "group",
+        env = "SLUICE_CONSUMER_GROUP",
+        default_value = "sluice-consumer"
+    )]
     group: String,
     #[arg(
         long,
@@ -48,28 +47,6 @@ struct Cli {
     redis_password_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     flags: ConsumerFlags,
-    /// Admin HTTP: /metrics, /healthz, and runtime rate changes. Loopback by
-    /// default; bound elsewhere, writes need the admin token.
-    #[arg(
-        long,
-        env = "SLUICE_CONSUMER_ADMIN_ADDR",
-        default_value = "127.0.0.1:9092"
-    )]
-    admin_addr: SocketAddr,
-    /// Unique id of this instance in the group (default: host name + pid).
-    #[arg(long, env = "SLUICE_CONSUMER_ID")]
-    id: Option<String>,
-    /// An instance silent for this long is gone and its buckets move to the others.
-    #[arg(long, env = "SLUICE_MEMBERSHIP_TTL_MS", default_value_t = sluice_consumer::DEFAULT_MEMBERSHIP_TTL.as_millis() as u64,
-          value_parser = clap::value_parser!(u64).range(1_000..))]
-    membership_ttl_ms: u64,
-    /// Unsubscribe a bucket after this long without requests (and nothing queued).
-    #[arg(long, env = "SLUICE_IDLE_TTL_S", default_value_t = 600,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    idle_ttl_s: u64,
-    /// At SIGTERM, held messages go back to the queue at once; running calls get this long.
-    #[arg(long, env = "SLUICE_SHUTDOWN_GRACE_S", default_value_t = 30)]
-    shutdown_grace_s: u64,
 }
 
 #[derive(clap::Subcommand)]
@@ -126,7 +103,12 @@ enum RatesCommand {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     init_tracing(LogFormat::Text);
-    match run(Cli::parse()).await {
+    let command = sluice_consumer::with_short_names(Cli::command());
+    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
+    match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("sluice-consumer: {error:#}");
@@ -140,9 +122,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(Command::Rates(command)) = &cli.command {
         return rates(&cli, command).await;
     }
-    let file = cli.flags.file_config(cli.config.as_deref())?;
+    let file = cli.flags.file_config()?;
     let admin_token = cli.flags.admin_token()?;
-    let id = cli.id.clone().unwrap_or_else(default_id);
+    let id = cli.flags.id();
     let started = sluice_consumer::start(StartOptions {
         file,
         namesrv: cli.namesrv.clone(),
@@ -150,18 +132,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         group: cli.group.clone(),
         redis: redis_options(&cli),
         id: id.clone(),
-        runner: RunnerOptions {
-            membership_ttl: Duration::from_millis(cli.membership_ttl_ms),
-            idle_ttl: Duration::from_secs(cli.idle_ttl_s),
-            retire_interval: Duration::from_secs(cli.idle_ttl_s.clamp(1, 30)),
-            shutdown_grace: Duration::from_secs(cli.shutdown_grace_s),
-            ..Default::default()
-        },
+        runner: cli.flags.runner_options(),
         local: None,
     })
     .await?;
 
-    let admin_addr = serve_admin(cli.admin_addr, "admin API", &started, admin_token).await?;
+    let admin_addr = serve_admin(
+        cli.flags.consumer_admin_addr,
+        "admin API",
+        &started,
+        admin_token,
+    )
+    .await?;
     tracing::info!(id = %id, namesrv = %cli.namesrv, admin = %admin_addr, "sluice-consumer started");
     started.runner.clone().run(shutdown_signal()).await;
     drop(started);
@@ -178,80 +160,41 @@ fn redis_options(cli: &Cli) -> RedisOptions {
 
 /// `sluice-consumer rates ...`: the admin API's rate changes, straight in Redis.
 async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
-    let file = FileConfig::load(cli.config.as_deref())?;
+    let file = FileConfig::load(cli.flags.consumer_config.as_deref())?;
     let redis = connect(&redis_options(cli)).context("--redis-url")?;
     let pacer = Pacer::new(redis, file.pacing, None)?;
-    // `Some(None)`: set to unlimited; `None`: flag not given.
-    let parse = |flag: &str, value: &Option<String>| -> anyhow::Result<Option<Option<f64>>> {
-        value
-            .as_deref()
-            .map(parse_rate)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("--{flag} {e}"))
-    };
     match command {
-        RatesCommand::Show { model } => {
-            let models = match model {
-                Some(m) => vec![m.clone()],
-                None => pacer.models_with_overrides().await?,
-            };
-            let mut out = serde_json::Map::new();
-            for m in models {
-                let overrides = pacer.column_overrides(&m).await?;
-                out.insert(m, serde_json::to_value(overrides)?);
-            }
-            println!("{}", serde_json::to_string_pretty(&out)?);
-        }
+        RatesCommand::Show { model } => show_rates(&pacer, model.as_deref()).await,
         RatesCommand::Effective { model, tenant } => {
             let rates = pacer.effective_rates(tenant, model).await?;
             println!("{}", serde_json::to_string_pretty(&rates)?);
+            Ok(())
         }
         RatesCommand::Set {
             model,
             tenant,
             rps,
             tps,
-        } => {
-            let (rps, tps) = (parse("rps", rps)?, parse("tps", tps)?);
-            anyhow::ensure!(
-                rps.is_some() || tps.is_some(),
-                "give --rps and/or --tps (a number or `unlimited`)"
-            );
-            let scope = scope_of(model, tenant.as_deref());
-            for (dimension, rate) in [(Dimension::Requests, rps), (Dimension::Tokens, tps)] {
-                if let Some(rate) = rate {
-                    pacer.set_rate(scope, dimension, rate).await?;
-                }
-            }
-            println!("applied");
-        }
+        } => set_rates(&pacer, scope_of(model, tenant.as_deref()), rps, tps).await,
         RatesCommand::Clear {
             model,
             tenant,
             rps,
             tps,
-        } => {
-            let scope = scope_of(model, tenant.as_deref());
-            let both = !rps && !tps;
-            if *rps || both {
-                pacer.clear_rate(scope, Dimension::Requests).await?;
-            }
-            if *tps || both {
-                pacer.clear_rate(scope, Dimension::Tokens).await?;
-            }
-            println!("cleared");
-        }
+        } => clear_rates(&pacer, scope_of(model, tenant.as_deref()), *rps, *tps).await,
         RatesCommand::Limit { model, limit } => {
             let limit = parse_override(limit).map_err(|e| anyhow::anyhow!("{e}"))?;
             let mut redis = connect(&redis_options(cli)).context("--redis-url")?;
             sluice_consumer::control_loop::set_override(&mut redis, model, limit).await?;
             println!("applied");
+            Ok(())
         }
         RatesCommand::Weight { tenant, weight } => {
             let weight = parse_weight(weight).map_err(|e| anyhow::anyhow!("{e}"))?;
             let mut redis = connect(&redis_options(cli)).context("--redis-url")?;
             sluice_consumer::control_loop::set_weight(&mut redis, tenant, weight).await?;
             println!("applied");
+            Ok(())
         }
         RatesCommand::Factor {
             model,
@@ -264,8 +207,66 @@ async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
                 (false, None) => anyhow::bail!("give a factor or --clear"),
             }
             println!("applied");
+            Ok(())
         }
     }
+}
+
+/// `rates show [model]`: the overrides of one column, or of every column
+/// with overrides, as JSON.
+async fn show_rates(pacer: &Pacer, model: Option<&str>) -> anyhow::Result<()> {
+    let models = match model {
+        Some(m) => vec![m.to_string()],
+        None => pacer.models_with_overrides().await?,
+    };
+    let mut out = serde_json::Map::new();
+    for m in models {
+        let overrides = pacer.column_overrides(&m).await?;
+        out.insert(m, serde_json::to_value(overrides)?);
+    }
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// `rates set`: each dimension given, a number or `unlimited`.
+async fn set_rates(
+    pacer: &Pacer,
+    scope: Scope<'_>,
+    rps: &Option<String>,
+    tps: &Option<String>,
+) -> anyhow::Result<()> {
+    // `Some(None)`: set to unlimited; `None`: flag not given.
+    let parse = |flag: &str, value: &Option<String>| -> anyhow::Result<Option<Option<f64>>> {
+        value
+            .as_deref()
+            .map(parse_rate)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--{flag} {e}"))
+    };
+    let (rps, tps) = (parse("rps", rps)?, parse("tps", tps)?);
+    anyhow::ensure!(
+        rps.is_some() || tps.is_some(),
+        "give --rps and/or --tps (a number or `unlimited`)"
+    );
+    for (dimension, rate) in [(Dimension::Requests, rps), (Dimension::Tokens, tps)] {
+        if let Some(rate) = rate {
+            pacer.set_rate(scope, dimension, rate).await?;
+        }
+    }
+    println!("applied");
+    Ok(())
+}
+
+/// `rates clear`: the dimensions named, or both.
+async fn clear_rates(pacer: &Pacer, scope: Scope<'_>, rps: bool, tps: bool) -> anyhow::Result<()> {
+    let both = !rps && !tps;
+    if rps || both {
+        pacer.clear_rate(scope, Dimension::Requests).await?;
+    }
+    if tps || both {
+        pacer.clear_rate(scope, Dimension::Tokens).await?;
+    }
+    println!("cleared");
     Ok(())
 }
 

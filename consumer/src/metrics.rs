@@ -13,6 +13,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use sluice_runtime::metrics::{encode, register};
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
 
 /// Label of values beyond the cardinality bound.
@@ -110,6 +111,129 @@ pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
 
+// The fixed label vocabularies are declared here, beside the series they
+// label, so that this file needs nothing of the crate but its keys and usage
+// types: every part records metrics, and none is recorded into.
+
+/// Why a write was refused (the `reason` label of the refusal metric).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    MissingToken,
+    WrongToken,
+    WritesDisabled,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 3] = [
+        Refusal::MissingToken,
+        Refusal::WrongToken,
+        Refusal::WritesDisabled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::MissingToken => "missing_token",
+            Refusal::WrongToken => "wrong_token",
+            Refusal::WritesDisabled => "writes_disabled",
+        }
+    }
+}
+
+/// What became of a request's pacing estimate (metric label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Correction {
+    /// The debt moved by real − estimated.
+    Corrected,
+    /// Real = estimated, or nothing to move (tokens unpaced, bucket paused,
+    /// an empty bucket owed a refund).
+    Unchanged,
+    /// The answer carried no usage (broken stream, cancel, backend error,
+    /// or a complete answer of a model without a known tokenizer): the
+    /// estimate stays. (A complete answer without usage is counted with
+    /// the model's tokenizer and corrected.)
+    NoUsage,
+    /// Redis refused the correction: the estimate stays.
+    Failed,
+}
+
+impl Correction {
+    pub const ALL: [Correction; 4] = [
+        Correction::Corrected,
+        Correction::Unchanged,
+        Correction::NoUsage,
+        Correction::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Correction::Corrected => "corrected",
+            Correction::Unchanged => "unchanged",
+            Correction::NoUsage => "no_usage",
+            Correction::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChangeLabels {
+    pub model: String,
+    /// A [`crate::sharing::controller::Reason`].
+    pub reason: &'static str,
+}
+
+/// The controllers' metrics (prefix `sluice_consumer_controller_`).
+#[derive(Debug, Default)]
+pub struct ControlMetrics {
+    /// The shared limit of each model (the override when one is set).
+    pub limit: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+    /// This instance's in-flight cap for the model (its share of the limit).
+    pub instance_cap: Family<ModelLabels, Gauge>,
+    /// Changes of the limit, by reason.
+    pub changes: Family<ChangeLabels, Counter>,
+    /// Overload answers (429 / 503) from the model seen by this instance.
+    pub overload_answers: Family<ModelLabels, Counter>,
+    /// Requests waiting at the model server at the last sample.
+    pub server_waiting: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+}
+
+impl ControlMetrics {
+    /// The controllers' metrics, registered in `registry`.
+    pub fn registered(registry: &mut Registry) -> Self {
+        ControlMetrics {
+            limit: register(
+                registry,
+                "controller_limit",
+                "Admitted concurrency of the model over all consumer instances",
+                Family::default(),
+            ),
+            instance_cap: register(
+                registry,
+                "controller_instance_cap",
+                "This instance's in-flight cap for the model (its share of the limit)",
+                Family::default(),
+            ),
+            changes: register(
+                registry,
+                "controller_changes",
+                "Changes of the model's limit, by reason",
+                Family::default(),
+            ),
+            overload_answers: register(
+                registry,
+                "controller_overload_answers",
+                "429 / 503 answers of the model seen by this instance",
+                Family::default(),
+            ),
+            server_waiting: register(
+                registry,
+                "controller_server_waiting",
+                "Requests waiting at the model server at the last sample",
+                Family::default(),
+            ),
+        }
+    }
+}
+
 /// All metrics of the consumer, registered once; cheap to update from any task.
 #[derive(Debug)]
 pub struct Metrics {
@@ -135,7 +259,7 @@ pub struct Metrics {
     pub chunks: Family<ModelLabels, Counter>,
     /// Calls aborted because the client cancelled.
     pub cancels: Counter,
-    /// Errors by kind (see [`crate::invoke::FailureKind::as_str`]).
+    /// Errors by kind (see [`crate::call::invoke::FailureKind::as_str`]).
     pub errors: Family<KindLabels, Counter>,
     /// Outcomes (see [`crate::Outcome::as_str`]).
     pub outcomes: Family<OutcomeLabels, Counter>,
@@ -153,15 +277,15 @@ pub struct Metrics {
     pub hold_seconds: Histogram,
     /// Held messages handed back to their LiteTopic at shutdown.
     pub handed_back: Counter,
-    /// Admin writes refused, by reason (see [`crate::admin_auth::Refusal`]).
+    /// Admin writes refused, by reason (see [`Refusal`]).
     pub admin_refused: Family<ReasonLabels, Counter>,
     /// Tokens the model reported per tenant, model and kind (deferred path).
     pub tenant_tokens: Family<TenantTokenLabels, Counter>,
     /// What became of each call's pacing estimate (see
-    /// [`crate::usage::Correction`]).
+    /// [`Correction`]).
     pub pacing_corrections: Family<ResultLabels, Counter>,
     /// The adaptive controllers' and fair sharing's metrics.
-    pub control: crate::control_loop::ControlMetrics,
+    pub control: ControlMetrics,
 }
 
 impl Default for Metrics {
@@ -173,6 +297,9 @@ impl Default for Metrics {
 impl Metrics {
     /// `max_buckets` / `max_models`: distinct bucket / model label values
     /// before `other`.
+    // Long because it is a list: one registration per series, in the
+    // struct's order, so that each name and help text is checked against
+    // its field at a glance; split, it would only be harder to read.
     pub fn new(max_buckets: usize, max_models: usize) -> Self {
         let mut registry = Registry::with_prefix("sluice_consumer");
         let metrics = Metrics {
@@ -296,7 +423,7 @@ impl Metrics {
                 "Token pacing debt after a call: corrected to the real usage, unchanged, no_usage (estimate kept), failed",
                 Family::default(),
             ),
-            control: crate::control_loop::ControlMetrics::registered(&mut registry),
+            control: ControlMetrics::registered(&mut registry),
             registry,
             buckets: LabelLimiter::new(max_buckets),
             models: LabelLimiter::new(max_models),
@@ -304,12 +431,12 @@ impl Metrics {
             bucket_topics: Mutex::new(HashMap::new()),
         };
         // Every reason from the start, so alerts see 0 rather than nothing.
-        for refusal in crate::admin_auth::Refusal::ALL {
+        for refusal in Refusal::ALL {
             let _ = metrics.admin_refused.get_or_create(&ReasonLabels {
                 reason: refusal.as_str(),
             });
         }
-        for correction in crate::usage::Correction::ALL {
+        for correction in Correction::ALL {
             let _ = metrics.pacing_corrections.get_or_create(&ResultLabels {
                 result: correction.as_str(),
             });
@@ -369,7 +496,7 @@ impl Metrics {
 
     /// Counts one answer's usage under its tenant and model (labels
     /// sanitized; tenants bounded like buckets, models like models).
-    pub fn tenant_usage(&self, tenant: &str, model: &str, usage: &crate::usage::Usage) {
+    pub fn tenant_usage(&self, tenant: &str, model: &str, usage: &crate::call::usage::Usage) {
         let tenant = self.tenants.label(&crate::keys::sanitize(tenant));
         let model = self.model_label(model).model;
         for (kind, tokens) in [
@@ -426,7 +553,7 @@ mod tests {
     #[test]
     fn tenant_usage_is_counted_per_kind_with_bounded_tenants() {
         let metrics = Metrics::new(1, 10);
-        let usage = crate::usage::Usage {
+        let usage = crate::call::usage::Usage {
             prompt_tokens: 11,
             completion_tokens: 30,
             cached_tokens: 8,

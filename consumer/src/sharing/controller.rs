@@ -57,7 +57,7 @@
 //! * always within `[floor, ceiling]`.
 //!
 //! [`step`] is pure; the runtime part (Redis state shared by the
-//! instances, the lease, metrics) is in [`crate::control_loop`].
+//! instances, the lease, metrics) is in [`crate::sharing::control_loop`].
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -329,93 +329,187 @@ const KV_DEADBAND: f64 = 0.05;
 /// (the capacity grew more than a few steps' worth).
 pub const ADDITIVE_STEPS: u32 = 4;
 
-/// One controller step: the next state and why.
+/// One controller step: the next state and why. In order: pushed back
+/// (overload answers, slow first tokens) cuts; without server gauges, grow
+/// while the limit is in use; a queue or cache above target cuts towards
+/// it; below both, grow.
 pub fn step(
     config: &ModelControl,
     state: ControllerState,
     sample: &CapacitySample,
     now_ms: u64,
 ) -> (ControllerState, Reason) {
-    let floor = f64::from(config.floor);
-    let ceiling = f64::from(config.ceiling);
-    let limit = state.limit.clamp(floor, ceiling);
-    let smooth = |now: Option<f64>, before: Option<f64>| {
-        now.map(|now| match before {
-            Some(before) => config.smoothing * now + (1.0 - config.smoothing) * before,
-            None => now,
-        })
-    };
-    let smoothed_waiting = smooth(sample.waiting, state.smoothed_waiting);
-    let smoothed_kv_usage = smooth(sample.kv_cache_usage, state.smoothed_kv_usage);
-    let current = limit;
-    let next = |to: f64, hold_until, increases| {
-        let limit = to.clamp(floor, ceiling);
-        ControllerState {
-            limit,
-            hold_increase_until_ms: hold_until,
-            smoothed_waiting,
-            smoothed_kv_usage,
-            increases,
-            // A decrease ends slow start where it landed.
-            slow_start_until: if to < current {
-                Some(limit)
-            } else {
-                state.slow_start_until
-            },
-            hold_decrease_until_ms: state.hold_decrease_until_ms,
-            young_batch: state.young_batch && to >= current,
-        }
-    };
-    if sample.overloaded > 0 {
-        let hold = sample.retry_after_ms.unwrap_or(0).max(config.interval_ms);
-        let hold_until = now_ms
-            .saturating_add(hold)
-            .max(state.hold_increase_until_ms);
-        let to = limit * config.decrease_factor;
-        return (next(to, hold_until, 0), Reason::Overloaded);
+    let step = Step::new(config, state, sample, now_ms);
+    if let Some(cut) = step.pushed_back() {
+        return cut;
     }
     let hold_until = state.hold_increase_until_ms;
-    if let (Some(target), Some(ttft)) = (config.ttft_target_ms, sample.ttft_ms) {
-        if ttft > target as f64 {
-            let to = limit * config.decrease_factor;
-            return (next(to, hold_until, 0), Reason::SlowFirstToken);
-        }
-    }
-    let held = (next(limit, hold_until, 0), Reason::Hold);
-    let Some(waiting) = smoothed_waiting else {
+    let held = (step.next(step.limit, hold_until, 0), Reason::Hold);
+    let Some(waiting) = step.smoothed_waiting else {
         // Answers only: no news is room to grow, when the limit is in use;
         // additively, since only a refusal shows where the ceiling is.
-        return match increase(config, limit, hold_until, sample.running, now_ms, 0) {
-            Some(to) => (next(to, hold_until, 0), Reason::Headroom),
+        return match increase(config, step.limit, hold_until, sample.running, now_ms, 0) {
+            Some(to) => (step.next(to, hold_until, 0), Reason::Headroom),
             None => held,
         };
     };
-    let excess = waiting - config.target_waiting;
-    let running = sample.running.unwrap_or((limit - excess).max(0.0));
-    let in_server = sample.waiting.unwrap_or(waiting) + running;
-    // How far the cache is above its target (negative: below).
-    let kv_excess = match (config.target_kv_usage, smoothed_kv_usage) {
-        (Some(target), Some(usage)) => Some((usage - target, target, usage)),
-        _ => None,
-    };
-    // Requests in the server ≈ the limit, so the queue's excess is how far
-    // the limit is above the running batch + the target; aiming at that
-    // (not at limit − excess) does not cut twice for one queue.
-    let queue_aim = (excess > DEADBAND).then_some(running + config.target_waiting);
-    let kv_aim = kv_excess
-        .filter(|(over, _, usage)| *over > KV_DEADBAND && *usage > 0.0)
-        .map(|(_, target, usage)| in_server * target / usage);
-    let aim = match (queue_aim, kv_aim) {
-        (Some(q), Some(k)) if k < q => Some((k, Reason::KvCacheAboveTarget)),
-        (Some(q), _) => Some((q, Reason::QueueAboveTarget)),
-        (None, Some(k)) => Some((k, Reason::KvCacheAboveTarget)),
-        (None, None) => None,
-    };
-    if let Some((aim, reason)) = aim {
+    let load = step.load(waiting);
+    if let Some((aim, reason)) = load.aim() {
+        return step.decrease(&load, aim, reason).unwrap_or(held);
+    }
+    if load.excess < -DEADBAND && step.cache_has_room(&load) {
+        return step.grow(&load).unwrap_or(held);
+    }
+    held
+}
+
+/// What one step works from: the settings, the state before, the sample,
+/// and the limit and gauges as this step sees them.
+struct Step<'a> {
+    config: &'a ModelControl,
+    state: ControllerState,
+    sample: &'a CapacitySample,
+    now_ms: u64,
+    floor: f64,
+    ceiling: f64,
+    /// The limit before the step, within floor and ceiling.
+    limit: f64,
+    smoothed_waiting: Option<f64>,
+    smoothed_kv_usage: Option<f64>,
+}
+
+/// The server's load against the targets, from the smoothed queue.
+struct Load {
+    /// Requests waiting above the target (negative: below).
+    excess: f64,
+    /// Requests in the server: waiting (now) and running.
+    in_server: f64,
+    /// How far the cache is above its target (negative: below), the
+    /// target and the smoothed usage; `None` without a target or a gauge.
+    kv_excess: Option<(f64, f64, f64)>,
+    /// The limit that would bring the queue to its target.
+    queue_aim: Option<f64>,
+    /// The limit that would bring the cache to its target.
+    kv_aim: Option<f64>,
+}
+
+impl Load {
+    /// The lower of the two aims, and which one it is.
+    fn aim(&self) -> Option<(f64, Reason)> {
+        match (self.queue_aim, self.kv_aim) {
+            (Some(q), Some(k)) if k < q => Some((k, Reason::KvCacheAboveTarget)),
+            (Some(q), _) => Some((q, Reason::QueueAboveTarget)),
+            (None, Some(k)) => Some((k, Reason::KvCacheAboveTarget)),
+            (None, None) => None,
+        }
+    }
+}
+
+impl<'a> Step<'a> {
+    fn new(
+        config: &'a ModelControl,
+        state: ControllerState,
+        sample: &'a CapacitySample,
+        now_ms: u64,
+    ) -> Self {
+        let floor = f64::from(config.floor);
+        let ceiling = f64::from(config.ceiling);
+        let smooth = |now: Option<f64>, before: Option<f64>| {
+            now.map(|now| match before {
+                Some(before) => config.smoothing * now + (1.0 - config.smoothing) * before,
+                None => now,
+            })
+        };
+        Step {
+            config,
+            state,
+            sample,
+            now_ms,
+            floor,
+            ceiling,
+            limit: state.limit.clamp(floor, ceiling),
+            smoothed_waiting: smooth(sample.waiting, state.smoothed_waiting),
+            smoothed_kv_usage: smooth(sample.kv_cache_usage, state.smoothed_kv_usage),
+        }
+    }
+
+    /// The state after moving the limit to `to` (within floor and ceiling).
+    fn next(&self, to: f64, hold_until: u64, increases: u32) -> ControllerState {
+        let limit = to.clamp(self.floor, self.ceiling);
+        ControllerState {
+            limit,
+            hold_increase_until_ms: hold_until,
+            smoothed_waiting: self.smoothed_waiting,
+            smoothed_kv_usage: self.smoothed_kv_usage,
+            increases,
+            // A decrease ends slow start where it landed.
+            slow_start_until: if to < self.limit {
+                Some(limit)
+            } else {
+                self.state.slow_start_until
+            },
+            hold_decrease_until_ms: self.state.hold_decrease_until_ms,
+            young_batch: self.state.young_batch && to >= self.limit,
+        }
+    }
+
+    /// The cut for overload answers (holding increases for their
+    /// Retry-After) or for a first token slower than its target.
+    fn pushed_back(&self) -> Option<(ControllerState, Reason)> {
+        let (config, sample) = (self.config, self.sample);
+        let to = self.limit * config.decrease_factor;
+        if sample.overloaded > 0 {
+            let hold = sample.retry_after_ms.unwrap_or(0).max(config.interval_ms);
+            let hold_until = self
+                .now_ms
+                .saturating_add(hold)
+                .max(self.state.hold_increase_until_ms);
+            return Some((self.next(to, hold_until, 0), Reason::Overloaded));
+        }
+        let (target, ttft) = (config.ttft_target_ms?, sample.ttft_ms?);
+        (ttft > target as f64).then(|| {
+            let hold_until = self.state.hold_increase_until_ms;
+            (self.next(to, hold_until, 0), Reason::SlowFirstToken)
+        })
+    }
+
+    /// The load against the targets, from the smoothed queue `waiting`.
+    fn load(&self, waiting: f64) -> Load {
+        let config = self.config;
+        let excess = waiting - config.target_waiting;
+        let running = self
+            .sample
+            .running
+            .unwrap_or((self.limit - excess).max(0.0));
+        let in_server = self.sample.waiting.unwrap_or(waiting) + running;
+        let kv_excess = match (config.target_kv_usage, self.smoothed_kv_usage) {
+            (Some(target), Some(usage)) => Some((usage - target, target, usage)),
+            _ => None,
+        };
+        // Requests in the server ≈ the limit, so the queue's excess is how far
+        // the limit is above the running batch + the target; aiming at that
+        // (not at limit − excess) does not cut twice for one queue.
+        let queue_aim = (excess > DEADBAND).then_some(running + config.target_waiting);
+        let kv_aim = kv_excess
+            .filter(|(over, _, usage)| *over > KV_DEADBAND && *usage > 0.0)
+            .map(|(_, target, usage)| in_server * target / usage);
+        Load {
+            excess,
+            in_server,
+            kv_excess,
+            queue_aim,
+            kv_aim,
+        }
+    }
+
+    /// `gain` of the way down to `aim`; `None` when that is no cut, or a
+    /// cut for the cache whose last one has not shown yet.
+    fn decrease(&self, load: &Load, aim: f64, reason: Reason) -> Option<(ControllerState, Reason)> {
+        let (config, limit) = (self.config, self.limit);
         let to = (limit - config.gain * (limit - aim)).max(limit * config.decrease_factor);
         // A cut for the cache alone (no queue above target).
-        let by_cache = reason == Reason::KvCacheAboveTarget && queue_aim.is_none();
-        if to >= limit || (by_cache && now_ms < state.hold_decrease_until_ms) {
+        let by_cache = reason == Reason::KvCacheAboveTarget && load.queue_aim.is_none();
+        if to >= limit || (by_cache && self.now_ms < self.state.hold_decrease_until_ms) {
             // At the aim already, or the last cut for the cache has not
             // shown in the smoothed usage yet (the cache empties only as
             // answers end): cutting again on the usage from before it
@@ -424,28 +518,40 @@ pub fn step(
             // target too, the server is overloaded now, not draining: no
             // hold (the queue's aim is the running batch, which the drain
             // does not lower).
-            return held;
+            return None;
         }
-        let mut decreased = next(to, hold_until, 0);
+        let mut decreased = self.next(to, self.state.hold_increase_until_ms, 0);
         if by_cache {
-            decreased.hold_decrease_until_ms = now_ms.saturating_add(signal_gap_ms(config));
+            decreased.hold_decrease_until_ms = self.now_ms.saturating_add(signal_gap_ms(config));
         }
-        return (decreased, reason);
+        Some((decreased, reason))
     }
-    // Room only when the cache is under its target both smoothed and now:
-    // a cache filling with one cohort of answers is a peak the smoothed
-    // value has not seen yet, and growing into it ends in preemptions.
-    let kv_room = kv_excess.is_none_or(|(over, target, _)| {
-        over < -KV_DEADBAND
-            && sample
-                .kv_cache_usage
-                .is_none_or(|now| now < target - KV_DEADBAND)
-    });
-    if excess < -DEADBAND && kv_room {
+
+    /// Room only when the cache is under its target both smoothed and now:
+    /// a cache filling with one cohort of answers is a peak the smoothed
+    /// value has not seen yet, and growing into it ends in preemptions.
+    fn cache_has_room(&self, load: &Load) -> bool {
+        load.kv_excess.is_none_or(|(over, target, _)| {
+            over < -KV_DEADBAND
+                && self
+                    .sample
+                    .kv_cache_usage
+                    .is_none_or(|now| now < target - KV_DEADBAND)
+        })
+    }
+
+    /// An increase with the queue and the cache below their targets:
+    /// doubling in slow start, probing (additive, a whole slot at least,
+    /// one signal gap apart) above the last decrease. `None`: not now.
+    fn grow(&self, load: &Load) -> Option<(ControllerState, Reason)> {
+        let (config, state, limit, now_ms) = (self.config, self.state, self.limit, self.now_ms);
+        let hold_until = state.hold_increase_until_ms;
         let mut streak = state.increases;
         let mut slow_start_until = state.slow_start_until;
         let mut young_batch = state.young_batch;
-        if slow_start_until.is_none() && cache_half_full(config, smoothed_kv_usage, sample) {
+        if slow_start_until.is_none()
+            && cache_half_full(config, self.smoothed_kv_usage, self.sample)
+        {
             // Slow start ends here (as HyStart ends TCP's on the first
             // sign of delay, before the loss): a call's cache grows over
             // its life, so a young batch holding half the target fills it
@@ -463,47 +569,50 @@ pub fn step(
         } else {
             streak
         };
-        if now_ms < hold_until {
+        let (to, hold_until, increases, reason) = if now_ms < hold_until {
             // Waiting for a probe's effect (or a Retry-After): the streak
             // goes on.
-            let mut waiting = next(limit, hold_until, streak);
-            waiting.slow_start_until = slow_start_until;
-            waiting.young_batch = young_batch;
-            return (waiting, Reason::Hold);
-        }
-        if let Some(to) = increase(
-            config,
-            limit,
-            hold_until,
-            Some(in_server),
-            now_ms,
-            doublings,
-        ) {
+            (limit, hold_until, streak, Reason::Hold)
+        } else {
+            let in_server = Some(load.in_server);
+            let to = increase(config, limit, hold_until, in_server, now_ms, doublings)?;
             let (to, hold_until) = if probing {
-                // One whole slot at least (the cap is the limit's whole
-                // part: a fraction changes nothing and probes nothing),
-                // and the next probe only once the smoothed signals can
-                // show this one's effect.
-                let reach = if young_batch {
-                    limit.floor()
-                } else {
-                    towards_cache_room(config, limit, in_server, smoothed_kv_usage, sample)
-                };
-                let to = to.max(limit.floor() + 1.0).max(reach);
-                (
-                    to.min(ceiling),
-                    hold_until.max(now_ms.saturating_add(signal_gap_ms(config))),
-                )
+                self.probe(load, to, young_batch)
             } else {
                 (to, hold_until)
             };
-            let mut increased = next(to, hold_until, streak.saturating_add(1));
-            increased.slow_start_until = slow_start_until;
-            increased.young_batch = young_batch;
-            return (increased, Reason::Headroom);
-        }
+            (to, hold_until, streak.saturating_add(1), Reason::Headroom)
+        };
+        let mut grown = self.next(to, hold_until, increases);
+        grown.slow_start_until = slow_start_until;
+        grown.young_batch = young_batch;
+        Some((grown, reason))
     }
-    held
+
+    /// A probe above the last decrease: one whole slot at least (the cap is
+    /// the limit's whole part: a fraction changes nothing and probes
+    /// nothing), and the next probe only once the smoothed signals can show
+    /// this one's effect.
+    fn probe(&self, load: &Load, to: f64, young_batch: bool) -> (f64, u64) {
+        let (config, limit) = (self.config, self.limit);
+        let reach = if young_batch {
+            limit.floor()
+        } else {
+            towards_cache_room(
+                config,
+                limit,
+                load.in_server,
+                self.smoothed_kv_usage,
+                self.sample,
+            )
+        };
+        let to = to.max(limit.floor() + 1.0).max(reach);
+        let hold_until = self
+            .state
+            .hold_increase_until_ms
+            .max(self.now_ms.saturating_add(signal_gap_ms(config)));
+        (to.min(self.ceiling), hold_until)
+    }
 }
 
 /// A probe's reach when the cache shows room for more than one slot: the

@@ -1,4 +1,4 @@
-//! The adaptive controllers at run time ([`crate::controller`] is the law).
+//! The adaptive controllers at run time ([`crate::sharing::controller`] is the law).
 //!
 //! **Shared state**: one Redis hash per model ([`keys::controller`]) holds
 //! the limit — the admitted concurrency of *all* consumer instances — and an
@@ -19,24 +19,17 @@
 //! **Overload answers** (429 / 503) are counted into the hash by whichever
 //! instance got them ([`Controls::observe`]), so the stepper sees them all.
 
-use crate::controller::{
-    self, CapacitySample, ControllerConfig, ControllerState, ModelControl, SignalConfig,
+use crate::metrics::{ChangeLabels, ModelLabels};
+use crate::sharing::controller::{
+    self, CapacitySample, ControllerConfig, ControllerState, ModelControl, Reason, SignalConfig,
 };
-use crate::fair::Weights;
-use crate::metrics::ModelLabels;
+use crate::sharing::fair::Weights;
 use crate::{InFlightLimits, Outcome};
 use futures::future::BoxFuture;
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
 use redis::AsyncCommands;
 use sluice_contract::keys;
 use sluice_redis::RedisConn;
-use sluice_runtime::metrics::register;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,16 +90,16 @@ pub trait CapacitySource: Send + Sync {
 pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The model servers' own gauges (vLLM / SGLang `/metrics`, read by
-/// [`crate::signals`]) for models whose signal is
+/// [`crate::sharing::signals`]) for models whose signal is
 /// [`SignalConfig::Prometheus`]; no gauges for the others.
 pub struct PrometheusSource {
-    reader: crate::signals::SignalReader,
+    reader: crate::sharing::signals::SignalReader,
 }
 
 impl PrometheusSource {
-    pub fn new(timeout: Duration) -> Result<Self, crate::signals::SignalError> {
+    pub fn new(timeout: Duration) -> Result<Self, crate::sharing::signals::SignalError> {
         Ok(PrometheusSource {
-            reader: crate::signals::SignalReader::new(timeout)?,
+            reader: crate::sharing::signals::SignalReader::new(timeout)?,
         })
     }
 }
@@ -148,70 +141,99 @@ impl CapacitySource for AnswersOnly {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ChangeLabels {
-    pub model: String,
-    /// A [`Reason`].
-    pub reason: &'static str,
+/// The model's [`keys::controller`] hash as read by the stepper.
+struct Stored(HashMap<String, String>);
+
+/// The answers the instances counted in the hash since the last step.
+struct Answers {
+    overloaded: u64,
+    ttft_sum: i64,
+    ttft_count: i64,
 }
 
-/// The controllers' metrics (prefix `sluice_consumer_controller_`).
-#[derive(Debug, Default)]
-pub struct ControlMetrics {
-    /// The shared limit of each model (the override when one is set).
-    pub limit: Family<ModelLabels, Gauge<f64, AtomicU64>>,
-    /// This instance's in-flight cap for the model (its share of the limit).
-    pub instance_cap: Family<ModelLabels, Gauge>,
-    /// Changes of the limit, by reason.
-    pub changes: Family<ChangeLabels, Counter>,
-    /// Overload answers (429 / 503) from the model seen by this instance.
-    pub overload_answers: Family<ModelLabels, Counter>,
-    /// Requests waiting at the model server at the last sample.
-    pub server_waiting: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+impl Answers {
+    /// The mean over the answers that ended since the last step.
+    fn ttft_ms(&self) -> Option<f64> {
+        (self.ttft_count > 0).then(|| self.ttft_sum as f64 / self.ttft_count as f64)
+    }
 }
 
-impl ControlMetrics {
-    /// The controllers' metrics, registered in `registry`.
-    pub fn registered(registry: &mut Registry) -> Self {
-        ControlMetrics {
-            limit: register(
-                registry,
-                "controller_limit",
-                "Admitted concurrency of the model over all consumer instances",
-                Family::default(),
-            ),
-            instance_cap: register(
-                registry,
-                "controller_instance_cap",
-                "This instance's in-flight cap for the model (its share of the limit)",
-                Family::default(),
-            ),
-            changes: register(
-                registry,
-                "controller_changes",
-                "Changes of the model's limit, by reason",
-                Family::default(),
-            ),
-            overload_answers: register(
-                registry,
-                "controller_overload_answers",
-                "429 / 503 answers of the model seen by this instance",
-                Family::default(),
-            ),
-            server_waiting: register(
-                registry,
-                "controller_server_waiting",
-                "Requests waiting at the model server at the last sample",
-                Family::default(),
-            ),
+impl Stored {
+    fn number(&self, field: &str) -> Option<f64> {
+        self.0.get(field).and_then(|v| v.parse::<f64>().ok())
+    }
+
+    /// The controller's state, `None` before its first step.
+    fn state(&self) -> Option<ControllerState> {
+        let number = |f| self.number(f);
+        Some(ControllerState {
+            limit: number(field::LIMIT)?,
+            hold_increase_until_ms: number(field::HOLD_UNTIL).unwrap_or(0.0) as u64,
+            smoothed_waiting: number(field::SMOOTHED_WAITING),
+            smoothed_kv_usage: number(field::SMOOTHED_KV_USAGE),
+            slow_start_until: number(field::SLOW_START_UNTIL),
+            increases: number(field::INCREASES).unwrap_or(0.0).max(0.0) as u32,
+            hold_decrease_until_ms: number(field::HOLD_DECREASE_UNTIL).unwrap_or(0.0).max(0.0)
+                as u64,
+            young_batch: number(field::YOUNG_BATCH).is_some_and(|v| v > 0.0),
+        })
+    }
+
+    fn answers(&self) -> Answers {
+        let count = |f| self.number(f).unwrap_or(0.0).max(0.0);
+        Answers {
+            overloaded: count(field::OVERLOADED) as u64,
+            ttft_sum: count(field::TTFT_SUM) as i64,
+            ttft_count: count(field::TTFT_COUNT) as i64,
         }
     }
+}
+
+/// The writes of one step: the new state, and the answers it saw taken
+/// off their counters (answers counted meanwhile stay).
+fn write_step(key: &str, next: &ControllerState, seen: &Answers) -> redis::Pipeline {
+    let mut write = redis::pipe();
+    write
+        .hset(key, field::LIMIT, next.limit)
+        .ignore()
+        .hset(key, field::HOLD_UNTIL, next.hold_increase_until_ms)
+        .ignore()
+        .hset(key, field::INCREASES, next.increases)
+        .ignore()
+        .hset(key, field::HOLD_DECREASE_UNTIL, next.hold_decrease_until_ms)
+        .ignore()
+        .hset(key, field::YOUNG_BATCH, u8::from(next.young_batch))
+        .ignore();
+    if let Some(smoothed) = next.smoothed_waiting {
+        write.hset(key, field::SMOOTHED_WAITING, smoothed).ignore();
+    }
+    if let Some(until) = next.slow_start_until {
+        write.hset(key, field::SLOW_START_UNTIL, until).ignore();
+    }
+    if let Some(smoothed) = next.smoothed_kv_usage {
+        write.hset(key, field::SMOOTHED_KV_USAGE, smoothed).ignore();
+    }
+    if seen.overloaded > 0 {
+        write
+            .hincr(key, field::OVERLOADED, -(seen.overloaded as i64))
+            .ignore()
+            .hdel(key, field::RETRY_AFTER)
+            .ignore();
+    }
+    if seen.ttft_count > 0 {
+        write
+            .hincr(key, field::TTFT_SUM, -seen.ttft_sum)
+            .ignore()
+            .hincr(key, field::TTFT_COUNT, -seen.ttft_count)
+            .ignore();
+    }
+    write
 }
 
 /// What the pop loop needs beyond pacing: fair sharing and controllers.
 #[derive(Clone, Default)]
 pub struct Adaptive {
-    pub fair: Option<Arc<crate::fair::FairShare>>,
+    pub fair: Option<Arc<crate::sharing::fair::FairShare>>,
     pub controls: Option<Arc<Controls>>,
 }
 
@@ -241,7 +263,7 @@ impl Controls {
             source: Arc::new(AnswersOnly),
             metrics,
             weights: None,
-            membership_ttl: crate::DEFAULT_MEMBERSHIP_TTL,
+            membership_ttl: crate::sharing::membership::DEFAULT_MEMBERSHIP_TTL,
         }
     }
 
@@ -332,30 +354,40 @@ impl Controls {
     ) -> Result<(), redis::RedisError> {
         let key = keys::controller(model);
         let mut redis = self.redis.clone();
-        let stored: HashMap<String, String> = redis.hgetall(&key).await?;
-        let number = |f: &str| stored.get(f).and_then(|v| v.parse::<f64>().ok());
-        if number(field::OVERRIDE).is_some() {
+        let stored = Stored(redis.hgetall(&key).await?);
+        if stored.number(field::OVERRIDE).is_some() {
             return Ok(());
         }
-        let state = match number(field::LIMIT) {
-            Some(limit) => ControllerState {
-                limit,
-                hold_increase_until_ms: number(field::HOLD_UNTIL).unwrap_or(0.0) as u64,
-                smoothed_waiting: number(field::SMOOTHED_WAITING),
-                smoothed_kv_usage: number(field::SMOOTHED_KV_USAGE),
-                slow_start_until: number(field::SLOW_START_UNTIL),
-                increases: number(field::INCREASES).unwrap_or(0.0).max(0.0) as u32,
-                hold_decrease_until_ms: number(field::HOLD_DECREASE_UNTIL).unwrap_or(0.0).max(0.0)
-                    as u64,
-                young_batch: number(field::YOUNG_BATCH).is_some_and(|v| v > 0.0),
-            },
-            None => control.initial_state(),
+        let state = stored.state().unwrap_or_else(|| control.initial_state());
+        let answers = stored.answers();
+        let labels = self.metrics.model_label(model);
+        let load = self.server_load(model, control, &labels).await;
+        let sample = CapacitySample {
+            waiting: load.map(|l| l.waiting),
+            running: load.map(|l| l.running),
+            kv_cache_usage: load.and_then(|l| l.kv_cache_usage),
+            overloaded: answers.overloaded,
+            retry_after_ms: stored.number(field::RETRY_AFTER).map(|v| v as u64),
+            ttft_ms: answers.ttft_ms(),
         };
-        let overloaded = number(field::OVERLOADED).unwrap_or(0.0).max(0.0) as u64;
-        let ttft_sum = number(field::TTFT_SUM).unwrap_or(0.0).max(0.0) as i64;
-        let ttft_count = number(field::TTFT_COUNT).unwrap_or(0.0).max(0.0) as i64;
-        // The mean over the answers that ended since the last step.
-        let ttft_ms = (ttft_count > 0).then(|| ttft_sum as f64 / ttft_count as f64);
+        let (next, reason) = controller::step(control, state, &sample, crate::now_ms());
+        write_step(&key, &next, &answers)
+            .query_async::<()>(&mut redis)
+            .await?;
+        if next.limit != state.limit {
+            self.record_change((model, labels), reason, (&state, &next), &sample);
+        }
+        Ok(())
+    }
+
+    /// The server's load this interval (`None`: answers only, or no sample),
+    /// its queue kept as a gauge.
+    async fn server_load(
+        &self,
+        model: &str,
+        control: &ModelControl,
+        labels: &ModelLabels,
+    ) -> Option<ServerLoad> {
         let load = match self.source.sample(model, control).await {
             Ok(load) => load,
             Err(error) => {
@@ -363,91 +395,45 @@ impl Controls {
                 None
             }
         };
-        let labels = self.metrics.model_label(model);
         if let Some(load) = load {
-            let control_metrics = &self.metrics.control;
-            control_metrics
-                .server_waiting
-                .get_or_create(&labels)
-                .set(load.waiting);
-        }
-        let sample = CapacitySample {
-            waiting: load.map(|l| l.waiting),
-            running: load.map(|l| l.running),
-            kv_cache_usage: load.and_then(|l| l.kv_cache_usage),
-            overloaded,
-            retry_after_ms: number(field::RETRY_AFTER).map(|v| v as u64),
-            ttft_ms,
-        };
-        let now = crate::now_ms();
-        let (next, reason) = controller::step(control, state, &sample, now);
-        let mut write = redis::pipe();
-        write
-            .hset(&key, field::LIMIT, next.limit)
-            .ignore()
-            .hset(&key, field::HOLD_UNTIL, next.hold_increase_until_ms)
-            .ignore()
-            .hset(&key, field::INCREASES, next.increases)
-            .ignore()
-            .hset(
-                &key,
-                field::HOLD_DECREASE_UNTIL,
-                next.hold_decrease_until_ms,
-            )
-            .ignore()
-            .hset(&key, field::YOUNG_BATCH, u8::from(next.young_batch))
-            .ignore();
-        if let Some(smoothed) = next.smoothed_waiting {
-            write.hset(&key, field::SMOOTHED_WAITING, smoothed).ignore();
-        }
-        if let Some(until) = next.slow_start_until {
-            write.hset(&key, field::SLOW_START_UNTIL, until).ignore();
-        }
-        if let Some(smoothed) = next.smoothed_kv_usage {
-            write
-                .hset(&key, field::SMOOTHED_KV_USAGE, smoothed)
-                .ignore();
-        }
-        if overloaded > 0 {
-            // Only what this step saw: answers counted meanwhile stay.
-            write
-                .hincr(&key, field::OVERLOADED, -(overloaded as i64))
-                .ignore()
-                .hdel(&key, field::RETRY_AFTER)
-                .ignore();
-        }
-        if ttft_count > 0 {
-            write
-                .hincr(&key, field::TTFT_SUM, -ttft_sum)
-                .ignore()
-                .hincr(&key, field::TTFT_COUNT, -ttft_count)
-                .ignore();
-        }
-        write.query_async::<()>(&mut redis).await?;
-        if next.limit != state.limit {
             self.metrics
                 .control
-                .changes
-                .get_or_create(&ChangeLabels {
-                    model: labels.model.clone(),
-                    reason: reason.as_str(),
-                })
-                .inc();
-            tracing::info!(
-                model,
-                from = state.limit,
-                to = next.limit,
-                reason = reason.as_str(),
-                waiting = ?sample.waiting,
-                smoothed_waiting = ?next.smoothed_waiting,
-                kv_cache_usage = ?sample.kv_cache_usage,
-                running = ?sample.running,
-                overloaded,
-                ttft_ms = ?sample.ttft_ms,
-                "controller: limit changed"
-            );
+                .server_waiting
+                .get_or_create(labels)
+                .set(load.waiting);
         }
-        Ok(())
+        load
+    }
+
+    /// A change of the limit, counted by reason and logged.
+    fn record_change(
+        &self,
+        (model, labels): (&str, ModelLabels),
+        reason: Reason,
+        (state, next): (&ControllerState, &ControllerState),
+        sample: &CapacitySample,
+    ) {
+        self.metrics
+            .control
+            .changes
+            .get_or_create(&ChangeLabels {
+                model: labels.model,
+                reason: reason.as_str(),
+            })
+            .inc();
+        tracing::info!(
+            model,
+            from = state.limit,
+            to = next.limit,
+            reason = reason.as_str(),
+            waiting = ?sample.waiting,
+            smoothed_waiting = ?next.smoothed_waiting,
+            kv_cache_usage = ?sample.kv_cache_usage,
+            running = ?sample.running,
+            overloaded = sample.overloaded,
+            ttft_ms = ?sample.ttft_ms,
+            "controller: limit changed"
+        );
     }
 
     /// Every instance's part: this instance's share of the limit (or of the
@@ -461,7 +447,8 @@ impl Controls {
         let mut redis = self.redis.clone();
         let (limit, manual) = shared_state(&mut redis, model).await?;
         let effective = manual.or(limit).unwrap_or(control.initial_state().limit);
-        let members = crate::membership::live_members(&mut redis, self.membership_ttl).await?;
+        let members =
+            crate::sharing::membership::live_members(&mut redis, self.membership_ttl).await?;
         let rank = members.iter().position(|m| m == id);
         let cap = instance_share(effective, members.len(), rank);
         self.limits.set_cap(model, cap);
@@ -551,7 +538,7 @@ pub async fn set_override(
 }
 
 /// A tenant's run-time fair-share weight on every instance (`None`: back
-/// to the configured one). The caller checks it ([`crate::fair::valid_weight`]).
+/// to the configured one). The caller checks it ([`crate::sharing::fair::valid_weight`]).
 pub async fn set_weight(
     redis: &mut RedisConn,
     tenant: &str,

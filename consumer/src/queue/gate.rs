@@ -1,9 +1,9 @@
 //! Steps 2 and 3 of the pop loop: may this message start now?
 
-use crate::fair::Ticketed;
 use crate::keys::BucketId;
-use crate::limits::{Acquire, InFlightLimits, ModelPermit};
-use crate::pacing::{self, PaceDecision, PacePlan, Pacer};
+use crate::pacing::limits::{Acquire, InFlightLimits, ModelPermit};
+use crate::pacing::pacer::{self, PaceDecision, PacePlan, Pacer};
+use crate::sharing::fair::Ticketed;
 use sluice_contract::WorkItem;
 use std::time::Duration;
 
@@ -30,7 +30,7 @@ pub async fn gate(
     pacer: &Pacer,
     item: &WorkItem,
     suspend_floor: Duration,
-) -> Result<StartGate, pacing::PacingError> {
+) -> Result<StartGate, pacer::PacingError> {
     let permit = match limits.try_acquire(&item.model) {
         Acquire::Acquired(permit) => permit,
         Acquire::Busy { retry_after } => return Ok(StartGate::Suspend(retry_after)),
@@ -62,7 +62,7 @@ pub enum FairTurn {
 }
 
 /// [`gate`] for a fair-shared model: the message may take a slot only when
-/// the fair order ([`crate::fair`]) names it; then the bucket's pacing is
+/// the fair order ([`crate::sharing::fair`]) names it; then the bucket's pacing is
 /// checked as in [`gate`] (the rates stay ceilings). A paced message is set
 /// aside until its slot, so the others go on meanwhile.
 pub async fn fair_turn(

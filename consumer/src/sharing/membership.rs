@@ -18,6 +18,11 @@ use crate::keys;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+/// Default [`crate::RunnerOptions::membership_ttl`]: six missed beats at the
+/// default discovery interval, so a dead member's buckets move within the
+/// same few seconds as its requests (issue 17: recovery within 5 s).
+pub const DEFAULT_MEMBERSHIP_TTL: Duration = Duration::from_secs(3);
+
 /// Rendezvous score of `member` for `topic`: the first 8 bytes of
 /// SHA-1(member NUL topic). Stable across builds and platforms (unlike
 /// `std`'s hasher), so instances of different versions agree.

@@ -8,7 +8,7 @@
 //! configure a token. Used by `sluice-consumer` and by `sluice-rls`'s
 //! in-process consumer admin.
 
-use crate::metrics::ReasonLabels;
+use crate::metrics::{ReasonLabels, Refusal};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
@@ -141,30 +141,6 @@ pub enum WritePolicy {
     Token(AdminToken),
     /// Non-loopback listener, no token: writes are refused.
     Disabled { listener: SocketAddr },
-}
-
-/// Why a write was refused (the `reason` label of the refusal metric).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refusal {
-    MissingToken,
-    WrongToken,
-    WritesDisabled,
-}
-
-impl Refusal {
-    pub const ALL: [Refusal; 3] = [
-        Refusal::MissingToken,
-        Refusal::WrongToken,
-        Refusal::WritesDisabled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Refusal::MissingToken => "missing_token",
-            Refusal::WrongToken => "wrong_token",
-            Refusal::WritesDisabled => "writes_disabled",
-        }
-    }
 }
 
 /// Whether `addr` only accepts local connections. `0.0.0.0` and `::` are

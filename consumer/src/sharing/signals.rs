@@ -293,7 +293,8 @@ pub struct SignalReader {
 impl SignalReader {
     /// `timeout` bounds each whole scrape (connect, answer, body).
     pub fn new(timeout: Duration) -> Result<Self, SignalError> {
-        let client = crate::http_client::pooled(Some(timeout)).map_err(SignalError::Client)?;
+        let client =
+            crate::call::http_client::pooled(Some(timeout)).map_err(SignalError::Client)?;
         Ok(Self { client, timeout })
     }
 

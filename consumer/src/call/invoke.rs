@@ -22,10 +22,10 @@
 //! client has seen part of an answer, and calling the model again would
 //! burn the GPU twice.
 
+use crate::call::sse::{EventTooLarge, SseParser};
+use crate::call::stream::{self, codes, StreamConfig};
+use crate::call::usage::OutputCounter;
 use crate::metrics::Metrics;
-use crate::sse::{EventTooLarge, SseParser};
-use crate::stream::{self, codes, StreamConfig};
-use crate::usage::OutputCounter;
 use crate::work::WorkItem;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
@@ -390,7 +390,7 @@ impl Invoker {
             .collect::<Result<HashMap<_, _>, ConfigError>>()?;
         let connect_timeout = (config.connect_timeout_ms > 0)
             .then(|| Duration::from_millis(config.connect_timeout_ms));
-        let client = crate::http_client::pooled(connect_timeout).map_err(ConfigError::Tls)?;
+        let client = crate::call::http_client::pooled(connect_timeout).map_err(ConfigError::Tls)?;
         Ok(Invoker {
             client,
             default,

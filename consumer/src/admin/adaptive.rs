@@ -7,10 +7,11 @@
 //! * `PUT /weights/<tenant>?weight=<w>|default`: a tenant's fair-share
 //!   weight on every instance (`default`: back to the configured one).
 
-use crate::admin::{keyword_or, AdminState};
-use crate::control_loop::{self, ChangeLabels};
-use crate::controller::Reason;
-use crate::fair::valid_weight;
+use crate::admin::rates::{keyword_or, AdminState};
+use crate::metrics::ChangeLabels;
+use crate::sharing::control_loop;
+use crate::sharing::controller::Reason;
+use crate::sharing::fair::valid_weight;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;

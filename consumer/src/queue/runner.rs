@@ -5,7 +5,7 @@
 //!   [`crate::keys::BUCKETS`] and stamps its activity (`sluice_contract::bookkeeping`).
 //!   Each instance heartbeats into the group's member set and subscribes to
 //!   the buckets it owns by rendezvous hashing over the live members
-//!   ([`crate::membership`]); a departed member's buckets are picked up within
+//!   ([`crate::sharing::membership`]); a departed member's buckets are picked up within
 //!   one membership TTL (at once when it left gracefully). A subscribed
 //!   bucket is marked [`crate::keys::subscribed`]: the endpoint waits for that mark
 //!   before publishing to a bucket nobody subscribes yet.
@@ -28,9 +28,9 @@
 //!   off after that is answered `interrupted` through the endpoint's lease
 //!   watch by another instance — never by calling the model again.
 
-use crate::control_loop::Adaptive;
-use crate::gate::FairTurn;
-use crate::membership::{self, Assignment, Membership};
+use crate::queue::gate::FairTurn;
+use crate::sharing::control_loop::Adaptive;
+use crate::sharing::membership::{self, Assignment, Membership, DEFAULT_MEMBERSHIP_TTL};
 use crate::{
     gate, Disposition, InFlightLimits, Metrics, Outcome, Pacer, Processor, StartGate, WorkItem,
 };
@@ -44,11 +44,6 @@ use std::time::{Duration, Instant};
 
 /// How long a failed re-publish is retried (a Redis or broker failover).
 const REPUBLISH_RETRY_FOR: Duration = Duration::from_secs(30);
-
-/// Default [`RunnerOptions::membership_ttl`]: six missed beats at the
-/// default discovery interval, so a dead member's buckets move within the
-/// same few seconds as its requests (issue 17: recovery within 5 s).
-pub const DEFAULT_MEMBERSHIP_TTL: Duration = Duration::from_secs(3);
 
 #[derive(Clone, Debug)]
 pub struct RunnerOptions {
@@ -629,7 +624,7 @@ impl Runner {
             .is_some_and(|fair| fair.enabled_for(model))
     }
 
-    /// A message of a fair-shared model waits for its turn ([`crate::fair`]),
+    /// A message of a fair-shared model waits for its turn ([`crate::sharing::fair`]),
     /// then runs; handed back at shutdown. It holds its LiteTopic while
     /// [`FAIR_LANE_DEPTH`] or more of its bucket's messages wait before it,
     /// so a bucket has at most that many messages in the fair queue; below
@@ -666,7 +661,13 @@ impl Runner {
             if let Some(freed) = &mut slot_freed {
                 freed.as_mut().enable();
             }
-            let wait = match crate::gate::fair_turn(&self.limits, &self.pacer, &item, &ticket).await
+            let wait = match crate::queue::gate::fair_turn(
+                &self.limits,
+                &self.pacer,
+                &item,
+                &ticket,
+            )
+            .await
             {
                 FairTurn::Run(permit) => {
                     ticket.started();
@@ -785,7 +786,7 @@ impl Runner {
         if let Some(controls) = &self.adaptive.controls {
             controls.observe(&item.model, &outcome).await;
         }
-        crate::usage::settle(&self.pacer, &self.metrics, &item, &outcome).await;
+        crate::pacing::accounting::settle(&self.pacer, &self.metrics, &item, &outcome).await;
         let req_id = item.req_id.clone();
         // Settle first (a retry re-publishes), then drop the lease.
         self.settle(item, outcome).await;

@@ -1,11 +1,7 @@
-//! The deferred path's accounting: once a call's answer is known, the
-//! bucket's token debt is corrected from the estimate it was paced with to
-//! the real usage, and the tenant's usage is counted.
+//! What a call used: the model's `usage` object, or, for an answer without
+//! one, the prompt and the streamed output counted with the model's
+//! tokenizer as the filter counts them.
 
-use crate::keys::BucketId;
-use crate::metrics::Metrics;
-use crate::pacing::Pacer;
-use crate::processor::Outcome;
 use serde::Deserialize;
 use sluice_admission::admission::Encoders;
 use sluice_admission::encoders::BpeEncoders;
@@ -128,7 +124,7 @@ fn encoders() -> &'static BpeEncoders {
 
 /// The usage of an answer without one: the prompt counted as the filter
 /// counts it, plus `output_tokens` counted from the stream.
-fn counted_usage(item: &WorkItem, output_tokens: u64) -> Option<Usage> {
+pub(crate) fn counted_usage(item: &WorkItem, output_tokens: u64) -> Option<Usage> {
     let encoders = encoders();
     let counter = encoders
         .openai_encoding(&item.model)
@@ -141,91 +137,6 @@ fn counted_usage(item: &WorkItem, output_tokens: u64) -> Option<Usage> {
         completion_tokens: output_tokens,
         cached_tokens: 0,
     })
-}
-
-/// What became of a request's pacing estimate (metric label).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Correction {
-    /// The debt moved by real − estimated.
-    Corrected,
-    /// Real = estimated, or nothing to move (tokens unpaced, bucket paused,
-    /// an empty bucket owed a refund).
-    Unchanged,
-    /// The answer carried no usage (broken stream, cancel, backend error,
-    /// or a complete answer of a model without a known tokenizer): the
-    /// estimate stays. (A complete answer without usage is counted with
-    /// the model's tokenizer and corrected.)
-    NoUsage,
-    /// Redis refused the correction: the estimate stays.
-    Failed,
-}
-
-impl Correction {
-    pub const ALL: [Correction; 4] = [
-        Correction::Corrected,
-        Correction::Unchanged,
-        Correction::NoUsage,
-        Correction::Failed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Correction::Corrected => "corrected",
-            Correction::Unchanged => "unchanged",
-            Correction::NoUsage => "no_usage",
-            Correction::Failed => "failed",
-        }
-    }
-}
-
-/// After a call: count the tenant's usage and correct its bucket's token
-/// debt. Outcomes that made no call of this attempt's (already done,
-/// interrupted, retry later, ...) are left alone; a complete answer without
-/// usage is counted (prompt and streamed output, with the model's
-/// tokenizer); a broken call keeps its estimate.
-pub(crate) async fn settle(
-    pacer: &Pacer,
-    metrics: &Metrics,
-    item: &WorkItem,
-    outcome: &Outcome,
-) -> Option<Correction> {
-    let usage = match outcome {
-        Outcome::Completed {
-            usage,
-            output_tokens,
-            ..
-        } => usage
-            .as_ref()
-            .and_then(Usage::from_value)
-            .or_else(|| output_tokens.and_then(|tokens| counted_usage(item, tokens))),
-        Outcome::Failed { .. } | Outcome::Cancelled { .. } => None,
-        _ => return None,
-    };
-    let correction = match usage {
-        None => Correction::NoUsage,
-        Some(usage) => {
-            metrics.tenant_usage(&item.tenant, &item.model, &usage);
-            correct(pacer, item, &usage).await
-        }
-    };
-    metrics.pacing_correction(correction.as_str());
-    Some(correction)
-}
-
-async fn correct(pacer: &Pacer, item: &WorkItem, usage: &Usage) -> Correction {
-    let delta = usage.total() as i64 - item.estimated_tokens as i64;
-    if delta == 0 {
-        return Correction::Unchanged;
-    }
-    let bucket = BucketId::new(&item.tenant, &item.model);
-    match pacer.correct(&bucket, delta, None).await {
-        Ok(true) => Correction::Corrected,
-        Ok(false) => Correction::Unchanged,
-        Err(error) => {
-            tracing::warn!(%error, req_id = %item.req_id, delta, "pacing correction failed; the estimate stays");
-            Correction::Failed
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,11 +1,13 @@
 //! One work item from claim to terminal entry: idempotency, the streaming
 //! model call, the response stream.
 
-use crate::idempotency::{Claim, Idempotency, IdempotencyConfig, Lease};
-use crate::invoke::{BackendConfig, CallEnd, CallStats, ConfigError, FailureKind, Invoker, Sink};
+use crate::call::idempotency::{Claim, Idempotency, IdempotencyConfig, Lease};
+use crate::call::invoke::{
+    BackendConfig, CallEnd, CallStats, ConfigError, FailureKind, Invoker, Sink,
+};
+use crate::call::stream::{self, StreamConfig, Terminal};
 use crate::keys;
 use crate::metrics::Metrics;
-use crate::stream::{self, StreamConfig, Terminal};
 use serde::{Deserialize, Serialize};
 use sluice_contract::{local, now_ms, WorkItem};
 use sluice_redis::RedisConn;
@@ -231,33 +233,9 @@ impl Processor {
     }
 
     async fn process_inner(&self, item: &WorkItem) -> Outcome {
-        if let Err(error) = item.validate() {
-            return Outcome::Rejected {
-                reason: error.to_string(),
-            };
-        }
-        if let Some(age_ms) = self.expired_age_ms(item, now_ms()) {
-            warn!(req_id = %item.req_id, age_ms, "work item older than max_work_item_age_secs; acknowledged without a call");
-            return Outcome::Expired { age_ms };
-        }
-        let mut conn = self.conn.clone();
-        let claim = match self
-            .idempotency
-            .claim(&mut conn, &item.req_id, &self.stream)
-            .await
-        {
-            Ok(claim) => claim,
-            Err(error) => return redis_failure("claim", &error),
-        };
-        let lease = match claim {
-            Claim::Proceed(lease) => lease,
-            Claim::AlreadyDone(_) => return Outcome::AlreadyDone,
-            Claim::Cancelled => return Outcome::Cancelled { chunks: 0 },
-            Claim::InProgressElsewhere { .. } => return Outcome::InProgressElsewhere,
-            Claim::Interrupted { previous_owner, .. } => {
-                warn!(req_id = %item.req_id, %previous_owner, "earlier attempt interrupted; answered with an error");
-                return Outcome::Interrupted;
-            }
+        let lease = match self.claim(item).await {
+            Ok(lease) => lease,
+            Err(answered) => return answered,
         };
         if item.enqueued_at_ms > 0 {
             let waited = item.queued_ms(now_ms());
@@ -267,72 +245,15 @@ impl Processor {
                 .observe(waited as f64 / 1000.0);
         }
         let stats = CallStats::new();
-        let end = {
-            let mut sink = Sink {
-                conn: self.conn.clone(),
-                config: &self.stream,
-                response_key: keys::response(&item.req_id),
-                cancel_key: keys::cancel(&item.req_id),
-                stats: &stats,
-                metrics: &self.metrics,
-                local: self.local.as_ref().and_then(|bus| bus.sender(&item.req_id)),
-            };
-            // Whichever ends first wins; the other future is dropped, which
-            // for the call closes the backend connection.
-            tokio::select! {
-                end = self.invoker.stream_call(item, &mut sink) => end,
-                end = self.heartbeat_loop(&lease) => end,
-            }
-        };
-        let chunks = stats.chunks();
-        let (terminal, outcome) = match end {
-            CallEnd::Completed {
-                usage,
-                output_tokens,
-            } => {
-                let value = usage.as_deref().and_then(|u| serde_json::from_str(u).ok());
-                (
-                    Terminal::Done { usage },
-                    Outcome::Completed {
-                        chunks,
-                        usage: value,
-                        output_tokens,
-                        first_token_ms: stats.first_token_ms(),
-                    },
-                )
-            }
-            CallEnd::Failed {
-                status,
-                code,
-                message,
-                kind,
-            } => (
-                Terminal::Error {
-                    status,
-                    code,
-                    message,
-                },
-                Outcome::Failed {
-                    status,
-                    code,
-                    kind,
-                    chunks,
-                },
-            ),
-            CallEnd::Cancelled => (
-                Terminal::Error {
-                    status: 499,
-                    code: stream::codes::CANCELLED,
-                    message: "the client went away; the model call was aborted".into(),
-                },
-                Outcome::Cancelled { chunks },
-            ),
-            CallEnd::LostOwnership => return Outcome::LostOwnership,
-            CallEnd::RetryLater {
+        let end = self.call(item, &lease, &stats).await;
+        let mut conn = self.conn.clone();
+        let (terminal, outcome) = match ending(end, &stats) {
+            Ok(ending) => ending,
+            Err(CallEnd::RetryLater {
                 kind,
                 retry_after,
                 detail,
-            } => {
+            }) => {
                 // Let the next delivery claim the request. If Redis is down
                 // this fails; the claim then goes stale (see idempotency.rs).
                 let release = tokio::time::timeout(
@@ -349,6 +270,7 @@ impl Processor {
                     detail,
                 };
             }
+            Err(_) => return Outcome::LostOwnership,
         };
         match self
             .idempotency
@@ -358,6 +280,57 @@ impl Processor {
             Ok(true) => outcome,
             Ok(false) => Outcome::LostOwnership,
             Err(error) => redis_failure("writing the terminal entry", &error),
+        }
+    }
+
+    /// The request's lease, or the answer without a call (invalid,
+    /// expired, done, cancelled, running elsewhere, interrupted, or Redis
+    /// unreachable).
+    async fn claim(&self, item: &WorkItem) -> Result<Lease, Outcome> {
+        if let Err(error) = item.validate() {
+            return Err(Outcome::Rejected {
+                reason: error.to_string(),
+            });
+        }
+        if let Some(age_ms) = self.expired_age_ms(item, now_ms()) {
+            warn!(req_id = %item.req_id, age_ms, "work item older than max_work_item_age_secs; acknowledged without a call");
+            return Err(Outcome::Expired { age_ms });
+        }
+        let mut conn = self.conn.clone();
+        let claim = self
+            .idempotency
+            .claim(&mut conn, &item.req_id, &self.stream)
+            .await
+            .map_err(|error| redis_failure("claim", &error))?;
+        match claim {
+            Claim::Proceed(lease) => Ok(lease),
+            Claim::AlreadyDone(_) => Err(Outcome::AlreadyDone),
+            Claim::Cancelled => Err(Outcome::Cancelled { chunks: 0 }),
+            Claim::InProgressElsewhere { .. } => Err(Outcome::InProgressElsewhere),
+            Claim::Interrupted { previous_owner, .. } => {
+                warn!(req_id = %item.req_id, %previous_owner, "earlier attempt interrupted; answered with an error");
+                Err(Outcome::Interrupted)
+            }
+        }
+    }
+
+    /// The model call, its chunks written as they come, while the lease is
+    /// kept alive.
+    async fn call(&self, item: &WorkItem, lease: &Lease, stats: &CallStats) -> CallEnd {
+        let mut sink = Sink {
+            conn: self.conn.clone(),
+            config: &self.stream,
+            response_key: keys::response(&item.req_id),
+            cancel_key: keys::cancel(&item.req_id),
+            stats,
+            metrics: &self.metrics,
+            local: self.local.as_ref().and_then(|bus| bus.sender(&item.req_id)),
+        };
+        // Whichever ends first wins; the other future is dropped, which
+        // for the call closes the backend connection.
+        tokio::select! {
+            end = self.invoker.stream_call(item, &mut sink) => end,
+            end = self.heartbeat_loop(lease) => end,
         }
     }
 
@@ -404,6 +377,56 @@ impl Processor {
         self.idempotency
             .give_up(&mut conn, req_id, &terminal, &self.stream)
             .await
+    }
+}
+
+/// The terminal entry and the outcome of a call that ended for good;
+/// `Err`: it did not (lost ownership, or to be run again later).
+fn ending(end: CallEnd, stats: &CallStats) -> Result<(Terminal, Outcome), CallEnd> {
+    let chunks = stats.chunks();
+    match end {
+        CallEnd::Completed {
+            usage,
+            output_tokens,
+        } => {
+            let value = usage.as_deref().and_then(|u| serde_json::from_str(u).ok());
+            Ok((
+                Terminal::Done { usage },
+                Outcome::Completed {
+                    chunks,
+                    usage: value,
+                    output_tokens,
+                    first_token_ms: stats.first_token_ms(),
+                },
+            ))
+        }
+        CallEnd::Failed {
+            status,
+            code,
+            message,
+            kind,
+        } => Ok((
+            Terminal::Error {
+                status,
+                code,
+                message,
+            },
+            Outcome::Failed {
+                status,
+                code,
+                kind,
+                chunks,
+            },
+        )),
+        CallEnd::Cancelled => Ok((
+            Terminal::Error {
+                status: 499,
+                code: stream::codes::CANCELLED,
+                message: "the client went away; the model call was aborted".into(),
+            },
+            Outcome::Cancelled { chunks },
+        )),
+        CallEnd::LostOwnership | CallEnd::RetryLater { .. } => Err(end),
     }
 }
 

@@ -71,8 +71,8 @@
 //! endpoint publishes the request once more and the two deliveries meet at
 //! the atomic claim — one calls, the other finds it running or done.
 
+use crate::call::stream::{StreamConfig, Terminal};
 use crate::keys;
-use crate::stream::{StreamConfig, Terminal};
 use redis::Value;
 use serde::{Deserialize, Serialize};
 use sluice_contract::claim::{self, ClaimTiming};

@@ -1,18 +1,13 @@
-//! The consumer's admin HTTP API: `/metrics`, `/healthz`, and run-time
-//! rate changes (`GET /rates`, `PUT /rates/<model>[/<tenant>]`,
-//! `PUT /factor/<model>`; the controllers' overrides and the fair-share
-//! weights: see [`crate::admin_adaptive`]), served by `sluice-consumer` and by `sluice-rls`
-//! in in-process mode.
+//! Admin routes of run-time rate changes (`GET /rates`,
+//! `PUT /rates/<model>[/<tenant>]`, `PUT /factor/<model>`), and what every
+//! admin route shares: its state and how an operator's setting is parsed.
 
-use crate::admin_auth::{self, WritePolicy};
 use crate::keys::Dimension;
-use crate::pacing::{RateSetting, Scope};
+use crate::pacing::pacer::{RateSetting, Scope};
 use crate::{Metrics, Pacer};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{get, put};
-use axum::Router;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -20,30 +15,6 @@ use std::sync::Arc;
 pub(crate) struct AdminState {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) pacer: Arc<Pacer>,
-}
-
-/// The admin routes over `metrics` and `pacer`, writes behind `writes`
-/// (refusals counted in `metrics`).
-pub fn router(metrics: Arc<Metrics>, pacer: Arc<Pacer>, writes: WritePolicy) -> Router {
-    let refused = metrics.admin_refused.clone();
-    let routes = Router::new()
-        .route(
-            "/metrics",
-            get(|State(s): State<AdminState>| async move { s.metrics.encode() }),
-        )
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/rates", get(list_rates))
-        .route("/rates/{model}", put(set_column))
-        .route("/rates/{model}/{tenant}", put(set_bucket))
-        .route("/factor/{model}", put(set_factor))
-        .route(
-            "/controller/{model}",
-            get(crate::admin_adaptive::show_controller).put(crate::admin_adaptive::set_override),
-        )
-        .route("/weights", get(crate::admin_adaptive::list_weights))
-        .route("/weights/{tenant}", put(crate::admin_adaptive::set_weight))
-        .with_state(AdminState { metrics, pacer });
-    admin_auth::protect(routes, writes, refused)
 }
 
 /// A rate as an operator writes it: a non-negative number or `unlimited`
@@ -120,14 +91,14 @@ async fn apply(
 }
 
 /// `GET /rates`: every model column's overrides, as JSON.
-async fn list_rates(State(s): State<AdminState>) -> impl IntoResponse {
+pub(crate) async fn list_rates(State(s): State<AdminState>) -> impl IntoResponse {
     let listing = async {
         let mut out = serde_json::Map::new();
         for model in s.pacer.models_with_overrides().await? {
             let overrides = s.pacer.column_overrides(&model).await?;
             out.insert(model, serde_json::to_value(overrides).unwrap_or_default());
         }
-        Ok::<_, crate::pacing::PacingError>(serde_json::Value::Object(out))
+        Ok::<_, crate::pacing::pacer::PacingError>(serde_json::Value::Object(out))
     };
     match listing.await {
         Ok(json) => (
@@ -144,7 +115,7 @@ async fn list_rates(State(s): State<AdminState>) -> impl IntoResponse {
 }
 
 /// `PUT /rates/<model>?requests_per_second=2&tokens_per_second=unlimited`
-async fn set_column(
+pub(crate) async fn set_column(
     State(s): State<AdminState>,
     Path(model): Path<String>,
     Query(q): Query<HashMap<String, String>>,
@@ -153,7 +124,7 @@ async fn set_column(
 }
 
 /// `PUT /rates/<model>/<tenant>?requests_per_second=0.5`
-async fn set_bucket(
+pub(crate) async fn set_bucket(
     State(s): State<AdminState>,
     Path((model, tenant)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
@@ -170,7 +141,7 @@ async fn set_bucket(
 }
 
 /// `PUT /factor/<model>?factor=0.5`: tightens (or loosens) every bucket of the model.
-async fn set_factor(
+pub(crate) async fn set_factor(
     State(s): State<AdminState>,
     Path(model): Path<String>,
     Query(q): Query<HashMap<String, String>>,
