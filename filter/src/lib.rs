@@ -38,6 +38,14 @@ proxy_wasm::main! {{
 #[derive(Default, Clone)]
 struct Metrics(HashMap<Metric, u32>);
 
+#[derive(Default)]
+struct SluiceRoot {
+    shared: Option<Arc<Shared<BpeEncoders>>>,
+    metrics: Rc<Metrics>,
+    tenants: Option<Rc<TenantCounters>>,
+    queue: Option<u32>,
+}
+
 impl SluiceRoot {
     /// Envoy's clock, Unix milliseconds.
     fn now_ms(&self) -> u64 {
@@ -46,14 +54,6 @@ impl SluiceRoot {
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0)
     }
-}
-
-#[derive(Default)]
-struct SluiceRoot {
-    shared: Option<Arc<Shared<BpeEncoders>>>,
-    metrics: Rc<Metrics>,
-    tenants: Option<Rc<TenantCounters>>,
-    queue: Option<u32>,
 }
 
 impl Context for SluiceRoot {
