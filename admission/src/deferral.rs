@@ -43,7 +43,7 @@ pub const MIN_SECRET_LEN: usize = 32;
 /// Domain separation: a deferral MAC is never a valid resume MAC, and back.
 const DEFERRAL_CONTEXT: &str = "sluice-deferral-v1";
 const RESUME_CONTEXT: &str = "sluice-resume-v1";
-const TOKEN_VERSION: &str = "v1";
+pub(crate) const TOKEN_VERSION: &str = "v1";
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -76,7 +76,7 @@ impl Secret {
         self.0 == EXAMPLE_SECRET
     }
 
-    fn mac(&self) -> HmacSha256 {
+    pub(crate) fn mac(&self) -> HmacSha256 {
         // HMAC takes keys of any length, so this never falls back; the
         // fallback (a zero key) only keeps the filter free of panics.
         HmacSha256::new_from_slice(self.0.as_bytes())
@@ -188,7 +188,7 @@ impl fmt::Display for TokenError {
     }
 }
 
-fn parse_token(token: &str) -> Result<(u64, Vec<u8>), TokenError> {
+pub(crate) fn parse_token(token: &str) -> Result<(u64, Vec<u8>), TokenError> {
     let mut parts = token.trim().split('.');
     let (Some(TOKEN_VERSION), Some(issued), Some(tag), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -243,7 +243,7 @@ pub fn verify_resume_token(token: &str, secrets: &[Secret], tenant: &str) -> boo
         .any(|secret| resume_mac(secret, id, tenant).verify_slice(&tag).is_ok())
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {

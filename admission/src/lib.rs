@@ -3,6 +3,7 @@
 //! * [`config`] — the plugin configuration (JSON), validated once per VM;
 //! * [`openai`] — OpenAI-compatible request parsing and token estimates;
 //! * [`descriptors`] — tenant/model sanitizing and the RLS request;
+//! * [`counter_write`] — the filter's signature on refunds and forced charges;
 //! * [`usage`] — reading real usage back from JSON and SSE responses;
 //! * [`admission`] — the per-request state machine over a small [`host::Host`] trait;
 //! * [`over_limit`] — what a VM remembers of OVER_LIMIT answers.
@@ -14,6 +15,7 @@
 
 pub mod admission;
 pub mod config;
+pub mod counter_write;
 pub mod deferral;
 pub mod descriptors;
 pub mod encoders;

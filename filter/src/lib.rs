@@ -6,6 +6,7 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel as WasmLogLevel, MetricType};
 use sluice_admission::admission::{RequestAdmission, Shared, Verdict};
 use sluice_admission::config::FilterConfig;
+use sluice_admission::counter_write::{sign_reconciliation, COUNTER_WRITE_AUTH_METADATA};
 use sluice_admission::descriptors::{
     ADMITTED_AT_METADATA, ASKED_AT_METADATA, FORCE_CHARGE_METADATA,
 };
@@ -45,6 +46,16 @@ struct SluiceRoot {
     queue: Option<u32>,
 }
 
+impl SluiceRoot {
+    /// Envoy's clock, Unix milliseconds.
+    fn now_ms(&self) -> u64 {
+        self.get_current_time()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    }
+}
+
 impl Context for SluiceRoot {
     fn on_grpc_call_response(&mut self, _token: u32, status: u32, _size: usize) {
         if status != 0 {
@@ -68,6 +79,13 @@ impl RootContext for SluiceRoot {
         };
         for warning in config.warnings() {
             log::warn!("sluice: {warning}");
+        }
+        if config.reconcile && config.deferral.secrets.is_empty() {
+            log::warn!(
+                "sluice: reconcile is on but deferral.secrets is empty: reconciliation calls go \
+                 unsigned, and sluice-rls (--counter-writes signed, its default) refuses their \
+                 refunds and charges; set deferral.secrets to sluice-rls's secret"
+            );
         }
         // Build the tokenizers now, so no request pays for loading ranks.
         // OpenAI's model table uses both encodings.
@@ -99,20 +117,37 @@ impl RootContext for SluiceRoot {
     fn on_queue_ready(&mut self, queue_id: u32) {
         let Some(shared) = &self.shared else { return };
         let cluster = shared.config.rls_cluster.clone();
+        // sluice-rls accepts refunds and forced charges only with this
+        // signature (any of its secrets; signers use the first). Set apart
+        // from `deferral.enabled`: reconciliation needs it without deferral too.
+        let secret = shared.config.deferral.secrets.first().cloned();
         while let Ok(Some(queued)) = self.dequeue_shared_queue(queue_id) {
             let Some((admitted_at_ms, message)) = queued_reconcile::decode(&queued) else {
                 log::warn!("sluice: dropping a malformed reconciliation from the queue");
                 continue;
             };
             let admitted_at = admitted_at_ms.to_string();
+            let mut metadata = vec![
+                FORCE_CHARGE_METADATA,
+                (ADMITTED_AT_METADATA, admitted_at.as_bytes()),
+            ];
+            let signature = secret
+                .as_ref()
+                .and_then(|s| sign_reconciliation(s, message, admitted_at_ms, self.now_ms()));
+            match &signature {
+                Some(signature) => {
+                    metadata.push((COUNTER_WRITE_AUTH_METADATA, signature.as_bytes()))
+                }
+                None if secret.is_some() => {
+                    log::warn!("sluice: cannot sign a reconciliation (unreadable request)")
+                }
+                None => {}
+            }
             if let Err(status) = self.dispatch_grpc_call(
                 &cluster,
                 RLS_SERVICE,
                 RLS_METHOD,
-                vec![
-                    FORCE_CHARGE_METADATA,
-                    (ADMITTED_AT_METADATA, admitted_at.as_bytes()),
-                ],
+                metadata,
                 Some(message),
                 RECONCILE_TIMEOUT,
             ) {

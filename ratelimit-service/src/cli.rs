@@ -7,6 +7,7 @@ use crate::deferral::caps::{self, CapLimits, CapsMetrics};
 use crate::deferral::endpoint::{self, EndpointMetrics, EndpointOptions};
 use crate::deferral::hub::HubOptions;
 use crate::deferral::{Endpoint, EndpointConfig};
+use crate::guard::{self, CallGuard, CounterWritePolicy, RequestBounds};
 use crate::limiter::{HeaderStyle, Limiter, ResponseOptions, SystemClock, UpstreamHeaderNames};
 use crate::metrics::Metrics;
 use crate::server::{self, Deps};
@@ -371,6 +372,40 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_STREAM_READERS", default_value_t = 4)]
     pub stream_readers: usize,
 
+    /// Who may refund (`is_negative_hits`) or charge past a limit
+    /// (`x-sluice-charge: force`): `signed`, only calls the Sluice filter
+    /// signed with a deferral secret (`x-sluice-charge-auth`); `any`, anyone
+    /// who reaches the gRPC port, as envoyproxy/ratelimit (for migrations).
+    /// Plain decisions (Envoy's own rate-limit filter) need no signature.
+    #[arg(
+        long,
+        env = "SLUICE_RLS_COUNTER_WRITES",
+        value_enum,
+        default_value = "signed"
+    )]
+    pub counter_writes: CounterWritePolicy,
+
+    /// Oldest counter-write signature accepted, in seconds (also the clock
+    /// skew allowed between Envoy and sluice-rls).
+    #[arg(long, env = "SLUICE_RLS_COUNTER_WRITE_MAX_AGE_S", default_value_t = guard::DEFAULT_COUNTER_WRITE_MAX_AGE.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub counter_write_max_age_s: u64,
+
+    /// Most descriptors in one ShouldRateLimit call; more: INVALID_ARGUMENT.
+    #[arg(long, env = "SLUICE_RLS_MAX_DESCRIPTORS", default_value_t = guard::DEFAULT_MAX_DESCRIPTORS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_descriptors: u64,
+
+    /// Most entries in one descriptor; more: INVALID_ARGUMENT.
+    #[arg(long, env = "SLUICE_RLS_MAX_DESCRIPTOR_ENTRIES", default_value_t = guard::DEFAULT_MAX_ENTRIES as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000))]
+    pub max_descriptor_entries: u64,
+
+    /// Longest domain, descriptor key or value, in bytes; longer: INVALID_ARGUMENT.
+    #[arg(long, env = "SLUICE_RLS_MAX_DESCRIPTOR_ENTRY_BYTES", default_value_t = guard::DEFAULT_MAX_ENTRY_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub max_descriptor_entry_bytes: u64,
+
     /// Log format.
     #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -428,6 +463,20 @@ impl ServeArgs {
             config = config.client_ca_root(Certificate::from_pem(read_pem(ca)?));
         }
         Ok(Some(config))
+    }
+
+    /// The gRPC front's checks, verifying counter writes with `secrets`.
+    pub fn call_guard(&self, secrets: Vec<sluice_admission::deferral::Secret>) -> CallGuard {
+        CallGuard {
+            bounds: RequestBounds {
+                max_descriptors: self.max_descriptors as usize,
+                max_entries: self.max_descriptor_entries as usize,
+                max_entry_bytes: self.max_descriptor_entry_bytes as usize,
+            },
+            policy: self.counter_writes,
+            secrets,
+            max_age: Duration::from_secs(self.counter_write_max_age_s),
+        }
     }
 
     pub fn response_options(&self) -> ResponseOptions {
@@ -584,6 +633,10 @@ pub async fn serve(
              pass --deferral-secret-file FILE (or set SLUICE_DEFERRAL_SECRETS)"
         );
     }
+    let guard = args.call_guard(secrets.clone());
+    if let Some(warning) = guard.startup_warning() {
+        tracing::warn!("{warning}");
+    }
     let ext_authz = match &args.ext_authz_config {
         Some(path) => {
             let bytes =
@@ -629,6 +682,7 @@ pub async fn serve(
     };
     let deps = Deps {
         limiter,
+        guard,
         config_path: args.config.clone(),
         reload_interval: Duration::from_millis(args.reload_ms),
         ext_authz,

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod deferral;
 pub mod ext_authz;
+pub mod guard;
 pub mod limiter;
 pub mod metrics;
 pub mod reload;

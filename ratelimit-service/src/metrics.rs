@@ -40,6 +40,11 @@ pub struct EventLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
 }
@@ -69,6 +74,8 @@ pub struct Metrics {
     pub config_limits: Gauge,
     pub ext_authz_events: Family<EventLabels, Counter>,
     pub ext_authz_prompt_tokens: Counter,
+    pub counter_writes_refused: Family<ReasonLabels, Counter>,
+    pub requests_refused: Family<ReasonLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -165,6 +172,18 @@ impl Metrics {
                 "ext_authz_prompt_tokens",
                 "Prompt tokens counted by the ext_authz front door",
                 Counter::default(),
+            ),
+            counter_writes_refused: register(
+                &mut registry,
+                "counter_writes_refused",
+                "Refunds and forced charges refused without the filter's signature, by reason (unsigned, no_secret, malformed, expired, bad_signature)",
+                Family::default(),
+            ),
+            requests_refused: register(
+                &mut registry,
+                "requests_refused",
+                "ShouldRateLimit calls refused as too large, by reason (too_many_descriptors, too_many_entries, entry_too_long)",
+                Family::default(),
             ),
             registry,
         }

@@ -2,6 +2,7 @@
 
 use crate::admin;
 use crate::ext_authz::ExtAuthzService;
+use crate::guard::CallGuard;
 use crate::limiter::Limiter;
 use crate::reload::Reloader;
 use crate::service::RlsService;
@@ -17,6 +18,9 @@ use tonic::transport::ServerTlsConfig;
 /// Everything `run` needs besides the listeners.
 pub struct Deps {
     pub limiter: Arc<Limiter>,
+    /// What the RLS checks before the limiter: call size, and the filter's
+    /// authority for refunds and forced charges.
+    pub guard: CallGuard,
     /// Limits file or directory to watch; `None` disables hot reload.
     pub config_path: Option<PathBuf>,
     pub reload_interval: Duration,
@@ -80,7 +84,7 @@ pub async fn run_with_tls(
         });
     }
     {
-        let service = RlsService::new(deps.limiter.clone()).into_server();
+        let service = RlsService::new(deps.limiter.clone(), deps.guard).into_server();
         let ext_authz = deps.ext_authz.map(ExtAuthzService::into_server);
         let rx = stop_rx.clone();
         tasks.spawn(async move {

@@ -1,6 +1,9 @@
 //! The tonic front of the limiter: `envoy.service.ratelimit.v3.RateLimitService`.
 
+use crate::guard::{CallGuard, CallMetadata, Refusal};
 use crate::limiter::{Charge, DecisionError, Limiter};
+use crate::metrics::ReasonLabels;
+use sluice_admission::counter_write::COUNTER_WRITE_AUTH_METADATA;
 use sluice_admission::descriptors::{
     ADMITTED_AT_METADATA, ASKED_AT_METADATA, FORCE_CHARGE_METADATA,
 };
@@ -13,11 +16,13 @@ use tonic::{Request, Response, Status};
 
 pub struct RlsService {
     limiter: Arc<Limiter>,
+    guard: CallGuard,
 }
 
 impl RlsService {
-    pub fn new(limiter: Arc<Limiter>) -> Self {
-        RlsService { limiter }
+    /// The service with `guard`'s checks in front of `limiter`.
+    pub fn new(limiter: Arc<Limiter>, guard: CallGuard) -> Self {
+        RlsService { limiter, guard }
     }
 
     pub fn into_server(self) -> RateLimitServiceServer<Self> {
@@ -42,6 +47,16 @@ impl RateLimitService for RlsService {
         // The filter's clock when it asked, to tell it when it was charged
         // only when its own instant would name other windows.
         let asked_at = millis(metadata, ASKED_AT_METADATA);
+        let call = CallMetadata {
+            forced: charge == Charge::Force,
+            admitted_at_ms: admitted_at,
+            auth: metadata
+                .get(COUNTER_WRITE_AUTH_METADATA)
+                .and_then(|v| v.to_str().ok()),
+        };
+        self.guard
+            .check(request.get_ref(), &call, now_millis())
+            .map_err(|refusal| self.refuse(&request.get_ref().domain, &refusal))?;
         let request = request.into_inner();
         let result = match charge {
             Charge::Force => self.limiter.correct(&request, admitted_at).await,
@@ -52,6 +67,34 @@ impl RateLimitService for RlsService {
             Err(error) => Err(to_status(&request.domain, error)),
         }
     }
+}
+
+impl RlsService {
+    /// Counts a refused call and answers it: PERMISSION_DENIED for a counter
+    /// write without the filter's authority, INVALID_ARGUMENT for a call too large.
+    fn refuse(&self, domain: &str, refusal: &Refusal) -> Status {
+        let metrics = self.limiter.metrics();
+        let labels = ReasonLabels {
+            reason: refusal.reason(),
+        };
+        let message = format!("sluice-rls: {refusal}");
+        if refusal.is_unauthorized() {
+            metrics.counter_writes_refused.get_or_create(&labels).inc();
+            tracing::debug!(domain, %refusal, "refused a counter write");
+            Status::permission_denied(message)
+        } else {
+            metrics.requests_refused.get_or_create(&labels).inc();
+            tracing::debug!(%refusal, "refused an oversized RateLimitRequest");
+            Status::invalid_argument(message)
+        }
+    }
+}
+
+fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// A Unix-milliseconds value of gRPC metadata; absent or malformed is `None`.

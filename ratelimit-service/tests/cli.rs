@@ -250,3 +250,58 @@ fn stop_and_read_stderr(child: &mut std::process::Child) -> String {
         .unwrap();
     stderr
 }
+
+/// sluice-rls without a secret: closed by default. It says so at start,
+/// and refuses an unsigned refund (PERMISSION_DENIED) and an oversized call
+/// (INVALID_ARGUMENT, bound by --max-descriptors) while plain decisions pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counter_writes_are_closed_without_a_secret() {
+    use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+    use std::time::Duration;
+
+    let port = sluice_testkit::free_port();
+    let mut child = bin()
+        .env_remove("SLUICE_DEFERRAL_SECRETS")
+        .env_remove("SLUICE_DEFERRAL_SECRET_FILE")
+        .env_remove("SLUICE_RLS_COUNTER_WRITES")
+        .arg("--config")
+        .arg(repo("config/limits.yaml"))
+        .args(["--grpc-addr", &format!("127.0.0.1:{port}")])
+        .args(["--admin-addr", "127.0.0.1:0", "--max-descriptors", "3"])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut client = None;
+    for _ in 0..80 {
+        match RateLimitServiceClient::connect(format!("http://127.0.0.1:{port}")).await {
+            Ok(c) => {
+                client = Some(c);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    let mut client = client.expect("sluice-rls serves gRPC");
+    let plain = common::one_entry_request("sluice", "tenant", "acme");
+    let decided = client.should_rate_limit(plain.clone()).await;
+    let mut refund = plain.clone();
+    refund.descriptors[0].is_negative_hits = true;
+    let refused = client.should_rate_limit(refund).await;
+    let mut four = plain;
+    four.descriptors = vec![four.descriptors[0].clone(); 4];
+    let oversized = client.should_rate_limit(four).await;
+    let stderr = stop_and_read_stderr(&mut child);
+
+    assert!(decided.is_ok(), "{decided:?}");
+    assert_eq!(
+        refused.unwrap_err().code(),
+        tonic::Code::PermissionDenied,
+        "{stderr}"
+    );
+    assert_eq!(oversized.unwrap_err().code(), tonic::Code::InvalidArgument);
+    assert!(
+        stderr.contains("--counter-writes signed without a secret"),
+        "{stderr}"
+    );
+}

@@ -64,6 +64,7 @@ async fn start(config_path: &Path, store: Arc<dyn CounterStore>, reload: Duratio
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let deps = Deps {
         limiter: limiter.clone(),
+        guard: Default::default(),
         config_path: Some(config_path.to_path_buf()),
         reload_interval: reload,
         ext_authz: None,

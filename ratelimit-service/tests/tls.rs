@@ -177,6 +177,7 @@ async fn grpc_listener_with_tls_and_client_certificates() {
         None,
         Deps {
             limiter: common::memory_limiter(config),
+            guard: Default::default(),
             config_path: None,
             reload_interval: Duration::ZERO,
             ext_authz: None,

@@ -415,6 +415,7 @@ async fn main() -> anyhow::Result<()> {
     let rls = grpc.local_addr()?.port();
     let deps = Deps {
         limiter: limiter.clone(),
+        guard: sluice_testkit::stack::example_call_guard(),
         config_path: None,
         reload_interval: Duration::ZERO,
         ext_authz: ext_authz

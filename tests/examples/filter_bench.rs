@@ -258,6 +258,7 @@ async fn main() -> anyhow::Result<()> {
         None,
         Deps {
             limiter,
+            guard: sluice_testkit::stack::example_call_guard(),
             config_path: None,
             reload_interval: Duration::ZERO,
             ext_authz: Some(ExtAuthzService::new(limiter_for_authz, admission)),

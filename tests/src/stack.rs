@@ -23,6 +23,7 @@ use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::deferral::endpoint::EndpointMetrics;
 use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
 use sluice_ratelimit::ext_authz::ExtAuthzService;
+use sluice_ratelimit::guard::CallGuard;
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::server::{run, Deps};
@@ -330,6 +331,17 @@ pub struct RlsParts {
     pub ext_authz: Option<ExtAuthzService>,
     /// The deferral endpoint, on its own HTTP port.
     pub deferral: Option<axum::Router>,
+    /// The RLS's call checks; default: [`example_call_guard`].
+    pub guard: Option<CallGuard>,
+}
+
+/// The call checks sluice-rls runs with the example secret: refunds and
+/// forced charges signed by a filter of the example configs are accepted.
+pub fn example_call_guard() -> CallGuard {
+    CallGuard {
+        secrets: vec![example_deferral_secret()],
+        ..Default::default()
+    }
 }
 
 /// A running sluice-rls; it stops when this drops.
@@ -363,6 +375,7 @@ pub async fn start_rls(limiter: Arc<Limiter>, parts: RlsParts) -> Rls {
     };
     let deps = Deps {
         limiter: limiter.clone(),
+        guard: parts.guard.unwrap_or_else(example_call_guard),
         config_path: parts.limits_file,
         reload_interval,
         ext_authz: parts.ext_authz,
@@ -714,6 +727,7 @@ impl StackBuilder {
                 limits_file: limits_file.clone(),
                 ext_authz: None,
                 deferral: Some(app),
+                guard: None,
             },
         )
         .await;

@@ -135,3 +135,75 @@ fn istio_limits_match_the_envoy_example_and_the_routes() {
         "sluice-ext-authz.yaml"
     );
 }
+
+/// The Wasm filter configs shipped in `path`: Envoy's (a JSON string value)
+/// and Istio's WasmPlugin (`pluginConfig`, YAML).
+fn shipped_filter_configs(path: &str) -> Vec<FilterConfig> {
+    fn walk(value: &Value, found: &mut Vec<FilterConfig>) {
+        match value {
+            Value::Mapping(map) => {
+                if let Some(json) = map
+                    .get("configuration")
+                    .and_then(|c| c["value"].as_str())
+                    .filter(|json| json.contains("\"tenant\""))
+                {
+                    found.push(FilterConfig::from_json(json.as_bytes()).unwrap());
+                }
+                if let Some(plugin) = map.get("pluginConfig") {
+                    let json = serde_json::to_vec(plugin).unwrap();
+                    found.push(FilterConfig::from_json(&json).unwrap());
+                }
+                map.values().for_each(|v| walk(v, found));
+            }
+            Value::Sequence(items) => items.iter().for_each(|v| walk(v, found)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    documents(path).iter().for_each(|doc| walk(doc, &mut found));
+    found
+}
+
+/// sluice-rls accepts the filter's refunds and corrections only when signed
+/// (`--counter-writes signed`, its default): every shipped filter that
+/// reconciles holds a secret to sign with, and every shipped sluice-rls is
+/// given one to verify with.
+#[test]
+fn every_shipped_filter_signs_its_reconciliation() {
+    let mut paths = envoy_configs();
+    paths.extend(
+        [
+            "deploy/istio/sluice-filter-envoyfilter.yaml",
+            "deploy/istio/sluice-wasmplugin.yaml",
+        ]
+        .map(String::from),
+    );
+    let mut filters = 0;
+    for path in &paths {
+        for config in shipped_filter_configs(path) {
+            filters += 1;
+            if config.reconcile {
+                assert!(
+                    !config.deferral.secrets.is_empty(),
+                    "{path}: a filter that reconciles without deferral.secrets"
+                );
+            }
+        }
+    }
+    // envoy/sluice-filter.yaml, envoy/compose.yaml and the two Istio files.
+    assert!(filters >= 4, "found {filters} filter configs");
+    for (path, secret_setting) in [
+        ("docker-compose.yml", "SLUICE_DEFERRAL_SECRET_FILE"),
+        (
+            "deploy/kubernetes/sluice-rls.yaml",
+            "SLUICE_DEFERRAL_SECRET_FILE",
+        ),
+    ] {
+        let text = std::fs::read_to_string(workspace_root().join(path)).unwrap();
+        assert!(text.contains(secret_setting), "{path}: no {secret_setting}");
+        assert!(
+            !text.contains("SLUICE_RLS_COUNTER_WRITES"),
+            "{path}: counter writes opened"
+        );
+    }
+}

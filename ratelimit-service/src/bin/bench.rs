@@ -25,6 +25,7 @@ use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_server::
 use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use sluice_proto::pb::google::protobuf::UInt64Value;
 use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::guard::CallGuard;
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::service::RlsService;
@@ -457,7 +458,7 @@ async fn main() -> anyhow::Result<()> {
                     Arc::new(SystemClock),
                     metrics,
                 ));
-                serve(RlsService::new(limiter).into_server()).await?
+                serve(RlsService::new(limiter, CallGuard::default()).into_server()).await?
             }
             other => bail!(
                 "unknown target '{other}' (noop, memory, redis, redis-over, redis-over-cache)"
