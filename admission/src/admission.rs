@@ -89,6 +89,18 @@ impl<E> Shared<E> {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The encoding a model's tokens are counted with: the configured
+    /// one, else OpenAI's, else the default.
+    fn encoding_of(&self, model: &str) -> Option<&str>
+    where
+        E: Encoders,
+    {
+        self.config
+            .configured_encoding(model)
+            .or_else(|| self.encoders.openai_encoding(model))
+            .or(self.config.default_encoding.as_deref())
+    }
+
     fn rls_answered(&self, now_ms: u64) {
         self.last_rls_answer_ms.store(now_ms, Ordering::Relaxed);
     }
@@ -384,23 +396,16 @@ impl<E: Encoders> RequestAdmission<E> {
             return Verdict::Continue;
         };
         let body = host.request_body(body_size).unwrap_or_default();
+        if let Some(verdict) = self.refuse_known_over_unparsed(host, endpoint, &body) {
+            return verdict;
+        }
         let request = match openai::parse(endpoint, &body) {
             Ok(r) => r,
             Err(message) => return self.bad_request(host, &message),
         };
-        let model = match &self.config().model_header {
-            Some(header) => host
-                .request_header(header)
-                .filter(|m| !m.is_empty())
-                .unwrap_or_else(|| request.model.clone()),
-            None => request.model.clone(),
-        };
+        let model = self.model_of(host, &request.model);
         let shared = self.shared.clone();
-        let encoding = shared
-            .config
-            .configured_encoding(&model)
-            .or_else(|| shared.encoders.openai_encoding(&model))
-            .or(shared.config.default_encoding.as_deref());
+        let encoding = shared.encoding_of(&model);
         let Some(counter) = encoding.and_then(|e| shared.encoders.counter(e)) else {
             let message = format!(
                 "model '{}' is not known to this gateway's token accounting",
@@ -436,6 +441,66 @@ impl<E: Encoders> RequestAdmission<E> {
             return Verdict::Pause;
         }
         self.ask_rls(host)
+    }
+
+    /// The model the request is accounted under: `model_header`'s value
+    /// when configured and set, else the body's.
+    fn model_of(&self, host: &dyn Host, body_model: &str) -> String {
+        self.config()
+            .model_header
+            .as_ref()
+            .and_then(|header| host.request_header(header))
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| body_model.to_string())
+    }
+
+    /// A tenant this VM knows over: decides from a light read of the body
+    /// (model, requested output, a lower bound of the prompt; no JSON tree)
+    /// whether the memory refuses it, so a flood of large bodies costs a
+    /// worker no full parse. `None`: the full path decides (it also gives
+    /// a body the light read cannot vouch for its 400).
+    fn refuse_known_over_unparsed(
+        &mut self,
+        host: &mut dyn Host,
+        endpoint: Endpoint,
+        body: &[u8],
+    ) -> Option<Verdict> {
+        let now_ms = host.now_nanos() / 1_000_000;
+        if !self.shared.memory().knows_tenant(&self.tenant, now_ms) {
+            return None;
+        }
+        let scan = openai::scan(endpoint, body)?;
+        let model = self.model_of(host, &scan.model);
+        let shared = self.shared.clone();
+        let counter = shared
+            .encoding_of(&model)
+            .and_then(|e| shared.encoders.counter(e))?;
+        let at_least = scan.prompt_tokens_at_least(counter.max_token_bytes()?);
+        // Longer than the model takes: the full path's 400.
+        if shared
+            .config
+            .max_prompt_for(&model)
+            .is_some_and(|max| at_least > max)
+        {
+            return None;
+        }
+        let output_tokens = shared.config.output_estimate(&model, scan.requested_output);
+        let costs = self.descriptor_costs(at_least, output_tokens);
+        let key_model = sanitize_value(&model);
+        let known = shared
+            .memory()
+            .check(&self.tenant, &key_model, &costs, now_ms)?;
+        if known.action != Remembered::Reject {
+            return None;
+        }
+        self.model = key_model;
+        self.estimate = Estimate {
+            prompt_tokens: at_least,
+            output_tokens,
+        };
+        self.costs = costs;
+        self.act_on_known_over(host, known);
+        Some(Verdict::Pause)
     }
 
     /// Counts the prompt within the budget (timed when `timing_headers`).

@@ -10,6 +10,9 @@
 use crate::TokenCounter;
 use serde_json::Value;
 
+mod scan;
+pub use scan::{scan, Scan};
+
 /// The inference endpoints Sluice understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Endpoint {

@@ -12,14 +12,16 @@
 //! ends, which `max_ms` caps).
 //!
 //! Bounded in entries and bytes; a full memory first drops what has
-//! expired, then the entry that ends soonest.
+//! expired, then the entry that ends soonest. A per-tenant index answers
+//! "is anything known about this tenant?" before the body is parsed.
 
 use std::collections::HashMap;
 
 use serde::Deserialize;
 
-/// Bytes one entry costs besides its tenant and model (the map slot, the
-/// rules, the allocations' headers): a round upper figure.
+/// Bytes one entry costs besides its tenant and model names (the map
+/// slots, the rules, the allocations' headers): a round upper figure. The
+/// tenant's name counts twice (the entry's key and the tenant index).
 pub const ENTRY_OVERHEAD_BYTES: usize = 256;
 
 /// The `over_limit_memory` settings of the filter.
@@ -97,9 +99,19 @@ pub struct KnownOver {
     pub retry_after_ms: u64,
 }
 
+/// What the memory holds for one tenant, whatever the model.
+#[derive(Clone, Copy, Debug)]
+struct TenantEntries {
+    count: usize,
+    /// The latest end of an entry added (an entry removed early leaves it
+    /// as is: an over-estimate only costs a needless look at the body).
+    until_ms: u64,
+}
+
 #[derive(Debug, Default)]
 pub struct OverLimitMemory {
     entries: HashMap<(String, String), Entry>,
+    tenants: HashMap<String, TenantEntries>,
     bytes: usize,
 }
 
@@ -114,6 +126,14 @@ impl OverLimitMemory {
 
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Whether any model of `tenant` may be known over at `now_ms`: one
+    /// hash lookup, no allocation (false: no request of the tenant can be).
+    pub fn knows_tenant(&self, tenant: &str, now_ms: u64) -> bool {
+        self.tenants
+            .get(tenant)
+            .is_some_and(|t| t.count > 0 && t.until_ms > now_ms)
     }
 
     /// Whether a request of `costs` (one per descriptor, as sent) for
@@ -159,13 +179,12 @@ impl OverLimitMemory {
         if rules.is_empty() || config.max_ms == 0 {
             return;
         }
-        let bytes = tenant.len() + model.len() + ENTRY_OVERHEAD_BYTES;
+        let bytes = 2 * tenant.len() + model.len() + ENTRY_OVERHEAD_BYTES;
         if bytes > config.max_bytes || config.max_entries == 0 {
             return;
         }
         if self.entries.len() >= config.max_entries || self.bytes + bytes > config.max_bytes {
-            self.entries.retain(|_, e| e.until_ms() > now_ms);
-            self.bytes = self.entries.values().map(|e| e.bytes).sum();
+            self.remove_expired(now_ms);
         }
         while self.entries.len() >= config.max_entries || self.bytes + bytes > config.max_bytes {
             let Some(soonest) = self
@@ -179,14 +198,33 @@ impl OverLimitMemory {
             self.remove(&soonest);
         }
         self.bytes += bytes;
-        self.entries.insert(
-            key,
-            Entry {
-                rules,
-                action,
-                bytes,
-            },
-        );
+        let entry = Entry {
+            rules,
+            action,
+            bytes,
+        };
+        let index = self
+            .tenants
+            .entry(tenant.to_string())
+            .or_insert(TenantEntries {
+                count: 0,
+                until_ms: 0,
+            });
+        index.count += 1;
+        index.until_ms = index.until_ms.max(entry.until_ms());
+        self.entries.insert(key, entry);
+    }
+
+    fn remove_expired(&mut self, now_ms: u64) {
+        let expired: Vec<(String, String)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.until_ms() <= now_ms)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &expired {
+            self.remove(key);
+        }
     }
 
     /// The service took a request of `tenant` × `model`: whatever was known
@@ -199,8 +237,17 @@ impl OverLimitMemory {
     }
 
     fn remove(&mut self, key: &(String, String)) {
-        if let Some(entry) = self.entries.remove(key) {
-            self.bytes -= entry.bytes;
+        let Some(entry) = self.entries.remove(key) else {
+            return;
+        };
+        self.bytes -= entry.bytes;
+        let tenant = &key.0;
+        let last = self.tenants.get_mut(tenant).is_some_and(|t| {
+            t.count = t.count.saturating_sub(1);
+            t.count == 0
+        });
+        if last {
+            self.tenants.remove(tenant);
         }
     }
 }
@@ -260,7 +307,7 @@ mod tests {
     fn the_memory_stays_within_its_entries_and_bytes() {
         let config = OverLimitMemoryConfig {
             max_entries: 3,
-            max_bytes: 3 * (ENTRY_OVERHEAD_BYTES + 2),
+            max_bytes: 3 * (ENTRY_OVERHEAD_BYTES + 3),
             max_ms: 60_000,
         };
         let mut memory = OverLimitMemory::default();
@@ -309,5 +356,32 @@ mod tests {
             0,
         );
         assert!(memory.is_empty());
+    }
+
+    #[test]
+    fn the_tenant_index_follows_the_entries() {
+        let config = OverLimitMemoryConfig {
+            max_entries: 2,
+            ..OverLimitMemoryConfig::default()
+        };
+        let mut memory = OverLimitMemory::default();
+        assert!(!memory.knows_tenant("t", 0));
+        let reject = Remembered::Reject;
+        memory.remember(&config, "t", "a", vec![rule(0, 1, 100)], reject.clone(), 0);
+        memory.remember(&config, "t", "b", vec![rule(0, 1, 200)], reject.clone(), 0);
+        assert!(memory.knows_tenant("t", 150));
+        assert!(!memory.knows_tenant("u", 150));
+        assert!(!memory.knows_tenant("t", 200), "every entry has ended");
+        memory.forget("t", "a");
+        assert!(memory.knows_tenant("t", 0));
+        memory.forget("t", "b");
+        assert!(!memory.knows_tenant("t", 0));
+        // Expired entries dropped to make room leave the index too.
+        memory.remember(&config, "t", "a", vec![rule(0, 1, 100)], reject.clone(), 0);
+        memory.remember(&config, "u", "a", vec![rule(0, 1, 100)], reject.clone(), 0);
+        memory.remember(&config, "v", "a", vec![rule(0, 1, 900)], reject, 500);
+        assert!(!memory.knows_tenant("t", 0) && !memory.knows_tenant("u", 0));
+        assert!(memory.knows_tenant("v", 500));
+        assert_eq!(memory.len(), 1);
     }
 }

@@ -1161,3 +1161,115 @@ fn a_tenant_claim_that_is_an_object_or_a_list_gets_401_invalid_tenant() {
     let _ = through_body(&shared, &mut host);
     assert_eq!(host.dispatched[0].descriptors[0].entries[0].value, "acme");
 }
+
+/// `shared`'s memory told that `tenant`'s `model` is over its tokens with
+/// 50 left (30 s), as the RLS's answer to [`CHAT`] would.
+fn known_over<E: Encoders>(shared: &Arc<Shared<E>>, tenant: &str, model: &str, action: Remembered) {
+    let rule = Rule {
+        index: 1,
+        at_least: 51,
+        until_ms: 12 + 30_000,
+    };
+    let config = shared.config.over_limit_memory.clone();
+    shared
+        .memory()
+        .remember(&config, tenant, model, vec![rule], action, 12);
+}
+
+/// Headers in, and the body handed to the light read alone.
+fn light_read<E: Encoders>(
+    shared: &Arc<Shared<E>>,
+    host: &mut FakeHost,
+) -> (RequestAdmission<E>, Option<Verdict>) {
+    let mut admission = RequestAdmission::new(shared.clone());
+    assert_eq!(admission.on_request_headers(host, false), Verdict::Pause);
+    let body = host.body.clone();
+    let verdict = admission.refuse_known_over_unparsed(host, Endpoint::ChatCompletions, &body);
+    (admission, verdict)
+}
+
+#[test]
+fn a_large_body_of_a_tenant_known_over_is_refused_from_the_light_read() {
+    let shared = bpe_shared("");
+    known_over(&shared, "acme", "gpt-4o", Remembered::Reject);
+    let huge = chat_of(&random_words(400_000));
+    let mut host = host_with(&huge);
+    let (_, verdict) = light_read(&shared, &mut host);
+    assert_eq!(
+        verdict,
+        Some(Verdict::Pause),
+        "decided without the full parse"
+    );
+    let reply = &host.replies[0];
+    assert_eq!(reply.status, 429);
+    assert!(reply.body.contains("rate_limit_exceeded"));
+    assert!(reply.headers.contains(&("retry-after".into(), "30".into())));
+    assert_eq!(host.metrics[&Metric::LocalRejected], 1);
+    // Through the body callback: the same answer, no call, nothing counted.
+    let mut again = host_with(&huge);
+    let _ = through_body(&shared, &mut again);
+    assert!(again.dispatched.is_empty());
+    assert_eq!(again.replies, host.replies);
+    assert_eq!(again.metrics.get(&Metric::PromptTokens), None);
+}
+
+#[test]
+fn the_light_read_leaves_to_the_full_path_what_it_does_not_refuse() {
+    let shared = bpe_shared("");
+    known_over(&shared, "acme", "gpt-4o", Remembered::Reject);
+    // Under what was left, another tenant, another model: asked about.
+    let small =
+        r#"{"model": "gpt-4o", "max_tokens": 1, "messages": [{"role": "user", "content": "Hi"}]}"#;
+    let mut other = host_with(CHAT);
+    other
+        .request_headers
+        .insert("x-tenant-id".into(), "globex".into());
+    let other_model = CHAT.replace("gpt-4o", "gpt-4o-mini");
+    for mut host in [host_with(small), other, host_with(&other_model)] {
+        let (_, verdict) = light_read(&shared, &mut host);
+        assert_eq!(verdict, None);
+        assert!(host.replies.is_empty());
+        let _ = through_body(&shared, &mut host);
+        assert_eq!(host.dispatched.len(), 1);
+    }
+    // A body the full parse refuses keeps its 400, over or not.
+    for body in [
+        "{\"model\": \"gpt-4o\", \"messages\": [".to_string(),
+        chat_of("x").replace("messages", "message"),
+        chat_of("lone").replace("lone", r"\ud800"),
+        chat_of("x").replace("gpt-4o", "no-such-model"),
+    ] {
+        let mut host = host_with(&body);
+        let (_, verdict) = light_read(&shared, &mut host);
+        assert_eq!(verdict, None, "{body}");
+        let _ = through_body(&shared, &mut host);
+        assert_eq!(host.replies[0].status, 400, "{body}");
+    }
+    // A model known to defer: the deferral needs the real count.
+    let secret = format!(r#", "deferral": {{"secrets": ["{SECRET}"]}}"#);
+    let deferring = bpe_shared(&secret);
+    known_over(
+        &deferring,
+        "acme",
+        "gpt-4o",
+        Remembered::Defer("low".into()),
+    );
+    let mut host = host_with(&chat_of(&random_words(4_000)));
+    assert_eq!(light_read(&deferring, &mut host).1, None);
+}
+
+#[test]
+fn the_light_read_takes_the_model_from_the_model_header() {
+    let shared =
+        bpe_shared(r#", "model_header": "x-model", "model_encodings": {"llama*": "o200k_base"}"#);
+    known_over(&shared, "acme", "llama-3-70b", Remembered::Reject);
+    let mut host = host_with(&chat_of(&random_words(10_000)));
+    host.request_headers
+        .insert("x-model".into(), "llama-3-70b".into());
+    let (_, verdict) = light_read(&shared, &mut host);
+    assert_eq!(verdict, Some(Verdict::Pause));
+    assert!(host.replies[0].body.contains("llama-3-70b"));
+    // Without the header, the body's model is not known over.
+    let mut host = host_with(&chat_of(&random_words(10_000)));
+    assert_eq!(light_read(&shared, &mut host).1, None);
+}

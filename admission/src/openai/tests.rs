@@ -166,3 +166,186 @@ fn bad_bodies_get_clear_messages() {
     .unwrap_err();
     assert!(err.contains("UTF-8"), "{err}");
 }
+
+/// Bodies of every endpoint the full parse accepts, with the shapes the
+/// light read measures and those it skips.
+const ACCEPTED: &[(Endpoint, &str)] = &[
+    (Endpoint::ChatCompletions, COOKBOOK),
+    (
+        Endpoint::ChatCompletions,
+        r#"{"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}}]}, "just a string", 7, [1, 2]], "model": "gpt-4o", "n": 3, "max_completion_tokens": 20, "max_tokens": 5, "tools": [{"type": "function", "function": {"name": "f"}}]}"#,
+    ),
+    (
+        Endpoint::ChatCompletions,
+        r#"{"model": "gpt-4o", "max_tokens": -0, "messages": [{"content": "first", "content": "the last one wins", "name": "x"}]}"#,
+    ),
+    (
+        Endpoint::ChatCompletions,
+        r#"{"model": "first", "model": "gpt-4o", "max_tokens": 1.0, "messages": [{"role": "user", "content": "caf\u00e9 \ud83d\ude00 \"quoted\""}]}"#,
+    ),
+    (
+        Endpoint::Completions,
+        r#"{"model": "gpt-3.5-turbo-instruct", "prompt": ["one", "two", 5, [1, 2, 3], {"content": "obj"}], "suffix": "end", "max_tokens": 9, "best_of": 2}"#,
+    ),
+    (Endpoint::Completions, r#"{"model": "m", "prompt": null}"#),
+    (
+        Endpoint::Embeddings,
+        r#"{"model": "text-embedding-3-small", "input": "some text to embed"}"#,
+    ),
+    (
+        Endpoint::Embeddings,
+        r#"{"model": "text-embedding-3-small", "input": [[1, 2], [3]]}"#,
+    ),
+    (
+        Endpoint::Responses,
+        r#"{"model": "gpt-4o", "instructions": "be brief", "input": [{"role": "user", "content": "hello"}, "plain"], "max_output_tokens": 40}"#,
+    ),
+    (
+        Endpoint::Responses,
+        r#"{"model": "gpt-4o", "input": "a single input string"}"#,
+    ),
+    (
+        Endpoint::Responses,
+        r#"{"model": "gpt-4o", "instructions": "only"}"#,
+    ),
+];
+
+#[test]
+fn the_light_read_agrees_with_the_full_parse_and_stays_below_its_bound() {
+    for &(endpoint, body) in ACCEPTED {
+        let full = parse(endpoint, body.as_bytes()).unwrap();
+        let light = scan(endpoint, body.as_bytes()).unwrap_or_else(|| panic!("{body}"));
+        assert_eq!(light.model, full.model, "{body}");
+        assert_eq!(light.requested_output, full.requested_output, "{body}");
+        for longest in [1, 4, 128] {
+            let bound = light.prompt_tokens_at_least(longest);
+            let full_bound = full.prompt_tokens_at_least(longest, 765);
+            assert!(bound <= full_bound, "{body}: {bound} > {full_bound}");
+        }
+    }
+    // The texts it measures: 3 per message, priming, "the last one wins".
+    let light = scan(Endpoint::ChatCompletions, ACCEPTED[2].1.as_bytes()).unwrap();
+    assert_eq!(light.prompt_tokens_at_least(1), 3 + 3 + 17);
+    assert_eq!(light.requested_output, None, "-0 is no u64 for either");
+}
+
+#[test]
+fn the_light_read_refuses_what_the_full_parse_refuses() {
+    let deep = format!(
+        r#"{{"model": "gpt-4o", "messages": [], "x": {}1{}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let rejected: Vec<(Endpoint, Vec<u8>)> = vec![
+        (
+            Endpoint::ChatCompletions,
+            b"{\"model\": \"gpt-4o\", \"messages\": [".to_vec(),
+        ),
+        (
+            Endpoint::ChatCompletions,
+            b"{\"model\": \"gpt-4o\", \"messages\": []} x".to_vec(),
+        ),
+        (
+            Endpoint::ChatCompletions,
+            b"{\"model\": \"gpt-4o\", \"messages\": [], \"x\": \"\xff\"}".to_vec(),
+        ),
+        (
+            Endpoint::ChatCompletions,
+            br#"{"model": "gpt-4o", "messages": [], "x": "\ud800"}"#.to_vec(),
+        ),
+        (
+            Endpoint::ChatCompletions,
+            br#"{"model": "gpt-4o", "messages": [], "x": "\q"}"#.to_vec(),
+        ),
+        (
+            Endpoint::ChatCompletions,
+            br#"{"model": "gpt-4o", "messages": [], "x": 01}"#.to_vec(),
+        ),
+        (Endpoint::ChatCompletions, deep.into_bytes()),
+        (Endpoint::ChatCompletions, br#"["gpt-4o", []]"#.to_vec()),
+        (Endpoint::ChatCompletions, br#"{"messages": []}"#.to_vec()),
+        (
+            Endpoint::ChatCompletions,
+            br#"{"model": "", "messages": []}"#.to_vec(),
+        ),
+        (
+            Endpoint::ChatCompletions,
+            br#"{"model": "gpt-4o", "model": 4, "messages": []}"#.to_vec(),
+        ),
+        (
+            Endpoint::ChatCompletions,
+            br#"{"model": "gpt-4o", "messages": {}}"#.to_vec(),
+        ),
+        (
+            Endpoint::ChatCompletions,
+            br#"{"model": "gpt-4o", "messages": [], "messages": null}"#.to_vec(),
+        ),
+        (
+            Endpoint::Completions,
+            br#"{"model": "m", "input": "x"}"#.to_vec(),
+        ),
+        (
+            Endpoint::Embeddings,
+            br#"{"model": "m", "prompt": "x"}"#.to_vec(),
+        ),
+        (
+            Endpoint::Responses,
+            br#"{"model": "m", "messages": []}"#.to_vec(),
+        ),
+    ];
+    for (endpoint, body) in rejected {
+        let shown = String::from_utf8_lossy(&body);
+        assert!(
+            parse(endpoint, &body).is_err(),
+            "the full parse took {shown}"
+        );
+        assert_eq!(scan(endpoint, &body), None, "{shown}");
+    }
+}
+
+/// The light read against the full parse on a flood body (3.9 MiB of
+/// random words in one message), natively; printed, not asserted:
+/// `cargo test -p sluice-admission --release light_read_timing -- --ignored --nocapture`
+#[test]
+#[ignore = "a measurement: run it in release"]
+fn light_read_timing() {
+    let mut x: u64 = 7;
+    let text: String = (0..4_089_000)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if i % 9 == 8 {
+                ' '
+            } else {
+                char::from(b'a' + (x % 26) as u8)
+            }
+        })
+        .collect();
+    let body = serde_json::json!({"model": "gpt-4o", "max_tokens": 100, "messages": [{"role": "user", "content": text}]}).to_string();
+    let time = |f: &dyn Fn() -> u64| {
+        let mut best = std::time::Duration::MAX;
+        let mut result = 0;
+        for _ in 0..20 {
+            let started = std::time::Instant::now();
+            result = f();
+            best = best.min(started.elapsed());
+        }
+        (best, result)
+    };
+    let (full, full_bound) = time(&|| {
+        parse(Endpoint::ChatCompletions, body.as_bytes())
+            .map(|r| r.prompt_tokens_at_least(128, 0))
+            .unwrap_or(0)
+    });
+    let (light, light_bound) = time(&|| {
+        scan(Endpoint::ChatCompletions, body.as_bytes())
+            .map(|s| s.prompt_tokens_at_least(128))
+            .unwrap_or(0)
+    });
+    println!(
+        "{} B: full parse + lower bound {full:?} (bound {full_bound}), light read {light:?} (bound {light_bound}): {:.1}×",
+        body.len(),
+        full.as_secs_f64() / light.as_secs_f64()
+    );
+}
