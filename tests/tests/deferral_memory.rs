@@ -316,3 +316,86 @@ async fn waiting_bodies_and_tokenless_connections_stay_within_the_byte_budget() 
     assert_eq!(metric(admin, "sluice_rls_deferral_held_bytes"), 0.0);
     drop(rls);
 }
+
+/// Allocated KiB under `path` (`du -sk`).
+fn du_kib(path: &std::path::Path) -> u64 {
+    let output = std::process::Command::new("du")
+        .arg("-sk")
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .next()
+        .and_then(|kib| kib.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The broker's disk per deferred byte: work items of a 3.9 MiB body
+/// published as the endpoint publishes them, and the store's growth. The
+/// figure is printed (docs/security.md quotes it); the bound only catches a
+/// store that writes a message more than once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_disk_per_deferred_byte() {
+    use sluice_ratelimit::deferral::endpoint::Publisher;
+    use sluice_ratelimit::deferral::publisher::LitePublisher;
+    sluice_testkit::init_test_tracing();
+    let redis = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap()
+        .unwrap();
+    let broker = start_broker().await;
+    let conn = redis_connection(&redis);
+    let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
+        .await
+        .unwrap();
+    let topic = lite_topic_name("disk", "gpt-4o");
+    let _: () = redis::cmd("SET")
+        .arg(sluice_contract::keys::subscribed(&topic))
+        .arg(1)
+        .query_async(&mut conn.clone())
+        .await
+        .unwrap();
+    let store = broker.dir().join("store");
+    let work = sluice_testkit::stack::work_item("disk", "gpt-4o", "probe", 1);
+    let body: serde_json::Value = serde_json::from_slice(&chat_of(BODY_BYTES)).unwrap();
+    let mut published = 0u64;
+    // One first message allocates the files; measure from there.
+    let first = sluice_contract::WorkItem {
+        body: body.clone(),
+        ..work.clone()
+    }
+    .to_json();
+    publisher
+        .publish("disk", "gpt-4o", "first", first.into())
+        .await
+        .unwrap();
+    let before = du_kib(&store);
+    let count = 40;
+    for n in 0..count {
+        let item = sluice_contract::WorkItem {
+            req_id: format!("disk-{n}"),
+            body: body.clone(),
+            ..work.clone()
+        }
+        .to_json();
+        published += item.len() as u64;
+        publisher
+            .publish("disk", "gpt-4o", &format!("disk-{n}"), item.into())
+            .await
+            .unwrap();
+    }
+    // Let the broker flush its commit log pages.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = du_kib(&store);
+    let grown = (after.saturating_sub(before)) * 1024;
+    let per_byte = grown as f64 / published as f64;
+    println!(
+        "broker store: {count} work items of {} bytes ({:.1} MiB) grew it by {:.1} MiB (du -sk {}): {per_byte:.3} bytes of disk per deferred byte",
+        published / count,
+        published as f64 / MIB as f64,
+        grown as f64 / MIB as f64,
+        store.display()
+    );
+    assert!(per_byte < 1.5, "{per_byte}");
+}
