@@ -608,11 +608,10 @@ async fn prepare(
     let raw = read_body(body, limit, state.options.body_timeout)
         .await
         .map_err(|why| body_rejection(why, &state.options))?;
-    if let Err(why) = deferred.signed_body.check(&raw) {
-        return Err(Rejection::forbidden(why.reason(), why.to_string()));
-    }
     let _ = places.bytes.resize(raw.len() as u64);
-    // Parsing and encoding briefly hold more than the body: a few at a time.
+    // Hashing, parsing and encoding are CPU work of up to ~3× the body:
+    // a few at a time, off the async workers (they would stall the accept
+    // loop and every other request of this process).
     let _preparing = state.preparing.acquire().await.map_err(|_| {
         Rejection::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -621,24 +620,29 @@ async fn prepare(
             "the gateway is shutting down",
         )
     })?;
-    let parsed = openai::parse(deferred.endpoint, &raw)
-        .map_err(|message| Rejection::bad_request("invalid_request", "invalid_request", message))?;
-    drop(raw);
-    // The consumer always asks the model for usage; a client that did not
-    // gets no usage-only chunk.
-    let (stream, include_usage) = (parsed.stream, parsed.include_usage);
-    let work = WorkItem {
+    let envelope = WorkItem {
         req_id: deferred.req_id.clone(),
         tenant: deferred.tenant.clone(),
         model: deferred.model.clone(),
         priority: deferred.priority,
         path: deferred.path.clone(),
-        body: parsed.into_body(),
+        body: Value::Null,
         enqueued_at_ms: now_ms(),
         estimated_tokens: deferred.estimated_tokens,
         attempt: 0,
-    }
-    .to_json();
+    };
+    let (signed_body, endpoint) = (deferred.signed_body, deferred.endpoint);
+    let encoded = tokio::task::spawn_blocking(move || encode(raw, signed_body, endpoint, envelope))
+        .await
+        .map_err(|_| {
+            Rejection::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "body_unreadable",
+                "the request body could not be processed",
+            )
+        })??;
+    let (stream, include_usage, work) = encoded;
     check_queueable(&state.options, work.len())?;
     places
         .bytes
@@ -649,6 +653,32 @@ async fn prepare(
         include_usage,
         work: Bytes::from(work),
     })
+}
+
+/// Checks the body against the token's digest, parses it as the filter
+/// does, and encodes the work item (`envelope` with the body): returns
+/// `stream`, `include_usage` and the work item's JSON.
+fn encode(
+    raw: Bytes,
+    signed_body: SignedBody,
+    endpoint: Endpoint,
+    envelope: WorkItem,
+) -> Result<(bool, bool, Vec<u8>), Rejection> {
+    if let Err(why) = signed_body.check(&raw) {
+        return Err(Rejection::forbidden(why.reason(), why.to_string()));
+    }
+    let parsed = openai::parse(endpoint, &raw)
+        .map_err(|message| Rejection::bad_request("invalid_request", "invalid_request", message))?;
+    drop(raw);
+    // The consumer always asks the model for usage; a client that did not
+    // gets no usage-only chunk.
+    let (stream, include_usage) = (parsed.stream, parsed.include_usage);
+    let work = WorkItem {
+        body: parsed.into_body(),
+        ..envelope
+    }
+    .to_json();
+    Ok((stream, include_usage, work))
 }
 
 /// A work item the broker would refuse (its message size limit) gets a
