@@ -147,7 +147,7 @@ fn rss(pid: u32) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "does not pass yet: on the 2-core machine (debug build) only 1 of the 300 deferred clients was decided within 60 s, the other 299 ended without an answer and without a refusal counted; under investigation"]
+#[ignore = "does not pass yet: of 300 deferred clients (Expect: 100-continue), 100 get 503 at accept and the other 200 end with no answer and no refusal or acceptance counted; not understood yet"]
 async fn waiting_bodies_and_tokenless_connections_stay_within_the_byte_budget() {
     sluice_testkit::init_test_tracing();
     let redis = tokio::task::spawn_blocking(RedisServer::start)
