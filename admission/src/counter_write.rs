@@ -30,7 +30,25 @@
 //! override:<requests_per_unit>/<unit>|-
 //! ```
 
-use crate::deferral::{hex, parse_token, Secret, TokenError, TOKEN_VERSION};
+use crate::deferral::{hex, unhex, Secret, TokenError};
+
+/// Version of the signature format: `v1.<issued unix ms>.<64 hex digits of HMAC>`.
+const TOKEN_VERSION: &str = "v1";
+
+/// A signature's issue time and MAC.
+fn parse_token(token: &str) -> Result<(u64, Vec<u8>), TokenError> {
+    let mut parts = token.trim().split('.');
+    let (Some(TOKEN_VERSION), Some(issued), Some(tag), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(TokenError::Malformed);
+    };
+    let issued: u64 = issued.parse().map_err(|_| TokenError::Malformed)?;
+    let tag = unhex(tag)
+        .filter(|t| t.len() == 32)
+        .ok_or(TokenError::Malformed)?;
+    Ok((issued, tag))
+}
 use prost::Message;
 use sluice_proto::rls::RateLimitRequest;
 use std::fmt::Write as _;

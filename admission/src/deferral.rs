@@ -16,9 +16,18 @@
 //! use the first. Roll a new secret out as the *second* everywhere, then make
 //! it the first, then drop the old one.
 //!
-//! Token format: `v1.<issued unix ms>.<64 hex digits of HMAC>`; the MAC input
-//! is [`DEFERRAL_CONTEXT`] and the fields, each on its own line (no field can
-//! contain a newline: ids and names are sanitized, numbers are decimal).
+//! Token format: `v2.<issued unix ms>.<64 hex digits of the body's SHA-256>.<64
+//! hex digits of HMAC>`; the MAC input is [`DEFERRAL_CONTEXT`] and the fields,
+//! each on its own line (no field can contain a newline: ids and names are
+//! sanitized, numbers are decimal), then the body digest. The digest travels
+//! in the token so that the endpoint checks the MAC from the headers alone,
+//! before it reads any body byte ([`HeaderClaims::verify`]), then hashes the
+//! body and compares ([`SignedBody::check`]).
+//!
+//! `v1` tokens (the MAC over the digest, the digest not in the token) are
+//! refused as malformed: verifying one needs the whole body first, which is
+//! what `v2` exists to avoid. A rolling upgrade therefore upgrades filters
+//! and sluice-rls together (see docs/security.md, "Deferral tokens").
 
 use hmac::{Hmac, KeyInit, Mac};
 use serde::Deserialize;
@@ -41,9 +50,9 @@ pub const EXAMPLE_SECRET: &str = "sluice-example-deferral-secret--replace-me-in-
 pub const MIN_SECRET_LEN: usize = 32;
 
 /// Domain separation: a deferral MAC is never a valid resume MAC, and back.
-const DEFERRAL_CONTEXT: &str = "sluice-deferral-v1";
+const DEFERRAL_CONTEXT: &str = "sluice-deferral-v2";
 const RESUME_CONTEXT: &str = "sluice-resume-v1";
-pub(crate) const TOKEN_VERSION: &str = "v1";
+const TOKEN_VERSION: &str = "v2";
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -116,27 +125,114 @@ pub struct DeferralClaims<'a> {
     pub body_sha256: &'a [u8; 32],
 }
 
-impl DeferralClaims<'_> {
-    fn mac(&self, secret: &Secret, issued_ms: u64) -> HmacSha256 {
+/// The claims a deferral token vouches for that travel in headers: all of
+/// them but the body. [`HeaderClaims::verify`] checks a token with these
+/// alone, before any body byte is read, and returns the body digest the
+/// token signed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeaderClaims<'a> {
+    pub request_id: &'a str,
+    pub tenant: &'a str,
+    pub model: &'a str,
+    pub priority: &'a str,
+    pub estimated_tokens: u64,
+}
+
+/// The body digest a verified token signed: the body read afterwards must
+/// hash to it ([`SignedBody::check`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "a token vouches for a body only once the body is checked against it"]
+pub struct SignedBody {
+    sha256: [u8; 32],
+}
+
+impl SignedBody {
+    /// `Ok` when `body` is the body the token was issued for.
+    pub fn check(&self, body: &[u8]) -> Result<(), TokenError> {
+        self.check_digest(&body_digest(body))
+    }
+
+    /// As [`SignedBody::check`], for a digest computed as the body streamed.
+    pub fn check_digest(&self, digest: &[u8; 32]) -> Result<(), TokenError> {
+        if &self.sha256 == digest {
+            Ok(())
+        } else {
+            Err(TokenError::BodyMismatch)
+        }
+    }
+}
+
+impl HeaderClaims<'_> {
+    fn mac(&self, secret: &Secret, issued_ms: u64, body_sha256: &[u8; 32]) -> HmacSha256 {
         let mut mac = secret.mac();
         let text = format!(
             "{DEFERRAL_CONTEXT}\n{}\n{}\n{}\n{}\n{}\n{issued_ms}\n",
             self.request_id, self.tenant, self.model, self.priority, self.estimated_tokens
         );
         mac.update(text.as_bytes());
-        mac.update(self.body_sha256);
+        mac.update(body_sha256);
         mac
-    }
-
-    /// The token for these claims, issued at `issued_ms` (Unix ms).
-    pub fn sign(&self, secret: &Secret, issued_ms: u64) -> String {
-        let tag = self.mac(secret, issued_ms).finalize().into_bytes();
-        format!("{TOKEN_VERSION}.{issued_ms}.{}", hex(&tag))
     }
 
     /// Checks `token` against these claims with any of `secrets`, and that it
     /// was issued within `max_age_ms` of `now_ms` (either way: clocks of the
-    /// gateway and of sluice-rls differ a little).
+    /// gateway and of sluice-rls differ a little). The body digest is read
+    /// from the token and covered by its MAC: on success, the body must
+    /// still be checked against the returned [`SignedBody`].
+    pub fn verify(
+        &self,
+        token: &str,
+        secrets: &[Secret],
+        now_ms: u64,
+        max_age_ms: u64,
+    ) -> Result<SignedBody, TokenError> {
+        let parsed = parse_token(token)?;
+        if now_ms.abs_diff(parsed.issued_ms) > max_age_ms {
+            return Err(TokenError::Expired);
+        }
+        let valid = secrets.iter().any(|secret| {
+            self.mac(secret, parsed.issued_ms, &parsed.body_sha256)
+                .verify_slice(&parsed.tag)
+                .is_ok()
+        });
+        if valid {
+            Ok(SignedBody {
+                sha256: parsed.body_sha256,
+            })
+        } else {
+            Err(TokenError::BadSignature)
+        }
+    }
+}
+
+impl<'a> DeferralClaims<'a> {
+    /// The claims that travel in headers.
+    pub fn headers(&self) -> HeaderClaims<'a> {
+        HeaderClaims {
+            request_id: self.request_id,
+            tenant: self.tenant,
+            model: self.model,
+            priority: self.priority,
+            estimated_tokens: self.estimated_tokens,
+        }
+    }
+
+    /// The token for these claims, issued at `issued_ms` (Unix ms).
+    pub fn sign(&self, secret: &Secret, issued_ms: u64) -> String {
+        let tag = self
+            .headers()
+            .mac(secret, issued_ms, self.body_sha256)
+            .finalize()
+            .into_bytes();
+        format!(
+            "{TOKEN_VERSION}.{issued_ms}.{}.{}",
+            hex(self.body_sha256),
+            hex(&tag)
+        )
+    }
+
+    /// [`HeaderClaims::verify`] and the body check in one, for callers that
+    /// hold the body already.
     pub fn verify(
         &self,
         token: &str,
@@ -144,18 +240,9 @@ impl DeferralClaims<'_> {
         now_ms: u64,
         max_age_ms: u64,
     ) -> Result<(), TokenError> {
-        let (issued_ms, tag) = parse_token(token)?;
-        if now_ms.abs_diff(issued_ms) > max_age_ms {
-            return Err(TokenError::Expired);
-        }
-        let valid = secrets
-            .iter()
-            .any(|secret| self.mac(secret, issued_ms).verify_slice(&tag).is_ok());
-        if valid {
-            Ok(())
-        } else {
-            Err(TokenError::BadSignature)
-        }
+        self.headers()
+            .verify(token, secrets, now_ms, max_age_ms)?
+            .check_digest(self.body_sha256)
     }
 }
 
@@ -165,6 +252,8 @@ pub enum TokenError {
     Malformed,
     Expired,
     BadSignature,
+    /// The token is valid, but the body is not the one it was issued for.
+    BodyMismatch,
 }
 
 impl TokenError {
@@ -174,6 +263,7 @@ impl TokenError {
             TokenError::Malformed => "token_malformed",
             TokenError::Expired => "token_expired",
             TokenError::BadSignature => "token_bad_signature",
+            TokenError::BodyMismatch => "token_body_mismatch",
         }
     }
 }
@@ -184,22 +274,43 @@ impl fmt::Display for TokenError {
             TokenError::Malformed => "the deferral token is malformed",
             TokenError::Expired => "the deferral token is too old (or from the future)",
             TokenError::BadSignature => "the deferral token's signature does not match",
+            TokenError::BodyMismatch => {
+                "the request body is not the one the deferral token was issued for"
+            }
         })
     }
 }
 
-pub(crate) fn parse_token(token: &str) -> Result<(u64, Vec<u8>), TokenError> {
+/// A token's parts: `v2.<issued ms>.<body sha256 hex>.<mac hex>`.
+struct ParsedToken {
+    issued_ms: u64,
+    body_sha256: [u8; 32],
+    tag: Vec<u8>,
+}
+
+fn parse_token(token: &str) -> Result<ParsedToken, TokenError> {
     let mut parts = token.trim().split('.');
-    let (Some(TOKEN_VERSION), Some(issued), Some(tag), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
+    let (Some(TOKEN_VERSION), Some(issued), Some(digest), Some(tag), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
         return Err(TokenError::Malformed);
     };
-    let issued: u64 = issued.parse().map_err(|_| TokenError::Malformed)?;
+    let issued_ms: u64 = issued.parse().map_err(|_| TokenError::Malformed)?;
+    let body_sha256: [u8; 32] = unhex(digest)
+        .and_then(|d| d.try_into().ok())
+        .ok_or(TokenError::Malformed)?;
     let tag = unhex(tag)
         .filter(|t| t.len() == 32)
         .ok_or(TokenError::Malformed)?;
-    Ok((issued, tag))
+    Ok(ParsedToken {
+        issued_ms,
+        body_sha256,
+        tag,
+    })
 }
 
 fn resume_mac(secret: &Secret, request_id: &str, tenant: &str) -> HmacSha256 {
@@ -252,7 +363,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     out
 }
 
-fn unhex(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {
         return None;
     }
@@ -293,7 +404,7 @@ mod tests {
     fn a_signed_token_verifies_with_any_configured_secret() {
         let digest = body_digest(b"{}");
         let token = claims(&digest).sign(&secret('a'), 1_000_000);
-        assert!(token.starts_with("v1.1000000."));
+        assert!(token.starts_with(&format!("v2.1000000.{}.", hex(&digest))));
         let both = [secret('b'), secret('a')];
         assert_eq!(
             claims(&digest).verify(&token, &both, 1_000_500, 30_000),
@@ -332,11 +443,16 @@ mod tests {
                 estimated_tokens: 1,
                 ..good
             },
+        ];
+        // The body: the signed digest is not this body's.
+        assert_eq!(
             DeferralClaims {
                 body_sha256: &other_digest,
                 ..good
-            },
-        ];
+            }
+            .verify(&token, &[secret('a')], 5_000, 30_000),
+            Err(TokenError::BodyMismatch)
+        );
         for claims in variants {
             assert_eq!(
                 claims.verify(&token, &[secret('a')], 5_000, 30_000),
@@ -345,11 +461,102 @@ mod tests {
             );
         }
         // The issue time is signed too.
-        let moved = token.replacen("v1.5000.", "v1.5001.", 1);
+        let moved = token.replacen("v2.5000.", "v2.5001.", 1);
         assert_eq!(
             good.verify(&moved, &[secret('a')], 5_000, 30_000),
             Err(TokenError::BadSignature)
         );
+    }
+
+    /// Each of the token's own fields, changed, fails before any body is
+    /// looked at (the header check alone refuses it).
+    #[test]
+    fn tampering_with_any_field_of_the_token_is_refused_from_the_headers() {
+        let digest = body_digest(b"{\"model\":\"gpt-4o\"}");
+        let good = claims(&digest);
+        let token = good.sign(&secret('a'), 5_000);
+        let fields: Vec<String> = token.split('.').map(str::to_string).collect();
+        assert_eq!(fields.len(), 4, "{token}");
+        let field = |index: usize| fields.get(index).cloned().unwrap_or_default();
+        // The text with its last character changed.
+        let flip = |text: String| {
+            let mut text = text;
+            let last = if text.pop() == Some('0') { '1' } else { '0' };
+            text.push(last);
+            text
+        };
+        let with = |index: usize, value: &str| {
+            let parts: Vec<&str> = fields
+                .iter()
+                .enumerate()
+                .map(|(i, part)| if i == index { value } else { part.as_str() })
+                .collect();
+            parts.join(".")
+        };
+        let s = [secret('a')];
+        let header_check = |t: &str| good.headers().verify(t, &s, 5_000, 30_000);
+        assert!(header_check(&token).is_ok());
+        // Version.
+        assert_eq!(header_check(&with(0, "v1")), Err(TokenError::Malformed));
+        assert_eq!(header_check(&with(0, "v3")), Err(TokenError::Malformed));
+        // Issue time (still fresh, so only the MAC can tell).
+        assert_eq!(
+            header_check(&with(1, "5001")),
+            Err(TokenError::BadSignature)
+        );
+        // Body digest: another body's digest, signed by nobody.
+        let other = hex(&body_digest(b"{}"));
+        assert_eq!(
+            header_check(&with(2, &other)),
+            Err(TokenError::BadSignature)
+        );
+        assert_eq!(
+            header_check(&with(2, &flip(field(2)))),
+            Err(TokenError::BadSignature)
+        );
+        assert_eq!(header_check(&with(2, "00")), Err(TokenError::Malformed));
+        // MAC.
+        assert_eq!(
+            header_check(&with(3, &flip(field(3)))),
+            Err(TokenError::BadSignature)
+        );
+        assert_eq!(
+            header_check(&with(3, field(3).get(..62).unwrap_or_default())),
+            Err(TokenError::Malformed)
+        );
+        // Claims in the headers.
+        let other_tenant = HeaderClaims {
+            tenant: "acme2",
+            ..good.headers()
+        };
+        assert_eq!(
+            other_tenant.verify(&token, &s, 5_000, 30_000),
+            Err(TokenError::BadSignature)
+        );
+    }
+
+    #[test]
+    fn a_valid_token_vouches_only_for_its_own_body() {
+        let body = b"{\"model\":\"gpt-4o\",\"messages\":[]}";
+        let digest = body_digest(body);
+        let token = claims(&digest).sign(&secret('a'), 5_000);
+        let signed = claims(&digest)
+            .headers()
+            .verify(&token, &[secret('a')], 5_000, 30_000)
+            .unwrap();
+        assert_eq!(signed.check(body), Ok(()));
+        assert_eq!(signed.check(b"{}"), Err(TokenError::BodyMismatch));
+        assert_eq!(
+            signed.check(body.get(1..).unwrap_or_default()),
+            Err(TokenError::BodyMismatch)
+        );
+        // The one-call form says the same.
+        let other = body_digest(b"{}");
+        assert_eq!(
+            claims(&other).verify(&token, &[secret('a')], 5_000, 30_000),
+            Err(TokenError::BodyMismatch)
+        );
+        assert_eq!(TokenError::BodyMismatch.reason(), "token_body_mismatch");
     }
 
     #[test]
@@ -372,10 +579,11 @@ mod tests {
             "1",
             "v1",
             "v2.100000.00",
-            "v1.x.00",
-            "v1.100000.zz",
             "v1.100000.00",
-            "v1.1.2.3",
+            "v2.x.00.00",
+            "v2.100000.zz.zz",
+            "v2.100000.00.00",
+            "v2.1.2.3.4",
         ] {
             assert_eq!(
                 c.verify(bad, &s, 100_000, 30_000),

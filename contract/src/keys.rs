@@ -114,6 +114,20 @@ pub fn backlog(lite_topic: &str) -> String {
     format!("sluice:{{buckets}}:backlog:{lite_topic}")
 }
 
+/// Sorted set of low-priority requests of a bucket between the endpoint's
+/// backlog check and their publish (request id, scored by the check's time
+/// in ms): counted with [`backlog`] so that concurrent checks never admit
+/// more than the cap. Written by the endpoint only.
+pub fn low_pending(lite_topic: &str) -> String {
+    format!("sluice:{{buckets}}:low_pending:{lite_topic}")
+}
+
+/// Body bytes `tenant` published to the broker in the clock minute
+/// `minute` (Unix ms / 60,000). Written by the endpoint only.
+pub fn deferred_bytes(tenant: &str, minute: u64) -> String {
+    format!("sluice:deferred_bytes:{{{tenant}}}:{minute}")
+}
+
 /// Set while a consumer deletes a retired bucket's queue at the broker
 /// (between the retire script and the broker's answer): the endpoint does
 /// not publish to the bucket meanwhile, since the delete would take the

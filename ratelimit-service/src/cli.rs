@@ -3,9 +3,11 @@
 //! the binaries' edge: errors are `anyhow`.
 
 use crate::config::{LimitsConfig, LoadOptions};
+use crate::deferral::budget::BudgetLimits;
 use crate::deferral::caps::{self, CapLimits, CapsMetrics};
 use crate::deferral::endpoint::{self, EndpointMetrics, EndpointOptions};
 use crate::deferral::hub::HubOptions;
+use crate::deferral::listener::{DeferralListener, ListenerLimits, ListenerMetrics};
 use crate::deferral::{Endpoint, EndpointConfig};
 use crate::guard::{self, CallGuard, CounterWritePolicy, RequestBounds};
 use crate::limiter::{HeaderStyle, Limiter, ResponseOptions, SystemClock, UpstreamHeaderNames};
@@ -348,6 +350,50 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_DEFERRAL_MAX_IN_FLIGHT", default_value_t = endpoint::DEFAULT_MAX_IN_FLIGHT)]
     pub deferral_max_in_flight: usize,
 
+    /// Waiting deferred requests of one tenant (every priority band); beyond:
+    /// 429 `tenant_deferral_busy`, while other tenants are still served.
+    /// Default: a quarter of --deferral-max-in-flight.
+    #[arg(long, env = "SLUICE_DEFERRAL_MAX_IN_FLIGHT_PER_TENANT", value_parser = clap::value_parser!(u64).range(1..))]
+    pub deferral_max_in_flight_per_tenant: Option<u64>,
+
+    /// Body bytes all deferred requests being read or waiting may hold in
+    /// this process (the one copy kept for a re-publish); beyond: 503
+    /// `deferral_memory_full`. Sizes sluice-rls's memory: see
+    /// docs/operations.md.
+    #[arg(long, env = "SLUICE_DEFERRAL_MAX_HELD_BYTES", default_value_t = crate::deferral::budget::DEFAULT_MAX_HELD_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub deferral_max_held_bytes: u64,
+
+    /// Body bytes one tenant's deferred requests may hold; beyond: 429
+    /// `tenant_deferral_bytes`. Default: a quarter of
+    /// --deferral-max-held-bytes. At least --deferral-max-body-bytes.
+    #[arg(long, env = "SLUICE_DEFERRAL_MAX_TENANT_HELD_BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub deferral_max_tenant_held_bytes: Option<u64>,
+
+    /// Body bytes one tenant may defer (publish to the broker) per clock
+    /// minute; beyond: 429 `tenant_broker_bytes`. Bounds the broker's disk
+    /// per tenant to this times its retention (in minutes).
+    #[arg(long, env = "SLUICE_DEFERRAL_MAX_TENANT_BYTES_PER_MINUTE", default_value_t = crate::deferral::quota::DEFAULT_MAX_TENANT_BYTES_PER_MINUTE,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub deferral_max_tenant_bytes_per_minute: u64,
+
+    /// A request head on the deferral port (or the next one on a kept-alive
+    /// connection) not complete this long after it may start closes the
+    /// connection.
+    #[arg(long, env = "SLUICE_DEFERRAL_HEADER_TIMEOUT_MS", default_value_t = crate::deferral::listener::DEFAULT_HEADER_TIMEOUT_MS,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub deferral_header_timeout_ms: u64,
+
+    /// Open connections to the deferral port; beyond: closed at once with a
+    /// 503. At least --deferral-max-in-flight (one per waiting request).
+    #[arg(long, env = "SLUICE_DEFERRAL_MAX_CONNECTIONS", default_value_t = crate::deferral::listener::DEFAULT_MAX_CONNECTIONS)]
+    pub deferral_max_connections: usize,
+
+    /// Connections to the deferral port that have not yet presented a valid
+    /// deferral token; beyond: closed at once with a 503.
+    #[arg(long, env = "SLUICE_DEFERRAL_MAX_UNAUTHENTICATED_CONNECTIONS", default_value_t = crate::deferral::listener::DEFAULT_MAX_UNAUTHENTICATED)]
+    pub deferral_max_unauthenticated_connections: usize,
+
     /// Low-priority requests fail fast (429, Retry-After) when their tenant ×
     /// model queue already holds this many unclaimed requests.
     #[arg(long, env = "SLUICE_LOW_PRIORITY_MAX_BACKLOG", default_value_t = 100)]
@@ -594,9 +640,11 @@ pub async fn serve(
     );
     let endpoint_metrics = Arc::new(EndpointMetrics::default());
     let caps_metrics = CapsMetrics::default();
+    let listener_metrics = ListenerMetrics::default();
     if args.deferral_addr.is_some() {
         endpoint_metrics.register(&mut metrics.registry);
         caps_metrics.register(&mut metrics.registry);
+        listener_metrics.register(&mut metrics.registry);
     }
     let store: Arc<dyn CounterStore> = if args.local_cache_bytes > 0 {
         Arc::new(LocalCacheStore::new(
@@ -665,8 +713,11 @@ pub async fn serve(
                 &args,
                 addr,
                 secrets,
-                endpoint_metrics,
-                caps_metrics,
+                DeferralMetrics {
+                    endpoint: endpoint_metrics,
+                    caps: caps_metrics,
+                    listener: listener_metrics,
+                },
                 in_process,
             )
             .await?,
@@ -764,14 +815,48 @@ fn check_owner_ttl(options: &EndpointOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The deferral endpoint's metrics, registered by [`serve`].
+struct DeferralMetrics {
+    endpoint: Arc<EndpointMetrics>,
+    caps: CapsMetrics,
+    listener: ListenerMetrics,
+}
+
+/// The waiting room's budgets from the flags, checked for consistency.
+fn budget_limits(args: &ServeArgs) -> anyhow::Result<BudgetLimits> {
+    let limits = BudgetLimits::for_endpoint(
+        args.deferral_max_held_bytes,
+        args.deferral_max_tenant_held_bytes,
+        args.deferral_max_in_flight,
+        args.deferral_max_in_flight_per_tenant
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+    );
+    let largest_body = args.deferral_max_body_bytes as u64;
+    if limits.max_tenant_held_bytes > limits.max_held_bytes {
+        anyhow::bail!(
+            "--deferral-max-tenant-held-bytes ({}) is above --deferral-max-held-bytes ({})",
+            limits.max_tenant_held_bytes,
+            limits.max_held_bytes
+        );
+    }
+    if limits.max_tenant_held_bytes < largest_body {
+        anyhow::bail!(
+            "a tenant's share of held bytes ({}; --deferral-max-tenant-held-bytes, by default a \
+             quarter of --deferral-max-held-bytes) is below --deferral-max-body-bytes ({largest_body}): \
+             the largest bodies could never be deferred",
+            limits.max_tenant_held_bytes
+        );
+    }
+    Ok(limits)
+}
+
 async fn deferral_endpoint(
     args: &ServeArgs,
     addr: SocketAddr,
     secrets: Vec<sluice_admission::deferral::Secret>,
-    metrics: Arc<EndpointMetrics>,
-    caps_metrics: CapsMetrics,
+    metrics: DeferralMetrics,
     in_process: Option<InProcess>,
-) -> anyhow::Result<(tokio::net::TcpListener, axum::Router)> {
+) -> anyhow::Result<DeferralListener> {
     let mut options = EndpointOptions {
         timeout: Duration::from_secs(args.deferral_timeout_s),
         max_in_flight: args.deferral_max_in_flight,
@@ -784,6 +869,8 @@ async fn deferral_endpoint(
         high_priority_timeout: Duration::from_secs(args.deferral_high_priority_timeout_s),
         marker_header: args.deferral_marker_header.clone(),
         lease_check: Duration::from_millis(args.deferral_lease_check_ms),
+        budget: budget_limits(args)?,
+        max_tenant_bytes_per_minute: args.deferral_max_tenant_bytes_per_minute,
         claim_timing: ClaimTiming {
             lease_ms: args.claim_lease_ms,
             heartbeat_interval_ms: args.claim_heartbeat_interval_ms,
@@ -796,6 +883,13 @@ async fn deferral_endpoint(
     });
     check_liveness(&options)?;
     check_owner_ttl(&options)?;
+    if args.deferral_max_connections < args.deferral_max_in_flight {
+        anyhow::bail!(
+            "--deferral-max-connections ({}) is below --deferral-max-in-flight ({}): every waiting request holds a connection",
+            args.deferral_max_connections,
+            args.deferral_max_in_flight
+        );
+    }
     let router = Endpoint::build(EndpointConfig {
         parent: args.lite_parent.clone(),
         consumer_group: args.consumer_group.clone(),
@@ -805,13 +899,13 @@ async fn deferral_endpoint(
             max_new_buckets_per_minute: args.deferral_max_new_buckets_per_minute,
             ..Default::default()
         },
-        caps_metrics,
+        caps_metrics: metrics.caps,
         hub: HubOptions {
             readers: args.stream_readers,
             ..Default::default()
         },
         options,
-        metrics,
+        metrics: metrics.endpoint,
         local,
         redis: redis_options(args),
         ..EndpointConfig::new(&args.redis_url, &args.namesrv)
@@ -821,7 +915,16 @@ async fn deferral_endpoint(
         .await
         .with_context(|| format!("cannot listen on {addr} (deferral endpoint)"))?;
     tracing::info!(addr = %listener.local_addr()?, namesrv = %args.namesrv, parent = %args.lite_parent, "deferral endpoint listening");
-    Ok((listener, router))
+    Ok(DeferralListener {
+        listener,
+        router,
+        limits: ListenerLimits {
+            header_timeout: Duration::from_millis(args.deferral_header_timeout_ms),
+            max_connections: args.deferral_max_connections,
+            max_unauthenticated: args.deferral_max_unauthenticated_connections.max(1),
+        },
+        metrics: metrics.listener,
+    })
 }
 
 /// `--deferral-marker-header`: a lowercase header name, as the filter requires.

@@ -132,7 +132,10 @@ impl Refusal {
             Refusal::Unauthorized(Unauthorized::NoSecret) => "no_secret",
             Refusal::Unauthorized(Unauthorized::Token(TokenError::Malformed)) => "malformed",
             Refusal::Unauthorized(Unauthorized::Token(TokenError::Expired)) => "expired",
-            Refusal::Unauthorized(Unauthorized::Token(TokenError::BadSignature)) => "bad_signature",
+            // A counter-write signature covers no body: a mismatch cannot occur, and would be a bad signature.
+            Refusal::Unauthorized(Unauthorized::Token(
+                TokenError::BadSignature | TokenError::BodyMismatch,
+            )) => "bad_signature",
         }
     }
 }
@@ -174,7 +177,7 @@ impl fmt::Display for Refusal {
                     Unauthorized::Token(TokenError::Expired) => {
                         f.write_str("the signature is too old (or from the future)")
                     }
-                    Unauthorized::Token(TokenError::BadSignature) => {
+                    Unauthorized::Token(TokenError::BadSignature | TokenError::BodyMismatch) => {
                         f.write_str("the signature does not match the call")
                     }
                 }

@@ -27,7 +27,7 @@ pub struct Deps {
     /// The ext_authz front door on the same gRPC port, when configured.
     pub ext_authz: Option<ExtAuthzService>,
     /// The deferral endpoint (HTTP), when configured.
-    pub deferral: Option<(TcpListener, axum::Router)>,
+    pub deferral: Option<crate::deferral::listener::DeferralListener>,
 }
 
 /// Serve gRPC on `grpc` and the admin endpoints on `admin` until `shutdown`
@@ -72,9 +72,19 @@ pub async fn run_with_tls(
             });
         }
     }
-    // The HTTP listeners: the deferral endpoint's, then the admin one's.
-    let admin = admin.map(|listener| (listener, admin::router(deps.limiter.clone())));
-    for (listener, router) in deps.deferral.into_iter().chain(admin) {
+    // The HTTP listeners: the deferral endpoint's (with its own bounds),
+    // then the admin one's.
+    if let Some(deferral) = deps.deferral {
+        let rx = stop_rx.clone();
+        tasks.spawn(async move {
+            deferral
+                .serve(stopped(rx))
+                .await
+                .map_err(anyhow::Error::from)
+        });
+    }
+    if let Some(listener) = admin {
+        let router = admin::router(deps.limiter.clone());
         let rx = stop_rx.clone();
         tasks.spawn(async move {
             axum::serve(listener, router)

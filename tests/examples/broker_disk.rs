@@ -123,7 +123,7 @@ async fn main() -> anyhow::Result<()> {
     // One small request first: the parent topic, its queue and the bucket exist.
     let first = deferred(0, 10);
     publisher
-        .publish("disk", "gpt-4o", &first.req_id, first.to_json())
+        .publish("disk", "gpt-4o", &first.req_id, first.to_json().into())
         .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (store_before, log_before) = (du(&store)?, du(&store.join("commitlog"))?);
@@ -134,7 +134,7 @@ async fn main() -> anyhow::Result<()> {
         let json = work.to_json();
         message_bytes += json.len() as u64;
         publisher
-            .publish("disk", "gpt-4o", &work.req_id, json)
+            .publish("disk", "gpt-4o", &work.req_id, json.into())
             .await
             .map_err(|e| anyhow::anyhow!("publish {index}: {e}"))?;
     }

@@ -285,7 +285,7 @@ impl Stack {
                 async move {
                     for item in items {
                         publisher
-                            .publish(&tenant, MODEL, &item.req_id, item.to_json())
+                            .publish(&tenant, MODEL, &item.req_id, item.to_json().into())
                             .await
                             .map_err(|e| anyhow::anyhow!("publish {}: {e}", item.req_id))?;
                     }
@@ -699,7 +699,7 @@ async fn isolation_case(
             started_at.insert(work.req_id.clone(), wall_ms());
             stack
                 .publisher
-                .publish(tenant, MODEL, &work.req_id, work.to_json())
+                .publish(tenant, MODEL, &work.req_id, work.to_json().into())
                 .await
                 .map_err(|e| anyhow::anyhow!("live publish: {e}"))?;
             healthy_ids.push(work.req_id);
@@ -1049,7 +1049,7 @@ async fn subscriptions() -> anyhow::Result<()> {
     let sent = Instant::now();
     stack
         .publisher
-        .publish(&tenant, MODEL, &probe.req_id, probe.to_json())
+        .publish(&tenant, MODEL, &probe.req_id, probe.to_json().into())
         .await
         .map_err(|e| anyhow::anyhow!("probe publish: {e}"))?;
     let missing = stack

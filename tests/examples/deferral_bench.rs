@@ -28,7 +28,7 @@ impl Publisher for Accept {
         _: &'a str,
         _: &'a str,
         _: &'a str,
-        _: Vec<u8>,
+        _: axum::body::Bytes,
     ) -> BoxFuture<'a, Result<Option<u64>, PublishError>> {
         Box::pin(async { Ok(None) })
     }

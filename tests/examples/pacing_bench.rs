@@ -534,7 +534,7 @@ async fn publish(
     let enqueued_ms = work.enqueued_at_ms;
     parts
         .publisher
-        .publish(&tenant, &model, &req_id, work.to_json())
+        .publish(&tenant, &model, &req_id, work.to_json().into())
         .await
         .map_err(|e| anyhow::anyhow!("publish {req_id}: {e:?}"))?;
     Ok(Published {

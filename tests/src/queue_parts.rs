@@ -64,7 +64,12 @@ impl QueueParts {
     /// Queues `work` as the endpoint does, on its tenant's and model's LiteTopic.
     pub async fn publish(&self, work: &WorkItem) {
         self.publisher
-            .publish(&work.tenant, &work.model, &work.req_id, work.to_json())
+            .publish(
+                &work.tenant,
+                &work.model,
+                &work.req_id,
+                work.to_json().into(),
+            )
             .await
             .unwrap();
     }

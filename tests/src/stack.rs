@@ -21,6 +21,9 @@ use sluice_consumer::{Runner, RunnerOptions, RunnerParts};
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::deferral::endpoint::EndpointMetrics;
+pub use sluice_ratelimit::deferral::listener::{
+    serve as serve_deferral, ListenerLimits, ListenerMetrics,
+};
 use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
 use sluice_ratelimit::ext_authz::ExtAuthzService;
 use sluice_ratelimit::guard::CallGuard;
@@ -308,9 +311,34 @@ pub async fn deferral_endpoint(mut config: EndpointConfig) -> axum::Router {
     Endpoint::build(config).await.unwrap()
 }
 
-/// [`deferral_endpoint`] served on a loopback port; returns its address.
+/// [`deferral_endpoint`] served on a loopback port as sluice-rls serves it
+/// (its listener's default bounds); returns its address.
 pub async fn start_deferral_endpoint(config: EndpointConfig) -> SocketAddr {
-    serve_http(deferral_endpoint(config).await).await
+    start_deferral_endpoint_with(
+        config,
+        ListenerLimits::default(),
+        ListenerMetrics::default(),
+    )
+    .await
+}
+
+/// [`start_deferral_endpoint`] with the listener bounded by `limits`.
+pub async fn start_deferral_endpoint_with(
+    config: EndpointConfig,
+    limits: ListenerLimits,
+    metrics: ListenerMetrics,
+) -> SocketAddr {
+    let router = deferral_endpoint(config).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve_deferral(
+        listener,
+        router,
+        limits,
+        metrics,
+        std::future::pending(),
+    ));
+    addr
 }
 
 /// Serves `app` on a loopback port; returns its address.
@@ -369,6 +397,7 @@ pub async fn start_rls(limiter: Arc<Limiter>, parts: RlsParts) -> Rls {
         None => None,
     };
     let deferral_addr = deferral.as_ref().map(|(l, _)| l.local_addr().unwrap());
+    let deferral = deferral.map(Into::into);
     let reload_interval = match parts.limits_file {
         Some(_) => Duration::from_millis(100),
         None => Duration::ZERO,

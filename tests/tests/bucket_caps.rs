@@ -412,7 +412,7 @@ async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
         let publisher = &publisher;
         async move {
             publisher
-                .publish("sleepy", "gpt-4o", req_id, work.to_json())
+                .publish("sleepy", "gpt-4o", req_id, work.to_json().into())
                 .await
                 .unwrap();
         }

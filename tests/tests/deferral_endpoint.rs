@@ -646,7 +646,10 @@ async fn forged_and_replayed_deferrals_are_refused() {
     };
     assert_eq!(refused("token_missing"), 1);
     assert_eq!(refused("token_expired"), 1);
-    assert_eq!(refused("token_bad_signature"), 4);
+    assert_eq!(refused("token_bad_signature"), 3);
+    // The token checks out from the headers; the body read after it is not
+    // the one it signed.
+    assert_eq!(refused("token_body_mismatch"), 1);
 
     // Signed, but not an inference request: the endpoint checks as the filter does.
     let no_model = r#"{"messages": []}"#;
@@ -776,4 +779,364 @@ async fn body_limit_and_body_deadline() {
     answer(&mut s.redis, "req-echo", &["ok"]).await;
     let (status, body, _) = client.await.unwrap();
     assert_eq!(status, 200, "{body}");
+}
+
+/// A signed request head for `tenant`'s request `req_id` (priority
+/// `priority`) announcing `length` bytes, for `body`.
+fn signed_head(req_id: &str, tenant: &str, priority: &str, length: usize, body: &[u8]) -> String {
+    let mut head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\ncontent-length: {length}\r\n"
+    );
+    let mut signed = sluice_testkit::deferral_markers(req_id, tenant, priority, 42);
+    sign_deferral_headers(&mut signed, body);
+    for (k, v) in signed {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head + "\r\n"
+}
+
+/// A chat request of exactly `size` bytes.
+fn chat_of(size: usize) -> Vec<u8> {
+    let frame = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": ""}]}"#;
+    let content = "a".repeat(size - frame.len());
+    frame
+        .replace(r#""content": """#, &format!(r#""content": "{content}""#))
+        .into_bytes()
+}
+
+/// The token is checked from the headers: a request without one, or with a
+/// forged one, is refused before its body is read — the answer comes
+/// although the client never sends the body it announced (before, the
+/// endpoint read the whole body first and answered 408 at the body deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_is_checked_before_any_body_byte_is_read() {
+    let s = setup(EndpointOptions {
+        body_timeout: Duration::from_secs(60),
+        ..Default::default()
+    })
+    .await;
+    let length = 3 * 1024 * 1024;
+    let mut head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\ncontent-length: {length}\r\n"
+    );
+    for (k, v) in markers(&new_request_id(), "victim") {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let unsigned = head.clone() + "\r\n";
+    let (status, body, _) = raw_post(s.addr, unsigned, Vec::new()).await.unwrap();
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("no deferral token"), "{body}");
+    // A token whose MAC does not match its claims.
+    let forged = format!(
+        "{head}{}: v2.{}.{}.{}\r\n\r\n",
+        deferral::DEFERRAL_TOKEN_HEADER,
+        sluice_contract::now_ms(),
+        "0".repeat(64),
+        "0".repeat(64)
+    );
+    let (status, body, _) = raw_post(s.addr, forged, Vec::new()).await.unwrap();
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(rejected(&s, "token_missing"), 1);
+    assert_eq!(rejected(&s, "token_bad_signature"), 1);
+    assert_eq!(rejected(&s, "body_timeout"), 0);
+    assert_eq!(s.metrics.held_bytes.get(), 0);
+}
+
+/// Body bytes are held by budget, taken from the announced length before the
+/// body is read: a tenant over its share gets 429, the endpoint over its
+/// whole budget 503, both with Retry-After; the bytes come back when the
+/// answers end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_body_bytes_are_bounded_globally_and_per_tenant() {
+    let mib: u64 = 1024 * 1024;
+    let mut s = setup(EndpointOptions {
+        budget: sluice_ratelimit::deferral::budget::BudgetLimits {
+            max_held_bytes: 10 * mib,
+            max_tenant_held_bytes: 7 * mib,
+            max_tenant_waiting: 100,
+        },
+        ..Default::default()
+    })
+    .await;
+    for tenant in ["alpha", "beta", "gamma"] {
+        watch(&s.consumer, tenant).await;
+        mark_subscribed(&mut s.redis, tenant).await;
+    }
+    let size = (3 * mib) as usize;
+    let body = chat_of(size);
+    let send = |id: &str, tenant: &str| {
+        raw_post(
+            s.addr,
+            signed_head(id, tenant, "high", size, &body),
+            body.clone(),
+        )
+    };
+    let a1 = send("held-a1", "alpha");
+    let a2 = send("held-a2", "alpha");
+    for _ in 0..2 {
+        let (message, _) = pop_work(&s.consumer, "alpha").await;
+        s.consumer.release(&message.handle).await.unwrap();
+    }
+    // alpha holds 6 MiB of its 7: a third body is refused from its headers.
+    let head_only = signed_head("held-a3", "alpha", "high", size, &body);
+    let (status, answer_body, _) = raw_post(s.addr, head_only, Vec::new()).await.unwrap();
+    assert_eq!(status, 429, "{answer_body}");
+    assert!(
+        answer_body.contains("tenant_deferral_bytes"),
+        "{answer_body}"
+    );
+    let held = s.metrics.held_bytes.get();
+    assert!(
+        held >= 2 * size as i64 && held < 2 * size as i64 + 4096,
+        "held {held}"
+    );
+    // beta fits in what is left of the 10 MiB (gauge: 9 MiB and a little).
+    let b1 = send("held-b1", "beta");
+    let (message, _) = pop_work(&s.consumer, "beta").await;
+    s.consumer.release(&message.handle).await.unwrap();
+    // gamma, although within its own share, does not: the endpoint is full.
+    let head_only = signed_head("held-c1", "gamma", "high", size, &body);
+    let (status, answer_body, _) = raw_post(s.addr, head_only, Vec::new()).await.unwrap();
+    assert_eq!(status, 503, "{answer_body}");
+    assert!(
+        answer_body.contains("deferral_memory_full"),
+        "{answer_body}"
+    );
+    assert_eq!(rejected(&s, "tenant_deferral_bytes"), 1);
+    assert_eq!(rejected(&s, "deferral_memory_full"), 1);
+    for id in ["held-a1", "held-a2", "held-b1"] {
+        answer(&mut s.redis, id, &["ok"]).await;
+    }
+    for client in [a1, a2, b1] {
+        let (status, body, _) = client.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
+    // Every byte is given back once the answers ended.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while s.metrics.held_bytes.get() != 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(s.metrics.held_bytes.get(), 0);
+}
+
+/// One tenant at its share of waiting places gets 429 (not the global 503
+/// `deferral_busy`), while another tenant's deferral is queued and served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_at_its_waiting_share_does_not_hold_up_another_tenant() {
+    let mut s = setup(EndpointOptions {
+        max_in_flight: 4,
+        budget: sluice_ratelimit::deferral::budget::BudgetLimits::for_endpoint(
+            64 * 1024 * 1024,
+            None,
+            4,
+            Some(2),
+        ),
+        ..Default::default()
+    })
+    .await;
+    for tenant in ["greedy", "polite"] {
+        watch(&s.consumer, tenant).await;
+        mark_subscribed(&mut s.redis, tenant).await;
+    }
+    let body = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}"#;
+    let g1 = post(s.addr, markers("greedy-1", "greedy"), body);
+    let g2 = post(s.addr, markers("greedy-2", "greedy"), body);
+    for _ in 0..2 {
+        let (message, _) = pop_work(&s.consumer, "greedy").await;
+        s.consumer.release(&message.handle).await.unwrap();
+    }
+    let refused = post(s.addr, markers("greedy-3", "greedy"), body)
+        .await
+        .unwrap();
+    assert_answer(&refused, 429, "tenant_deferral_busy");
+    assert_eq!(refused.header("retry-after"), Some("5"));
+    // The other tenant is queued and answered meanwhile.
+    let polite = post(s.addr, markers("polite-1", "polite"), body);
+    let (message, work) = pop_work(&s.consumer, "polite").await;
+    s.consumer.release(&message.handle).await.unwrap();
+    assert_eq!(work["req_id"], "polite-1");
+    answer(&mut s.redis, "polite-1", &["served"]).await;
+    assert_answer(&polite.await.unwrap(), 200, "served");
+    assert_eq!(rejected(&s, "tenant_deferral_busy"), 1);
+    assert_eq!(rejected(&s, "busy"), 0);
+    for id in ["greedy-1", "greedy-2"] {
+        answer(&mut s.redis, id, &["ok"]).await;
+    }
+    assert_eq!(g1.await.unwrap().status, 200);
+    assert_eq!(g2.await.unwrap().status, 200);
+}
+
+/// Concurrent low-priority requests never pass the band's backlog cap: the
+/// check and the reservation are one step (it admitted 101 for 100).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_low_band_admits_exactly_its_cap_under_concurrency() {
+    let cap = 5;
+    let mut s = setup(EndpointOptions {
+        low_priority_max_backlog: cap,
+        low_priority_timeout: Duration::from_secs(3),
+        ..Default::default()
+    })
+    .await;
+    watch(&s.consumer, "batch").await;
+    mark_subscribed(&mut s.redis, "batch").await;
+    let body = r#"{"model": "gpt-4o", "messages": []}"#;
+    let clients: Vec<_> = (0..16)
+        .map(|n| {
+            let mut m = markers(&format!("low-{n}"), "batch");
+            m[4].1 = "low".into();
+            post(s.addr, m, body)
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for client in clients {
+        statuses.push(client.await.unwrap().status);
+    }
+    let refused = statuses.iter().filter(|s| **s == 429).count();
+    let waited = statuses.iter().filter(|s| **s == 504).count();
+    assert_eq!(
+        (waited, refused),
+        (cap as usize, 16 - cap as usize),
+        "{statuses:?}"
+    );
+    assert_eq!(s.metrics.accepted.get(), cap);
+    let backlog: u64 = s
+        .redis
+        .get(sluice_consumer::keys::backlog(&lite_topic_name(
+            "batch", "gpt-4o",
+        )))
+        .await
+        .unwrap();
+    assert_eq!(backlog, cap);
+}
+
+/// A body the filter lets through but whose work item the broker would
+/// refuse (within ~300 B of 4 MiB) gets a 413 that says so, not a retryable
+/// 503; nothing is queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_too_close_to_the_maximum_gets_a_clear_413() {
+    let s = setup(EndpointOptions::default()).await;
+    watch(&s.consumer, "edge").await;
+    let size = sluice_admission::config::DEFAULT_MAX_BODY_BYTES;
+    let body = chat_of(size);
+    let (status, answer_body, _) = raw_post(
+        s.addr,
+        signed_head("edge-1", "edge", "high", size, &body),
+        body,
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 413, "{answer_body}");
+    assert!(answer_body.contains("cannot be deferred"), "{answer_body}");
+    assert_eq!(rejected(&s, "too_large_to_queue"), 1);
+    assert_nothing_queued(&s.consumer).await;
+    assert_eq!(s.metrics.held_bytes.get(), 0);
+}
+
+/// Reads from `stream` until it closes or `limit` passes; what was read.
+fn read_until_closed(stream: &mut std::net::TcpStream, limit: Duration) -> (Vec<u8>, bool) {
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let mut raw = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => return (raw, true),
+            Ok(n) => raw.extend_from_slice(&buffer[..n]),
+            // A reset is a close too.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (raw, true),
+            Err(_) => return (raw, false),
+        }
+    }
+}
+
+/// The listener: connections that never present a valid token are bounded
+/// (beyond the cap: 503 at once, nothing read) and closed at the header
+/// deadline; a connection whose request carried a valid token no longer
+/// counts against that cap while it waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthenticated_connections_are_bounded_and_cut_at_the_header_deadline() {
+    use sluice_testkit::stack::{start_deferral_endpoint_with, ListenerLimits, ListenerMetrics};
+    sluice_testkit::init_test_tracing();
+    let redis_server = RedisServer::start().unwrap();
+    let broker = start_broker().await;
+    let client = redis::Client::open(redis_server.url()).unwrap();
+    let mut redis = client.get_multiplexed_async_connection().await.unwrap();
+    let metrics = ListenerMetrics::default();
+    let addr = start_deferral_endpoint_with(
+        endpoint_config(&redis_server, &broker),
+        ListenerLimits {
+            header_timeout: Duration::from_secs(2),
+            max_connections: 16,
+            max_unauthenticated: 2,
+        },
+        metrics.clone(),
+    )
+    .await;
+    let lite_client = LiteClient::connect(LiteConfig::new(broker.namesrv_addr())).unwrap();
+    let consumer = LiteConsumer::new(&lite_client, GROUP, PARENT)
+        .await
+        .unwrap();
+    watch(&consumer, "waiter").await;
+    mark_subscribed(&mut redis, "waiter").await;
+
+    // A deferred request waits on its connection: authenticated, it gives
+    // its unauthenticated slot back.
+    let body = r#"{"model": "gpt-4o", "messages": []}"#;
+    let waiting = post(addr, markers("conn-wait", "waiter"), body);
+    let (message, _) = pop_work(&consumer, "waiter").await;
+    consumer.release(&message.handle).await.unwrap();
+    assert_eq!(metrics.unauthenticated.get(), 0);
+
+    // Two silent connections take both unauthenticated slots...
+    let silent: Vec<_> = (0..2)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while metrics.unauthenticated.get() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(metrics.unauthenticated.get(), 2);
+    // ...so a third gets 503 at once and is closed.
+    let refused = tokio::task::spawn_blocking(move || {
+        let mut third = std::net::TcpStream::connect(addr).unwrap();
+        read_until_closed(&mut third, Duration::from_secs(10))
+    })
+    .await
+    .unwrap();
+    let (status, text) = parse_raw_response(&refused.0);
+    assert_eq!((status, refused.1), (503, true), "{text}");
+    assert!(text.contains("unauthenticated_connections"), "{text}");
+    let refused_count = metrics
+        .refused
+        .get_or_create(&vec![(
+            "reason".into(),
+            "unauthenticated_connections".into(),
+        )])
+        .get();
+    assert_eq!(refused_count, 1);
+
+    // The silent ones are closed by the header deadline (2 s; generous
+    // margin for a loaded machine), which frees their slots.
+    let closed = tokio::task::spawn_blocking(move || {
+        silent
+            .into_iter()
+            .map(|mut stream| read_until_closed(&mut stream, Duration::from_secs(20)).1)
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    assert_eq!(closed, vec![true, true]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while metrics.unauthenticated.get() > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(metrics.unauthenticated.get(), 0);
+    // A new token-less request is now read — and refused at its headers.
+    let forged = post_unsigned(addr, markers("conn-forged", "waiter"), body)
+        .await
+        .unwrap();
+    assert_answer(&forged, 403, "forbidden");
+
+    // The waiting request was never disturbed.
+    answer(&mut redis, "conn-wait", &["still here"]).await;
+    assert_answer(&waiting.await.unwrap(), 200, "still here");
 }

@@ -147,7 +147,7 @@ impl Parts {
         let req_id = format!("acct-{tenant}");
         let work = work_item(tenant, model, &req_id, estimate);
         self.publisher
-            .publish(tenant, MODEL, &req_id, work.to_json())
+            .publish(tenant, MODEL, &req_id, work.to_json().into())
             .await
             .unwrap();
         let started = Instant::now();

@@ -4,12 +4,15 @@
 //! JSON answer when it does not.
 
 use super::body::{read_body, BodyError};
+use super::budget::{self, BudgetLimits, BytesHold, Ledger, WaitingHold};
 use super::caps::PublishError;
 use super::hub::{Entry, StreamHub, Subscription};
+use super::listener::PreTokenSlot;
+use super::quota::{self, ChargeRefused};
 use super::sse;
 use super::watch::LeaseWatch;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
@@ -25,23 +28,23 @@ use sluice_admission::admission::{
 };
 use sluice_admission::config::{DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES};
 use sluice_admission::deferral::{
-    self, DeferralClaims, Secret, DEFAULT_MARKER_HEADER, DEFERRAL_TOKEN_HEADER,
+    self, HeaderClaims, Secret, SignedBody, DEFAULT_MARKER_HEADER, DEFERRAL_TOKEN_HEADER,
     QUEUE_POSITION_HEADER, RESUME_TOKEN_HEADER,
 };
 use sluice_admission::errors::openai_error_body;
 use sluice_admission::openai::{self, Endpoint};
-use sluice_contract::bookkeeping;
 use sluice_contract::keys;
 use sluice_contract::local::{LocalBus, LocalReceiver};
 use sluice_contract::{now_ms, ClaimTiming, Priority, StreamEvent, WorkItem};
 use sluice_redis::RedisConn;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Queues a deferred request (the LiteTopic producer in production).
 pub trait Publisher: Send + Sync + 'static {
-    /// Publish `work` (the consumer's WorkItem JSON) to the bucket of
+    /// Publish `work` (the consumer's WorkItem JSON, shared with the copy a
+    /// waiting request keeps for a re-publish) to the bucket of
     /// `tenant` × `model`. Either it is queued or it is not: no half state.
     /// `Ok(Some(n))`: the bucket holds `n` queued requests now, this one
     /// included (`None` when the publisher does not know). A new bucket may
@@ -51,7 +54,7 @@ pub trait Publisher: Send + Sync + 'static {
         tenant: &'a str,
         model: &'a str,
         req_id: &'a str,
-        work: Vec<u8>,
+        work: Bytes,
     ) -> BoxFuture<'a, Result<Option<u64>, PublishError>>;
 }
 
@@ -99,6 +102,12 @@ pub struct EndpointOptions {
     /// The marker header the filter sets on deferred requests (its
     /// `deferral.marker_header`); lowercase.
     pub marker_header: String,
+    /// Body bytes and waiting places held by waiting requests (global and
+    /// per tenant), see [`super::budget`].
+    pub budget: BudgetLimits,
+    /// Body bytes one tenant may publish to the broker per clock minute;
+    /// beyond: 429 `tenant_broker_bytes`.
+    pub max_tenant_bytes_per_minute: u64,
 }
 
 /// Default [`EndpointOptions::lease_check`]: a dead consumer's requests are
@@ -131,6 +140,8 @@ impl Default for EndpointOptions {
             token_max_age: Duration::from_secs(30),
             owner_ttl: Duration::from_secs(86_400),
             marker_header: DEFAULT_MARKER_HEADER.to_string(),
+            budget: BudgetLimits::default(),
+            max_tenant_bytes_per_minute: quota::DEFAULT_MAX_TENANT_BYTES_PER_MINUTE,
         }
     }
 }
@@ -146,6 +157,8 @@ pub struct EndpointMetrics {
     pub timed_out: Counter,
     /// Requests published again after their consumer lease lapsed.
     pub republished: Counter,
+    /// Body bytes held by requests being read or waiting (the budget's use).
+    pub held_bytes: Gauge,
 }
 
 impl EndpointMetrics {
@@ -180,13 +193,18 @@ impl EndpointMetrics {
         }
         registry.register(
             "rejected",
-            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, token_missing, token_malformed, token_expired, token_bad_signature, duplicate_request, too_large, body_timeout, body_unreadable, unknown_path, invalid_request, low_priority_backlog, busy, store_unavailable, tenant_bucket_limit, bucket_capacity, bucket_rate_limit, publish_failed)",
+            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, token_missing, token_malformed, token_expired, token_bad_signature, token_body_mismatch, duplicate_request, too_large, too_large_to_queue, body_timeout, body_unreadable, unknown_path, invalid_request, low_priority_backlog, busy, tenant_deferral_busy, deferral_memory_full, tenant_deferral_bytes, tenant_broker_bytes, store_unavailable, tenant_bucket_limit, bucket_capacity, bucket_rate_limit, publish_failed)",
             self.rejected.clone(),
         );
         registry.register(
             "in_flight",
             "Deferred requests whose client is waiting for the answer now",
             self.in_flight.clone(),
+        );
+        registry.register(
+            "held_bytes",
+            "Body bytes held by deferred requests being read or waiting (at most --deferral-max-held-bytes)",
+            self.held_bytes.clone(),
         );
     }
 }
@@ -196,6 +214,10 @@ struct EndpointState {
     publisher: Arc<dyn Publisher>,
     redis: RedisConn,
     slots: Arc<Semaphore>,
+    /// Body bytes and per-tenant waiting places.
+    ledger: Arc<Ledger>,
+    /// Requests parsing and encoding their body at once (see [`PREPARE_CONCURRENCY`]).
+    preparing: Arc<Semaphore>,
     options: EndpointOptions,
     metrics: Arc<EndpointMetrics>,
     /// In-process mode: chunks from the consumer in this process.
@@ -228,6 +250,8 @@ pub fn router_with_local(
         publisher,
         redis,
         slots: Arc::new(Semaphore::new(options.max_in_flight.max(1))),
+        ledger: Ledger::new(options.budget.clone(), metrics.held_bytes.clone()),
+        preparing: Arc::new(Semaphore::new(PREPARE_CONCURRENCY)),
         options,
         metrics,
         local,
@@ -345,7 +369,14 @@ impl EndpointState {
     }
 }
 
-/// A deferred request whose marker and body checked out.
+/// Requests that parse and re-encode their body at once: each holds its raw
+/// body, the parsed JSON and the encoded work item for a moment (about
+/// three times the body), outside the byte budget; this bounds that extra
+/// to `PREPARE_CONCURRENCY` × 3 × `max_body_bytes` (48 MiB at 4 MiB).
+const PREPARE_CONCURRENCY: usize = 4;
+
+/// A deferred request whose headers and token checked out: what the
+/// endpoint acts on. The body is not part of it: it is read afterwards.
 struct Deferred {
     req_id: String,
     tenant: String,
@@ -355,20 +386,38 @@ struct Deferred {
     /// The client's own `x-request-id`, for log correlation only.
     client_request_id: Option<String>,
     path: String,
-    request: Value,
+    endpoint: Endpoint,
+    /// The body digest the token signed.
+    signed_body: SignedBody,
+    /// The body's announced length, if any.
+    content_length: Option<u64>,
+}
+
+/// What the body said: how to answer, and the work item to publish.
+struct Prepared {
     stream: bool,
     include_usage: bool,
+    /// The WorkItem JSON: published, then kept for a re-publish (within the
+    /// byte budget) until the answer ends.
+    work: Bytes,
+}
+
+/// What a waiting request holds: a place in the waiting room (global and
+/// its tenant's) and its body bytes. Given back when dropped.
+struct Places {
+    _slot: OwnedSemaphorePermit,
+    _waiting: WaitingHold,
+    bytes: BytesHold,
 }
 
 /// Checks that a request was deferred by Sluice's admission (its signed
-/// token, see `sluice_admission::deferral`) and that its body is an
-/// inference request, as the filter checked it.
-fn parse_deferred(
+/// token, see `sluice_admission::deferral`) from its headers alone: no body
+/// byte is read before this passes.
+fn check_headers(
     options: &EndpointOptions,
     method: &Method,
     uri: &Uri,
     headers: &HeaderMap,
-    body: &[u8],
 ) -> Result<Deferred, Rejection> {
     if method != Method::POST {
         return Err(Rejection::new(
@@ -414,8 +463,6 @@ fn parse_deferred(
             "only requests deferred by Sluice's admission are served here (no deferral token)",
         ));
     };
-    // The body was read within `max_body_bytes` (`read_body`).
-    let digest = deferral::body_digest(body);
     let estimated_tokens: u64 = estimated.parse().map_err(|_| {
         Rejection::bad_request(
             "bad_marker",
@@ -423,18 +470,17 @@ fn parse_deferred(
             format!("{ESTIMATED_TOKENS_HEADER} is not a number"),
         )
     })?;
-    let claims = DeferralClaims {
+    let claims = HeaderClaims {
         request_id: &req_id,
         tenant: &tenant,
         model: &model,
         priority: &priority_label,
         estimated_tokens,
-        body_sha256: &digest,
     };
     let max_age = options.token_max_age.as_millis() as u64;
-    if let Err(why) = claims.verify(token, &options.secrets, now_ms(), max_age) {
-        return Err(Rejection::forbidden(why.reason(), why.to_string()));
-    }
+    let signed_body = claims
+        .verify(token, &options.secrets, now_ms(), max_age)
+        .map_err(|why| Rejection::forbidden(why.reason(), why.to_string()))?;
     let priority = Priority::from_label(&priority_label);
     // Signed, but checked again as the filter checks it: this endpoint never
     // queues what the filter would have refused.
@@ -446,12 +492,19 @@ fn parse_deferred(
             format!("{} is not an inference endpoint", uri.path()),
         ));
     };
-    let parsed = openai::parse(endpoint, body)
-        .map_err(|message| Rejection::bad_request("invalid_request", "invalid_request", message))?;
-    // The consumer always asks the model for usage; a client that did not
-    // gets no usage-only chunk.
-    let (stream, include_usage) = (parsed.stream, parsed.include_usage);
-    let request = parsed.into_body();
+    let content_length = match header(headers, "content-length") {
+        Some(value) => Some(value.parse::<u64>().map_err(|_| {
+            Rejection::bad_request(
+                "bad_request",
+                "body_unreadable",
+                "content-length is not a number",
+            )
+        })?),
+        None => None,
+    };
+    if content_length.is_some_and(|length| length > options.max_body_bytes as u64) {
+        return Err(too_large(options));
+    }
     Ok(Deferred {
         req_id,
         tenant,
@@ -462,24 +515,28 @@ fn parse_deferred(
             .filter(|id| valid_marker(id))
             .map(str::to_string),
         path: uri.path().to_string(),
-        request,
-        stream,
-        include_usage,
+        endpoint,
+        signed_body,
+        content_length,
     })
+}
+
+fn too_large(options: &EndpointOptions) -> Rejection {
+    Rejection::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "request_too_large",
+        "too_large",
+        format!(
+            "request body is larger than this gateway accepts ({} bytes)",
+            options.max_body_bytes
+        ),
+    )
 }
 
 /// A body that was too large, too slow or unreadable.
 fn body_rejection(why: BodyError, options: &EndpointOptions) -> Rejection {
     match why {
-        BodyError::TooLarge => Rejection::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request_too_large",
-            "too_large",
-            format!(
-                "request body is larger than this gateway accepts ({} bytes)",
-                options.max_body_bytes
-            ),
-        ),
+        BodyError::TooLarge => too_large(options),
         BodyError::TimedOut => Rejection::new(
             StatusCode::REQUEST_TIMEOUT,
             "request_timeout",
@@ -497,26 +554,225 @@ fn body_rejection(why: BodyError, options: &EndpointOptions) -> Rejection {
     }
 }
 
-/// Low-priority requests fail fast when their bucket's queue is long.
-async fn check_backlog(state: &EndpointState, deferred: &Deferred) -> Result<(), Rejection> {
-    if deferred.priority != Priority::Low {
+fn ledger_rejection(refusal: budget::Refusal) -> Rejection {
+    Rejection::new(
+        refusal.status(),
+        refusal.code(),
+        refusal.code(),
+        refusal.message(),
+    )
+    .retry_after(budget::RETRY_AFTER_SECS)
+}
+
+/// A place in the waiting room and the body's bytes, taken before any body
+/// byte is read: a tenant at its share gets 429, a full endpoint 503.
+fn take_places(state: &EndpointState, deferred: &Deferred) -> Result<Places, Rejection> {
+    let waiting = state
+        .ledger
+        .hold_waiting(&deferred.tenant)
+        .map_err(ledger_rejection)?;
+    let Ok(slot) = state.slots.clone().try_acquire_owned() else {
+        return Err(Rejection::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "deferral_busy",
+            "busy",
+            "too many requests are waiting on this gateway; retry shortly",
+        )
+        .retry_after(5));
+    };
+    // Without a length, the largest body is held until the body is read.
+    let bytes = deferred
+        .content_length
+        .unwrap_or(state.options.max_body_bytes as u64);
+    let bytes = state
+        .ledger
+        .hold_bytes(&deferred.tenant, bytes)
+        .map_err(ledger_rejection)?;
+    Ok(Places {
+        _slot: slot,
+        _waiting: waiting,
+        bytes,
+    })
+}
+
+/// Reads the body within the bytes held for it, checks it is the body the
+/// token signed, and turns it into the work item; only the work item's
+/// bytes stay held.
+async fn prepare(
+    state: &EndpointState,
+    deferred: &Deferred,
+    body: Body,
+    places: &mut Places,
+) -> Result<Prepared, Rejection> {
+    let limit = (places.bytes.bytes() as usize).min(state.options.max_body_bytes);
+    let raw = read_body(body, limit, state.options.body_timeout)
+        .await
+        .map_err(|why| body_rejection(why, &state.options))?;
+    let _ = places.bytes.resize(raw.len() as u64);
+    // Hashing, parsing and encoding are CPU work of up to ~3× the body:
+    // a few at a time, off the async workers (they would stall the accept
+    // loop and every other request of this process).
+    let _preparing = state.preparing.acquire().await.map_err(|_| {
+        Rejection::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "busy",
+            "the gateway is shutting down",
+        )
+    })?;
+    let envelope = WorkItem {
+        req_id: deferred.req_id.clone(),
+        tenant: deferred.tenant.clone(),
+        model: deferred.model.clone(),
+        priority: deferred.priority,
+        path: deferred.path.clone(),
+        body: Value::Null,
+        enqueued_at_ms: now_ms(),
+        estimated_tokens: deferred.estimated_tokens,
+        attempt: 0,
+    };
+    let (signed_body, endpoint) = (deferred.signed_body, deferred.endpoint);
+    let encoded = tokio::task::spawn_blocking(move || encode(raw, signed_body, endpoint, envelope))
+        .await
+        .map_err(|_| {
+            Rejection::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "body_unreadable",
+                "the request body could not be processed",
+            )
+        })??;
+    let (stream, include_usage, work) = encoded;
+    check_queueable(&state.options, work.len())?;
+    places
+        .bytes
+        .resize(work.len() as u64)
+        .map_err(ledger_rejection)?;
+    Ok(Prepared {
+        stream,
+        include_usage,
+        work: Bytes::from(work),
+    })
+}
+
+/// Checks the body against the token's digest, parses it as the filter
+/// does, and encodes the work item (`envelope` with the body): returns
+/// `stream`, `include_usage` and the work item's JSON.
+fn encode(
+    raw: Bytes,
+    signed_body: SignedBody,
+    endpoint: Endpoint,
+    envelope: WorkItem,
+) -> Result<(bool, bool, Vec<u8>), Rejection> {
+    if let Err(why) = signed_body.check(&raw) {
+        return Err(Rejection::forbidden(why.reason(), why.to_string()));
+    }
+    let parsed = openai::parse(endpoint, &raw)
+        .map_err(|message| Rejection::bad_request("invalid_request", "invalid_request", message))?;
+    drop(raw);
+    // The consumer always asks the model for usage; a client that did not
+    // gets no usage-only chunk.
+    let (stream, include_usage) = (parsed.stream, parsed.include_usage);
+    let work = WorkItem {
+        body: parsed.into_body(),
+        ..envelope
+    }
+    .to_json();
+    Ok((stream, include_usage, work))
+}
+
+/// A work item the broker would refuse (its message size limit) gets a
+/// 413 that says so: retrying cannot help.
+fn check_queueable(options: &EndpointOptions, encoded: usize) -> Result<(), Rejection> {
+    if encoded <= sluice_litetopic::MAX_BODY_LEN {
         return Ok(());
     }
+    Err(Rejection::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "request_too_large",
+        "too_large_to_queue",
+        format!(
+            "this request cannot be deferred: queued with its envelope it takes {encoded} bytes, \
+             more than the queue's {} (its body is within the gateway's {} bytes, but too close \
+             to it); send a smaller request, or retry when the tenant is under its limit",
+            sluice_litetopic::MAX_BODY_LEN,
+            options.max_body_bytes
+        ),
+    ))
+}
+
+/// Low-priority requests fail fast when their bucket's queue is long. The
+/// check reserves the place in the same step (see [`quota::reserve_low`]),
+/// so concurrent requests never pass the cap.
+async fn check_backlog(
+    state: &EndpointState,
+    deferred: &Deferred,
+) -> Result<Option<quota::LowReservation>, Rejection> {
+    if deferred.priority != Priority::Low {
+        return Ok(None);
+    }
     let topic = sluice_litetopic::lite_topic_name(&deferred.tenant, &deferred.model);
-    let mut redis = state.redis.clone();
-    let backlog = bookkeeping::backlog(&mut redis, &topic)
-        .await
-        .unwrap_or(None);
-    if backlog.unwrap_or(0) >= state.options.low_priority_max_backlog {
-        return Err(Rejection::new(
+    let reserved = quota::reserve_low(
+        &state.redis,
+        &topic,
+        &deferred.req_id,
+        state.options.low_priority_max_backlog,
+        now_ms(),
+    )
+    .await;
+    match reserved {
+        Ok(Some(reservation)) => Ok(Some(reservation)),
+        Ok(None) => Err(Rejection::new(
             StatusCode::TOO_MANY_REQUESTS,
             "queue_full",
             "low_priority_backlog",
             "this tenant's queue for the model is long; low-priority requests are not queued now",
         )
-        .retry_after(30));
+        .retry_after(30)),
+        // As before: a store error does not refuse low-priority work here;
+        // the publish that follows needs the store and says so.
+        Err(error) => {
+            tracing::debug!(%error, "cannot check the low-priority backlog");
+            Ok(None)
+        }
     }
-    Ok(())
+}
+
+/// Charges the work item's bytes to its tenant's minute at the broker.
+async fn charge_broker_bytes(
+    state: &EndpointState,
+    deferred: &Deferred,
+    bytes: usize,
+) -> Result<quota::BytesCharge, Rejection> {
+    let limit = state.options.max_tenant_bytes_per_minute;
+    match quota::charge_tenant_bytes(&state.redis, &deferred.tenant, bytes as u64, limit, now_ms())
+        .await
+    {
+        Ok(charge) => Ok(charge),
+        Err(ChargeRefused::OverLimit { retry_after_ms }) => Err(Rejection::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "tenant_broker_bytes",
+            "tenant_broker_bytes",
+            format!(
+                "this tenant deferred more than {limit} bytes of requests in the last minute; nothing was sent to the model, retry shortly"
+            ),
+        )
+        .retry_after(retry_after_ms.div_ceil(1000).max(1))),
+        Err(ChargeRefused::Store(error)) => {
+            tracing::warn!(%error, "cannot charge a tenant's deferred bytes");
+            Err(store_unavailable())
+        }
+    }
+}
+
+fn store_unavailable() -> Rejection {
+    Rejection::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "queue_unavailable",
+        "store_unavailable",
+        "the request could not be queued; nothing was sent to the model, retry shortly",
+    )
+    .retry_after(5)
 }
 
 /// Binds the request id to its tenant, once: a second request with the same
@@ -541,59 +797,73 @@ async fn claim_request_id(state: &EndpointState, deferred: &Deferred) -> Result<
         )),
         Err(error) => {
             tracing::warn!(%error, "cannot record a deferred request's owner");
-            Err(Rejection::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "queue_unavailable",
-                "store_unavailable",
-                "the request could not be queued; nothing was sent to the model, retry shortly",
-            )
-            .retry_after(5))
+            Err(store_unavailable())
         }
     }
 }
 
-async fn accept(
-    State(state): State<Arc<EndpointState>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let body = match read_body(
-        body,
-        state.options.max_body_bytes,
-        state.options.body_timeout,
-    )
-    .await
-    {
-        Ok(body) => body,
-        Err(why) => return state.refuse(body_rejection(why, &state.options)),
-    };
-    let deferred = match parse_deferred(&state.options, &method, &uri, &headers, &body) {
+/// The deferral endpoint's handler: headers and token first, then the
+/// waiting room's places and bytes, only then the body.
+async fn accept(State(state): State<Arc<EndpointState>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let deferred = match check_headers(&state.options, &parts.method, &parts.uri, &parts.headers) {
         Ok(deferred) => deferred,
         Err(rejection) => return state.refuse(rejection),
     };
-    if let Err(rejection) = check_backlog(&state, &deferred).await {
-        return state.refuse(rejection);
+    if let Some(slot) = parts.extensions.get::<PreTokenSlot>() {
+        slot.authenticated();
     }
-    let Ok(permit) = state.slots.clone().try_acquire_owned() else {
-        return state.refuse(
-            Rejection::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "deferral_busy",
-                "busy",
-                "too many requests are waiting on this gateway; retry shortly",
-            )
-            .retry_after(5),
-        );
+    let mut places = match take_places(&state, &deferred) {
+        Ok(places) => places,
+        Err(rejection) => return state.refuse(rejection),
     };
-    if let Err(rejection) = claim_request_id(&state, &deferred).await {
-        return state.refuse(rejection);
-    }
-    match queue(&state, &deferred, permit).await {
-        Ok((waiter, queue_position)) => answer(waiter, &deferred, queue_position).await,
+    let prepared = match prepare(&state, &deferred, body, &mut places).await {
+        Ok(prepared) => prepared,
+        Err(rejection) => return state.refuse(rejection),
+    };
+    let queued = admit_and_queue(&state, &deferred, &prepared, places).await;
+    // The waiter keeps the one copy a re-publish needs; this one goes now.
+    let Prepared {
+        stream,
+        include_usage,
+        work,
+    } = prepared;
+    drop(work);
+    match queued {
+        Ok((waiter, queue_position)) => {
+            let how = AnswerAs {
+                stream,
+                include_usage,
+                queue_position,
+            };
+            answer(waiter, &deferred, how).await
+        }
         Err(rejection) => state.refuse(rejection),
     }
+}
+
+/// The checks that need the store (backlog, bytes at the broker, the
+/// request id), then the publish.
+async fn admit_and_queue(
+    state: &Arc<EndpointState>,
+    deferred: &Deferred,
+    prepared: &Prepared,
+    places: Places,
+) -> Result<(Waiter, Option<u64>), Rejection> {
+    let low_reservation = check_backlog(state, deferred).await?;
+    let charge = charge_broker_bytes(state, deferred, prepared.work.len()).await?;
+    if let Err(rejection) = claim_request_id(state, deferred).await {
+        charge.refund(&state.redis).await;
+        return Err(rejection);
+    }
+    let queued = queue(state, deferred, prepared, places).await;
+    if let Some(reservation) = low_reservation {
+        reservation.release().await;
+    }
+    if queued.is_err() {
+        charge.refund(&state.redis).await;
+    }
+    queued
 }
 
 /// Watches the response stream, then publishes the work item; the waiter
@@ -601,28 +871,22 @@ async fn accept(
 async fn queue(
     state: &Arc<EndpointState>,
     deferred: &Deferred,
-    permit: tokio::sync::OwnedSemaphorePermit,
+    prepared: &Prepared,
+    places: Places,
 ) -> Result<(Waiter, Option<u64>), Rejection> {
     let req_id = &deferred.req_id;
     // Watch the response stream (and in in-process mode register for local
     // chunks) before the work can possibly start.
     let subscription = state.hub.subscribe(&keys::response(req_id), "0-0").await;
     let local = state.local.as_ref().map(|bus| bus.register(req_id));
-    let work = WorkItem {
-        req_id: req_id.clone(),
-        tenant: deferred.tenant.clone(),
-        model: deferred.model.clone(),
-        priority: deferred.priority,
-        path: deferred.path.clone(),
-        body: deferred.request.clone(),
-        enqueued_at_ms: now_ms(),
-        estimated_tokens: deferred.estimated_tokens,
-        attempt: 0,
-    }
-    .to_json();
     let queue_position = match state
         .publisher
-        .publish(&deferred.tenant, &deferred.model, req_id, work.clone())
+        .publish(
+            &deferred.tenant,
+            &deferred.model,
+            req_id,
+            prepared.work.clone(),
+        )
         .await
     {
         Ok(position) => position.filter(|n| *n > 0),
@@ -653,7 +917,7 @@ async fn queue(
         client_request_id = deferred.client_request_id.as_deref().unwrap_or(""),
         tenant = %deferred.tenant,
         model = %deferred.model,
-        stream = deferred.stream,
+        stream = prepared.stream,
         "deferred request queued"
     );
     let timeout = match deferred.priority {
@@ -666,7 +930,7 @@ async fn queue(
         lease_watch: Some(LeaseWatch::new(
             deferred.tenant.clone(),
             deferred.model.clone(),
-            work,
+            prepared.work.clone(),
         )),
         timeout,
         req_id: req_id.clone(),
@@ -675,14 +939,26 @@ async fn queue(
         local_seq: 0,
         held_back: None,
         finished: false,
-        _permit: permit,
+        _permit: Held::Places(places),
     };
     Ok((waiter, queue_position))
 }
 
+/// How a queued request is answered.
+struct AnswerAs {
+    stream: bool,
+    include_usage: bool,
+    queue_position: Option<u64>,
+}
+
 /// SSE for a streaming client (with its resume token), else one JSON body.
-async fn answer(waiter: Waiter, deferred: &Deferred, queue_position: Option<u64>) -> Response {
-    if !deferred.stream {
+async fn answer(waiter: Waiter, deferred: &Deferred, how: AnswerAs) -> Response {
+    let AnswerAs {
+        stream,
+        include_usage,
+        queue_position,
+    } = how;
+    if !stream {
         return json_response(waiter).await;
     }
     let resume = waiter
@@ -694,7 +970,7 @@ async fn answer(waiter: Waiter, deferred: &Deferred, queue_position: Option<u64>
     let mut response = sse_response(
         waiter,
         true,
-        deferred.include_usage,
+        include_usage,
         queue_position,
         resume.as_deref(),
     );
@@ -708,6 +984,15 @@ async fn answer(waiter: Waiter, deferred: &Deferred, queue_position: Option<u64>
         headers.insert(RESUME_TOKEN_HEADER, value);
     }
     response
+}
+
+/// What a waiter holds until its answer ends (for their `Drop` only).
+#[allow(dead_code)]
+enum Held {
+    /// A new request: its places and its bytes.
+    Places(Places),
+    /// A resumed stream: a place in the waiting room only.
+    Slot(OwnedSemaphorePermit),
 }
 
 /// Holds a client's place; cancels the model call if the client goes away.
@@ -726,7 +1011,7 @@ struct Waiter {
     /// A Redis entry that arrived while local chunks were still queued.
     held_back: Option<Entry>,
     finished: bool,
-    _permit: tokio::sync::OwnedSemaphorePermit,
+    _permit: Held,
 }
 
 impl Drop for Waiter {
@@ -1116,7 +1401,7 @@ async fn resume(
         local_seq: 0,
         held_back: None,
         finished: false,
-        _permit: permit,
+        _permit: Held::Slot(permit),
     };
     // A resumed stream cannot know what the client asked: usage is sent.
     sse_response(waiter, false, true, None, None)

@@ -6,10 +6,13 @@
 //! binaries and the tests use it.
 
 pub mod body;
+pub mod budget;
 pub mod caps;
 pub mod endpoint;
 pub mod hub;
+pub mod listener;
 pub mod publisher;
+pub mod quota;
 pub mod secrets;
 pub mod sse;
 mod watch;

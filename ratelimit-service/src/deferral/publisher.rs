@@ -100,7 +100,7 @@ impl Publisher for LitePublisher {
         tenant: &'a str,
         model: &'a str,
         req_id: &'a str,
-        work: Vec<u8>,
+        work: axum::body::Bytes,
     ) -> BoxFuture<'a, Result<Option<u64>, PublishError>> {
         Box::pin(async move {
             let topic = lite_topic_name(tenant, model);

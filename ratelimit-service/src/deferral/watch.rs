@@ -9,14 +9,18 @@
 //! pure ([`LeaseWatch::on_lease`], [`LeaseWatch::on_lapse`]) and unit-tested.
 
 use super::endpoint::{EndpointMetrics, Publisher};
+use axum::body::Bytes;
 use sluice_contract::bookkeeping::{self, Lapse};
 use sluice_contract::ClaimTiming;
 
-/// What was published, to publish again if a consumer lost it.
+/// What was published, to publish again if a consumer lost it. `work` is
+/// the one copy of the work item a waiting request keeps (shared with what
+/// was published, counted in the endpoint's byte budget); it is let go once
+/// the request was published again.
 pub(super) struct LeaseWatch {
     tenant: String,
     model: String,
-    work: Vec<u8>,
+    work: Option<Bytes>,
     /// A consumer's lease was seen: its absence now means a lapse.
     lease_seen: bool,
     /// Published again (or judged lost): nothing more to watch.
@@ -42,11 +46,11 @@ enum LapseStep {
 }
 
 impl LeaseWatch {
-    pub(super) fn new(tenant: String, model: String, work: Vec<u8>) -> Self {
+    pub(super) fn new(tenant: String, model: String, work: Bytes) -> Self {
         LeaseWatch {
             tenant,
             model,
-            work,
+            work: Some(work),
             lease_seen: false,
             done: false,
         }
@@ -110,8 +114,11 @@ impl LeaseWatch {
             call_started,
             "consumer lease lapsed (its consumer died); publishing again"
         );
+        let Some(work) = self.work.take() else {
+            return;
+        };
         let result = publisher
-            .publish(&self.tenant, &self.model, req_id, self.work.clone())
+            .publish(&self.tenant, &self.model, req_id, work)
             .await;
         if let Err(why) = result {
             tracing::error!(req_id, %why, "re-publish failed; the client will time out");
@@ -124,7 +131,7 @@ mod tests {
     use super::*;
 
     fn watch() -> LeaseWatch {
-        LeaseWatch::new("acme".into(), "gpt".into(), b"{}".to_vec())
+        LeaseWatch::new("acme".into(), "gpt".into(), Bytes::from_static(b"{}"))
     }
 
     #[test]
