@@ -167,6 +167,17 @@ pub fn deferral_markers(
 /// headers in `headers` and `body`; does nothing when one of them is missing
 /// or not a number where a number belongs (tests of malformed requests).
 pub fn sign_deferral_headers(headers: &mut Vec<(&'static str, String)>, body: &[u8]) {
+    let digest = sluice_admission::deferral::body_digest(body);
+    sign_deferral_headers_for_digest(headers, &digest);
+}
+
+/// As [`sign_deferral_headers`], for a body whose SHA-256 is `digest`: many
+/// requests with one large body hash it once (a debug build hashes a few
+/// MiB in a fraction of a second).
+pub fn sign_deferral_headers_for_digest(
+    headers: &mut Vec<(&'static str, String)>,
+    digest: &[u8; 32],
+) {
     use sluice_admission::admission as a;
     use sluice_admission::deferral::{self, DeferralClaims};
     let get = |name: &str| {
@@ -184,14 +195,13 @@ pub fn sign_deferral_headers(headers: &mut Vec<(&'static str, String)>, body: &[
     ) else {
         return;
     };
-    let digest = deferral::body_digest(body);
     let claims = DeferralClaims {
         request_id: &id,
         tenant: &tenant,
         model: &model,
         priority: &priority,
         estimated_tokens: estimated,
-        body_sha256: &digest,
+        body_sha256: digest,
     };
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -1126,10 +1126,14 @@ async fn unauthenticated_connections_are_bounded_and_cut_at_the_header_deadline(
     .unwrap();
     assert_eq!(closed, vec![true, true]);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while metrics.unauthenticated.get() > 0 && std::time::Instant::now() < deadline {
+    let settled =
+        |m: &ListenerMetrics| m.unauthenticated.get() == 0 && m.header_timeouts.get() >= 2;
+    while !settled(&metrics) && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(metrics.unauthenticated.get(), 0);
+    // Closed without an answer, but counted.
+    assert_eq!(metrics.header_timeouts.get(), 2);
     // A new token-less request is now read — and refused at its headers.
     let forged = post_unsigned(addr, markers("conn-forged", "waiter"), body)
         .await

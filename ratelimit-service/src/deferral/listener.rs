@@ -61,12 +61,16 @@ impl Default for ListenerLimits {
 }
 
 /// Metrics of the listener (`sluice_rls_deferral_connections`,
-/// `..._unauthenticated_connections`, `..._connections_refused_total{reason}`).
+/// `..._unauthenticated_connections`, `..._connections_refused_total{reason}`,
+/// `..._header_timeouts_total`).
 #[derive(Clone, Debug, Default)]
 pub struct ListenerMetrics {
     pub connections: Gauge,
     pub unauthenticated: Gauge,
     pub refused: Family<Vec<(String, String)>, Counter>,
+    /// Connections hyper closed, without an answer, because a request head
+    /// was not complete within the header deadline.
+    pub header_timeouts: Counter,
 }
 
 impl ListenerMetrics {
@@ -87,6 +91,11 @@ impl ListenerMetrics {
             "connections_refused",
             "Connections to the deferral endpoint closed at once, by reason (connections, unauthenticated_connections)",
             self.refused.clone(),
+        );
+        registry.register(
+            "header_timeouts",
+            "Connections to the deferral endpoint closed without an answer because a request head (or the next one on a kept-alive connection) was not complete within --deferral-header-timeout-ms",
+            self.header_timeouts.clone(),
         );
     }
 
@@ -236,19 +245,31 @@ pub async fn serve(
         let conn =
             builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
         let conn = graceful.watch(conn);
-        let gauge = metrics.connections.clone();
-        gauge.inc();
+        let metrics = metrics.clone();
+        metrics.connections.inc();
         tokio::spawn(async move {
             if let Err(error) = conn.await {
-                tracing::debug!(%error, "deferral endpoint connection ended");
+                connection_failed(&error, &metrics);
             }
-            gauge.dec();
+            metrics.connections.dec();
             drop(connection);
         });
     }
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// A connection that ended in an error. hyper closes one whose request
+/// head is late without writing anything: counted, so that a client that
+/// got no answer shows up somewhere.
+fn connection_failed(error: &hyper::Error, metrics: &ListenerMetrics) {
+    if error.is_timeout() {
+        metrics.header_timeouts.inc();
+        tracing::debug!(%error, "deferral endpoint connection closed: request head not complete in time");
+    } else {
+        tracing::debug!(%error, "deferral endpoint connection ended");
+    }
 }
 
 /// Closes a connection beyond a cap with a 503, never waiting on the peer.
