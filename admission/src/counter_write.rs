@@ -405,8 +405,17 @@ mod tests {
         };
         let deferral_token = claims.sign(&secret('a'), 1_000);
         let write = CounterWrite::of_request(&refund(), true, Some(5));
+        // As sent: a deferral token (v2, with the body digest) is not even
+        // of a signature's shape.
         assert_eq!(
             write.verify(&deferral_token, &[secret('a')], 1_000, 30_000),
+            Err(TokenError::Malformed)
+        );
+        // Re-shaped as a signature, its MAC still fails: the contexts differ.
+        let parts: Vec<&str> = deferral_token.split('.').collect();
+        let reshaped = format!("{TOKEN_VERSION}.{}.{}", parts[1], parts[3]);
+        assert_eq!(
+            write.verify(&reshaped, &[secret('a')], 1_000, 30_000),
             Err(TokenError::BadSignature)
         );
     }

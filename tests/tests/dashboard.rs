@@ -320,13 +320,25 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     stack.redis.stop();
-    let allowed_anyway = tokio::task::spawn_blocking(chat("patient", "gpt-4o", 1))
-        .await
-        .unwrap();
-    assert_eq!(
-        allowed_anyway.status, 200,
-        "failure_mode allow: {allowed_anyway:?}"
-    );
+    // sluice-rls answers UNAVAILABLE without its store. A worker that had an
+    // answer within rls_down_after_ms (5 s) refuses (the service may only be
+    // loaded); once none came for that long, failure_mode allow lets through.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = tokio::task::spawn_blocking(chat("patient", "gpt-4o", 1))
+            .await
+            .unwrap();
+        if answer.status == 200 {
+            break;
+        }
+        assert_eq!(answer.status, 503, "failure_mode allow: {answer:?}");
+        assert!(answer.body.contains("rate_limit_unavailable"), "{answer:?}");
+        assert!(
+            Instant::now() < deadline,
+            "never let through with the store down: {answer:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     // Envoy gives up on the RLS after the filter's rls_timeout_ms and the
     // cancelled call records nothing; a caller that waits gets UNAVAILABLE,
     // counted as a store error.
