@@ -1,7 +1,7 @@
 //! The claim of a running call: `processing:{<req_id>}` holds
 //! `<consumer-id>/<attempt> <heartbeat-ms>`.
 //!
-//! The consumer writes it (its Lua scripts in consumer/src/idempotency.rs
+//! The consumer writes it (its Lua scripts in consumer/src/call/idempotency.rs
 //! build `owner .. ' ' .. now` with Redis's clock, and rewrite the heartbeat
 //! every heartbeat interval); the deferral endpoint reads it to tell a call
 //! that is still running from one whose consumer died. Both judge staleness

@@ -8,7 +8,7 @@
 //! - `error`: `status` (HTTP status for the client), `code` (machine code),
 //!   `message` (human readable).
 //!
-//! The consumer's Lua scripts (consumer/src/idempotency.rs) write `error`
+//! The consumer's Lua scripts (consumer/src/call/idempotency.rs) write `error`
 //! entries with the same field names; [`field`] and [`kind`] are their
 //! single spelling on the Rust side.
 

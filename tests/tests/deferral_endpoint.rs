@@ -103,7 +103,7 @@ async fn watch(consumer: &LiteConsumer, tenant: &str) {
     consumer.subscribe(&[topic.as_str()]).await.unwrap();
 }
 
-/// What a consumer does after subscribing (consumer/src/runner.rs): mark it.
+/// What a consumer does after subscribing (consumer/src/queue/runner.rs): mark it.
 async fn mark_subscribed(redis: &mut redis::aio::MultiplexedConnection, tenant: &str) {
     let topic = lite_topic_name(tenant, "gpt-4o");
     let _: () = redis

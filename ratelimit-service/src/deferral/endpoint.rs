@@ -81,7 +81,7 @@ pub struct EndpointOptions {
     pub low_priority_timeout: Duration,
     pub high_priority_timeout: Duration,
     /// How often a waiting request checks its consumer lease (see
-    /// consumer/src/runner.rs): a request popped by a consumer that died
+    /// consumer/src/queue/runner.rs): a request popped by a consumer that died
     /// before starting it is published again, once. One `EXISTS` per
     /// waiting request per check, only while its answer is silent; it adds
     /// up to this much to the recovery after a consumer's death
