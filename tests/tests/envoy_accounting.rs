@@ -93,10 +93,18 @@ async fn stack_with(plugin_options: &str) -> Stack {
     let backend = start_llm_sim(SimConfig::fast()).await;
     let direct = start_llm_sim(SimConfig::fast()).await;
     let envoy = start_filter_envoy_edited(rls.port, backend.port(), free_port(), |config| {
-        config.replace(
-            "\"reconcile\": true",
-            &format!("\"reconcile\": true{plugin_options}"),
-        )
+        // These tests check what is charged, not the shipped 250 ms
+        // deadline: on a loaded machine an admission call can take longer,
+        // and a request refused for it (failure_mode_on_timeout: deny) would
+        // read as a charge that never happened.
+        let edited = config
+            .replace(
+                "\"reconcile\": true",
+                &format!("\"reconcile\": true{plugin_options}"),
+            )
+            .replace("\"rls_timeout_ms\": 250", "\"rls_timeout_ms\": 5000");
+        assert!(edited.contains("\"rls_timeout_ms\": 5000"), "{edited}");
+        edited
     })
     .await;
     Stack {
