@@ -7,6 +7,7 @@
 use sluice_contract::bookkeeping::MINUTE_MS;
 use sluice_contract::keys;
 use sluice_redis::RedisConn;
+use std::sync::LazyLock;
 
 /// Default `--deferral-max-tenant-bytes-per-minute`: 64 MiB. At the
 /// broker's commit log, about 1.03 bytes of disk per deferred byte
@@ -50,6 +51,12 @@ redis.call('INCRBY', KEYS[1], bytes)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return used + bytes
 "#;
+
+// Built once: `Script::new` hashes its source, and both run per deferral.
+static RESERVE_LOW_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(RESERVE_LOW));
+static CHARGE_BYTES_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(CHARGE_BYTES));
 
 /// The clock minute of `now_ms`, and the ms left in it.
 fn minute_of(now_ms: u64) -> (u64, u64) {
@@ -113,7 +120,7 @@ pub async fn reserve_low(
 ) -> Result<Option<LowReservation>, redis::RedisError> {
     let mut conn = redis.clone();
     let pending = keys::low_pending(topic);
-    let reserved: i64 = redis::Script::new(RESERVE_LOW)
+    let reserved: i64 = RESERVE_LOW_SCRIPT
         .key(keys::backlog(topic))
         .key(&pending)
         .arg(cap)
@@ -156,7 +163,7 @@ pub async fn charge_tenant_bytes(
     let (minute, left_ms) = minute_of(now_ms);
     let key = keys::deferred_bytes(tenant, minute);
     let mut conn = redis.clone();
-    let total: i64 = redis::Script::new(CHARGE_BYTES)
+    let total: i64 = CHARGE_BYTES_SCRIPT
         .key(&key)
         .arg(bytes)
         .arg(limit)
