@@ -546,7 +546,7 @@ pub fn http_request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> anyhow::Result<HttpResponse> {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut request = format!(
@@ -557,10 +557,13 @@ pub fn http_request(
         request.push_str(&format!("{name}: {value}\r\n"));
     }
     request.push_str("\r\n");
-    stream.write_all(request.as_bytes())?;
-    stream.write_all(body)?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw)?;
+    // One write: the body arrives with the head, so a proxy that answers
+    // from the head alone (401, 413) has read it all before it closes; a
+    // body still unread at its close turns the close into a reset.
+    let mut bytes = request.into_bytes();
+    bytes.extend_from_slice(body);
+    stream.write_all(&bytes)?;
+    let raw = read_until_close(&mut stream)?;
     let text = String::from_utf8_lossy(&raw);
     let (head, body) = text.split_once("\r\n\r\n").context("no end of headers")?;
     let chunked = head.lines().any(|l| {
@@ -587,6 +590,29 @@ pub fn http_request(
         headers,
         body,
     })
+}
+
+/// Everything the peer sends until it closes. A reset after a whole
+/// response head still yields that response: a server that answers before
+/// reading a large body resets the connection as it closes it.
+fn read_until_close(stream: &mut TcpStream) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => return Ok(raw),
+            Ok(n) => raw.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ConnectionReset
+                    && raw.windows(4).any(|w| w == b"\r\n\r\n") =>
+            {
+                return Ok(raw)
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// Undo HTTP/1.1 chunked transfer coding.
