@@ -144,6 +144,19 @@ impl SentinelConn {
         if let Some(current) = self.cached() {
             return Ok(current);
         }
+        // The lookup holds the resolver lock; it runs in a task of its own
+        // so that the lock is released even when the caller's future stops
+        // being polled (a `select!` arm awaiting something else): a caller
+        // parked while holding it stopped every other command of this
+        // connection after a failover.
+        let this = self.clone();
+        tokio::spawn(async move { this.resolve_once().await })
+            .await
+            .map_err(|_| no_master(&self.shared.master_name))?
+    }
+
+    /// One task asks the sentinels; the others wait for it and take its answer.
+    async fn resolve_once(&self) -> Result<Current, RedisError> {
         let mut resolver = self.shared.sentinel.lock().await;
         // Another task may have resolved while this one waited.
         if let Some(current) = self.cached() {

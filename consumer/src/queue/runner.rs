@@ -771,16 +771,21 @@ impl Runner {
     /// claim guards against a second call; the lease only tells the endpoint
     /// the request is not lost).
     async fn run_leased(self: Arc<Self>, item: WorkItem, permit: crate::ModelPermit) {
-        let outcome = {
-            let call = self.processor.process(&item);
-            tokio::pin!(call);
+        // The refresh runs beside the call, both polled by one `select!`.
+        // Awaiting a refresh in a `select!` arm left the call unpolled
+        // meanwhile: a call parked mid-way through a Sentinel master lookup
+        // held the connection's resolver lock, the refresh waited for that
+        // lock, and the whole consumer's Redis stood still after a failover.
+        let refresh_forever = async {
             let mut refresh = tokio::time::interval(self.lease_refresh);
             loop {
-                tokio::select! {
-                    outcome = &mut call => break outcome,
-                    _ = refresh.tick() => self.refresh_lease(&item.req_id).await,
-                }
+                refresh.tick().await;
+                self.refresh_lease(&item.req_id).await;
             }
+        };
+        let outcome = tokio::select! {
+            outcome = self.processor.process(&item) => outcome,
+            never = refresh_forever => never,
         };
         drop(permit);
         if let Some(controls) = &self.adaptive.controls {
