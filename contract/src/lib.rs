@@ -2,7 +2,8 @@
 //! the paced consumer (`sluice-consumer`) agree on, defined once.
 //!
 //! - [`work`]: the work item (LiteTopic message body) and [`Priority`];
-//! - [`keys`]: every Redis key both sides touch, with its hash tag;
+//! - [`keys`]: every Redis key both sides touch, with its hash tag
+//!   ([`key_table`]: the same keys as docs/architecture.md's table shows them);
 //! - [`stream`]: the entries of a response stream as a typed [`StreamEvent`];
 //! - [`claim`]: the `processing:{id}` claim value and when it is stale;
 //! - [`bookkeeping`]: every Redis command on the shared bucket keys
@@ -21,6 +22,7 @@
 
 pub mod bookkeeping;
 pub mod claim;
+pub mod key_table;
 pub mod keys;
 pub mod local;
 pub mod model_server;
