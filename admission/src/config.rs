@@ -333,27 +333,36 @@ impl FilterConfig {
     }
 
     fn validate(&self) -> Result<(), String> {
-        let fail = |m: String| Err(format!("invalid Sluice filter configuration: {m}"));
+        self.validate_names()
+            .and_then(|()| self.validate_bounds())
+            .and_then(|()| self.validate_counting())
+            .and_then(|()| {
+                for (i, secret) in self.deferral.secrets.iter().enumerate() {
+                    secret
+                        .validate()
+                        .map_err(|why| format!("deferral.secrets[{i}]: {why}"))?;
+                }
+                Ok(())
+            })
+            .map_err(|m| format!("invalid Sluice filter configuration: {m}"))
+    }
+
+    /// The cluster, domain, tenant source and header names.
+    fn validate_names(&self) -> Result<(), String> {
         if self.rls_cluster.trim().is_empty() {
-            return fail("rls_cluster must name an Envoy cluster".into());
-        }
-        if !(1..=60_000).contains(&self.rls_timeout_ms) {
-            return fail(format!(
-                "rls_timeout_ms must be 1..60000, got {}",
-                self.rls_timeout_ms
-            ));
+            return Err("rls_cluster must name an Envoy cluster".into());
         }
         if self.domain.is_empty() || self.domain.contains(['{', '}']) {
-            return fail("domain must be non-empty and without braces".into());
+            return Err("domain must be non-empty and without braces".into());
         }
         match &self.tenant {
             TenantSource::Header(h) if !valid_header_name(h) => {
-                return fail(format!(
+                return Err(format!(
                     "tenant header '{h}' is not a lowercase header name"
                 ))
             }
             TenantSource::Property(path) if path.is_empty() => {
-                return fail("tenant property path is empty".into())
+                return Err("tenant property path is empty".into())
             }
             _ => {}
         }
@@ -363,41 +372,32 @@ impl FilterConfig {
             .chain([&self.deferral.marker_header])
         {
             if !valid_header_name(header) {
-                return fail(format!("'{header}' is not a lowercase header name"));
+                return Err(format!("'{header}' is not a lowercase header name"));
             }
         }
-        if !(1024..=64 * 1024 * 1024).contains(&self.max_body_bytes) {
-            return fail(format!(
-                "max_body_bytes must be between 1 KiB and 64 MiB, got {}",
-                self.max_body_bytes
-            ));
-        }
-        if !(100..=600_000).contains(&self.rls_down_after_ms) {
-            return fail(format!(
-                "rls_down_after_ms must be 100..600000, got {}",
-                self.rls_down_after_ms
-            ));
-        }
-        if !(1024..=64 * 1024 * 1024).contains(&self.count_budget_bytes) {
-            return fail(format!(
-                "count_budget_bytes must be between 1 KiB and 64 MiB, got {}",
-                self.count_budget_bytes
-            ));
-        }
+        Ok(())
+    }
+
+    /// Every deadline and byte limit within its documented range.
+    fn validate_bounds(&self) -> Result<(), String> {
+        const MIB_64: usize = 64 * 1024 * 1024;
+        within("rls_timeout_ms", self.rls_timeout_ms, 1, 60_000)?;
+        within("rls_down_after_ms", self.rls_down_after_ms, 100, 600_000)?;
+        within("body_timeout_ms", self.body_timeout_ms, 100, 600_000)?;
+        within("max_body_bytes", self.max_body_bytes, 1024, MIB_64)?;
+        within("count_budget_bytes", self.count_budget_bytes, 1024, MIB_64)?;
+        within(
+            "over_limit_memory.max_ms",
+            self.over_limit_memory.max_ms,
+            0,
+            3_600_000,
+        )
+    }
+
+    /// Encodings, budgets and output bounds: what counting needs.
+    fn validate_counting(&self) -> Result<(), String> {
         if let Some((model, _)) = self.max_prompt_tokens.iter().find(|(_, &max)| max == 0) {
-            return fail(format!("max_prompt_tokens.{model} must be positive"));
-        }
-        if self.over_limit_memory.max_ms > 3_600_000 {
-            return fail(format!(
-                "over_limit_memory.max_ms must be at most 3600000 (1 h), got {}",
-                self.over_limit_memory.max_ms
-            ));
-        }
-        if !(100..=600_000).contains(&self.body_timeout_ms) {
-            return fail(format!(
-                "body_timeout_ms must be 100..600000, got {}",
-                self.body_timeout_ms
-            ));
+            return Err(format!("max_prompt_tokens.{model} must be positive"));
         }
         for (model, encoding) in self
             .model_encodings
@@ -410,27 +410,22 @@ impl FilterConfig {
             )
         {
             if !ENCODINGS.contains(&encoding.as_str()) {
-                return fail(format!(
+                return Err(format!(
                     "{model}: unknown encoding '{encoding}' (use one of {ENCODINGS:?})"
                 ));
             }
         }
         if self.token_budgets.is_empty() {
-            return fail("token_budgets must list at least one of total, input, output".into());
+            return Err("token_budgets must list at least one of total, input, output".into());
         }
         let mut budgets = self.token_budgets.clone();
         budgets.sort();
         budgets.dedup();
         if budgets.len() != self.token_budgets.len() {
-            return fail("token_budgets lists a budget twice".into());
+            return Err("token_budgets lists a budget twice".into());
         }
         if self.output_tokens.max == 0 {
-            return fail("output_tokens.max must be positive".into());
-        }
-        for (i, secret) in self.deferral.secrets.iter().enumerate() {
-            if let Err(why) = secret.validate() {
-                return fail(format!("deferral.secrets[{i}]: {why}"));
-            }
+            return Err("output_tokens.max must be positive".into());
         }
         Ok(())
     }
@@ -474,6 +469,19 @@ fn lookup_pattern<'a, V>(map: &'a BTreeMap<String, V>, name: &str) -> Option<&'a
         .filter(|(prefix, _)| name.starts_with(prefix))
         .max_by_key(|(prefix, _)| prefix.len())
         .map(|(_, v)| v)
+}
+
+/// `value` of setting `name` in `min..=max`, or an error that says both.
+fn within<T: PartialOrd + std::fmt::Display>(
+    name: &str,
+    value: T,
+    min: T,
+    max: T,
+) -> Result<(), String> {
+    if value < min || value > max {
+        return Err(format!("{name} must be {min}..{max}, got {value}"));
+    }
+    Ok(())
 }
 
 /// A lowercase HTTP header name (what the filter's header settings accept).
