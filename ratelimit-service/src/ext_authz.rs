@@ -16,6 +16,7 @@ use sluice_admission::errors::LocalReply;
 use sluice_admission::host::{Host, LogLevel, Metric};
 use sluice_proto::pb::envoy::config::core::v3::{HeaderValue, HeaderValueOption};
 use sluice_proto::pb::envoy::r#type::v3::HttpStatus;
+use sluice_proto::pb::envoy::service::auth::v3::attribute_context::HttpRequest;
 use sluice_proto::pb::envoy::service::auth::v3::authorization_server::{
     Authorization, AuthorizationServer,
 };
@@ -225,6 +226,42 @@ fn denied(reply: LocalReply) -> CheckResponse {
     }
 }
 
+impl ExtAuthzService {
+    /// The limiter's answer to the rate-limit request admission built,
+    /// encoded as the RLS would send it.
+    async fn ask_limiter(&self, message: &[u8]) -> Result<Vec<u8>, Status> {
+        let rls_request = RateLimitRequest::decode(message)
+            .map_err(|e| Status::internal(format!("admission built an unreadable request: {e}")))?;
+        match self.limiter.should_rate_limit(&rls_request).await {
+            Ok(answer) => Ok(answer.encode_to_vec()),
+            Err(DecisionError::Store(error)) if error.is_transient() => {
+                // Envoy's failure_mode_allow decides, as for the RLS.
+                self.event("limiter_unavailable");
+                Err(Status::unavailable(error.to_string()))
+            }
+            Err(error) => Err(Status::internal(error.to_string())),
+        }
+    }
+}
+
+/// The request as admission reads it: lowercase headers plus `:path` and
+/// `:method`, and the body (raw bytes when Envoy sends them).
+fn request_view(http: &HttpRequest) -> (HashMap<String, String>, &[u8]) {
+    let mut headers: HashMap<String, String> = http
+        .headers
+        .iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+        .collect();
+    headers.insert(":path".into(), http.path.clone());
+    headers.insert(":method".into(), http.method.clone());
+    let body: &[u8] = if http.raw_body.is_empty() {
+        http.body.as_bytes()
+    } else {
+        &http.raw_body
+    };
+    (headers, body)
+}
+
 #[tonic::async_trait]
 impl Authorization for ExtAuthzService {
     async fn check(
@@ -244,18 +281,7 @@ impl Authorization for ExtAuthzService {
                 ..Default::default()
             }));
         };
-        let mut headers: HashMap<String, String> = http
-            .headers
-            .iter()
-            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-            .collect();
-        headers.insert(":path".into(), http.path.clone());
-        headers.insert(":method".into(), http.method.clone());
-        let body: &[u8] = if http.raw_body.is_empty() {
-            http.body.as_bytes()
-        } else {
-            &http.raw_body
-        };
+        let (headers, body) = request_view(http);
         let truncated = headers
             .get(PARTIAL_BODY_HEADER)
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));
@@ -288,21 +314,8 @@ impl Authorization for ExtAuthzService {
             admission.on_request_body(&mut host, body.len(), true);
         }
         if let Some(message) = host.rls_message.take() {
-            let rls_request = RateLimitRequest::decode(message.as_slice()).map_err(|e| {
-                Status::internal(format!("admission built an unreadable request: {e}"))
-            })?;
-            match self.limiter.should_rate_limit(&rls_request).await {
-                Ok(answer) => {
-                    let bytes = answer.encode_to_vec();
-                    admission.on_rls_response(&mut host, LOCAL_CALL, 0, Some(&bytes));
-                }
-                Err(DecisionError::Store(error)) if error.is_transient() => {
-                    // Envoy's failure_mode_allow decides, as for the RLS.
-                    self.event("limiter_unavailable");
-                    return Err(Status::unavailable(error.to_string()));
-                }
-                Err(error) => return Err(Status::internal(error.to_string())),
-            }
+            let answer = self.ask_limiter(&message).await?;
+            admission.on_rls_response(&mut host, LOCAL_CALL, 0, Some(&answer));
         }
         if let Some(reply) = host.reply.take() {
             return Ok(Response::new(denied(reply)));
