@@ -285,24 +285,43 @@ impl<E: Encoders> RequestAdmission<E> {
     pub fn on_request_headers(&mut self, host: &mut dyn Host, end_of_stream: bool) -> Verdict {
         self.strip_client_headers(host);
         self.headers_at = host.now_nanos();
+        let steps = self.inference_endpoint(host).and_then(|endpoint| {
+            self.endpoint = Some(endpoint);
+            self.tenant = self.identify_tenant(host)?;
+            self.request_id = self.name_request(host)?;
+            Ok(())
+        });
+        if let Err(verdict) = steps {
+            return verdict;
+        }
+        self.check_body_headers(host, end_of_stream)
+    }
+
+    /// The OpenAI endpoint a POST asks for; anything else is refused or
+    /// passed through untouched, as `unknown_paths` says.
+    fn inference_endpoint(&mut self, host: &mut dyn Host) -> Result<Endpoint, Verdict> {
         let path = host.request_header(":path").unwrap_or_default();
         let method = host.request_header(":method").unwrap_or_default();
         let endpoint = Endpoint::from_path(&path).filter(|_| method.eq_ignore_ascii_case("POST"));
-        let Some(endpoint) = endpoint else {
-            if self.config().unknown_paths == UnknownPaths::Reject {
-                let reply = LocalReply::error(
-                    404,
-                    &format!("{method} {path} is not an inference endpoint of this gateway"),
-                    "invalid_request_error",
-                    "unknown_url",
-                );
-                return self.reply(host, reply);
-            }
-            self.phase = Phase::Bypass;
-            return Verdict::Continue;
-        };
-        self.endpoint = Some(endpoint);
+        if let Some(endpoint) = endpoint {
+            return Ok(endpoint);
+        }
+        if self.config().unknown_paths == UnknownPaths::Reject {
+            let reply = LocalReply::error(
+                404,
+                &format!("{method} {path} is not an inference endpoint of this gateway"),
+                "invalid_request_error",
+                "unknown_url",
+            );
+            return Err(self.reply(host, reply));
+        }
+        self.phase = Phase::Bypass;
+        Err(Verdict::Continue)
+    }
 
+    /// The tenant (sanitized) from the configured header or token claim;
+    /// 401 when it is not a string, or missing where one is required.
+    fn identify_tenant(&mut self, host: &mut dyn Host) -> Result<String, Verdict> {
         let tenant = match &self.config().tenant {
             TenantSource::Header(name) => Ok(host.request_header(name)),
             TenantSource::Property(path) => {
@@ -318,10 +337,10 @@ impl<E: Encoders> RequestAdmission<E> {
                 "authentication_error",
                 "invalid_tenant",
             );
-            return self.reply(host, reply);
+            return Err(self.reply(host, reply));
         };
-        self.tenant = match tenant.filter(|t| !t.is_empty()) {
-            Some(t) => sanitize_value(&t),
+        match tenant.filter(|t| !t.is_empty()) {
+            Some(t) => Ok(sanitize_value(&t)),
             None if self.config().tenant_required => {
                 host.count(Metric::MissingTenant, 1);
                 let reply = LocalReply::error(
@@ -330,27 +349,34 @@ impl<E: Encoders> RequestAdmission<E> {
                     "authentication_error",
                     "missing_tenant",
                 );
-                return self.reply(host, reply);
+                Err(self.reply(host, reply))
             }
-            None => sanitize_value(&self.config().anonymous_tenant),
-        };
-        // Sluice names the request itself: a client-chosen id could address
-        // another request's answer.
-        let Some(random) = host.random_128() else {
-            host.log(
-                LogLevel::Error,
-                "sluice: the host gave no random bytes for a request id",
-            );
-            let reply = LocalReply::error(
-                503,
-                "the gateway cannot admit requests right now",
-                "service_unavailable",
-                "no_request_id",
-            );
-            return self.reply(host, reply);
-        };
-        self.request_id = deferral::request_id(random);
+            None => Ok(sanitize_value(&self.config().anonymous_tenant)),
+        }
+    }
 
+    /// Sluice names the request itself: a client-chosen id could address
+    /// another request's answer.
+    fn name_request(&mut self, host: &mut dyn Host) -> Result<String, Verdict> {
+        if let Some(random) = host.random_128() {
+            return Ok(deferral::request_id(random));
+        }
+        host.log(
+            LogLevel::Error,
+            "sluice: the host gave no random bytes for a request id",
+        );
+        let reply = LocalReply::error(
+            503,
+            "the gateway cannot admit requests right now",
+            "service_unavailable",
+            "no_request_id",
+        );
+        Err(self.reply(host, reply))
+    }
+
+    /// Refusals the headers already decide (declared size, an encoded
+    /// body, no body); otherwise wait for the body.
+    fn check_body_headers(&mut self, host: &mut dyn Host, end_of_stream: bool) -> Verdict {
         let declared = host
             .request_header("content-length")
             .and_then(|v| v.trim().parse::<usize>().ok());
