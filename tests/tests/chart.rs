@@ -55,6 +55,32 @@ fn chart_lints_strictly() {
     }
 }
 
+/// values.schema.json refuses a misspelt key and a value out of its set,
+/// rather than rendering defaults silently.
+#[test]
+fn chart_values_are_checked_against_the_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    for (bad, complaint) in [
+        (
+            "rls:\n  replica: 3\n",
+            "additional properties 'replica' not allowed",
+        ),
+        ("logFormat: xml\n", "value must be one of"),
+    ] {
+        let path = dir.path().join("bad-values.yaml");
+        std::fs::write(&path, bad).unwrap();
+        let output = Command::new(workspace_root().join("scripts/helm"))
+            .args(["template", CHART, "-f"])
+            .arg(&path)
+            .current_dir(workspace_root())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{bad:?} rendered");
+        assert!(stderr.contains(complaint), "{bad:?}: {stderr}");
+    }
+}
+
 /// Every object of both renderings passes `kubernetes-validate --strict`
 /// (unknown fields rejected), and the selectors hold.
 #[test]
