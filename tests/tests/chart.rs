@@ -197,3 +197,46 @@ fn alerts_use_documented_metrics() {
     }
     assert!(alerts >= 6, "{alerts} alerts");
 }
+
+/// The ServiceMonitor finds both admin Services by its label expressions,
+/// and the port it scrapes is named on each.
+#[test]
+fn service_monitor_scrapes_both_admin_ports() {
+    let text = render(Some(EVERYTHING));
+    let objects = manifests::parse("everything", &text, "sluice-system");
+    let monitor = objects
+        .iter()
+        .find(|m| m.kind() == "ServiceMonitor")
+        .unwrap();
+    let port = monitor.doc["spec"]["endpoints"][0]["port"]
+        .as_str()
+        .unwrap();
+    let expressions = monitor.doc["spec"]["selector"]["matchExpressions"]
+        .as_sequence()
+        .unwrap();
+    let matches = |labels: &serde_yaml::Value| {
+        expressions.iter().all(|e| {
+            assert_eq!(e["operator"].as_str(), Some("In"));
+            let key = e["key"].as_str().unwrap();
+            e["values"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .any(|v| labels.get(key) == Some(v))
+        })
+    };
+    let scraped: Vec<&str> = objects
+        .iter()
+        .filter(|m| m.kind() == "Service" && matches(&m.doc["metadata"]["labels"]))
+        .map(|m| {
+            let ports = m.doc["spec"]["ports"].as_sequence().unwrap();
+            assert!(
+                ports.iter().any(|p| p["name"].as_str() == Some(port)),
+                "{}: no port {port}",
+                m.name()
+            );
+            m.name()
+        })
+        .collect();
+    assert_eq!(scraped, ["sluice-consumer", "sluice-rls"]);
+}
