@@ -3,6 +3,9 @@
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ENVOY_VERSION="1.40.0"
 KUBERNETES_VALIDATE_VERSION="1.37.0"
+# Helm v4.2.3 as a library (scripts/helm): no helm binary is packaged on the
+# registries this project installs from.
+HELM_PYTHON_SDK_VERSION="0.2.2"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }

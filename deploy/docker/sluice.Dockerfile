@@ -2,8 +2,11 @@
 #
 #   docker build -f deploy/docker/sluice.Dockerfile --target rls      .   # sluice-rls
 #   docker build -f deploy/docker/sluice.Dockerfile --target consumer .   # sluice-consumer
+#   docker build -f deploy/docker/sluice.Dockerfile --target allinone .   # sluice-allinone
 #   docker build -f deploy/docker/sluice.Dockerfile --target llm-sim  .   # sluice-llm-sim
 #   docker build -f deploy/docker/sluice.Dockerfile --target filter   .   # sluice_filter.wasm
+#   docker build -f deploy/docker/sluice.Dockerfile --target filter-oci    .   # WasmPlugin's OCI image
+#   docker build -f deploy/docker/sluice.Dockerfile --target filter-server .   # the .wasm over HTTP
 #
 # One toolchain for everything: Debian bookworm's Rust 1.96 (rustc-web), the
 # same one ./scripts/setup installs for the Wasm build (its wasm32 std source
@@ -17,13 +20,15 @@ RUN apt-get update -qq \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 
-# Native services: release build of the three binaries.
+# Native services: release build of the binaries, chosen by binary name
+# (not package), so moving a binary between crates does not change this file.
 FROM toolchain AS build
 COPY . .
-RUN cargo build --release --locked --bins \
-      -p sluice-ratelimit -p sluice-consumer -p sluice-llm-sim \
+RUN cargo build --release --locked \
+      --bin sluice-rls --bin sluice-consumer --bin sluice-allinone --bin sluice-llm-sim \
  && mkdir -p /out \
- && cp target/release/sluice-rls target/release/sluice-consumer target/release/sluice-llm-sim /out/
+ && cp target/release/sluice-rls target/release/sluice-consumer \
+       target/release/sluice-allinone target/release/sluice-llm-sim /out/
 
 # The Wasm filter, exactly as scripts/build-wasm builds it.
 FROM toolchain AS filter-build
@@ -36,11 +41,34 @@ COPY --from=filter-build /src/target/sluice_filter.wasm /sluice_filter.wasm
 CMD ["sh", "-c", "cp /sluice_filter.wasm /filter/sluice_filter.wasm && echo installed /filter/sluice_filter.wasm"]
 
 FROM debian:bookworm-slim AS runtime
+# The crate version (Cargo.toml's workspace.package.version), as the tag.
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/sluice-llm/sluice"
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 sluice
 USER sluice
+
+# The filter as Istio's WasmPlugin pulls it (oci://…/sluice-filter:VERSION):
+# one layer holding plugin.wasm, no base, nothing to run.
+FROM scratch AS filter-oci
+COPY --from=filter-build /src/target/sluice_filter.wasm /plugin.wasm
+
+# The filter over HTTP for the EnvoyFilter's remote code
+# (deploy/istio/sluice-filter-envoyfilter.yaml; the chart's sluice-artifacts):
+# busybox's httpd serving one read-only file as a non-root user.
+FROM runtime AS filter-server
+USER root
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=filter-build /src/target/sluice_filter.wasm /srv/sluice_filter.wasm
+USER sluice
+EXPOSE 8080
+ENTRYPOINT ["busybox", "httpd", "-f", "-v", "-p", "8080", "-h", "/srv"]
 
 FROM runtime AS rls
 COPY --from=build /out/sluice-rls /usr/local/bin/sluice-rls
@@ -57,6 +85,11 @@ COPY --from=build /out/sluice-consumer /usr/local/bin/sluice-consumer
 # need the token (SLUICE_ADMIN_TOKEN_FILE or SLUICE_ADMIN_TOKEN).
 EXPOSE 9092
 ENTRYPOINT ["/usr/local/bin/sluice-consumer"]
+
+FROM runtime AS allinone
+COPY --from=build /out/sluice-allinone /usr/local/bin/sluice-allinone
+EXPOSE 8081 9091 8090 9092
+ENTRYPOINT ["/usr/local/bin/sluice-allinone"]
 
 FROM runtime AS llm-sim
 COPY --from=build /out/sluice-llm-sim /usr/local/bin/sluice-llm-sim

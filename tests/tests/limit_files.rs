@@ -110,7 +110,11 @@ fn istio_limits_match_the_envoy_example_and_the_routes() {
     }
     // Each route patch names a route of the VirtualService.
     let routes = documents("deploy/istio/sluice-routes.yaml");
-    let names: Vec<&str> = routes[0]["spec"]["http"]
+    let virtual_service = routes
+        .iter()
+        .find(|d| d["kind"] == "VirtualService")
+        .unwrap();
+    let names: Vec<&str> = virtual_service["spec"]["http"]
         .as_sequence()
         .unwrap()
         .iter()
@@ -195,7 +199,11 @@ fn every_shipped_filter_signs_its_reconciliation() {
     for (path, secret_setting) in [
         ("docker-compose.yml", "SLUICE_DEFERRAL_SECRET_FILE"),
         (
-            "deploy/kubernetes/sluice-rls.yaml",
+            "deploy/kubernetes/sluice.yaml",
+            "SLUICE_DEFERRAL_SECRET_FILE",
+        ),
+        (
+            "charts/sluice/templates/rls.yaml",
             "SLUICE_DEFERRAL_SECRET_FILE",
         ),
     ] {
