@@ -23,7 +23,6 @@ pub mod bookkeeping;
 pub mod claim;
 pub mod keys;
 pub mod local;
-pub mod model_server;
 pub mod stream;
 pub mod work;
 

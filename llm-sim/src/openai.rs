@@ -6,7 +6,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Map, Value};
-use sluice_openai_error::OpenAiError;
+use sluice_openai::{OpenAiError, Usage};
 
 /// An error answered as `{"error":{"message","type","param","code"}}`.
 #[derive(Clone, Debug, PartialEq)]
@@ -443,23 +443,6 @@ pub fn parse_embedding(body: &[u8]) -> Result<EmbeddingRequest, ApiError> {
         base64,
         dimensions,
     })
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub total_tokens: u64,
-}
-
-impl Usage {
-    pub fn new(prompt_tokens: u64, completion_tokens: u64) -> Self {
-        Self {
-            prompt_tokens,
-            completion_tokens,
-            total_tokens: prompt_tokens + completion_tokens,
-        }
-    }
 }
 
 /// What every completion object carries around its `choices` (`C`): the

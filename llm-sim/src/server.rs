@@ -8,7 +8,7 @@ use crate::metrics::{Metrics, RequestLabels};
 use crate::openai::{
     self, ApiError, ChatChoice, ChatChunk, ChatCompletion, ChatMessage, ChunkChoice, Delta,
     EmbeddingData, EmbeddingList, EmbeddingUsage, EmbeddingValue, FunctionCall, FunctionDelta,
-    GenerationRequest, TextChoice, TextCompletion, ToolCall, ToolCallDelta, Usage,
+    GenerationRequest, TextChoice, TextCompletion, ToolCall, ToolCallDelta,
 };
 use crate::text;
 use crate::{OverCapacity, SimConfig};
@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde::Serialize;
+use sluice_openai::{stream, Usage};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -941,7 +942,7 @@ impl EventStream {
                 Phase::Done => {
                     self.phase = Phase::End;
                     self.slot.finish();
-                    return Some(Ok(Bytes::from_static(b"data: [DONE]\n\n")));
+                    return Some(Ok(Bytes::from_static(stream::DONE_EVENT.as_bytes())));
                 }
                 Phase::End => return None,
             }
