@@ -7,6 +7,8 @@
 //!   back from a JSON or SSE answer;
 //! - [`stream`]: Server-Sent Events: `data:` lines, the `[DONE]` sentinel,
 //!   an incremental event parser;
+//! - [`response`]: the answer objects (chat, completions, embeddings) as
+//!   OpenAI writes them;
 //! - [`model_server`]: vLLM's and SGLang's Prometheus metric names.
 //!
 //! Its own crate because every side needs it and none of the others fits:
@@ -18,6 +20,7 @@
 
 pub mod error;
 pub mod model_server;
+pub mod response;
 pub mod stream;
 pub mod usage;
 

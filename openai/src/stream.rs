@@ -27,6 +27,14 @@ pub fn data_payload(line: &[u8]) -> Option<&[u8]> {
     Some(data.strip_prefix(b" ").unwrap_or(data))
 }
 
+/// One event carrying `value` as its JSON `data`.
+pub fn data_event(value: &impl serde::Serialize) -> serde_json::Result<Vec<u8>> {
+    let mut event = b"data: ".to_vec();
+    serde_json::to_writer(&mut event, value)?;
+    event.extend_from_slice(b"\n\n");
+    Ok(event)
+}
+
 /// Largest event accepted (a guard against a backend that never ends a line).
 pub const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
 
@@ -167,5 +175,8 @@ mod tests {
         assert!(is_done(" [DONE] ") && !is_done("[done]"));
         let mut parser = SseParser::default();
         assert_eq!(parser.push(DONE_EVENT.as_bytes()).unwrap(), vec![DONE]);
+        let event = data_event(&serde_json::json!({"a": "b\nc"})).unwrap();
+        assert_eq!(event, b"data: {\"a\":\"b\\nc\"}\n\n");
+        assert_eq!(parser.push(&event).unwrap(), vec![r#"{"a":"b\nc"}"#]);
     }
 }
