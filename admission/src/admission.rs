@@ -14,9 +14,9 @@ use crate::host::{Host, LogLevel, Metric, TenantUsage};
 use crate::openai::{self, Endpoint, Estimate, LlmRequest};
 use crate::over_limit::{KnownOver, OverLimitMemory, Remembered, Rule};
 use crate::stream_usage::{self, UsageStripper};
-use crate::usage::{Outcome, UsageTracker};
 use crate::TokenCounter;
 use prost::Message;
+use sluice_openai::usage::{Outcome, UsageTracker, USAGE_BUFFER_LIMIT};
 use sluice_proto::rls::{Code, RateLimitResponse};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -43,9 +43,6 @@ const CONTENT_LENGTH: &str = "content-length";
 const RETRY_AFTER: &str = "retry-after";
 const CONTENT_TYPE: &str = "content-type";
 const EVENT_STREAM: &str = "text/event-stream";
-
-/// Largest response body (or SSE line) kept to find `usage`.
-const USAGE_BUFFER_LIMIT: usize = 4 * 1024 * 1024;
 
 /// Token counters by encoding, built once per VM.
 pub trait Encoders {
@@ -1055,7 +1052,7 @@ impl<E: Encoders> RequestAdmission<E> {
             .as_deref()
             .and_then(|e| self.shared.encoders.counter(e));
         let outcome = match self.usage.take() {
-            Some(mut tracker) => tracker.outcome(counter),
+            Some(mut tracker) => tracker.outcome(counter.map(|c| move |text: &str| c.count(text))),
             None => Outcome::Counted { output_tokens: 0 },
         };
         let (input, output, used) = match outcome {

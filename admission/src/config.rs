@@ -297,7 +297,7 @@ fn default_body_timeout_ms() -> u64 {
     DEFAULT_BODY_TIMEOUT_MS
 }
 fn default_image_tokens() -> u64 {
-    765
+    sluice_openai::DEFAULT_IMAGE_TOKENS
 }
 
 /// The encodings Sluice can count with.

@@ -1,8 +1,8 @@
 //! OpenAI-style error bodies, so clients' SDKs surface Sluice's answers cleanly.
 
 /// `{"error": {"message", "type", "param", "code"}}` as OpenAI sends it
-/// (one definition for every component, see `openai-error/`).
-pub use sluice_openai_error::openai_error_body;
+/// (one definition for every component, see `openai/`).
+pub use sluice_openai::openai_error_body;
 
 /// A local reply the filter sends instead of forwarding the request.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,10 +1,11 @@
 //! Sluice admission: everything the Wasm filter decides, as plain Rust.
 //!
 //! * [`config`] — the plugin configuration (JSON), validated once per VM;
-//! * [`openai`] — OpenAI-compatible request parsing and token estimates;
+//! * [`openai`] — OpenAI-compatible request parsing and token estimates
+//!   (what answers carry, usage and stream chunks, is `sluice-openai`'s);
 //! * [`descriptors`] — tenant/model sanitizing and the RLS request;
 //! * [`counter_write`] — the filter's signature on refunds and forced charges;
-//! * [`usage`] — reading real usage back from JSON and SSE responses;
+//! * [`stream_usage`] — asking a stream for usage the client did not ask for;
 //! * [`admission`] — the per-request state machine over a small [`host::Host`] trait;
 //! * [`over_limit`] — what a VM remembers of OVER_LIMIT answers.
 //!
@@ -26,7 +27,6 @@ pub mod over_limit;
 pub mod stream_usage;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod usage;
 
 pub use sluice_tokenizer::BoundedCount;
 

@@ -9,6 +9,7 @@
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
+use sluice_openai::stream;
 use std::fmt;
 use std::ops::Range;
 
@@ -190,14 +191,11 @@ fn edit_line(line: &[u8]) -> LineEdit {
         .rposition(|&b| b != b'\n' && b != b'\r')
         .map_or(0, |i| i + 1);
     let (content, ending) = line.split_at(content_end);
-    let Some(data) = content.strip_prefix(b"data:") else {
+    let Some(data) = stream::data_payload(content) else {
         return LineEdit::Keep;
     };
-    let prefix_len = content.len() - data.len() + usize::from(data.first() == Some(&b' '));
-    let Some(payload) = content
-        .get(prefix_len..)
-        .and_then(|p| std::str::from_utf8(p).ok())
-    else {
+    let prefix_len = content.len() - data.len();
+    let Ok(payload) = std::str::from_utf8(data) else {
         return LineEdit::Keep;
     };
     // Cheap filter before parsing: most lines carry no usage member.

@@ -46,7 +46,6 @@ pub use call::idempotency::IdempotencyConfig;
 pub use call::invoke::{BackendConfig, BackendTargetConfig, ConfigError, FailureKind};
 pub use call::processor::{Disposition, Outcome, Processor, ProcessorConfig};
 pub use call::stream::{codes, StreamConfig, Terminal};
-pub use call::usage::Usage;
 pub use metrics::{Correction, Metrics};
 pub use pacing::limits::{InFlightConfig, InFlightLimits, ModelPermit};
 pub use pacing::pacer::{

@@ -496,7 +496,7 @@ impl Metrics {
 
     /// Counts one answer's usage under its tenant and model (labels
     /// sanitized; tenants bounded like buckets, models like models).
-    pub fn tenant_usage(&self, tenant: &str, model: &str, usage: &crate::call::usage::Usage) {
+    pub fn tenant_usage(&self, tenant: &str, model: &str, usage: &sluice_openai::Usage) {
         let tenant = self.tenants.label(&crate::keys::sanitize(tenant));
         let model = self.model_label(model).model;
         for (kind, tokens) in [
@@ -553,7 +553,7 @@ mod tests {
     #[test]
     fn tenant_usage_is_counted_per_kind_with_bounded_tenants() {
         let metrics = Metrics::new(1, 10);
-        let usage = crate::call::usage::Usage {
+        let usage = sluice_openai::Usage {
             prompt_tokens: 11,
             completion_tokens: 30,
             cached_tokens: 8,

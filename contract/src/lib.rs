@@ -25,7 +25,6 @@ pub mod claim;
 pub mod key_table;
 pub mod keys;
 pub mod local;
-pub mod model_server;
 pub mod stream;
 pub mod work;
 

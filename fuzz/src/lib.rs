@@ -15,9 +15,9 @@ use bytes::BytesMut;
 use rocketmq_protocol::protocol::remoting_command::RemotingCommand;
 use sluice_admission::config::FilterConfig;
 use sluice_admission::openai::{self, Endpoint};
-use sluice_admission::usage::UsageTracker;
 use sluice_admission::TokenCounter;
 use sluice_contract::work::WorkItem;
+use sluice_openai::usage::UsageTracker;
 use sluice_ratelimit::config::LimitsConfig;
 
 pub use admission_host::admission;
@@ -84,7 +84,7 @@ pub fn openai_request(data: &[u8]) {
     };
     if let Ok(request) = openai::parse(endpoint, body) {
         let counter: &dyn TokenCounter = &char_count;
-        let _ = request.prompt_tokens(counter, 765);
+        let _ = request.prompt_tokens(counter, sluice_openai::DEFAULT_IMAGE_TOKENS);
         let _ = request.into_body();
     }
 }

@@ -14,8 +14,8 @@ use sluice_runtime::metrics::{encode, register};
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-/// vLLM's metric names (shared with the consumer's capacity signals).
-pub use sluice_contract::model_server::vllm;
+/// vLLM's metric names (the consumer's capacity signals read the same).
+use sluice_openai::model_server::vllm;
 
 /// vLLM's buckets of `time_to_first_token_seconds`.
 const TTFT_BUCKETS: [f64; 17] = [

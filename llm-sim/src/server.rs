@@ -5,11 +5,7 @@ use crate::call_counts::CallCounts;
 use crate::gpu::{self, GpuSet, Refusal, SeqSpec, Ticket};
 use crate::ledger::Ledger;
 use crate::metrics::{Metrics, RequestLabels};
-use crate::openai::{
-    self, ApiError, ChatChoice, ChatChunk, ChatCompletion, ChatMessage, ChunkChoice, Delta,
-    EmbeddingData, EmbeddingList, EmbeddingUsage, EmbeddingValue, FunctionCall, FunctionDelta,
-    GenerationRequest, TextChoice, TextCompletion, ToolCall, ToolCallDelta, Usage,
-};
+use crate::openai::{self, ApiError, GenerationRequest};
 use crate::text;
 use crate::{OverCapacity, SimConfig};
 use axum::body::{Body, Bytes};
@@ -21,6 +17,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde::Serialize;
+use sluice_openai::response::{
+    ChatChoice, ChatChunk, ChatCompletion, ChatMessage, ChunkChoice, Delta, EmbeddingData,
+    EmbeddingList, EmbeddingUsage, EmbeddingValue, FunctionCall, FunctionDelta, TextChoice,
+    TextCompletion, ToolCall, ToolCallDelta,
+};
+use sluice_openai::{stream, Usage};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -823,10 +825,9 @@ impl Drop for EventStream {
 }
 
 fn sse(value: &impl Serialize) -> Result<Bytes, std::io::Error> {
-    let mut event = b"data: ".to_vec();
-    serde_json::to_writer(&mut event, value).map_err(std::io::Error::other)?;
-    event.extend_from_slice(b"\n\n");
-    Ok(Bytes::from(event))
+    stream::data_event(value)
+        .map(Bytes::from)
+        .map_err(std::io::Error::other)
 }
 
 impl EventStream {
@@ -941,7 +942,7 @@ impl EventStream {
                 Phase::Done => {
                     self.phase = Phase::End;
                     self.slot.finish();
-                    return Some(Ok(Bytes::from_static(b"data: [DONE]\n\n")));
+                    return Some(Ok(Bytes::from_static(stream::DONE_EVENT.as_bytes())));
                 }
                 Phase::End => return None,
             }

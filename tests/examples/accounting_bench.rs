@@ -339,7 +339,7 @@ fn exact_prompt_tokens(encoders: &BpeEncoders, planned: &Planned) -> anyhow::Res
         .openai_encoding(&parsed.model)
         .and_then(|encoding| encoders.counter(encoding))
         .ok_or_else(|| anyhow::anyhow!("no encoding for {}", parsed.model))?;
-    Ok(parsed.prompt_tokens(counter, 765))
+    Ok(parsed.prompt_tokens(counter, sluice_openai::DEFAULT_IMAGE_TOKENS))
 }
 
 /// `envoy/ext-authz.yaml` on the bench's ports.

@@ -341,7 +341,10 @@ async fn main() -> anyhow::Result<()> {
                 let t = Instant::now();
                 let request =
                     openai::parse(Endpoint::ChatCompletions, body.as_bytes()).expect("parse");
-                let n = request.prompt_tokens(&|s: &str| tokenizer.count(s), 765);
+                let n = request.prompt_tokens(
+                    &|s: &str| tokenizer.count(s),
+                    sluice_openai::DEFAULT_IMAGE_TOKENS,
+                );
                 std::hint::black_box(n);
                 t.elapsed().as_secs_f64() * 1e6
             })
@@ -351,7 +354,10 @@ async fn main() -> anyhow::Result<()> {
         let native_count: Vec<f64> = (0..20)
             .map(|_| {
                 let t = Instant::now();
-                std::hint::black_box(request.prompt_tokens(&|s: &str| tokenizer.count(s), 765));
+                std::hint::black_box(request.prompt_tokens(
+                    &|s: &str| tokenizer.count(s),
+                    sluice_openai::DEFAULT_IMAGE_TOKENS,
+                ));
                 t.elapsed().as_secs_f64() * 1e6
             })
             .collect();

@@ -40,10 +40,10 @@ use sluice_consumer::control_loop;
 use sluice_consumer::controller::{ControllerConfig, ModelControl, SignalConfig};
 use sluice_consumer::fair::FairConfig;
 use sluice_consumer::{keys, InFlightConfig};
-use sluice_contract::model_server::vllm;
 use sluice_contract::Priority;
 use sluice_litetopic::lite_topic_name;
 use sluice_llm_sim::gpu::{Capacity, CapacityChange, GpuConfig};
+use sluice_openai::model_server::vllm;
 use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_redis::RedisConn;
 use sluice_testkit::queue_parts::QueueParts;
@@ -264,7 +264,7 @@ struct RunResult {
 fn gauge(page: &str, name: &str, model: &str) -> Option<f64> {
     let label = format!(
         "{}=\"{model}\"",
-        sluice_contract::model_server::MODEL_NAME_LABEL
+        sluice_openai::model_server::MODEL_NAME_LABEL
     );
     page.lines()
         .filter(|line| line.starts_with(name) && line[name.len()..].starts_with('{'))

@@ -270,7 +270,7 @@ async fn a_deferred_answer_moves_its_buckets_token_debt_to_the_real_usage() {
     let body = serde_json::to_vec(&item.body).unwrap();
     let prompt = openai::parse(Endpoint::ChatCompletions, &body)
         .unwrap()
-        .prompt_tokens(counter, 765);
+        .prompt_tokens(counter, sluice_openai::DEFAULT_IMAGE_TOKENS);
     let completion = counter.count(&completion_text(COMPLETION_TOKENS)) as u64;
     assert_moved_by(
         "silent",

@@ -275,7 +275,7 @@ fn exact_prompt_tokens(body: &str) -> u64 {
     let counter = encoders.counter("o200k_base").unwrap();
     openai::parse(Endpoint::ChatCompletions, body.as_bytes())
         .unwrap()
-        .prompt_tokens(counter, 765)
+        .prompt_tokens(counter, sluice_openai::DEFAULT_IMAGE_TOKENS)
 }
 
 fn o200k_tokens(text: &str) -> u64 {

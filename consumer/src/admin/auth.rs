@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use sluice_openai_error::openai_error_body;
+use sluice_openai::openai_error_body;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -22,7 +22,6 @@
 //! client has seen part of an answer, and calling the model again would
 //! burn the GPU twice.
 
-use crate::call::sse::{EventTooLarge, SseParser};
 use crate::call::stream::{self, codes, StreamConfig};
 use crate::call::usage::OutputCounter;
 use crate::metrics::Metrics;
@@ -36,6 +35,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use serde::{Deserialize, Serialize};
+use sluice_openai::stream::{self as sse, EventTooLarge, SseParser};
 use sluice_redis::RedisConn;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -609,7 +609,7 @@ impl Reading {
     async fn handle(&mut self, payloads: Vec<String>, sink: &mut Sink<'_>, model: &str) -> Step {
         let mut end = None;
         for payload in payloads {
-            if payload.trim() == "[DONE]" {
+            if sse::is_done(&payload) {
                 end = Some(self.completed(model));
                 break;
             }

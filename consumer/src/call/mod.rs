@@ -8,6 +8,5 @@ pub(crate) mod http_client;
 pub(crate) mod idempotency;
 pub(crate) mod invoke;
 pub(crate) mod processor;
-pub(crate) mod sse;
 pub(crate) mod stream;
 pub(crate) mod usage;

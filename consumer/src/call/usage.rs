@@ -2,76 +2,13 @@
 //! one, the prompt and the streamed output counted with the model's
 //! tokenizer as the filter counts them.
 
-use serde::Deserialize;
 use sluice_admission::admission::Encoders;
 use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::openai::{self, Endpoint};
-use sluice_admission::usage::{Outcome as TrackerOutcome, UsageTracker};
 use sluice_contract::WorkItem;
+use sluice_openai::usage::{Outcome as TrackerOutcome, UsageTracker, USAGE_BUFFER_LIMIT};
+use sluice_openai::{Usage, DEFAULT_IMAGE_TOKENS};
 use std::sync::OnceLock;
-
-/// Output text kept to count an answer without usage (the filter's bound).
-const OUTPUT_TEXT_LIMIT: usize = 4 << 20;
-/// Tokens per image part of a prompt counted here (the filter's default).
-const IMAGE_TOKENS: u64 = 765;
-
-/// The token counts of a model's `usage` object.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    /// Prompt tokens served from the backend's cache (part of `prompt_tokens`).
-    pub cached_tokens: u64,
-}
-
-/// `usage` as chat/completions, completions and the Responses API send it.
-#[derive(Deserialize)]
-struct UsageWire {
-    #[serde(alias = "input_tokens")]
-    prompt_tokens: u64,
-    #[serde(default, alias = "output_tokens")]
-    completion_tokens: Option<u64>,
-    #[serde(default)]
-    total_tokens: Option<u64>,
-    #[serde(default, alias = "input_tokens_details")]
-    prompt_tokens_details: Option<CachedWire>,
-}
-
-#[derive(Deserialize)]
-struct CachedWire {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
-}
-
-impl Usage {
-    /// `None` when `value` carries no prompt count.
-    pub fn from_value(value: &serde_json::Value) -> Option<Usage> {
-        let wire = UsageWire::deserialize(value).ok()?;
-        let completion = wire
-            .completion_tokens
-            .or_else(|| {
-                wire.total_tokens
-                    .map(|t| t.saturating_sub(wire.prompt_tokens))
-            })
-            .unwrap_or(0);
-        let cached = wire
-            .prompt_tokens_details
-            .and_then(|d| d.cached_tokens)
-            .unwrap_or(0);
-        Some(Usage {
-            prompt_tokens: wire.prompt_tokens,
-            completion_tokens: completion,
-            cached_tokens: cached.min(wire.prompt_tokens),
-        })
-    }
-
-    /// What the model processed: prompt (cached included) plus completion.
-    /// Pacing protects the model's throughput, so a cached token counts in
-    /// full here (the filter's `cached_tokens_weight` is a billing choice).
-    pub fn total(&self) -> u64 {
-        self.prompt_tokens.saturating_add(self.completion_tokens)
-    }
-}
 
 /// The streamed output of a call, kept to count it with the model's
 /// tokenizer when the answer carries no usage (some servers omit it).
@@ -89,7 +26,7 @@ impl OutputCounter {
             .is_some();
         OutputCounter(
             countable
-                .then(|| UsageTracker::for_content_type("text/event-stream", OUTPUT_TEXT_LIMIT))
+                .then(|| UsageTracker::for_content_type("text/event-stream", USAGE_BUFFER_LIMIT))
                 .flatten(),
         )
     }
@@ -108,7 +45,11 @@ impl OutputCounter {
         let counter = encoders
             .openai_encoding(model)
             .and_then(|encoding| encoders.counter(encoding))?;
-        match self.0.as_mut()?.outcome(Some(counter)) {
+        match self
+            .0
+            .as_mut()?
+            .outcome(Some(|text: &str| counter.count(text)))
+        {
             TrackerOutcome::Counted { output_tokens } => Some(output_tokens),
             // Usage in the stream after all: the caller has it.
             TrackerOutcome::Reported(_) | TrackerOutcome::Unknown => None,
@@ -133,7 +74,7 @@ pub(crate) fn counted_usage(item: &WorkItem, output_tokens: u64) -> Option<Usage
     let body = serde_json::to_vec(&item.body).ok()?;
     let request = openai::parse(endpoint, &body).ok()?;
     Some(Usage {
-        prompt_tokens: request.prompt_tokens(counter, IMAGE_TOKENS),
+        prompt_tokens: request.prompt_tokens(counter, DEFAULT_IMAGE_TOKENS),
         completion_tokens: output_tokens,
         cached_tokens: 0,
     })
@@ -142,32 +83,6 @@ pub(crate) fn counted_usage(item: &WorkItem, output_tokens: u64) -> Option<Usage
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn usage_of_every_shape() {
-        let chat = json!({"prompt_tokens": 11, "completion_tokens": 30, "total_tokens": 41,
-            "prompt_tokens_details": {"cached_tokens": 8}});
-        assert_eq!(
-            Usage::from_value(&chat),
-            Some(Usage {
-                prompt_tokens: 11,
-                completion_tokens: 30,
-                cached_tokens: 8
-            })
-        );
-        let responses = json!({"input_tokens": 5, "output_tokens": 7,
-            "input_tokens_details": {"cached_tokens": 9}});
-        let usage = Usage::from_value(&responses);
-        assert_eq!(usage.map(|u| (u.total(), u.cached_tokens)), Some((12, 5)));
-        let totals_only = json!({"prompt_tokens": 4, "total_tokens": 10});
-        assert_eq!(
-            Usage::from_value(&totals_only).map(|u| u.completion_tokens),
-            Some(6)
-        );
-        assert_eq!(Usage::from_value(&json!({"completion_tokens": 3})), None);
-        assert_eq!(Usage::from_value(&json!(null)), None);
-    }
 
     #[test]
     fn an_answer_without_usage_is_counted_with_the_tokenizer() {

@@ -3,11 +3,12 @@
 //! the real usage, and the tenant's usage is counted.
 
 use crate::call::processor::Outcome;
-use crate::call::usage::{counted_usage, Usage};
+use crate::call::usage::counted_usage;
 use crate::keys::BucketId;
 use crate::metrics::{Correction, Metrics};
 use crate::pacing::pacer::Pacer;
 use sluice_contract::WorkItem;
+use sluice_openai::Usage;
 
 /// After a call: count the tenant's usage and correct its bucket's token
 /// debt. Outcomes that made no call of this attempt's (already done,
@@ -43,6 +44,8 @@ pub(crate) async fn settle(
     Some(correction)
 }
 
+/// Pacing protects the model's throughput, so a cached token counts in full
+/// here (the filter's `cached_tokens_weight` is a billing choice).
 async fn correct(pacer: &Pacer, item: &WorkItem, usage: &Usage) -> Correction {
     let delta = usage.total() as i64 - item.estimated_tokens as i64;
     if delta == 0 {

@@ -27,7 +27,7 @@ use http_body_util::{BodyExt, Empty, Limited};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use sluice_contract::model_server::{sglang, vllm, MODEL_NAME_LABEL};
+use sluice_openai::model_server::{sglang, vllm, MODEL_NAME_LABEL};
 use std::time::Duration;
 
 /// The load of one model at one server, at the time of the scrape.

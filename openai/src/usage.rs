@@ -1,10 +1,17 @@
-//! Real token usage, read from the response as it passes (never delaying it).
+//! The `usage` object of an answer, and reading it back from the answer as
+//! it passes (never delaying it): the filter and ext_authz settle a charge
+//! with it, the consumer corrects its pacing, the simulator writes it.
 
-use crate::TokenCounter;
+use crate::stream;
+use serde::ser::{Serialize, SerializeStruct, Serializer};
 use serde_json::Value;
 
+/// Largest response body (or SSE line) kept to find `usage`, and most output
+/// text kept to count an answer without it: one bound for every reader.
+pub const USAGE_BUFFER_LIMIT: usize = 4 * 1024 * 1024;
+
 /// Usage as the backend reported it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
@@ -13,13 +20,24 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// No cached tokens.
+    pub fn new(prompt_tokens: u64, completion_tokens: u64) -> Self {
+        Usage {
+            prompt_tokens,
+            completion_tokens,
+            cached_tokens: 0,
+        }
+    }
+
+    /// What the model processed: prompt (cached included) plus completion.
     pub fn total(&self) -> u64 {
         self.prompt_tokens.saturating_add(self.completion_tokens)
     }
 
     /// From a `usage` object: chat/completions (`prompt_tokens`,
     /// `completion_tokens`), embeddings (`prompt_tokens`, `total_tokens`),
-    /// responses (`input_tokens`, `output_tokens`).
+    /// responses (`input_tokens`, `output_tokens`); `None` without a prompt
+    /// count.
     pub fn from_value(usage: &Value) -> Option<Usage> {
         let n = |k: &str| usage.get(k).and_then(Value::as_u64);
         let prompt = n("prompt_tokens").or(n("input_tokens"))?;
@@ -39,6 +57,29 @@ impl Usage {
             completion_tokens: completion,
             cached_tokens: cached,
         })
+    }
+}
+
+/// As chat/completions write it: `prompt_tokens`, `completion_tokens`,
+/// `total_tokens`, and `prompt_tokens_details.cached_tokens` when some were.
+impl Serialize for Usage {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Details {
+            cached_tokens: u64,
+        }
+        let cached = self.cached_tokens > 0;
+        let mut usage = serializer.serialize_struct("Usage", 3 + usize::from(cached))?;
+        usage.serialize_field("prompt_tokens", &self.prompt_tokens)?;
+        usage.serialize_field("completion_tokens", &self.completion_tokens)?;
+        usage.serialize_field("total_tokens", &self.total())?;
+        if cached {
+            let details = Details {
+                cached_tokens: self.cached_tokens,
+            };
+            usage.serialize_field("prompt_tokens_details", &details)?;
+        }
+        usage.end()
     }
 }
 
@@ -162,11 +203,11 @@ impl OutputText {
     }
 
     /// Output tokens of the text, each segment counted on its own.
-    fn count(&self, counter: &dyn TokenCounter) -> Option<u64> {
+    fn count(&self, count_tokens: impl Fn(&str) -> usize) -> Option<u64> {
         (!self.overflowed).then(|| {
             self.segments
                 .iter()
-                .map(|(_, text)| counter.count(text) as u64)
+                .map(|(_, text)| count_tokens(text) as u64)
                 .sum()
         })
     }
@@ -276,12 +317,12 @@ impl UsageTracker {
     }
 
     /// How the answer ended (complete or not): the reported usage, else the
-    /// output that passed, counted with `counter`.
-    pub fn outcome(&mut self, counter: Option<&dyn TokenCounter>) -> Outcome {
+    /// output that passed, counted with `count_tokens` (the model's tokenizer).
+    pub fn outcome(&mut self, count_tokens: Option<impl Fn(&str) -> usize>) -> Outcome {
         if let Some(usage) = self.finish() {
             return Outcome::Reported(usage);
         }
-        match counter.and_then(|c| self.output.count(c)) {
+        match count_tokens.and_then(|count| self.output.count(count)) {
             Some(output_tokens) => Outcome::Counted { output_tokens },
             None => Outcome::Unknown,
         }
@@ -291,10 +332,9 @@ impl UsageTracker {
 /// One complete SSE line: its usage (if any) and the text it carries.
 fn sse_line(line: &[u8], found: &mut Option<Usage>, output: &mut OutputText, limit: usize) {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let Some(data) = line.strip_prefix(b"data:") else {
+    let Some(data) = stream::data_payload(line) else {
         return;
     };
-    let data = data.strip_prefix(b" ").unwrap_or(data);
     if data.first() != Some(&b'{') {
         return; // [DONE], or not a JSON event
     }
@@ -314,6 +354,50 @@ fn sse_line(line: &[u8], found: &mut Option<Usage>, output: &mut OutputText, lim
 #[allow(clippy::indexing_slicing)] // tests fail loudly
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn usage_of_every_shape() {
+        let chat = json!({"prompt_tokens": 11, "completion_tokens": 30, "total_tokens": 41,
+            "prompt_tokens_details": {"cached_tokens": 8}});
+        assert_eq!(
+            Usage::from_value(&chat),
+            Some(Usage {
+                prompt_tokens: 11,
+                completion_tokens: 30,
+                cached_tokens: 8
+            })
+        );
+        let responses = json!({"input_tokens": 5, "output_tokens": 7,
+            "input_tokens_details": {"cached_tokens": 9}});
+        let usage = Usage::from_value(&responses);
+        assert_eq!(usage.map(|u| (u.total(), u.cached_tokens)), Some((12, 5)));
+        let totals_only = json!({"prompt_tokens": 4, "total_tokens": 10});
+        assert_eq!(
+            Usage::from_value(&totals_only).map(|u| u.completion_tokens),
+            Some(6)
+        );
+        assert_eq!(Usage::from_value(&json!({"completion_tokens": 3})), None);
+        assert_eq!(Usage::from_value(&json!(null)), None);
+    }
+
+    #[test]
+    fn written_as_chat_completions_write_it() {
+        assert_eq!(
+            serde_json::to_string(&Usage::new(3, 4)).unwrap(),
+            r#"{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}"#
+        );
+        let cached = Usage {
+            cached_tokens: 2,
+            ..Usage::new(3, 4)
+        };
+        let written = serde_json::to_value(cached).unwrap();
+        assert_eq!(
+            written["prompt_tokens_details"],
+            json!({"cached_tokens": 2})
+        );
+        assert_eq!(Usage::from_value(&written), Some(cached));
+    }
 
     #[test]
     fn json_usage() {
@@ -402,7 +486,7 @@ mod output_tests {
     }
 
     fn counted(tracker: &mut UsageTracker) -> u64 {
-        match tracker.outcome(Some(&chars)) {
+        match tracker.outcome(Some(chars)) {
             Outcome::Counted { output_tokens } => output_tokens,
             other => panic!("{other:?}"),
         }
@@ -449,13 +533,11 @@ mod output_tests {
         t.feed(
             b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":9}}\n\n",
         );
-        assert!(
-            matches!(t.outcome(Some(&chars)), Outcome::Reported(u) if u.completion_tokens == 9)
-        );
+        assert!(matches!(t.outcome(Some(chars)), Outcome::Reported(u) if u.completion_tokens == 9));
         let mut t = UsageTracker::for_content_type("text/event-stream", 64).unwrap();
         for _ in 0..10 {
             t.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"abcdefgh\"}}]}\n\n");
         }
-        assert!(matches!(t.outcome(Some(&chars)), Outcome::Unknown));
+        assert!(matches!(t.outcome(Some(chars)), Outcome::Unknown));
     }
 }

@@ -1,20 +1,56 @@
-//! Incremental Server-Sent Events parser: bytes in, `data` payloads out.
+//! Server-Sent Events as OpenAI streams answers: `data:` lines carrying
+//! JSON chunks, the last chunk carrying `usage` when asked for
+//! (`stream_options.include_usage`), and `data: [DONE]` at the end.
 //!
-//! Follows the WHATWG rules the backend's stream relies on: lines end with
-//! `\n`, `\r\n` or `\r`; a blank line dispatches the event; `data:` lines
-//! (one optional space after the colon) are joined with `\n`; comments
-//! (`:`), `event:`, `id:` and `retry:` lines are ignored here; an event
-//! without data is not dispatched.
+//! [`SseParser`] follows the WHATWG rules the backend's stream relies on:
+//! lines end with `\n`, `\r\n` or `\r`; a blank line dispatches the event;
+//! `data:` lines (one optional space after the colon) are joined with `\n`;
+//! comments (`:`), `event:`, `id:` and `retry:` lines are ignored here; an
+//! event without data is not dispatched.
+
+use std::fmt;
+
+/// The payload of the stream's last event.
+pub const DONE: &str = "[DONE]";
+/// The stream's last event, as written.
+pub const DONE_EVENT: &str = "data: [DONE]\n\n";
+
+/// Whether an event's payload is the end of the stream.
+pub fn is_done(payload: &str) -> bool {
+    payload.trim() == DONE
+}
+
+/// The payload of one `data:` line (its line end already cut), without the
+/// one optional space after the colon; `None` for any other line.
+pub fn data_payload(line: &[u8]) -> Option<&[u8]> {
+    let data = line.strip_prefix(b"data:")?;
+    Some(data.strip_prefix(b" ").unwrap_or(data))
+}
+
+/// One event carrying `value` as its JSON `data`.
+pub fn data_event(value: &impl serde::Serialize) -> serde_json::Result<Vec<u8>> {
+    let mut event = b"data: ".to_vec();
+    serde_json::to_writer(&mut event, value)?;
+    event.extend_from_slice(b"\n\n");
+    Ok(event)
+}
 
 /// Largest event accepted (a guard against a backend that never ends a line).
-pub(crate) const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
+pub const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("SSE event larger than {MAX_EVENT_BYTES} bytes")]
-pub(crate) struct EventTooLarge;
+#[derive(Debug, PartialEq, Eq)]
+pub struct EventTooLarge;
+
+impl fmt::Display for EventTooLarge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SSE event larger than {MAX_EVENT_BYTES} bytes")
+    }
+}
+
+impl std::error::Error for EventTooLarge {}
 
 #[derive(Debug, Default)]
-pub(crate) struct SseParser {
+pub struct SseParser {
     line: Vec<u8>,
     data: String,
     has_data: bool,
@@ -24,7 +60,7 @@ pub(crate) struct SseParser {
 
 impl SseParser {
     /// Feeds bytes; returns the payloads of the events they completed.
-    pub(crate) fn push(&mut self, bytes: &[u8]) -> Result<Vec<String>, EventTooLarge> {
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<String>, EventTooLarge> {
         let mut events = Vec::new();
         for &byte in bytes {
             if self.after_cr {
@@ -52,7 +88,7 @@ impl SseParser {
 
     /// At the end of the body: an event whose blank line never came is
     /// dispatched anyway (some servers end with `data: [DONE]\n`).
-    pub(crate) fn finish(&mut self) -> Option<String> {
+    pub fn finish(&mut self) -> Option<String> {
         if !self.line.is_empty() {
             let mut sink = Vec::new();
             self.end_line(&mut sink);
@@ -92,6 +128,7 @@ impl SseParser {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing, clippy::unwrap_used)] // tests fail loudly
 mod tests {
     use super::*;
 
@@ -127,5 +164,19 @@ mod tests {
         let mut parser = SseParser::default();
         let big = vec![b'x'; MAX_EVENT_BYTES + 1];
         assert_eq!(parser.push(&big), Err(EventTooLarge));
+    }
+
+    #[test]
+    fn data_lines_and_the_end() {
+        assert_eq!(data_payload(b"data: {}"), Some(&b"{}"[..]));
+        assert_eq!(data_payload(b"data:{}"), Some(&b"{}"[..]));
+        assert_eq!(data_payload(b"data:  x"), Some(&b" x"[..]));
+        assert_eq!(data_payload(b"event: data: x"), None);
+        assert!(is_done(" [DONE] ") && !is_done("[done]"));
+        let mut parser = SseParser::default();
+        assert_eq!(parser.push(DONE_EVENT.as_bytes()).unwrap(), vec![DONE]);
+        let event = data_event(&serde_json::json!({"a": "b\nc"})).unwrap();
+        assert_eq!(event, b"data: {\"a\":\"b\\nc\"}\n\n");
+        assert_eq!(parser.push(&event).unwrap(), vec![r#"{"a":"b\nc"}"#]);
     }
 }

@@ -2,11 +2,6 @@
 //! fields in OpenAI's order, so clients' SDKs surface every Sluice answer
 //! (filter, ext_authz, deferral endpoint, consumer admin, simulator) the
 //! same way.
-//!
-//! Its own crate because every side needs it and none of the others fits:
-//! it depends on serde only, so the Wasm filter links it (no tokio, no
-//! Redis), and the simulator and the consumer use it without linking the
-//! admission core and its tokenizer.
 
 use serde::Serialize;
 
