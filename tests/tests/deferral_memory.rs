@@ -137,18 +137,23 @@ fn metric(admin: SocketAddr, name: &str) -> f64 {
         .sum()
 }
 
+/// Test logs on, then a Redis and a broker of the test's own.
+async fn redis_and_broker() -> (RedisServer, sluice_testkit::RocketMq) {
+    sluice_testkit::init_test_tracing();
+    let redis = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap()
+        .unwrap();
+    (redis, start_broker().await)
+}
+
 fn rss(pid: u32) -> u64 {
     resident_kib(pid).map_or(0, |r| r.rss * 1024)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_bodies_and_tokenless_connections_stay_within_the_byte_budget() {
-    sluice_testkit::init_test_tracing();
-    let redis = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .unwrap()
-        .unwrap();
-    let broker = start_broker().await;
+    let (redis, broker) = redis_and_broker().await;
     let dir = tempfile::tempdir().unwrap();
     let (grpc, admin, deferral) = (free_port(), free_port(), free_port());
     let args: Vec<OsString> = [
@@ -356,12 +361,7 @@ fn du_kib(path: &std::path::Path) -> u64 {
 async fn broker_disk_per_deferred_byte() {
     use sluice_ratelimit::deferral::endpoint::Publisher;
     use sluice_ratelimit::deferral::publisher::LitePublisher;
-    sluice_testkit::init_test_tracing();
-    let redis = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .unwrap()
-        .unwrap();
-    let broker = start_broker().await;
+    let (redis, broker) = redis_and_broker().await;
     let conn = redis_connection(&redis);
     let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
         .await

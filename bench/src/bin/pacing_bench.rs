@@ -50,7 +50,9 @@ use sluice_redis::RedisConn;
 use sluice_testkit::chart::{Chart, Panel, Series};
 use sluice_testkit::queue_parts::QueueParts;
 use sluice_testkit::redis_topologies::RedisKind;
-use sluice_testkit::stack::{start_consumer, start_llm_sim, unpaced, work_item, ConsumerSpec};
+use sluice_testkit::stack::{
+    change_sim_capacity, start_consumer, start_llm_sim, unpaced, work_item, ConsumerSpec,
+};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -337,21 +339,7 @@ async fn change_capacity(backend: SocketAddr, factor: f64) -> anyhow::Result<()>
         factor: Some(factor),
         ..CapacityChange::default()
     };
-    let body = serde_json::to_vec(&change)?;
-    let answer = tokio::task::spawn_blocking(move || {
-        sluice_testkit::http_request(
-            backend,
-            "POST",
-            sluice_llm_sim::ADMIN_CAPACITY_PATH,
-            &[("content-type", "application/json")],
-            &body,
-        )
-    })
-    .await??;
-    if answer.status != 200 {
-        bail!("capacity change refused: {} {}", answer.status, answer.body);
-    }
-    Ok(())
+    change_sim_capacity(backend, &change).await
 }
 
 /// Halves every GPU at the cut and restores it after.
