@@ -284,7 +284,8 @@ impl ProcessStackOptions {
             Some(dir) => crate::built_binary(
                 &dir,
                 name,
-                "build it first (cargo build -p sluice-ratelimit -p sluice-consumer -p sluice-llm-sim)",
+                "build it first (./scripts/demo does: cargo build --release -p sluice-ratelimit \
+                 -p sluice-consumer -p sluice-llm-sim), or name its folder (--bin-dir, SLUICE_BIN_DIR)",
             ),
             None => crate::workspace_binary(name),
         }
