@@ -3,8 +3,8 @@
 //! controller and the fair sharing, as a summary and a chart. Pure: the
 //! demo binary plays the scenario and feeds the results in.
 
-use crate::chart::{Chart, Panel, Series};
 use crate::stats::Record;
+use sluice_testkit::chart::{Chart, Panel, Series};
 use std::fmt::Write as _;
 
 /// A team of closed-loop users sharing the model: each user sends its next

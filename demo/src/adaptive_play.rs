@@ -9,8 +9,9 @@ use crate::Ending;
 use anyhow::{bail, Context};
 use sluice_consumer::ControllerView;
 use sluice_demo::adaptive::{self, GpuSample, Timing, MODEL, TEAMS};
-use sluice_demo::{chart, stats};
+use sluice_demo::stats;
 use sluice_llm_sim::gpu::{CapacityChange, CapacityReport, GpuStatus};
+use sluice_testkit::chart;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -95,7 +96,7 @@ pub async fn run(
         files.push(path);
     }
     let png = out.join("demo.png");
-    match chart::render_png(&adaptive::chart(&samples, &records, end_s), &png) {
+    match chart::render(&adaptive::chart(&samples, &records, end_s), &png) {
         Ok(()) => files.push(png),
         Err(error) => eprintln!("sluice-demo: no chart: {error}"),
     }

@@ -2,5 +2,4 @@
 //! ([`chart`] is reusable by benches).
 
 pub mod adaptive;
-pub mod chart;
 pub mod stats;

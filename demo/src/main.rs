@@ -371,7 +371,7 @@ async fn run(cli: Cli) -> anyhow::Result<Ending> {
 
     println!("==> starting the stack (logs: {})", paths.logs.display());
     let starting =
-        tokio::task::spawn_blocking(move || Stack::start(&paths, &|line| println!("    {line}")));
+        tokio::task::spawn_blocking(move || Stack::start(&paths, |line| println!("    {line}")));
     let stack = tokio::select! {
         started = starting => started.context("start-up task failed")??,
         _ = interrupted() => {
@@ -815,7 +815,7 @@ fn write_results(
         "Sluice demo: admitted traffic per tenant × model",
     );
     let png = out.join("demo.png");
-    match sluice_demo::chart::render_png(&chart, &png) {
+    match sluice_testkit::chart::render(&chart, &png) {
         Ok(()) => files.push(png),
         Err(error) => eprintln!("sluice-demo: no chart: {error}"),
     }

@@ -5,7 +5,7 @@
 //! status and headers Envoy answered with, when the first token arrived, and
 //! the usage the model reported.
 
-use crate::chart::{Chart, Panel, Series};
+use sluice_testkit::chart::{Chart, Panel, Series};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

@@ -1,12 +1,13 @@
 //! Test harness: real Redis and Envoy processes on free loopback ports,
 //! stopped when their guard drops. No mocks of either.
 //!
-//! Feature `stack` (on for this crate's own tests and examples): the
+//! Feature `stack` (on for this crate's own tests and the benchmark drivers): the
 //! end-to-end stack built in one place ([`stack::Stack::builder`] for the
 //! whole deferral path, one starter per part otherwise) and the shared limits
 //! files ([`stack::limits`]). Feature `rls`: building RLS requests and
 //! reading RLS answers ([`rls`]).
 
+pub mod process;
 pub mod redis_topologies;
 
 use anyhow::{bail, Context};
@@ -141,6 +142,16 @@ pub fn deferral_headers(
     headers
 }
 
+/// A chat request for `gpt-4o` of exactly `size` bytes (one message of
+/// `a`s; a smaller `size` gets an empty message).
+pub fn chat_of(size: usize) -> Vec<u8> {
+    let frame = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": ""}]}"#;
+    let content = "a".repeat(size.saturating_sub(frame.len()));
+    frame
+        .replace(r#""content": """#, &format!(r#""content": "{content}""#))
+        .into_bytes()
+}
+
 /// The headers the filter sets on a deferred request for model `gpt-4o`
 /// (the marker and its claims), unsigned: see [`sign_deferral_headers`].
 pub fn deferral_markers(
@@ -211,15 +222,17 @@ pub fn sign_deferral_headers_for_digest(
     headers.push((deferral::DEFERRAL_TOKEN_HEADER, token));
 }
 
-/// A binary of this workspace, built next to the running test or example
+/// A binary of this workspace, built next to the running test or benchmark
 /// (`target/<profile>/<name>`; `cargo test --workspace` builds them all).
 pub fn workspace_binary(name: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
-    // target/<profile>/deps/<test> or target/<profile>/examples/<example>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .ok_or_else(|| anyhow::anyhow!("unexpected test binary path {}", exe.display()))?;
+    // target/<profile>/deps/<test>, or target/<profile>/<benchmark binary>
+    let parent = exe.parent();
+    let profile_dir = match parent {
+        Some(dir) if dir.ends_with("deps") || dir.ends_with("examples") => dir.parent(),
+        _ => parent,
+    }
+    .ok_or_else(|| anyhow::anyhow!("unexpected test binary path {}", exe.display()))?;
     built_binary(
         profile_dir,
         name,
@@ -1126,6 +1139,8 @@ mod rocketmq_tests {
     }
 }
 
+#[cfg(feature = "chart")]
+pub mod chart;
 #[cfg(feature = "stack")]
 pub mod load;
 #[cfg(feature = "stack")]

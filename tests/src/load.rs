@@ -1,32 +1,28 @@
 //! Long runs and fault runs through the real stack, shared by the soak
-//! (`examples/soak.rs`) and the chaos run (`examples/chaos.rs`):
+//! (`bench/src/bin/soak.rs`) and the chaos run (`bench/src/bin/chaos.rs`):
 //!
-//! * [`ProcessStack`]: every part a separate process on loopback ports —
+//! * [`ProcessStack`] (in [`crate::process`], which the demo shares): every part a separate process on loopback ports —
 //!   Redis, the broker (and its name server), `sluice-llm-sim`, `sluice-rls`
 //!   with its deferral endpoint, `sluice-consumer`s, Envoy with the filter —
 //!   so that resident memory is per process and `kill -9` is real;
 //! * [`LoadClient`]: one request through Envoy with a deadline, classified
 //!   into an [`Outcome`]; [`run_open_loop`] sends them at a fixed rate,
 //!   [`calibrate`] finds the highest rate the stack sustains;
-//! * [`MemorySampler`], [`MemoryStats`] and [`rss_chart_svg`]: resident
+//! * [`MemorySampler`], [`MemoryStats`] and [`rss_chart`]: resident
 //!   memory per process over time, RSS and `RssAnon` (heap) apart.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // harness fails loudly
 
-use crate::{
-    free_port, sluice_filter_envoy_config, wait_for_port, workspace_binary, workspace_root,
-};
-use crate::{Envoy, KillOnDrop, RedisServer, Resident, RocketMq, SluiceFilterPorts};
-use anyhow::Context;
+use crate::chart::{Chart, Panel, Series};
+pub use crate::process::{metric_sum, ProcessStack, ProcessStackOptions, Service};
+use crate::Resident;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -61,368 +57,6 @@ pub fn limits_yaml() -> String {
         ));
     }
     file(&tenants)
-}
-
-// ---------------------------------------------------------------------------
-// Processes
-
-/// A workspace binary (or any program) run as a child process of its own,
-/// restartable with the same arguments; SIGKILLed when dropped.
-pub struct Service {
-    pub name: String,
-    program: PathBuf,
-    args: Vec<OsString>,
-    /// Accepting here means started.
-    port: u16,
-    log: PathBuf,
-    child: Option<KillOnDrop>,
-}
-
-impl Service {
-    /// Starts `program` with `args`, logging to `log` (appended), and waits
-    /// until `port` accepts.
-    pub fn start(
-        name: &str,
-        program: PathBuf,
-        args: Vec<OsString>,
-        port: u16,
-        log: PathBuf,
-    ) -> anyhow::Result<Service> {
-        let mut service = Service {
-            name: name.into(),
-            program,
-            args,
-            port,
-            log,
-            child: None,
-        };
-        service.spawn()?;
-        Ok(service)
-    }
-
-    fn spawn(&mut self) -> anyhow::Result<()> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)?;
-        let child = Command::new(&self.program)
-            .args(&self.args)
-            .env(
-                "RUST_LOG",
-                std::env::var("SLUICE_LOAD_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("spawning {}", self.program.display()))?;
-        self.child = Some(KillOnDrop(child));
-        wait_for_port(([127, 0, 0, 1], self.port).into(), Duration::from_secs(30))
-            .with_context(|| format!("{} did not start; log {}", self.name, self.log.display()))
-    }
-
-    /// The port whose accepting means started (a consumer's admin port).
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// Its process id while it runs.
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(KillOnDrop::id)
-    }
-
-    /// `kill -9`: no shutdown path runs.
-    pub fn kill9(&mut self) {
-        self.child = None;
-    }
-
-    /// Starts it again with the same arguments (after [`Service::kill9`]).
-    pub fn restart(&mut self) -> anyhow::Result<()> {
-        self.kill9();
-        self.spawn()
-    }
-}
-
-/// How the [`ProcessStack`] is set up.
-pub struct ProcessStackOptions {
-    /// `sluice-consumer` instances.
-    pub consumers: usize,
-    /// Extra `sluice-llm-sim` arguments (pace, answer length).
-    pub sim_args: Vec<String>,
-    /// The consumers' config file (pacing, limits).
-    pub consumer_config: String,
-    /// Where the logs and config files go (kept after the run).
-    pub dir: PathBuf,
-    /// Extra `sluice-rls` arguments.
-    pub rls_args: Vec<String>,
-    /// What Redis keeps across a restart.
-    pub redis: crate::Durability,
-    /// More `redis-server` arguments.
-    pub redis_args: Vec<String>,
-    /// The filter's `failure_mode` is `deny`: a request whose rate-limit
-    /// decision failed (sluice-rls too slow or unreachable) gets a 503
-    /// instead of going through uncounted, so that a load run counts it
-    /// as an error. The shipped config's `allow` otherwise.
-    pub refuse_undecided: bool,
-}
-
-/// The whole path, one process per part, on free loopback ports.
-pub struct ProcessStack {
-    pub redis: RedisServer,
-    pub mq: RocketMq,
-    pub sim: Service,
-    pub rls: Service,
-    pub consumers: Vec<Service>,
-    /// `None` while killed.
-    pub envoy: Option<Envoy>,
-    envoy_config: String,
-    envoy_admin: u16,
-    /// Where clients send requests (Envoy's listener).
-    pub listener: SocketAddr,
-    /// The model server (for `/sim/calls`).
-    pub sim_addr: SocketAddr,
-    /// sluice-rls's admin port (`/metrics`).
-    pub rls_admin: SocketAddr,
-}
-
-impl ProcessStackOptions {
-    /// `sluice-llm-sim`'s pace: `tokens_per_second` (0: no pacing) after a
-    /// first token at `first_token_ms`.
-    pub fn sim_pace(tokens_per_second: u32, first_token_ms: u32) -> Vec<String> {
-        vec![
-            "--tokens-per-second".into(),
-            tokens_per_second.to_string(),
-            "--first-token-ms".into(),
-            first_token_ms.to_string(),
-        ]
-    }
-
-    /// A consumer config pacing every bucket at `requests_per_second`.
-    pub fn consumer_paced_at(requests_per_second: u32) -> String {
-        format!("pacing:\n  default_rates: {{ requests_per_second: {requests_per_second} }}\n")
-    }
-}
-
-impl ProcessStack {
-    /// [`ProcessStack::start`] off the runtime's threads; `what` (the
-    /// program) says where the logs go first.
-    pub async fn start_for(
-        what: &str,
-        options: ProcessStackOptions,
-    ) -> anyhow::Result<ProcessStack> {
-        eprintln!(
-            "{what}: starting the stack (logs in {})",
-            options.dir.display()
-        );
-        tokio::task::spawn_blocking(move || ProcessStack::start(options)).await?
-    }
-
-    pub fn start(options: ProcessStackOptions) -> anyhow::Result<ProcessStack> {
-        let dir = options.dir;
-        std::fs::create_dir_all(&dir)?;
-        let redis = RedisServer::start_with_args(options.redis, options.redis_args)?;
-        let mq = RocketMq::start()?;
-
-        let sim_port = free_port();
-        let mut sim_args: Vec<OsString> =
-            vec!["--addr".into(), format!("127.0.0.1:{sim_port}").into()];
-        sim_args.extend(options.sim_args.iter().map(OsString::from));
-        let sim = Service::start(
-            "llm-sim",
-            service_binary("sluice-llm-sim")?,
-            sim_args,
-            sim_port,
-            dir.join("llm-sim.log"),
-        )?;
-
-        let limits = dir.join("limits.yaml");
-        std::fs::write(&limits, limits_yaml())?;
-        let (grpc, admin, deferral) = (free_port(), free_port(), free_port());
-        let secret = workspace_root().join("config/deferral-secret.example");
-        let mut rls_args = vec![
-            "--config".into(),
-            limits.display().to_string(),
-            "--grpc-addr".into(),
-            format!("127.0.0.1:{grpc}"),
-            "--admin-addr".into(),
-            format!("127.0.0.1:{admin}"),
-            "--store".into(),
-            "redis".into(),
-            "--redis-url".into(),
-            redis.url(),
-            "--deferral-addr".into(),
-            format!("127.0.0.1:{deferral}"),
-            "--deferral-secret-file".into(),
-            secret.display().to_string(),
-            "--namesrv".into(),
-            mq.namesrv_addr(),
-        ];
-        rls_args.extend(options.rls_args);
-        let rls = Service::start(
-            "sluice-rls",
-            service_binary("sluice-rls")?,
-            os_args(&rls_args),
-            deferral,
-            dir.join("sluice-rls.log"),
-        )?;
-        wait_for_port(([127, 0, 0, 1], grpc).into(), Duration::from_secs(10))?;
-
-        let consumer_config = dir.join("consumer.yaml");
-        std::fs::write(&consumer_config, &options.consumer_config)?;
-        let mut consumers = Vec::new();
-        for index in 0..options.consumers {
-            consumers.push(start_consumer_process(
-                index,
-                &redis,
-                &mq,
-                sim_port,
-                &consumer_config,
-                &dir,
-            )?);
-        }
-
-        let (envoy_admin, listener) = (free_port(), free_port());
-        let envoy_config = sluice_filter_envoy_config(&SluiceFilterPorts {
-            admin: envoy_admin,
-            listener,
-            rls: grpc,
-            backend: sim_port,
-            deferral,
-        })?;
-        let envoy_config = if options.refuse_undecided {
-            refuse_undecided(&envoy_config)?
-        } else {
-            envoy_config
-        };
-        let envoy = Envoy::start(&envoy_config, envoy_admin, listener)?;
-        Ok(ProcessStack {
-            redis,
-            mq,
-            sim,
-            rls,
-            consumers,
-            envoy: Some(envoy),
-            envoy_config,
-            envoy_admin,
-            listener: ([127, 0, 0, 1], listener).into(),
-            sim_addr: ([127, 0, 0, 1], sim_port).into(),
-            rls_admin: ([127, 0, 0, 1], admin).into(),
-        })
-    }
-
-    /// SIGKILL Envoy.
-    pub fn kill_envoy(&mut self) {
-        self.envoy = None;
-    }
-
-    /// Start Envoy again on the same ports and config.
-    pub fn restart_envoy(&mut self) -> anyhow::Result<()> {
-        self.envoy = None;
-        self.envoy = Some(Envoy::start(
-            &self.envoy_config,
-            self.envoy_admin,
-            self.listener.port(),
-        )?);
-        Ok(())
-    }
-
-    /// Every process by name with its id (those running now).
-    pub fn pids(&self) -> Vec<(String, u32)> {
-        let mut pids = Vec::new();
-        let mut add = |name: &str, pid: Option<u32>| {
-            if let Some(pid) = pid {
-                pids.push((name.to_string(), pid));
-            }
-        };
-        add("envoy", self.envoy.as_ref().map(Envoy::pid));
-        add("sluice-rls", self.rls.pid());
-        for consumer in &self.consumers {
-            add(&consumer.name, consumer.pid());
-        }
-        add("llm-sim", self.sim.pid());
-        add("redis", self.redis.pid());
-        add("broker", self.mq.broker_pid());
-        add("namesrv", self.mq.namesrv_pid());
-        pids
-    }
-
-    /// Envoy's admin address while it runs (`/stats`, `/memory`).
-    pub fn envoy_admin(&self) -> Option<std::net::SocketAddr> {
-        self.envoy.as_ref()?;
-        Some(([127, 0, 0, 1], self.envoy_admin).into())
-    }
-
-    /// The sums of sluice-rls's metrics `names` (their samples, all
-    /// labels), from one scrape; blocks.
-    pub fn rls_metrics(&self, names: &[&str]) -> Option<Vec<f64>> {
-        let text = crate::http_request(self.rls_admin, "GET", "/metrics", &[], b"")
-            .ok()?
-            .body;
-        Some(names.iter().map(|name| metric_sum(&text, name)).collect())
-    }
-}
-
-/// The binary `name` the stack runs: from `$SLUICE_BIN_DIR` when set (e.g.
-/// `target/release` under a debug-built driver), else next to the driver.
-fn service_binary(name: &str) -> anyhow::Result<PathBuf> {
-    match std::env::var_os("SLUICE_BIN_DIR") {
-        Some(dir) => {
-            let path = PathBuf::from(dir).join(name);
-            anyhow::ensure!(path.is_file(), "{} not found", path.display());
-            Ok(path)
-        }
-        None => workspace_binary(name),
-    }
-}
-
-fn os_args(args: &[String]) -> Vec<OsString> {
-    args.iter().map(OsString::from).collect()
-}
-
-fn start_consumer_process(
-    index: usize,
-    redis: &RedisServer,
-    mq: &RocketMq,
-    sim_port: u16,
-    config: &Path,
-    dir: &Path,
-) -> anyhow::Result<Service> {
-    let name = format!("consumer-{}", index + 1);
-    let admin = free_port();
-    Service::start(
-        &name,
-        service_binary("sluice-consumer")?,
-        os_args(&[
-            "--id".into(),
-            name.clone(),
-            "--redis-url".into(),
-            redis.url(),
-            "--namesrv".into(),
-            mq.namesrv_addr(),
-            "--backend-url".into(),
-            format!("http://127.0.0.1:{sim_port}"),
-            "--config".into(),
-            config.display().to_string(),
-            "--admin-addr".into(),
-            format!("127.0.0.1:{admin}"),
-            "--membership-ttl-ms".into(),
-            "2000".into(),
-        ]),
-        admin,
-        dir.join(format!("{name}.log")),
-    )
-}
-
-/// The sum of the samples of metric `name` in Prometheus text.
-pub fn metric_sum(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| {
-            l.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 // ---------------------------------------------------------------------------
@@ -877,16 +511,6 @@ pub fn flat_measure(process: &str) -> (Measure, &'static str) {
     }
 }
 
-/// `config` (the filter's Envoy config) with `failure_mode: deny`.
-fn refuse_undecided(config: &str) -> anyhow::Result<String> {
-    const ALLOW: &str = r#""failure_mode": "allow""#;
-    anyhow::ensure!(
-        config.matches(ALLOW).count() == 1,
-        "envoy/sluice-filter.yaml has no single `{ALLOW}`"
-    );
-    Ok(config.replace(ALLOW, r#""failure_mode": "deny""#))
-}
-
 /// One measure of one process over a run, in KiB.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MemoryStats {
@@ -972,112 +596,40 @@ impl MemorySampler {
     }
 }
 
-/// Line charts of RSS (top) and RssAnon (bottom) per process over time, as
-/// one small standalone SVG; a dashed line marks the end of the warm-up.
-pub fn rss_chart_svg(series: &MemorySeries, title: &str, warmup_s: f64) -> String {
-    let (width, panel_height) = (760.0, 300.0);
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"60\" y=\"18\" font-size=\"13\">{title}</text>\n",
-        2.0 * panel_height + 20.0
-    );
-    for (index, measure) in [Measure::Rss, Measure::Anon].into_iter().enumerate() {
-        let top = 20.0 + index as f64 * panel_height;
-        chart_panel(&mut svg, series, measure, warmup_s, top, panel_height);
-    }
-    svg.push_str("</svg>\n");
-    svg
-}
-
-/// One panel of [`rss_chart_svg`]: `measure` of every process, `height`
-/// pixels from `top`.
-fn chart_panel(
-    svg: &mut String,
-    series: &MemorySeries,
-    measure: Measure,
-    warmup_s: f64,
-    top: f64,
-    height: f64,
-) {
-    const COLORS: [&str; 8] = [
-        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-    ];
-    let (width, left, right, pad_top, bottom) = (760.0, 60.0, 150.0, 24.0, 36.0);
-    let plot_w = width - left - right;
-    let plot_h = height - pad_top - bottom;
-    let top = top + pad_top;
-    let t_max = series
-        .values()
-        .flat_map(|s| s.iter().map(|p| p.0))
-        .fold(1.0_f64, f64::max);
-    let mib_max = series
-        .values()
-        .flat_map(|s| s.iter().map(|p| measure.of(&p.1) as f64 / 1024.0))
-        .fold(1.0_f64, f64::max);
-    let mib_top = nice_ceiling(mib_max);
-    let x = |t: f64| left + t / t_max * plot_w;
-    let y = |mib: f64| top + plot_h - mib / mib_top * plot_h;
-    svg.push_str(&format!(
-        "<text x=\"{left}\" y=\"{:.1}\" font-size=\"12\">{}</text>\n",
-        top - 6.0,
-        measure.name()
-    ));
-    for step in 0..=4 {
-        let mib = mib_top * step as f64 / 4.0;
-        svg.push_str(&format!(
-            "<line x1=\"{left}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{mib:.0} MiB</text>\n",
-            left + plot_w,
-            y(mib),
-            y(mib),
-            left - 4.0,
-            y(mib) + 4.0
-        ));
-    }
-    for step in 0..=4 {
-        let t = t_max * step as f64 / 4.0;
-        svg.push_str(&format!(
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{:.0} min</text>\n",
-            x(t),
-            top + plot_h + 16.0,
-            t / 60.0
-        ));
-    }
-    if warmup_s > 0.0 && warmup_s < t_max {
-        svg.push_str(&format!(
-            "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{top:.1}\" y2=\"{1:.1}\" stroke=\"#999\" stroke-dasharray=\"4 3\"/><text x=\"{0:.1}\" y=\"{2:.1}\" fill=\"#999\"> warm-up</text>\n",
-            x(warmup_s),
-            top + plot_h,
-            top + 10.0
-        ));
-    }
-    for (index, (name, points)) in series.iter().enumerate() {
-        let color = COLORS[index % COLORS.len()];
-        let path: Vec<String> = points
+/// Line charts of RSS (top) and RssAnon (bottom) per process over time, in
+/// MiB over minutes; a dashed line marks the end of the warm-up.
+pub fn rss_chart(series: &MemorySeries, title: &str, warmup_s: f64) -> Chart {
+    let panel = |measure: Measure| {
+        let mut lines: Vec<Series> = series
             .iter()
-            .map(|(t, resident)| {
-                format!(
-                    "{:.1},{:.1}",
-                    x(*t),
-                    y(measure.of(resident) as f64 / 1024.0)
-                )
+            .enumerate()
+            .map(|(index, (name, points))| {
+                let mib = |resident: &Resident| measure.of(resident) as f64 / 1024.0;
+                let points = points.iter().map(|(t, r)| (t / 60.0, mib(r))).collect();
+                Series::solid(name.clone(), points, index)
             })
             .collect();
-        svg.push_str(&format!(
-            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"1.5\" points=\"{}\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{color}\">{name}</text>\n",
-            path.join(" "),
-            left + plot_w + 8.0,
-            top + 14.0 * (index as f64 + 1.0)
-        ));
-    }
-}
-
-fn nice_ceiling(value: f64) -> f64 {
-    let magnitude = 10f64.powf(value.log10().floor());
-    for step in [1.0, 2.0, 2.5, 5.0, 10.0] {
-        if step * magnitude >= value {
-            return step * magnitude;
+        let top = lines
+            .iter()
+            .flat_map(|line| line.points.iter().map(|p| p.1))
+            .fold(0.0_f64, f64::max);
+        if warmup_s > 0.0 {
+            let at = warmup_s / 60.0;
+            lines.push(Series::dashed("warm-up".into(), vec![(at, 0.0), (at, top)], 7).thin());
         }
+        Panel {
+            title: measure.name().into(),
+            y_label: "MiB".into(),
+            series: lines,
+        }
+    };
+    Chart {
+        title: title.into(),
+        x_label: "minutes".into(),
+        width: 760,
+        height: 640,
+        panels: vec![panel(Measure::Rss), panel(Measure::Anon)],
     }
-    10.0 * magnitude
 }
 
 #[cfg(test)]
@@ -1133,10 +685,15 @@ mod tests {
             "b".into(),
             vec![(0.0, resident(512, 256)), (10.0, resident(512, 256))],
         );
-        let svg = rss_chart_svg(&series, "t", 5.0);
-        assert_eq!(svg.matches("<polyline").count(), 4);
-        assert!(svg.contains(">RssAnon</text>"));
-        assert!(svg.starts_with("<svg"));
+        let chart = rss_chart(&series, "t", 5.0);
+        let titles: Vec<&str> = chart.panels.iter().map(|p| p.title.as_str()).collect();
+        assert_eq!(titles, ["RSS", "RssAnon"]);
+        for panel in &chart.panels {
+            let labels: Vec<&str> = panel.series.iter().map(|s| s.label.as_str()).collect();
+            assert_eq!(labels, ["a", "b", "warm-up"]);
+        }
+        // RssAnon of "a" in MiB at minute 1/6.
+        assert_eq!(chart.panels[1].series[0].points[1], (10.0 / 60.0, 0.5));
     }
 
     #[test]

@@ -250,6 +250,32 @@ pub fn chunk_content(data: &[&str]) -> String {
         .collect()
 }
 
+/// Changes the simulated GPU's capacity (`POST /admin/capacity`); an
+/// answer other than 200 is an error.
+pub async fn change_sim_capacity(
+    backend: SocketAddr,
+    change: &sluice_llm_sim::gpu::CapacityChange,
+) -> anyhow::Result<()> {
+    let body = serde_json::to_vec(change)?;
+    let answer = tokio::task::spawn_blocking(move || {
+        crate::http_request(
+            backend,
+            "POST",
+            sluice_llm_sim::ADMIN_CAPACITY_PATH,
+            &[("content-type", "application/json")],
+            &body,
+        )
+    })
+    .await??;
+    anyhow::ensure!(
+        answer.status == 200,
+        "capacity change refused: {} {}",
+        answer.status,
+        answer.body
+    );
+    Ok(())
+}
+
 /// [`start_llm_sim`] with fast answers of `completion_tokens` tokens.
 pub async fn start_fast_llm_sim(completion_tokens: u64) -> SocketAddr {
     let mut sim = sluice_llm_sim::SimConfig::fast();

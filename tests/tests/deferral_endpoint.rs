@@ -795,15 +795,6 @@ fn signed_head(req_id: &str, tenant: &str, priority: &str, length: usize, body: 
     head + "\r\n"
 }
 
-/// A chat request of exactly `size` bytes.
-fn chat_of(size: usize) -> Vec<u8> {
-    let frame = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": ""}]}"#;
-    let content = "a".repeat(size - frame.len());
-    frame
-        .replace(r#""content": """#, &format!(r#""content": "{content}""#))
-        .into_bytes()
-}
-
 /// The token is checked from the headers: a request without one, or with a
 /// forged one, is refused before its body is read — the answer comes
 /// although the client never sends the body it announced (before, the
@@ -863,7 +854,7 @@ async fn held_body_bytes_are_bounded_globally_and_per_tenant() {
         mark_subscribed(&mut s.redis, tenant).await;
     }
     let size = (3 * mib) as usize;
-    let body = chat_of(size);
+    let body = sluice_testkit::chat_of(size);
     let send = |id: &str, tenant: &str| {
         raw_post(
             s.addr,
@@ -1017,7 +1008,7 @@ async fn a_body_too_close_to_the_maximum_gets_a_clear_413() {
     let s = setup(EndpointOptions::default()).await;
     watch(&s.consumer, "edge").await;
     let size = sluice_admission::config::DEFAULT_MAX_BODY_BYTES;
-    let body = chat_of(size);
+    let body = sluice_testkit::chat_of(size);
     let (status, answer_body, _) = raw_post(
         s.addr,
         signed_head("edge-1", "edge", "high", size, &body),

@@ -40,15 +40,6 @@ const GIVEN_BACK_MARGIN: u64 = 48 * MIB;
 const BODY_BYTES: usize = 3_900 * 1024;
 const TENANTS: usize = 10;
 
-/// A chat request of exactly `size` bytes.
-fn chat_of(size: usize) -> Vec<u8> {
-    let frame = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": ""}]}"#;
-    let content = "a".repeat(size - frame.len());
-    frame
-        .replace(r#""content": """#, &format!(r#""content": "{content}""#))
-        .into_bytes()
-}
-
 /// A signed deferred request head asking for `100-continue`: the body is
 /// sent only if the endpoint takes the request (it refuses from the headers).
 /// `digest`: the body's SHA-256, computed once for all clients.
@@ -146,18 +137,23 @@ fn metric(admin: SocketAddr, name: &str) -> f64 {
         .sum()
 }
 
+/// Test logs on, then a Redis and a broker of the test's own.
+async fn redis_and_broker() -> (RedisServer, sluice_testkit::RocketMq) {
+    sluice_testkit::init_test_tracing();
+    let redis = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap()
+        .unwrap();
+    (redis, start_broker().await)
+}
+
 fn rss(pid: u32) -> u64 {
     resident_kib(pid).map_or(0, |r| r.rss * 1024)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_bodies_and_tokenless_connections_stay_within_the_byte_budget() {
-    sluice_testkit::init_test_tracing();
-    let redis = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .unwrap()
-        .unwrap();
-    let broker = start_broker().await;
+    let (redis, broker) = redis_and_broker().await;
     let dir = tempfile::tempdir().unwrap();
     let (grpc, admin, deferral) = (free_port(), free_port(), free_port());
     let args: Vec<OsString> = [
@@ -207,17 +203,11 @@ async fn waiting_bodies_and_tokenless_connections_stay_within_the_byte_budget() 
         "sluice-rls",
         workspace_binary("sluice-rls").unwrap(),
         args,
-        deferral,
-        log.clone(),
+        &[deferral],
+        log,
     )
-    .unwrap_or_else(|e| {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(30).collect();
-        panic!(
-            "{e:#}\n{}",
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        )
-    });
+    // The error carries the log's tail.
+    .unwrap_or_else(|e| panic!("{e:#}"));
     let pid = rls.pid().unwrap();
     let addr: SocketAddr = ([127, 0, 0, 1], deferral).into();
     let admin: SocketAddr = ([127, 0, 0, 1], admin).into();
@@ -249,7 +239,7 @@ async fn waiting_bodies_and_tokenless_connections_stay_within_the_byte_budget() 
         })
     };
 
-    let body = Arc::new(chat_of(BODY_BYTES));
+    let body = Arc::new(sluice_testkit::chat_of(BODY_BYTES));
     let digest = sluice_admission::deferral::body_digest(&body);
     let started = Instant::now();
     let deferred: Vec<_> = (0..300)
@@ -371,12 +361,7 @@ fn du_kib(path: &std::path::Path) -> u64 {
 async fn broker_disk_per_deferred_byte() {
     use sluice_ratelimit::deferral::endpoint::Publisher;
     use sluice_ratelimit::deferral::publisher::LitePublisher;
-    sluice_testkit::init_test_tracing();
-    let redis = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .unwrap()
-        .unwrap();
-    let broker = start_broker().await;
+    let (redis, broker) = redis_and_broker().await;
     let conn = redis_connection(&redis);
     let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
         .await
@@ -390,7 +375,8 @@ async fn broker_disk_per_deferred_byte() {
         .unwrap();
     let store = broker.dir().join("store");
     let work = sluice_testkit::stack::work_item("disk", "gpt-4o", "probe", 1);
-    let body: serde_json::Value = serde_json::from_slice(&chat_of(BODY_BYTES)).unwrap();
+    let body: serde_json::Value =
+        serde_json::from_slice(&sluice_testkit::chat_of(BODY_BYTES)).unwrap();
     let mut published = 0u64;
     // One first message allocates the files; measure from there.
     let first = sluice_contract::WorkItem {

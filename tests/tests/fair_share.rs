@@ -511,21 +511,13 @@ async fn the_controller_follows_a_capacity_change_read_from_the_servers_gauges()
     // Room at the server: the limit climbs past its 4 slots.
     let high = limit_reaches(&stack, |limit| limit >= 4.5, Duration::from_secs(20)).await;
     // Half the slots: requests wait at the server, the limit follows.
-    let change = serde_json::json!({"max_batch": 2}).to_string();
-    let backend = stack.backend;
-    let answer = tokio::task::spawn_blocking(move || {
-        sluice_testkit::http_request(
-            backend,
-            "POST",
-            sluice_llm_sim::ADMIN_CAPACITY_PATH,
-            &[("content-type", "application/json")],
-            change.as_bytes(),
-        )
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert_eq!(answer.status, 200, "{answer:?}");
+    let change = sluice_llm_sim::gpu::CapacityChange {
+        max_batch: Some(2),
+        ..Default::default()
+    };
+    sluice_testkit::stack::change_sim_capacity(stack.backend, &change)
+        .await
+        .unwrap();
     // Near 2 + the target queue: the cap applied (the limit's whole part)
     // is at most 3. Where inside [3, 4) the limit lands depends on the
     // queue samples on the way down; at 2 running + 1 waiting it is on

@@ -2,7 +2,7 @@
 //!               [--short-retention] [--done-ttl-secs N] [--max-work-item-age-secs N]
 //!               [--owner-ttl-secs N] [--stream-ttl-secs N] [--deferral-timeout-secs N]
 //!               [--sim-tracked-request-ids N] [--warmup-seconds N] [--redis-expire-effort N]`
-//! (`cargo run --release -p sluice-testkit --example soak -- ...`)
+//! (`cargo run --release -p sluice-bench --bin soak -- ...`)
 //!
 //! The soak: every part a separate process on loopback (Redis, broker,
 //! sluice-llm-sim, sluice-rls with its deferral endpoint, one
@@ -30,7 +30,7 @@
 
 use clap::Parser;
 use sluice_testkit::load::{
-    calibrate, flat_measure, quantile, rss_chart_svg, run_open_loop, Class, LoadClient, Measure,
+    calibrate, flat_measure, quantile, rss_chart, run_open_loop, Class, LoadClient, Measure,
     MemorySampler, MemorySeries, MemoryStats, OpenLoop, ProcessStack, ProcessStackOptions, Record,
     RequestSpec,
 };
@@ -332,6 +332,9 @@ async fn main() -> anyhow::Result<()> {
     let mut stack = ProcessStack::start_for(
         "soak",
         ProcessStackOptions {
+            limits: sluice_testkit::load::limits_yaml(),
+            bin_dir: None,
+            progress: |_| {},
             consumers: 1,
             sim_args: ProcessStackOptions::sim_pace(0, 2)
                 .into_iter()
@@ -449,7 +452,7 @@ async fn main() -> anyhow::Result<()> {
             args.deferred_share * 100.0,
             args.duration.as_secs_f64() / 60.0
         );
-        std::fs::write(svg, rss_chart_svg(&series, &title, warmup))?;
+        sluice_testkit::chart::render(&rss_chart(&series, &title, warmup), svg)?;
         eprintln!("soak: chart written to {}", svg.display());
     }
     stack.kill_envoy();

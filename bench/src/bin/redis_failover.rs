@@ -9,7 +9,7 @@
 //! promoted replica: Redis replicates asynchronously). That last figure bounds
 //! over-admission: a lost increment is a request the window forgets.
 //!
-//! `cargo run -p sluice-testkit --example redis_failover [-- --seconds-before 3]`
+//! `cargo run -p sluice-bench --bin redis_failover [-- --seconds-before 3]`
 //! (recovery is bound by Redis, not by this process: a debug build is enough)
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -159,14 +159,17 @@ fn report(name: &str, f: &Figures) {
     );
 }
 
+#[derive(clap::Parser)]
+#[command(about = "Decisions lost when a Redis master is SIGKILLed (Cluster, then Sentinel)")]
+struct Args {
+    /// Seconds of decisions before the master is killed.
+    #[arg(long, default_value_t = 3)]
+    seconds_before: u64,
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let before = std::env::args()
-        .skip_while(|a| a != "--seconds-before")
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .map(Duration::from_secs)
-        .unwrap_or(Duration::from_secs(3));
+    let before = Duration::from_secs(<Args as clap::Parser>::parse().seconds_before);
     println!(
         "{CALLERS} callers deciding for tenant {TENANT:?}; its master is SIGKILLed after {before:?}"
     );

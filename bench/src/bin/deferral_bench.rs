@@ -1,4 +1,4 @@
-//! `cargo run --release -p sluice-testkit --example deferral_bench`
+//! `cargo run --release -p sluice-bench --bin deferral_bench -- --help`
 //!
 //! The deferral endpoint's response side at scale: N clients (default 9,000;
 //! client and server sockets share this process's file-descriptor limit)
@@ -10,6 +10,7 @@
 //! The publisher here accepts without a broker: this measures the response
 //! channel (the queue side is measured by the consumer/lite-topic benches).
 
+use clap::Parser;
 use futures::future::BoxFuture;
 use redis::AsyncCommands;
 use sluice_ratelimit::deferral::caps::PublishError;
@@ -19,6 +20,17 @@ use sluice_testkit::RedisServer;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[derive(Parser)]
+#[command(about = "Deferred SSE streams held open at once, then answered")]
+struct Args {
+    /// Clients holding a deferred stream open at once.
+    #[arg(long, env = "STREAMS", default_value_t = 9_000)]
+    streams: usize,
+    /// The stream hub's Redis readers.
+    #[arg(long, env = "READERS", default_value_t = 7)]
+    readers: usize,
+}
 
 struct Accept;
 
@@ -53,8 +65,10 @@ fn rss_mib() -> f64 {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let n: usize = sluice_testkit::env_or("STREAMS", 9_000);
-    let readers: usize = sluice_testkit::env_or("READERS", 7);
+    let Args {
+        streams: n,
+        readers,
+    } = Args::parse();
     let redis = RedisServer::start()?;
     let client = sluice_redis::RedisClient::open(&redis.url())?;
     let control = client.connect()?;

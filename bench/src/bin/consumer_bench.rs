@@ -1,4 +1,4 @@
-//! `cargo run --release -p sluice-testkit --example consumer_bench`
+//! `cargo run --release -p sluice-bench --bin consumer_bench -- --help`
 //!
 //! The consumer's pop loop on real parts: a real RocketMQ broker (LiteTopics),
 //! a real `redis-server`, the real `Runner` of `sluice-consumer`, and the
@@ -7,7 +7,8 @@
 //! fresh broker and Redis, queues its whole workload first (as after a burst
 //! of deferrals), then starts the consumer: the clock starts then.
 //!
-//! Sections (`SECTIONS=pacing,isolation,scale,subscriptions`, default all):
+//! Sections (`--sections` or `SECTIONS=pacing,isolation,scale,subscriptions`,
+//! default all; each knob below is a flag too, `--help` lists them):
 //!
 //! 1. `pacing`: buckets at 2, 5, 20 requests/s and one limited to 4 × T
 //!    tokens/s, where T is what the backend reports for one message (the
@@ -29,12 +30,13 @@
 //!    until it owns them all, RSS of this process and of the broker before
 //!    and after, and a message through one of them afterwards.
 //!
-//! `CSV_DIR=dir` also writes the raw per-message times (`pacing_admits.csv`,
+//! `--csv-dir dir` (`CSV_DIR`) also writes the raw per-message times (`pacing_admits.csv`,
 //! `isolation.csv`, `scale_admits.csv`). Prints figures; asserts nothing.
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use anyhow::{bail, Context};
 use axum::serve::ListenerExt;
+use clap::Parser;
 use futures::StreamExt;
 use sluice_consumer::keys::{self, Dimension};
 use sluice_consumer::RunnerOptions;
@@ -120,6 +122,73 @@ fn broker_pid(mq: &RocketMq) -> Option<String> {
 
 struct Csv(Option<PathBuf>);
 
+#[derive(Parser)]
+#[command(about = "The consumer's pop loop on real parts")]
+struct Args {
+    /// Sections to run, comma-separated: pacing, isolation, scale, subscriptions.
+    #[arg(
+        env = "SECTIONS",
+        value_delimiter = ',',
+        default_value = "pacing,isolation,scale,subscriptions"
+    )]
+    sections: Vec<String>,
+    /// Also write the raw per-message times here.
+    #[arg(long, env = "CSV_DIR")]
+    csv_dir: Option<PathBuf>,
+    #[command(flatten)]
+    sim: SimKnobs,
+    /// Pacing: the request bursts to run, comma-separated.
+    #[arg(
+        long,
+        env = "PACING_BURSTS",
+        value_delimiter = ',',
+        default_value = "1,2"
+    )]
+    pacing_bursts: Vec<f64>,
+    /// Pacing: seconds of work per bucket.
+    #[arg(long, env = "PACING_SECS", default_value_t = 20.0)]
+    pacing_secs: f64,
+    #[command(flatten)]
+    iso: IsoShape,
+    /// Isolation: the modes to run, comma-separated (live, backlog).
+    #[arg(
+        long,
+        env = "ISO_MODES",
+        value_delimiter = ',',
+        default_value = "live,backlog"
+    )]
+    iso_modes: Vec<String>,
+    /// Scale: unlimited buckets.
+    #[arg(long, env = "SCALE_BUCKETS", default_value_t = 1000)]
+    scale_buckets: usize,
+    /// Scale: messages per bucket.
+    #[arg(long, env = "SCALE_PER_BUCKET", default_value_t = 5)]
+    scale_per_bucket: usize,
+    /// Scale: seconds to wait for every answer.
+    #[arg(long, env = "SCALE_TIMEOUT_S", default_value_t = 300)]
+    scale_timeout_s: u64,
+    /// Subscriptions: announced buckets.
+    #[arg(long, env = "SUBS", default_value_t = 10_000)]
+    subs: usize,
+    /// Subscriptions: seconds to wait until the runner owns them all.
+    #[arg(long, env = "SUBS_TIMEOUT_S", default_value_t = 300)]
+    subs_timeout_s: u64,
+}
+
+/// The simulated backend's pace (`SimConfig::fast()` by default).
+#[derive(clap::Args, Clone, Copy)]
+struct SimKnobs {
+    /// Tokens per answer.
+    #[arg(long, env = "SIM_TOKENS", default_value_t = 5)]
+    sim_tokens: u64,
+    /// Tokens per second of an answer (0: unpaced).
+    #[arg(long, env = "SIM_TPS", default_value_t = 0.0)]
+    sim_tps: f64,
+    /// Milliseconds to the first token.
+    #[arg(long, env = "SIM_FIRST_TOKEN_MS", default_value_t = 0)]
+    sim_first_token_ms: u64,
+}
+
 impl Csv {
     fn write(&self, name: &str, header: &str, rows: &[String]) -> anyhow::Result<()> {
         let Some(dir) = &self.0 else { return Ok(()) };
@@ -151,16 +220,15 @@ struct Stack {
 }
 
 impl Stack {
-    async fn start() -> anyhow::Result<Stack> {
+    async fn start(knobs: SimKnobs) -> anyhow::Result<Stack> {
         let redis = RedisServer::start()?;
         let broker = start_broker().await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let backend = listener.local_addr()?;
         let mut sim = sluice_llm_sim::SimConfig::fast();
-        sim.default_completion_tokens = sluice_testkit::env_or("SIM_TOKENS", 5);
-        sim.tokens_per_second = sluice_testkit::env_or("SIM_TPS", 0.0);
-        sim.first_token_latency =
-            Duration::from_millis(sluice_testkit::env_or("SIM_FIRST_TOKEN_MS", 0));
+        sim.default_completion_tokens = knobs.sim_tokens;
+        sim.tokens_per_second = knobs.sim_tps;
+        sim.first_token_latency = Duration::from_millis(knobs.sim_first_token_ms);
         sim.validate()?;
         let arrivals: Arrivals = Arc::default();
         let record = arrivals.clone();
@@ -395,15 +463,10 @@ fn ids_of(items: &[WorkItem]) -> Vec<String> {
 // ---------------------------------------------------------------------------
 // 1. Pacing accuracy
 
-async fn pacing(csv: &Csv) -> anyhow::Result<()> {
-    let bursts = std::env::var("PACING_BURSTS").unwrap_or_else(|_| "1,2".into());
+async fn pacing(args: &Args, csv: &Csv) -> anyhow::Result<()> {
     let mut rows = Vec::new();
-    for burst in bursts.split(',') {
-        let burst: f64 = burst
-            .trim()
-            .parse()
-            .with_context(|| format!("PACING_BURSTS: {burst:?}"))?;
-        pacing_run(burst, &mut rows).await?;
+    for &burst in &args.pacing_bursts {
+        pacing_run(args, burst, &mut rows).await?;
     }
     csv.write(
         "pacing_admits.csv",
@@ -413,10 +476,10 @@ async fn pacing(csv: &Csv) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn pacing_run(burst: f64, rows: &mut Vec<String>) -> anyhow::Result<()> {
-    let secs: f64 = sluice_testkit::env_or("PACING_SECS", 20.0);
+async fn pacing_run(args: &Args, burst: f64, rows: &mut Vec<String>) -> anyhow::Result<()> {
+    let secs = args.pacing_secs;
     println!("\n== pacing: 4 buckets, {secs} s of work each, one runner, request burst {burst} ==");
-    let mut stack = Stack::start().await?;
+    let mut stack = Stack::start(args.sim).await?;
     stack.request_burst = burst;
     let pacer = stack.pacer(None)?;
     // The token bucket's debt ends at each message's real usage (the
@@ -601,16 +664,34 @@ enum IsoMode {
     Live,
 }
 
+#[derive(clap::Args)]
 struct IsoShape {
+    /// Isolation: healthy (unlimited) buckets.
+    #[arg(long = "iso-healthy", env = "ISO_HEALTHY", default_value_t = 45)]
     healthy_n: usize,
+    /// Isolation: throttled neighbours.
+    #[arg(long = "iso-throttled", env = "ISO_THROTTLED", default_value_t = 5)]
     throttled_n: usize,
+    /// Isolation: messages per bucket.
+    #[arg(long = "iso-per-bucket", env = "ISO_PER_BUCKET", default_value_t = 10)]
     per_bucket: usize,
+    /// Isolation: the throttled neighbours' messages per second.
+    #[arg(
+        long = "iso-throttled-rate",
+        env = "ISO_THROTTLED_RATE",
+        default_value_t = 0.5
+    )]
     throttled_rate: f64,
+    /// Isolation, live: messages per second to the healthy buckets in all.
+    #[arg(long = "iso-live-rps", env = "ISO_LIVE_RPS", default_value_t = 45.0)]
     live_rps: f64,
+    /// Isolation, live: seconds of arrivals.
+    #[arg(long = "iso-live-secs", env = "ISO_LIVE_SECS", default_value_t = 20.0)]
     live_secs: f64,
 }
 
 async fn isolation_case(
+    sim: SimKnobs,
     label: &'static str,
     mode: IsoMode,
     shape: &IsoShape,
@@ -618,7 +699,7 @@ async fn isolation_case(
     naive: bool,
     csv_rows: &mut Vec<String>,
 ) -> anyhow::Result<IsoResult> {
-    let stack = Stack::start().await?;
+    let stack = Stack::start(sim).await?;
     let pacer = stack.pacer(None)?;
     let throttled_n = if with_throttled { shape.throttled_n } else { 0 };
     let healthy: Vec<String> = (0..shape.healthy_n).map(|i| format!("ok-{i:02}")).collect();
@@ -763,18 +844,10 @@ async fn isolation_case(
     })
 }
 
-async fn isolation(csv: &Csv) -> anyhow::Result<()> {
-    let shape = IsoShape {
-        per_bucket: sluice_testkit::env_or("ISO_PER_BUCKET", 10),
-        healthy_n: sluice_testkit::env_or("ISO_HEALTHY", 45),
-        throttled_n: sluice_testkit::env_or("ISO_THROTTLED", 5),
-        throttled_rate: sluice_testkit::env_or("ISO_THROTTLED_RATE", 0.5),
-        live_rps: sluice_testkit::env_or("ISO_LIVE_RPS", 45.0),
-        live_secs: sluice_testkit::env_or("ISO_LIVE_SECS", 20.0),
-    };
-    let modes = std::env::var("ISO_MODES").unwrap_or_else(|_| "live,backlog".into());
+async fn isolation(args: &Args, csv: &Csv) -> anyhow::Result<()> {
+    let shape = &args.iso;
     let mut rows = Vec::new();
-    for mode in modes.split(',').map(str::trim) {
+    for mode in args.iso_modes.iter().map(|mode| mode.trim()) {
         let mode = match mode {
             "live" => IsoMode::Live,
             "backlog" => IsoMode::Backlog,
@@ -803,9 +876,17 @@ async fn isolation(csv: &Csv) -> anyhow::Result<()> {
             ("runner, with throttled", true, false),
             ("naive sleep pacer, with throttled", true, true),
         ] {
-            let r = isolation_case(label, mode, &shape, with_throttled, naive, &mut rows)
-                .await
-                .with_context(|| format!("isolation case {label}"))?;
+            let r = isolation_case(
+                args.sim,
+                label,
+                mode,
+                shape,
+                with_throttled,
+                naive,
+                &mut rows,
+            )
+            .await
+            .with_context(|| format!("isolation case {label}"))?;
             results.push(r);
         }
         println!(
@@ -905,11 +986,10 @@ fn metric_value(text: &str, name: &str) -> Option<f64> {
         .ok()
 }
 
-async fn scale(csv: &Csv) -> anyhow::Result<()> {
-    let buckets: usize = sluice_testkit::env_or("SCALE_BUCKETS", 1000);
-    let per_bucket: usize = sluice_testkit::env_or("SCALE_PER_BUCKET", 5);
+async fn scale(args: &Args, csv: &Csv) -> anyhow::Result<()> {
+    let (buckets, per_bucket) = (args.scale_buckets, args.scale_per_bucket);
     println!("\n== scale: {buckets} unlimited buckets × {per_bucket} messages, one runner ==");
-    let stack = Stack::start().await?;
+    let stack = Stack::start(args.sim).await?;
     let mut items = Vec::new();
     for i in 0..per_bucket {
         for b in 0..buckets {
@@ -928,10 +1008,7 @@ async fn scale(csv: &Csv) -> anyhow::Result<()> {
     let one = stack.runner("bench-scale").await?;
     let ids = ids_of(&items);
     let missing = stack
-        .wait_done(
-            &ids,
-            Duration::from_secs(sluice_testkit::env_or("SCALE_TIMEOUT_S", 300)),
-        )
+        .wait_done(&ids, Duration::from_secs(args.scale_timeout_s))
         .await?;
     let drained = wall_ms() - t0;
     let metrics = one.metrics.encode();
@@ -999,10 +1076,10 @@ async fn scale(csv: &Csv) -> anyhow::Result<()> {
 // ---------------------------------------------------------------------------
 // 4. Subscriptions
 
-async fn subscriptions() -> anyhow::Result<()> {
-    let n: usize = sluice_testkit::env_or("SUBS", 10_000);
+async fn subscriptions(args: &Args) -> anyhow::Result<()> {
+    let n = args.subs;
     println!("\n== subscriptions: one runner over {n} announced buckets ==");
-    let stack = Stack::start().await?;
+    let stack = Stack::start(args.sim).await?;
     let pid = broker_pid(&stack.broker);
     let topics: Vec<String> = (0..n)
         .map(|i| lite_topic_name(&format!("sub-{i:05}"), MODEL))
@@ -1012,7 +1089,7 @@ async fn subscriptions() -> anyhow::Result<()> {
     let broker_before = pid.as_deref().and_then(rss_kib);
     let started = Instant::now();
     let one = stack.runner("bench-subs").await?;
-    let deadline = Duration::from_secs(sluice_testkit::env_or("SUBS_TIMEOUT_S", 300));
+    let deadline = Duration::from_secs(args.subs_timeout_s);
     while one.runner.owned().len() < n && started.elapsed() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -1071,24 +1148,22 @@ async fn subscriptions() -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     sluice_testkit::init_bench_tracing();
-    let sections = std::env::var("SECTIONS")
-        .ok()
-        .or_else(|| std::env::args().nth(1))
-        .unwrap_or_else(|| "pacing,isolation,scale,subscriptions".into());
-    let csv = Csv(std::env::var_os("CSV_DIR").map(PathBuf::from));
+    let args = Args::parse();
+    let csv = Csv(args.csv_dir.clone());
     println!(
-        "consumer bench: sections {sections}; simulator {} tokens/s (0 = unpaced), first token {} ms, {} tokens per answer",
-        sluice_testkit::env_or("SIM_TPS", 0.0),
-        sluice_testkit::env_or("SIM_FIRST_TOKEN_MS", 0u64),
-        sluice_testkit::env_or("SIM_TOKENS", 5u64)
+        "consumer bench: sections {}; simulator {} tokens/s (0 = unpaced), first token {} ms, {} tokens per answer",
+        args.sections.join(","),
+        args.sim.sim_tps,
+        args.sim.sim_first_token_ms,
+        args.sim.sim_tokens
     );
-    for section in sections.split(',').map(str::trim) {
+    for section in args.sections.iter().map(|section| section.trim()) {
         let started = Instant::now();
         match section {
-            "pacing" => pacing(&csv).await?,
-            "isolation" => isolation(&csv).await?,
-            "scale" => scale(&csv).await?,
-            "subscriptions" => subscriptions().await?,
+            "pacing" => pacing(&args, &csv).await?,
+            "isolation" => isolation(&args, &csv).await?,
+            "scale" => scale(&args, &csv).await?,
+            "subscriptions" => subscriptions(&args).await?,
             "" => continue,
             other => bail!("unknown section {other:?} (pacing, isolation, scale, subscriptions)"),
         }

@@ -1,4 +1,4 @@
-//! `cargo run -p sluice-testkit --example accounting_bench [REQUESTS] [wasm|ext_authz]`
+//! `cargo run -p sluice-bench --bin accounting_bench -- [REQUESTS] [wasm|ext_authz]`
 //!
 //! Token-accounting drift, end to end: REQUESTS (default 10 000) requests
 //! through real Envoy + the built Wasm filter + sluice-rls on Redis + llm-sim,
@@ -392,18 +392,29 @@ async fn start_deferred_path(
     Ok((broker, consumer))
 }
 
+#[derive(clap::Parser)]
+#[command(about = "What the accounting charges, through Envoy, against what the backend served")]
+struct Args {
+    /// Requests in all.
+    #[arg(default_value_t = 10_000)]
+    requests: u64,
+    /// The front door: the Wasm filter or ext_authz.
+    #[arg(value_enum, default_value_t = FrontDoor::Wasm)]
+    front_door: FrontDoor,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FrontDoor {
+    Wasm,
+    #[value(name = "ext_authz")]
+    ExtAuthz,
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let requests: u64 = std::env::args()
-        .nth(1)
-        .map(|n| n.parse())
-        .transpose()?
-        .unwrap_or(10_000);
-    let ext_authz = match std::env::args().nth(2).as_deref() {
-        None | Some("wasm") => false,
-        Some("ext_authz") => true,
-        Some(other) => anyhow::bail!("front door '{other}': wasm or ext_authz"),
-    };
+    let args = <Args as clap::Parser>::parse();
+    let requests = args.requests;
+    let ext_authz = args.front_door == FrontDoor::ExtAuthz;
 
     let redis = RedisServer::start()?;
     let store = RedisStore::new(&RedisStoreOptions {

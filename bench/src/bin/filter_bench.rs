@@ -1,4 +1,4 @@
-//! `cargo run --release -p sluice-testkit --example filter_bench`
+//! `cargo run --release -p sluice-bench --bin filter_bench -- --help`
 //!
 //! Figures for the Wasm filter, measured side by side in one run:
 //! 1. prompt-token counting inside Envoy (V8) vs natively, same text, same code;
@@ -11,10 +11,12 @@
 //!    option injected, and every chunk's `usage` stripped), SSE_REQUESTS
 //!    (default 1000) requests each, alternating rounds.
 //!
-//! `ROUNDS`, `PER_ROUND` (section 3), `SSE_REQUESTS`, `SSE_TOKENS` (section 5)
-//! come from the environment; `SSE_ONLY=1` runs section 5 alone. Prints
-//! figures; asserts nothing.
+//! `--rounds`, `--per-round` (section 3), `--sse-requests`, `--sse-tokens`
+//! (section 5), also read from `ROUNDS` ... `SSE_TOKENS`; `--sse-only`
+//! (`SSE_ONLY=1`) runs section 5 alone. Prints figures; asserts nothing.
+#![allow(clippy::expect_used)] // a benchmark's own client fails loudly
 
+use clap::Parser;
 use sluice_admission::config::FilterConfig;
 use sluice_admission::openai::{self, Endpoint};
 use sluice_ratelimit::config::LimitsConfig;
@@ -34,6 +36,26 @@ use std::time::{Duration, Instant};
 const LIMITS: &str = "domain: sluice\ndescriptors:\n  - key: tenant\n    descriptors:\n      - key: model\n        rate_limit: { unit: hour, requests_per_unit: 4000000000 }\n        descriptors:\n          - key: tokens\n            rate_limit: { unit: hour, requests_per_unit: 4000000000 }\n";
 
 const BACKEND_REPLY: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion","created":0,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000,"completion_tokens":1,"total_tokens":1001}}"#;
+
+#[derive(Parser)]
+#[command(about = "The Wasm filter's cost inside Envoy")]
+struct Args {
+    /// Section 3: rounds, each with and without the filter.
+    #[arg(long, env = "ROUNDS", default_value_t = 10)]
+    rounds: usize,
+    /// Section 3: requests per round.
+    #[arg(long, env = "PER_ROUND", default_value_t = 200)]
+    per_round: usize,
+    /// Section 5 alone (`SSE_ONLY=1`).
+    #[arg(long, env = "SSE_ONLY", value_parser = clap::builder::FalseyValueParser::new())]
+    sse_only: bool,
+    /// Section 5: streamed requests each way.
+    #[arg(long, env = "SSE_REQUESTS", default_value_t = 1000)]
+    sse_requests: usize,
+    /// Section 5: tokens in each streamed answer.
+    #[arg(long, env = "SSE_TOKENS", default_value_t = 200)]
+    sse_tokens: u64,
+}
 
 /// Mixed-language text: prose in several scripts, code, numbers, emoji.
 fn mixed_text(target_tokens: usize, tokenizer: &Tokenizer) -> String {
@@ -234,8 +256,8 @@ fn envoy_config(
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let rounds: usize = sluice_testkit::env_or("ROUNDS", 10);
-    let per_round: usize = sluice_testkit::env_or("PER_ROUND", 200);
+    let args = Args::parse();
+    let (rounds, per_round) = (args.rounds, args.per_round);
 
     // RLS (memory store, limits never reached) and a fixed-reply backend.
     let config = LimitsConfig::from_sources(&[(PathBuf::from("bench.yaml"), LIMITS.into())])?;
@@ -266,8 +288,8 @@ async fn main() -> anyhow::Result<()> {
         },
         std::future::pending::<()>(),
     ));
-    if std::env::var_os("SSE_ONLY").is_some() {
-        return stream_usage_cost(rls_port).await;
+    if args.sse_only {
+        return stream_usage_cost(rls_port, &args).await;
     }
     let backend = StaticHttpServer::start(BACKEND_REPLY)?;
 
@@ -462,14 +484,13 @@ async fn main() -> anyhow::Result<()> {
     println!("Envoy RSS with filter at start: {:.0} MiB with 1 worker, {:.0} MiB with 2 workers (≈ {:.0} MiB per extra worker VM)",
         rss(&one), rss(&two), rss(&two) - rss(&one));
     drop((one, two));
-    stream_usage_cost(rls_port).await
+    stream_usage_cost(rls_port, &args).await
 }
 
 /// 5: what reading usage from a stream costs, and what adding
 /// `include_usage` and stripping it from every chunk adds.
-async fn stream_usage_cost(rls_port: u16) -> anyhow::Result<()> {
-    let requests: usize = sluice_testkit::env_or("SSE_REQUESTS", 1000);
-    let tokens: u64 = sluice_testkit::env_or("SSE_TOKENS", 200);
+async fn stream_usage_cost(rls_port: u16, args: &Args) -> anyhow::Result<()> {
+    let (requests, tokens) = (args.sse_requests, args.sse_tokens);
     let sim = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let sim_port = sim.local_addr()?.port();
     tokio::spawn(sluice_llm_sim::run(

@@ -1,4 +1,5 @@
-//! `cargo run --release -p sluice-testkit --example pacing_bench`
+//! `cargo run --release -p sluice-bench --bin pacing_bench -- --help`
+//! (every knob below is a flag, e.g. `--models`, or its environment variable)
 //!
 //! Issue #16's benchmark: one workload under three policies, one after the
 //! other in one run, each on fresh parts (llm-sim with its GPU model; for
@@ -46,9 +47,12 @@ use sluice_llm_sim::gpu::{Capacity, CapacityChange, GpuConfig};
 use sluice_openai::model_server::vllm;
 use sluice_ratelimit::deferral::endpoint::Publisher;
 use sluice_redis::RedisConn;
+use sluice_testkit::chart::{Chart, Panel, Series};
 use sluice_testkit::queue_parts::QueueParts;
 use sluice_testkit::redis_topologies::RedisKind;
-use sluice_testkit::stack::{start_consumer, start_llm_sim, unpaced, work_item, ConsumerSpec};
+use sluice_testkit::stack::{
+    change_sim_capacity, start_consumer, start_llm_sim, unpaced, work_item, ConsumerSpec,
+};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -70,72 +74,63 @@ const HIGH_EVERY: Duration = Duration::from_secs(5);
 /// Completions before this are left out of the shares (lanes filling).
 const SHARE_WARMUP_MS: u64 = 5_000;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, clap::Parser)]
+#[command(about = "One pacing workload under the flood, static and adaptive policies")]
 struct Params {
+    /// Models, each with its own simulated GPU.
+    #[arg(long, env = "PACING_MODELS", default_value_t = 2)]
     models: usize,
+    /// Tenants per model (weights 1 / 2 / 4 in turn); at least 3.
+    #[arg(long, env = "PACING_TENANTS", default_value_t = 9)]
     tenants: usize,
+    /// Seconds the run lasts.
+    #[arg(long, env = "PACING_SECS", default_value_t = 60)]
     secs: u64,
+    /// Second at which each GPU's capacity is halved.
+    #[arg(long, env = "PACING_CUT_AT", default_value_t = 20)]
     cut_at: u64,
+    /// Seconds the halving lasts.
+    #[arg(long, env = "PACING_CUT_SECS", default_value_t = 20)]
     cut_secs: u64,
+    /// Each GPU's full capacity in tokens per second.
+    #[arg(long, env = "PACING_TOKENS_PER_S", default_value_t = 160.0)]
     tokens_per_s: f64,
+    /// The static policy's in-flight cap per model.
+    #[arg(long, env = "PACING_STATIC_CAP", default_value_t = 10)]
     static_cap: usize,
+    /// The flood policy's calls in flight per tenant and model.
+    #[arg(long, env = "PACING_FLOOD_WORKERS", default_value_t = 4)]
     flood_workers: usize,
     /// Requests per high-band tenant and model every [`HIGH_EVERY`].
+    #[arg(long, env = "PACING_HIGH_BURST", default_value_t = 1)]
     high_burst: usize,
+    /// The adaptive controller's target of waiting requests.
+    #[arg(long, env = "PACING_TARGET_WAITING", default_value_t = 2.0)]
     target_waiting: f64,
+    /// The adaptive controller's target KV-cache usage.
+    #[arg(long, env = "PACING_TARGET_KV_USAGE", default_value_t = 0.6)]
     target_kv_usage: f64,
-    /// Which policies run (`PACING_POLICIES`, comma-separated; default all).
+    /// Which policies run, comma-separated (flood, static, adaptive).
+    #[arg(long, env = "PACING_POLICIES", value_delimiter = ',',
+          default_value = "flood,static,adaptive", value_parser = Policy::parse)]
     policies: Vec<Policy>,
+    /// Where the CSV files and the chart go.
+    #[arg(long, env = "PACING_OUT", default_value = "target")]
     out: PathBuf,
 }
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T> {
-    match std::env::var(name) {
-        Ok(text) => text
-            .parse()
-            .map_err(|_| anyhow::anyhow!("{name}={text:?} is not a valid value")),
-        Err(_) => Ok(default),
-    }
-}
-
-/// `PACING_POLICIES`, e.g. `adaptive` or `flood,static,adaptive` (default).
-fn policies_from_env() -> anyhow::Result<Vec<Policy>> {
-    let text = env_or("PACING_POLICIES", "flood,static,adaptive".to_string())?;
-    text.split(',')
-        .map(|name| match name.trim() {
-            "flood" => Ok(Policy::Flood),
-            "static" => Ok(Policy::Static),
-            "adaptive" => Ok(Policy::Adaptive),
-            other => bail!("PACING_POLICIES: unknown policy {other:?} (flood, static, adaptive)"),
-        })
-        .collect()
-}
-
 impl Params {
-    fn from_env() -> anyhow::Result<Params> {
-        let params = Params {
-            models: env_or("PACING_MODELS", 2)?,
-            tenants: env_or("PACING_TENANTS", 9)?,
-            secs: env_or("PACING_SECS", 60)?,
-            cut_at: env_or("PACING_CUT_AT", 20)?,
-            cut_secs: env_or("PACING_CUT_SECS", 20)?,
-            tokens_per_s: env_or("PACING_TOKENS_PER_S", 160.0)?,
-            static_cap: env_or("PACING_STATIC_CAP", 10)?,
-            flood_workers: env_or("PACING_FLOOD_WORKERS", 4)?,
-            high_burst: env_or("PACING_HIGH_BURST", 1)?,
-            target_waiting: env_or("PACING_TARGET_WAITING", 2.0)?,
-            target_kv_usage: env_or("PACING_TARGET_KV_USAGE", 0.6)?,
-            policies: policies_from_env()?,
-            out: PathBuf::from(env_or("PACING_OUT", "target".to_string())?),
-        };
+    /// The knobs, checked against each other.
+    fn parse_checked() -> anyhow::Result<Params> {
+        let params = <Params as clap::Parser>::parse();
         if params.models == 0 || params.tenants < 3 {
-            bail!("PACING_MODELS must be ≥ 1 and PACING_TENANTS ≥ 3");
+            bail!("--models must be ≥ 1 and --tenants ≥ 3");
         }
         if params.cut_at + params.cut_secs >= params.secs {
-            bail!("the halving (PACING_CUT_AT + PACING_CUT_SECS) must end before PACING_SECS");
+            bail!("the halving (--cut-at + --cut-secs) must end before --secs");
         }
         if params.tokens_per_s < SINGLE_ANSWER_TPS {
-            bail!("PACING_TOKENS_PER_S must be ≥ {SINGLE_ANSWER_TPS}");
+            bail!("--tokens-per-s must be ≥ {SINGLE_ANSWER_TPS}");
         }
         Ok(params)
     }
@@ -241,6 +236,15 @@ enum Policy {
 }
 
 impl Policy {
+    fn parse(name: &str) -> anyhow::Result<Policy> {
+        match name.trim() {
+            "flood" => Ok(Policy::Flood),
+            "static" => Ok(Policy::Static),
+            "adaptive" => Ok(Policy::Adaptive),
+            other => bail!("unknown policy {other:?} (flood, static, adaptive)"),
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Policy::Flood => "flood",
@@ -335,21 +339,7 @@ async fn change_capacity(backend: SocketAddr, factor: f64) -> anyhow::Result<()>
         factor: Some(factor),
         ..CapacityChange::default()
     };
-    let body = serde_json::to_vec(&change)?;
-    let answer = tokio::task::spawn_blocking(move || {
-        sluice_testkit::http_request(
-            backend,
-            "POST",
-            sluice_llm_sim::ADMIN_CAPACITY_PATH,
-            &[("content-type", "application/json")],
-            &body,
-        )
-    })
-    .await??;
-    if answer.status != 200 {
-        bail!("capacity change refused: {} {}", answer.status, answer.body);
-    }
-    Ok(())
+    change_sim_capacity(backend, &change).await
 }
 
 /// Halves every GPU at the cut and restores it after.
@@ -1280,7 +1270,11 @@ fn write_csv(params: &Params, runs: &[RunResult], all: &[Figures]) -> anyhow::Re
 
 /// Per second and summed over models: (t s, capacity tokens/s, processed
 /// tokens/s, limit sum, started calls).
-fn per_second(params: &Params, run: &RunResult) -> Vec<(f64, f64, f64, Option<f64>, f64)> {
+/// Per second of a run: (second, capacity, processed tokens/s, controller
+/// limit, calls started/s).
+type SecondRow = (f64, f64, f64, Option<f64>, f64);
+
+fn per_second(params: &Params, run: &RunResult) -> Vec<SecondRow> {
     let mut rows = Vec::new();
     for second in 1..=params.secs {
         let t_ms = second * 1000;
@@ -1307,115 +1301,61 @@ fn per_second(params: &Params, run: &RunResult) -> Vec<(f64, f64, f64, Option<f6
     rows
 }
 
-fn polyline(points: &[(f64, f64)], colour: &str) -> String {
-    let path: Vec<String> = points
-        .iter()
-        .map(|(x, y)| format!("{x:.1},{y:.1}"))
-        .collect();
-    format!(
-        "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{}\"/>\n",
-        path.join(" ")
-    )
-}
-
-fn write_svg(params: &Params, runs: &[RunResult], all: &[Figures]) -> anyhow::Result<()> {
-    const W: f64 = 760.0;
-    const PANEL: f64 = 150.0;
-    const LEFT: f64 = 50.0;
-    let height = PANEL * runs.len() as f64 + 170.0;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{height}\" \
-         font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    );
-    let peak = params.tokens_per_s * params.models as f64 * 1.2;
-    let max_limit = (params.full_batch() * 4.0) * params.models as f64;
-    for (i, run) in runs.iter().enumerate() {
-        let top = i as f64 * PANEL + 20.0;
-        let x = |t: f64| LEFT + t / params.secs as f64 * (W - LEFT - 20.0);
-        let y = |v: f64, max: f64| top + PANEL - 30.0 - (v / max).min(1.0) * (PANEL - 40.0);
+/// Per policy: capacity, processed tokens/s and calls started/s (in tokens)
+/// over time, and the adaptive controller's limit where there is one. The
+/// normal band's shares per weight class are in the table and
+/// `pacing_bench_summary.csv`.
+fn write_chart(params: &Params, runs: &[RunResult]) -> anyhow::Result<()> {
+    let mut panels = Vec::new();
+    for run in runs {
         let rows = per_second(params, run);
-        let _ = writeln!(
-            svg,
-            "<text x=\"{LEFT}\" y=\"{}\">{}: capacity (grey), processed tokens/s (blue), \
-             calls started/s ×{} (green), controller limit (orange, 0..{max_limit:.0})</text>",
-            top + 2.0,
-            run.policy.name(),
-            COMPLETION_TOKENS
-        );
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{LEFT}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"black\"/>",
-            y(0.0, 1.0),
-            W - 20.0
-        );
-        svg.push_str(&polyline(
-            &rows
-                .iter()
-                .map(|r| (x(r.0), y(r.1, peak)))
-                .collect::<Vec<_>>(),
-            "#999",
-        ));
-        svg.push_str(&polyline(
-            &rows
-                .iter()
-                .map(|r| (x(r.0), y(r.2, peak)))
-                .collect::<Vec<_>>(),
-            "#1f5fbf",
-        ));
-        svg.push_str(&polyline(
-            &rows
-                .iter()
-                .map(|r| (x(r.0), y(r.4 * COMPLETION_TOKENS as f64, peak)))
-                .collect::<Vec<_>>(),
-            "#2a9d3a",
-        ));
-        let limits: Vec<(f64, f64)> = rows
-            .iter()
-            .filter_map(|r| Some((x(r.0), y(r.3?, max_limit))))
-            .collect();
+        let line = |label: &str, color, value: &dyn Fn(&SecondRow) -> f64| {
+            Series::solid(
+                label.into(),
+                rows.iter().map(|r| (r.0, value(r))).collect(),
+                color,
+            )
+        };
+        panels.push(Panel {
+            title: format!("{}: tokens/s", run.policy.name()),
+            y_label: "tokens/s".into(),
+            series: vec![
+                line("capacity", 7, &|r| r.1).thin(),
+                line("processed", 0, &|r| r.2),
+                line(&format!("calls started/s ×{COMPLETION_TOKENS}"), 2, &|r| {
+                    r.4 * COMPLETION_TOKENS as f64
+                }),
+            ],
+        });
+        let limits: Vec<(f64, f64)> = rows.iter().filter_map(|r| Some((r.0, r.3?))).collect();
         if !limits.is_empty() {
-            svg.push_str(&polyline(&limits, "#e07b00"));
+            panels.push(Panel {
+                title: format!("{}: controller limit", run.policy.name()),
+                y_label: "in flight".into(),
+                series: vec![Series::solid("limit".into(), limits, 3)],
+            });
         }
     }
-    // Per-weight-class shares of the normal band, per policy.
-    let top = PANEL * runs.len() as f64 + 30.0;
-    let _ = writeln!(
-        svg,
-        "<text x=\"{LEFT}\" y=\"{top}\">normal band: share of tokens per weight class \
-         (bar) vs the weights' share (black tick)</text>"
-    );
-    for (p, f) in all.iter().enumerate() {
-        for (c, (weight, share, expected)) in f.class_shares.iter().enumerate() {
-            let bx = LEFT + (p * 4 + c) as f64 * 50.0 + p as f64 * 20.0;
-            let base = top + 120.0;
-            let h = share * 180.0;
-            let _ = writeln!(
-                svg,
-                "<rect x=\"{bx}\" y=\"{bar_top}\" width=\"30\" height=\"{h}\" fill=\"#1f5fbf\"/>\
-                 <line x1=\"{bx}\" x2=\"{bar_right}\" y1=\"{tick}\" y2=\"{tick}\" stroke=\"black\" stroke-width=\"2\"/>\
-                 <text x=\"{bx}\" y=\"{label}\">w{weight}</text>",
-                bar_top = base - h,
-                bar_right = bx + 30.0,
-                tick = base - expected * 180.0,
-                label = base + 12.0
-            );
-        }
-        let _ = writeln!(
-            svg,
-            "<text x=\"{}\" y=\"{}\">{}</text>",
-            LEFT + (p * 4) as f64 * 50.0 + p as f64 * 20.0,
-            top + 146.0,
-            f.policy
-        );
-    }
-    svg.push_str("</svg>\n");
-    std::fs::write(params.out.join("pacing_bench.svg"), svg)?;
+    let chart = Chart {
+        title: format!(
+            "pacing_bench: {} models × {} tenants, capacity halved {}..{} s",
+            params.models,
+            params.tenants,
+            params.cut_at,
+            params.cut_at + params.cut_secs
+        ),
+        x_label: "seconds".into(),
+        width: 900,
+        height: 220 * panels.len().max(1) as u32 + 40,
+        panels,
+    };
+    sluice_testkit::chart::render(&chart, &params.out.join("pacing_bench.svg"))?;
     Ok(())
 }
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
-    let params = Params::from_env()?;
+    let params = Params::parse_checked()?;
     std::fs::create_dir_all(&params.out)
         .with_context(|| format!("PACING_OUT={}", params.out.display()))?;
     eprintln!("{params:?}");
@@ -1432,7 +1372,7 @@ async fn main() -> anyhow::Result<()> {
     let all: Vec<Figures> = runs.iter().map(|run| figures(&params, run)).collect();
     print!("{}", table(&params, &all));
     write_csv(&params, &runs, &all)?;
-    write_svg(&params, &runs, &all)?;
+    write_chart(&params, &runs)?;
     println!(
         "wrote {}/pacing_bench.csv, pacing_bench_summary.csv, pacing_bench.svg",
         params.out.display()

@@ -1,11 +1,13 @@
-//! Time-series charts as PNG files: stacked panels of lines over a shared
-//! time axis. A pure function from samples to a file, so the demo and the
-//! benches draw their results the same way.
+//! Time-series charts as PNG or SVG files (by the path's extension):
+//! stacked panels of lines over a shared time axis, drawn by plotters. A
+//! pure function from samples to a file, so the demo and the benchmark
+//! drivers draw their results the same way.
 //!
 //! Text is drawn with `ab_glyph` from a TrueType font file (no fontconfig or
 //! freetype): `$SLUICE_CHART_FONT`, else [`DEFAULT_FONT`] (Debian's
 //! `fonts-dejavu-core`).
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 use std::path::{Path, PathBuf};
@@ -139,12 +141,27 @@ fn draw_error<E: std::fmt::Display>(error: E) -> ChartError {
     ChartError::Draw(error.to_string())
 }
 
-/// Render `chart` to a PNG file at `path`.
-pub fn render_png(chart: &Chart, path: &Path) -> Result<(), ChartError> {
+/// Render `chart` to `path`: SVG when it ends in `.svg`, PNG otherwise.
+pub fn render(chart: &Chart, path: &Path) -> Result<(), ChartError> {
     if chart.panels.is_empty() || chart.width == 0 || chart.height == 0 {
         return Err(ChartError::Empty);
     }
     ensure_font()?;
+    let size = (chart.width, chart.height);
+    if path
+        .extension()
+        .is_some_and(|ext| ext.eq_ignore_ascii_case("svg"))
+    {
+        draw(chart, SVGBackend::new(path, size).into_drawing_area())
+    } else {
+        draw(chart, BitMapBackend::new(path, size).into_drawing_area())
+    }
+}
+
+fn draw<DB: DrawingBackend>(chart: &Chart, root: DrawingArea<DB, Shift>) -> Result<(), ChartError>
+where
+    DB::ErrorType: 'static,
+{
     let x_max = chart
         .panels
         .iter()
@@ -153,7 +170,6 @@ pub fn render_png(chart: &Chart, path: &Path) -> Result<(), ChartError> {
         .filter(|x| x.is_finite())
         .fold(1.0_f64, f64::max);
 
-    let root = BitMapBackend::new(path, (chart.width, chart.height)).into_drawing_area();
     root.fill(&WHITE).map_err(draw_error)?;
     let root = root
         .titled(&chart.title, (FAMILY, 24).into_font())
@@ -277,7 +293,7 @@ mod tests {
                 },
             ],
         };
-        render_png(&chart, &path).unwrap();
+        render(&chart, &path).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(png_size(&bytes), (480, 360));
         // Not a blank picture: lines and text make it compress worse than
@@ -298,8 +314,37 @@ mod tests {
             panels: vec![],
         };
         assert!(matches!(
-            render_png(&chart, &dir.path().join("x.png")),
+            render(&chart, &dir.path().join("x.png")),
             Err(ChartError::Empty)
         ));
+    }
+
+    #[test]
+    fn an_svg_path_gets_an_svg_with_each_line_in_its_colour() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("chart.svg");
+        let line =
+            |label: &str, color| Series::solid(label.into(), vec![(0.0, 1.0), (5.0, 2.0)], color);
+        let chart = Chart {
+            title: "t".into(),
+            x_label: "s".into(),
+            width: 400,
+            height: 300,
+            panels: vec![Panel {
+                title: "RSS".into(),
+                y_label: "MiB".into(),
+                series: vec![line("a", 0), line("b", 1)],
+            }],
+        };
+        render(&chart, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..40.min(svg.len())]);
+        // plotters writes a text's content on a line of its own.
+        assert!(svg.lines().any(|line| line.trim() == "RSS"), "{svg}");
+        // Each line in its palette colour, once in the panel and once in the legend.
+        for colour in ["#1F77B4", "#D62728"] {
+            let stroke = format!("stroke=\"{colour}\"");
+            assert_eq!(svg.matches(&stroke).count(), 2, "{colour}: {svg}");
+        }
     }
 }

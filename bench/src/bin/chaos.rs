@@ -1,5 +1,5 @@
 //! `scripts/chaos [--minutes N] [--rate R] [--max-requests N] [--down-seconds S] [--volatile-redis]`
-//! (`cargo run --release -p sluice-testkit --example chaos -- ...`)
+//! (`cargo run --release -p sluice-bench --bin chaos -- ...`)
 //!
 //! The chaos run: every part a separate process on loopback (Redis, broker,
 //! sluice-llm-sim, sluice-rls with its deferral endpoint, two
@@ -253,6 +253,9 @@ async fn main() -> anyhow::Result<()> {
     let stack = ProcessStack::start_for(
         "chaos",
         ProcessStackOptions {
+            limits: sluice_testkit::load::limits_yaml(),
+            bin_dir: None,
+            progress: |_| {},
             consumers: 2,
             // 16 tokens at 50/s: a stream lasts ~0.3 s, long enough to be cut.
             sim_args: ProcessStackOptions::sim_pace(50, 20),

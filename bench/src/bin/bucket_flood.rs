@@ -1,4 +1,4 @@
-//! `cargo run -p sluice-testkit --example bucket_flood`
+//! `cargo run -p sluice-bench --bin bucket_flood -- --help`
 //!
 //! A flood of deferred requests: one greedy tenant asking for
 //! `GREEDY_MODELS` (40) models, then `FLOOD_TENANTS` (10,000) random tenants,
@@ -18,6 +18,7 @@
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use anyhow::Context;
+use clap::Parser;
 use sluice_consumer::keys;
 use sluice_consumer::Metrics;
 use sluice_consumer::RunnerOptions;
@@ -34,6 +35,35 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(about = "A flood of deferred requests against the bucket caps")]
+struct Args {
+    /// Random tenants, one model each.
+    #[arg(long, env = "FLOOD_TENANTS", default_value_t = 10_000)]
+    tenants: usize,
+    /// Models the one greedy tenant asks for.
+    #[arg(long, env = "GREEDY_MODELS", default_value_t = 40)]
+    greedy_models: usize,
+    /// The flood stops after this many seconds at the latest.
+    #[arg(long, env = "FLOOD_SECS", default_value_t = 90)]
+    flood_secs: u64,
+    /// Requests in flight at once.
+    #[arg(long, env = "FLOOD_CONCURRENCY", default_value_t = 32)]
+    concurrency: usize,
+    /// The consumer retires buckets idle this long.
+    #[arg(long, env = "IDLE_SECS", default_value_t = 10)]
+    idle_secs: u64,
+    /// Bucket cap: buckets in all.
+    #[arg(long, env = "FLOOD_MAX_BUCKETS", default_value_t = caps::DEFAULT_MAX_BUCKETS)]
+    max_buckets: u64,
+    /// Bucket cap: buckets per tenant.
+    #[arg(long, env = "FLOOD_MAX_PER_TENANT", default_value_t = caps::DEFAULT_MAX_BUCKETS_PER_TENANT)]
+    max_per_tenant: u64,
+    /// Bucket cap: new buckets a minute.
+    #[arg(long, env = "FLOOD_MAX_PER_MINUTE", default_value_t = caps::DEFAULT_MAX_NEW_BUCKETS_PER_MINUTE)]
+    max_per_minute: u64,
+}
 
 /// The flood stops when the disk holding /work has less free space.
 const MIN_FREE_BYTES: u64 = 20_000_000_000;
@@ -181,21 +211,19 @@ impl Stack {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let tenants: usize = sluice_testkit::env_or("FLOOD_TENANTS", 10_000);
-    let greedy_models: usize = sluice_testkit::env_or("GREEDY_MODELS", 40);
-    let flood_secs: u64 = sluice_testkit::env_or("FLOOD_SECS", 90);
-    let concurrency: usize = sluice_testkit::env_or("FLOOD_CONCURRENCY", 32);
-    let idle_secs: u64 = sluice_testkit::env_or("IDLE_SECS", 10);
+    let args = Args::parse();
+    let Args {
+        tenants,
+        greedy_models,
+        flood_secs,
+        concurrency,
+        idle_secs,
+        ..
+    } = args;
     let limits = CapLimits {
-        max_buckets: sluice_testkit::env_or("FLOOD_MAX_BUCKETS", caps::DEFAULT_MAX_BUCKETS),
-        max_buckets_per_tenant: sluice_testkit::env_or(
-            "FLOOD_MAX_PER_TENANT",
-            caps::DEFAULT_MAX_BUCKETS_PER_TENANT,
-        ),
-        max_new_buckets_per_minute: sluice_testkit::env_or(
-            "FLOOD_MAX_PER_MINUTE",
-            caps::DEFAULT_MAX_NEW_BUCKETS_PER_MINUTE,
-        ),
+        max_buckets: args.max_buckets,
+        max_buckets_per_tenant: args.max_per_tenant,
+        max_new_buckets_per_minute: args.max_per_minute,
         ..Default::default()
     };
     anyhow::ensure!(

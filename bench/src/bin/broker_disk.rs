@@ -2,7 +2,7 @@
 //! settings (`lite-topic/broker/broker.toml.in`) delete anything.
 //!
 //! ```sh
-//! cargo run -p sluice-testkit --example broker_disk -- [requests] [body KiB]   # default 64 × 1024 KiB
+//! cargo run -p sluice-bench --bin broker_disk -- [requests] [body KiB]   # default 64 × 1024 KiB
 //! ```
 //!
 //! 1. Starts the broker with the shipped template, publishes `requests`
@@ -98,15 +98,21 @@ async fn files_after_cleaning(broker: &RocketMq) -> anyhow::Result<Vec<String>> 
     commit_log_files(broker)
 }
 
+#[derive(clap::Parser)]
+#[command(about = "The broker's disk use for deferred request bodies")]
+struct Args {
+    /// Deferred requests.
+    #[arg(default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    requests: u16,
+    /// Each request's body, in KiB.
+    #[arg(default_value_t = 1024, value_parser = clap::value_parser!(u16).range(1..=3900))]
+    body_kib: u16,
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
-    let requests: usize = args.next().map_or(Ok(64), |a| a.parse())?;
-    let body_kib: usize = args.next().map_or(Ok(1024), |a| a.parse())?;
-    anyhow::ensure!(
-        (1..=1000).contains(&requests) && (1..=3900).contains(&body_kib),
-        "requests 1..=1000, body KiB 1..=3900"
-    );
+    let args = <Args as clap::Parser>::parse();
+    let (requests, body_kib) = (usize::from(args.requests), usize::from(args.body_kib));
     let body_bytes = body_kib * 1024;
 
     let redis = RedisServer::start()?;
