@@ -232,7 +232,7 @@ fn read<'p>(
 ) -> Reading<'p> {
     let op = &plan.ops[applied.op_index];
     let before = outcome.before.get(applied.op_index).copied().unwrap_or(0);
-    let over = op.is_over(before);
+    let over = op.is_over(before, plan.mode);
     let used = if outcome.applied {
         op.apply_to(before)
     } else {

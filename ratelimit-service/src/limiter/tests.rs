@@ -276,6 +276,26 @@ fn check_only_at_the_limit_is_over_and_counts_nothing() {
 }
 
 #[test]
+fn upstream_rule_check_only_is_over_only_past_the_limit() {
+    // envoyproxy/ratelimit: `used + 0 > limit`; at the limit the check passes.
+    let req = request(vec![tokens(0)]);
+    let (response, events) = decide(&req, CountingMode::IncrementAll, &[1000]);
+    assert_eq!(codes(&response), [Code::Ok]);
+    assert_eq!(remaining(&response), [0]);
+    assert!(events.is_empty(), "{events:?}");
+    let (response, events) = decide(&req, CountingMode::IncrementAll, &[1001]);
+    assert_eq!(codes(&response), [Code::OverLimit]);
+    assert_eq!(remaining(&response), [0]);
+    assert_eq!(events, ["over:acme-tpm"]);
+    // A charge is decided alike by both rules: 1000 + 1 > 1000.
+    let charge = request(vec![tokens(1)]);
+    for mode in [CountingMode::AllOrNothing, CountingMode::IncrementAll] {
+        let (response, _) = decide(&charge, mode, &[1000]);
+        assert_eq!(codes(&response), [Code::OverLimit], "{mode:?}");
+    }
+}
+
+#[test]
 fn refunds_are_never_over_and_stop_at_zero() {
     let (response, events) = decide(
         &request(vec![refund(300)]),
