@@ -191,6 +191,10 @@ pub struct ServeArgs {
     )]
     pub counting: CountingMode,
 
+    /// Counter key layout, CACHE_KEY_PREFIX and expiry jitter.
+    #[command(flatten)]
+    pub keys: crate::store::KeyArgs,
+
     /// Several files may describe one domain: their descriptors are merged
     /// (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG). Off: one domain, one file.
     #[arg(long, env = "SLUICE_RLS_MERGE_DOMAINS")]
@@ -663,7 +667,8 @@ pub async fn serve(
             Arc::new(SystemClock),
             Arc::new(metrics),
         )
-        .with_response_options(args.response_options()),
+        .with_response_options(args.response_options())
+        .with_key_options(args.keys.options()),
     );
     let secrets = crate::deferral::secrets::load(
         args.deferral_secret_file.as_deref(),

@@ -3,7 +3,7 @@
 
 use super::DecisionError;
 use crate::config::{Limit, LimitsConfig, Matched};
-use crate::store::{counter_key, CounterOp, CountingMode};
+use crate::store::{CounterOp, CountingMode, KeyLayout};
 use crate::window::{Unit, Window};
 use sluice_admission::descriptors::FORCE_CHARGE_METADATA;
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
@@ -97,22 +97,23 @@ pub fn plan(
         request,
         mode,
         global_quota_mode,
-        now_millis,
-        now_millis,
+        &KeyLayout::Sluice,
+        (now_millis, now_millis),
     )
 }
 
 /// Plans `request` against the windows containing `window_at_millis`
-/// (clamped to `now_millis`): a correction goes to the window its request
-/// was admitted in. A window past its correction grace
-/// ([`Window::takes_corrections`]) has no counters left: its ops move nothing.
+/// (clamped to `now_millis`), its counters named by `keys`: a correction goes
+/// to the window its request was admitted in. A window past its correction
+/// grace ([`Window::takes_corrections`]) has no counters left: its ops move
+/// nothing.
 pub fn plan_in_window(
     config: &LimitsConfig,
     request: &RateLimitRequest,
     mode: CountingMode,
     global_quota_mode: bool,
-    now_millis: u64,
-    window_at_millis: u64,
+    keys: &KeyLayout,
+    (now_millis, window_at_millis): (u64, u64),
 ) -> Result<Plan, DecisionError> {
     let window_at_millis = window_at_millis.min(now_millis);
     validate(request)?;
@@ -141,9 +142,12 @@ pub fn plan_in_window(
                     0
                 };
                 let mut op = counter_op(
-                    &request.domain,
-                    descriptor,
-                    shared,
+                    keys.key(
+                        &request.domain,
+                        counter_entries(descriptor, shared),
+                        limit.unit,
+                        window,
+                    ),
                     limit,
                     window,
                     hits,
@@ -290,27 +294,26 @@ fn descriptor_hits(descriptor: &RateLimitDescriptor, request_hits: u64) -> i64 {
     }
 }
 
-/// The op of one limited descriptor. Its counter is the request's entries,
-/// with the pattern in place of the value where a `share_threshold`
-/// wildcard matched (every value matching it shares the counter).
-fn counter_op(
-    domain: &str,
-    descriptor: &RateLimitDescriptor,
-    shared: &[(usize, &str)],
-    limit: &Limit,
-    window: Window,
-    hits: i64,
-    now_millis: u64,
-) -> CounterOp {
-    let entries = descriptor.entries.iter().enumerate().map(|(index, e)| {
+/// The entries a descriptor's counter is named by: the request's, with the
+/// pattern in place of the value where a `share_threshold` wildcard matched
+/// (every value matching it shares the counter).
+fn counter_entries<'d>(
+    descriptor: &'d RateLimitDescriptor,
+    shared: &'d [(usize, &'d str)],
+) -> impl Iterator<Item = (&'d str, &'d str)> {
+    descriptor.entries.iter().enumerate().map(|(index, e)| {
         let value = shared
             .iter()
             .find(|(at, _)| *at == index)
             .map_or(e.value.as_str(), |(_, pattern)| pattern);
         (e.key.as_str(), value)
-    });
+    })
+}
+
+/// The op of one limited descriptor on the counter `key`.
+fn counter_op(key: String, limit: &Limit, window: Window, hits: i64, now_millis: u64) -> CounterOp {
     CounterOp {
-        key: counter_key(domain, entries, limit.unit, window),
+        key,
         hits,
         limit: u64::from(limit.requests_per_unit),
         enforced: !limit.shadow_mode,

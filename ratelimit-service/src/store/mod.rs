@@ -10,7 +10,7 @@ mod redis;
 pub mod scripts;
 
 pub use self::redis::{redact_url, RedisStore, RedisStoreOptions};
-pub use keys::counter_key;
+pub use keys::{counter_key, upstream_key, KeyArgs, KeyLayout, KeyLayoutName, KeyOptions};
 pub use local_cache::LocalCacheStore;
 pub use memory::MemoryStore;
 
@@ -27,7 +27,7 @@ use futures::future::BoxFuture;
 ///   and only if the window's counter still exists.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CounterOp {
-    /// Full store key (see [`counter_key`]); includes the window start.
+    /// Full store key (see [`KeyLayout`]); includes the window start.
     pub key: String,
     pub hits: i64,
     pub limit: u64,
