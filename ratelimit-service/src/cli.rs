@@ -195,6 +195,10 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub keys: crate::store::KeyArgs,
 
+    /// envoyproxy/ratelimit's metric names and NEAR_LIMIT_RATIO.
+    #[command(flatten)]
+    pub upstream_stats: crate::metrics::UpstreamStatsArgs,
+
     /// Several files may describe one domain: their descriptors are merged
     /// (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG). Off: one domain, one file.
     #[arg(long, env = "SLUICE_RLS_MERGE_DOMAINS")]
@@ -621,7 +625,7 @@ pub async fn serve(
     };
     log_warnings(&config);
 
-    let mut metrics = Metrics::new();
+    let mut metrics = Metrics::new().with_upstream_stats(args.upstream_stats.options());
     let store: Arc<dyn CounterStore> = match args.store {
         StoreKind::Memory => Arc::new(MemoryStore::new()),
         StoreKind::Redis => Arc::new(redis_store(&args, &metrics).await?),

@@ -2,9 +2,9 @@
 //! the service only through them (Envoy Gateway's generated Deployment):
 //! with `SLUICE_RLS_UPSTREAM_ENV=true`, each upstream variable that is set
 //! becomes the matching sluice-rls flag, unless that flag's own variable is
-//! set too. Upstream's answers and counters come with it: `--counting
-//! increment-all`, `--key-layout upstream`, and no rate-limit headers unless
-//! `LIMIT_RESPONSE_HEADERS_ENABLED`.
+//! set too. Upstream's answers, counters and metric names come with it:
+//! `--counting increment-all`, `--key-layout upstream`, `--upstream-metrics`,
+//! and no rate-limit headers unless `LIMIT_RESPONSE_HEADERS_ENABLED`.
 
 use std::time::Duration;
 
@@ -68,6 +68,11 @@ const PLAIN: &[Plain] = &[
         upstream: "EXPIRATION_JITTER_MAX_SECONDS",
         own: "SLUICE_RLS_EXPIRATION_JITTER_MAX_S",
         flag: "--expiration-jitter-max-s",
+    },
+    Plain {
+        upstream: "NEAR_LIMIT_RATIO",
+        own: "SLUICE_RLS_NEAR_LIMIT_RATIO",
+        flag: "--near-limit-ratio",
     },
     Plain {
         upstream: "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
@@ -137,6 +142,9 @@ pub fn flags(env: impl Fn(&str) -> Option<String>) -> Result<Vec<String>, Upstre
         "--key-layout",
         Some("upstream".into()),
     );
+    // Upstream's stats (statsd or Prometheus, always on there) under the names
+    // its Prometheus mapping gives them: its dashboards keep working.
+    out.add("SLUICE_RLS_UPSTREAM_METRICS", "--upstream-metrics", None);
     let headers = if is_true(env("LIMIT_RESPONSE_HEADERS_ENABLED")) {
         "upstream"
     } else {
@@ -448,6 +456,7 @@ mod tests {
             "--admin-addr 0.0.0.0:8080",
             "--counting increment-all",
             "--key-layout upstream",
+            "--upstream-metrics",
             "--response-headers off",
         ] {
             assert!(flags.contains(expected), "{expected} missing in {flags}");
@@ -487,12 +496,14 @@ mod tests {
         let flags = flags_of(&[
             ("CACHE_KEY_PREFIX", "rl:"),
             ("EXPIRATION_JITTER_MAX_SECONDS", "300"),
+            ("NEAR_LIMIT_RATIO", "0.9"),
         ])
         .unwrap()
         .join(" ");
         assert!(flags.contains("--key-layout upstream"), "{flags}");
         assert!(flags.contains("--cache-key-prefix rl:"), "{flags}");
         assert!(flags.contains("--expiration-jitter-max-s 300"), "{flags}");
+        assert!(flags.contains("--near-limit-ratio 0.9"), "{flags}");
         let own = flags_of(&[("SLUICE_RLS_KEY_LAYOUT", "sluice")])
             .unwrap()
             .join(" ");

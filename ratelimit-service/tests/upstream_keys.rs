@@ -64,11 +64,13 @@ impl Upstream {
 struct SluiceRls {
     child: tokio::process::Child,
     grpc: u16,
+    /// upstream's HTTP port (`PORT`): the admin listener.
+    http: u16,
 }
 
 /// The binary, configured only by upstream's variables.
 async fn start_sluice_rls(redis: &RedisServer, runtime_root: &std::path::Path) -> SluiceRls {
-    let grpc = free_port();
+    let (grpc, http) = (free_port(), free_port());
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice-rls"))
         .env_remove("SLUICE_RLS_CONFIG")
         .env("SLUICE_RLS_UPSTREAM_ENV", "true")
@@ -84,13 +86,13 @@ async fn start_sluice_rls(redis: &RedisServer, runtime_root: &std::path::Path) -
         .env("GRPC_HOST", "127.0.0.1")
         .env("GRPC_PORT", grpc.to_string())
         .env("HOST", "127.0.0.1")
-        .env("PORT", free_port().to_string())
+        .env("PORT", http.to_string())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let rls = SluiceRls { child, grpc };
+    let rls = SluiceRls { child, grpc, http };
     // Loaded machines start slowly: wait for answers, not for a fixed time.
     let started = std::time::Instant::now();
     while rls.try_ask("warm-up").await.is_err() {
@@ -199,5 +201,25 @@ async fn sluice_rls_reads_and_increments_upstreams_counters() {
         .query(&mut upstream.redis)
         .unwrap();
     assert!(keys.iter().all(|k| k.starts_with(PREFIX)), "{keys:?}");
+
+    // Upstream's metric names, on by the same switch: sluice-rls's own 4
+    // decisions on `foo` (warm-up, bar twice, baz), one of them over.
+    let metrics = tokio::task::spawn_blocking({
+        let admin: std::net::SocketAddr = ([127, 0, 0, 1], sluice_rls.http).into();
+        move || sluice_testkit::http_request(admin, "GET", "/metrics", &[], b"").unwrap()
+    })
+    .await
+    .unwrap();
+    for line in [
+        r#"ratelimit_service_rate_limit_total_hits{domain="rl",key1="foo"} 4"#,
+        r#"ratelimit_service_rate_limit_within_limit{domain="rl",key1="foo"} 3"#,
+        r#"ratelimit_service_rate_limit_over_limit{domain="rl",key1="foo"} 1"#,
+    ] {
+        assert!(
+            metrics.body.contains(line),
+            "{line} not in {}",
+            metrics.body
+        );
+    }
     let _ = sluice_rls.child.kill().await;
 }

@@ -305,28 +305,44 @@ impl Limiter {
         for event in events {
             match event {
                 MetricEvent::Hits { limit, hits } => {
-                    self.counters(domain, limit).hits.inc_by(*hits)
+                    self.counters(domain, limit).hits.inc_by(*hits);
                 }
                 MetricEvent::ShadowModeHit { limit } => {
-                    self.counters(domain, limit).shadow_mode_hits.inc()
+                    self.counters(domain, limit).shadow_mode_hits.inc();
                 }
-                MetricEvent::OverLimit { limit } => self.counters(domain, limit).over_limit.inc(),
+                MetricEvent::OverLimit { limit } => {
+                    self.counters(domain, limit).over_limit.inc();
+                }
                 MetricEvent::Detailed {
                     limit,
                     descriptor,
                     code,
-                } => self
-                    .metrics
-                    .detailed
-                    .get_or_create(&DetailedLabels {
-                        domain: domain.to_string(),
-                        limit: limit.name.clone(),
-                        descriptor: descriptor.clone(),
-                        code,
-                    })
-                    .inc(),
-                MetricEvent::GlobalShadowMode => self.metrics.global_shadow_mode.inc(),
-            };
+                } => {
+                    self.metrics
+                        .detailed
+                        .get_or_create(&DetailedLabels {
+                            domain: domain.to_string(),
+                            limit: limit.name.clone(),
+                            descriptor: descriptor.clone(),
+                            code,
+                        })
+                        .inc();
+                }
+                MetricEvent::GlobalShadowMode => {
+                    self.metrics.global_shadow_mode.inc();
+                }
+                MetricEvent::Upstream { limit, hit } => self.record_upstream(limit, *hit),
+            }
+        }
+    }
+
+    /// upstream's per-descriptor stats, when `--upstream-metrics` is on.
+    fn record_upstream(&self, limit: &Limit, hit: crate::metrics::UpstreamHit) {
+        if let Some(upstream) = &self.metrics.upstream {
+            let counters = limit
+                .upstream_metrics
+                .get_or_init(|| upstream.counters(&limit.stats_key));
+            upstream.record(counters, hit);
         }
     }
 

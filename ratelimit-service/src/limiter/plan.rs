@@ -214,9 +214,28 @@ fn match_descriptor<'c>(
     match &descriptor.limit {
         None => Ok(found),
         // An override counts per value, as upstream's does.
-        Some(overridden) => overridden_limit(found.map(|(m, _)| m), overridden, index)
-            .map(|m| Some((m, Vec::new()))),
+        Some(overridden) => {
+            overridden_limit(found.map(|(m, _)| m), overridden, index).map(|mut limit| {
+                limit.stats_key = override_stats_key(domain, descriptor);
+                Some((Matched::Limited(Arc::new(limit)), Vec::new()))
+            })
+        }
     }
+}
+
+/// upstream's stats key of an overridden limit (`descriptorKey`): the domain
+/// and the request's `key` or `key_value` entries, joined by `.`.
+fn override_stats_key(domain: &str, descriptor: &RateLimitDescriptor) -> String {
+    let mut key = domain.to_string();
+    for entry in &descriptor.entries {
+        key.push('.');
+        key.push_str(&entry.key);
+        if !entry.value.is_empty() {
+            key.push('_');
+            key.push_str(&entry.value);
+        }
+    }
+    key
 }
 
 /// A descriptor's own limit: rate and unit from the request, everything else
@@ -225,7 +244,7 @@ fn overridden_limit(
     found: Option<Matched>,
     overridden: &RateLimitOverride,
     index: usize,
-) -> Result<Matched, DecisionError> {
+) -> Result<Limit, DecisionError> {
     let unit = Unit::from_proto(overridden.unit).ok_or_else(|| {
         DecisionError::InvalidRequest(format!(
             "descriptor {index}: limit override has unknown unit {}",
@@ -240,7 +259,7 @@ fn overridden_limit(
         .as_ref()
         .map(|l| l.name.clone())
         .unwrap_or_else(|| "override".into());
-    Ok(Matched::Limited(Arc::new(Limit {
+    Ok(Limit {
         named: base.as_ref().is_some_and(|l| l.named),
         shadow_mode: base.as_ref().is_some_and(|l| l.shadow_mode),
         quota_mode: base.as_ref().is_some_and(|l| l.quota_mode),
@@ -252,7 +271,7 @@ fn overridden_limit(
             .unwrap_or_default(),
         sluice: base.as_ref().map(|l| l.sluice).unwrap_or_default(),
         ..Limit::new(name, unit, overridden.requests_per_unit)
-    })))
+    })
 }
 
 /// `replaces`: a named limit named by another matched limit (unlimited

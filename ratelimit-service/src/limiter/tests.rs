@@ -66,16 +66,21 @@ fn decide(
     let events = answer
         .events
         .iter()
-        .map(|event| match event {
-            MetricEvent::Hits { limit, hits } => format!("hits:{}:{hits}", limit.name),
-            MetricEvent::ShadowModeHit { limit } => format!("shadow:{}", limit.name),
-            MetricEvent::OverLimit { limit } => format!("over:{}", limit.name),
-            MetricEvent::Detailed {
-                limit,
-                descriptor,
-                code,
-            } => format!("detailed:{}:{descriptor}:{code}", limit.name),
-            MetricEvent::GlobalShadowMode => "global_shadow".to_string(),
+        .filter_map(|event| {
+            Some(match event {
+                MetricEvent::Hits { limit, hits } => format!("hits:{}:{hits}", limit.name),
+                MetricEvent::ShadowModeHit { limit } => format!("shadow:{}", limit.name),
+                MetricEvent::OverLimit { limit } => format!("over:{}", limit.name),
+                MetricEvent::Detailed {
+                    limit,
+                    descriptor,
+                    code,
+                } => format!("detailed:{}:{descriptor}:{code}", limit.name),
+                MetricEvent::GlobalShadowMode => "global_shadow".to_string(),
+                // Every limited descriptor has one; upstream's stats are
+                // tested in metrics and tests/upstream_metrics.rs.
+                MetricEvent::Upstream { .. } => return None,
+            })
         })
         .collect();
     (answer.response, events)
