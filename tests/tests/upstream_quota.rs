@@ -14,6 +14,10 @@
 //!   service that served the request is debited 1 when the stream is done
 //!   (its locality name).
 //!
+//! Its other scripts (`simple-get.sh`, `trigger-ratelimit.sh`,
+//! `replaces.sh`, `trigger-shadow-mode-key.sh`) run over the `/twoheader` and
+//! `/fourheader` routes of the same file.
+//!
 //! With `--counting increment-all` (what `SLUICE_RLS_UPSTREAM_ENV=true` sets)
 //! sluice-rls gives upstream's counts; Sluice's default rule, also shown,
 //! refuses a check-only call one request earlier.
@@ -132,6 +136,26 @@ static_resources:
                     - name: backend
                       domains: ["*"]
                       routes:
+                        - match: { prefix: /twoheader }
+                          route:
+                            cluster: mock
+                            rate_limits:
+                              - actions:
+                                  - request_headers: { header_name: foo, descriptor_key: foo }
+                                  - request_headers: { header_name: bar, descriptor_key: bar }
+                              - actions:
+                                  - request_headers: { header_name: foo, descriptor_key: foo }
+                                  - request_headers: { header_name: baz, descriptor_key: baz }
+                        - match: { prefix: /fourheader }
+                          route:
+                            cluster: mock
+                            rate_limits:
+                              - actions:
+                                  - request_headers: { header_name: foo, descriptor_key: foo }
+                                  - request_headers: { header_name: bar, descriptor_key: bar }
+                              - actions:
+                                  - request_headers: { header_name: source_cluster, descriptor_key: source_cluster }
+                                  - request_headers: { header_name: destination_cluster, descriptor_key: destination_cluster }
                         - match: { prefix: /quota }
                           route: { cluster: mock }
                           typed_per_filter_config:
@@ -230,10 +254,34 @@ async fn proxy(mode: CountingMode, store: Arc<dyn CounterStore>) -> Proxy {
 
 impl Proxy {
     async fn get(&self, path: &'static str) -> HttpResponse {
+        self.get_with(path, &[]).await
+    }
+
+    async fn get_with(
+        &self,
+        path: &'static str,
+        headers: &'static [(&'static str, &'static str)],
+    ) -> HttpResponse {
         let listener = self.listener;
-        tokio::task::spawn_blocking(move || http_request(listener, "GET", path, &[], b"").unwrap())
-            .await
-            .unwrap()
+        tokio::task::spawn_blocking(move || {
+            http_request(listener, "GET", path, headers, b"").unwrap()
+        })
+        .await
+        .unwrap()
+    }
+
+    /// The statuses of `count` requests to `path` with `headers`, in order.
+    async fn statuses(
+        &self,
+        path: &'static str,
+        headers: &'static [(&'static str, &'static str)],
+        count: usize,
+    ) -> Vec<u16> {
+        let mut statuses = Vec::new();
+        for _ in 0..count {
+            statuses.push(self.get_with(path, headers).await.status);
+        }
+        statuses
     }
 
     /// The decisions sluice-rls has made (request-path and stream-done calls).
@@ -352,4 +400,63 @@ async fn sluice_default_rule_serves_each_quota_exactly() {
     let proxy = self::proxy(CountingMode::AllOrNothing, Arc::new(MemoryStore::new())).await;
     let served = proxy.served_until_429("/tokenquota", true).await;
     assert_eq!(served.len(), 2, "{served:?}");
+}
+
+/// upstream's other integration scripts over the same limits and routes
+/// (`simple-get.sh`, `trigger-ratelimit.sh`, `replaces.sh`,
+/// `trigger-shadow-mode-key.sh`): the answers they expect, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_integration_scripts_give_upstreams_answers() {
+    let proxy = proxy(CountingMode::IncrementAll, Arc::new(MemoryStore::new())).await;
+    let simple: &[(&str, &str)] = &[("foo", "test"), ("baz", "shady")];
+    assert_eq!(proxy.statuses("/twoheader", simple, 1).await, [200]);
+
+    // foo=pelle, baz=not-so-shady: 3 a minute.
+    let pelle: &[(&str, &str)] = &[("foo", "pelle"), ("baz", "not-so-shady")];
+    assert_eq!(
+        proxy.statuses("/twoheader", pelle, 5).await,
+        [200, 200, 200, 429, 429]
+    );
+
+    // replaces.sh, request by request.
+    let banned: &[(&str, &str)] = &[("foo", "bkthomps"), ("bar", "banned")];
+    assert_eq!(proxy.statuses("/twoheader", banned, 1).await, [429]);
+    let to_mock: &[(&str, &str)] = &[
+        ("foo", "bkthomps"),
+        ("bar", "banned"),
+        ("source_cluster", "proxy"),
+        ("destination_cluster", "mock"),
+    ];
+    assert_eq!(proxy.statuses("/fourheader", to_mock, 1).await, [429]);
+    let override_: &[(&str, &str)] = &[
+        ("foo", "bkthomps"),
+        ("bar", "banned"),
+        ("source_cluster", "proxy"),
+        ("destination_cluster", "override"),
+    ];
+    assert_eq!(
+        proxy.statuses("/fourheader", override_, 3).await,
+        [200, 200, 429]
+    );
+    let bkthomps: &[(&str, &str)] = &[
+        ("foo", "my_foo"),
+        ("bar", "bkthomps"),
+        ("source_cluster", "proxy"),
+        ("destination_cluster", "bkthomps"),
+    ];
+    assert_eq!(
+        proxy.statuses("/fourheader", bkthomps, 3).await,
+        [200, 200, 429]
+    );
+    let not_bkthomps: &[(&str, &str)] = &[
+        ("foo", "my_foo"),
+        ("bar", "bkthomps"),
+        ("source_cluster", "proxy"),
+        ("destination_cluster", "not_bkthomps"),
+    ];
+    assert_eq!(proxy.statuses("/fourheader", not_bkthomps, 1).await, [200]);
+
+    // baz=shady is in shadow mode: over its 3 a minute, still allowed.
+    let shady: &[(&str, &str)] = &[("foo", "pelle"), ("baz", "shady")];
+    assert_eq!(proxy.statuses("/twoheader", shady, 6).await, [200; 6]);
 }
