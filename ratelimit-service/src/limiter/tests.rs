@@ -536,3 +536,54 @@ fn the_force_marker_charges_every_counter() {
     assert_eq!(remaining(&response), [0]);
     assert_eq!(events, ["hits:acme-tpm:300", "over:acme-tpm"]);
 }
+
+/// upstream's `ratelimitToMetadata`: the request's `hitsAddend` when not 0,
+/// each descriptor's own when set (0 included), as numbers.
+#[test]
+fn upstream_metadata_carries_hits_addend_as_upstream() {
+    use sluice_proto::pb::google::protobuf::value::Kind;
+    let mut req = request(vec![tokens(0), rpm()]);
+    req.hits_addend = 3;
+    let plan = plan_of(&req, CountingMode::IncrementAll);
+    let outcome = CounterOutcome {
+        applied: true,
+        before: vec![0, 0],
+    };
+    let options = ResponseOptions {
+        dynamic_metadata: true,
+        ..Default::default()
+    };
+    let response = answer(&req, &plan, &outcome, &options).response;
+    let fields = response.dynamic_metadata.unwrap().fields;
+    let number = |value: Option<&sluice_proto::pb::google::protobuf::Value>| match value
+        .and_then(|v| v.kind.clone())
+    {
+        Some(Kind::NumberValue(n)) => Some(n),
+        _ => None,
+    };
+    assert_eq!(number(fields.get("hitsAddend")), Some(3.0));
+    let Some(Kind::ListValue(descriptors)) = fields["descriptors"].kind.clone() else {
+        panic!("descriptors is a list");
+    };
+    let hits: Vec<Option<f64>> = descriptors
+        .values
+        .iter()
+        .map(|d| match &d.kind {
+            Some(Kind::StructValue(s)) => number(s.fields.get("hitsAddend")),
+            _ => panic!("a descriptor is a struct"),
+        })
+        .collect();
+    assert_eq!(
+        hits,
+        [Some(0.0), None],
+        "set (0 too) or absent, as upstream"
+    );
+
+    req.hits_addend = 0;
+    let response = answer(&req, &plan, &outcome, &options).response;
+    let fields = response.dynamic_metadata.unwrap().fields;
+    assert!(
+        !fields.contains_key("hitsAddend"),
+        "0 is left out, as upstream"
+    );
+}
