@@ -71,7 +71,7 @@ pub struct KeyArgs {
     pub cache_key_prefix: String,
 
     /// Up to this many seconds, chosen at random, added to the expiry of each
-    /// counter written, so that keys created together do not expire together
+    /// counter created, so that keys created together do not expire together
     /// (EXPIRATION_JITTER_MAX_SECONDS). 0: none.
     #[arg(long, env = "SLUICE_RLS_EXPIRATION_JITTER_MAX_S", default_value_t = 0)]
     pub expiration_jitter_max_s: u64,
