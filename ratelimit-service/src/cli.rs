@@ -191,6 +191,14 @@ pub struct ServeArgs {
     )]
     pub counting: CountingMode,
 
+    /// Counter key layout, CACHE_KEY_PREFIX and expiry jitter.
+    #[command(flatten)]
+    pub keys: crate::store::KeyArgs,
+
+    /// envoyproxy/ratelimit's metric names and NEAR_LIMIT_RATIO.
+    #[command(flatten)]
+    pub upstream_stats: crate::metrics::UpstreamStatsArgs,
+
     /// Several files may describe one domain: their descriptors are merged
     /// (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG). Off: one domain, one file.
     #[arg(long, env = "SLUICE_RLS_MERGE_DOMAINS")]
@@ -617,7 +625,7 @@ pub async fn serve(
     };
     log_warnings(&config);
 
-    let mut metrics = Metrics::new();
+    let mut metrics = Metrics::new().with_upstream_stats(args.upstream_stats.options());
     let store: Arc<dyn CounterStore> = match args.store {
         StoreKind::Memory => Arc::new(MemoryStore::new()),
         StoreKind::Redis => Arc::new(redis_store(&args, &metrics).await?),
@@ -663,7 +671,8 @@ pub async fn serve(
             Arc::new(SystemClock),
             Arc::new(metrics),
         )
-        .with_response_options(args.response_options()),
+        .with_response_options(args.response_options())
+        .with_key_options(args.keys.options()),
     );
     let secrets = crate::deferral::secrets::load(
         args.deferral_secret_file.as_deref(),

@@ -1,12 +1,13 @@
 //! Prometheus metrics of the rate-limit service.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
-use sluice_runtime::metrics::{encode, register};
+use sluice_runtime::metrics::register;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DecisionLabels {
@@ -76,6 +77,8 @@ pub struct Metrics {
     pub ext_authz_prompt_tokens: Counter,
     pub counter_writes_refused: Family<ReasonLabels, Counter>,
     pub requests_refused: Family<ReasonLabels, Counter>,
+    /// envoyproxy/ratelimit's per-descriptor stats (`--upstream-metrics`).
+    pub upstream: Option<UpstreamStats>,
 }
 
 impl Default for Metrics {
@@ -186,7 +189,17 @@ impl Metrics {
                 Family::default(),
             ),
             registry,
+            upstream: None,
         }
+    }
+
+    /// The same metrics, with upstream's per-descriptor stats when `options`
+    /// asks for them.
+    pub fn with_upstream_stats(mut self, options: UpstreamStatsOptions) -> Self {
+        self.upstream = options
+            .enabled
+            .then(|| UpstreamStats::new(options.near_limit_ratio));
+        self
     }
 
     /// Handles for one limit's counters.
@@ -202,8 +215,329 @@ impl Metrics {
         }
     }
 
-    /// The text exposition format.
+    /// The text exposition format: Sluice's metrics, then upstream's names
+    /// (unprefixed, from their own registry) when on.
     pub fn encode(&self) -> String {
-        encode(&self.registry)
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode_registry(&mut text, &self.registry);
+        if let Some(upstream) = &self.upstream {
+            let _ = encode_registry(&mut text, &upstream.registry);
+        }
+        let _ = encode_eof(&mut text);
+        text
+    }
+}
+
+/// The `--upstream-metrics` flags, flattened into sluice-rls's command line.
+#[derive(Clone, Debug, clap::Args)]
+pub struct UpstreamStatsArgs {
+    /// Also export envoyproxy/ratelimit's per-descriptor stats (total_hits,
+    /// within_limit, near_limit, over_limit, shadow_mode) under the Prometheus
+    /// names of its default statsd-exporter mapping, for its dashboards and alerts.
+    #[arg(long, env = "SLUICE_RLS_UPSTREAM_METRICS")]
+    pub upstream_metrics: bool,
+
+    /// Share of a limit past which hits count as near_limit (NEAR_LIMIT_RATIO).
+    #[arg(long, env = "SLUICE_RLS_NEAR_LIMIT_RATIO", default_value_t = 0.8)]
+    pub near_limit_ratio: f32,
+}
+
+impl UpstreamStatsArgs {
+    pub fn options(&self) -> UpstreamStatsOptions {
+        UpstreamStatsOptions {
+            enabled: self.upstream_metrics,
+            near_limit_ratio: self.near_limit_ratio,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UpstreamStatsOptions {
+    pub enabled: bool,
+    pub near_limit_ratio: f32,
+}
+
+/// A counter exposed under its bare name: statsd_exporter's counters have no
+/// `_total` suffix, and upstream's dashboards query the bare name. Typed
+/// `unknown`, under which OpenMetrics allows a sample named as its family.
+#[derive(Clone, Debug, Default)]
+pub struct BareCounter(Counter);
+
+impl BareCounter {
+    pub fn inc_by(&self, value: u64) {
+        self.0.inc_by(value);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl TypedMetric for BareCounter {
+    const TYPE: MetricType = MetricType::Unknown;
+}
+
+impl EncodeMetric for BareCounter {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_gauge(&self.0.get())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
+}
+
+/// Labels of upstream's stats as its default mapping sets them: `domain`,
+/// `key1`, and `key2` for deeper descriptors.
+pub type UpstreamLabels = Vec<(&'static str, String)>;
+
+/// envoyproxy/ratelimit's per-descriptor stats (`src/stats/manager_impl.go`:
+/// `ratelimit.service.rate_limit.<stats key>.<stat>`) under the Prometheus
+/// names and labels its default statsd-exporter mapping
+/// (`src/stats/prom/default_mapper.yaml`) gives them.
+pub struct UpstreamStats {
+    registry: Registry,
+    near_limit_ratio: f32,
+    total_hits: Family<UpstreamLabels, BareCounter>,
+    within_limit: Family<UpstreamLabels, BareCounter>,
+    near_limit: Family<UpstreamLabels, BareCounter>,
+    over_limit: Family<UpstreamLabels, BareCounter>,
+    shadow_mode: Family<UpstreamLabels, BareCounter>,
+}
+
+/// One limit's upstream stats, cloned out of their families once.
+#[derive(Clone, Debug)]
+pub struct UpstreamCounters {
+    total_hits: BareCounter,
+    within_limit: BareCounter,
+    near_limit: BareCounter,
+    over_limit: BareCounter,
+    shadow_mode: BareCounter,
+}
+
+/// One descriptor's decision as upstream's stats read it.
+#[derive(Clone, Copy, Debug)]
+pub struct UpstreamHit {
+    pub hits: u64,
+    /// The counter before the decision.
+    pub before: u64,
+    pub limit: u64,
+    pub shadow_mode: bool,
+}
+
+impl UpstreamStats {
+    fn new(near_limit_ratio: f32) -> Self {
+        let mut registry = Registry::default();
+        let mut family = |name: &str, help: &str| {
+            let family = Family::<UpstreamLabels, BareCounter>::default();
+            registry.register(name, help, family.clone());
+            family
+        };
+        UpstreamStats {
+            total_hits: family(
+                "ratelimit_service_rate_limit_total_hits",
+                "Hits of each descriptor (envoyproxy/ratelimit's total_hits)",
+            ),
+            within_limit: family(
+                "ratelimit_service_rate_limit_within_limit",
+                "Hits within the limit (envoyproxy/ratelimit's within_limit)",
+            ),
+            near_limit: family(
+                "ratelimit_service_rate_limit_near_limit",
+                "Hits past NEAR_LIMIT_RATIO of the limit, over included (envoyproxy/ratelimit's near_limit)",
+            ),
+            over_limit: family(
+                "ratelimit_service_rate_limit_over_limit",
+                "Hits over the limit (envoyproxy/ratelimit's over_limit)",
+            ),
+            shadow_mode: family(
+                "ratelimit_service_rate_limit_shadow_mode",
+                "Hits over a shadow-mode limit (envoyproxy/ratelimit's shadow_mode)",
+            ),
+            registry,
+            near_limit_ratio,
+        }
+    }
+
+    /// Handles for the limit with upstream stats key `stats_key`.
+    pub fn counters(&self, stats_key: &str) -> UpstreamCounters {
+        let labels = upstream_labels(stats_key);
+        UpstreamCounters {
+            total_hits: self.total_hits.get_or_create(&labels).clone(),
+            within_limit: self.within_limit.get_or_create(&labels).clone(),
+            near_limit: self.near_limit.get_or_create(&labels).clone(),
+            over_limit: self.over_limit.get_or_create(&labels).clone(),
+            shadow_mode: self.shadow_mode.get_or_create(&labels).clone(),
+        }
+    }
+
+    /// Counts one descriptor's decision as upstream's `GetResponseDescriptorStatus`
+    /// (`src/limiter/base_limiter.go`) does, from the counter before and after it.
+    pub fn record(&self, counters: &UpstreamCounters, hit: UpstreamHit) {
+        let UpstreamHit {
+            hits,
+            before,
+            limit,
+            shadow_mode,
+        } = hit;
+        let after = before.saturating_add(hits);
+        // float32 arithmetic, as upstream's `float32(limit) * nearLimitRatio`.
+        let near = (limit as f32 * self.near_limit_ratio).floor() as u64;
+        counters.total_hits.inc_by(hits);
+        if after > limit {
+            // Past the limit: the hits beyond it are over; those between the
+            // near threshold and the limit were near (checkOverLimitThreshold).
+            if before >= limit {
+                counters.over_limit.inc_by(hits);
+            } else {
+                counters.over_limit.inc_by(after - limit);
+                counters.near_limit.inc_by(limit - near.max(before));
+            }
+            if shadow_mode {
+                counters
+                    .shadow_mode
+                    .inc_by(if before >= limit { hits } else { after - limit });
+            }
+        } else {
+            if after > near {
+                counters
+                    .near_limit
+                    .inc_by(if before >= near { hits } else { after - near });
+            }
+            counters.within_limit.inc_by(hits);
+        }
+    }
+}
+
+/// The labels upstream's default mapping reads off
+/// `ratelimit.service.rate_limit.<stats key>.<stat>`: the stats key,
+/// sanitized as upstream's `SanitizeStatName`, split at dots; `domain` and
+/// `key1`, plus `key2` when there are more parts (the rest is dropped, so
+/// deeper descriptors sharing the first two levels share a series, as there).
+pub fn upstream_labels(stats_key: &str) -> UpstreamLabels {
+    let sanitized = sanitize_stat_name(stats_key);
+    let mut parts = sanitized.split('.');
+    let mut labels = vec![
+        ("domain", parts.next().unwrap_or_default().to_string()),
+        ("key1", parts.next().unwrap_or_default().to_string()),
+    ];
+    if let Some(key2) = parts.next() {
+        labels.push(("key2", key2.to_string()));
+    }
+    labels
+}
+
+/// upstream's `SanitizeStatName`: `:` and `|` become `_`, and so do the dots
+/// of anything shaped like an IPv4 address.
+fn sanitize_stat_name(name: &str) -> String {
+    let replaced = name.replace([':', '|'], "_");
+    let mut out = String::with_capacity(replaced.len());
+    let bytes = replaced.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        match ipv4_at(bytes, at) {
+            Some(end) => {
+                out.push_str(&replaced[at..end].replace('.', "_"));
+                at = end;
+            }
+            None => {
+                let next = replaced[at..].chars().next().map_or(1, char::len_utf8);
+                out.push_str(&replaced[at..at + next]);
+                at += next;
+            }
+        }
+    }
+    out
+}
+
+/// The end of the IPv4-shaped run (`\d{1,3}(\.\d{1,3}){3}`, upstream's
+/// `ipv4Regex`, leftmost first) starting at `start`, if one does.
+fn ipv4_at(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut at = start;
+    for part in 0..4 {
+        if part > 0 {
+            if bytes.get(at) != Some(&b'.') {
+                return None;
+            }
+            at += 1;
+        }
+        let digits = bytes[at.min(bytes.len())..]
+            .iter()
+            .take(3)
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        if digits == 0 {
+            return None;
+        }
+        at += digits;
+    }
+    Some(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats() -> (UpstreamStats, UpstreamCounters) {
+        let stats = UpstreamStats::new(0.8);
+        let counters = stats.counters("rl.foo_bar");
+        (stats, counters)
+    }
+
+    fn hit(hits: u64, before: u64) -> UpstreamHit {
+        UpstreamHit {
+            hits,
+            before,
+            limit: 10,
+            shadow_mode: false,
+        }
+    }
+
+    /// upstream's arithmetic (base_limiter.go), worked by hand: limit 10,
+    /// ratio 0.8, so near from 8.
+    #[test]
+    fn counts_as_upstreams_base_limiter() {
+        let (stats, c) = stats();
+        stats.record(&c, hit(1, 4)); // 5: within
+        assert_eq!((c.within_limit.get(), c.near_limit.get()), (1, 0));
+        stats.record(&c, hit(3, 6)); // 9: 1 near (8 → 9), within
+        assert_eq!((c.within_limit.get(), c.near_limit.get()), (4, 1));
+        stats.record(&c, hit(4, 7)); // 11: 1 over, near 10 − max(8, 7) = 2
+        assert_eq!((c.over_limit.get(), c.near_limit.get()), (1, 3));
+        stats.record(&c, hit(2, 11)); // all over
+        assert_eq!((c.over_limit.get(), c.total_hits.get()), (3, 10));
+        assert_eq!(c.within_limit.get(), 4);
+        let shadow = UpstreamHit {
+            shadow_mode: true,
+            ..hit(3, 9)
+        };
+        stats.record(&c, shadow); // 12: 2 over, shadow 2
+        assert_eq!((c.over_limit.get(), c.shadow_mode.get()), (5, 2));
+    }
+
+    #[test]
+    fn labels_follow_the_default_mapping() {
+        let labels = |key: &str| upstream_labels(key);
+        assert_eq!(
+            labels("rl.foo_bar"),
+            [("domain", "rl".into()), ("key1", "foo_bar".into())]
+        );
+        assert_eq!(
+            labels("rl.a_1.b.c_2"),
+            [
+                ("domain", "rl".into()),
+                ("key1", "a_1".into()),
+                ("key2", "b".into())
+            ]
+        );
+        assert_eq!(
+            labels("rl.remote_address_10.0.0.1:80|x"),
+            [
+                ("domain", "rl".into()),
+                ("key1", "remote_address_10_0_0_1_80_x".into())
+            ]
+        );
     }
 }

@@ -2,8 +2,9 @@
 //! the service only through them (Envoy Gateway's generated Deployment):
 //! with `SLUICE_RLS_UPSTREAM_ENV=true`, each upstream variable that is set
 //! becomes the matching sluice-rls flag, unless that flag's own variable is
-//! set too. Upstream's answers come with it: `--counting increment-all`, and
-//! no rate-limit headers unless `LIMIT_RESPONSE_HEADERS_ENABLED`.
+//! set too. Upstream's answers, counters and metric names come with it:
+//! `--counting increment-all`, `--key-layout upstream`, `--upstream-metrics`,
+//! and no rate-limit headers unless `LIMIT_RESPONSE_HEADERS_ENABLED`.
 
 use std::time::Duration;
 
@@ -57,6 +58,21 @@ const PLAIN: &[Plain] = &[
         upstream: "LOCAL_CACHE_SIZE_IN_BYTES",
         own: "SLUICE_RLS_LOCAL_CACHE_BYTES",
         flag: "--local-cache-bytes",
+    },
+    Plain {
+        upstream: "CACHE_KEY_PREFIX",
+        own: "SLUICE_RLS_CACHE_KEY_PREFIX",
+        flag: "--cache-key-prefix",
+    },
+    Plain {
+        upstream: "EXPIRATION_JITTER_MAX_SECONDS",
+        own: "SLUICE_RLS_EXPIRATION_JITTER_MAX_S",
+        flag: "--expiration-jitter-max-s",
+    },
+    Plain {
+        upstream: "NEAR_LIMIT_RATIO",
+        own: "SLUICE_RLS_NEAR_LIMIT_RATIO",
+        flag: "--near-limit-ratio",
     },
     Plain {
         upstream: "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
@@ -120,6 +136,15 @@ pub fn flags(env: impl Fn(&str) -> Option<String>) -> Result<Vec<String>, Upstre
         "--counting",
         Some("increment-all".into()),
     );
+    // Upstream's keys: instances of both share counters during a migration.
+    out.add(
+        "SLUICE_RLS_KEY_LAYOUT",
+        "--key-layout",
+        Some("upstream".into()),
+    );
+    // Upstream's stats (statsd or Prometheus, always on there) under the names
+    // its Prometheus mapping gives them: its dashboards keep working.
+    out.add("SLUICE_RLS_UPSTREAM_METRICS", "--upstream-metrics", None);
     let headers = if is_true(env("LIMIT_RESPONSE_HEADERS_ENABLED")) {
         "upstream"
     } else {
@@ -430,6 +455,8 @@ mod tests {
             "--grpc-addr 0.0.0.0:8081",
             "--admin-addr 0.0.0.0:8080",
             "--counting increment-all",
+            "--key-layout upstream",
+            "--upstream-metrics",
             "--response-headers off",
         ] {
             assert!(flags.contains(expected), "{expected} missing in {flags}");
@@ -462,6 +489,25 @@ mod tests {
             "{flags}"
         );
         assert!(!flags.contains("--counting"), "own variable wins: {flags}");
+    }
+
+    #[test]
+    fn key_prefix_and_expiry_jitter() {
+        let flags = flags_of(&[
+            ("CACHE_KEY_PREFIX", "rl:"),
+            ("EXPIRATION_JITTER_MAX_SECONDS", "300"),
+            ("NEAR_LIMIT_RATIO", "0.9"),
+        ])
+        .unwrap()
+        .join(" ");
+        assert!(flags.contains("--key-layout upstream"), "{flags}");
+        assert!(flags.contains("--cache-key-prefix rl:"), "{flags}");
+        assert!(flags.contains("--expiration-jitter-max-s 300"), "{flags}");
+        assert!(flags.contains("--near-limit-ratio 0.9"), "{flags}");
+        let own = flags_of(&[("SLUICE_RLS_KEY_LAYOUT", "sluice")])
+            .unwrap()
+            .join(" ");
+        assert!(!own.contains("--key-layout"), "own variable wins: {own}");
     }
 
     #[test]

@@ -54,6 +54,12 @@ pub struct Limit {
     /// Metric handles of this limit, resolved on first use so the decision
     /// path does not look labels up (or allocate them) on every call.
     pub metrics: std::sync::OnceLock<crate::metrics::LimitCounters>,
+    /// envoyproxy/ratelimit's stats key of the limit: the domain, then each
+    /// level's `key` or `key_value`, joined by `.` (`loadDescriptors`'s
+    /// `newParentKey`); its metric names are made from it.
+    pub stats_key: String,
+    /// The handles of its upstream-named metrics (`--upstream-metrics`).
+    pub upstream_metrics: std::sync::OnceLock<crate::metrics::UpstreamCounters>,
 }
 
 impl Limit {
@@ -70,6 +76,8 @@ impl Limit {
             metadata: None,
             sluice: SluiceExtension::default(),
             metrics: std::sync::OnceLock::new(),
+            stats_key: String::new(),
+            upstream_metrics: std::sync::OnceLock::new(),
         }
     }
 }
@@ -410,6 +418,7 @@ impl LimitsConfig {
             }
             let root = config.domains.entry(parsed.domain.clone()).or_default();
             builder.file = file.clone();
+            builder.stats_path = vec![parsed.domain.clone()];
             builder
                 .children(root, &parsed.descriptors, &mut Vec::new())
                 .map_err(in_domain)?;
@@ -499,6 +508,9 @@ struct Builder {
     /// (descriptor path, replaced name) of every `replaces` entry.
     replaces: Vec<(PathBuf, String, String)>,
     warnings: Vec<String>,
+    /// The domain and the levels above the node being built, as upstream's
+    /// stats keys spell them (`key` or `key_value`).
+    stats_path: Vec<String>,
 }
 
 struct PathDisplay<'a>(&'a [String]);
@@ -527,7 +539,13 @@ impl Builder {
                 None => spec.key.clone(),
             };
             path.push(label);
-            let node = self.node(spec, path)?;
+            self.stats_path.push(match &spec.value {
+                Some(value) if !value.is_empty() => format!("{}_{value}", spec.key),
+                _ => spec.key.clone(),
+            });
+            let node = self.node(spec, path);
+            self.stats_path.pop();
+            let node = node?;
             let at = PathDisplay(path).to_string();
             path.pop();
             if !children.insert(spec, node) {
@@ -618,6 +636,7 @@ impl Builder {
             replaces,
             metadata: spec.metadata.clone(),
             sluice: rate.sluice.unwrap_or_default(),
+            stats_key: self.stats_path.join("."),
             ..Limit::new(display_name, unit, requests_per_unit)
         })))
     }

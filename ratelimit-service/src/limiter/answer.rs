@@ -40,6 +40,11 @@ pub enum MetricEvent<'p> {
     },
     /// `--global-shadow-mode` turned an OVER_LIMIT answer into OK.
     GlobalShadowMode,
+    /// A limited descriptor's decision, for upstream's stats (`--upstream-metrics`).
+    Upstream {
+        limit: &'p Limit,
+        hit: crate::metrics::UpstreamHit,
+    },
 }
 
 /// The decision: what goes back to Envoy and what the metrics record.
@@ -232,7 +237,7 @@ fn read<'p>(
 ) -> Reading<'p> {
     let op = &plan.ops[applied.op_index];
     let before = outcome.before.get(applied.op_index).copied().unwrap_or(0);
-    let over = op.is_over(before);
+    let over = op.is_over(before, plan.mode);
     let used = if outcome.applied {
         op.apply_to(before)
     } else {
@@ -252,6 +257,17 @@ fn read<'p>(
     }
     if counted_over {
         events.push(MetricEvent::OverLimit { limit });
+    }
+    if op.hits >= 0 {
+        events.push(MetricEvent::Upstream {
+            limit,
+            hit: crate::metrics::UpstreamHit {
+                hits: op.hits as u64,
+                before,
+                limit: op.limit,
+                shadow_mode: limit.shadow_mode,
+            },
+        });
     }
     if limit.detailed_metric {
         events.push(MetricEvent::Detailed {

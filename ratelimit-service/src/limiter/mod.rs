@@ -15,7 +15,7 @@ use answer::MetricEvent;
 
 use crate::config::{Limit, LimitsConfig};
 use crate::metrics::{DecisionLabels, DetailedLabels, LimitCounters, Metrics, StoreLabels};
-use crate::store::{CounterStore, CountingMode, StoreError};
+use crate::store::{CounterStore, CountingMode, KeyOptions, StoreError};
 use arc_swap::ArcSwap;
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
@@ -86,6 +86,7 @@ pub struct Limiter {
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     response: ResponseOptions,
+    keys: KeyOptions,
     /// Serialises config updates (file reloads and xDS), so that neither
     /// loses the other's change.
     updating: std::sync::Mutex<()>,
@@ -107,6 +108,7 @@ impl Limiter {
             clock,
             metrics,
             response: ResponseOptions::default(),
+            keys: KeyOptions::default(),
             updating: std::sync::Mutex::new(()),
         }
     }
@@ -114,6 +116,12 @@ impl Limiter {
     /// The same limiter with these answer switches.
     pub fn with_response_options(mut self, response: ResponseOptions) -> Self {
         self.response = response;
+        self
+    }
+
+    /// The same limiter with its counters named and expired as `keys` says.
+    pub fn with_key_options(mut self, keys: KeyOptions) -> Self {
+        self.keys = keys;
         self
     }
 
@@ -277,10 +285,13 @@ impl Limiter {
             request,
             mode,
             self.response.global_quota_mode,
-            now,
-            timing.window_at_millis.unwrap_or(now),
+            &self.keys.layout,
+            (now, timing.window_at_millis.unwrap_or(now)),
         )?;
         plan.asked_at_millis = timing.asked_at_millis;
+        for op in &mut plan.ops {
+            op.ttl_secs += self.keys.expiration_jitter_secs();
+        }
         let outcome = self
             .store
             .apply(&plan.ops, plan.mode, plan.now_millis)
@@ -294,28 +305,44 @@ impl Limiter {
         for event in events {
             match event {
                 MetricEvent::Hits { limit, hits } => {
-                    self.counters(domain, limit).hits.inc_by(*hits)
+                    self.counters(domain, limit).hits.inc_by(*hits);
                 }
                 MetricEvent::ShadowModeHit { limit } => {
-                    self.counters(domain, limit).shadow_mode_hits.inc()
+                    self.counters(domain, limit).shadow_mode_hits.inc();
                 }
-                MetricEvent::OverLimit { limit } => self.counters(domain, limit).over_limit.inc(),
+                MetricEvent::OverLimit { limit } => {
+                    self.counters(domain, limit).over_limit.inc();
+                }
                 MetricEvent::Detailed {
                     limit,
                     descriptor,
                     code,
-                } => self
-                    .metrics
-                    .detailed
-                    .get_or_create(&DetailedLabels {
-                        domain: domain.to_string(),
-                        limit: limit.name.clone(),
-                        descriptor: descriptor.clone(),
-                        code,
-                    })
-                    .inc(),
-                MetricEvent::GlobalShadowMode => self.metrics.global_shadow_mode.inc(),
-            };
+                } => {
+                    self.metrics
+                        .detailed
+                        .get_or_create(&DetailedLabels {
+                            domain: domain.to_string(),
+                            limit: limit.name.clone(),
+                            descriptor: descriptor.clone(),
+                            code,
+                        })
+                        .inc();
+                }
+                MetricEvent::GlobalShadowMode => {
+                    self.metrics.global_shadow_mode.inc();
+                }
+                MetricEvent::Upstream { limit, hit } => self.record_upstream(limit, *hit),
+            }
+        }
+    }
+
+    /// upstream's per-descriptor stats, when `--upstream-metrics` is on.
+    fn record_upstream(&self, limit: &Limit, hit: crate::metrics::UpstreamHit) {
+        if let Some(upstream) = &self.metrics.upstream {
+            let counters = limit
+                .upstream_metrics
+                .get_or_init(|| upstream.counters(&limit.stats_key));
+            upstream.record(counters, hit);
         }
     }
 

@@ -3,7 +3,7 @@
 
 use super::DecisionError;
 use crate::config::{Limit, LimitsConfig, Matched};
-use crate::store::{counter_key, CounterOp, CountingMode};
+use crate::store::{CounterOp, CountingMode, KeyLayout};
 use crate::window::{Unit, Window};
 use sluice_admission::descriptors::FORCE_CHARGE_METADATA;
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
@@ -97,22 +97,23 @@ pub fn plan(
         request,
         mode,
         global_quota_mode,
-        now_millis,
-        now_millis,
+        &KeyLayout::Sluice,
+        (now_millis, now_millis),
     )
 }
 
 /// Plans `request` against the windows containing `window_at_millis`
-/// (clamped to `now_millis`): a correction goes to the window its request
-/// was admitted in. A window past its correction grace
-/// ([`Window::takes_corrections`]) has no counters left: its ops move nothing.
+/// (clamped to `now_millis`), its counters named by `keys`: a correction goes
+/// to the window its request was admitted in. A window past its correction
+/// grace ([`Window::takes_corrections`]) has no counters left: its ops move
+/// nothing.
 pub fn plan_in_window(
     config: &LimitsConfig,
     request: &RateLimitRequest,
     mode: CountingMode,
     global_quota_mode: bool,
-    now_millis: u64,
-    window_at_millis: u64,
+    keys: &KeyLayout,
+    (now_millis, window_at_millis): (u64, u64),
 ) -> Result<Plan, DecisionError> {
     let window_at_millis = window_at_millis.min(now_millis);
     validate(request)?;
@@ -141,9 +142,12 @@ pub fn plan_in_window(
                     0
                 };
                 let mut op = counter_op(
-                    &request.domain,
-                    descriptor,
-                    shared,
+                    keys.key(
+                        &request.domain,
+                        counter_entries(descriptor, shared),
+                        limit.unit,
+                        window,
+                    ),
                     limit,
                     window,
                     hits,
@@ -210,9 +214,28 @@ fn match_descriptor<'c>(
     match &descriptor.limit {
         None => Ok(found),
         // An override counts per value, as upstream's does.
-        Some(overridden) => overridden_limit(found.map(|(m, _)| m), overridden, index)
-            .map(|m| Some((m, Vec::new()))),
+        Some(overridden) => {
+            overridden_limit(found.map(|(m, _)| m), overridden, index).map(|mut limit| {
+                limit.stats_key = override_stats_key(domain, descriptor);
+                Some((Matched::Limited(Arc::new(limit)), Vec::new()))
+            })
+        }
     }
+}
+
+/// upstream's stats key of an overridden limit (`descriptorKey`): the domain
+/// and the request's `key` or `key_value` entries, joined by `.`.
+fn override_stats_key(domain: &str, descriptor: &RateLimitDescriptor) -> String {
+    let mut key = domain.to_string();
+    for entry in &descriptor.entries {
+        key.push('.');
+        key.push_str(&entry.key);
+        if !entry.value.is_empty() {
+            key.push('_');
+            key.push_str(&entry.value);
+        }
+    }
+    key
 }
 
 /// A descriptor's own limit: rate and unit from the request, everything else
@@ -221,7 +244,7 @@ fn overridden_limit(
     found: Option<Matched>,
     overridden: &RateLimitOverride,
     index: usize,
-) -> Result<Matched, DecisionError> {
+) -> Result<Limit, DecisionError> {
     let unit = Unit::from_proto(overridden.unit).ok_or_else(|| {
         DecisionError::InvalidRequest(format!(
             "descriptor {index}: limit override has unknown unit {}",
@@ -236,7 +259,7 @@ fn overridden_limit(
         .as_ref()
         .map(|l| l.name.clone())
         .unwrap_or_else(|| "override".into());
-    Ok(Matched::Limited(Arc::new(Limit {
+    Ok(Limit {
         named: base.as_ref().is_some_and(|l| l.named),
         shadow_mode: base.as_ref().is_some_and(|l| l.shadow_mode),
         quota_mode: base.as_ref().is_some_and(|l| l.quota_mode),
@@ -248,7 +271,7 @@ fn overridden_limit(
             .unwrap_or_default(),
         sluice: base.as_ref().map(|l| l.sluice).unwrap_or_default(),
         ..Limit::new(name, unit, overridden.requests_per_unit)
-    })))
+    })
 }
 
 /// `replaces`: a named limit named by another matched limit (unlimited
@@ -290,27 +313,26 @@ fn descriptor_hits(descriptor: &RateLimitDescriptor, request_hits: u64) -> i64 {
     }
 }
 
-/// The op of one limited descriptor. Its counter is the request's entries,
-/// with the pattern in place of the value where a `share_threshold`
-/// wildcard matched (every value matching it shares the counter).
-fn counter_op(
-    domain: &str,
-    descriptor: &RateLimitDescriptor,
-    shared: &[(usize, &str)],
-    limit: &Limit,
-    window: Window,
-    hits: i64,
-    now_millis: u64,
-) -> CounterOp {
-    let entries = descriptor.entries.iter().enumerate().map(|(index, e)| {
+/// The entries a descriptor's counter is named by: the request's, with the
+/// pattern in place of the value where a `share_threshold` wildcard matched
+/// (every value matching it shares the counter).
+fn counter_entries<'d>(
+    descriptor: &'d RateLimitDescriptor,
+    shared: &'d [(usize, &'d str)],
+) -> impl Iterator<Item = (&'d str, &'d str)> {
+    descriptor.entries.iter().enumerate().map(|(index, e)| {
         let value = shared
             .iter()
             .find(|(at, _)| *at == index)
             .map_or(e.value.as_str(), |(_, pattern)| pattern);
         (e.key.as_str(), value)
-    });
+    })
+}
+
+/// The op of one limited descriptor on the counter `key`.
+fn counter_op(key: String, limit: &Limit, window: Window, hits: i64, now_millis: u64) -> CounterOp {
     CounterOp {
-        key: counter_key(domain, entries, limit.unit, window),
+        key,
         hits,
         limit: u64::from(limit.requests_per_unit),
         enforced: !limit.shadow_mode,

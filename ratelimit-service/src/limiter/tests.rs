@@ -66,16 +66,21 @@ fn decide(
     let events = answer
         .events
         .iter()
-        .map(|event| match event {
-            MetricEvent::Hits { limit, hits } => format!("hits:{}:{hits}", limit.name),
-            MetricEvent::ShadowModeHit { limit } => format!("shadow:{}", limit.name),
-            MetricEvent::OverLimit { limit } => format!("over:{}", limit.name),
-            MetricEvent::Detailed {
-                limit,
-                descriptor,
-                code,
-            } => format!("detailed:{}:{descriptor}:{code}", limit.name),
-            MetricEvent::GlobalShadowMode => "global_shadow".to_string(),
+        .filter_map(|event| {
+            Some(match event {
+                MetricEvent::Hits { limit, hits } => format!("hits:{}:{hits}", limit.name),
+                MetricEvent::ShadowModeHit { limit } => format!("shadow:{}", limit.name),
+                MetricEvent::OverLimit { limit } => format!("over:{}", limit.name),
+                MetricEvent::Detailed {
+                    limit,
+                    descriptor,
+                    code,
+                } => format!("detailed:{}:{descriptor}:{code}", limit.name),
+                MetricEvent::GlobalShadowMode => "global_shadow".to_string(),
+                // Every limited descriptor has one; upstream's stats are
+                // tested in metrics and tests/upstream_metrics.rs.
+                MetricEvent::Upstream { .. } => return None,
+            })
         })
         .collect();
     (answer.response, events)
@@ -273,6 +278,26 @@ fn check_only_at_the_limit_is_over_and_counts_nothing() {
     assert_eq!(codes(&response), [Code::Ok]);
     assert_eq!(remaining(&response), [1]);
     assert!(events.is_empty(), "{events:?}");
+}
+
+#[test]
+fn upstream_rule_check_only_is_over_only_past_the_limit() {
+    // envoyproxy/ratelimit: `used + 0 > limit`; at the limit the check passes.
+    let req = request(vec![tokens(0)]);
+    let (response, events) = decide(&req, CountingMode::IncrementAll, &[1000]);
+    assert_eq!(codes(&response), [Code::Ok]);
+    assert_eq!(remaining(&response), [0]);
+    assert!(events.is_empty(), "{events:?}");
+    let (response, events) = decide(&req, CountingMode::IncrementAll, &[1001]);
+    assert_eq!(codes(&response), [Code::OverLimit]);
+    assert_eq!(remaining(&response), [0]);
+    assert_eq!(events, ["over:acme-tpm"]);
+    // A charge is decided alike by both rules: 1000 + 1 > 1000.
+    let charge = request(vec![tokens(1)]);
+    for mode in [CountingMode::AllOrNothing, CountingMode::IncrementAll] {
+        let (response, _) = decide(&charge, mode, &[1000]);
+        assert_eq!(codes(&response), [Code::OverLimit], "{mode:?}");
+    }
 }
 
 #[test]
@@ -510,4 +535,55 @@ fn the_force_marker_charges_every_counter() {
     assert_eq!(codes(&response), [Code::OverLimit]);
     assert_eq!(remaining(&response), [0]);
     assert_eq!(events, ["hits:acme-tpm:300", "over:acme-tpm"]);
+}
+
+/// upstream's `ratelimitToMetadata`: the request's `hitsAddend` when not 0,
+/// each descriptor's own when set (0 included), as numbers.
+#[test]
+fn upstream_metadata_carries_hits_addend_as_upstream() {
+    use sluice_proto::pb::google::protobuf::value::Kind;
+    let mut req = request(vec![tokens(0), rpm()]);
+    req.hits_addend = 3;
+    let plan = plan_of(&req, CountingMode::IncrementAll);
+    let outcome = CounterOutcome {
+        applied: true,
+        before: vec![0, 0],
+    };
+    let options = ResponseOptions {
+        dynamic_metadata: true,
+        ..Default::default()
+    };
+    let response = answer(&req, &plan, &outcome, &options).response;
+    let fields = response.dynamic_metadata.unwrap().fields;
+    let number = |value: Option<&sluice_proto::pb::google::protobuf::Value>| match value
+        .and_then(|v| v.kind.clone())
+    {
+        Some(Kind::NumberValue(n)) => Some(n),
+        _ => None,
+    };
+    assert_eq!(number(fields.get("hitsAddend")), Some(3.0));
+    let Some(Kind::ListValue(descriptors)) = fields["descriptors"].kind.clone() else {
+        panic!("descriptors is a list");
+    };
+    let hits: Vec<Option<f64>> = descriptors
+        .values
+        .iter()
+        .map(|d| match &d.kind {
+            Some(Kind::StructValue(s)) => number(s.fields.get("hitsAddend")),
+            _ => panic!("a descriptor is a struct"),
+        })
+        .collect();
+    assert_eq!(
+        hits,
+        [Some(0.0), None],
+        "set (0 too) or absent, as upstream"
+    );
+
+    req.hits_addend = 0;
+    let response = answer(&req, &plan, &outcome, &options).response;
+    let fields = response.dynamic_metadata.unwrap().fields;
+    assert!(
+        !fields.contains_key("hitsAddend"),
+        "0 is left out, as upstream"
+    );
 }

@@ -1,7 +1,8 @@
 //! An over-limit local cache in front of a shared store, as
-//! envoyproxy/ratelimit's `LOCAL_CACHE_SIZE_IN_BYTES`: a counter seen at or
-//! past its limit stays over until its window ends, so a request whose
-//! every counter is known to be over is answered here, without a round trip.
+//! envoyproxy/ratelimit's `LOCAL_CACHE_SIZE_IN_BYTES`: a counter seen where
+//! even a check-only op is over (the counting mode's rule) stays over until
+//! its window ends, so a request whose every counter is known to be over is
+//! answered here, without a round trip.
 //!
 //! Only a counter that itself reached its limit is remembered (not one that
 //! was over only because of a large `hits_addend`: a smaller request could
@@ -46,8 +47,15 @@ impl LocalCacheStore {
             })
     }
 
-    /// Remembers the counters the store left at or past their limit; forgets refunded ones.
-    fn remember(&self, ops: &[CounterOp], outcome: &CounterOutcome, now_millis: u64) {
+    /// Remembers the counters the store left where even a check-only op is
+    /// over (`mode`'s rule); forgets refunded ones.
+    fn remember(
+        &self,
+        ops: &[CounterOp],
+        outcome: &CounterOutcome,
+        mode: CountingMode,
+        now_millis: u64,
+    ) {
         let mut guard = self.over.lock().unwrap_or_else(PoisonError::into_inner);
         let (over, used_bytes) = &mut *guard;
         for (op, &before) in ops.iter().zip(&outcome.before) {
@@ -62,7 +70,7 @@ impl LocalCacheStore {
             } else {
                 before
             };
-            if after < op.limit || over.contains_key(&op.key) {
+            if !mode.check_only_over(after, op.limit) || over.contains_key(&op.key) {
                 continue;
             }
             let cost = op.key.len() + ENTRY_OVERHEAD_BYTES;
@@ -90,16 +98,17 @@ impl CounterStore for LocalCacheStore {
         Box::pin(async move {
             if self.all_known_over(ops, now_millis) {
                 self.answered.inc();
-                // At least the limit: every op is over, nothing moves (as the
-                // store would leave it in all-or-nothing; increment-all would
-                // add to counters already over, which changes no answer).
+                // Past the limit: every op is over under either mode's rule,
+                // nothing moves (as the store would leave it in
+                // all-or-nothing; increment-all would add to counters already
+                // over, which changes no answer).
                 return Ok(CounterOutcome {
                     applied: false,
-                    before: ops.iter().map(|op| op.limit).collect(),
+                    before: ops.iter().map(|op| op.limit.saturating_add(1)).collect(),
                 });
             }
             let outcome = self.inner.apply(ops, mode, now_millis).await?;
-            self.remember(ops, &outcome, now_millis);
+            self.remember(ops, &outcome, mode, now_millis);
             Ok(outcome)
         })
     }
@@ -142,7 +151,7 @@ mod tests {
         assert_eq!(answered.get(), 0);
         let outcome = store.apply(&[op("k", 1, 2)], mode, now + 1).await.unwrap();
         assert!(!outcome.applied);
-        assert_eq!(outcome.before, [2]);
+        assert_eq!(outcome.before, [3], "answered as past the limit");
         assert_eq!(answered.get(), 1);
         // A request with another counter goes to the store.
         let outcome = store
@@ -157,6 +166,24 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(answered.get(), 1);
+    }
+
+    #[tokio::test]
+    async fn under_upstreams_rule_a_counter_at_its_limit_still_passes_a_check() {
+        let answered = Counter::default();
+        let store = LocalCacheStore::new(Arc::new(MemoryStore::new()), 1 << 20, answered.clone());
+        let mode = CountingMode::IncrementAll;
+        // 1 of 1: at the limit, a check-only op (hits 0) still passes, so the
+        // counter is not remembered and the check goes to the store.
+        store.apply(&[op("k", 1, 1)], mode, 0).await.unwrap();
+        let check = store.apply(&[op("k", 0, 1)], mode, 1).await.unwrap();
+        assert_eq!(check.before, [1]);
+        assert_eq!(answered.get(), 0);
+        // Past it (2 of 1) it is remembered, and the next check is answered here, over.
+        store.apply(&[op("k", 1, 1)], mode, 2).await.unwrap();
+        let check = store.apply(&[op("k", 0, 1)], mode, 3).await.unwrap();
+        assert_eq!(answered.get(), 1);
+        assert!(op("k", 0, 1).is_over(check.before[0], mode));
     }
 
     #[tokio::test]

@@ -10,7 +10,7 @@ mod redis;
 pub mod scripts;
 
 pub use self::redis::{redact_url, RedisStore, RedisStoreOptions};
-pub use keys::counter_key;
+pub use keys::{counter_key, upstream_key, KeyArgs, KeyLayout, KeyLayoutName, KeyOptions};
 pub use local_cache::LocalCacheStore;
 pub use memory::MemoryStore;
 
@@ -20,12 +20,14 @@ use futures::future::BoxFuture;
 ///
 /// Rule, applied to every op from the value `before` the decision:
 /// * `hits > 0` is over when `before + hits > limit`;
-/// * `hits == 0` (check only) is over when `before >= limit`;
+/// * `hits == 0` (check only) is over when nothing more fits: by Sluice's
+///   rule when `before >= limit`, by envoyproxy/ratelimit's
+///   (`before + 0 > limit`) only past it (see [`CountingMode::check_only_over`]);
 /// * `hits < 0` (refund) is never over; the counter goes down, not below 0,
 ///   and only if the window's counter still exists.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CounterOp {
-    /// Full store key (see [`counter_key`]); includes the window start.
+    /// Full store key (see [`KeyLayout`]); includes the window start.
     pub key: String,
     pub hits: i64,
     pub limit: u64,
@@ -36,11 +38,12 @@ pub struct CounterOp {
 }
 
 impl CounterOp {
-    /// Whether this op is over its limit given the counter's current value.
-    pub fn is_over(&self, before: u64) -> bool {
+    /// Whether this op is over its limit given the counter's current value,
+    /// by `mode`'s rule.
+    pub fn is_over(&self, before: u64, mode: CountingMode) -> bool {
         match self.hits {
             h if h > 0 => before.saturating_add(h as u64) > self.limit,
-            0 => before >= self.limit,
+            0 => mode.check_only_over(before, self.limit),
             _ => false,
         }
     }
@@ -62,8 +65,24 @@ pub enum CountingMode {
     /// request that is deferred or rejected burns no quota.
     #[default]
     AllOrNothing,
-    /// Every counter moves, over or not (envoyproxy/ratelimit's behaviour).
+    /// Every counter moves, over or not, and a check-only op is over only
+    /// past its limit: envoyproxy/ratelimit's counting and decision rule.
     IncrementAll,
+}
+
+impl CountingMode {
+    /// Whether a check-only op (`hits_addend: 0`) on a counter at `value` is
+    /// over. Sluice: at the limit, since no further hit fits. Upstream
+    /// (`base_limiter.go`: `limitAfterIncrease > overLimitThreshold`, with
+    /// nothing added): only past it. Upstream's response-path quota pattern
+    /// (check with 0 on the request, debit on the response) relies on
+    /// upstream's: a quota at its limit still routes one more request.
+    pub fn check_only_over(self, value: u64, limit: u64) -> bool {
+        match self {
+            CountingMode::AllOrNothing => value >= limit,
+            CountingMode::IncrementAll => value > limit,
+        }
+    }
 }
 
 /// What the store saw and did.
@@ -118,6 +137,6 @@ pub fn decide(ops: &[CounterOp], before: &[u64], mode: CountingMode) -> bool {
         CountingMode::AllOrNothing => !ops
             .iter()
             .zip(before)
-            .any(|(op, &b)| op.enforced && op.is_over(b)),
+            .any(|(op, &b)| op.enforced && op.is_over(b, mode)),
     }
 }

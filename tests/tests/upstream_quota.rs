@@ -1,0 +1,462 @@
+//! envoyproxy/ratelimit's quota patterns through real Envoy, as upstream's
+//! own integration tests run them (`integration-test/scripts/quota.sh`,
+//! `token-quota.sh`, `multiservice-tokenquota.sh`): upstream's example limits
+//! (`examples/ratelimit/config/example.yaml`, domain `rl`: `service_1` 1 a
+//! minute, `service_2` 2 a minute, both in quota mode with `metadata`) and the
+//! three routes of its `examples/envoy/proxy.yaml`, ports rewritten:
+//!
+//! * `/quota`: both services charged 1 on the request path;
+//! * `/tokenquota`: `service_2` checked with `hits_addend: 0` on the request
+//!   path, debited 1 when the stream is done (`apply_on_stream_done`);
+//! * `/multiservice-tokenquota`: both checked with 0; the answer's dynamic
+//!   metadata names the service that still has quota, a header mutation and
+//!   `header_to_metadata` turn it into the subset load balancer's key, and the
+//!   service that served the request is debited 1 when the stream is done
+//!   (its locality name).
+//!
+//! Its other scripts (`simple-get.sh`, `trigger-ratelimit.sh`,
+//! `replaces.sh`, `trigger-shadow-mode-key.sh`) run over the `/twoheader` and
+//! `/fourheader` routes of the same file.
+//!
+//! With `--counting increment-all` (what `SLUICE_RLS_UPSTREAM_ENV=true` sets)
+//! sluice-rls gives upstream's counts; Sluice's default rule, also shown,
+//! refuses a check-only call one request earlier.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
+
+use sluice_ratelimit::config::LimitsConfig;
+use sluice_ratelimit::limiter::{Clock, Limiter, ManualClock, ResponseOptions, SystemClock};
+use sluice_ratelimit::metrics::Metrics;
+use sluice_ratelimit::store::{
+    CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions,
+};
+use sluice_testkit::stack::{start_envoy, start_rls, Rls, RlsParts};
+use sluice_testkit::{
+    free_port, http_request, workspace_root, Envoy, HttpResponse, RedisServer, StaticHttpServer,
+};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// upstream's `examples/envoy/proxy.yaml`, reduced to the quota routes and
+/// their filters, with loopback addresses and `@…@` ports.
+const ENVOY: &str = r#"
+admin:
+  address: { socket_address: { address: 127.0.0.1, port_value: @ADMIN@ } }
+static_resources:
+  clusters:
+    - name: ratelimit
+      type: STATIC
+      connect_timeout: 1s
+      typed_extension_protocol_options:
+        envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+          "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+          explicit_http_config: { http2_protocol_options: {} }
+      load_assignment:
+        cluster_name: ratelimit
+        endpoints:
+          - lb_endpoints:
+              - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: @RLS@ } } }
+    - name: mock
+      type: STATIC
+      connect_timeout: 1s
+      load_assignment:
+        cluster_name: mock
+        endpoints:
+          - lb_endpoints:
+              - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: @SERVICE_1@ } } }
+    - name: multiservice
+      type: STATIC
+      connect_timeout: 1s
+      lb_policy: ROUND_ROBIN
+      lb_subset_config:
+        fallback_policy: ANY_ENDPOINT
+        subset_selectors:
+          - keys: [service]
+      load_assignment:
+        cluster_name: multiservice
+        endpoints:
+          - locality: { region: region_1 }
+            metadata: { filter_metadata: { envoy.cluster.locality: { name: service_1 } } }
+            lb_endpoints:
+              - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: @SERVICE_1@ } } }
+                metadata: { filter_metadata: { envoy.lb: { service: service_1 } } }
+          - locality: { region: region_2 }
+            metadata: { filter_metadata: { envoy.cluster.locality: { name: service_2 } } }
+            lb_endpoints:
+              - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: @SERVICE_2@ } } }
+                metadata: { filter_metadata: { envoy.lb: { service: service_2 } } }
+  listeners:
+    - address: { socket_address: { address: 127.0.0.1, port_value: @LISTENER@ } }
+      filter_chains:
+        - filters:
+            - name: envoy.filters.network.http_connection_manager
+              typed_config:
+                "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+                codec_type: AUTO
+                stat_prefix: ingress
+                http_filters:
+                  - name: envoy.filters.http.ratelimit
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
+                      domain: rl
+                      request_type: external
+                      stage: 0
+                      rate_limited_as_resource_exhausted: true
+                      failure_mode_deny: false
+                      # Asked within the deadline on a loaded machine too: a
+                      # timed-out call would pass uncounted (failure_mode_deny: false).
+                      timeout: 5s
+                      enable_x_ratelimit_headers: DRAFT_VERSION_03
+                      rate_limit_service:
+                        grpc_service: { envoy_grpc: { cluster_name: ratelimit } }
+                        transport_api_version: V3
+                  - name: envoy.filters.http.set_header
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation
+                      mutations:
+                        request_mutations:
+                          - append:
+                              header:
+                                key: "x-envoy-service-with-quota"
+                                value: "%DYNAMIC_METADATA(envoy.filters.http.ratelimit:metadata:service_with_quota:name)%"
+                              append_action: OVERWRITE_IF_EXISTS_OR_ADD
+                  - name: envoy.filters.http.header_to_metadata
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.header_to_metadata.v3.Config
+                      stat_prefix: header_converter
+                      request_rules:
+                        - header: x-envoy-service-with-quota
+                          on_header_present: { metadata_namespace: envoy.lb, key: service, type: STRING }
+                  - name: envoy.filters.http.router
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+                route_config:
+                  name: route
+                  virtual_hosts:
+                    - name: backend
+                      domains: ["*"]
+                      routes:
+                        - match: { prefix: /twoheader }
+                          route:
+                            cluster: mock
+                            rate_limits:
+                              - actions:
+                                  - request_headers: { header_name: foo, descriptor_key: foo }
+                                  - request_headers: { header_name: bar, descriptor_key: bar }
+                              - actions:
+                                  - request_headers: { header_name: foo, descriptor_key: foo }
+                                  - request_headers: { header_name: baz, descriptor_key: baz }
+                        - match: { prefix: /fourheader }
+                          route:
+                            cluster: mock
+                            rate_limits:
+                              - actions:
+                                  - request_headers: { header_name: foo, descriptor_key: foo }
+                                  - request_headers: { header_name: bar, descriptor_key: bar }
+                              - actions:
+                                  - request_headers: { header_name: source_cluster, descriptor_key: source_cluster }
+                                  - request_headers: { header_name: destination_cluster, descriptor_key: destination_cluster }
+                        - match: { prefix: /quota }
+                          route: { cluster: mock }
+                          typed_per_filter_config:
+                            envoy.filters.http.ratelimit:
+                              "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute
+                              vh_rate_limits: INCLUDE
+                              override_option: INCLUDE_POLICY
+                              rate_limits:
+                                - actions: [{ generic_key: { descriptor_value: service_1, descriptor_key: service } }]
+                                - actions: [{ generic_key: { descriptor_value: service_2, descriptor_key: service } }]
+                        - match: { prefix: /tokenquota }
+                          route: { cluster: mock }
+                          typed_per_filter_config:
+                            envoy.filters.http.ratelimit:
+                              "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute
+                              vh_rate_limits: INCLUDE
+                              override_option: INCLUDE_POLICY
+                              rate_limits:
+                                - actions: [{ generic_key: { descriptor_value: service_2, descriptor_key: service } }]
+                                  hits_addend: { number: 0 }
+                                - actions: [{ generic_key: { descriptor_value: service_2, descriptor_key: service } }]
+                                  hits_addend: { number: 1 }
+                                  apply_on_stream_done: true
+                        - match: { prefix: /multiservice-tokenquota }
+                          route: { cluster: multiservice }
+                          typed_per_filter_config:
+                            envoy.filters.http.ratelimit:
+                              "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute
+                              vh_rate_limits: INCLUDE
+                              override_option: INCLUDE_POLICY
+                              rate_limits:
+                                - actions: [{ generic_key: { descriptor_value: service_1, descriptor_key: service } }]
+                                  hits_addend: { number: 0 }
+                                - actions: [{ generic_key: { descriptor_value: service_2, descriptor_key: service } }]
+                                  hits_addend: { number: 0 }
+                                - actions:
+                                    - metadata:
+                                        descriptor_key: service
+                                        source: CLUSTER_LOCALITY_ENTRY
+                                        metadata_key: { key: envoy.cluster.locality, path: [{ key: name }] }
+                                  hits_addend: { number: 1 }
+                                  apply_on_stream_done: true
+"#;
+
+struct Proxy {
+    envoy: Envoy,
+    listener: SocketAddr,
+    rls: Rls,
+    _services: [StaticHttpServer; 2],
+}
+
+/// upstream's example limits (the fixture copied from its repository).
+fn example_limits() -> LimitsConfig {
+    let path = workspace_root()
+        .join("ratelimit-service/tests/fixtures/envoyproxy-ratelimit/examples/example.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    LimitsConfig::from_sources(&[(path, text)]).unwrap()
+}
+
+/// sluice-rls counting in `mode` on `store`, with upstream's
+/// `RESPONSE_DYNAMIC_METADATA=true`, and Envoy in front. The clock stands
+/// 1 s into a minute so that no window ends during the test.
+async fn proxy(mode: CountingMode, store: Arc<dyn CounterStore>) -> Proxy {
+    let minute_start = SystemClock.now_millis() / 60_000 * 60_000;
+    let limiter = Limiter::new(
+        example_limits(),
+        store,
+        mode,
+        Arc::new(ManualClock::new(minute_start + 1_000)),
+        Arc::new(Metrics::new()),
+    )
+    .with_response_options(ResponseOptions {
+        dynamic_metadata: true,
+        ..Default::default()
+    });
+    let rls = start_rls(Arc::new(limiter), RlsParts::default()).await;
+    let services = [
+        StaticHttpServer::start("Hello World from Service 1\n").unwrap(),
+        StaticHttpServer::start("Hello World from Service 2\n").unwrap(),
+    ];
+    let (admin, listener) = (free_port(), free_port());
+    let config = ENVOY
+        .replace("@ADMIN@", &admin.to_string())
+        .replace("@LISTENER@", &listener.to_string())
+        .replace("@RLS@", &rls.port.to_string())
+        .replace("@SERVICE_1@", &services[0].addr.port().to_string())
+        .replace("@SERVICE_2@", &services[1].addr.port().to_string());
+    let envoy = start_envoy(config, admin, listener).await;
+    Proxy {
+        envoy,
+        listener: ([127, 0, 0, 1], listener).into(),
+        rls,
+        _services: services,
+    }
+}
+
+impl Proxy {
+    async fn get(&self, path: &'static str) -> HttpResponse {
+        self.get_with(path, &[]).await
+    }
+
+    async fn get_with(
+        &self,
+        path: &'static str,
+        headers: &'static [(&'static str, &'static str)],
+    ) -> HttpResponse {
+        let listener = self.listener;
+        tokio::task::spawn_blocking(move || {
+            http_request(listener, "GET", path, headers, b"").unwrap()
+        })
+        .await
+        .unwrap()
+    }
+
+    /// The statuses of `count` requests to `path` with `headers`, in order.
+    async fn statuses(
+        &self,
+        path: &'static str,
+        headers: &'static [(&'static str, &'static str)],
+        count: usize,
+    ) -> Vec<u16> {
+        let mut statuses = Vec::new();
+        for _ in 0..count {
+            statuses.push(self.get_with(path, headers).await.status);
+        }
+        statuses
+    }
+
+    /// The decisions sluice-rls has made (request-path and stream-done calls).
+    fn decisions(&self) -> u64 {
+        self.rls
+            .limiter
+            .metrics()
+            .encode()
+            .lines()
+            .filter(|line| line.starts_with("sluice_rls_decisions_total{"))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// Waits until sluice-rls has made `count` decisions: Envoy sends the
+    /// stream-done debit after the client has its answer, and the next
+    /// request must see it, as upstream's scripts (a curl process apiece) do.
+    async fn await_decisions(&self, count: u64) {
+        let started = Instant::now();
+        while self.decisions() < count {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{} of {count} decisions\n{}",
+                self.decisions(),
+                self.envoy.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Sends requests to `path` until one is refused (at most 10); each
+    /// allowed request's body, with its stream-done debit (when the route
+    /// has one) counted in before the next is sent.
+    async fn served_until_429(
+        &self,
+        path: &'static str,
+        debits_on_stream_done: bool,
+    ) -> Vec<String> {
+        let mut served = Vec::new();
+        for _ in 0..10 {
+            let before = self.decisions();
+            let response = self.get(path).await;
+            if response.status == 429 {
+                return served;
+            }
+            assert_eq!(
+                response.status,
+                200,
+                "{response:?}\n{}",
+                self.envoy.log_text()
+            );
+            served.push(response.body.trim().to_string());
+            self.await_decisions(before + 1 + u64::from(debits_on_stream_done))
+                .await;
+        }
+        panic!("never refused: {served:?}");
+    }
+}
+
+fn from_services(served: &[String]) -> Vec<u8> {
+    served
+        .iter()
+        .map(|body| match body.as_str() {
+            "Hello World from Service 1" => 1,
+            "Hello World from Service 2" => 2,
+            other => panic!("unexpected body {other:?}"),
+        })
+        .collect()
+}
+
+fn redis_store(redis: &RedisServer) -> Arc<dyn CounterStore> {
+    Arc::new(
+        RedisStore::new(&RedisStoreOptions {
+            redis: sluice_redis::RedisOptions::from_url(redis.url()),
+            ..Default::default()
+        })
+        .unwrap(),
+    )
+}
+
+/// upstream's counts: `multiservice-tokenquota.sh` expects requests 1–2 from
+/// service 1, 3–5 from service 2, the 6th refused; `token-quota.sh` 3
+/// allowed, the 4th refused; `quota.sh` 2 allowed, the 3rd refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_quota_patterns_give_upstreams_counts() {
+    let redis = RedisServer::start().unwrap();
+    let proxy = proxy(CountingMode::IncrementAll, redis_store(&redis)).await;
+    let served = proxy
+        .served_until_429("/multiservice-tokenquota", true)
+        .await;
+    assert_eq!(from_services(&served), [1, 1, 2, 2, 2], "{served:?}");
+
+    // Fresh counters for the next pattern: a new minute for the same limits.
+    let redis = RedisServer::start().unwrap();
+    let proxy = self::proxy(CountingMode::IncrementAll, redis_store(&redis)).await;
+    let served = proxy.served_until_429("/tokenquota", true).await;
+    assert_eq!(served.len(), 3, "{served:?}");
+
+    let proxy = self::proxy(CountingMode::IncrementAll, Arc::new(MemoryStore::new())).await;
+    let served = proxy.served_until_429("/quota", false).await;
+    assert_eq!(served.len(), 2, "{served:?}");
+}
+
+/// Sluice's default rule refuses a check-only call once its counter is at the
+/// limit (nothing more fits), so each quota serves its limit and no more:
+/// one request from service 1 and two from service 2; on `/tokenquota`, 2.
+/// Difference 15 of docs/ratelimit-service.md.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sluice_default_rule_serves_each_quota_exactly() {
+    let proxy = proxy(CountingMode::AllOrNothing, Arc::new(MemoryStore::new())).await;
+    let served = proxy
+        .served_until_429("/multiservice-tokenquota", true)
+        .await;
+    assert_eq!(from_services(&served), [1, 2, 2], "{served:?}");
+
+    let proxy = self::proxy(CountingMode::AllOrNothing, Arc::new(MemoryStore::new())).await;
+    let served = proxy.served_until_429("/tokenquota", true).await;
+    assert_eq!(served.len(), 2, "{served:?}");
+}
+
+/// upstream's other integration scripts over the same limits and routes
+/// (`simple-get.sh`, `trigger-ratelimit.sh`, `replaces.sh`,
+/// `trigger-shadow-mode-key.sh`): the answers they expect, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_integration_scripts_give_upstreams_answers() {
+    let proxy = proxy(CountingMode::IncrementAll, Arc::new(MemoryStore::new())).await;
+    let simple: &[(&str, &str)] = &[("foo", "test"), ("baz", "shady")];
+    assert_eq!(proxy.statuses("/twoheader", simple, 1).await, [200]);
+
+    // foo=pelle, baz=not-so-shady: 3 a minute.
+    let pelle: &[(&str, &str)] = &[("foo", "pelle"), ("baz", "not-so-shady")];
+    assert_eq!(
+        proxy.statuses("/twoheader", pelle, 5).await,
+        [200, 200, 200, 429, 429]
+    );
+
+    // replaces.sh, request by request.
+    let banned: &[(&str, &str)] = &[("foo", "bkthomps"), ("bar", "banned")];
+    assert_eq!(proxy.statuses("/twoheader", banned, 1).await, [429]);
+    let to_mock: &[(&str, &str)] = &[
+        ("foo", "bkthomps"),
+        ("bar", "banned"),
+        ("source_cluster", "proxy"),
+        ("destination_cluster", "mock"),
+    ];
+    assert_eq!(proxy.statuses("/fourheader", to_mock, 1).await, [429]);
+    let override_: &[(&str, &str)] = &[
+        ("foo", "bkthomps"),
+        ("bar", "banned"),
+        ("source_cluster", "proxy"),
+        ("destination_cluster", "override"),
+    ];
+    assert_eq!(
+        proxy.statuses("/fourheader", override_, 3).await,
+        [200, 200, 429]
+    );
+    let bkthomps: &[(&str, &str)] = &[
+        ("foo", "my_foo"),
+        ("bar", "bkthomps"),
+        ("source_cluster", "proxy"),
+        ("destination_cluster", "bkthomps"),
+    ];
+    assert_eq!(
+        proxy.statuses("/fourheader", bkthomps, 3).await,
+        [200, 200, 429]
+    );
+    let not_bkthomps: &[(&str, &str)] = &[
+        ("foo", "my_foo"),
+        ("bar", "bkthomps"),
+        ("source_cluster", "proxy"),
+        ("destination_cluster", "not_bkthomps"),
+    ];
+    assert_eq!(proxy.statuses("/fourheader", not_bkthomps, 1).await, [200]);
+
+    // baz=shady is in shadow mode: over its 3 a minute, still allowed.
+    let shady: &[(&str, &str)] = &[("foo", "pelle"), ("baz", "shady")];
+    assert_eq!(proxy.statuses("/twoheader", shady, 6).await, [200; 6]);
+}
