@@ -12,6 +12,7 @@
 //! connection gets a plain `503` and is closed before anything is read.
 
 use axum::Router;
+use futures::future::BoxFuture;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -142,7 +143,7 @@ impl PreTokenSlot {
 }
 
 /// The deferral endpoint's listener, router and bounds, as sluice-rls
-/// serves them ([`crate::server::Deps::deferral`]).
+/// serves them beside its gRPC server.
 pub struct DeferralListener {
     pub listener: TcpListener,
     pub router: Router,
@@ -165,7 +166,18 @@ impl DeferralListener {
         )
         .await
     }
+
+    /// [`Self::serve`] as a boxed task, the shape sluice-rls's server runs
+    /// beside its gRPC one (`sluice_ratelimit::server::SideServer`) without
+    /// either crate linking the other.
+    pub fn side_server(self) -> SideServer {
+        Box::new(move |shutdown| Box::pin(self.serve(shutdown)))
+    }
 }
+
+/// A server to run until its stop signal resolves.
+pub type SideServer =
+    Box<dyn FnOnce(BoxFuture<'static, ()>) -> BoxFuture<'static, std::io::Result<()>> + Send>;
 
 /// With the default bounds and metrics of its own.
 impl From<(TcpListener, Router)> for DeferralListener {

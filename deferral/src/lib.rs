@@ -1,10 +1,12 @@
+#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 //! The deferral endpoint: deferred requests are queued for their tenant ×
 //! model bucket and answered from the Redis Streams the consumer writes.
 //!
 //! [`Endpoint::build`] wires it (stream hub, control connection, LiteTopic
 //! publisher with its bucket caps, router) from an [`EndpointConfig`]; the
-//! binaries and the tests use it.
+//! binaries and the tests use it. [`args::DeferralArgs`] are its flags.
 
+pub mod args;
 pub mod body;
 pub mod budget;
 pub mod caps;
@@ -17,6 +19,7 @@ pub mod secrets;
 pub mod sse;
 mod watch;
 
+pub use args::{Broker, DeferralArgs, DeferralMetrics, InProcess};
 use caps::{BucketCaps, CapLimits, CapsError, CapsMetrics};
 use endpoint::{EndpointMetrics, EndpointOptions};
 use hub::{HubOptions, StreamHub};
@@ -89,8 +92,6 @@ impl Endpoint {
     /// the endpoint's router.
     pub async fn build(config: EndpointConfig) -> Result<axum::Router, BuildError> {
         let caps = BucketCaps::new(config.caps, config.caps_metrics)?;
-        // rustls needs a process-wide crypto provider for rediss:// URLs.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = RedisClient::new(&config.redis)?;
         let control = client
             .with_response_timeout(Duration::from_secs(2))
