@@ -208,7 +208,7 @@ fn binary(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
     built_binary(
         dir,
         name,
-        "build it first (./scripts/demo does: cargo build --release -p sluice-ratelimit -p sluice-consumer -p sluice-llm-sim), or pass --bin-dir",
+        "build it first (./scripts/demo does: cargo build --release -p sluice-bins -p sluice-llm-sim), or pass --bin-dir",
     )
 }
 

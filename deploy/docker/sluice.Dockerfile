@@ -20,8 +20,8 @@ WORKDIR /src
 # Native services: release build of the three binaries.
 FROM toolchain AS build
 COPY . .
-RUN cargo build --release --locked --bins \
-      -p sluice-ratelimit -p sluice-consumer -p sluice-llm-sim \
+RUN cargo build --release --locked \
+      -p sluice-bins --bin sluice-rls --bin sluice-consumer -p sluice-llm-sim --bin sluice-llm-sim \
  && mkdir -p /out \
  && cp target/release/sluice-rls target/release/sluice-consumer target/release/sluice-llm-sim /out/
 
