@@ -4,11 +4,11 @@
 //! it shares with the consumer are the binaries' (`sluice-bins`).
 
 use crate::budget::BudgetLimits;
+use crate::build::{Endpoint, EndpointConfig};
 use crate::caps::{self, CapLimits, CapsMetrics};
 use crate::endpoint::{self, EndpointMetrics, EndpointOptions};
 use crate::hub::HubOptions;
 use crate::listener::{DeferralListener, ListenerLimits, ListenerMetrics};
-use crate::{Endpoint, EndpointConfig};
 use anyhow::Context;
 use sluice_admission::deferral::Secret;
 use sluice_contract::{ClaimTiming, LocalBus};

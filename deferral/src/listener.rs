@@ -33,7 +33,7 @@ pub const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
 /// Default `--deferral-max-connections`: one per waiting request (Envoy
 /// holds one HTTP/1 connection per request in flight), plus room for
 /// connections between requests.
-pub const DEFAULT_MAX_CONNECTIONS: usize = super::endpoint::DEFAULT_MAX_IN_FLIGHT + 1_024;
+pub const DEFAULT_MAX_CONNECTIONS: usize = crate::budget::DEFAULT_MAX_IN_FLIGHT + 1_024;
 /// Default `--deferral-max-unauthenticated-connections`: connections with
 /// no valid deferral token yet. Envoy opens connections as deferred
 /// requests arrive, each authenticated by its first request within
