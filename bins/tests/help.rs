@@ -30,11 +30,18 @@ fn snapshot(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// `--help` as the binary prints it, with the values of environment
-/// variables set where the test runs left out (`[env: NAME=]`).
+/// `--help` as the binary prints it (clap's answer to `--help`: the long
+/// layout only where some flag has a long text), with the values of
+/// environment variables set where the test runs left out (`[env: NAME=]`).
 fn help(command: Parser) -> String {
-    let text = command().render_long_help().to_string();
-    without_env_values(&text)
+    let command = command();
+    let name = command.get_name().to_string();
+    let error = match command.try_get_matches_from([name.as_str(), "--help"]) {
+        Ok(_) => panic!("{name} --help parsed as a command line"),
+        Err(error) => error,
+    };
+    assert_eq!(error.kind(), clap::error::ErrorKind::DisplayHelp);
+    without_env_values(&error.render().to_string())
 }
 
 fn without_env_values(text: &str) -> String {
