@@ -406,7 +406,7 @@ pub async fn mark_subscribed(
 /// mark: [`Bookkeeping::announce`]). A bucket without an activity entry
 /// (created before activity was recorded) gets one now and stays. The
 /// bucket's tenant gives its slot back (the endpoint's per-tenant cap,
-/// ratelimit-service/src/deferral/caps.rs; see [`ADMIT_BUCKET`]) in the same step, so the count
+/// deferral/src/caps.rs; see [`ADMIT_BUCKET`]) in the same step, so the count
 /// never drifts from the set.
 ///
 /// KEYS[1]  activity sorted set (bucket → last publish, ms)

@@ -65,7 +65,7 @@ impl Reloader {
                     limits = config.limit_count(),
                     "limits configuration reloaded"
                 );
-                crate::cli::log_warnings(&config);
+                config.log_warnings();
                 metrics
                     .config_reloads
                     .get_or_create(&ResultLabels { result: "applied" })

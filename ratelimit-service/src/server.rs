@@ -6,6 +6,7 @@ use crate::guard::CallGuard;
 use crate::limiter::Limiter;
 use crate::reload::Reloader;
 use crate::service::RlsService;
+use futures::future::BoxFuture;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,9 +27,15 @@ pub struct Deps {
     pub reload_interval: Duration,
     /// The ext_authz front door on the same gRPC port, when configured.
     pub ext_authz: Option<ExtAuthzService>,
-    /// The deferral endpoint (HTTP), when configured.
-    pub deferral: Option<crate::deferral::listener::DeferralListener>,
+    /// The deferral endpoint (HTTP), when configured:
+    /// `sluice_deferral::listener::DeferralListener::side_server`.
+    pub deferral: Option<SideServer>,
 }
+
+/// A server run beside the gRPC one and stopped with it, given its stop
+/// signal (the deferral endpoint; the RLS does not link it).
+pub type SideServer =
+    Box<dyn FnOnce(BoxFuture<'static, ()>) -> BoxFuture<'static, std::io::Result<()>> + Send>;
 
 /// Serve gRPC on `grpc` and the admin endpoints on `admin` until `shutdown`
 /// resolves, then drain in-flight calls and return.
@@ -51,7 +58,6 @@ pub async fn run_with_tls(
 ) -> anyhow::Result<()> {
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = grpc_tls {
-        crate::install_rustls_provider();
         builder = builder.tls_config(tls)?;
     }
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -77,8 +83,7 @@ pub async fn run_with_tls(
     if let Some(deferral) = deps.deferral {
         let rx = stop_rx.clone();
         tasks.spawn(async move {
-            deferral
-                .serve(stopped(rx))
+            deferral(Box::pin(stopped(rx)))
                 .await
                 .map_err(anyhow::Error::from)
         });

@@ -38,7 +38,7 @@ fn openssl(dir: &Path, args: &[&str]) {
 
 fn pki() -> Pki {
     // The test's own TLS (management server, RLS client) needs it too.
-    sluice_ratelimit::install_rustls_provider();
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let ec = [

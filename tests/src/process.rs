@@ -284,8 +284,8 @@ impl ProcessStackOptions {
             Some(dir) => crate::built_binary(
                 &dir,
                 name,
-                "build it first (./scripts/demo does: cargo build --release -p sluice-ratelimit \
-                 -p sluice-consumer -p sluice-llm-sim), or name its folder (--bin-dir, SLUICE_BIN_DIR)",
+                "build it first (./scripts/demo does: cargo build --release -p sluice-bins \
+                 -p sluice-llm-sim), or name its folder (--bin-dir, SLUICE_BIN_DIR)",
             ),
             None => crate::workspace_binary(name),
         }

@@ -8,8 +8,8 @@ use crate::stack::{
 };
 use crate::{retry_until, RocketMq};
 use sluice_consumer::{keys, RunnerOptions, WorkItem};
-use sluice_ratelimit::deferral::endpoint::Publisher;
-use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_deferral::endpoint::Publisher;
+use sluice_deferral::publisher::LitePublisher;
 use sluice_redis::RedisConn;
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -18,13 +18,12 @@ use sluice_consumer::{
     Processor, ProcessorConfig, Rates, RedisOptions, WorkItem,
 };
 use sluice_consumer::{Runner, RunnerOptions, RunnerParts};
+use sluice_deferral::endpoint::EndpointMetrics;
+use sluice_deferral::listener::DeferralListener;
+pub use sluice_deferral::listener::{serve as serve_deferral, ListenerLimits, ListenerMetrics};
+use sluice_deferral::{Endpoint, EndpointConfig};
 use sluice_litetopic::{LiteClient, LiteConfig, LiteConsumer, LiteProducer};
 use sluice_ratelimit::config::LimitsConfig;
-use sluice_ratelimit::deferral::endpoint::EndpointMetrics;
-pub use sluice_ratelimit::deferral::listener::{
-    serve as serve_deferral, ListenerLimits, ListenerMetrics,
-};
-use sluice_ratelimit::deferral::{Endpoint, EndpointConfig};
 use sluice_ratelimit::ext_authz::ExtAuthzService;
 use sluice_ratelimit::guard::CallGuard;
 use sluice_ratelimit::limiter::{Limiter, SystemClock};
@@ -423,7 +422,7 @@ pub async fn start_rls(limiter: Arc<Limiter>, parts: RlsParts) -> Rls {
         None => None,
     };
     let deferral_addr = deferral.as_ref().map(|(l, _)| l.local_addr().unwrap());
-    let deferral = deferral.map(Into::into);
+    let deferral = deferral.map(|parts| DeferralListener::from(parts).side_server());
     let reload_interval = match parts.limits_file {
         Some(_) => Duration::from_millis(100),
         None => Duration::ZERO,

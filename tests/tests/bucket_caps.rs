@@ -10,13 +10,11 @@
 use sluice_consumer::keys;
 use sluice_consumer::RunnerOptions;
 use sluice_contract::bookkeeping;
+use sluice_deferral::caps::{Admission, BucketCaps, CapKind, CapLimits, CapsMetrics, PublishError};
+use sluice_deferral::endpoint::{EndpointMetrics, EndpointOptions, Publisher};
+use sluice_deferral::publisher::LitePublisher;
+use sluice_deferral::EndpointConfig;
 use sluice_litetopic::lite_topic_name;
-use sluice_ratelimit::deferral::caps::{
-    Admission, BucketCaps, CapKind, CapLimits, CapsMetrics, PublishError,
-};
-use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions, Publisher};
-use sluice_ratelimit::deferral::publisher::LitePublisher;
-use sluice_ratelimit::deferral::EndpointConfig;
 use sluice_testkit::stack::{
     endpoint_config, redis_connection, start_broker, start_consumer, start_deferral_endpoint,
     start_fast_llm_sim, unpaced, work_item, ConsumerSpec, GROUP, PARENT,

@@ -8,9 +8,9 @@
 use redis::AsyncCommands;
 use serde_json::Value;
 use sluice_admission::deferral;
+use sluice_deferral::endpoint::{EndpointMetrics, EndpointOptions};
+use sluice_deferral::EndpointConfig;
 use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteMessage};
-use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions};
-use sluice_ratelimit::deferral::EndpointConfig;
 use sluice_testkit::stack::{
     endpoint_config, start_broker, start_deferral_endpoint, GROUP, PARENT,
 };
@@ -841,7 +841,7 @@ async fn the_token_is_checked_before_any_body_byte_is_read() {
 async fn held_body_bytes_are_bounded_globally_and_per_tenant() {
     let mib: u64 = 1024 * 1024;
     let mut s = setup(EndpointOptions {
-        budget: sluice_ratelimit::deferral::budget::BudgetLimits {
+        budget: sluice_deferral::budget::BudgetLimits {
             max_held_bytes: 10 * mib,
             max_tenant_held_bytes: 7 * mib,
             max_tenant_waiting: 100,
@@ -916,7 +916,7 @@ async fn held_body_bytes_are_bounded_globally_and_per_tenant() {
 async fn a_tenant_at_its_waiting_share_does_not_hold_up_another_tenant() {
     let mut s = setup(EndpointOptions {
         max_in_flight: 4,
-        budget: sluice_ratelimit::deferral::budget::BudgetLimits::for_endpoint(
+        budget: sluice_deferral::budget::BudgetLimits::for_endpoint(
             64 * 1024 * 1024,
             None,
             4,

@@ -359,8 +359,8 @@ fn du_kib(path: &std::path::Path) -> u64 {
 /// store that writes a message more than once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_disk_per_deferred_byte() {
-    use sluice_ratelimit::deferral::endpoint::Publisher;
-    use sluice_ratelimit::deferral::publisher::LitePublisher;
+    use sluice_deferral::endpoint::Publisher;
+    use sluice_deferral::publisher::LitePublisher;
     let (redis, broker) = redis_and_broker().await;
     let conn = redis_connection(&redis);
     let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())

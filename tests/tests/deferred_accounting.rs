@@ -14,10 +14,10 @@ use sluice_admission::openai::{self, Endpoint};
 use sluice_consumer::gcra::Stored;
 use sluice_consumer::keys::{BucketId, Dimension};
 use sluice_consumer::{BackendTargetConfig, PaceDecision};
+use sluice_deferral::endpoint::Publisher;
+use sluice_deferral::publisher::LitePublisher;
 use sluice_llm_sim::ledger::LedgerEntry;
 use sluice_llm_sim::text::completion_text;
-use sluice_ratelimit::deferral::endpoint::Publisher;
-use sluice_ratelimit::deferral::publisher::LitePublisher;
 use sluice_testkit::stack::{
     redis_connection, start_broker, start_consumer, start_llm_sim, token_paced, work_item,
     ConsumerInstance, ConsumerSpec, GROUP, PARENT,

@@ -48,7 +48,7 @@ fn every_envoy_config_in_the_repo_validates() {
 /// slowed for a few seconds.
 #[test]
 fn the_deferral_cluster_lets_as_many_clients_wait_as_the_endpoint_holds() {
-    let wanted = sluice_ratelimit::deferral::endpoint::DEFAULT_MAX_IN_FLIGHT as u64;
+    let wanted = sluice_deferral::endpoint::DEFAULT_MAX_IN_FLIGHT as u64;
     let mut checked = Vec::new();
     for path in envoy_yaml_files() {
         let config: serde_yaml::Value =

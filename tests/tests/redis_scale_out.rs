@@ -12,8 +12,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
-use sluice_ratelimit::deferral::endpoint::{EndpointMetrics, EndpointOptions};
-use sluice_ratelimit::deferral::EndpointConfig;
+use sluice_deferral::endpoint::{EndpointMetrics, EndpointOptions};
+use sluice_deferral::EndpointConfig;
 use sluice_testkit::redis_scenarios::assert_no_cross_slot_commands;
 use sluice_testkit::redis_topologies::{RedisCluster, RedisDeployment, RedisKind};
 use sluice_testkit::stack::{

@@ -17,8 +17,8 @@
 //! Loopback only; bounded by the counts given.
 
 use sluice_contract::work::WorkItem;
-use sluice_ratelimit::deferral::endpoint::Publisher;
-use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_deferral::endpoint::Publisher;
+use sluice_deferral::publisher::LitePublisher;
 use sluice_testkit::stack::{redis_connection, start_broker, work_item, GROUP, PARENT};
 use sluice_testkit::{RedisServer, RocketMq};
 use std::path::Path;

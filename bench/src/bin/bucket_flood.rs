@@ -22,10 +22,10 @@ use clap::Parser;
 use sluice_consumer::keys;
 use sluice_consumer::Metrics;
 use sluice_consumer::RunnerOptions;
-use sluice_ratelimit::deferral::caps::{self, BucketCaps, CapLimits, CapsMetrics};
-use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions};
-use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
-use sluice_ratelimit::deferral::publisher::LitePublisher;
+use sluice_deferral::caps::{self, BucketCaps, CapLimits, CapsMetrics};
+use sluice_deferral::endpoint::{router, EndpointMetrics, EndpointOptions};
+use sluice_deferral::hub::{HubOptions, StreamHub};
+use sluice_deferral::publisher::LitePublisher;
 use sluice_testkit::stack::{
     redis_connection, start_broker, start_consumer, start_fast_llm_sim, unpaced, ConsumerSpec,
     GROUP, PARENT,

@@ -45,9 +45,9 @@ use sluice_consumer::{
     gate, InFlightConfig, InFlightLimits, Metrics, Pacer, PacingConfig, Processor, ProcessorConfig,
     StartGate, WorkItem,
 };
+use sluice_deferral::endpoint::Publisher;
+use sluice_deferral::publisher::LitePublisher;
 use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer};
-use sluice_ratelimit::deferral::endpoint::Publisher;
-use sluice_ratelimit::deferral::publisher::LitePublisher;
 use sluice_redis::RedisConn;
 use sluice_testkit::stack::{
     redis_connection, start_broker, start_consumer, unpaced, work_item, ConsumerInstance,

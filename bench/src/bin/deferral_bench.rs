@@ -13,9 +13,9 @@
 use clap::Parser;
 use futures::future::BoxFuture;
 use redis::AsyncCommands;
-use sluice_ratelimit::deferral::caps::PublishError;
-use sluice_ratelimit::deferral::endpoint::{router, EndpointMetrics, EndpointOptions, Publisher};
-use sluice_ratelimit::deferral::hub::{HubOptions, StreamHub};
+use sluice_deferral::caps::PublishError;
+use sluice_deferral::endpoint::{router, EndpointMetrics, EndpointOptions, Publisher};
+use sluice_deferral::hub::{HubOptions, StreamHub};
 use sluice_testkit::RedisServer;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

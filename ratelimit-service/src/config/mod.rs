@@ -341,6 +341,13 @@ impl LimitsConfig {
         &self.warnings
     }
 
+    /// Logs what the config accepts but is probably a mistake.
+    pub fn log_warnings(&self) {
+        for warning in &self.warnings {
+            tracing::warn!("{warning}");
+        }
+    }
+
     /// Load a file, or every `*.yaml`/`*.yml` file of a directory (hidden files
     /// skipped, symlinks followed: a Kubernetes ConfigMap mount works as is).
     pub fn load(path: &Path) -> Result<LimitsConfig, ConfigError> {

@@ -4,10 +4,12 @@
 //! headers, Sluice's metadata, metric events).
 
 mod answer;
+mod error;
 mod options;
 mod plan;
 
 pub use answer::METADATA_NAMESPACE;
+pub use error::DecisionError;
 pub use options::{HeaderStyle, ResponseOptions, UpstreamHeaderNames};
 pub use plan::Charge;
 
@@ -15,7 +17,7 @@ use answer::MetricEvent;
 
 use crate::config::{Limit, LimitsConfig};
 use crate::metrics::{DecisionLabels, DetailedLabels, LimitCounters, Metrics, StoreLabels};
-use crate::store::{CounterStore, CountingMode, KeyOptions, StoreError};
+use crate::store::{CounterStore, CountingMode, KeyOptions};
 use arc_swap::ArcSwap;
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
@@ -59,15 +61,6 @@ impl Clock for ManualClock {
     fn now_millis(&self) -> u64 {
         self.0.load(Ordering::SeqCst)
     }
-}
-
-/// Why a request could not be decided.
-#[derive(Debug, thiserror::Error)]
-pub enum DecisionError {
-    #[error("invalid request: {0}")]
-    InvalidRequest(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
 }
 
 /// The instants a decision is about besides now (Unix milliseconds).

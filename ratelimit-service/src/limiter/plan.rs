@@ -1,7 +1,7 @@
 //! The first, pure half of a decision: which counters a request touches,
 //! with which hits, limits and windows. No store, no metrics, no clock.
 
-use super::DecisionError;
+use super::error::DecisionError;
 use crate::config::{Limit, LimitsConfig, Matched};
 use crate::store::{CounterOp, CountingMode, KeyLayout};
 use crate::window::{Unit, Window};

@@ -10,7 +10,7 @@
 //! touch any counter not known to be over go to the store in full, so the
 //! answer for them is exactly the store's.
 
-use super::{CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
+use super::counter::{CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
 use futures::future::BoxFuture;
 use prometheus_client::metrics::counter::Counter;
 use std::collections::HashMap;

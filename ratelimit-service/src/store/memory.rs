@@ -1,6 +1,6 @@
 //! In-process counters: the embedded default for a single instance.
 
-use super::{decide, CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
+use super::counter::{decide, CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
 use futures::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::Mutex;

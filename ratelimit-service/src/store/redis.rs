@@ -1,7 +1,8 @@
 //! Counters in Redis: one Lua script call per decision.
 
+use super::counter::{CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
 use super::keys::hash_tag;
-use super::{scripts, CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
+use super::scripts;
 use futures::future::BoxFuture;
 use prometheus_client::metrics::counter::Counter;
 use sluice_redis::{RedisClient, RedisConn, RedisOptions};

@@ -60,7 +60,6 @@ pub struct XdsTls {
 impl XdsTls {
     fn client_config(&self) -> tonic::transport::ClientTlsConfig {
         use tonic::transport::{Certificate, ClientTlsConfig, Identity};
-        crate::install_rustls_provider();
         let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&self.ca));
         if let Some((cert, key)) = &self.identity {
             config = config.identity(Identity::from_pem(cert, key));
@@ -248,7 +247,7 @@ impl XdsClient {
             .limiter
             .update_config(|current| current.with_xds(domains))
             .map_err(|e| e.to_string())?;
-        crate::cli::log_warnings(&config);
+        config.log_warnings();
         Ok(())
     }
 

@@ -11,16 +11,15 @@ use super::listener::PreTokenSlot;
 use super::quota::{self, ChargeRefused};
 use super::sse;
 use super::watch::LeaseWatch;
+pub use crate::budget::DEFAULT_MAX_IN_FLIGHT;
+pub use crate::metrics::EndpointMetrics;
+pub use crate::publisher::Publisher;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::Router;
-use futures::future::BoxFuture;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
 use sluice_admission::admission::{
     CLIENT_REQUEST_ID_HEADER, ESTIMATED_TOKENS_HEADER, MODEL_HEADER, PRIORITY_HEADER,
@@ -40,23 +39,6 @@ use sluice_redis::RedisConn;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
-/// Queues a deferred request (the LiteTopic producer in production).
-pub trait Publisher: Send + Sync + 'static {
-    /// Publish `work` (the consumer's WorkItem JSON, shared with the copy a
-    /// waiting request keeps for a re-publish) to the bucket of
-    /// `tenant` × `model`. Either it is queued or it is not: no half state.
-    /// `Ok(Some(n))`: the bucket holds `n` queued requests now, this one
-    /// included (`None` when the publisher does not know). A new bucket may
-    /// be refused by a cap ([`PublishError::Refused`]).
-    fn publish<'a>(
-        &'a self,
-        tenant: &'a str,
-        model: &'a str,
-        req_id: &'a str,
-        work: Bytes,
-    ) -> BoxFuture<'a, Result<Option<u64>, PublishError>>;
-}
 
 #[derive(Clone, Debug)]
 pub struct EndpointOptions {
@@ -115,12 +97,6 @@ pub struct EndpointOptions {
 /// default), within the 5 s recovery bound (issue 17).
 pub const DEFAULT_LEASE_CHECK_MS: u64 = 500;
 
-/// Deferred requests one endpoint holds open at once by default
-/// (`--deferral-max-in-flight`); the next gets a JSON 503 `deferral_busy`.
-/// Envoy's circuit breaker on the route to the endpoint must allow at least
-/// this many (Envoy's own default, 1,024, answers a plain 503 first).
-pub const DEFAULT_MAX_IN_FLIGHT: usize = 10_000;
-
 impl Default for EndpointOptions {
     fn default() -> Self {
         EndpointOptions {
@@ -143,69 +119,6 @@ impl Default for EndpointOptions {
             budget: BudgetLimits::default(),
             max_tenant_bytes_per_minute: quota::DEFAULT_MAX_TENANT_BYTES_PER_MINUTE,
         }
-    }
-}
-
-/// Metrics of the deferral endpoint; [`EndpointMetrics::register`] adds them
-/// to the service's registry (`sluice_rls_deferral_*` on the admin port).
-#[derive(Default)]
-pub struct EndpointMetrics {
-    pub accepted: Counter,
-    pub rejected: Family<Vec<(String, String)>, Counter>,
-    pub in_flight: Gauge,
-    pub cancelled: Counter,
-    pub timed_out: Counter,
-    /// Requests published again after their consumer lease lapsed.
-    pub republished: Counter,
-    /// Body bytes held by requests being read or waiting (the budget's use).
-    pub held_bytes: Gauge,
-}
-
-impl EndpointMetrics {
-    /// Registers every metric under `deferral_` in `registry` (the service's
-    /// registry has the `sluice_rls` prefix).
-    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
-        let registry = registry.sub_registry_with_prefix("deferral");
-        let counters = [
-            (
-                "accepted",
-                "Deferred requests queued for their tenant × model bucket",
-                &self.accepted,
-            ),
-            (
-                "cancelled",
-                "Deferred requests whose client went away before the answer ended",
-                &self.cancelled,
-            ),
-            (
-                "timed_out",
-                "Deferred requests answered with a timeout error",
-                &self.timed_out,
-            ),
-            (
-                "republished",
-                "Requests published again after their consumer lease lapsed",
-                &self.republished,
-            ),
-        ];
-        for (name, help, counter) in counters {
-            registry.register(name, help, counter.clone());
-        }
-        registry.register(
-            "rejected",
-            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, token_missing, token_malformed, token_expired, token_bad_signature, token_body_mismatch, duplicate_request, too_large, too_large_to_queue, body_timeout, body_unreadable, unknown_path, invalid_request, low_priority_backlog, busy, tenant_deferral_busy, deferral_memory_full, tenant_deferral_bytes, tenant_broker_bytes, store_unavailable, tenant_bucket_limit, bucket_capacity, bucket_rate_limit, publish_failed)",
-            self.rejected.clone(),
-        );
-        registry.register(
-            "in_flight",
-            "Deferred requests whose client is waiting for the answer now",
-            self.in_flight.clone(),
-        );
-        registry.register(
-            "held_bytes",
-            "Body bytes held by deferred requests being read or waiting (at most --deferral-max-held-bytes)",
-            self.held_bytes.clone(),
-        );
     }
 }
 

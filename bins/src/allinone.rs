@@ -7,17 +7,15 @@
 //! instead of the Redis Stream; terminal entries and every marker still go
 //! through Redis. In-flight requests die with the process and their streams
 //! cannot be resumed (see docs/operations.md, "In-process mode").
-#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
+use crate::{BrokerArgs, RedisArgs};
 use anyhow::Context;
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use sluice_consumer::{serve_admin, ConsumerFlags, StartOptions};
 use sluice_contract::LocalBus;
-use sluice_ratelimit::cli::{self, InProcess, ServeArgs};
+use sluice_deferral::{DeferralArgs, InProcess};
+use sluice_ratelimit::cli::{self, ServeArgs};
 use std::sync::Arc;
-
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(
@@ -28,6 +26,15 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(flatten)]
     rls: ServeArgs,
+
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    #[command(flatten)]
+    broker: BrokerArgs,
+
+    #[command(flatten)]
+    deferral: DeferralArgs,
 
     // sluice-rls's own admin is read-only: the admin token is the consumer's.
     #[command(flatten)]
@@ -40,34 +47,32 @@ struct RunningConsumer {
     task: tokio::task::JoinHandle<()>,
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    sluice_runtime::init_tracing(cli.rls.log_format);
-    match run(cli).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("sluice-allinone: {error:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+/// The command line's definition (its `--help`).
+pub fn command() -> clap::Command {
+    Cli::command()
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+/// Parses the command line and runs the three parts until SIGTERM / Ctrl-C.
+pub async fn run() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    sluice_runtime::init_tracing(cli.rls.log_format);
+    run_parts(cli).await
+}
+
+async fn run_parts(cli: Cli) -> anyhow::Result<()> {
     anyhow::ensure!(
-        cli.rls.deferral_addr.is_some(),
+        cli.deferral.deferral_addr.is_some(),
         "the in-process consumer answers deferred requests: pass --deferral-addr"
     );
-    // rustls needs a process-wide crypto provider (rediss:// URLs, https
-    // backends) before the consumer connects.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let bus = LocalBus::new();
-    let (consumer, claim_timing) = start_consumer(&cli.rls, &cli.consumer, bus.clone()).await?;
+    let (consumer, claim_timing) =
+        start_consumer(&cli.redis, &cli.broker, &cli.consumer, bus.clone()).await?;
     let in_process = InProcess {
         local: bus,
         claim_timing,
     };
-    let served = cli::serve(cli.rls, Some(in_process), sluice_runtime::shutdown_signal()).await;
+    let wiring = crate::rls::wiring(&cli.rls, &cli.redis, &cli.broker, cli.deferral, Some(in_process))?;
+    let served = cli::serve(cli.rls, wiring, sluice_runtime::shutdown_signal()).await;
     let _ = consumer.stop.send(());
     let _ = consumer.task.await;
     served
@@ -75,7 +80,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// The consumer's pop loop and admin API in this process.
 async fn start_consumer(
-    rls: &ServeArgs,
+    redis: &RedisArgs,
+    broker: &BrokerArgs,
     flags: &ConsumerFlags,
     bus: Arc<LocalBus>,
 ) -> anyhow::Result<(RunningConsumer, sluice_contract::ClaimTiming)> {
@@ -84,10 +90,10 @@ async fn start_consumer(
     let claim_timing = file.processor.idempotency.claim_timing();
     let started = sluice_consumer::start(StartOptions {
         file,
-        namesrv: rls.namesrv.clone(),
-        parent: rls.lite_parent.clone(),
-        group: rls.consumer_group.clone(),
-        redis: sluice_ratelimit::cli::redis_options(rls),
+        namesrv: broker.namesrv.clone(),
+        parent: broker.lite_parent.clone(),
+        group: broker.consumer_group.clone(),
+        redis: redis.options(),
         id: flags.id(),
         runner: flags.runner_options(),
         local: Some(bus),

@@ -2,11 +2,28 @@
 //! tenant × model under one parent topic, created by the broker on first send.
 
 use super::caps::{BucketCaps, PublishError};
-use super::endpoint::Publisher;
+use axum::body::Bytes;
 use futures::future::BoxFuture;
 use sluice_contract::bookkeeping;
 use sluice_litetopic::{lite_topic_name, LiteAdmin, LiteClient, LiteConfig, LiteProducer};
 use sluice_redis::RedisConn;
+
+/// Queues a deferred request (the LiteTopic producer in production).
+pub trait Publisher: Send + Sync + 'static {
+    /// Publish `work` (the consumer's WorkItem JSON, shared with the copy a
+    /// waiting request keeps for a re-publish) to the bucket of
+    /// `tenant` × `model`. Either it is queued or it is not: no half state.
+    /// `Ok(Some(n))`: the bucket holds `n` queued requests now, this one
+    /// included (`None` when the publisher does not know). A new bucket may
+    /// be refused by a cap ([`PublishError::Refused`]).
+    fn publish<'a>(
+        &'a self,
+        tenant: &'a str,
+        model: &'a str,
+        req_id: &'a str,
+        work: Bytes,
+    ) -> BoxFuture<'a, Result<Option<u64>, PublishError>>;
+}
 
 /// How long the first publish to a new bucket waits for a consumer to
 /// subscribe (a LiteTopic subscription does not see earlier messages).

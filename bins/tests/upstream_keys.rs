@@ -11,6 +11,8 @@
 //! implementation.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
+// sluice-ratelimit's test helpers (requests).
+#[path = "../../ratelimit-service/tests/common/mod.rs"]
 mod common;
 
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;

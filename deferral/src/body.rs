@@ -33,9 +33,9 @@ pub async fn read_body(body: Body, max: usize, deadline: Duration) -> Result<Byt
         .unwrap_or(Err(BodyError::TimedOut))
 }
 
-#[cfg(test)]
 #[allow(clippy::unwrap_used)] // tests fail loudly
-mod body_tests {
+#[cfg(test)]
+mod tests {
     use super::*;
 
     fn trickle(pieces: usize, every: Duration) -> Body {

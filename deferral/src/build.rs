@@ -1,26 +1,9 @@
-//! The deferral endpoint: deferred requests are queued for their tenant ×
-//! model bucket and answered from the Redis Streams the consumer writes.
-//!
-//! [`Endpoint::build`] wires it (stream hub, control connection, LiteTopic
-//! publisher with its bucket caps, router) from an [`EndpointConfig`]; the
-//! binaries and the tests use it.
+//! [`Endpoint::build`]: the endpoint wired from an [`EndpointConfig`].
 
-pub mod body;
-pub mod budget;
-pub mod caps;
-pub mod endpoint;
-pub mod hub;
-pub mod listener;
-pub mod publisher;
-pub mod quota;
-pub mod secrets;
-pub mod sse;
-mod watch;
-
-use caps::{BucketCaps, CapLimits, CapsError, CapsMetrics};
-use endpoint::{EndpointMetrics, EndpointOptions};
-use hub::{HubOptions, StreamHub};
-use publisher::LitePublisher;
+use crate::caps::{BucketCaps, CapLimits, CapsError, CapsMetrics};
+use crate::endpoint::{EndpointMetrics, EndpointOptions};
+use crate::hub::{HubOptions, StreamHub};
+use crate::publisher::LitePublisher;
 use sluice_contract::LocalBus;
 use sluice_redis::{RedisClient, RedisOptions};
 use std::sync::Arc;
@@ -89,8 +72,6 @@ impl Endpoint {
     /// the endpoint's router.
     pub async fn build(config: EndpointConfig) -> Result<axum::Router, BuildError> {
         let caps = BucketCaps::new(config.caps, config.caps_metrics)?;
-        // rustls needs a process-wide crypto provider for rediss:// URLs.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = RedisClient::new(&config.redis)?;
         let control = client
             .with_response_timeout(Duration::from_secs(2))
@@ -108,7 +89,7 @@ impl Endpoint {
             source,
         })?
         .with_caps(caps);
-        Ok(endpoint::router_with_local(
+        Ok(crate::endpoint::router_with_local(
             hub,
             Arc::new(publisher),
             control,

@@ -3,7 +3,7 @@
 
 use redis::AsyncCommands;
 use sluice_contract::keys;
-use sluice_ratelimit::deferral::hub::{Entry, HubOptions, StreamHub, Subscription};
+use sluice_deferral::hub::{Entry, HubOptions, StreamHub, Subscription};
 use sluice_testkit::RedisServer;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -8,7 +8,8 @@
 //! [`LeaseWatch::check`] after `lease_check` of silence; the decisions are
 //! pure ([`LeaseWatch::on_lease`], [`LeaseWatch::on_lapse`]) and unit-tested.
 
-use super::endpoint::{EndpointMetrics, Publisher};
+use crate::metrics::EndpointMetrics;
+use crate::publisher::Publisher;
 use axum::body::Bytes;
 use sluice_contract::bookkeeping::{self, Lapse};
 use sluice_contract::ClaimTiming;

@@ -12,6 +12,7 @@
 //! connection gets a plain `503` and is closed before anything is read.
 
 use axum::Router;
+use futures::future::BoxFuture;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -32,7 +33,7 @@ pub const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
 /// Default `--deferral-max-connections`: one per waiting request (Envoy
 /// holds one HTTP/1 connection per request in flight), plus room for
 /// connections between requests.
-pub const DEFAULT_MAX_CONNECTIONS: usize = super::endpoint::DEFAULT_MAX_IN_FLIGHT + 1_024;
+pub const DEFAULT_MAX_CONNECTIONS: usize = crate::budget::DEFAULT_MAX_IN_FLIGHT + 1_024;
 /// Default `--deferral-max-unauthenticated-connections`: connections with
 /// no valid deferral token yet. Envoy opens connections as deferred
 /// requests arrive, each authenticated by its first request within
@@ -142,7 +143,7 @@ impl PreTokenSlot {
 }
 
 /// The deferral endpoint's listener, router and bounds, as sluice-rls
-/// serves them ([`crate::server::Deps::deferral`]).
+/// serves them beside its gRPC server.
 pub struct DeferralListener {
     pub listener: TcpListener,
     pub router: Router,
@@ -165,7 +166,18 @@ impl DeferralListener {
         )
         .await
     }
+
+    /// [`Self::serve`] as a boxed task, the shape sluice-rls's server runs
+    /// beside its gRPC one (`sluice_ratelimit::server::SideServer`) without
+    /// either crate linking the other.
+    pub fn side_server(self) -> SideServer {
+        Box::new(move |shutdown| Box::pin(self.serve(shutdown)))
+    }
 }
+
+/// A server to run until its stop signal resolves.
+pub type SideServer =
+    Box<dyn FnOnce(BoxFuture<'static, ()>) -> BoxFuture<'static, std::io::Result<()>> + Send>;
 
 /// With the default bounds and metrics of its own.
 impl From<(TcpListener, Router)> for DeferralListener {

@@ -1,18 +1,15 @@
 //! `sluice-consumer`: drains the deferred-request LiteTopics at each bucket's
 //! pace and streams the model's answers into Redis.
-#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
+use crate::{BrokerArgs, RedisArgs};
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches};
 use sluice_consumer::keys::Dimension;
 use sluice_consumer::{
     connect, parse_override, parse_rate, parse_weight, serve_admin, ConsumerFlags, FileConfig,
-    Pacer, RedisOptions, Scope, StartOptions,
+    Pacer, Scope, StartOptions,
 };
 use sluice_runtime::{init_tracing, shutdown_signal, LogFormat};
-
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(clap::Parser)]
 #[command(
@@ -23,28 +20,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    #[arg(long, env = "SLUICE_NAMESRV", default_value = "127.0.0.1:9876")]
-    namesrv: String,
-    #[arg(long, env = "SLUICE_LITE_PARENT", default_value = "sluice-deferred")]
-    lite_parent: String,
-    #[arg(
-        long = "consumer-group",
-        visible_alias = "group",
-        env = "SLUICE_CONSUMER_GROUP",
-        default_value = "sluice-consumer"
-    )]
-    group: String,
-    #[arg(
-        long,
-        env = "SLUICE_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379",
-        hide_env_values = true,
-        global = true
-    )]
-    redis_url: String,
-    /// File holding the Redis password (wins over one in --redis-url).
-    #[arg(long, env = "SLUICE_REDIS_PASSWORD_FILE", global = true)]
-    redis_password_file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    broker: BrokerArgs,
+    #[command(flatten)]
+    redis: RedisArgs,
     #[command(flatten)]
     flags: ConsumerFlags,
 }
@@ -100,37 +79,40 @@ enum RatesCommand {
     },
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+/// The command line's definition (its `--help`): the consumer's flags also
+/// under their short names (`--config`, `--admin-addr`, `--id`, `--group`),
+/// the Redis ones for the `rates` commands too.
+pub fn command() -> clap::Command {
+    sluice_consumer::with_short_names(Cli::command())
+        .mut_arg("consumer_group", |arg| arg.visible_alias("group"))
+        .mut_arg("redis_url", |arg| arg.global(true))
+        .mut_arg("redis_password_file", |arg| arg.global(true))
+}
+
+/// Parses the command line and runs what it asks for.
+pub async fn run() -> anyhow::Result<()> {
     init_tracing(LogFormat::Text);
-    let command = sluice_consumer::with_short_names(Cli::command());
-    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+    let cli = match Cli::from_arg_matches(&command().get_matches()) {
         Ok(cli) => cli,
         Err(error) => error.exit(),
     };
-    match run(cli).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("sluice-consumer: {error:#}");
-            std::process::ExitCode::FAILURE
-        }
+    match cli.command {
+        Some(Command::Rates(ref command)) => rates(&cli, command).await,
+        None => serve(cli).await,
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    if let Some(Command::Rates(command)) = &cli.command {
-        return rates(&cli, command).await;
-    }
+/// The consumer until SIGTERM / Ctrl-C.
+async fn serve(cli: Cli) -> anyhow::Result<()> {
     let file = cli.flags.file_config()?;
     let admin_token = cli.flags.admin_token()?;
     let id = cli.flags.id();
     let started = sluice_consumer::start(StartOptions {
         file,
-        namesrv: cli.namesrv.clone(),
-        parent: cli.lite_parent.clone(),
-        group: cli.group.clone(),
-        redis: redis_options(&cli),
+        namesrv: cli.broker.namesrv.clone(),
+        parent: cli.broker.lite_parent.clone(),
+        group: cli.broker.consumer_group.clone(),
+        redis: cli.redis.options(),
         id: id.clone(),
         runner: cli.flags.runner_options(),
         local: None,
@@ -144,24 +126,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         admin_token,
     )
     .await?;
-    tracing::info!(id = %id, namesrv = %cli.namesrv, admin = %admin_addr, "sluice-consumer started");
+    tracing::info!(id = %id, namesrv = %cli.broker.namesrv, admin = %admin_addr, "sluice-consumer started");
     started.runner.clone().run(shutdown_signal()).await;
     drop(started);
     Ok(())
 }
 
-/// Redis as the flags name it: URL (standalone, cluster or sentinel) and password file.
-fn redis_options(cli: &Cli) -> RedisOptions {
-    RedisOptions {
-        password_file: cli.redis_password_file.clone(),
-        ..RedisOptions::from_url(cli.redis_url.as_str())
-    }
-}
-
 /// `sluice-consumer rates ...`: the admin API's rate changes, straight in Redis.
 async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
     let file = FileConfig::load(cli.flags.consumer_config.as_deref())?;
-    let redis = connect(&redis_options(cli)).context("--redis-url")?;
+    let redis = connect(&cli.redis.options()).context("--redis-url")?;
     let pacer = Pacer::new(redis, file.pacing, None)?;
     match command {
         RatesCommand::Show { model } => show_rates(&pacer, model.as_deref()).await,
@@ -184,14 +158,14 @@ async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
         } => clear_rates(&pacer, scope_of(model, tenant.as_deref()), *rps, *tps).await,
         RatesCommand::Limit { model, limit } => {
             let limit = parse_override(limit).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let mut redis = connect(&redis_options(cli)).context("--redis-url")?;
+            let mut redis = connect(&cli.redis.options()).context("--redis-url")?;
             sluice_consumer::control_loop::set_override(&mut redis, model, limit).await?;
             println!("applied");
             Ok(())
         }
         RatesCommand::Weight { tenant, weight } => {
             let weight = parse_weight(weight).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let mut redis = connect(&redis_options(cli)).context("--redis-url")?;
+            let mut redis = connect(&cli.redis.options()).context("--redis-url")?;
             sluice_consumer::control_loop::set_weight(&mut redis, tenant, weight).await?;
             println!("applied");
             Ok(())

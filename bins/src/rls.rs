@@ -1,17 +1,15 @@
-//! `sluice-rls`: the Sluice rate-limit service.
-#![recursion_limit = "256"] // rocketmq-client futures are deeply nested
+//! `sluice-rls`: the Sluice rate-limit service, with its deferral endpoint
+//! when `--deferral-addr` is given.
 
+use crate::{BrokerArgs, RedisArgs};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use sluice_ratelimit::cli::{self, ServeArgs};
+use sluice_deferral::{DeferralArgs, DeferralMetrics, InProcess};
+use sluice_ratelimit::cli::{self, PendingSideServer, ServeArgs, Wiring};
 use sluice_ratelimit::config::{LimitsConfig, LoadOptions};
+use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::upstream_env;
 use std::path::PathBuf;
-
-// glibc's malloc serialises on arena locks under many small, short-lived
-// allocations (h2 frames, protobuf messages); mimalloc does not.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 extern "C" {
     /// mimalloc's collection (in the C library the `mimalloc` crate links):
@@ -42,6 +40,7 @@ fn give_memory_back() {
     });
 }
 
+/// `sluice-rls`'s command line.
 #[derive(Parser)]
 #[command(
     name = "sluice-rls",
@@ -56,6 +55,15 @@ struct Cli {
 
     #[command(flatten)]
     serve: ServeArgs,
+
+    #[command(flatten)]
+    redis: RedisArgs,
+
+    #[command(flatten)]
+    broker: BrokerArgs,
+
+    #[command(flatten)]
+    deferral: DeferralArgs,
 
     #[command(subcommand)]
     command: Option<Command>,
@@ -79,36 +87,66 @@ enum Command {
     },
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+/// The command line's definition (its `--help`).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
+/// Parses the command line (see [`arguments`]) and runs what it asks for.
+pub async fn run() -> anyhow::Result<()> {
     let cli = match Cli::try_parse_from(arguments()) {
         Ok(cli) => cli,
         Err(error) => error.exit(),
     };
     sluice_runtime::init_tracing(cli.serve.log_format);
-    let result = if let Some(path) = &cli.validate {
-        validate(path, cli.serve.load_options())
-    } else {
-        match cli.command {
-            Some(Command::Query {
-                addr,
-                domain,
-                descriptors,
-                hits,
-            }) => query(addr, domain, descriptors, hits).await,
-            None => {
-                give_memory_back();
-                cli::serve(cli.serve, None, sluice_runtime::shutdown_signal()).await
-            }
-        }
-    };
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("sluice-rls: {error:#}");
-            std::process::ExitCode::FAILURE
+    if let Some(path) = &cli.validate {
+        return validate(path, cli.serve.load_options());
+    }
+    match cli.command {
+        Some(Command::Query {
+            addr,
+            domain,
+            descriptors,
+            hits,
+        }) => query(addr, domain, descriptors, hits).await,
+        None => {
+            give_memory_back();
+            let wiring = wiring(&cli.serve, &cli.redis, &cli.broker, cli.deferral, None)?;
+            cli::serve(cli.serve, wiring, sluice_runtime::shutdown_signal()).await
         }
     }
+}
+
+/// What the RLS gets besides its flags: the Redis settings, the deferral
+/// secrets and, with --deferral-addr, the endpoint (its metrics on the RLS's
+/// admin port); `in_process`: a consumer in this process (`sluice-allinone`).
+pub(crate) fn wiring(
+    serve: &ServeArgs,
+    redis: &RedisArgs,
+    broker: &BrokerArgs,
+    deferral: DeferralArgs,
+    in_process: Option<InProcess>,
+) -> anyhow::Result<Wiring> {
+    let secrets = deferral.secrets()?;
+    let mut metrics = Metrics::new().with_upstream_stats(serve.upstream_stats.options());
+    let endpoint = deferral.deferral_addr.map(|addr| {
+        let endpoint_metrics = DeferralMetrics::default();
+        endpoint_metrics.register(&mut metrics.registry);
+        let (redis, broker, secrets) = (redis.options(), broker.for_deferral(), secrets.clone());
+        let pending: PendingSideServer = Box::pin(async move {
+            let listener = deferral
+                .listener(addr, redis, broker, secrets, endpoint_metrics, in_process)
+                .await?;
+            Ok(listener.side_server())
+        });
+        pending
+    });
+    Ok(Wiring {
+        redis: redis.options(),
+        secrets,
+        metrics,
+        deferral: endpoint,
+    })
 }
 
 /// The command line, preceded by the flags envoyproxy/ratelimit's variables

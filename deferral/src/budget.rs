@@ -16,6 +16,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// Deferred requests one endpoint holds open at once by default
+/// (`--deferral-max-in-flight`); the next gets a JSON 503 `deferral_busy`.
+/// Envoy's circuit breaker on the route to the endpoint must allow at least
+/// this many (Envoy's own default, 1,024, answers a plain 503 first).
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 10_000;
+
 /// Default `--deferral-max-held-bytes`: body bytes all waiting deferred
 /// requests of one sluice-rls may hold (256 MiB).
 pub const DEFAULT_MAX_HELD_BYTES: u64 = 256 * 1024 * 1024;
@@ -55,12 +61,7 @@ impl BudgetLimits {
 
 impl Default for BudgetLimits {
     fn default() -> Self {
-        BudgetLimits::for_endpoint(
-            DEFAULT_MAX_HELD_BYTES,
-            None,
-            super::endpoint::DEFAULT_MAX_IN_FLIGHT,
-            None,
-        )
+        BudgetLimits::for_endpoint(DEFAULT_MAX_HELD_BYTES, None, DEFAULT_MAX_IN_FLIGHT, None)
     }
 }
 
@@ -278,8 +279,8 @@ impl Drop for WaitingHold {
     }
 }
 
-#[cfg(test)]
 #[allow(clippy::unwrap_used)] // tests fail loudly
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -128,6 +128,8 @@ fn validate_prints_warnings_and_still_accepts() {
     assert!(stdout.contains("replaces 'ghost'"), "{stdout}");
 }
 
+// sluice-ratelimit's test helpers (an xDS management server, requests).
+#[path = "../../ratelimit-service/tests/common/mod.rs"]
 mod common;
 
 /// `--xds-server` without `--config`: the binary serves nothing until the
