@@ -71,7 +71,13 @@ async fn run_parts(cli: Cli) -> anyhow::Result<()> {
         local: bus,
         claim_timing,
     };
-    let wiring = crate::rls::wiring(&cli.rls, &cli.redis, &cli.broker, cli.deferral, Some(in_process))?;
+    let wiring = crate::rls::wiring(
+        &cli.rls,
+        &cli.redis,
+        &cli.broker,
+        cli.deferral,
+        Some(in_process),
+    )?;
     let served = cli::serve(cli.rls, wiring, sluice_runtime::shutdown_signal()).await;
     let _ = consumer.stop.send(());
     let _ = consumer.task.await;
