@@ -26,6 +26,9 @@ struct Cli {
     redis: RedisArgs,
     #[command(flatten)]
     flags: ConsumerFlags,
+    /// Log format.
+    #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
 }
 
 #[derive(clap::Subcommand)]
@@ -91,11 +94,11 @@ pub fn command() -> clap::Command {
 
 /// Parses the command line and runs what it asks for.
 pub async fn run() -> anyhow::Result<()> {
-    init_tracing(LogFormat::Text);
     let cli = match Cli::from_arg_matches(&command().get_matches()) {
         Ok(cli) => cli,
         Err(error) => error.exit(),
     };
+    init_tracing(cli.log_format);
     match cli.command {
         Some(Command::Rates(ref command)) => rates(&cli, command).await,
         None => serve(cli).await,

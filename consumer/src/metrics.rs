@@ -302,6 +302,15 @@ impl Metrics {
     // its field at a glance; split, it would only be harder to read.
     pub fn new(max_buckets: usize, max_models: usize) -> Self {
         let mut registry = Registry::with_prefix("sluice_consumer");
+        // `sluice_consumer_build_info{version="…"} 1`: which build answers, for dashboards and upgrades.
+        registry.register(
+            "build",
+            "The version of this build",
+            prometheus_client::metrics::info::Info::new(vec![(
+                "version",
+                env!("CARGO_PKG_VERSION"),
+            )]),
+        );
         let metrics = Metrics {
             pacing_decisions: register(
                 &mut registry,
@@ -633,5 +642,10 @@ mod tests {
         assert!(text.contains("sluice_consumer_errors_total{kind=\"backend_status\"} 1"));
         assert!(text.contains("sluice_consumer_in_flight{model=\"m%7B1%7D\"} 1"));
         assert!(text.contains("sluice_consumer_in_flight{model=\"other\"} 1"));
+        let build = format!(
+            "sluice_consumer_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&build), "{text}");
     }
 }

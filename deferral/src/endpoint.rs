@@ -332,6 +332,42 @@ fn check_headers(
     uri: &Uri,
     headers: &HeaderMap,
 ) -> Result<Deferred, Rejection> {
+    check_marked_post(options, method, headers)?;
+    let markers = Markers::read(headers)?;
+    let (signed_body, estimated_tokens) = markers.verify(options, headers)?;
+    // Signed, but checked again as the filter checks it: this endpoint never
+    // queues what the filter would have refused.
+    let Some(endpoint) = Endpoint::from_path(uri.path()) else {
+        return Err(Rejection::new(
+            StatusCode::NOT_FOUND,
+            "unknown_url",
+            "unknown_path",
+            format!("{} is not an inference endpoint", uri.path()),
+        ));
+    };
+    let content_length = declared_length(options, headers)?;
+    Ok(Deferred {
+        priority: Priority::from_label(&markers.priority),
+        req_id: markers.req_id,
+        tenant: markers.tenant,
+        model: markers.model,
+        estimated_tokens,
+        client_request_id: header(headers, CLIENT_REQUEST_ID_HEADER)
+            .filter(|id| valid_marker(id))
+            .map(str::to_string),
+        path: uri.path().to_string(),
+        endpoint,
+        signed_body,
+        content_length,
+    })
+}
+
+/// A POST that carries admission's deferral marker.
+fn check_marked_post(
+    options: &EndpointOptions,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<(), Rejection> {
     if method != Method::POST {
         return Err(Rejection::new(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -350,88 +386,103 @@ fn check_headers(
             ),
         ));
     }
-    let marker = |name: &'static str| match header(headers, name) {
-        Some(v) if valid_marker(v) => Ok(v.to_string()),
-        Some(_) => Err(Rejection::bad_request(
-            "bad_marker",
-            "bad_marker",
-            format!("{name} is malformed"),
-        )),
-        None => Err(Rejection::bad_request(
-            "missing_marker",
-            "missing_marker",
-            format!("{name} is missing"),
-        )),
+    Ok(())
+}
+
+/// The request's identity as admission wrote it into headers.
+struct Markers {
+    req_id: String,
+    tenant: String,
+    model: String,
+    priority: String,
+    /// The estimate as written; a number once the token is known present.
+    estimated: String,
+}
+
+impl Markers {
+    fn read(headers: &HeaderMap) -> Result<Markers, Rejection> {
+        let marker = |name: &'static str| match header(headers, name) {
+            Some(v) if valid_marker(v) => Ok(v.to_string()),
+            Some(_) => Err(Rejection::bad_request(
+                "bad_marker",
+                "bad_marker",
+                format!("{name} is malformed"),
+            )),
+            None => Err(Rejection::bad_request(
+                "missing_marker",
+                "missing_marker",
+                format!("{name} is missing"),
+            )),
+        };
+        let (req_id, tenant, model) = (
+            marker(REQUEST_ID_HEADER)?,
+            marker(TENANT_HEADER)?,
+            marker(MODEL_HEADER)?,
+        );
+        Ok(Markers {
+            req_id,
+            tenant,
+            model,
+            priority: marker(PRIORITY_HEADER)?,
+            estimated: marker(ESTIMATED_TOKENS_HEADER)?,
+        })
+    }
+
+    /// The deferral token over these markers: signed by one of the
+    /// endpoint's secrets and young enough; it names the body's digest.
+    /// Also the estimate, as a number.
+    fn verify(
+        &self,
+        options: &EndpointOptions,
+        headers: &HeaderMap,
+    ) -> Result<(SignedBody, u64), Rejection> {
+        let Some(token) = header(headers, DEFERRAL_TOKEN_HEADER) else {
+            return Err(Rejection::forbidden(
+                "token_missing",
+                "only requests deferred by Sluice's admission are served here (no deferral token)",
+            ));
+        };
+        let estimated_tokens: u64 = self.estimated.parse().map_err(|_| {
+            Rejection::bad_request(
+                "bad_marker",
+                "bad_marker",
+                format!("{ESTIMATED_TOKENS_HEADER} is not a number"),
+            )
+        })?;
+        let claims = HeaderClaims {
+            request_id: &self.req_id,
+            tenant: &self.tenant,
+            model: &self.model,
+            priority: &self.priority,
+            estimated_tokens,
+        };
+        let max_age = options.token_max_age.as_millis() as u64;
+        let signed_body = claims
+            .verify(token, &options.secrets, now_ms(), max_age)
+            .map_err(|why| Rejection::forbidden(why.reason(), why.to_string()))?;
+        Ok((signed_body, estimated_tokens))
+    }
+}
+
+/// The body's announced length, refused when it is over the bound.
+fn declared_length(
+    options: &EndpointOptions,
+    headers: &HeaderMap,
+) -> Result<Option<u64>, Rejection> {
+    let Some(value) = header(headers, "content-length") else {
+        return Ok(None);
     };
-    let (req_id, tenant, model) = (
-        marker(REQUEST_ID_HEADER)?,
-        marker(TENANT_HEADER)?,
-        marker(MODEL_HEADER)?,
-    );
-    let priority_label = marker(PRIORITY_HEADER)?;
-    let estimated = marker(ESTIMATED_TOKENS_HEADER)?;
-    let Some(token) = header(headers, DEFERRAL_TOKEN_HEADER) else {
-        return Err(Rejection::forbidden(
-            "token_missing",
-            "only requests deferred by Sluice's admission are served here (no deferral token)",
-        ));
-    };
-    let estimated_tokens: u64 = estimated.parse().map_err(|_| {
+    let length = value.parse::<u64>().map_err(|_| {
         Rejection::bad_request(
-            "bad_marker",
-            "bad_marker",
-            format!("{ESTIMATED_TOKENS_HEADER} is not a number"),
+            "bad_request",
+            "body_unreadable",
+            "content-length is not a number",
         )
     })?;
-    let claims = HeaderClaims {
-        request_id: &req_id,
-        tenant: &tenant,
-        model: &model,
-        priority: &priority_label,
-        estimated_tokens,
-    };
-    let max_age = options.token_max_age.as_millis() as u64;
-    let signed_body = claims
-        .verify(token, &options.secrets, now_ms(), max_age)
-        .map_err(|why| Rejection::forbidden(why.reason(), why.to_string()))?;
-    let priority = Priority::from_label(&priority_label);
-    // Signed, but checked again as the filter checks it: this endpoint never
-    // queues what the filter would have refused.
-    let Some(endpoint) = Endpoint::from_path(uri.path()) else {
-        return Err(Rejection::new(
-            StatusCode::NOT_FOUND,
-            "unknown_url",
-            "unknown_path",
-            format!("{} is not an inference endpoint", uri.path()),
-        ));
-    };
-    let content_length = match header(headers, "content-length") {
-        Some(value) => Some(value.parse::<u64>().map_err(|_| {
-            Rejection::bad_request(
-                "bad_request",
-                "body_unreadable",
-                "content-length is not a number",
-            )
-        })?),
-        None => None,
-    };
-    if content_length.is_some_and(|length| length > options.max_body_bytes as u64) {
+    if length > options.max_body_bytes as u64 {
         return Err(too_large(options));
     }
-    Ok(Deferred {
-        req_id,
-        tenant,
-        model,
-        priority,
-        estimated_tokens,
-        client_request_id: header(headers, CLIENT_REQUEST_ID_HEADER)
-            .filter(|id| valid_marker(id))
-            .map(str::to_string),
-        path: uri.path().to_string(),
-        endpoint,
-        signed_body,
-        content_length,
-    })
+    Ok(Some(length))
 }
 
 fn too_large(options: &EndpointOptions) -> Rejection {
@@ -1103,36 +1154,8 @@ fn sse_response(
                 if done {
                     return None;
                 }
-                let (text, finished) = match waiter.next(deadline, Some(keep_alive)).await {
-                    Next::KeepAlive => (sse::comment("keep-alive"), false),
-                    Next::Entry(entry) => match entry.event() {
-                        Some(StreamEvent::Chunk { data }) => {
-                            if !include_usage && is_usage_only(&data) {
-                                (String::new(), false)
-                            } else {
-                                (sse::event(Some(&entry.id), None, &data), false)
-                            }
-                        }
-                        Some(StreamEvent::Done { .. }) => (sse::DONE.to_string(), true),
-                        Some(StreamEvent::Error {
-                            status,
-                            code,
-                            message,
-                        }) => {
-                            let (_, body) = error_payload(status, &code, &message);
-                            (sse::event(Some(&entry.id), Some("error"), &body), true)
-                        }
-                        None => (String::new(), false),
-                    },
-                    Next::TimedOut => {
-                        waiter.state.metrics.timed_out.inc();
-                        let body = error_body("timeout", "no answer in time");
-                        (sse::event(None, Some("timeout"), &body), true)
-                    }
-                    Next::Closed => (String::new(), true),
-                    // Handled inside `next`.
-                    Next::CheckLease => (String::new(), false),
-                };
+                let next = waiter.next(deadline, Some(keep_alive)).await;
+                let (text, finished) = sse_text(&waiter, next, include_usage);
                 if finished {
                     waiter.finished = true;
                 }
@@ -1153,6 +1176,40 @@ fn sse_response(
         headers.insert(REQUEST_ID_HEADER, value);
     }
     response
+}
+
+/// What one step of the wait sends on the SSE stream, and whether it ends it.
+fn sse_text(waiter: &Waiter, next: Next, include_usage: bool) -> (String, bool) {
+    match next {
+        Next::KeepAlive => (sse::comment("keep-alive"), false),
+        Next::Entry(entry) => match entry.event() {
+            Some(StreamEvent::Chunk { data }) => {
+                if !include_usage && is_usage_only(&data) {
+                    (String::new(), false)
+                } else {
+                    (sse::event(Some(&entry.id), None, &data), false)
+                }
+            }
+            Some(StreamEvent::Done { .. }) => (sse::DONE.to_string(), true),
+            Some(StreamEvent::Error {
+                status,
+                code,
+                message,
+            }) => {
+                let (_, body) = error_payload(status, &code, &message);
+                (sse::event(Some(&entry.id), Some("error"), &body), true)
+            }
+            None => (String::new(), false),
+        },
+        Next::TimedOut => {
+            waiter.state.metrics.timed_out.inc();
+            let body = error_body("timeout", "no answer in time");
+            (sse::event(None, Some("timeout"), &body), true)
+        }
+        Next::Closed => (String::new(), true),
+        // Handled inside `next`.
+        Next::CheckLease => (String::new(), false),
+    }
 }
 
 async fn json_response(mut waiter: Waiter) -> Response {

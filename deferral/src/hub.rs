@@ -205,34 +205,8 @@ async fn run_reader(
     let mut wake_cursor = "0-0".to_string();
     let mut backoff = Duration::from_millis(50);
     loop {
-        // Apply everything queued; with nothing to watch, sleep until asked.
-        loop {
-            let command = if watches.is_empty() {
-                match commands.recv().await {
-                    Some(c) => c,
-                    None => return,
-                }
-            } else {
-                match commands.try_recv() {
-                    Ok(c) => c,
-                    Err(mpsc::error::TryRecvError::Empty) => break,
-                    Err(mpsc::error::TryRecvError::Disconnected) => return,
-                }
-            };
-            match command {
-                Command::Watch { key, from, entries } => {
-                    watches.insert(
-                        key,
-                        Watch {
-                            cursor: from,
-                            entries,
-                        },
-                    );
-                }
-                Command::Forget { key } => {
-                    watches.remove(&key);
-                }
-            }
+        if !apply_commands(&mut commands, &mut watches).await {
+            return;
         }
         watches.retain(|_, w| !w.entries.is_closed());
         if watches.is_empty() {
@@ -271,31 +245,8 @@ async fn run_reader(
                         if let Some(last) = stream.ids.last() {
                             wake_cursor = last.id.clone();
                         }
-                        continue;
-                    }
-                    let Some(watch) = watches.get_mut(&stream.key) else {
-                        continue;
-                    };
-                    for id in stream.ids {
-                        let fields = id
-                            .map
-                            .iter()
-                            .filter_map(|(k, v)| {
-                                redis::from_redis_value::<String>(v.clone())
-                                    .ok()
-                                    .map(|v| (k.clone(), v))
-                            })
-                            .collect();
-                        let entry = Entry {
-                            id: id.id.clone(),
-                            fields,
-                        };
-                        match watch.entries.try_send(entry) {
-                            Ok(()) => watch.cursor = id.id,
-                            // Full: leave the cursor; the rest is read again later.
-                            Err(mpsc::error::TrySendError::Full(_)) => break,
-                            Err(mpsc::error::TrySendError::Closed(_)) => break,
-                        }
+                    } else if let Some(watch) = watches.get_mut(&stream.key) {
+                        deliver(watch, stream.ids);
                     }
                 }
             }
@@ -305,6 +256,68 @@ async fn run_reader(
                 tracing::warn!(%error, "stream reader: Redis read failed; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+/// Applies every queued command; with nothing to watch, sleeps until asked.
+/// False once the hub is gone.
+async fn apply_commands(
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    watches: &mut HashMap<String, Watch>,
+) -> bool {
+    loop {
+        let command = if watches.is_empty() {
+            match commands.recv().await {
+                Some(c) => c,
+                None => return false,
+            }
+        } else {
+            match commands.try_recv() {
+                Ok(c) => c,
+                Err(mpsc::error::TryRecvError::Empty) => return true,
+                Err(mpsc::error::TryRecvError::Disconnected) => return false,
+            }
+        };
+        match command {
+            Command::Watch { key, from, entries } => {
+                watches.insert(
+                    key,
+                    Watch {
+                        cursor: from,
+                        entries,
+                    },
+                );
+            }
+            Command::Forget { key } => {
+                watches.remove(&key);
+            }
+        }
+    }
+}
+
+/// Hands a stream's new entries to its subscriber, moving its cursor past
+/// each one taken; a full buffer leaves the rest to be read again later.
+fn deliver(watch: &mut Watch, ids: Vec<redis::streams::StreamId>) {
+    for id in ids {
+        let fields = id
+            .map
+            .iter()
+            .filter_map(|(k, v)| {
+                redis::from_redis_value::<String>(v.clone())
+                    .ok()
+                    .map(|v| (k.clone(), v))
+            })
+            .collect();
+        let entry = Entry {
+            id: id.id.clone(),
+            fields,
+        };
+        match watch.entries.try_send(entry) {
+            Ok(()) => watch.cursor = id.id,
+            Err(mpsc::error::TrySendError::Full(_)) | Err(mpsc::error::TrySendError::Closed(_)) => {
+                break
             }
         }
     }

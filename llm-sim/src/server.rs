@@ -833,119 +833,139 @@ fn sse(value: &impl Serialize) -> Result<Bytes, std::io::Error> {
 impl EventStream {
     async fn next_event(&mut self) -> Option<Result<Bytes, std::io::Error>> {
         loop {
-            match self.phase {
-                Phase::Start => {
-                    self.phase = Phase::Tokens;
-                    if self.plan.kind == Kind::Chat {
-                        let content = self.plan.tool.is_none().then_some("");
-                        return Some(self.chat_chunk(
-                            Delta {
-                                role: Some("assistant"),
-                                content,
-                                ..Delta::default()
-                            },
-                            None,
-                        ));
-                    }
-                }
-                Phase::Tokens => {
-                    // `>=`: a tool call's name takes several steps at once.
-                    if self.choice == 0 && self.plan.fail_at.is_some_and(|at| self.step >= at) {
-                        self.plan.timing.reach(self.step).await;
-                        // Let hyper flush what was generated so far: it
-                        // discards buffered output when the body fails.
-                        tokio::task::yield_now().await;
-                        self.slot.finish();
-                        self.app.metrics.injected("mid");
-                        self.app
-                            .ledger
-                            .record(self.plan.ledger_key.as_deref(), |e| e.broken += 1);
-                        self.phase = Phase::End;
-                        // An error from the body makes hyper close the
-                        // connection without the final chunk: the client
-                        // sees a truncated stream with no [DONE].
-                        return Some(Err(std::io::Error::other(
-                            "mid-stream failure injected by sluice-llm-sim",
-                        )));
-                    }
-                    if self.step >= self.plan.tokens {
-                        self.phase = Phase::Finish(0);
-                        continue;
-                    }
-                    if self.choice == 0 {
-                        self.plan.timing.reach(self.step).await;
-                    }
-                    if self.plan.tool.is_some() {
-                        return Some(self.tool_call_step());
-                    }
-                    let token = text::token_text(self.step);
-                    let choice = self.choice;
-                    self.choice += 1;
-                    if self.choice >= self.plan.choices {
-                        self.choice = 0;
-                        self.step += 1;
-                    }
-                    self.app.metrics.tokens_generated.inc();
-                    self.app
-                        .ledger
-                        .record(self.plan.ledger_key.as_deref(), |e| {
-                            e.completion_tokens += 1
-                        });
-                    return Some(match self.plan.kind {
-                        Kind::Chat => self.chat_chunk(
-                            Delta {
-                                content: Some(&token),
-                                ..Delta::default()
-                            },
-                            None,
-                        ),
-                        Kind::Text => self.text_chunk(choice, &token, None),
-                    });
-                }
-                Phase::Finish(choice) => {
-                    self.phase = if choice + 1 < self.plan.choices {
-                        Phase::Finish(choice + 1)
-                    } else if self.plan.include_usage {
-                        Phase::Usage
-                    } else {
-                        Phase::Done
-                    };
-                    let reason = Some(self.plan.finish_reason);
-                    return Some(match self.plan.kind {
-                        Kind::Chat => self.chat_chunk(Delta::default(), reason),
-                        Kind::Text => self.text_chunk(choice, "", reason),
-                    });
-                }
-                Phase::Usage => {
-                    self.phase = Phase::Done;
-                    let usage = Some(Some(self.plan.usage(self.plan.tokens)));
-                    let plan = &self.plan;
-                    return Some(match plan.kind {
-                        Kind::Chat => sse(&ChatChunk {
-                            id: &plan.id,
-                            object: "chat.completion.chunk",
-                            created: plan.created,
-                            model: &plan.model,
-                            choices: Vec::new(),
-                            usage,
-                        }),
-                        Kind::Text => sse(&TextCompletion {
-                            id: &plan.id,
-                            object: "text_completion",
-                            created: plan.created,
-                            model: &plan.model,
-                            choices: Vec::new(),
-                            usage,
-                        }),
-                    });
-                }
+            // `None`: the phase changed without an event; go on.
+            let event = match self.phase {
+                Phase::Start => self.start_event(),
+                Phase::Tokens => self.token_event().await,
+                Phase::Finish(choice) => Some(self.finish_event(choice)),
+                Phase::Usage => Some(self.usage_event()),
                 Phase::Done => {
                     self.phase = Phase::End;
                     self.slot.finish();
-                    return Some(Ok(Bytes::from_static(stream::DONE_EVENT.as_bytes())));
+                    Some(Ok(Bytes::from_static(stream::DONE_EVENT.as_bytes())))
                 }
                 Phase::End => return None,
+            };
+            if event.is_some() {
+                return event;
             }
+        }
+    }
+
+    /// A chat answer opens with the assistant's role.
+    fn start_event(&mut self) -> Option<Result<Bytes, std::io::Error>> {
+        self.phase = Phase::Tokens;
+        if self.plan.kind != Kind::Chat {
+            return None;
+        }
+        let content = self.plan.tool.is_none().then_some("");
+        Some(self.chat_chunk(
+            Delta {
+                role: Some("assistant"),
+                content,
+                ..Delta::default()
+            },
+            None,
+        ))
+    }
+
+    /// The next token (of the next choice), an injected failure, or `None`
+    /// once every token is out.
+    async fn token_event(&mut self) -> Option<Result<Bytes, std::io::Error>> {
+        // `>=`: a tool call's name takes several steps at once.
+        if self.choice == 0 && self.plan.fail_at.is_some_and(|at| self.step >= at) {
+            return Some(Err(self.fail_mid_stream().await));
+        }
+        if self.step >= self.plan.tokens {
+            self.phase = Phase::Finish(0);
+            return None;
+        }
+        if self.choice == 0 {
+            self.plan.timing.reach(self.step).await;
+        }
+        if self.plan.tool.is_some() {
+            return Some(self.tool_call_step());
+        }
+        let token = text::token_text(self.step);
+        let choice = self.choice;
+        self.choice += 1;
+        if self.choice >= self.plan.choices {
+            self.choice = 0;
+            self.step += 1;
+        }
+        self.app.metrics.tokens_generated.inc();
+        self.app
+            .ledger
+            .record(self.plan.ledger_key.as_deref(), |e| {
+                e.completion_tokens += 1
+            });
+        Some(match self.plan.kind {
+            Kind::Chat => self.chat_chunk(
+                Delta {
+                    content: Some(&token),
+                    ..Delta::default()
+                },
+                None,
+            ),
+            Kind::Text => self.text_chunk(choice, &token, None),
+        })
+    }
+
+    /// The injected mid-stream failure: an error from the body makes hyper
+    /// close the connection without the final chunk, so the client sees a
+    /// truncated stream with no [DONE].
+    async fn fail_mid_stream(&mut self) -> std::io::Error {
+        self.plan.timing.reach(self.step).await;
+        // Let hyper flush what was generated so far: it discards buffered
+        // output when the body fails.
+        tokio::task::yield_now().await;
+        self.slot.finish();
+        self.app.metrics.injected("mid");
+        self.app
+            .ledger
+            .record(self.plan.ledger_key.as_deref(), |e| e.broken += 1);
+        self.phase = Phase::End;
+        std::io::Error::other("mid-stream failure injected by sluice-llm-sim")
+    }
+
+    /// One choice's finish reason; then the usage chunk or [DONE].
+    fn finish_event(&mut self, choice: usize) -> Result<Bytes, std::io::Error> {
+        self.phase = if choice + 1 < self.plan.choices {
+            Phase::Finish(choice + 1)
+        } else if self.plan.include_usage {
+            Phase::Usage
+        } else {
+            Phase::Done
+        };
+        let reason = Some(self.plan.finish_reason);
+        match self.plan.kind {
+            Kind::Chat => self.chat_chunk(Delta::default(), reason),
+            Kind::Text => self.text_chunk(choice, "", reason),
+        }
+    }
+
+    /// The final chunk with usage and no choices (`include_usage`).
+    fn usage_event(&mut self) -> Result<Bytes, std::io::Error> {
+        self.phase = Phase::Done;
+        let usage = Some(Some(self.plan.usage(self.plan.tokens)));
+        let plan = &self.plan;
+        match plan.kind {
+            Kind::Chat => sse(&ChatChunk {
+                id: &plan.id,
+                object: "chat.completion.chunk",
+                created: plan.created,
+                model: &plan.model,
+                choices: Vec::new(),
+                usage,
+            }),
+            Kind::Text => sse(&TextCompletion {
+                id: &plan.id,
+                object: "text_completion",
+                created: plan.created,
+                model: &plan.model,
+                choices: Vec::new(),
+                usage,
+            }),
         }
     }
 

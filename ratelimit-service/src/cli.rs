@@ -453,12 +453,7 @@ pub async fn serve(
         StoreKind::Memory => Arc::new(MemoryStore::new()),
         StoreKind::Redis => Arc::new(redis_store(&args, redis, &metrics).await?),
     };
-    let grpc = tokio::net::TcpListener::bind(args.grpc_addr)
-        .await
-        .with_context(|| format!("cannot listen on {} (gRPC)", args.grpc_addr))?;
-    let admin = tokio::net::TcpListener::bind(args.admin_addr)
-        .await
-        .with_context(|| format!("cannot listen on {} (admin)", args.admin_addr))?;
+    let (grpc, admin) = bind_listeners(&args).await?;
     tracing::info!(
         grpc = %grpc.local_addr()?,
         admin = %admin.local_addr()?,
@@ -469,15 +464,7 @@ pub async fn serve(
         xds = ?args.xds_server,
         "sluice-rls listening"
     );
-    let store: Arc<dyn CounterStore> = if args.local_cache_bytes > 0 {
-        Arc::new(LocalCacheStore::new(
-            store,
-            args.local_cache_bytes,
-            metrics.local_cache_answers.clone(),
-        ))
-    } else {
-        store
-    };
+    let store = with_local_cache(&args, store, &metrics);
     let limiter = Arc::new(
         Limiter::new(
             config,
@@ -519,6 +506,35 @@ pub async fn serve(
     server::run_with_tls(grpc, Some(admin), deps, grpc_tls, shutdown).await?;
     tracing::info!("sluice-rls stopped");
     Ok(())
+}
+
+/// The gRPC and admin listeners, bound before anything is served.
+async fn bind_listeners(
+    args: &ServeArgs,
+) -> anyhow::Result<(tokio::net::TcpListener, tokio::net::TcpListener)> {
+    let grpc = tokio::net::TcpListener::bind(args.grpc_addr)
+        .await
+        .with_context(|| format!("cannot listen on {} (gRPC)", args.grpc_addr))?;
+    let admin = tokio::net::TcpListener::bind(args.admin_addr)
+        .await
+        .with_context(|| format!("cannot listen on {} (admin)", args.admin_addr))?;
+    Ok((grpc, admin))
+}
+
+/// `store` behind the local cache of over-limit answers, when it has bytes.
+fn with_local_cache(
+    args: &ServeArgs,
+    store: Arc<dyn CounterStore>,
+    metrics: &Metrics,
+) -> Arc<dyn CounterStore> {
+    if args.local_cache_bytes == 0 {
+        return store;
+    }
+    Arc::new(LocalCacheStore::new(
+        store,
+        args.local_cache_bytes,
+        metrics.local_cache_answers.clone(),
+    ))
 }
 
 /// The ext_authz front door with the admission config at `path`.

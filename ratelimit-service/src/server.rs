@@ -113,7 +113,16 @@ pub async fn run_with_tls(
     }
     drop(stop_rx);
 
-    // Stop everything when asked, or when any part ends on its own (an error).
+    run_until_stopped(tasks, stop_tx, shutdown).await
+}
+
+/// Runs the parts until `shutdown`, or until any part ends on its own (an
+/// error); then stops the others and returns the first error.
+async fn run_until_stopped(
+    mut tasks: tokio::task::JoinSet<anyhow::Result<()>>,
+    stop_tx: watch::Sender<bool>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     let mut first_error = None;
     tokio::select! {
         _ = shutdown => {}
