@@ -2,12 +2,12 @@
 //! paced generation of whole and streamed answers.
 
 use crate::call_counts::CallCounts;
+use crate::config::{self, OverCapacity, SimConfig};
 use crate::gpu::{self, GpuSet, Refusal, SeqSpec, Ticket};
 use crate::ledger::Ledger;
 use crate::metrics::{Metrics, RequestLabels};
 use crate::openai::{self, ApiError, GenerationRequest};
 use crate::text;
-use crate::{OverCapacity, SimConfig};
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -94,7 +94,7 @@ pub fn router(config: SimConfig) -> Router {
         .route("/sim/stats", get(stats))
         .route("/sim/ledger", get(ledger_totals))
         .route(
-            crate::ADMIN_CAPACITY_PATH,
+            config::ADMIN_CAPACITY_PATH,
             get(capacity).post(change_capacity),
         )
         .fallback(not_found)
@@ -113,7 +113,7 @@ fn endpoint_label(path: &str) -> &'static str {
         "/healthz" | "/health" => "health",
         "/metrics" => "metrics",
         "/sim/calls" | "/sim/stats" => "sim",
-        crate::ADMIN_CAPACITY_PATH => "admin",
+        config::ADMIN_CAPACITY_PATH => "admin",
         _ => "other",
     }
 }
@@ -141,7 +141,7 @@ async fn observe(State(app): State<Shared>, request: Request, next: Next) -> Res
     if let Some(id) = request_id {
         response
             .headers_mut()
-            .insert(HeaderName::from_static(crate::HEADER_ECHO_REQUEST_ID), id);
+            .insert(HeaderName::from_static(config::HEADER_ECHO_REQUEST_ID), id);
     }
     response
 }
@@ -416,36 +416,41 @@ fn overrides(headers: &HeaderMap) -> Result<Overrides, ApiError> {
             })
             .transpose()
     };
-    let tokens_per_second = header_str(headers, crate::HEADER_TOKENS_PER_SECOND)?
+    let tokens_per_second = header_str(headers, config::HEADER_TOKENS_PER_SECOND)?
         .map(|v| match v.parse::<f64>() {
             Ok(tps) if tps.is_finite() && tps >= 0.0 => Ok(tps),
             _ => Err(bad_header(
-                crate::HEADER_TOKENS_PER_SECOND,
+                config::HEADER_TOKENS_PER_SECOND,
                 "expected a number >= 0",
             )),
         })
         .transpose()?;
-    let fail = header_str(headers, crate::HEADER_FAIL)?
+    let fail = header_str(headers, config::HEADER_FAIL)?
         .map(|v| match v.to_ascii_lowercase().as_str() {
             "before" => Ok(Fail::Before),
             "mid" => Ok(Fail::Mid),
             "none" => Ok(Fail::None),
             _ => Err(bad_header(
-                crate::HEADER_FAIL,
+                config::HEADER_FAIL,
                 "expected 'before', 'mid' or 'none'",
             )),
         })
         .transpose()?;
-    let omit_usage = match header_str(headers, crate::HEADER_USAGE)? {
+    let omit_usage = match header_str(headers, config::HEADER_USAGE)? {
         None => false,
         Some(v) if v.eq_ignore_ascii_case("omit") => true,
         Some(v) if v.eq_ignore_ascii_case("send") => false,
-        Some(_) => return Err(bad_header(crate::HEADER_USAGE, "expected 'omit' or 'send'")),
+        Some(_) => {
+            return Err(bad_header(
+                config::HEADER_USAGE,
+                "expected 'omit' or 'send'",
+            ))
+        }
     };
     Ok(Overrides {
-        completion_tokens: int(crate::HEADER_COMPLETION_TOKENS)?,
+        completion_tokens: int(config::HEADER_COMPLETION_TOKENS)?,
         tokens_per_second,
-        first_token: int(crate::HEADER_FIRST_TOKEN_MS)?.map(Duration::from_millis),
+        first_token: int(config::HEADER_FIRST_TOKEN_MS)?.map(Duration::from_millis),
         fail,
         omit_usage,
     })
@@ -1264,7 +1269,7 @@ async fn ledger_totals(State(app): State<Shared>) -> Response {
 }
 
 fn ledger_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    Ok(header_str(headers, crate::HEADER_LEDGER)?.map(str::to_string))
+    Ok(header_str(headers, config::HEADER_LEDGER)?.map(str::to_string))
 }
 
 /// `GET /admin/capacity`: each simulated GPU's capacity and load.
