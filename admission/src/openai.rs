@@ -10,49 +10,11 @@
 use crate::TokenCounter;
 use serde_json::Value;
 
+mod api;
 mod scan;
+pub use api::Endpoint;
+use api::{REPLY_PRIMING, TOKENS_PER_MESSAGE, TOKENS_PER_NAME};
 pub use scan::{scan, Scan};
-
-/// The inference endpoints Sluice understands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Endpoint {
-    ChatCompletions,
-    Completions,
-    Embeddings,
-    Responses,
-}
-
-impl Endpoint {
-    /// By path suffix, so gateway prefixes (`/openai/v1/...`) work; the query
-    /// string is ignored.
-    pub fn from_path(path: &str) -> Option<Endpoint> {
-        let path = path
-            .split(['?', '#'])
-            .next()
-            .unwrap_or("")
-            .trim_end_matches('/');
-        if path.ends_with("/chat/completions") {
-            Some(Endpoint::ChatCompletions)
-        } else if path.ends_with("/completions") {
-            Some(Endpoint::Completions)
-        } else if path.ends_with("/embeddings") {
-            Some(Endpoint::Embeddings)
-        } else if path.ends_with("/responses") {
-            Some(Endpoint::Responses)
-        } else {
-            None
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Endpoint::ChatCompletions => "chat.completions",
-            Endpoint::Completions => "completions",
-            Endpoint::Embeddings => "embeddings",
-            Endpoint::Responses => "responses",
-        }
-    }
-}
 
 /// A parsed request body.
 #[derive(Debug)]
@@ -259,10 +221,6 @@ impl LlmRequest {
         self.stream
     }
 }
-
-const TOKENS_PER_MESSAGE: u64 = 3;
-const TOKENS_PER_NAME: u64 = 1;
-const REPLY_PRIMING: u64 = 3;
 
 /// A prompt's token count: exact, or (after the counting budget ran out)
 /// an upper bound.

@@ -22,7 +22,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use super::{Endpoint, REPLY_PRIMING, TOKENS_PER_MESSAGE};
+use super::api::{Endpoint, REPLY_PRIMING, TOKENS_PER_MESSAGE};
 
 /// What the light read found.
 #[derive(Clone, Debug, PartialEq, Eq)]
