@@ -23,6 +23,8 @@ pub struct Paths {
     pub low_priority_max_backlog: u64,
     /// Flags added to sluice-llm-sim's (e.g. its GPU model).
     pub sim_args: Vec<String>,
+    /// The filter's rate-limit deadline, if not the shipped one.
+    pub decision_deadline_ms: Option<u64>,
 }
 
 /// Everything the demo started.
@@ -72,6 +74,7 @@ impl Stack {
             paths.low_priority_max_backlog.to_string(),
         ];
         options.bin_dir = Some(paths.bin_dir.clone());
+        options.decision_deadline_ms = paths.decision_deadline_ms;
         options.progress = progress;
         let processes = ProcessStack::start(options)?;
         let consumer_port = processes.consumers.first().map_or(0, |c| c.port());

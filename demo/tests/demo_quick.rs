@@ -36,7 +36,15 @@ fn quick_demo_defers_the_bursty_tenant_rejects_low_priority_and_cleans_up() {
     let out = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let output = Command::new(exe)
-        .args(["--quick", "--live", "false", "--out"])
+        // What is decided, not how fast: see `--decision-deadline-ms`.
+        .args([
+            "--quick",
+            "--live",
+            "false",
+            "--decision-deadline-ms",
+            "5000",
+            "--out",
+        ])
         .arg(out.path())
         .output()
         .unwrap();
@@ -118,6 +126,8 @@ fn adaptive_demo_follows_the_capacity_and_shares_by_weight() {
             "--quick",
             "--live",
             "false",
+            "--decision-deadline-ms",
+            "5000",
             "--out",
         ])
         .arg(out.path())

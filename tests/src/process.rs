@@ -231,6 +231,10 @@ pub struct ProcessStackOptions {
     /// instead of going through uncounted, so that a load run counts it
     /// as an error. The shipped config's `allow` otherwise.
     pub refuse_undecided: bool,
+    /// The filter's deadline for a rate-limit decision (`rls_timeout_ms`);
+    /// `None`: the shipped one. A run that checks what is decided, not how
+    /// fast, on a loaded machine with debug builds sets a longer one.
+    pub decision_deadline_ms: Option<u64>,
     /// Where sluice-rls, sluice-consumer and sluice-llm-sim are; `None`:
     /// `$SLUICE_BIN_DIR`, else next to the running program.
     pub bin_dir: Option<PathBuf>,
@@ -253,6 +257,7 @@ impl ProcessStackOptions {
             redis: Default::default(),
             redis_args: Vec::new(),
             refuse_undecided: false,
+            decision_deadline_ms: None,
             bin_dir: None,
             progress: |_| {},
         }
@@ -401,6 +406,10 @@ impl ProcessStack {
             refuse_undecided(&envoy_config)?
         } else {
             envoy_config
+        };
+        let envoy_config = match options.decision_deadline_ms {
+            Some(ms) => with_decision_deadline(&envoy_config, ms)?,
+            None => envoy_config,
         };
         std::fs::write(dir.join("envoy.yaml"), &envoy_config)?;
         let envoy = Envoy::start(&envoy_config, envoy_admin, listener).context("starting Envoy")?;
@@ -594,6 +603,16 @@ fn refuse_undecided(config: &str) -> anyhow::Result<String> {
         "envoy/sluice-filter.yaml has no single `{ALLOW}`"
     );
     Ok(config.replace(ALLOW, r#""failure_mode": "deny""#))
+}
+
+/// `config` with the filter's rate-limit deadline set to `ms`.
+fn with_decision_deadline(config: &str, ms: u64) -> anyhow::Result<String> {
+    const SHIPPED: &str = r#""rls_timeout_ms": 250"#;
+    anyhow::ensure!(
+        config.matches(SHIPPED).count() == 1,
+        "envoy/sluice-filter.yaml has no single `{SHIPPED}`"
+    );
+    Ok(config.replace(SHIPPED, &format!(r#""rls_timeout_ms": {ms}"#)))
 }
 
 /// The sum of the samples of metric `name` in Prometheus text.

@@ -270,6 +270,7 @@ async fn main() -> anyhow::Result<()> {
             // sluice-rls is one of the parts killed: while it is down, the
             // shipped `failure_mode: allow` keeps requests flowing.
             refuse_undecided: false,
+            decision_deadline_ms: None,
         },
     )
     .await?;

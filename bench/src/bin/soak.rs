@@ -355,6 +355,7 @@ async fn main() -> anyhow::Result<()> {
             // A request let through without a decision is a load the path
             // did not carry: count it as an error (503), in the calibration too.
             refuse_undecided: true,
+            decision_deadline_ms: None,
         },
     )
     .await?;
