@@ -21,10 +21,27 @@ pub mod rocketmq_cluster;
 /// A port nobody listens on right now. (Another process may take it before
 /// the caller binds it; starters retry on that.)
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
+    // Never the same port twice in one process: the tests of a binary run in
+    // parallel and the kernel may hand one ephemeral port to two of them
+    // between a probe and a bind; then one test's requests reached another
+    // test's Envoy admin (envoy_filter, a 404 "invalid path" under load).
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    for _ in 0..64 {
+        let Ok(port) = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+        else {
+            return 0;
+        };
+        let mut handed_out = HANDED_OUT
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if handed_out.insert(port) {
+            return port;
+        }
+    }
+    0
 }
 
 /// Wait until something accepts TCP connections on `addr`.
