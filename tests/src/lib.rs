@@ -820,7 +820,7 @@ impl RocketMq {
     pub fn start() -> anyhow::Result<Self> {
         let namesrv_bin = rocketmq_binary("ROCKETMQ_NAMESRV_BIN", "rocketmq-namesrv-rust")?;
         let broker_bin = rocketmq_binary("ROCKETMQ_BROKER_BIN", "rocketmq-broker-rust")?;
-        let dir = tempfile::tempdir()?;
+        let dir = broker_scratch_dir()?;
         let home = dir.path().to_path_buf();
         std::fs::create_dir_all(home.join("namesrv"))?;
         std::fs::create_dir_all(home.join("store"))?;
@@ -1030,6 +1030,58 @@ fn rocketmq_binary(env_var: &str, name: &str) -> anyhow::Result<PathBuf> {
         .with_context(|| {
             format!("{name} not found: run ./scripts/setup (it installs the broker with scripts/install-broker) or set {env_var}")
         })
+}
+
+/// The most of its disk the broker may find in use (by its own measure) for
+/// a test broker to be started there: `diskMaxUsedSpaceRatio` (84 %) in
+/// `lite-topic/broker/broker.toml.in` less a margin for what the test
+/// itself writes.
+const BROKER_DISK_USE_LIMIT: f64 = 0.80;
+
+/// The fraction of the file system under `path` in use as the broker counts
+/// it: `1 − available / total`, where available is what an unprivileged
+/// process may still write, so a file system's reserved blocks count as in
+/// use (this machine kind reserves most of its disk: 69 % "in use" with
+/// 12 GB written to 252 GB).
+pub fn broker_disk_use(path: &Path) -> anyhow::Result<f64> {
+    let stats = rustix::fs::statvfs(path)
+        .with_context(|| format!("statvfs {}", path.display()))?;
+    if stats.f_blocks == 0 {
+        return Ok(1.0);
+    }
+    Ok(1.0 - stats.f_bavail as f64 / stats.f_blocks as f64)
+}
+
+/// A scratch directory for a test broker's store where the broker will
+/// start and keep writing: `$SLUICE_BROKER_SCRATCH` if set, else the
+/// temporary directory, else `/dev/shm`, the first whose disk the broker
+/// finds under [`BROKER_DISK_USE_LIMIT`] in use. Past its own limit the
+/// broker registers and then refuses every route ("no master broker
+/// registered"), which a build folder of a few tens of GB on this machine
+/// kind reaches; the error says so instead.
+fn broker_scratch_dir() -> anyhow::Result<tempfile::TempDir> {
+    let candidates: Vec<PathBuf> = match std::env::var_os("SLUICE_BROKER_SCRATCH") {
+        Some(dir) => vec![PathBuf::from(dir)],
+        None => vec![std::env::temp_dir(), PathBuf::from("/dev/shm")],
+    };
+    let mut measured = Vec::new();
+    for candidate in &candidates {
+        match broker_disk_use(candidate) {
+            Ok(used) if used < BROKER_DISK_USE_LIMIT => {
+                return tempfile::tempdir_in(candidate)
+                    .with_context(|| format!("a broker scratch directory in {}", candidate.display()));
+            }
+            Ok(used) => measured.push(format!("{} {:.1} %", candidate.display(), used * 100.0)),
+            Err(error) => measured.push(format!("{error:#}")),
+        }
+    }
+    bail!(
+        "no room for a test broker: the broker refuses a disk over {:.0} % in use by its measure \
+         (1 − available / total, reserved blocks included), and found {}; free disk space \
+         (old target/ folders) or set SLUICE_BROKER_SCRATCH",
+        BROKER_DISK_USE_LIMIT * 100.0,
+        measured.join(", ")
+    )
 }
 
 fn rocketmq_command(binary: &Path, home: &Path, log: &str) -> anyhow::Result<Command> {
