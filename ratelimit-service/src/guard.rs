@@ -240,21 +240,23 @@ fn writes_counters(request: &RateLimitRequest, metadata: &CallMetadata<'_>) -> b
 
 /// The call as the filter signed it.
 fn canonical(request: &RateLimitRequest, metadata: &CallMetadata<'_>) -> CounterWrite {
-    let start = CounterWrite::new(
+    let descriptors = request.descriptors.iter().map(|d| {
+        let entries = d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
+        let limit = d.limit.as_ref().map(|l| (l.requests_per_unit, l.unit));
+        (
+            entries,
+            d.hits_addend.map(|h| h.value),
+            d.is_negative_hits,
+            limit,
+        )
+    });
+    CounterWrite::of_call(
         &request.domain,
         request.hits_addend,
         metadata.forced,
         metadata.admitted_at_ms,
-        request.descriptors.len(),
-    );
-    request.descriptors.iter().fold(start, |write, d| {
-        write.descriptor(
-            d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str())),
-            d.hits_addend.map(|h| h.value),
-            d.is_negative_hits,
-            d.limit.as_ref().map(|l| (l.requests_per_unit, l.unit)),
-        )
-    })
+        descriptors,
+    )
 }
 
 impl RequestBounds {
