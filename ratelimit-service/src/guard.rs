@@ -303,10 +303,10 @@ impl RequestBounds {
 mod tests {
     use super::*;
     use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-        rate_limit_descriptor::{Entry, RateLimitOverride},
-        RateLimitDescriptor,
+        rate_limit_descriptor::RateLimitOverride, RateLimitDescriptor,
     };
     use sluice_proto::pb::google::protobuf::UInt64Value;
+    use sluice_testkit::rls;
 
     const NOW: u64 = 1_700_000_000_000;
 
@@ -316,16 +316,8 @@ mod tests {
 
     fn descriptor(entries: &[(&str, &str)], hits: u64, negative: bool) -> RateLimitDescriptor {
         RateLimitDescriptor {
-            entries: entries
-                .iter()
-                .map(|(k, v)| Entry {
-                    key: k.to_string(),
-                    value: v.to_string(),
-                })
-                .collect(),
-            hits_addend: Some(UInt64Value { value: hits }),
             is_negative_hits: negative,
-            ..Default::default()
+            ..rls::with_hits(rls::descriptor(entries), hits)
         }
     }
 
