@@ -381,6 +381,24 @@ pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// For the tests of each signed token: `token`, issued at 100 000 ms,
+/// passes `verify(token, now_ms)` (which allows 30 s) 30 s later and not a
+/// millisecond after, is refused 30 s and a millisecond before its issue,
+/// and each of `malformed` is refused as malformed.
+#[cfg(test)]
+pub(crate) fn assert_refused_when_stale_or_malformed(
+    verify: impl Fn(&str, u64) -> Result<(), TokenError>,
+    token: &str,
+    malformed: &[&str],
+) {
+    assert_eq!(verify(token, 130_000), Ok(()));
+    assert_eq!(verify(token, 130_001), Err(TokenError::Expired));
+    assert_eq!(verify(token, 69_999), Err(TokenError::Expired));
+    for bad in malformed {
+        assert_eq!(verify(bad, 100_000), Err(TokenError::Malformed), "{bad}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -565,32 +583,21 @@ mod tests {
         let c = claims(&digest);
         let token = c.sign(&secret('a'), 100_000);
         let s = [secret('a')];
-        assert_eq!(
-            c.verify(&token, &s, 130_001, 30_000),
-            Err(TokenError::Expired)
+        assert_refused_when_stale_or_malformed(
+            |token, now| c.verify(token, &s, now, 30_000),
+            &token,
+            &[
+                "",
+                "1",
+                "v1",
+                "v2.100000.00",
+                "v1.100000.00",
+                "v2.x.00.00",
+                "v2.100000.zz.zz",
+                "v2.100000.00.00",
+                "v2.1.2.3.4",
+            ],
         );
-        assert_eq!(
-            c.verify(&token, &s, 69_999, 30_000),
-            Err(TokenError::Expired)
-        );
-        assert_eq!(c.verify(&token, &s, 130_000, 30_000), Ok(()));
-        for bad in [
-            "",
-            "1",
-            "v1",
-            "v2.100000.00",
-            "v1.100000.00",
-            "v2.x.00.00",
-            "v2.100000.zz.zz",
-            "v2.100000.00.00",
-            "v2.1.2.3.4",
-        ] {
-            assert_eq!(
-                c.verify(bad, &s, 100_000, 30_000),
-                Err(TokenError::Malformed),
-                "{bad}"
-            );
-        }
     }
 
     #[test]
