@@ -416,11 +416,13 @@ mod tests {
     fn deferral_tokens_are_not_counter_write_signatures() {
         let digest = crate::deferral::body_digest(b"{}");
         let claims = crate::deferral::DeferralClaims {
-            request_id: "0123456789abcdef0123456789abcdef",
-            tenant: "acme",
-            model: "gpt-4o",
-            priority: "normal",
-            estimated_tokens: 40,
+            headers: crate::deferral::HeaderClaims {
+                request_id: "0123456789abcdef0123456789abcdef",
+                tenant: "acme",
+                model: "gpt-4o",
+                priority: "normal",
+                estimated_tokens: 40,
+            },
             body_sha256: &digest,
         };
         let deferral_token = claims.sign(&secret('a'), 1_000);

@@ -114,14 +114,11 @@ pub fn body_digest(body: &[u8]) -> [u8; 32] {
     Sha256::digest(body).into()
 }
 
-/// What a deferral token vouches for.
+/// What a deferral token vouches for: the claims that travel in headers,
+/// and the body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeferralClaims<'a> {
-    pub request_id: &'a str,
-    pub tenant: &'a str,
-    pub model: &'a str,
-    pub priority: &'a str,
-    pub estimated_tokens: u64,
+    pub headers: HeaderClaims<'a>,
     pub body_sha256: &'a [u8; 32],
 }
 
@@ -205,22 +202,11 @@ impl HeaderClaims<'_> {
     }
 }
 
-impl<'a> DeferralClaims<'a> {
-    /// The claims that travel in headers.
-    pub fn headers(&self) -> HeaderClaims<'a> {
-        HeaderClaims {
-            request_id: self.request_id,
-            tenant: self.tenant,
-            model: self.model,
-            priority: self.priority,
-            estimated_tokens: self.estimated_tokens,
-        }
-    }
-
+impl DeferralClaims<'_> {
     /// The token for these claims, issued at `issued_ms` (Unix ms).
     pub fn sign(&self, secret: &Secret, issued_ms: u64) -> String {
         let tag = self
-            .headers()
+            .headers
             .mac(secret, issued_ms, self.body_sha256)
             .finalize()
             .into_bytes();
@@ -240,7 +226,7 @@ impl<'a> DeferralClaims<'a> {
         now_ms: u64,
         max_age_ms: u64,
     ) -> Result<(), TokenError> {
-        self.headers()
+        self.headers
             .verify(token, secrets, now_ms, max_age_ms)?
             .check_digest(self.body_sha256)
     }
@@ -409,11 +395,13 @@ mod tests {
 
     fn claims(body: &[u8; 32]) -> DeferralClaims<'_> {
         DeferralClaims {
-            request_id: "0123456789abcdef0123456789abcdef",
-            tenant: "acme",
-            model: "gpt-4o",
-            priority: "normal",
-            estimated_tokens: 1200,
+            headers: HeaderClaims {
+                request_id: "0123456789abcdef0123456789abcdef",
+                tenant: "acme",
+                model: "gpt-4o",
+                priority: "normal",
+                estimated_tokens: 1200,
+            },
             body_sha256: body,
         }
     }
@@ -441,25 +429,25 @@ mod tests {
         let good = claims(&digest);
         let token = good.sign(&secret('a'), 5_000);
         let variants = [
-            DeferralClaims {
+            HeaderClaims {
                 request_id: "1123456789abcdef0123456789abcdef",
-                ..good
+                ..good.headers
             },
-            DeferralClaims {
+            HeaderClaims {
                 tenant: "acme2",
-                ..good
+                ..good.headers
             },
-            DeferralClaims {
+            HeaderClaims {
                 model: "gpt-4",
-                ..good
+                ..good.headers
             },
-            DeferralClaims {
+            HeaderClaims {
                 priority: "high",
-                ..good
+                ..good.headers
             },
-            DeferralClaims {
+            HeaderClaims {
                 estimated_tokens: 1,
-                ..good
+                ..good.headers
             },
         ];
         // The body: the signed digest is not this body's.
@@ -471,7 +459,8 @@ mod tests {
             .verify(&token, &[secret('a')], 5_000, 30_000),
             Err(TokenError::BodyMismatch)
         );
-        for claims in variants {
+        for headers in variants {
+            let claims = DeferralClaims { headers, ..good };
             assert_eq!(
                 claims.verify(&token, &[secret('a')], 5_000, 30_000),
                 Err(TokenError::BadSignature),
@@ -512,7 +501,7 @@ mod tests {
             parts.join(".")
         };
         let s = [secret('a')];
-        let header_check = |t: &str| good.headers().verify(t, &s, 5_000, 30_000);
+        let header_check = |t: &str| good.headers.verify(t, &s, 5_000, 30_000);
         assert!(header_check(&token).is_ok());
         // Version.
         assert_eq!(header_check(&with(0, "v1")), Err(TokenError::Malformed));
@@ -545,7 +534,7 @@ mod tests {
         // Claims in the headers.
         let other_tenant = HeaderClaims {
             tenant: "acme2",
-            ..good.headers()
+            ..good.headers
         };
         assert_eq!(
             other_tenant.verify(&token, &s, 5_000, 30_000),
@@ -559,7 +548,7 @@ mod tests {
         let digest = body_digest(body);
         let token = claims(&digest).sign(&secret('a'), 5_000);
         let signed = claims(&digest)
-            .headers()
+            .headers
             .verify(&token, &[secret('a')], 5_000, 30_000)
             .unwrap();
         assert_eq!(signed.check(body), Ok(()));

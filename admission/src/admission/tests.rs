@@ -207,19 +207,24 @@ fn over_limit_defer_marks_and_resumes() {
     let token = &host.request_headers[DEFERRAL_TOKEN_HEADER];
     let digest = deferral::body_digest(CHAT.as_bytes());
     let claims = DeferralClaims {
-        request_id: &id,
-        tenant: "acme",
-        model: "gpt-4o",
-        priority: "high",
-        estimated_tokens: host.request_headers[ESTIMATED_TOKENS_HEADER]
-            .parse()
-            .unwrap(),
+        headers: HeaderClaims {
+            request_id: &id,
+            tenant: "acme",
+            model: "gpt-4o",
+            priority: "high",
+            estimated_tokens: host.request_headers[ESTIMATED_TOKENS_HEADER]
+                .parse()
+                .unwrap(),
+        },
         body_sha256: &digest,
     };
     let secrets = [crate::deferral::Secret::new(SECRET).unwrap()];
     assert_eq!(claims.verify(token, &secrets, 12, 30_000), Ok(()));
     let other_tenant = DeferralClaims {
-        tenant: "evil",
+        headers: HeaderClaims {
+            tenant: "evil",
+            ..claims.headers
+        },
         ..claims
     };
     assert!(other_tenant.verify(token, &secrets, 12, 30_000).is_err());
