@@ -662,6 +662,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_sampler_gathers_until_stopped() {
+        let start = Instant::now();
+        let sampler = Sampler::start(Duration::ZERO, start, |seen: &mut Vec<f64>, at| {
+            seen.push(at)
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        let seen = sampler.stop();
+        assert!(seen.len() >= 2, "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    }
+
+    #[test]
     fn outcomes_by_status_and_body() {
         assert_eq!(classify(200, false, br#"{"choices":[]}"#), Outcome::Full);
         assert_eq!(classify(429, false, b"{}"), Outcome::TooMany);
