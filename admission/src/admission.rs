@@ -5,7 +5,7 @@
 //! response ─▶ RateLimit headers ─▶ usage read as it streams ─▶ reconcile at the end.
 
 use crate::config::{FailureMode, FilterConfig, TenantSource, UnknownPaths};
-use crate::deferral::{self, DeferralClaims, DEFERRAL_TOKEN_HEADER};
+use crate::deferral::{self, DeferralClaims, HeaderClaims, DEFERRAL_TOKEN_HEADER};
 use crate::descriptors::{
     admission_request, reconcile_request, sanitize_value, sluice_metadata, Budget,
 };
@@ -868,11 +868,13 @@ impl<E: Encoders> RequestAdmission<E> {
             .body_sha256
             .unwrap_or_else(|| deferral::body_digest(b""));
         let claims = DeferralClaims {
-            request_id: &self.request_id,
-            tenant: &self.tenant,
-            model: &self.model,
-            priority,
-            estimated_tokens: self.estimate.total(),
+            headers: HeaderClaims {
+                request_id: &self.request_id,
+                tenant: &self.tenant,
+                model: &self.model,
+                priority,
+                estimated_tokens: self.estimate.total(),
+            },
             body_sha256: &digest,
         };
         // `defer` only runs when `deferral.active()`: there is a first secret.

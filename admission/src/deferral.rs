@@ -114,14 +114,11 @@ pub fn body_digest(body: &[u8]) -> [u8; 32] {
     Sha256::digest(body).into()
 }
 
-/// What a deferral token vouches for.
+/// What a deferral token vouches for: the claims that travel in headers,
+/// and the body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeferralClaims<'a> {
-    pub request_id: &'a str,
-    pub tenant: &'a str,
-    pub model: &'a str,
-    pub priority: &'a str,
-    pub estimated_tokens: u64,
+    pub headers: HeaderClaims<'a>,
     pub body_sha256: &'a [u8; 32],
 }
 
@@ -205,22 +202,11 @@ impl HeaderClaims<'_> {
     }
 }
 
-impl<'a> DeferralClaims<'a> {
-    /// The claims that travel in headers.
-    pub fn headers(&self) -> HeaderClaims<'a> {
-        HeaderClaims {
-            request_id: self.request_id,
-            tenant: self.tenant,
-            model: self.model,
-            priority: self.priority,
-            estimated_tokens: self.estimated_tokens,
-        }
-    }
-
+impl DeferralClaims<'_> {
     /// The token for these claims, issued at `issued_ms` (Unix ms).
     pub fn sign(&self, secret: &Secret, issued_ms: u64) -> String {
         let tag = self
-            .headers()
+            .headers
             .mac(secret, issued_ms, self.body_sha256)
             .finalize()
             .into_bytes();
@@ -240,7 +226,7 @@ impl<'a> DeferralClaims<'a> {
         now_ms: u64,
         max_age_ms: u64,
     ) -> Result<(), TokenError> {
-        self.headers()
+        self.headers
             .verify(token, secrets, now_ms, max_age_ms)?
             .check_digest(self.body_sha256)
     }
@@ -381,6 +367,24 @@ pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// For the tests of each signed token: `token`, issued at 100 000 ms,
+/// passes `verify(token, now_ms)` (which allows 30 s) 30 s later and not a
+/// millisecond after, is refused 30 s and a millisecond before its issue,
+/// and each of `malformed` is refused as malformed.
+#[cfg(test)]
+pub(crate) fn assert_refused_when_stale_or_malformed(
+    verify: impl Fn(&str, u64) -> Result<(), TokenError>,
+    token: &str,
+    malformed: &[&str],
+) {
+    assert_eq!(verify(token, 130_000), Ok(()));
+    assert_eq!(verify(token, 130_001), Err(TokenError::Expired));
+    assert_eq!(verify(token, 69_999), Err(TokenError::Expired));
+    for bad in malformed {
+        assert_eq!(verify(bad, 100_000), Err(TokenError::Malformed), "{bad}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,11 +395,13 @@ mod tests {
 
     fn claims(body: &[u8; 32]) -> DeferralClaims<'_> {
         DeferralClaims {
-            request_id: "0123456789abcdef0123456789abcdef",
-            tenant: "acme",
-            model: "gpt-4o",
-            priority: "normal",
-            estimated_tokens: 1200,
+            headers: HeaderClaims {
+                request_id: "0123456789abcdef0123456789abcdef",
+                tenant: "acme",
+                model: "gpt-4o",
+                priority: "normal",
+                estimated_tokens: 1200,
+            },
             body_sha256: body,
         }
     }
@@ -423,25 +429,25 @@ mod tests {
         let good = claims(&digest);
         let token = good.sign(&secret('a'), 5_000);
         let variants = [
-            DeferralClaims {
+            HeaderClaims {
                 request_id: "1123456789abcdef0123456789abcdef",
-                ..good
+                ..good.headers
             },
-            DeferralClaims {
+            HeaderClaims {
                 tenant: "acme2",
-                ..good
+                ..good.headers
             },
-            DeferralClaims {
+            HeaderClaims {
                 model: "gpt-4",
-                ..good
+                ..good.headers
             },
-            DeferralClaims {
+            HeaderClaims {
                 priority: "high",
-                ..good
+                ..good.headers
             },
-            DeferralClaims {
+            HeaderClaims {
                 estimated_tokens: 1,
-                ..good
+                ..good.headers
             },
         ];
         // The body: the signed digest is not this body's.
@@ -453,7 +459,8 @@ mod tests {
             .verify(&token, &[secret('a')], 5_000, 30_000),
             Err(TokenError::BodyMismatch)
         );
-        for claims in variants {
+        for headers in variants {
+            let claims = DeferralClaims { headers, ..good };
             assert_eq!(
                 claims.verify(&token, &[secret('a')], 5_000, 30_000),
                 Err(TokenError::BadSignature),
@@ -494,7 +501,7 @@ mod tests {
             parts.join(".")
         };
         let s = [secret('a')];
-        let header_check = |t: &str| good.headers().verify(t, &s, 5_000, 30_000);
+        let header_check = |t: &str| good.headers.verify(t, &s, 5_000, 30_000);
         assert!(header_check(&token).is_ok());
         // Version.
         assert_eq!(header_check(&with(0, "v1")), Err(TokenError::Malformed));
@@ -527,7 +534,7 @@ mod tests {
         // Claims in the headers.
         let other_tenant = HeaderClaims {
             tenant: "acme2",
-            ..good.headers()
+            ..good.headers
         };
         assert_eq!(
             other_tenant.verify(&token, &s, 5_000, 30_000),
@@ -541,7 +548,7 @@ mod tests {
         let digest = body_digest(body);
         let token = claims(&digest).sign(&secret('a'), 5_000);
         let signed = claims(&digest)
-            .headers()
+            .headers
             .verify(&token, &[secret('a')], 5_000, 30_000)
             .unwrap();
         assert_eq!(signed.check(body), Ok(()));
@@ -565,32 +572,21 @@ mod tests {
         let c = claims(&digest);
         let token = c.sign(&secret('a'), 100_000);
         let s = [secret('a')];
-        assert_eq!(
-            c.verify(&token, &s, 130_001, 30_000),
-            Err(TokenError::Expired)
+        assert_refused_when_stale_or_malformed(
+            |token, now| c.verify(token, &s, now, 30_000),
+            &token,
+            &[
+                "",
+                "1",
+                "v1",
+                "v2.100000.00",
+                "v1.100000.00",
+                "v2.x.00.00",
+                "v2.100000.zz.zz",
+                "v2.100000.00.00",
+                "v2.1.2.3.4",
+            ],
         );
-        assert_eq!(
-            c.verify(&token, &s, 69_999, 30_000),
-            Err(TokenError::Expired)
-        );
-        assert_eq!(c.verify(&token, &s, 130_000, 30_000), Ok(()));
-        for bad in [
-            "",
-            "1",
-            "v1",
-            "v2.100000.00",
-            "v1.100000.00",
-            "v2.x.00.00",
-            "v2.100000.zz.zz",
-            "v2.100000.00.00",
-            "v2.1.2.3.4",
-        ] {
-            assert_eq!(
-                c.verify(bad, &s, 100_000, 30_000),
-                Err(TokenError::Malformed),
-                "{bad}"
-            );
-        }
     }
 
     #[test]

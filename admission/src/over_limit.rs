@@ -264,18 +264,23 @@ mod tests {
         }
     }
 
+    /// Remembers that `tenant` × `model` is over `rule`, to be refused.
+    fn reject(
+        memory: &mut OverLimitMemory,
+        config: &OverLimitMemoryConfig,
+        tenant: &str,
+        model: &str,
+        rule: Rule,
+        now: u64,
+    ) {
+        memory.remember(config, tenant, model, vec![rule], Remembered::Reject, now);
+    }
+
     #[test]
     fn a_requests_rule_refuses_everything_until_its_reset() {
         let config = OverLimitMemoryConfig::default();
         let mut memory = OverLimitMemory::default();
-        memory.remember(
-            &config,
-            "t",
-            "m",
-            vec![rule(0, 1, 5_000)],
-            Remembered::Reject,
-            1_000,
-        );
+        reject(&mut memory, &config, "t", "m", rule(0, 1, 5_000), 1_000);
         let over = memory.check("t", "m", &[1, 1], 1_000).unwrap();
         assert_eq!(over.retry_after_ms, 4_000);
         assert_eq!(memory.check("t", "other", &[1, 1], 1_000), None);
@@ -313,14 +318,7 @@ mod tests {
         let mut memory = OverLimitMemory::default();
         for (i, tenant) in ["a", "b", "c", "d", "e"].iter().enumerate() {
             let until = 10_000 + i as u64;
-            memory.remember(
-                &config,
-                tenant,
-                "m",
-                vec![rule(0, 1, until)],
-                Remembered::Reject,
-                0,
-            );
+            reject(&mut memory, &config, tenant, "m", rule(0, 1, until), 0);
             assert!(memory.len() <= 3);
             assert!(memory.bytes() <= config.max_bytes);
         }
@@ -328,14 +326,7 @@ mod tests {
         assert_eq!(memory.check("a", "m", &[1], 0), None);
         assert!(memory.check("e", "m", &[1], 0).is_some());
         let long_name = "x".repeat(config.max_bytes);
-        memory.remember(
-            &config,
-            &long_name,
-            "m",
-            vec![rule(0, 1, 10)],
-            Remembered::Reject,
-            0,
-        );
+        reject(&mut memory, &config, &long_name, "m", rule(0, 1, 10), 0);
         assert!(memory.bytes() <= config.max_bytes);
         assert_eq!(memory.check(&long_name, "m", &[1], 0), None);
     }
@@ -347,14 +338,7 @@ mod tests {
             ..OverLimitMemoryConfig::default()
         };
         let mut memory = OverLimitMemory::default();
-        memory.remember(
-            &config,
-            "t",
-            "m",
-            vec![rule(0, 1, 10)],
-            Remembered::Reject,
-            0,
-        );
+        reject(&mut memory, &config, "t", "m", rule(0, 1, 10), 0);
         assert!(memory.is_empty());
     }
 

@@ -8,13 +8,13 @@
 //! through Redis. In-flight requests die with the process and their streams
 //! cannot be resumed (see docs/operations.md, "In-process mode").
 
+use crate::rls::RlsArgs;
 use crate::{BrokerArgs, RedisArgs};
 use anyhow::Context;
 use clap::{CommandFactory, Parser};
 use sluice_consumer::{serve_admin, ConsumerFlags, StartOptions};
 use sluice_contract::LocalBus;
-use sluice_deferral::{DeferralArgs, InProcess};
-use sluice_ratelimit::cli::{self, ServeArgs};
+use sluice_deferral::InProcess;
 use std::sync::Arc;
 
 #[derive(Parser)]
@@ -25,16 +25,7 @@ use std::sync::Arc;
 )]
 struct Cli {
     #[command(flatten)]
-    rls: ServeArgs,
-
-    #[command(flatten)]
-    redis: RedisArgs,
-
-    #[command(flatten)]
-    broker: BrokerArgs,
-
-    #[command(flatten)]
-    deferral: DeferralArgs,
+    rls: RlsArgs,
 
     // sluice-rls's own admin is read-only: the admin token is the consumer's.
     #[command(flatten)]
@@ -55,30 +46,23 @@ pub fn command() -> clap::Command {
 /// Parses the command line and runs the three parts until SIGTERM / Ctrl-C.
 pub async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    sluice_runtime::init_tracing(cli.rls.log_format);
+    sluice_runtime::init_tracing(cli.rls.serve.log_format);
     run_parts(cli).await
 }
 
 async fn run_parts(cli: Cli) -> anyhow::Result<()> {
     anyhow::ensure!(
-        cli.deferral.deferral_addr.is_some(),
+        cli.rls.deferral.deferral_addr.is_some(),
         "the in-process consumer answers deferred requests: pass --deferral-addr"
     );
     let bus = LocalBus::new();
     let (consumer, claim_timing) =
-        start_consumer(&cli.redis, &cli.broker, &cli.consumer, bus.clone()).await?;
+        start_consumer(&cli.rls.redis, &cli.rls.broker, &cli.consumer, bus.clone()).await?;
     let in_process = InProcess {
         local: bus,
         claim_timing,
     };
-    let wiring = crate::rls::wiring(
-        &cli.rls,
-        &cli.redis,
-        &cli.broker,
-        cli.deferral,
-        Some(in_process),
-    )?;
-    let served = cli::serve(cli.rls, wiring, sluice_runtime::shutdown_signal()).await;
+    let served = cli.rls.serve(Some(in_process)).await;
     let _ = consumer.stop.send(());
     let _ = consumer.task.await;
     served

@@ -6,8 +6,8 @@ use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches};
 use sluice_consumer::keys::Dimension;
 use sluice_consumer::{
-    connect, parse_override, parse_rate, parse_weight, serve_admin, ConsumerFlags, FileConfig,
-    Pacer, Scope, StartOptions,
+    connect, control_loop, parse_override, parse_rate, parse_weight, serve_admin, ConsumerFlags,
+    FileConfig, Pacer, Scope, StartOptions,
 };
 use sluice_runtime::{init_tracing, shutdown_signal, LogFormat};
 
@@ -138,8 +138,8 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
 /// `sluice-consumer rates ...`: the admin API's rate changes, straight in Redis.
 async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
     let file = FileConfig::load(cli.flags.consumer_config.as_deref())?;
-    let redis = connect(&cli.redis.options()).context("--redis-url")?;
-    let pacer = Pacer::new(redis, file.pacing, None)?;
+    let redis = || connect(&cli.redis.options()).context("--redis-url");
+    let pacer = Pacer::new(redis()?, file.pacing, None)?;
     match command {
         RatesCommand::Show { model } => show_rates(&pacer, model.as_deref()).await,
         RatesCommand::Effective { model, tenant } => {
@@ -161,17 +161,13 @@ async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
         } => clear_rates(&pacer, scope_of(model, tenant.as_deref()), *rps, *tps).await,
         RatesCommand::Limit { model, limit } => {
             let limit = parse_override(limit).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let mut redis = connect(&cli.redis.options()).context("--redis-url")?;
-            sluice_consumer::control_loop::set_override(&mut redis, model, limit).await?;
-            println!("applied");
-            Ok(())
+            control_loop::set_override(&mut redis()?, model, limit).await?;
+            applied()
         }
         RatesCommand::Weight { tenant, weight } => {
             let weight = parse_weight(weight).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let mut redis = connect(&cli.redis.options()).context("--redis-url")?;
-            sluice_consumer::control_loop::set_weight(&mut redis, tenant, weight).await?;
-            println!("applied");
-            Ok(())
+            control_loop::set_weight(&mut redis()?, tenant, weight).await?;
+            applied()
         }
         RatesCommand::Factor {
             model,
@@ -183,8 +179,7 @@ async fn rates(cli: &Cli, command: &RatesCommand) -> anyhow::Result<()> {
                 (false, Some(f)) => pacer.set_model_factor(model, *f).await?,
                 (false, None) => anyhow::bail!("give a factor or --clear"),
             }
-            println!("applied");
-            Ok(())
+            applied()
         }
     }
 }
@@ -230,6 +225,11 @@ async fn set_rates(
             pacer.set_rate(scope, dimension, rate).await?;
         }
     }
+    applied()
+}
+
+/// What a write that went through prints.
+fn applied() -> anyhow::Result<()> {
     println!("applied");
     Ok(())
 }

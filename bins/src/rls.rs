@@ -54,16 +54,7 @@ struct Cli {
     validate: Option<PathBuf>,
 
     #[command(flatten)]
-    serve: ServeArgs,
-
-    #[command(flatten)]
-    redis: RedisArgs,
-
-    #[command(flatten)]
-    broker: BrokerArgs,
-
-    #[command(flatten)]
-    deferral: DeferralArgs,
+    rls: RlsArgs,
 
     #[command(subcommand)]
     command: Option<Command>,
@@ -98,9 +89,9 @@ pub async fn run() -> anyhow::Result<()> {
         Ok(cli) => cli,
         Err(error) => error.exit(),
     };
-    sluice_runtime::init_tracing(cli.serve.log_format);
+    sluice_runtime::init_tracing(cli.rls.serve.log_format);
     if let Some(path) = &cli.validate {
-        return validate(path, cli.serve.load_options());
+        return validate(path, cli.rls.serve.load_options());
     }
     match cli.command {
         Some(Command::Query {
@@ -111,16 +102,47 @@ pub async fn run() -> anyhow::Result<()> {
         }) => query(addr, domain, descriptors, hits).await,
         None => {
             give_memory_back();
-            let wiring = wiring(&cli.serve, &cli.redis, &cli.broker, cli.deferral, None)?;
-            cli::serve(cli.serve, wiring, sluice_runtime::shutdown_signal()).await
+            cli.rls.serve(None).await
         }
+    }
+}
+
+/// The flags of the RLS and its deferral endpoint: `sluice-rls`'s, and
+/// `sluice-allinone`'s before the consumer's.
+#[derive(clap::Args)]
+pub(crate) struct RlsArgs {
+    #[command(flatten)]
+    pub(crate) serve: ServeArgs,
+
+    #[command(flatten)]
+    pub(crate) redis: RedisArgs,
+
+    #[command(flatten)]
+    pub(crate) broker: BrokerArgs,
+
+    #[command(flatten)]
+    pub(crate) deferral: DeferralArgs,
+}
+
+impl RlsArgs {
+    /// Serves the RLS (and, with --deferral-addr, the endpoint) until
+    /// SIGTERM / Ctrl-C; `in_process`: a consumer in this process.
+    pub(crate) async fn serve(self, in_process: Option<InProcess>) -> anyhow::Result<()> {
+        let wiring = wiring(
+            &self.serve,
+            &self.redis,
+            &self.broker,
+            self.deferral,
+            in_process,
+        )?;
+        cli::serve(self.serve, wiring, sluice_runtime::shutdown_signal()).await
     }
 }
 
 /// What the RLS gets besides its flags: the Redis settings, the deferral
 /// secrets and, with --deferral-addr, the endpoint (its metrics on the RLS's
 /// admin port); `in_process`: a consumer in this process (`sluice-allinone`).
-pub(crate) fn wiring(
+fn wiring(
     serve: &ServeArgs,
     redis: &RedisArgs,
     broker: &BrokerArgs,

@@ -1,6 +1,7 @@
 //! sluice-allinone's command line.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
+use sluice_testkit::process::help_text;
 use std::process::Command;
 
 fn bin() -> Command {
@@ -9,9 +10,7 @@ fn bin() -> Command {
 
 #[test]
 fn admin_listeners_default_to_loopback() {
-    let output = bin().arg("--help").output().unwrap();
-    let help = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{help}");
+    let help = help_text(env!("CARGO_BIN_EXE_sluice-allinone")).unwrap();
     // sluice-rls's admin and the in-process consumer admin.
     assert!(help.contains("[default: 127.0.0.1:9091]"), "{help}");
     assert!(help.contains("[default: 127.0.0.1:9092]"), "{help}");
@@ -21,9 +20,7 @@ fn admin_listeners_default_to_loopback() {
 
 #[test]
 fn every_consumer_setting_has_a_flag() {
-    let output = bin().arg("--help").output().unwrap();
-    let help = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{help}");
+    let help = help_text(env!("CARGO_BIN_EXE_sluice-allinone")).unwrap();
     for flag in [
         "--consumer-config",
         "--consumer-admin-addr",

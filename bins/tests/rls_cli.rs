@@ -1,6 +1,7 @@
 //! The `sluice-rls` binary: `--validate`, refusing bad config, `query`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
+use sluice_testkit::process::help_text;
 use std::process::Command;
 
 fn bin() -> Command {
@@ -101,9 +102,7 @@ fn redis_password_never_reaches_the_logs() {
 
 #[test]
 fn admin_listeners_default_to_loopback() {
-    let output = bin().arg("--help").output().unwrap();
-    let help = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{help}");
+    let help = help_text(env!("CARGO_BIN_EXE_sluice-rls")).unwrap();
     // sluice-rls's admin (the in-process consumer admin is sluice-allinone's:
     // allinone/tests/cli.rs).
     assert!(help.contains("[default: 127.0.0.1:9091]"), "{help}");

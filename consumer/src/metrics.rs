@@ -11,7 +11,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use sluice_runtime::metrics::{encode, register};
+use sluice_runtime::metrics::{encode, register, register_build_info};
+pub use sluice_runtime::metrics::{KindLabels, ReasonLabels, ResultLabels};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
@@ -79,21 +80,6 @@ pub struct PacingLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModelLabels {
     pub model: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabels {
-    pub kind: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
-    pub reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    pub result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -302,15 +288,8 @@ impl Metrics {
     // its field at a glance; split, it would only be harder to read.
     pub fn new(max_buckets: usize, max_models: usize) -> Self {
         let mut registry = Registry::with_prefix("sluice_consumer");
-        // `sluice_consumer_build_info{version="…"} 1`: which build answers, for dashboards and upgrades.
-        registry.register(
-            "build",
-            "The version of this build",
-            prometheus_client::metrics::info::Info::new(vec![(
-                "version",
-                env!("CARGO_PKG_VERSION"),
-            )]),
-        );
+        // `sluice_consumer_build_info{version="…"} 1`.
+        register_build_info(&mut registry, env!("CARGO_PKG_VERSION"));
         let metrics = Metrics {
             pacing_decisions: register(
                 &mut registry,

@@ -22,6 +22,29 @@ fn csv_rows(text: &str) -> Vec<std::collections::HashMap<String, String>> {
         .collect()
 }
 
+/// Runs `sluice-demo` with `args`, quick and not live, its files in `out`;
+/// its stdout, once it has succeeded. What is decided, not how fast: see
+/// `--decision-deadline-ms`.
+fn run_quick_demo(args: &[&str], out: &Path) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice-demo"))
+        .args(args)
+        .args([
+            "--quick",
+            "--live",
+            "false",
+            "--decision-deadline-ms",
+            "5000",
+            "--out",
+        ])
+        .arg(out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    stdout
+}
+
 #[test]
 fn quick_demo_defers_the_bursty_tenant_rejects_low_priority_and_cleans_up() {
     let exe = Path::new(env!("CARGO_BIN_EXE_sluice-demo"));
@@ -35,23 +58,8 @@ fn quick_demo_defers_the_bursty_tenant_rejects_low_priority_and_cleans_up() {
     }
     let out = tempfile::tempdir().unwrap();
     let started = Instant::now();
-    let output = Command::new(exe)
-        // What is decided, not how fast: see `--decision-deadline-ms`.
-        .args([
-            "--quick",
-            "--live",
-            "false",
-            "--decision-deadline-ms",
-            "5000",
-            "--out",
-        ])
-        .arg(out.path())
-        .output()
-        .unwrap();
+    let stdout = run_quick_demo(&[], out.path());
     let took = started.elapsed();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(took < Duration::from_secs(90), "took {took:?}");
 
     for name in ["summary.txt", "samples.csv", "requests.csv", "demo.png"] {
@@ -117,25 +125,8 @@ fn quick_demo_defers_the_bursty_tenant_rejects_low_priority_and_cleans_up() {
 
 #[test]
 fn adaptive_demo_follows_the_capacity_and_shares_by_weight() {
-    let exe = Path::new(env!("CARGO_BIN_EXE_sluice-demo"));
     let out = tempfile::tempdir().unwrap();
-    let output = Command::new(exe)
-        .args([
-            "--scenario",
-            "adaptive",
-            "--quick",
-            "--live",
-            "false",
-            "--decision-deadline-ms",
-            "5000",
-            "--out",
-        ])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let stdout = run_quick_demo(&["--scenario", "adaptive"], out.path());
     for name in ["summary.txt", "gpu-samples.csv", "requests.csv", "demo.png"] {
         assert!(out.path().join(name).is_file(), "{name} missing\n{stdout}");
     }

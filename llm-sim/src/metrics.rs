@@ -36,10 +36,8 @@ pub struct RequestLabels {
     pub status: u16,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct FailureLabels {
-    pub kind: &'static str,
-}
+/// The `kind` of an injected failure.
+pub type FailureLabels = sluice_runtime::metrics::KindLabels;
 
 /// All metrics, registered once; cheap to update from any task.
 pub struct Metrics {

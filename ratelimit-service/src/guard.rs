@@ -240,21 +240,23 @@ fn writes_counters(request: &RateLimitRequest, metadata: &CallMetadata<'_>) -> b
 
 /// The call as the filter signed it.
 fn canonical(request: &RateLimitRequest, metadata: &CallMetadata<'_>) -> CounterWrite {
-    let start = CounterWrite::new(
+    let descriptors = request.descriptors.iter().map(|d| {
+        let entries = d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
+        let limit = d.limit.as_ref().map(|l| (l.requests_per_unit, l.unit));
+        (
+            entries,
+            d.hits_addend.map(|h| h.value),
+            d.is_negative_hits,
+            limit,
+        )
+    });
+    CounterWrite::of_call(
         &request.domain,
         request.hits_addend,
         metadata.forced,
         metadata.admitted_at_ms,
-        request.descriptors.len(),
-    );
-    request.descriptors.iter().fold(start, |write, d| {
-        write.descriptor(
-            d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str())),
-            d.hits_addend.map(|h| h.value),
-            d.is_negative_hits,
-            d.limit.as_ref().map(|l| (l.requests_per_unit, l.unit)),
-        )
-    })
+        descriptors,
+    )
 }
 
 impl RequestBounds {
@@ -301,10 +303,10 @@ impl RequestBounds {
 mod tests {
     use super::*;
     use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
-        rate_limit_descriptor::{Entry, RateLimitOverride},
-        RateLimitDescriptor,
+        rate_limit_descriptor::RateLimitOverride, RateLimitDescriptor,
     };
     use sluice_proto::pb::google::protobuf::UInt64Value;
+    use sluice_testkit::rls;
 
     const NOW: u64 = 1_700_000_000_000;
 
@@ -314,16 +316,8 @@ mod tests {
 
     fn descriptor(entries: &[(&str, &str)], hits: u64, negative: bool) -> RateLimitDescriptor {
         RateLimitDescriptor {
-            entries: entries
-                .iter()
-                .map(|(k, v)| Entry {
-                    key: k.to_string(),
-                    value: v.to_string(),
-                })
-                .collect(),
-            hits_addend: Some(UInt64Value { value: hits }),
             is_negative_hits: negative,
-            ..Default::default()
+            ..rls::with_hits(rls::descriptor(entries), hits)
         }
     }
 

@@ -7,7 +7,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
-use sluice_runtime::metrics::register;
+use sluice_runtime::metrics::{register, register_build_info};
+pub use sluice_runtime::metrics::{ReasonLabels, ResultLabels};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DecisionLabels {
@@ -38,16 +39,6 @@ pub struct StoreLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventLabels {
     pub event: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
-    pub reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    pub result: &'static str,
 }
 
 /// Counters of one limit, cloned out of their families once.
@@ -93,15 +84,8 @@ impl Metrics {
     /// only scatter that table.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("sluice_rls");
-        // `sluice_rls_build_info{version="…"} 1`: which build answers, for dashboards and upgrades.
-        registry.register(
-            "build",
-            "The version of this build",
-            prometheus_client::metrics::info::Info::new(vec![(
-                "version",
-                env!("CARGO_PKG_VERSION"),
-            )]),
-        );
+        // `sluice_rls_build_info{version="…"} 1`.
+        register_build_info(&mut registry, env!("CARGO_PKG_VERSION"));
         Metrics {
             decisions: register(
                 &mut registry,

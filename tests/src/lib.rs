@@ -207,7 +207,7 @@ pub fn sign_deferral_headers_for_digest(
     digest: &[u8; 32],
 ) {
     use sluice_admission::admission as a;
-    use sluice_admission::deferral::{self, DeferralClaims};
+    use sluice_admission::deferral::{self, DeferralClaims, HeaderClaims};
     let get = |name: &str| {
         headers
             .iter()
@@ -224,11 +224,13 @@ pub fn sign_deferral_headers_for_digest(
         return;
     };
     let claims = DeferralClaims {
-        request_id: &id,
-        tenant: &tenant,
-        model: &model,
-        priority: &priority,
-        estimated_tokens: estimated,
+        headers: HeaderClaims {
+            request_id: &id,
+            tenant: &tenant,
+            model: &model,
+            priority: &priority,
+            estimated_tokens: estimated,
+        },
         body_sha256: digest,
     };
     let now_ms = std::time::SystemTime::now()

@@ -558,41 +558,66 @@ fn percent(value: u64, base: u64) -> f64 {
     (value as f64 - base as f64) / (base.max(1) as f64) * 100.0
 }
 
-/// Samples the resident memory of a fixed set of processes every `every`
-/// on a thread of its own until stopped.
-pub struct MemorySampler {
+/// Calls `sample` every `every` on a thread of its own until stopped, with
+/// what it has gathered so far and the seconds since `start`.
+pub struct Sampler<T> {
     stop: Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<MemorySeries>,
+    thread: std::thread::JoinHandle<T>,
 }
 
-impl MemorySampler {
-    pub fn start(pids: Vec<(String, u32)>, every: Duration, start: Instant) -> MemorySampler {
+impl<T: Default + Send + 'static> Sampler<T> {
+    pub fn start(
+        every: Duration,
+        start: Instant,
+        mut sample: impl FnMut(&mut T, f64) + Send + 'static,
+    ) -> Sampler<T> {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stopped = stop.clone();
         let thread = std::thread::spawn(move || {
-            let mut series = MemorySeries::new();
+            let mut gathered = T::default();
             let mut next = Instant::now();
             while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
                 if Instant::now() >= next {
-                    let at = start.elapsed().as_secs_f64();
-                    for (name, pid) in &pids {
-                        if let Some(resident) = crate::resident_kib(*pid) {
-                            series.entry(name.clone()).or_default().push((at, resident));
-                        }
-                    }
+                    sample(&mut gathered, start.elapsed().as_secs_f64());
                     next += every;
                 }
                 std::thread::sleep(Duration::from_millis(200));
             }
-            series
+            gathered
         });
-        MemorySampler { stop, thread }
+        Sampler { stop, thread }
+    }
+
+    /// Stops sampling (one last sample is not taken) and returns what was
+    /// gathered.
+    pub fn stop(self) -> T {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+/// Samples the resident memory of a fixed set of processes every `every`
+/// on a thread of its own until stopped.
+pub struct MemorySampler(Sampler<MemorySeries>);
+
+impl MemorySampler {
+    pub fn start(pids: Vec<(String, u32)>, every: Duration, start: Instant) -> MemorySampler {
+        MemorySampler(Sampler::start(
+            every,
+            start,
+            move |series: &mut MemorySeries, at| {
+                for (name, pid) in &pids {
+                    if let Some(resident) = crate::resident_kib(*pid) {
+                        series.entry(name.clone()).or_default().push((at, resident));
+                    }
+                }
+            },
+        ))
     }
 
     /// Stops sampling (one last sample is not taken) and returns the series.
     pub fn stop(self) -> MemorySeries {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.thread.join().unwrap_or_default()
+        self.0.stop()
     }
 }
 
@@ -635,6 +660,18 @@ pub fn rss_chart(series: &MemorySeries, title: &str, warmup_s: f64) -> Chart {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sampler_gathers_until_stopped() {
+        let start = Instant::now();
+        let sampler = Sampler::start(Duration::ZERO, start, |seen: &mut Vec<f64>, at| {
+            seen.push(at)
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        let seen = sampler.stop();
+        assert!(seen.len() >= 2, "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    }
 
     #[test]
     fn outcomes_by_status_and_body() {

@@ -193,6 +193,17 @@ impl Drop for Service {
     }
 }
 
+/// What `program --help` prints (its stdout), once it has exited 0.
+pub fn help_text(program: &str) -> anyhow::Result<String> {
+    let output = Command::new(program)
+        .arg("--help")
+        .output()
+        .with_context(|| format!("{program} --help"))?;
+    let help = String::from_utf8_lossy(&output.stdout).into_owned();
+    anyhow::ensure!(output.status.success(), "{help}");
+    Ok(help)
+}
+
 /// The last `lines` lines of a log file.
 pub fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();

@@ -599,11 +599,13 @@ async fn forged_and_replayed_deferrals_are_refused() {
         .as_millis() as u64;
     let digest = deferral::body_digest(body.as_bytes());
     let claims = deferral::DeferralClaims {
-        request_id: &id,
-        tenant: "victim",
-        model: "gpt-4o",
-        priority: "high",
-        estimated_tokens: 42,
+        headers: deferral::HeaderClaims {
+            request_id: &id,
+            tenant: "victim",
+            model: "gpt-4o",
+            priority: "high",
+            estimated_tokens: 42,
+        },
         body_sha256: &digest,
     };
     let with_token = |token: String| {

@@ -314,15 +314,17 @@ async fn admission_rejection_and_deferral(front: FrontDoor) {
     assert!(deferral::is_request_id(id), "{seen}");
     let digest = deferral::body_digest(chat_body(100, 10, false).to_string().as_bytes());
     let claims = deferral::DeferralClaims {
-        request_id: id,
-        tenant: "patient",
-        model: "gpt-4o",
-        priority: "high",
-        estimated_tokens: seen["x-sluice-estimated-tokens"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap(),
+        headers: deferral::HeaderClaims {
+            request_id: id,
+            tenant: "patient",
+            model: "gpt-4o",
+            priority: "high",
+            estimated_tokens: seen["x-sluice-estimated-tokens"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap(),
+        },
         body_sha256: &digest,
     };
     let now_ms = std::time::SystemTime::now()

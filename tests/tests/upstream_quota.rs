@@ -341,6 +341,19 @@ impl Proxy {
     }
 }
 
+/// What `path` serves until refused (see [`Proxy::served_until_429`]),
+/// through a proxy of its own over fresh in-memory counters.
+async fn served_in_memory(
+    mode: CountingMode,
+    path: &'static str,
+    debits_on_stream_done: bool,
+) -> Vec<String> {
+    proxy(mode, Arc::new(MemoryStore::new()))
+        .await
+        .served_until_429(path, debits_on_stream_done)
+        .await
+}
+
 fn from_services(served: &[String]) -> Vec<u8> {
     served
         .iter()
@@ -380,8 +393,7 @@ async fn upstream_quota_patterns_give_upstreams_counts() {
     let served = proxy.served_until_429("/tokenquota", true).await;
     assert_eq!(served.len(), 3, "{served:?}");
 
-    let proxy = self::proxy(CountingMode::IncrementAll, Arc::new(MemoryStore::new())).await;
-    let served = proxy.served_until_429("/quota", false).await;
+    let served = served_in_memory(CountingMode::IncrementAll, "/quota", false).await;
     assert_eq!(served.len(), 2, "{served:?}");
 }
 
@@ -391,14 +403,11 @@ async fn upstream_quota_patterns_give_upstreams_counts() {
 /// Difference 15 of docs/ratelimit-service.md.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sluice_default_rule_serves_each_quota_exactly() {
-    let proxy = proxy(CountingMode::AllOrNothing, Arc::new(MemoryStore::new())).await;
-    let served = proxy
-        .served_until_429("/multiservice-tokenquota", true)
-        .await;
+    let served =
+        served_in_memory(CountingMode::AllOrNothing, "/multiservice-tokenquota", true).await;
     assert_eq!(from_services(&served), [1, 2, 2], "{served:?}");
 
-    let proxy = self::proxy(CountingMode::AllOrNothing, Arc::new(MemoryStore::new())).await;
-    let served = proxy.served_until_429("/tokenquota", true).await;
+    let served = served_in_memory(CountingMode::AllOrNothing, "/tokenquota", true).await;
     assert_eq!(served.len(), 2, "{served:?}");
 }
 

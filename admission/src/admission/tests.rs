@@ -100,6 +100,23 @@ fn through_body<E: Encoders>(shared: &Arc<Shared<E>>, host: &mut FakeHost) -> Re
     admission
 }
 
+/// A [`CHAT`] request whose JWT `sub` claim (the property
+/// `metadata.filter_metadata.jwt.sub`) is `sub`.
+fn with_jwt_sub(sub: &[u8]) -> FakeHost {
+    let mut host = host_with(CHAT);
+    let path = ["metadata", "filter_metadata", "jwt", "sub"];
+    host.properties
+        .insert(path.iter().map(|s| s.to_string()).collect(), sub.to_vec());
+    host
+}
+
+/// A [`CHAT`] request through its body ([`through_body`]), with its host.
+fn chat_through_body<E: Encoders>(shared: &Arc<Shared<E>>) -> (FakeHost, RequestAdmission<E>) {
+    let mut host = host_with(CHAT);
+    let admission = through_body(shared, &mut host);
+    (host, admission)
+}
+
 fn rls_answer(code: rls::Code, action: Option<&str>, headers: &[(&str, &str)]) -> Vec<u8> {
     let metadata = action.map(|a| testing::sluice_metadata(&[("action", a), ("priority", "high")]));
     RateLimitResponse {
@@ -121,8 +138,7 @@ fn rls_answer(code: rls::Code, action: Option<&str>, headers: &[(&str, &str)]) -
 #[test]
 fn admitted_request_carries_counts_and_rate_limit_headers() {
     let shared = shared("");
-    let mut host = host_with(CHAT);
-    let mut admission = through_body(&shared, &mut host);
+    let (mut host, mut admission) = chat_through_body(&shared);
     let call = &host.dispatched[0];
     assert_eq!(call.domain, "sluice");
     let prompt = (3 + o200k("user") + o200k("Hello there") + 3) as u64;
@@ -159,8 +175,7 @@ fn admitted_request_carries_counts_and_rate_limit_headers() {
 #[test]
 fn over_limit_reject_answers_429_with_openai_error() {
     let shared = shared("");
-    let mut host = host_with(CHAT);
-    let mut admission = through_body(&shared, &mut host);
+    let (mut host, mut admission) = chat_through_body(&shared);
     let answer = rls_answer(
         rls::Code::OverLimit,
         Some("reject"),
@@ -189,8 +204,7 @@ fn over_limit_reject_answers_429_with_openai_error() {
 #[test]
 fn over_limit_defer_marks_and_resumes() {
     let shared = shared(&format!(r#", "deferral": {{"secrets": ["{SECRET}"]}}"#));
-    let mut host = host_with(CHAT);
-    let mut admission = through_body(&shared, &mut host);
+    let (mut host, mut admission) = chat_through_body(&shared);
     let answer = rls_answer(rls::Code::OverLimit, Some("defer"), &[]);
     admission.on_rls_response(&mut host, 7, 0, Some(&answer));
     assert_eq!(host.resumed, 1);
@@ -207,19 +221,24 @@ fn over_limit_defer_marks_and_resumes() {
     let token = &host.request_headers[DEFERRAL_TOKEN_HEADER];
     let digest = deferral::body_digest(CHAT.as_bytes());
     let claims = DeferralClaims {
-        request_id: &id,
-        tenant: "acme",
-        model: "gpt-4o",
-        priority: "high",
-        estimated_tokens: host.request_headers[ESTIMATED_TOKENS_HEADER]
-            .parse()
-            .unwrap(),
+        headers: HeaderClaims {
+            request_id: &id,
+            tenant: "acme",
+            model: "gpt-4o",
+            priority: "high",
+            estimated_tokens: host.request_headers[ESTIMATED_TOKENS_HEADER]
+                .parse()
+                .unwrap(),
+        },
         body_sha256: &digest,
     };
     let secrets = [crate::deferral::Secret::new(SECRET).unwrap()];
     assert_eq!(claims.verify(token, &secrets, 12, 30_000), Ok(()));
     let other_tenant = DeferralClaims {
-        tenant: "evil",
+        headers: HeaderClaims {
+            tenant: "evil",
+            ..claims.headers
+        },
         ..claims
     };
     assert!(other_tenant.verify(token, &secrets, 12, 30_000).is_err());
@@ -230,16 +249,14 @@ fn over_limit_defer_marks_and_resumes() {
 
     // With deferral disabled the same answer is a 429.
     let no_deferral = self::shared(r#", "deferral": {"enabled": false}"#);
-    let mut host = host_with(CHAT);
-    let mut admission = through_body(&no_deferral, &mut host);
+    let (mut host, mut admission) = chat_through_body(&no_deferral);
     admission.on_rls_response(&mut host, 7, 0, Some(&answer));
     assert_eq!(host.replies[0].status, 429);
 
     // Without a secret to sign with, nothing is deferred either.
     let unsigned = self::shared("");
     assert!(!unsigned.config.warnings().is_empty());
-    let mut host = host_with(CHAT);
-    let mut admission = through_body(&unsigned, &mut host);
+    let (mut host, mut admission) = chat_through_body(&unsigned);
     admission.on_rls_response(&mut host, 7, 0, Some(&answer));
     assert_eq!(host.replies[0].status, 429);
     assert!(!host.request_headers.contains_key("x-sluice-deferred"));
@@ -291,14 +308,12 @@ fn clients_cannot_mark_themselves() {
 fn rls_failure_follows_failure_mode() {
     for (mode, status) in [("allow", None), ("deny", Some(503))] {
         let shared = shared(&format!(r#", "failure_mode": "{mode}""#));
-        let mut host = host_with(CHAT);
-        let mut admission = through_body(&shared, &mut host);
+        let (mut host, mut admission) = chat_through_body(&shared);
         admission.on_rls_response(&mut host, 7, 14, None);
         assert_eq!(host.replies.first().map(|r| r.status), status, "{mode}");
         assert_eq!(host.resumed, u32::from(status.is_none()), "{mode}");
         // Garbage from the RLS is a failure too.
-        let mut host = host_with(CHAT);
-        let mut admission = through_body(&shared, &mut host);
+        let (mut host, mut admission) = chat_through_body(&shared);
         admission.on_rls_response(&mut host, 7, 0, Some(b"\xff\xff\xff"));
         assert_eq!(host.replies.first().map(|r| r.status), status, "{mode}");
         // As is a dispatch that cannot even start.
@@ -309,8 +324,7 @@ fn rls_failure_follows_failure_mode() {
     }
     // A stale token (another call) is ignored.
     let shared = shared("");
-    let mut host = host_with(CHAT);
-    let mut admission = through_body(&shared, &mut host);
+    let (mut host, mut admission) = chat_through_body(&shared);
     admission.on_rls_response(&mut host, 99, 0, None);
     assert_eq!(host.resumed, 0);
 }
@@ -383,27 +397,13 @@ fn tenant_sources_and_missing_tenant() {
         host.dispatched[0].descriptors[0].entries[0].value,
         "anonymous"
     );
-    let mut host = host_with(CHAT);
-    host.properties.insert(
-        ["metadata", "filter_metadata", "jwt", "sub"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-        b"tenant:evil/../x".to_vec(),
-    );
+    let mut host = with_jwt_sub(b"tenant:evil/../x");
     let _ = through_body(&shared, &mut host);
     let tenant = &host.dispatched[0].descriptors[0].entries[0].value;
     assert_eq!(tenant, "tenant:evil/../x");
     // Control characters are no identity (Envoy serializes an object or a
     // list claim into bytes full of them): 401, never a garbled tenant.
-    let mut host = host_with(CHAT);
-    host.properties.insert(
-        ["metadata", "filter_metadata", "jwt", "sub"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-        b"tenant\x00evil".to_vec(),
-    );
+    let mut host = with_jwt_sub(b"tenant\x00evil");
     let mut admission = RequestAdmission::new(shared);
     admission.on_request_headers(&mut host, false);
     assert_eq!(host.replies[0].status, 401);
@@ -765,8 +765,7 @@ fn an_error_answer_is_charged_its_prompt_only() {
 fn input_and_output_budgets_are_charged_and_corrected_each() {
     let shared =
         shared(r#", "token_budgets": ["total", "input", "output"], "cached_tokens_weight": 0.25"#);
-    let mut host = host_with(CHAT);
-    let mut admission = through_body(&shared, &mut host);
+    let (mut host, mut admission) = chat_through_body(&shared);
     let prompt = (3 + o200k("user") + o200k("Hello there") + 3) as u64;
     let call = &host.dispatched[0];
     let budget = |i: usize| {
@@ -811,8 +810,7 @@ fn input_and_output_budgets_are_charged_and_corrected_each() {
 fn a_correction_names_the_instant_the_rls_charged_at() {
     let shared = shared("");
     for (charged_at, expected) in [(Some("1795996925500"), 1_795_996_925_500), (None, 12)] {
-        let mut host = host_with(CHAT);
-        let mut admission = through_body(&shared, &mut host);
+        let (mut host, mut admission) = chat_through_body(&shared);
         let mut answer = RateLimitResponse {
             overall_code: rls::Code::Ok as i32,
             ..Default::default()
@@ -975,8 +973,7 @@ fn over_answer(requests: rls::Code, remaining: u32, reset_s: i64, action: &str) 
 #[test]
 fn a_tenant_known_over_its_tokens_is_refused_without_a_call_until_the_reset() {
     let shared = bpe_shared("");
-    let mut host = host_with(CHAT);
-    let mut admission = through_body(&shared, &mut host);
+    let (mut host, mut admission) = chat_through_body(&shared);
     let cost = total_hits(&host);
     admission.on_rls_response(
         &mut host,
@@ -1030,8 +1027,7 @@ fn a_tenant_known_over_its_tokens_is_refused_without_a_call_until_the_reset() {
 #[test]
 fn a_tenant_over_its_requests_is_refused_whatever_the_cost_and_an_ok_answer_forgets() {
     let shared = bpe_shared(r#", "over_limit_memory": {"max_ms": 10000}"#);
-    let mut host = host_with(CHAT);
-    let mut admission = through_body(&shared, &mut host);
+    let (mut host, mut admission) = chat_through_body(&shared);
     admission.on_rls_response(
         &mut host,
         7,
@@ -1064,8 +1060,7 @@ fn a_tenant_over_its_requests_is_refused_whatever_the_cost_and_an_ok_answer_forg
 fn a_tenant_whose_requests_defer_is_deferred_without_a_call() {
     let secret = format!(r#", "deferral": {{"secrets": ["{SECRET}"]}}"#);
     let shared = bpe_shared(&secret);
-    let mut host = host_with(CHAT);
-    let mut admission = through_body(&shared, &mut host);
+    let (mut host, mut admission) = chat_through_body(&shared);
     admission.on_rls_response(
         &mut host,
         7,
@@ -1101,16 +1096,14 @@ fn load_cannot_open_the_gate() {
         ),
     ] {
         let shared = shared(extra);
-        let mut host = host_with(CHAT);
-        let mut admission = through_body(&shared, &mut host);
+        let (mut host, mut admission) = chat_through_body(&shared);
         host.elapsed += 250_000_000;
         admission.on_rls_response(&mut host, 7, 14, None);
         assert_eq!(host.replies.first().map(|r| r.status), status, "{extra}");
     }
     // A fast failure while the service answers other calls: denied.
     let shared = shared(r#", "failure_mode": "allow", "rls_down_after_ms": 5000"#);
-    let mut host = host_with(CHAT);
-    let mut admission = through_body(&shared, &mut host);
+    let (mut host, mut admission) = chat_through_body(&shared);
     admission.on_rls_response(&mut host, 7, 0, Some(&rls_answer(rls::Code::Ok, None, &[])));
     let mut host = host_with(CHAT);
     host.elapsed = 4_000_000_000;

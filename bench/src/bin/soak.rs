@@ -32,7 +32,7 @@ use clap::Parser;
 use sluice_testkit::load::{
     calibrate, flat_measure, quantile, rss_chart, run_open_loop, Class, LoadClient, Measure,
     MemorySampler, MemorySeries, MemoryStats, OpenLoop, ProcessStack, ProcessStackOptions, Record,
-    RequestSpec,
+    RequestSpec, Sampler,
 };
 use sluice_testkit::redis_info_field;
 use std::collections::BTreeMap;
@@ -392,9 +392,7 @@ async fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     let sampler = MemorySampler::start(stack.pids(), Duration::from_secs(10), start);
     let redis_sampler = RedisSampler::start(stack.redis.url(), start);
-    let envoy_sampler = stack
-        .envoy_admin()
-        .map(|admin| EnvoySampler::start(admin, start));
+    let envoy_sampler = stack.envoy_admin().map(|admin| sample_envoy(admin, start));
     let plan = OpenLoop {
         rate_per_second: rate,
         duration: args.duration,
@@ -418,7 +416,7 @@ async fn main() -> anyhow::Result<()> {
     let rls_metrics = sluice_testkit::http_request(stack.rls_admin, "GET", "/metrics", &[], b"")
         .map(|answer| answer.body)
         .unwrap_or_default();
-    let envoy_samples = envoy_sampler.map(EnvoySampler::stop).unwrap_or_default();
+    let envoy_samples = envoy_sampler.map(Sampler::stop).unwrap_or_default();
     let envoy_stats = stack
         .envoy_admin()
         .and_then(|admin| sluice_testkit::http_request(admin, "GET", "/stats", &[], b"").ok())
@@ -825,34 +823,14 @@ struct EnvoySample {
 }
 
 /// Samples Envoy's admin `/memory` and two gauges every 10 s until stopped.
-struct EnvoySampler {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<Vec<EnvoySample>>,
-}
-
-impl EnvoySampler {
-    fn start(admin: std::net::SocketAddr, start: Instant) -> EnvoySampler {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stopped = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut samples = Vec::new();
-            let mut next = Instant::now();
-            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
-                if Instant::now() >= next {
-                    next += Duration::from_secs(10);
-                    samples.push(envoy_sample(admin, start.elapsed().as_secs_f64()));
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            samples
-        });
-        EnvoySampler { stop, thread }
-    }
-
-    fn stop(self) -> Vec<EnvoySample> {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.thread.join().unwrap_or_default()
-    }
+fn sample_envoy(admin: std::net::SocketAddr, start: Instant) -> Sampler<Vec<EnvoySample>> {
+    Sampler::start(
+        Duration::from_secs(10),
+        start,
+        move |samples: &mut Vec<EnvoySample>, at| {
+            samples.push(envoy_sample(admin, at));
+        },
+    )
 }
 
 fn envoy_sample(admin: std::net::SocketAddr, at: f64) -> EnvoySample {

@@ -343,7 +343,7 @@ impl Controls {
         if leased.is_some() {
             self.step_shared(model, control).await?;
         }
-        self.apply(model, control, id).await
+        self.apply(&mut redis, model, control, id).await
     }
 
     /// The stepper's part: read the state, sample, step, write.
@@ -437,18 +437,17 @@ impl Controls {
     }
 
     /// Every instance's part: this instance's share of the limit (or of the
-    /// override) as the model's in-flight cap.
+    /// override) as the model's in-flight cap, read on the tick's `redis`.
     async fn apply(
         &self,
+        redis: &mut RedisConn,
         model: &str,
         control: &ModelControl,
         id: &str,
     ) -> Result<(), redis::RedisError> {
-        let mut redis = self.redis.clone();
-        let (limit, manual) = shared_state(&mut redis, model).await?;
+        let (limit, manual) = shared_state(redis, model).await?;
         let effective = manual.or(limit).unwrap_or(control.initial_state().limit);
-        let members =
-            crate::sharing::membership::live_members(&mut redis, self.membership_ttl).await?;
+        let members = crate::sharing::membership::live_members(redis, self.membership_ttl).await?;
         let rank = members.iter().position(|m| m == id);
         let cap = instance_share(effective, members.len(), rank);
         self.limits.set_cap(model, cap);
