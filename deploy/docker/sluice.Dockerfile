@@ -42,6 +42,10 @@ RUN ./scripts/build-wasm
 # A one-shot image that copies the filter into a volume Envoy mounts.
 FROM debian:bookworm-slim AS filter-install
 COPY --from=filter-build /src/target/sluice_filter.wasm /sluice_filter.wasm
+# A named volume mounted at /filter starts with this directory's owner, so
+# the copy needs no root.
+RUN mkdir /filter && chown 10001:10001 /filter
+USER 10001:10001
 CMD ["sh", "-c", "cp /sluice_filter.wasm /filter/sluice_filter.wasm && echo installed /filter/sluice_filter.wasm"]
 
 FROM debian:bookworm-slim AS runtime
