@@ -18,6 +18,9 @@
 #   BROKER_IP           broker: the IP clients reach it at (required)
 #   BROKER_PORT         broker remoting port [10911] (it also listens on PORT-2)
 #   BROKER_HA_PORT      broker HA port [10912]
+#   BIND_ADDRESS        the listeners' address [0.0.0.0]; 127.0.0.1 where
+#                       the container shares the host's network (the image
+#                       test, scripts/compose-images)
 #
 # No ROCKETMQ_SECURITY_PROFILE here: its development profile only allows
 # loopback listeners. The containers rely on the compose network's isolation.
@@ -31,6 +34,7 @@ fi
 home="${ROCKETMQ_HOME:-/var/lib/rocketmq}"
 templates="${ROCKETMQ_TEMPLATES:-/opt/sluice/broker}"
 out="${render_dir:-$home}"
+bind="${BIND_ADDRESS:-0.0.0.0}"
 mkdir -p "$out"
 
 # Rewrites one "key = value" line of a rendered config; a template that no
@@ -49,7 +53,7 @@ case "$role" in
     sed "s|@HOME@|$home|g" "$templates/namesrv.toml.in" > "$out/namesrv.toml"
     [ -n "$render_dir" ] && exit 0
     mkdir -p "$home/namesrv"
-    exec rocketmq-namesrv-rust -c "$out/namesrv.toml" --listenPort "$port" --bindAddress 0.0.0.0
+    exec rocketmq-namesrv-rust -c "$out/namesrv.toml" --listenPort "$port" --bindAddress "$bind"
     ;;
   broker)
     : "${NAMESRV_ADDR:?set NAMESRV_ADDR to the name server IP:PORT}"
@@ -60,8 +64,8 @@ case "$role" in
         -e "s|@PORT@|$port|g" -e "s|@HA_PORT@|$ha_port|g" \
         "$templates/broker.toml.in" > "$out/broker.toml"
     set_key "$out/broker.toml" brokerIp1 "$BROKER_IP"
-    set_key "$out/broker.toml" bindAddress 0.0.0.0
-    set_key "$out/broker.toml" haListenAddress 0.0.0.0
+    set_key "$out/broker.toml" bindAddress "$bind"
+    set_key "$out/broker.toml" haListenAddress "$bind"
     [ -n "$render_dir" ] && exit 0
     mkdir -p "$home/store"
     exec rocketmq-broker-rust -c "$out/broker.toml" -n "$NAMESRV_ADDR"

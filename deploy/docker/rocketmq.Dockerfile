@@ -19,14 +19,19 @@ RUN cargo install --locked --root /opt/rocketmq \
       "rocketmq-namesrv@${ROCKETMQ_VERSION}" "rocketmq-broker@${ROCKETMQ_VERSION}"
 
 FROM debian:bookworm-slim
+ARG ROCKETMQ_VERSION=1.0.0
+LABEL org.opencontainers.image.version="${ROCKETMQ_VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/sluice-llm/sluice"
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zlib1g \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --home-dir /var/lib/rocketmq --create-home rocketmq
+ && groupadd --system --gid 10001 rocketmq \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/rocketmq --create-home rocketmq
 COPY --from=build /opt/rocketmq/bin/rocketmq-namesrv-rust /opt/rocketmq/bin/rocketmq-broker-rust /usr/local/bin/
 COPY lite-topic/broker/namesrv.toml.in lite-topic/broker/broker.toml.in /opt/sluice/broker/
 COPY deploy/docker/rocketmq-entrypoint.sh /usr/local/bin/rocketmq-entrypoint.sh
-USER rocketmq
+USER 10001:10001
 VOLUME /var/lib/rocketmq
 # Name server 9876; broker remoting 10911 (and its fast port 10909), HA 10912.
 EXPOSE 9876 10909 10911 10912

@@ -4,9 +4,13 @@
 #   docker build -f deploy/docker/sluice.Dockerfile --target consumer .   # sluice-consumer
 #   docker build -f deploy/docker/sluice.Dockerfile --target allinone .   # sluice-allinone
 #   docker build -f deploy/docker/sluice.Dockerfile --target llm-sim  .   # sluice-llm-sim
-#   docker build -f deploy/docker/sluice.Dockerfile --target filter   .   # sluice_filter.wasm
-#   docker build -f deploy/docker/sluice.Dockerfile --target filter-oci    .   # WasmPlugin's OCI image
-#   docker build -f deploy/docker/sluice.Dockerfile --target filter-server .   # the .wasm over HTTP
+#   docker build -f deploy/docker/sluice.Dockerfile --target filter   .   # WasmPlugin's OCI image (plugin.wasm)
+#   docker build -f deploy/docker/sluice.Dockerfile --target filter-server  .  # the .wasm over HTTP
+#   docker build -f deploy/docker/sluice.Dockerfile --target filter-install .  # copies the .wasm into a volume
+#
+# Target X makes image sluice-X (ghcr.io/sluice-llm/sluice-X:VERSION in the
+# chart and docker-compose.yml). The same images from binaries built
+# outside the image (release pipelines, scripts/build-images): release.Containerfile.
 #
 # One toolchain for everything: Debian bookworm's Rust 1.96 (rustc-web), the
 # same one ./scripts/setup installs for the Wasm build (its wasm32 std source
@@ -36,8 +40,12 @@ COPY . .
 RUN ./scripts/build-wasm
 
 # A one-shot image that copies the filter into a volume Envoy mounts.
-FROM debian:bookworm-slim AS filter
+FROM debian:bookworm-slim AS filter-install
 COPY --from=filter-build /src/target/sluice_filter.wasm /sluice_filter.wasm
+# A named volume mounted at /filter starts with this directory's owner, so
+# the copy needs no root.
+RUN mkdir /filter && chown 10001:10001 /filter
+USER 10001:10001
 CMD ["sh", "-c", "cp /sluice_filter.wasm /filter/sluice_filter.wasm && echo installed /filter/sluice_filter.wasm"]
 
 FROM debian:bookworm-slim AS runtime
@@ -49,12 +57,14 @@ LABEL org.opencontainers.image.version="${VERSION}" \
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 sluice
-USER sluice
+ && groupadd --system --gid 10001 sluice \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent sluice
+# Numeric, so Kubernetes' runAsNonRoot can check it (the chart runs 10001).
+USER 10001:10001
 
 # The filter as Istio's WasmPlugin pulls it (oci://…/sluice-filter:VERSION):
 # one layer holding plugin.wasm, no base, nothing to run.
-FROM scratch AS filter-oci
+FROM scratch AS filter
 COPY --from=filter-build /src/target/sluice_filter.wasm /plugin.wasm
 
 # The filter over HTTP for the EnvoyFilter's remote code
@@ -66,7 +76,7 @@ RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=filter-build /src/target/sluice_filter.wasm /srv/sluice_filter.wasm
-USER sluice
+USER 10001:10001
 EXPOSE 8080
 ENTRYPOINT ["busybox", "httpd", "-f", "-v", "-p", "8080", "-h", "/srv"]
 

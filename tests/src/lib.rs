@@ -81,6 +81,14 @@ pub struct SluiceFilterPorts {
 /// `envoy/sluice-filter.yaml` with its ports replaced and the built filter
 /// (`filter_wasm()`) in place of the deployed path.
 pub fn sluice_filter_envoy_config(ports: &SluiceFilterPorts) -> anyhow::Result<String> {
+    sluice_filter_envoy_config_with(ports, &filter_wasm()?)
+}
+
+/// As [`sluice_filter_envoy_config`], loading the module at `wasm`.
+pub fn sluice_filter_envoy_config_with(
+    ports: &SluiceFilterPorts,
+    wasm: &Path,
+) -> anyhow::Result<String> {
     let config = std::fs::read_to_string(workspace_root().join("envoy/sluice-filter.yaml"))?;
     let port = |from: u16, to: u16| (format!("port_value: {from}"), format!("port_value: {to}"));
     let mut config = config;
@@ -99,7 +107,7 @@ pub fn sluice_filter_envoy_config(ports: &SluiceFilterPorts) -> anyhow::Result<S
     }
     Ok(config.replace(
         "/etc/sluice/sluice_filter.wasm",
-        &filter_wasm()?.display().to_string(),
+        &wasm.display().to_string(),
     ))
 }
 
@@ -1132,7 +1140,9 @@ fn render_rocketmq_template(name: &str, values: &[(&str, &str)]) -> anyhow::Resu
 
 /// A remoting port P whose P - 2 is free too (the broker's second, "fast"
 /// listener), and a free HA port.
-fn broker_ports() -> (u16, u16) {
+/// A free broker remoting port whose fast twin (port - 2) is free too, and
+/// a free HA port.
+pub fn broker_ports() -> (u16, u16) {
     let bindable = |port: u16| TcpListener::bind(("127.0.0.1", port)).is_ok();
     for _ in 0..200 {
         let port = free_port();
@@ -1148,7 +1158,7 @@ fn broker_ports() -> (u16, u16) {
 
 /// The name server's cluster info (GET_BROKER_CLUSTER_INFO, code 106) over the
 /// remoting protocol with a JSON header: the body as text.
-fn rocketmq_cluster_info(namesrv_port: u16) -> Option<String> {
+pub fn rocketmq_cluster_info(namesrv_port: u16) -> Option<String> {
     use std::io::{Read, Write};
     let header = br#"{"code":106,"language":"RUST","version":0,"opaque":1,"flag":0,"extFields":{},"serializeTypeCurrentRPC":"JSON"}"#;
     let mut stream = TcpStream::connect_timeout(
