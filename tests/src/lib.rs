@@ -1065,10 +1065,12 @@ pub fn broker_disk_use(path: &Path) -> anyhow::Result<f64> {
 /// A scratch directory for a test broker's store where the broker will
 /// start and keep writing: `$SLUICE_BROKER_SCRATCH` if set, else the
 /// temporary directory, else `/dev/shm`, the first whose disk the broker
-/// finds under [`BROKER_DISK_USE_LIMIT`] in use. Past its own limit the
-/// broker registers and then refuses every route ("no master broker
-/// registered"), which a build folder of a few tens of GB on this machine
-/// kind reaches; the error says so instead.
+/// finds under [`BROKER_DISK_USE_LIMIT`] in use. Over 90 % by that
+/// measure (`diskSpaceWarningLevelRatio`) the broker registers and then
+/// rolls its start-up back ("core.service.failed"), so clients find no
+/// master ("no master broker registered"); over 84 % it reclaims files at
+/// every round. A few build folders on this machine kind get there; the
+/// error says so instead.
 fn broker_scratch_dir() -> anyhow::Result<tempfile::TempDir> {
     let candidates: Vec<PathBuf> = match std::env::var_os("SLUICE_BROKER_SCRATCH") {
         Some(dir) => vec![PathBuf::from(dir)],
