@@ -1054,8 +1054,7 @@ const BROKER_DISK_USE_LIMIT: f64 = 0.80;
 /// use (this machine kind reserves most of its disk: 69 % "in use" with
 /// 12 GB written to 252 GB).
 pub fn broker_disk_use(path: &Path) -> anyhow::Result<f64> {
-    let stats = rustix::fs::statvfs(path)
-        .with_context(|| format!("statvfs {}", path.display()))?;
+    let stats = rustix::fs::statvfs(path).with_context(|| format!("statvfs {}", path.display()))?;
     if stats.f_blocks == 0 {
         return Ok(1.0);
     }
@@ -1080,8 +1079,9 @@ fn broker_scratch_dir() -> anyhow::Result<tempfile::TempDir> {
     for candidate in &candidates {
         match broker_disk_use(candidate) {
             Ok(used) if used < BROKER_DISK_USE_LIMIT => {
-                return tempfile::tempdir_in(candidate)
-                    .with_context(|| format!("a broker scratch directory in {}", candidate.display()));
+                return tempfile::tempdir_in(candidate).with_context(|| {
+                    format!("a broker scratch directory in {}", candidate.display())
+                });
             }
             Ok(used) => measured.push(format!("{} {:.1} %", candidate.display(), used * 100.0)),
             Err(error) => measured.push(format!("{error:#}")),
