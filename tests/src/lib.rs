@@ -1070,7 +1070,7 @@ pub fn broker_disk_use(path: &Path) -> anyhow::Result<f64> {
 /// master ("no master broker registered"); over 84 % it reclaims files at
 /// every round. A few build folders on this machine kind get there; the
 /// error says so instead.
-fn broker_scratch_dir() -> anyhow::Result<tempfile::TempDir> {
+pub fn broker_scratch_dir() -> anyhow::Result<tempfile::TempDir> {
     let candidates: Vec<PathBuf> = match std::env::var_os("SLUICE_BROKER_SCRATCH") {
         Some(dir) => vec![PathBuf::from(dir)],
         None => vec![std::env::temp_dir(), PathBuf::from("/dev/shm")],

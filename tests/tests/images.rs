@@ -21,8 +21,9 @@ use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_client::
 use sluice_testkit::process::tail;
 use sluice_testkit::rls::{descriptor, request};
 use sluice_testkit::{
-    broker_ports, free_port, http_request, rocketmq_cluster_info, sluice_filter_envoy_config_with,
-    workspace_root, Envoy, RedisServer, RocketMq, SluiceFilterPorts,
+    broker_ports, broker_scratch_dir, free_port, http_request, rocketmq_cluster_info,
+    sluice_filter_envoy_config_with, workspace_root, Envoy, RedisServer, RocketMq,
+    SluiceFilterPorts,
 };
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpStream};
@@ -184,8 +185,10 @@ impl Container {
             run.arg("--env").arg(format!("{key}={value}"));
         }
         for (host, inside) in volumes {
+            // Read-only unless the path inside names its mode (`…:rw`).
+            let mode = if inside.ends_with(":rw") { "" } else { ":ro" };
             run.arg("--volume")
-                .arg(format!("{}:{inside}:ro", host.display()));
+                .arg(format!("{}:{inside}{mode}", host.display()));
         }
         run.arg(&container.name).arg("--").args(&command);
         let log = std::fs::File::create(&container.log).unwrap();
@@ -499,6 +502,12 @@ fn broker_image_registers_with_its_name_server() {
     );
     assert_eq!(namesrv.uid_of("rocketmq-namesrv-rust"), Some(10001));
     let (port, ha_port) = broker_ports();
+    // The image's VOLUME, as a pod mounts its persistent volume there: a
+    // store where the broker's disk measure lets it start (over 90 % by
+    // that measure it registers and then rolls its start-up back, and
+    // buildah's own storage lies on the build machine's disk).
+    let store = broker_scratch_dir().unwrap();
+    std::os::unix::fs::chown(store.path(), Some(10001), Some(10001)).unwrap();
     let broker = Container::start(
         image("sluice-rocketmq"),
         &[
@@ -508,7 +517,7 @@ fn broker_image_registers_with_its_name_server() {
             ("BROKER_PORT", &port.to_string()),
             ("BROKER_HA_PORT", &ha_port.to_string()),
         ],
-        &[],
+        &[(store.path(), "/var/lib/rocketmq:rw")],
         &["broker".into()],
         &[port, port - 2],
     );
