@@ -18,15 +18,38 @@ use std::time::{Duration, Instant};
 
 pub mod rocketmq_cluster;
 
-/// A port nobody listens on right now. (Another process may take it before
-/// the caller binds it; starters retry on that.)
+/// A port nobody listens on right now, for a process the caller starts
+/// next (Envoy, Redis, the broker), which binds it itself.
+///
+/// Taken below the kernel's ephemeral range
+/// (`/proc/sys/net/ipv4/ip_local_port_range`): a port probed there and
+/// released could be handed by the kernel to any `bind(…:0)` of a parallel
+/// test before the starter's process binds it — once, the listener of a
+/// test's Envoy went to another test's silent server and its client waited
+/// 30 s for nothing (envoy_limits, loaded suite). Below the range only
+/// callers of this function pick ports, and it never hands out one twice in
+/// a process. Falls back to an ephemeral port where the range leaves no
+/// room below it.
 pub fn free_port() -> u16 {
-    // Never the same port twice in one process: the tests of a binary run in
-    // parallel and the kernel may hand one ephemeral port to two of them
-    // between a probe and a bind; then one test's requests reached another
-    // test's Envoy admin (envoy_filter, a 404 "invalid path" under load).
     static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut handed_out = HANDED_OUT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (low, high) = (PRIVATE_PORTS_FROM, ephemeral_ports_from());
+    if high > low + 1_000 {
+        let mut random = [0u8; 4];
+        getrandom::fill(&mut random).unwrap_or_else(|e| panic!("no randomness: {e}"));
+        let span = u32::from(high - low);
+        let start = u32::from_le_bytes(random) % span;
+        for step in 0..span {
+            let port = low + ((start + step) % span) as u16;
+            if !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                handed_out.insert(port);
+                return port;
+            }
+        }
+    }
     for _ in 0..64 {
         let Ok(port) = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -34,14 +57,23 @@ pub fn free_port() -> u16 {
         else {
             return 0;
         };
-        let mut handed_out = HANDED_OUT
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if handed_out.insert(port) {
             return port;
         }
     }
     0
+}
+
+/// The lowest port [`free_port`] takes: above the well-known and the usual
+/// service ports (Redis 6379, Envoy 9901/10000, RocketMQ 9876/10911).
+const PRIVATE_PORTS_FROM: u16 = 12_000;
+
+/// The first port of the kernel's ephemeral range (32768 unless set).
+fn ephemeral_ports_from() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 /// Wait until something accepts TCP connections on `addr`.
