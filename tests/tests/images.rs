@@ -296,6 +296,21 @@ fn config_file(path: &str) -> PathBuf {
     workspace_root().join(path)
 }
 
+/// The RLS flags sluice-rls and sluice-allinone share here: the example
+/// limits and deferral secret (mounted at /etc/sluice) and the two listeners.
+fn rls_args(grpc: u16, admin: u16) -> Vec<String> {
+    vec![
+        "--config".into(),
+        "/etc/sluice/limits.yaml".into(),
+        "--deferral-secret-file".into(),
+        "/etc/sluice/deferral-secret".into(),
+        "--grpc-addr".into(),
+        loopback(grpc).to_string(),
+        "--admin-addr".into(),
+        loopback(admin).to_string(),
+    ]
+}
+
 /// sluice-rls on the example limits, in-memory counters.
 fn start_rls(grpc: u16, admin: u16) -> Container {
     let limits = config_file("config/limits.yaml");
@@ -307,16 +322,7 @@ fn start_rls(grpc: u16, admin: u16) -> Container {
             (&limits, "/etc/sluice/limits.yaml"),
             (&secret, "/etc/sluice/deferral-secret"),
         ],
-        &[
-            "--config".into(),
-            "/etc/sluice/limits.yaml".into(),
-            "--deferral-secret-file".into(),
-            "/etc/sluice/deferral-secret".into(),
-            "--grpc-addr".into(),
-            loopback(grpc).to_string(),
-            "--admin-addr".into(),
-            loopback(admin).to_string(),
-        ],
+        &rls_args(grpc, admin),
         &[grpc, admin],
     )
 }
@@ -582,23 +588,19 @@ fn allinone_image_answers_health() {
             (&secret, "/etc/sluice/deferral-secret"),
         ],
         &[
-            "--config".into(),
-            "/etc/sluice/limits.yaml".into(),
-            "--deferral-secret-file".into(),
-            "/etc/sluice/deferral-secret".into(),
-            "--grpc-addr".into(),
-            loopback(grpc).to_string(),
-            "--admin-addr".into(),
-            loopback(admin).to_string(),
-            "--deferral-addr".into(),
-            loopback(deferral).to_string(),
-            "--store".into(),
-            "redis".into(),
-            "--redis-url".into(),
-            redis.url(),
-            "--namesrv".into(),
-            mq.namesrv_addr(),
-        ],
+            rls_args(grpc, admin),
+            vec![
+                "--deferral-addr".into(),
+                loopback(deferral).to_string(),
+                "--store".into(),
+                "redis".into(),
+                "--redis-url".into(),
+                redis.url(),
+                "--namesrv".into(),
+                mq.namesrv_addr(),
+            ],
+        ]
+        .concat(),
         &[grpc, admin, deferral],
     );
     let health = get(admin, "/healthz");
