@@ -26,7 +26,20 @@ extern crate alloc;
 
 mod bpe;
 mod classes;
+#[cfg(feature = "hf")]
+mod hf;
+#[cfg(feature = "hf")]
+mod hf_bpe;
+#[cfg(feature = "hf")]
+mod hf_json;
+#[cfg(feature = "hf")]
+mod hf_nfc;
+#[cfg(feature = "hf")]
+mod hf_pretok;
 mod pretok;
+
+#[cfg(feature = "hf")]
+pub use hf::{HfTokenizer, LoadError};
 
 use alloc::vec::Vec;
 
