@@ -35,6 +35,9 @@ mod hf_json;
 #[cfg(feature = "hf")]
 mod hf_nfc;
 #[cfg(feature = "hf")]
+#[rustfmt::skip]
+mod hf_nfc_tables;
+#[cfg(feature = "hf")]
 mod hf_pretok;
 mod pretok;
 
