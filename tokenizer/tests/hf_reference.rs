@@ -114,3 +114,8 @@ fn llama3() {
 fn qwen3() {
     check("qwen3");
 }
+
+#[test]
+fn gptoss() {
+    check("gptoss");
+}
