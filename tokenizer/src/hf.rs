@@ -263,9 +263,6 @@ impl HfTokenizer {
             .as_object()
             .ok_or(LoadError::Field("model.vocab"))?;
         let mut tokens = Vec::with_capacity(vocab_obj.len());
-        // Byte-level strings to ids, for the merges (which name tokens by
-        // their strings): sorted for binary search.
-        let mut by_str: Vec<(&str, Id)> = Vec::with_capacity(vocab_obj.len());
         let mut max_token_bytes = 0;
         for (k, v) in vocab_obj {
             let id = v.as_u32().ok_or(LoadError::Field("model.vocab"))?;
@@ -274,34 +271,24 @@ impl HfTokenizer {
                 .ok_or_else(|| LoadError::NotByteLevel(k.to_string()))?;
             max_token_bytes = max_token_bytes.max(bytes.len());
             tokens.push((bytes, id));
-            by_str.push((k, id));
-        }
-        by_str.sort_unstable();
-        if let Some(w) = by_str.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Err(LoadError::DuplicateToken(w[0].0.to_string()));
         }
         let vocab = TokenMap::new(&tokens).ok_or_else(|| {
-            LoadError::DuplicateToken("(two strings of the same bytes)".to_string())
+            // Distinct strings decode to distinct bytes: a string repeated.
+            LoadError::DuplicateToken("(a vocabulary key is repeated)".to_string())
         })?;
+        drop(tokens);
         let mut byte_ids = [u32::MAX; 256];
         for (b, id) in byte_ids.iter_mut().enumerate() {
             *id = vocab
                 .get(&[b as u8])
                 .ok_or(LoadError::MissingByte(b as u8))?;
         }
-        drop(tokens);
-        let lookup = |s: &str| -> Option<Id> {
-            by_str
-                .binary_search_by(|(k, _)| (*k).cmp(s))
-                .ok()
-                .map(|i| by_str[i].1)
-        };
 
         let merges_v = field(model, "merges")?
             .as_array()
             .ok_or(LoadError::Field("model.merges"))?;
         let mut merges = Vec::with_capacity(merges_v.len());
-        let mut joined = String::new();
+        let mut joined = Vec::new();
         for (n, m) in merges_v.iter().enumerate() {
             let bad = || LoadError::Merge(n, short_json(m));
             let (a, b) = match m {
@@ -318,17 +305,21 @@ impl HfTokenizer {
                 },
                 _ => return Err(bad()),
             };
+            // A merge names its tokens by their byte-level strings.
             joined.clear();
-            joined.push_str(a);
-            joined.push_str(b);
-            match (lookup(a), lookup(b), lookup(&joined)) {
-                (Some(a), Some(b), Some(ab)) => merges.push((a, b, ab)),
-                _ => return Err(bad()),
+            let mut ids = [0; 2];
+            for (id, part) in ids.iter_mut().zip([a, b]) {
+                let start = joined.len();
+                for c in part.chars() {
+                    joined.push(map.byte(c).ok_or_else(bad)?);
+                }
+                *id = vocab.get(&joined[start..]).ok_or_else(bad)?;
             }
+            let ab = vocab.get(&joined).ok_or_else(bad)?;
+            merges.push((ids[0], ids[1], ab));
         }
         let pairs = PairMap::new(&merges);
         drop(merges);
-        drop(by_str);
 
         let normalizer = Self::normalizer(doc.get("normalizer"))?;
         let rule = Self::pre_tokenizer(doc.get("pre_tokenizer"))?;
