@@ -45,7 +45,7 @@ pub enum LoadError {
     Model(String),
     #[error("unsupported BPE option: {0}")]
     ModelOption(&'static str),
-    #[error("not a byte-level vocabulary: token {0:?} has a character outside GPT-2's byte map (SentencePiece BPE is not supported)")]
+    #[error("not a byte-level vocabulary: more than 1 % of the tokens, {0:?} among them, have characters outside GPT-2's byte map (SentencePiece BPE is not supported)")]
     NotByteLevel(String),
     #[error("the vocabulary has no token for byte {0:#04x}")]
     MissingByte(u8),
@@ -264,14 +264,25 @@ impl HfTokenizer {
             .ok_or(LoadError::Field("model.vocab"))?;
         let mut tokens = Vec::with_capacity(vocab_obj.len());
         let mut max_token_bytes = 0;
+        // Entries that are not byte-level strings (DeepSeek V3 lists its
+        // special tokens in the vocabulary as they are written) can never
+        // come out of the merges; only the added tokens produce them. More
+        // than a few such entries mean the vocabulary is not byte-level.
+        let mut foreign = Vec::new();
         for (k, v) in vocab_obj {
             let id = v.as_u32().ok_or(LoadError::Field("model.vocab"))?;
-            let bytes = map
-                .decode(k)
-                .ok_or_else(|| LoadError::NotByteLevel(k.to_string()))?;
+            let Some(bytes) = map.decode(k) else {
+                foreign.push(k);
+                continue;
+            };
             max_token_bytes = max_token_bytes.max(bytes.len());
             tokens.push((bytes, id));
         }
+        if foreign.len() > vocab_obj.len() / 100 {
+            let first = foreign.first().map_or("", |k| k.as_ref());
+            return Err(LoadError::NotByteLevel(first.to_string()));
+        }
+        drop(foreign);
         let vocab = TokenMap::new(&tokens).ok_or_else(|| {
             // Distinct strings decode to distinct bytes: a string repeated.
             LoadError::DuplicateToken("(a vocabulary key is repeated)".to_string())
@@ -445,10 +456,7 @@ impl HfTokenizer {
                 "no ByteLevel step (not a byte-level tokenizer)".to_string(),
             ));
         }
-        match patterns.as_slice() {
-            [p] => Rule::of_pattern(p).ok_or_else(|| LoadError::Pattern(p.to_string())),
-            _ => Err(LoadError::Pattern(patterns.join(" ; "))),
-        }
+        Rule::of_patterns(&patterns).ok_or_else(|| LoadError::Pattern(patterns.join(" ; ")))
     }
 
     /// Calls `f` with each token id of `text`, in order, while it returns
@@ -477,22 +485,13 @@ impl HfTokenizer {
                         f(id);
                         true
                     }
-                    Ok(s) => {
-                        let b = s.as_bytes();
-                        let mut i = 0;
-                        while i < b.len() {
-                            let mut e = self.rule.piece_end(b, i);
-                            if e <= i || e > b.len() {
-                                e = b.len(); // never happens
-                            }
-                            if !piece_cost(e - i) {
-                                return false;
-                            }
-                            self.piece(&b[i..e], &mut scratch, &mut f);
-                            i = e;
+                    Ok(s) => self.rule.for_each_piece(s.as_bytes(), |piece| {
+                        if !piece_cost(piece.len()) {
+                            return false;
                         }
+                        self.piece(piece, &mut scratch, &mut f);
                         true
-                    }
+                    }),
                 })
             }
         })
@@ -572,17 +571,13 @@ impl HfTokenizer {
     /// normalization. For the tests; not part of the supported API.
     #[doc(hidden)]
     pub fn split_pieces<'a>(&self, text: &'a str) -> Vec<&'a str> {
-        let b = text.as_bytes();
         let mut out = Vec::new();
         let mut i = 0;
-        while i < b.len() {
-            let mut e = self.rule.piece_end(b, i);
-            if e <= i || e > b.len() {
-                e = b.len();
-            }
-            out.push(text.get(i..e).unwrap_or(""));
-            i = e;
-        }
+        self.rule.for_each_piece(text.as_bytes(), |piece| {
+            out.push(text.get(i..i + piece.len()).unwrap_or(""));
+            i += piece.len();
+            true
+        });
         out
     }
 }

@@ -119,3 +119,8 @@ fn qwen3() {
 fn gptoss() {
     check("gptoss");
 }
+
+#[test]
+fn deepseek_v3() {
+    check("deepseek_v3");
+}
