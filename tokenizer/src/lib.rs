@@ -31,6 +31,8 @@ mod hf;
 #[cfg(feature = "hf")]
 mod hf_bpe;
 #[cfg(feature = "hf")]
+mod hf_chat;
+#[cfg(feature = "hf")]
 mod hf_json;
 #[cfg(feature = "hf")]
 mod hf_nfc;
@@ -43,6 +45,8 @@ mod pretok;
 
 #[cfg(feature = "hf")]
 pub use hf::{HfTokenizer, LoadError};
+#[cfg(feature = "hf")]
+pub use hf_chat::{ChatTemplate, Message};
 
 use alloc::vec::Vec;
 
