@@ -105,6 +105,15 @@ impl Default for Deferral {
     }
 }
 
+/// A model's Hugging Face tokenizer (`model_tokenizers`).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelTokenizer {
+    /// Path of the model's `tokenizer.json` (byte-level BPE: Llama 3,
+    /// Qwen2/2.5/3, DeepSeek V3, gpt-oss).
+    pub tokenizer_json: String,
+}
+
 /// Plugin configuration. Every field has a default except the tenant source.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -171,6 +180,13 @@ pub struct FilterConfig {
     /// Encoding for any other unknown model; without it such requests get 400.
     #[serde(default)]
     pub default_encoding: Option<String>,
+    /// Hugging Face tokenizers of open models (exact name or `prefix*`),
+    /// consulted before `model_encodings`:
+    /// `{"llama-3*": {"tokenizer_json": "/etc/sluice/llama3/tokenizer.json"}}`.
+    /// Read at start by the native front door (ext_authz); the Wasm filter
+    /// cannot read files and refuses the key for now.
+    #[serde(default)]
+    pub model_tokenizers: BTreeMap<String, ModelTokenizer>,
     #[serde(default)]
     pub output_tokens: OutputTokens,
     #[serde(default)]
@@ -415,6 +431,13 @@ impl FilterConfig {
                 ));
             }
         }
+        if let Some((model, _)) = self
+            .model_tokenizers
+            .iter()
+            .find(|(_, t)| t.tokenizer_json.is_empty())
+        {
+            return Err(format!("model_tokenizers.{model}.tokenizer_json is empty"));
+        }
         if self.token_budgets.is_empty() {
             return Err("token_budgets must list at least one of total, input, output".into());
         }
@@ -439,9 +462,26 @@ impl FilterConfig {
             .map(String::as_str)
     }
 
-    /// Configured encoding for `model`: exact entry, then the longest `prefix*`.
+    /// Configured encoding for `model`: its `model_tokenizers` entry (the
+    /// encoding is then named by the `tokenizer_json` path), else its
+    /// `model_encodings` entry; in each, the exact entry, then the longest
+    /// `prefix*`.
     pub fn configured_encoding(&self, model: &str) -> Option<&str> {
-        lookup_pattern(&self.model_encodings, model).map(String::as_str)
+        lookup_pattern(&self.model_tokenizers, model)
+            .map(|t| t.tokenizer_json.as_str())
+            .or_else(|| lookup_pattern(&self.model_encodings, model).map(String::as_str))
+    }
+
+    /// The `tokenizer.json` files `model_tokenizers` names (each once).
+    pub fn tokenizer_files(&self) -> impl Iterator<Item = &str> {
+        let mut files: Vec<&str> = self
+            .model_tokenizers
+            .values()
+            .map(|t| t.tokenizer_json.as_str())
+            .collect();
+        files.sort_unstable();
+        files.dedup();
+        files.into_iter()
     }
 
     /// The longest prompt `model` accepts, if configured.
@@ -551,6 +591,35 @@ mod tests {
     }
 
     #[test]
+    fn model_tokenizers_come_before_model_encodings() {
+        let c = FilterConfig::from_json(
+            br#"{"tenant": {"header": "t"},
+                 "model_encodings": {"llama*": "cl100k_base"},
+                 "model_tokenizers": {"llama-3*": {"tokenizer_json": "/t/llama3.json"},
+                                      "qwen3-8b": {"tokenizer_json": "/t/qwen3.json"},
+                                      "qwen3*": {"tokenizer_json": "/t/qwen3.json"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.configured_encoding("llama-3.1-8b"),
+            Some("/t/llama3.json")
+        );
+        assert_eq!(c.configured_encoding("llama-2"), Some("cl100k_base"));
+        assert_eq!(c.configured_encoding("qwen3-8b"), Some("/t/qwen3.json"));
+        assert_eq!(
+            c.tokenizer_files().collect::<Vec<_>>(),
+            ["/t/llama3.json", "/t/qwen3.json"]
+        );
+        for bad in [
+            r#""model_tokenizers": {"x": {"tokenizer_json": ""}}"#,
+            r#""model_tokenizers": {"x": {"path": "/t"}}"#,
+        ] {
+            let text = format!(r#"{{"tenant": {{"header": "t"}}, {bad}}}"#);
+            assert!(FilterConfig::from_json(text.as_bytes()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn patterns_prefer_exact_then_longest_prefix() {
         let c = FilterConfig::from_json(
             br#"{"tenant": {"property": ["metadata", "filter_metadata", "jwt", "sub"]},
@@ -562,6 +631,7 @@ mod tests {
         assert_eq!(c.configured_encoding("llama-3-70b"), Some("o200k_base"));
         assert_eq!(c.configured_encoding("llama-2"), Some("cl100k_base"));
         assert_eq!(c.configured_encoding("mistral"), None);
+        assert!(c.model_tokenizers.is_empty());
         assert_eq!(c.output_estimate("gpt-4o-mini", None), 2000);
         assert_eq!(c.output_estimate("gpt-4o-mini", Some(10)), 10);
         assert_eq!(c.output_estimate("other", None), 100);
