@@ -35,4 +35,23 @@ fn main() {
             Err(e) => println!("{path}: {e}"),
         }
     }
+    // Pathological inputs: 1 MiB of one character repeated.
+    if let Ok(tok) = sluice_tokenizer::HfTokenizer::from_json(&bytes) {
+        for (name, unit) in [
+            ("<", "<"),
+            ("<｜", "<｜"),
+            ("a", "a"),
+            (" ", " "),
+            ("1", "1"),
+            ("é", "e\u{301}"),
+        ] {
+            let text = unit.repeat((1 << 20) / unit.len());
+            let t = Instant::now();
+            let n = tok.count(&text);
+            println!(
+                "  1 MiB of {name:?}: {n} tokens in {:.0} ms",
+                t.elapsed().as_secs_f64() * 1e3
+            );
+        }
+    }
 }
