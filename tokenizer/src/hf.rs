@@ -558,7 +558,7 @@ impl HfTokenizer {
     /// fit in `budget` bytes (pieces of [`LONG_PIECE`] bytes or more weigh
     /// [`crate::LONG_PIECE_COST`] per byte), then the rest bounded by its length in bytes
     /// (each token covers at least one byte of the normalized text, and NFC
-    /// never lengthens a text by more than 3x; the bound uses the raw length
+    /// lengthens a character 3 times at most (U+1D160); the bound uses the raw length
     /// times 3 when a normalizer is set).
     pub fn count_within(&self, text: &str, budget: &mut usize) -> BoundedCount {
         let mut n = 0;
@@ -597,9 +597,19 @@ impl HfTokenizer {
         }
     }
 
-    /// Length in bytes of the longest token (ordinary or added).
+    /// Bytes of *input* text one token covers at most: a text of `n` bytes
+    /// has at least `n / max_token_bytes()` tokens (rounded up). The
+    /// longest token (ordinary or added), times 5 with NFC, which shrinks
+    /// text: a character's decomposition is at most 3 times its bytes
+    /// (Hangul jamo L V T, 9 bytes, compose into one 3-byte syllable), and
+    /// singletons such as U+2126 (3 bytes) become 2-byte characters; 5 is
+    /// a margin over the product (4.5).
     pub fn max_token_bytes(&self) -> usize {
-        self.max_token_bytes.max(1)
+        let factor = match self.normalizer {
+            Normalizer::None => 1,
+            Normalizer::Nfc => 5,
+        };
+        self.max_token_bytes.max(1) * factor
     }
 
     /// Heap memory held by the tables, in bytes (approximate).
