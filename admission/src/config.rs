@@ -112,7 +112,15 @@ pub struct ModelTokenizer {
     /// Path of the model's `tokenizer.json` (byte-level BPE: Llama 3,
     /// Qwen2/2.5/3, DeepSeek V3, gpt-oss).
     pub tokenizer_json: String,
+    /// The model's chat template, for the tokens around each message:
+    /// `llama3` or `qwen3` (ChatML); without it, OpenAI's recipe (3 per
+    /// message, 3 to prime the reply).
+    #[serde(default)]
+    pub chat_template: Option<String>,
 }
+
+/// The chat templates `model_tokenizers` accepts.
+pub const CHAT_TEMPLATES: [&str; 2] = ["llama3", "qwen3"];
 
 /// Plugin configuration. Every field has a default except the tenant source.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -438,6 +446,25 @@ impl FilterConfig {
         {
             return Err(format!("model_tokenizers.{model}.tokenizer_json is empty"));
         }
+        for (model, t) in &self.model_tokenizers {
+            if let Some(template) = &t.chat_template {
+                if !CHAT_TEMPLATES.contains(&template.as_str()) {
+                    return Err(format!(
+                        "model_tokenizers.{model}.chat_template: unknown template '{template}' \
+                         (use one of {CHAT_TEMPLATES:?})"
+                    ));
+                }
+            }
+            // One file, one template: the tokenizer is built once per file.
+            if let Some((other, _)) = self.model_tokenizers.iter().find(|(_, u)| {
+                u.tokenizer_json == t.tokenizer_json && u.chat_template != t.chat_template
+            }) {
+                return Err(format!(
+                    "model_tokenizers.{model} and model_tokenizers.{other} name the same \
+                     tokenizer_json with different chat_template"
+                ));
+            }
+        }
         if self.token_budgets.is_empty() {
             return Err("token_budgets must list at least one of total, input, output".into());
         }
@@ -472,12 +499,13 @@ impl FilterConfig {
             .or_else(|| lookup_pattern(&self.model_encodings, model).map(String::as_str))
     }
 
-    /// The `tokenizer.json` files `model_tokenizers` names (each once).
-    pub fn tokenizer_files(&self) -> impl Iterator<Item = &str> {
-        let mut files: Vec<&str> = self
+    /// The `tokenizer.json` files `model_tokenizers` names (each once),
+    /// with their chat template.
+    pub fn tokenizer_files(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        let mut files: Vec<(&str, Option<&str>)> = self
             .model_tokenizers
             .values()
-            .map(|t| t.tokenizer_json.as_str())
+            .map(|t| (t.tokenizer_json.as_str(), t.chat_template.as_deref()))
             .collect();
         files.sort_unstable();
         files.dedup();
@@ -608,11 +636,13 @@ mod tests {
         assert_eq!(c.configured_encoding("qwen3-8b"), Some("/t/qwen3.json"));
         assert_eq!(
             c.tokenizer_files().collect::<Vec<_>>(),
-            ["/t/llama3.json", "/t/qwen3.json"]
+            [("/t/llama3.json", None), ("/t/qwen3.json", None)]
         );
         for bad in [
             r#""model_tokenizers": {"x": {"tokenizer_json": ""}}"#,
             r#""model_tokenizers": {"x": {"path": "/t"}}"#,
+            r#""model_tokenizers": {"x": {"tokenizer_json": "/t", "chat_template": "mistral"}}"#,
+            r#""model_tokenizers": {"x": {"tokenizer_json": "/t", "chat_template": "llama3"}, "y": {"tokenizer_json": "/t"}}"#,
         ] {
             let text = format!(r#"{{"tenant": {{"header": "t"}}, {bad}}}"#);
             assert!(FilterConfig::from_json(text.as_bytes()).is_err(), "{bad}");

@@ -22,8 +22,25 @@ impl TokenCounter for Counter {
     }
 }
 
-/// A Hugging Face tokenizer (`model_tokenizers`).
-struct HfCounter(HfTokenizer);
+/// A Hugging Face tokenizer (`model_tokenizers`) and the tokens its chat
+/// template adds (per message besides the role's own, to prime the reply).
+struct HfCounter(HfTokenizer, (u64, u64));
+
+/// The framing of a `chat_template` of `model_tokenizers`, for text
+/// messages: Llama 3 `<|start_header_id|>` role `<|end_header_id|>` `\n\n`
+/// … `<|eot_id|>` (4 besides the role), primed by `<|begin_of_text|>` and
+/// the assistant's header (5); Qwen3 `<|im_start|>` role `\n` …
+/// `<|im_end|>` `\n` (4), primed by `<|im_start|>assistant\n` (3). Exact
+/// when a text's edges do not merge with the template's newlines (Llama 3
+/// trims each message; Qwen3's `\n` joins a text that starts with a
+/// newline); the tests check it against the rendered templates.
+fn framing(template: Option<&str>) -> (u64, u64) {
+    match template {
+        Some("llama3") => (4, 5),
+        Some("qwen3") => (4, 3),
+        _ => (3, 3),
+    }
+}
 
 impl TokenCounter for HfCounter {
     fn count(&self, text: &str) -> usize {
@@ -34,6 +51,9 @@ impl TokenCounter for HfCounter {
     }
     fn max_token_bytes(&self) -> Option<usize> {
         Some(self.0.max_token_bytes())
+    }
+    fn chat_framing(&self) -> (u64, u64) {
+        self.1
     }
 }
 
@@ -57,16 +77,17 @@ impl BpeEncoders {
         }
     }
 
-    /// With the tokenizers of `model_tokenizers`, given as (path, contents
-    /// of the `tokenizer.json`); the error names the file and what is
-    /// unsupported in it.
+    /// With the tokenizers of `model_tokenizers`, given as (path, chat
+    /// template, contents of the `tokenizer.json`); the error names the file
+    /// and what is unsupported in it.
     pub fn with_tokenizers<'a>(
-        files: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+        files: impl IntoIterator<Item = (&'a str, Option<&'a str>, &'a [u8])>,
     ) -> Result<Self, String> {
         let mut encoders = BpeEncoders::new();
-        for (path, json) in files {
+        for (path, template, json) in files {
             let tokenizer = HfTokenizer::from_json(json).map_err(|e| format!("{path}: {e}"))?;
-            encoders.hf.insert(path.to_string(), HfCounter(tokenizer));
+            let counter = HfCounter(tokenizer, framing(template));
+            encoders.hf.insert(path.to_string(), counter);
         }
         Ok(encoders)
     }
@@ -75,11 +96,11 @@ impl BpeEncoders {
     /// files (native front doors only: the Wasm filter has no files).
     pub fn load(config: &FilterConfig) -> Result<Self, String> {
         let mut files = Vec::new();
-        for path in config.tokenizer_files() {
+        for (path, template) in config.tokenizer_files() {
             let json = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
-            files.push((path, json));
+            files.push((path, template, json));
         }
-        Self::with_tokenizers(files.iter().map(|(p, j)| (*p, j.as_slice())))
+        Self::with_tokenizers(files.iter().map(|(p, t, j)| (*p, *t, j.as_slice())))
     }
 }
 
@@ -111,6 +132,7 @@ mod tests {
     fn a_bad_tokenizer_json_is_refused_with_its_path() {
         let Err(e) = BpeEncoders::with_tokenizers([(
             "/t/x.json",
+            None,
             &b"{\"model\": {\"type\": \"Unigram\"}}"[..],
         )]) else {
             panic!("loaded a Unigram model");
@@ -141,5 +163,74 @@ mod tests {
         // Qwen splits digits one by one; cl100k_base takes three at a time.
         assert_eq!(counter.count("1234567"), 7);
         assert_eq!(encoders.counter("cl100k_base").unwrap().count("1234567"), 3);
+    }
+
+    /// A chat request counts as its rendered template counts, for Llama 3
+    /// and Qwen3 (texts whose edges are not whitespace).
+    #[test]
+    fn chat_templates_frame_the_messages_exactly() {
+        use sluice_tokenizer::{ChatTemplate, Message};
+        let Some(dir) = std::env::var_os("SLUICE_HF_TOKENIZERS_DIR") else {
+            eprintln!("*** SKIPPED: SLUICE_HF_TOKENIZERS_DIR is not set ***");
+            return;
+        };
+        let conversations: [&[(&str, &str)]; 3] = [
+            &[("user", "Hello, world!")],
+            &[("system", "Be brief."), ("user", "What is 2+2?")],
+            &[
+                ("system", "You are a helpful assistant."),
+                ("user", "Write a haiku about rate limits."),
+                (
+                    "assistant",
+                    "Tokens trickle in,\nbuckets fill then overflow—\nplease retry later.",
+                ),
+                ("user", "Now in 中文, s'il vous plaît!"),
+            ],
+        ];
+        for (model, template) in [
+            ("llama3", ChatTemplate::Llama3),
+            ("qwen3", ChatTemplate::Qwen3),
+        ] {
+            let path = std::path::Path::new(&dir)
+                .join(model)
+                .join("tokenizer.json");
+            let path = path.to_string_lossy();
+            let config = FilterConfig::from_json(
+                format!(
+                    r#"{{"tenant": {{"header": "t"}}, "model_tokenizers": {{"m*": {{"tokenizer_json": "{path}", "chat_template": "{model}"}}}}}}"#
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+            let encoders = BpeEncoders::load(&config).unwrap();
+            let counter = encoders
+                .counter(config.configured_encoding("m1").unwrap())
+                .unwrap();
+            let tokenizer = HfTokenizer::from_json(&std::fs::read(&*path).unwrap()).unwrap();
+            for conversation in conversations {
+                let messages: Vec<Message> = conversation
+                    .iter()
+                    .map(|&(role, content)| Message { role, content })
+                    .collect();
+                let rendered = tokenizer.count(&template.render(&messages, true)) as u64;
+                let body = serde_json::json!({
+                    "model": "m1",
+                    "messages": conversation
+                        .iter()
+                        .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
+                        .collect::<Vec<_>>(),
+                });
+                let request = crate::openai::parse(
+                    crate::openai::Endpoint::ChatCompletions,
+                    body.to_string().as_bytes(),
+                )
+                .unwrap();
+                assert_eq!(
+                    request.prompt_tokens(counter, 0),
+                    rendered,
+                    "{model}: {conversation:?}"
+                );
+            }
+        }
     }
 }
