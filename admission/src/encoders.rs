@@ -1,12 +1,15 @@
 //! Sluice's own exact BPE tokenizers behind the [`Encoders`] trait: what the
 //! Wasm filter and the ext_authz front door both count with.
 
+#[cfg(feature = "hf")]
 use std::collections::BTreeMap;
 
 use crate::admission::Encoders;
 use crate::config::FilterConfig;
 use crate::{BoundedCount, TokenCounter};
-use sluice_tokenizer::{Encoding, HfTokenizer, Tokenizer};
+#[cfg(feature = "hf")]
+use sluice_tokenizer::HfTokenizer;
+use sluice_tokenizer::{Encoding, Tokenizer};
 
 struct Counter(Tokenizer);
 
@@ -24,6 +27,7 @@ impl TokenCounter for Counter {
 
 /// A Hugging Face tokenizer (`model_tokenizers`) and the tokens its chat
 /// template adds (per message besides the role's own, to prime the reply).
+#[cfg(feature = "hf")]
 struct HfCounter(HfTokenizer, (u64, u64));
 
 /// The framing of a `chat_template` of `model_tokenizers`, for text
@@ -34,6 +38,7 @@ struct HfCounter(HfTokenizer, (u64, u64));
 /// when a text's edges do not merge with the template's newlines (Llama 3
 /// trims each message; Qwen3's `\n` joins a text that starts with a
 /// newline); the tests check it against the rendered templates.
+#[cfg(feature = "hf")]
 fn framing(template: Option<&str>) -> (u64, u64) {
     match template {
         Some("llama3") => (4, 5),
@@ -42,6 +47,7 @@ fn framing(template: Option<&str>) -> (u64, u64) {
     }
 }
 
+#[cfg(feature = "hf")]
 impl TokenCounter for HfCounter {
     fn count(&self, text: &str) -> usize {
         self.0.count(text)
@@ -65,6 +71,7 @@ pub struct BpeEncoders {
     cl100k: Counter,
     /// By `tokenizer_json` path (the encoding name
     /// [`FilterConfig::configured_encoding`] gives their models).
+    #[cfg(feature = "hf")]
     hf: BTreeMap<String, HfCounter>,
 }
 
@@ -73,10 +80,12 @@ impl BpeEncoders {
         BpeEncoders {
             o200k: Counter(Tokenizer::new(Encoding::O200kBase)),
             cl100k: Counter(Tokenizer::new(Encoding::Cl100kBase)),
+            #[cfg(feature = "hf")]
             hf: BTreeMap::new(),
         }
     }
 
+    #[cfg(feature = "hf")]
     /// With the tokenizers of `model_tokenizers`, given as (path, chat
     /// template, contents of the `tokenizer.json`); the error names the file
     /// and what is unsupported in it.
@@ -94,6 +103,20 @@ impl BpeEncoders {
 
     /// With the tokenizers `config.model_tokenizers` names, read from their
     /// files (native front doors only: the Wasm filter has no files).
+    /// Without the `hf` feature, a config that names any is refused.
+    #[cfg(not(feature = "hf"))]
+    pub fn load(config: &FilterConfig) -> Result<Self, String> {
+        match config.tokenizer_files().next() {
+            Some((path, _)) => Err(format!(
+                "{path}: model_tokenizers needs sluice-admission's hf feature"
+            )),
+            None => Ok(Self::new()),
+        }
+    }
+
+    /// With the tokenizers `config.model_tokenizers` names, read from their
+    /// files (native front doors only: the Wasm filter has no files).
+    #[cfg(feature = "hf")]
     pub fn load(config: &FilterConfig) -> Result<Self, String> {
         let mut files = Vec::new();
         for (path, template) in config.tokenizer_files() {
@@ -119,12 +142,15 @@ impl Encoders for BpeEncoders {
         match Encoding::from_name(encoding) {
             Some(Encoding::O200kBase) => Some(&self.o200k),
             Some(Encoding::Cl100kBase) => Some(&self.cl100k),
+            #[cfg(feature = "hf")]
             None => self.hf.get(encoding).map(|c| c as &dyn TokenCounter),
+            #[cfg(not(feature = "hf"))]
+            None => None,
         }
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "hf"))]
 mod tests {
     use super::*;
 
