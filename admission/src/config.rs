@@ -105,6 +105,23 @@ impl Default for Deferral {
     }
 }
 
+/// A model's Hugging Face tokenizer (`model_tokenizers`).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelTokenizer {
+    /// Path of the model's `tokenizer.json` (byte-level BPE: Llama 3,
+    /// Qwen2/2.5/3, DeepSeek V3, gpt-oss).
+    pub tokenizer_json: String,
+    /// The model's chat template, for the tokens around each message:
+    /// `llama3` or `qwen3` (ChatML); without it, OpenAI's recipe (3 per
+    /// message, 3 to prime the reply).
+    #[serde(default)]
+    pub chat_template: Option<String>,
+}
+
+/// The chat templates `model_tokenizers` accepts.
+pub const CHAT_TEMPLATES: [&str; 2] = ["llama3", "qwen3"];
+
 /// Plugin configuration. Every field has a default except the tenant source.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -171,6 +188,13 @@ pub struct FilterConfig {
     /// Encoding for any other unknown model; without it such requests get 400.
     #[serde(default)]
     pub default_encoding: Option<String>,
+    /// Hugging Face tokenizers of open models (exact name or `prefix*`),
+    /// consulted before `model_encodings`:
+    /// `{"llama-3*": {"tokenizer_json": "/etc/sluice/llama3/tokenizer.json"}}`.
+    /// Read at start by the native front door (ext_authz); the Wasm filter
+    /// cannot read files and refuses the key for now.
+    #[serde(default)]
+    pub model_tokenizers: BTreeMap<String, ModelTokenizer>,
     #[serde(default)]
     pub output_tokens: OutputTokens,
     #[serde(default)]
@@ -415,6 +439,32 @@ impl FilterConfig {
                 ));
             }
         }
+        if let Some((model, _)) = self
+            .model_tokenizers
+            .iter()
+            .find(|(_, t)| t.tokenizer_json.is_empty())
+        {
+            return Err(format!("model_tokenizers.{model}.tokenizer_json is empty"));
+        }
+        for (model, t) in &self.model_tokenizers {
+            if let Some(template) = &t.chat_template {
+                if !CHAT_TEMPLATES.contains(&template.as_str()) {
+                    return Err(format!(
+                        "model_tokenizers.{model}.chat_template: unknown template '{template}' \
+                         (use one of {CHAT_TEMPLATES:?})"
+                    ));
+                }
+            }
+            // One file, one template: the tokenizer is built once per file.
+            if let Some((other, _)) = self.model_tokenizers.iter().find(|(_, u)| {
+                u.tokenizer_json == t.tokenizer_json && u.chat_template != t.chat_template
+            }) {
+                return Err(format!(
+                    "model_tokenizers.{model} and model_tokenizers.{other} name the same \
+                     tokenizer_json with different chat_template"
+                ));
+            }
+        }
         if self.token_budgets.is_empty() {
             return Err("token_budgets must list at least one of total, input, output".into());
         }
@@ -439,9 +489,27 @@ impl FilterConfig {
             .map(String::as_str)
     }
 
-    /// Configured encoding for `model`: exact entry, then the longest `prefix*`.
+    /// Configured encoding for `model`: its `model_tokenizers` entry (the
+    /// encoding is then named by the `tokenizer_json` path), else its
+    /// `model_encodings` entry; in each, the exact entry, then the longest
+    /// `prefix*`.
     pub fn configured_encoding(&self, model: &str) -> Option<&str> {
-        lookup_pattern(&self.model_encodings, model).map(String::as_str)
+        lookup_pattern(&self.model_tokenizers, model)
+            .map(|t| t.tokenizer_json.as_str())
+            .or_else(|| lookup_pattern(&self.model_encodings, model).map(String::as_str))
+    }
+
+    /// The `tokenizer.json` files `model_tokenizers` names (each once),
+    /// with their chat template.
+    pub fn tokenizer_files(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        let mut files: Vec<(&str, Option<&str>)> = self
+            .model_tokenizers
+            .values()
+            .map(|t| (t.tokenizer_json.as_str(), t.chat_template.as_deref()))
+            .collect();
+        files.sort_unstable();
+        files.dedup();
+        files.into_iter()
     }
 
     /// The longest prompt `model` accepts, if configured.
@@ -551,6 +619,37 @@ mod tests {
     }
 
     #[test]
+    fn model_tokenizers_come_before_model_encodings() {
+        let c = FilterConfig::from_json(
+            br#"{"tenant": {"header": "t"},
+                 "model_encodings": {"llama*": "cl100k_base"},
+                 "model_tokenizers": {"llama-3*": {"tokenizer_json": "/t/llama3.json"},
+                                      "qwen3-8b": {"tokenizer_json": "/t/qwen3.json"},
+                                      "qwen3*": {"tokenizer_json": "/t/qwen3.json"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.configured_encoding("llama-3.1-8b"),
+            Some("/t/llama3.json")
+        );
+        assert_eq!(c.configured_encoding("llama-2"), Some("cl100k_base"));
+        assert_eq!(c.configured_encoding("qwen3-8b"), Some("/t/qwen3.json"));
+        assert_eq!(
+            c.tokenizer_files().collect::<Vec<_>>(),
+            [("/t/llama3.json", None), ("/t/qwen3.json", None)]
+        );
+        for bad in [
+            r#""model_tokenizers": {"x": {"tokenizer_json": ""}}"#,
+            r#""model_tokenizers": {"x": {"path": "/t"}}"#,
+            r#""model_tokenizers": {"x": {"tokenizer_json": "/t", "chat_template": "mistral"}}"#,
+            r#""model_tokenizers": {"x": {"tokenizer_json": "/t", "chat_template": "llama3"}, "y": {"tokenizer_json": "/t"}}"#,
+        ] {
+            let text = format!(r#"{{"tenant": {{"header": "t"}}, {bad}}}"#);
+            assert!(FilterConfig::from_json(text.as_bytes()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn patterns_prefer_exact_then_longest_prefix() {
         let c = FilterConfig::from_json(
             br#"{"tenant": {"property": ["metadata", "filter_metadata", "jwt", "sub"]},
@@ -562,6 +661,7 @@ mod tests {
         assert_eq!(c.configured_encoding("llama-3-70b"), Some("o200k_base"));
         assert_eq!(c.configured_encoding("llama-2"), Some("cl100k_base"));
         assert_eq!(c.configured_encoding("mistral"), None);
+        assert!(c.model_tokenizers.is_empty());
         assert_eq!(c.output_estimate("gpt-4o-mini", None), 2000);
         assert_eq!(c.output_estimate("gpt-4o-mini", Some(10)), 10);
         assert_eq!(c.output_estimate("other", None), 100);

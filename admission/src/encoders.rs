@@ -1,8 +1,14 @@
 //! Sluice's own exact BPE tokenizers behind the [`Encoders`] trait: what the
 //! Wasm filter and the ext_authz front door both count with.
 
+#[cfg(feature = "hf")]
+use std::collections::BTreeMap;
+
 use crate::admission::Encoders;
+use crate::config::FilterConfig;
 use crate::{BoundedCount, TokenCounter};
+#[cfg(feature = "hf")]
+use sluice_tokenizer::HfTokenizer;
 use sluice_tokenizer::{Encoding, Tokenizer};
 
 struct Counter(Tokenizer);
@@ -19,11 +25,54 @@ impl TokenCounter for Counter {
     }
 }
 
-/// Both OpenAI encodings, built once (tens of milliseconds): build it at
-/// start-up, never per request.
+/// A Hugging Face tokenizer (`model_tokenizers`) and the tokens its chat
+/// template adds (per message besides the role's own, to prime the reply).
+#[cfg(feature = "hf")]
+struct HfCounter(HfTokenizer, (u64, u64));
+
+/// The framing of a `chat_template` of `model_tokenizers`, for text
+/// messages: Llama 3 `<|start_header_id|>` role `<|end_header_id|>` `\n\n`
+/// … `<|eot_id|>` (4 besides the role), primed by `<|begin_of_text|>` and
+/// the assistant's header (5); Qwen3 `<|im_start|>` role `\n` …
+/// `<|im_end|>` `\n` (4), primed by `<|im_start|>assistant\n` (3). Exact
+/// when a text's edges do not merge with the template's newlines (Llama 3
+/// trims each message; Qwen3's `\n` joins a text that starts with a
+/// newline); the tests check it against the rendered templates.
+#[cfg(feature = "hf")]
+fn framing(template: Option<&str>) -> (u64, u64) {
+    match template {
+        Some("llama3") => (4, 5),
+        Some("qwen3") => (4, 3),
+        _ => (3, 3),
+    }
+}
+
+#[cfg(feature = "hf")]
+impl TokenCounter for HfCounter {
+    fn count(&self, text: &str) -> usize {
+        self.0.count(text)
+    }
+    fn count_within(&self, text: &str, budget: &mut usize) -> BoundedCount {
+        self.0.count_within(text, budget)
+    }
+    fn max_token_bytes(&self) -> Option<usize> {
+        Some(self.0.max_token_bytes())
+    }
+    fn chat_framing(&self) -> (u64, u64) {
+        self.1
+    }
+}
+
+/// Both OpenAI encodings, built once (tens of milliseconds), and the
+/// Hugging Face tokenizers the configuration names (hundreds of
+/// milliseconds each): build it at start-up, never per request.
 pub struct BpeEncoders {
     o200k: Counter,
     cl100k: Counter,
+    /// By `tokenizer_json` path (the encoding name
+    /// [`FilterConfig::configured_encoding`] gives their models).
+    #[cfg(feature = "hf")]
+    hf: BTreeMap<String, HfCounter>,
 }
 
 impl BpeEncoders {
@@ -31,7 +80,50 @@ impl BpeEncoders {
         BpeEncoders {
             o200k: Counter(Tokenizer::new(Encoding::O200kBase)),
             cl100k: Counter(Tokenizer::new(Encoding::Cl100kBase)),
+            #[cfg(feature = "hf")]
+            hf: BTreeMap::new(),
         }
+    }
+
+    #[cfg(feature = "hf")]
+    /// With the tokenizers of `model_tokenizers`, given as (path, chat
+    /// template, contents of the `tokenizer.json`); the error names the file
+    /// and what is unsupported in it.
+    pub fn with_tokenizers<'a>(
+        files: impl IntoIterator<Item = (&'a str, Option<&'a str>, &'a [u8])>,
+    ) -> Result<Self, String> {
+        let mut encoders = BpeEncoders::new();
+        for (path, template, json) in files {
+            let tokenizer = HfTokenizer::from_json(json).map_err(|e| format!("{path}: {e}"))?;
+            let counter = HfCounter(tokenizer, framing(template));
+            encoders.hf.insert(path.to_string(), counter);
+        }
+        Ok(encoders)
+    }
+
+    /// With the tokenizers `config.model_tokenizers` names, read from their
+    /// files (native front doors only: the Wasm filter has no files).
+    /// Without the `hf` feature, a config that names any is refused.
+    #[cfg(not(feature = "hf"))]
+    pub fn load(config: &FilterConfig) -> Result<Self, String> {
+        match config.tokenizer_files().next() {
+            Some((path, _)) => Err(format!(
+                "{path}: model_tokenizers needs sluice-admission's hf feature"
+            )),
+            None => Ok(Self::new()),
+        }
+    }
+
+    /// With the tokenizers `config.model_tokenizers` names, read from their
+    /// files (native front doors only: the Wasm filter has no files).
+    #[cfg(feature = "hf")]
+    pub fn load(config: &FilterConfig) -> Result<Self, String> {
+        let mut files = Vec::new();
+        for (path, template) in config.tokenizer_files() {
+            let json = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+            files.push((path, template, json));
+        }
+        Self::with_tokenizers(files.iter().map(|(p, t, j)| (*p, *t, j.as_slice())))
     }
 }
 
@@ -47,9 +139,124 @@ impl Encoders for BpeEncoders {
     }
 
     fn counter(&self, encoding: &str) -> Option<&dyn TokenCounter> {
-        match Encoding::from_name(encoding)? {
-            Encoding::O200kBase => Some(&self.o200k),
-            Encoding::Cl100kBase => Some(&self.cl100k),
+        match Encoding::from_name(encoding) {
+            Some(Encoding::O200kBase) => Some(&self.o200k),
+            Some(Encoding::Cl100kBase) => Some(&self.cl100k),
+            #[cfg(feature = "hf")]
+            None => self.hf.get(encoding).map(|c| c as &dyn TokenCounter),
+            #[cfg(not(feature = "hf"))]
+            None => None,
+        }
+    }
+}
+
+#[cfg(all(test, feature = "hf"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_tokenizer_json_is_refused_with_its_path() {
+        let Err(e) = BpeEncoders::with_tokenizers([(
+            "/t/x.json",
+            None,
+            &b"{\"model\": {\"type\": \"Unigram\"}}"[..],
+        )]) else {
+            panic!("loaded a Unigram model");
+        };
+        assert!(e.contains("/t/x.json") && e.contains("Unigram"), "{e}");
+    }
+
+    /// With the files of scripts/fetch-hf-tokenizers: a model of
+    /// `model_tokenizers` counts with its own tokenizer.
+    #[test]
+    fn model_tokenizers_count_with_their_tokenizer() {
+        let Some(dir) = std::env::var_os("SLUICE_HF_TOKENIZERS_DIR") else {
+            eprintln!("*** SKIPPED: SLUICE_HF_TOKENIZERS_DIR is not set ***");
+            return;
+        };
+        let path = std::path::Path::new(&dir).join("qwen3/tokenizer.json");
+        let path = path.to_string_lossy();
+        let config = FilterConfig::from_json(
+            format!(
+                r#"{{"tenant": {{"header": "t"}}, "model_tokenizers": {{"qwen3*": {{"tokenizer_json": "{path}"}}}}}}"#
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let encoders = BpeEncoders::load(&config).unwrap();
+        let encoding = config.configured_encoding("qwen3-8b").unwrap();
+        let counter = encoders.counter(encoding).unwrap();
+        // Qwen splits digits one by one; cl100k_base takes three at a time.
+        assert_eq!(counter.count("1234567"), 7);
+        assert_eq!(encoders.counter("cl100k_base").unwrap().count("1234567"), 3);
+    }
+
+    /// A chat request counts as its rendered template counts, for Llama 3
+    /// and Qwen3 (texts whose edges are not whitespace).
+    #[test]
+    fn chat_templates_frame_the_messages_exactly() {
+        use sluice_tokenizer::{ChatTemplate, Message};
+        let Some(dir) = std::env::var_os("SLUICE_HF_TOKENIZERS_DIR") else {
+            eprintln!("*** SKIPPED: SLUICE_HF_TOKENIZERS_DIR is not set ***");
+            return;
+        };
+        let conversations: [&[(&str, &str)]; 3] = [
+            &[("user", "Hello, world!")],
+            &[("system", "Be brief."), ("user", "What is 2+2?")],
+            &[
+                ("system", "You are a helpful assistant."),
+                ("user", "Write a haiku about rate limits."),
+                (
+                    "assistant",
+                    "Tokens trickle in,\nbuckets fill then overflow—\nplease retry later.",
+                ),
+                ("user", "Now in 中文, s'il vous plaît!"),
+            ],
+        ];
+        for (model, template) in [
+            ("llama3", ChatTemplate::Llama3),
+            ("qwen3", ChatTemplate::Qwen3),
+        ] {
+            let path = std::path::Path::new(&dir)
+                .join(model)
+                .join("tokenizer.json");
+            let path = path.to_string_lossy();
+            let config = FilterConfig::from_json(
+                format!(
+                    r#"{{"tenant": {{"header": "t"}}, "model_tokenizers": {{"m*": {{"tokenizer_json": "{path}", "chat_template": "{model}"}}}}}}"#
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+            let encoders = BpeEncoders::load(&config).unwrap();
+            let counter = encoders
+                .counter(config.configured_encoding("m1").unwrap())
+                .unwrap();
+            let tokenizer = HfTokenizer::from_json(&std::fs::read(&*path).unwrap()).unwrap();
+            for conversation in conversations {
+                let messages: Vec<Message> = conversation
+                    .iter()
+                    .map(|&(role, content)| Message { role, content })
+                    .collect();
+                let rendered = tokenizer.count(&template.render(&messages, true)) as u64;
+                let body = serde_json::json!({
+                    "model": "m1",
+                    "messages": conversation
+                        .iter()
+                        .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
+                        .collect::<Vec<_>>(),
+                });
+                let request = crate::openai::parse(
+                    crate::openai::Endpoint::ChatCompletions,
+                    body.to_string().as_bytes(),
+                )
+                .unwrap();
+                assert_eq!(
+                    request.prompt_tokens(counter, 0),
+                    rendered,
+                    "{model}: {conversation:?}"
+                );
+            }
         }
     }
 }

@@ -54,6 +54,14 @@ pub trait TokenCounter {
         }
     }
 
+    /// Tokens a chat prompt adds around each message (besides the fields'
+    /// own tokens, the role's included) and to prime the reply: OpenAI's
+    /// recipe (3 and 3), unless the counter knows the model's chat template.
+    /// Never below OpenAI's: the body scan's lower bound assumes them.
+    fn chat_framing(&self) -> (u64, u64) {
+        (3, 3)
+    }
+
     /// Length in bytes of the encoding's longest token, when known: a text
     /// of `n` bytes has at least `n / max_token_bytes` tokens.
     fn max_token_bytes(&self) -> Option<usize> {

@@ -138,6 +138,7 @@ impl LlmRequest {
                 counter,
                 budget: budget_bytes,
             },
+            framing: counter.chat_framing(),
             image_tokens,
             total: 0,
             exact: true,
@@ -158,6 +159,8 @@ impl LlmRequest {
             measure: Measure::LowerBound {
                 max_token_bytes: max_token_bytes.max(1),
             },
+            // OpenAI's, which no counter's framing is below.
+            framing: (TOKENS_PER_MESSAGE, REPLY_PRIMING),
             image_tokens,
             total: 0,
             exact: false,
@@ -174,7 +177,7 @@ impl LlmRequest {
                     for message in messages {
                         counting.message(message);
                     }
-                    counting.total += REPLY_PRIMING;
+                    counting.total += counting.framing.1;
                 }
                 for key in ["tools", "functions"] {
                     if let Some(definitions) = body.get(key) {
@@ -204,7 +207,7 @@ impl LlmRequest {
                         for item in items {
                             counting.message(item);
                         }
-                        counting.total += REPLY_PRIMING;
+                        counting.total += counting.framing.1;
                     }
                     Some(input) => counting.input(input),
                     None => {}
@@ -242,6 +245,9 @@ enum Measure<'a> {
 
 struct Counting<'a> {
     measure: Measure<'a>,
+    /// Tokens around each message and to prime the reply (see
+    /// [`TokenCounter::chat_framing`]).
+    framing: (u64, u64),
     image_tokens: u64,
     total: u64,
     /// Every text was counted exactly.
@@ -285,7 +291,7 @@ impl Counting<'_> {
     }
 
     fn message(&mut self, message: &Value) {
-        self.total += TOKENS_PER_MESSAGE;
+        self.total += self.framing.0;
         let Some(fields) = message.as_object() else {
             self.json(message);
             return;

@@ -554,8 +554,20 @@ fn ext_authz_service(
     for warning in config.warnings() {
         tracing::warn!(config = %path.display(), "{warning}");
     }
-    tracing::info!(config = %path.display(), "ext_authz front door enabled");
-    Ok(crate::ext_authz::ExtAuthzService::new(limiter, config))
+    // The Hugging Face tokenizers of model_tokenizers, loaded now: a file
+    // that is missing or unsupported stops the start with its reason.
+    let started = std::time::Instant::now();
+    let encoders = sluice_admission::encoders::BpeEncoders::load(&config)
+        .map_err(|e| anyhow::anyhow!("{}: model_tokenizers: {e}", path.display()))?;
+    tracing::info!(
+        config = %path.display(),
+        tokenizers = config.tokenizer_files().count(),
+        load_ms = started.elapsed().as_millis() as u64,
+        "ext_authz front door enabled"
+    );
+    Ok(crate::ext_authz::ExtAuthzService::with_encoders(
+        limiter, config, encoders,
+    ))
 }
 
 /// Starts the xDS client (waiting for its first config if `wait`); returns

@@ -46,10 +46,23 @@ pub struct ExtAuthzService {
 impl ExtAuthzService {
     /// `config` is the same JSON plugin configuration the Wasm filter takes
     /// (its `rls_*` keys are unused: the limiter is in process).
+    ///
+    /// Counts with the OpenAI encodings only: a config with
+    /// `model_tokenizers` needs [`ExtAuthzService::with_encoders`] and
+    /// [`BpeEncoders::load`].
     pub fn new(limiter: Arc<Limiter>, config: FilterConfig) -> Self {
+        Self::with_encoders(limiter, config, BpeEncoders::new())
+    }
+
+    /// With the tokenizers already built (see [`BpeEncoders::load`]).
+    pub fn with_encoders(
+        limiter: Arc<Limiter>,
+        config: FilterConfig,
+        encoders: BpeEncoders,
+    ) -> Self {
         ExtAuthzService {
             limiter,
-            shared: Arc::new(Shared::new(config, BpeEncoders::new())),
+            shared: Arc::new(Shared::new(config, encoders)),
         }
     }
 

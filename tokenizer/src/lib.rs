@@ -26,7 +26,27 @@ extern crate alloc;
 
 mod bpe;
 mod classes;
+#[cfg(feature = "hf")]
+mod hf;
+#[cfg(feature = "hf")]
+mod hf_bpe;
+#[cfg(feature = "hf")]
+mod hf_chat;
+#[cfg(feature = "hf")]
+mod hf_json;
+#[cfg(feature = "hf")]
+mod hf_nfc;
+#[cfg(feature = "hf")]
+#[rustfmt::skip]
+mod hf_nfc_tables;
+#[cfg(feature = "hf")]
+mod hf_pretok;
 mod pretok;
+
+#[cfg(feature = "hf")]
+pub use hf::{HfTokenizer, LoadError};
+#[cfg(feature = "hf")]
+pub use hf_chat::{ChatTemplate, Message};
 
 use alloc::vec::Vec;
 

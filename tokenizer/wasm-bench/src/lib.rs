@@ -29,3 +29,24 @@ pub unsafe extern "C" fn tok_count(tok: *const Tokenizer, ptr: *const u8, len: u
         Err(_) => u32::MAX,
     }
 }
+
+/// Loads a Hugging Face tokenizer.json from the `len` bytes at `ptr`; null
+/// if it is refused. Never freed.
+#[no_mangle]
+pub unsafe extern "C" fn hf_new(ptr: *const u8, len: usize) -> *const sluice_tokenizer::HfTokenizer {
+    let bytes = std::slice::from_raw_parts(ptr, len);
+    match sluice_tokenizer::HfTokenizer::from_json(bytes) {
+        Ok(t) => Box::into_raw(Box::new(t)),
+        Err(_) => std::ptr::null(),
+    }
+}
+
+/// Token count of the UTF-8 text at `ptr` with a loaded tokenizer.
+#[no_mangle]
+pub unsafe extern "C" fn hf_count(tok: *const sluice_tokenizer::HfTokenizer, ptr: *const u8, len: usize) -> u32 {
+    let bytes = std::slice::from_raw_parts(ptr, len);
+    match std::str::from_utf8(bytes) {
+        Ok(text) => (*tok).count(text) as u32,
+        Err(_) => u32::MAX,
+    }
+}

@@ -1,0 +1,200 @@
+//! The chat templates of the supported open models, for text messages:
+//! the prompt the server tokenizes is `apply_chat_template(messages)`, so
+//! its exact token count is that of the rendered text (added tokens such as
+//! `<|im_start|>` are recognised by [`crate::HfTokenizer`], and the text
+//! between them is tokenized on its own, as `tokenizers` does).
+//!
+//! Each template is written out by hand from the model's Jinja template
+//! (`tokenizer_config.json`) for messages of roles `system`, `user` and
+//! `assistant` with string content, no tools, no `reasoning_content`; the
+//! differential test renders the same conversations with Jinja (as
+//! `transformers` does) and compares text and token count.
+
+use alloc::string::String;
+
+/// A chat message: role and text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message<'a> {
+    pub role: &'a str,
+    pub content: &'a str,
+}
+
+/// A supported chat template.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChatTemplate {
+    /// Llama 3 (`<|start_header_id|>role<|end_header_id|>\n\n…<|eot_id|>`,
+    /// content trimmed, `<|begin_of_text|>` first; the generation prompt is
+    /// always added).
+    Llama3,
+    /// Qwen3's ChatML (`<|im_start|>role\n…<|im_end|>\n`, with its handling
+    /// of `<think>` in the last turns).
+    Qwen3,
+    /// DeepSeek V3 (`<｜begin▁of▁sentence｜>` + system prompts joined, then
+    /// `<｜User｜>…` and `<｜Assistant｜>…<｜end▁of▁sentence｜>`).
+    DeepSeekV3,
+}
+
+impl ChatTemplate {
+    /// By name: `llama3`, `qwen3` (also `chatml`), `deepseek_v3`.
+    pub fn from_name(name: &str) -> Option<ChatTemplate> {
+        match name {
+            "llama3" => Some(ChatTemplate::Llama3),
+            "qwen3" | "chatml" => Some(ChatTemplate::Qwen3),
+            "deepseek_v3" => Some(ChatTemplate::DeepSeekV3),
+            _ => None,
+        }
+    }
+
+    /// The prompt text `apply_chat_template(messages, add_generation_prompt,
+    /// tokenize=False)` renders.
+    pub fn render(self, messages: &[Message<'_>], add_generation_prompt: bool) -> String {
+        let mut out = String::new();
+        match self {
+            ChatTemplate::Llama3 => {
+                for (i, m) in messages.iter().enumerate() {
+                    if i == 0 {
+                        out.push_str("<|begin_of_text|>");
+                    }
+                    out.push_str("<|start_header_id|>");
+                    out.push_str(m.role);
+                    out.push_str("<|end_header_id|>\n\n");
+                    out.push_str(py_strip(m.content));
+                    out.push_str("<|eot_id|>");
+                }
+                // This template adds it whatever `add_generation_prompt` says.
+                out.push_str("<|start_header_id|>assistant<|end_header_id|>\n\n");
+            }
+            ChatTemplate::Qwen3 => qwen3(&mut out, messages, add_generation_prompt),
+            ChatTemplate::DeepSeekV3 => {
+                out.push_str("<｜begin▁of▁sentence｜>");
+                let mut first = true;
+                for m in messages.iter().filter(|m| m.role == "system") {
+                    if !first {
+                        out.push_str("\n\n");
+                    }
+                    out.push_str(m.content);
+                    first = false;
+                }
+                for m in messages {
+                    match m.role {
+                        "user" => {
+                            out.push_str("<｜User｜>");
+                            out.push_str(m.content);
+                        }
+                        "assistant" => {
+                            out.push_str("<｜Assistant｜>");
+                            out.push_str(m.content);
+                            out.push_str("<｜end▁of▁sentence｜>");
+                        }
+                        _ => {}
+                    }
+                }
+                if add_generation_prompt {
+                    out.push_str("<｜Assistant｜>");
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Python's `str.isspace()` for one character (what Jinja's `trim` and
+/// `str.strip()` remove): White_Space plus the four separators U+001C–U+001F.
+fn py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+fn py_strip(s: &str) -> &str {
+    s.trim_matches(py_space)
+}
+
+fn qwen3(out: &mut String, messages: &[Message<'_>], add_generation_prompt: bool) {
+    if let Some(m) = messages.first().filter(|m| m.role == "system") {
+        out.push_str("<|im_start|>system\n");
+        out.push_str(m.content);
+        out.push_str("<|im_end|>\n");
+    }
+    // The last user message that is not a tool response.
+    let last_query = messages
+        .iter()
+        .rposition(|m| {
+            m.role == "user"
+                && !(m.content.starts_with("<tool_response>")
+                    && m.content.ends_with("</tool_response>"))
+        })
+        .unwrap_or(messages.len().saturating_sub(1));
+    for (i, m) in messages.iter().enumerate() {
+        if m.role == "user" || (m.role == "system" && i != 0) {
+            out.push_str("<|im_start|>");
+            out.push_str(m.role);
+            out.push('\n');
+            out.push_str(m.content);
+            out.push_str("<|im_end|>\n");
+        } else if m.role == "assistant" {
+            let mut content = m.content;
+            let mut reasoning = "";
+            if m.content.contains("</think>") {
+                content = m
+                    .content
+                    .rsplit("</think>")
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches('\n');
+                let before = m.content.split("</think>").next().unwrap_or("");
+                reasoning = before
+                    .trim_end_matches('\n')
+                    .rsplit("<think>")
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches('\n');
+            }
+            out.push_str("<|im_start|>assistant\n");
+            let last = i + 1 == messages.len();
+            if i > last_query && (last || !reasoning.is_empty()) {
+                out.push_str("<think>\n");
+                out.push_str(reasoning.trim_matches('\n'));
+                out.push_str("\n</think>\n\n");
+                out.push_str(content.trim_start_matches('\n'));
+            } else {
+                out.push_str(content);
+            }
+            out.push_str("<|im_end|>\n");
+        }
+    }
+    if add_generation_prompt {
+        out.push_str("<|im_start|>assistant\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders() {
+        let msgs = [
+            Message {
+                role: "system",
+                content: "Be brief.",
+            },
+            Message {
+                role: "user",
+                content: " Hi! ",
+            },
+        ];
+        assert_eq!(
+            ChatTemplate::Llama3.render(&msgs, true),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>\
+             <|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>\
+             <|start_header_id|>assistant<|end_header_id|>\n\n"
+        );
+        assert_eq!(
+            ChatTemplate::Qwen3.render(&msgs, true),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi! <|im_end|>\n<|im_start|>assistant\n"
+        );
+        assert_eq!(
+            ChatTemplate::DeepSeekV3.render(&msgs, true),
+            "<｜begin▁of▁sentence｜>Be brief.<｜User｜> Hi! <｜Assistant｜>"
+        );
+    }
+}

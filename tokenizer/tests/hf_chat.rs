@@ -1,0 +1,88 @@
+//! The chat templates against Jinja + PyPI tokenizers: `chat.jsonl` of each
+//! model directory under `SLUICE_HF_TOKENIZERS_DIR` (written by
+//! `tests/hf/chat_reference.py`, which `scripts/fetch-hf-tokenizers` runs)
+//! holds random text conversations, their rendering as `transformers`'
+//! `apply_chat_template` renders it, and the token ids of that. Without the
+//! variable the test says so loudly and passes.
+#![cfg(feature = "hf")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+
+use sluice_tokenizer::{ChatTemplate, HfTokenizer, Message};
+
+fn check(model: &str, template: ChatTemplate) {
+    let Some(dir) = std::env::var_os("SLUICE_HF_TOKENIZERS_DIR").map(PathBuf::from) else {
+        eprintln!(
+            "\n*** SKIPPED: SLUICE_HF_TOKENIZERS_DIR is not set; chat templates not compared ***\n"
+        );
+        return;
+    };
+    let d = dir.join(model);
+    let tok = HfTokenizer::from_json(&std::fs::read(d.join("tokenizer.json")).unwrap()).unwrap();
+    let lines = std::fs::read_to_string(d.join("chat.jsonl")).unwrap();
+    let (mut n, mut bad) = (0, 0);
+    // Every 20th conversation in a debug build; all in release (scripts/test).
+    let stride = if cfg!(debug_assertions) { 20 } else { 1 };
+    for line in lines.lines().step_by(stride) {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let msgs: Vec<Message> = v["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| Message {
+                role: m["role"].as_str().unwrap(),
+                content: m["content"].as_str().unwrap(),
+            })
+            .collect();
+        let agp = v["add_generation_prompt"].as_bool().unwrap();
+        let text = template.render(&msgs, agp);
+        let want: Vec<u32> = v["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect();
+        n += 1;
+        if text != v["text"].as_str().unwrap()
+            || tok.count(&text) != want.len()
+            || tok.encode(&text) != want
+        {
+            bad += 1;
+            if bad <= 5 {
+                eprintln!(
+                    "{model} MISMATCH {msgs:?} agp={agp}\n  sluice  {text:?}\n  jinja   {:?}",
+                    v["text"]
+                );
+            }
+        }
+    }
+    // The overhead of one user message, for the record.
+    let content = "Hello, world!";
+    let one = [Message {
+        role: "user",
+        content,
+    }];
+    let total = tok.count(&template.render(&one, true));
+    eprintln!(
+        "{model}: {n} conversations, {bad} mismatches; one user message of {} tokens renders as {total} tokens (overhead {})",
+        tok.count(content),
+        total - tok.count(content)
+    );
+    assert_eq!(bad, 0, "{model}: {bad} of {n} conversations differ");
+}
+
+#[test]
+fn llama3() {
+    check("llama3", ChatTemplate::Llama3);
+}
+
+#[test]
+fn qwen3() {
+    check("qwen3", ChatTemplate::Qwen3);
+}
+
+#[test]
+fn deepseek_v3() {
+    check("deepseek_v3", ChatTemplate::DeepSeekV3);
+}

@@ -1,0 +1,131 @@
+//! Differential test of the Hugging Face tokenizer loader against PyPI
+//! `tokenizers` (the implementation vLLM, TGI and SGLang count with).
+//!
+//! Needs `SLUICE_HF_TOKENIZERS_DIR`: a directory with one sub-directory per
+//! model (`llama3`, `qwen3`, `deepseek_v3`, `gptoss`), each holding the
+//! model's `tokenizer.json` and the `reference.bin` that
+//! `tests/hf/reference.py` generates from it (`scripts/fetch-hf-tokenizers`
+//! does both). The vocabularies are not committed: see the README. Without
+//! the variable the test says so loudly and passes.
+//!
+//! `cargo test --release -p sluice-tokenizer --features hf --test hf_reference -- --nocapture`
+#![cfg(feature = "hf")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use sluice_tokenizer::HfTokenizer;
+
+fn dir() -> Option<PathBuf> {
+    match std::env::var_os("SLUICE_HF_TOKENIZERS_DIR") {
+        Some(d) => Some(PathBuf::from(d)),
+        None => {
+            eprintln!(
+                "\n*** SKIPPED: SLUICE_HF_TOKENIZERS_DIR is not set; the Hugging Face \
+                 differential tests did not run (scripts/fetch-hf-tokenizers sets them up) ***\n"
+            );
+            None
+        }
+    }
+}
+
+struct Record {
+    text: String,
+    ids: Vec<u32>,
+}
+
+fn read_u32(b: &[u8], i: &mut usize) -> u32 {
+    let v = u32::from_le_bytes(b[*i..*i + 4].try_into().unwrap());
+    *i += 4;
+    v
+}
+
+fn read_reference(path: &Path) -> Vec<Record> {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(&b[..8], b"SLHFREF1", "{}", path.display());
+    let mut i = 8;
+    let n = read_u32(&b, &mut i) as usize;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let len = read_u32(&b, &mut i) as usize;
+        let text = String::from_utf8(b[i..i + len].to_vec()).unwrap();
+        i += len;
+        let k = read_u32(&b, &mut i) as usize;
+        let ids = (0..k).map(|_| read_u32(&b, &mut i)).collect();
+        out.push(Record { text, ids });
+    }
+    assert_eq!(i, b.len());
+    out
+}
+
+/// Compares every text of `model`'s reference; returns (texts, mismatches).
+fn compare(model: &str) -> Option<(usize, usize)> {
+    let d = dir()?.join(model);
+    let json = std::fs::read(d.join("tokenizer.json"))
+        .unwrap_or_else(|e| panic!("{}/tokenizer.json: {e}", d.display()));
+    let t0 = Instant::now();
+    let tok = HfTokenizer::from_json(&json).unwrap_or_else(|e| panic!("{model}: {e}"));
+    let load = t0.elapsed();
+    let records = read_reference(&d.join("reference.bin"));
+    let t0 = Instant::now();
+    let mut bad = 0;
+    let mut tokens = 0;
+    // A debug build (the workspace's `cargo test`) compares every 50th
+    // text; scripts/test also runs this in release, where all are compared.
+    let stride = if cfg!(debug_assertions) { 50 } else { 1 };
+    let mut compared = 0;
+    for r in records.iter().step_by(stride) {
+        compared += 1;
+        let ids = tok.encode(&r.text);
+        let count = tok.count(&r.text);
+        tokens += r.ids.len();
+        if ids != r.ids || count != r.ids.len() {
+            bad += 1;
+            if bad <= 15 {
+                eprintln!(
+                    "{model} MISMATCH {:?}\n  pieces {:?}\n  sluice {ids:?} (count {count})\n  tokenizers {:?}",
+                    r.text,
+                    tok.split_pieces(&r.text),
+                    r.ids
+                );
+            }
+        }
+    }
+    eprintln!(
+        "{model}: {compared} texts (of {}), {tokens} tokens, {bad} mismatches; load {:.0} ms, \
+         tables {:.1} MiB, encode+count of all {:.2} s",
+        records.len(),
+        load.as_secs_f64() * 1e3,
+        tok.memory_bytes() as f64 / (1 << 20) as f64,
+        t0.elapsed().as_secs_f64()
+    );
+    Some((compared, bad))
+}
+
+fn check(model: &str) {
+    if let Some((n, bad)) = compare(model) {
+        assert!(n > 0);
+        assert_eq!(bad, 0, "{model}: {bad} of {n} texts differ from tokenizers");
+    }
+}
+
+#[test]
+fn llama3() {
+    check("llama3");
+}
+
+#[test]
+fn qwen3() {
+    check("qwen3");
+}
+
+#[test]
+fn gptoss() {
+    check("gptoss");
+}
+
+#[test]
+fn deepseek_v3() {
+    check("deepseek_v3");
+}
