@@ -206,15 +206,51 @@ impl Tokenizer {
     /// recognised), i.e. `self.encode(text).len()`, without building the list.
     pub fn count(&self, text: &str) -> usize {
         let mut count = 0;
+        let mut scratch = bpe::Scratch::default();
+        self.for_each_piece(text, |piece| {
+            if self.ranks.get(piece).is_some() {
+                count += 1;
+            } else {
+                self.ranks.merge(piece, &mut scratch, |_| count += 1);
+            }
+        });
+        count
+    }
+
+    /// [`Tokenizer::count`] with the engine of before the linear merge:
+    /// tiktoken's merge, its heap-based version for pieces of
+    /// [`bpe::LARGE_PIECE`] bytes or more (O(n log n) per piece). For the bench and
+    /// the tests (a second reference where tiktoken-rs fails); not part of
+    /// the supported API.
+    #[doc(hidden)]
+    pub fn count_with_tiktoken_merge(&self, text: &str) -> usize {
+        let mut count = 0;
         let mut parts = Vec::new();
         self.for_each_piece(text, |piece| {
             if self.ranks.get(piece).is_some() {
                 count += 1;
             } else {
-                self.ranks.merge(piece, &mut parts, |_| count += 1);
+                self.ranks.merge_short(piece, &mut parts, |_| count += 1);
             }
         });
         count
+    }
+
+    /// [`Tokenizer::encode`] with tiktoken's merge (see
+    /// [`Tokenizer::count_with_tiktoken_merge`]). Not part of the supported API.
+    #[doc(hidden)]
+    pub fn encode_with_tiktoken_merge(&self, text: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut parts = Vec::new();
+        self.for_each_piece(text, |piece| match self.ranks.get(piece) {
+            Some(r) => out.push(r),
+            None => self.ranks.merge_short(piece, &mut parts, |t| {
+                if let Some(r) = self.ranks.get(t) {
+                    out.push(r);
+                }
+            }),
+        });
+        out
     }
 
     /// Length in bytes of the encoding's longest token: a text of `n` bytes
@@ -236,7 +272,7 @@ impl Tokenizer {
             Encoding::O200kBase => pretok::piece_end_o200k,
         };
         let mut tokens = 0;
-        let mut parts = Vec::new();
+        let mut scratch = bpe::Scratch::default();
         let mut i = 0;
         while i < bytes.len() {
             let mut e = piece_end(bytes, i);
@@ -261,7 +297,7 @@ impl Tokenizer {
             if self.ranks.get(piece).is_some() {
                 tokens += 1;
             } else {
-                self.ranks.merge(piece, &mut parts, |_| tokens += 1);
+                self.ranks.merge(piece, &mut scratch, |_| tokens += 1);
             }
             i = e;
         }
@@ -274,10 +310,10 @@ impl Tokenizer {
     /// The tokens of `text`, as tiktoken's `encode_ordinary`.
     pub fn encode(&self, text: &str) -> Vec<u32> {
         let mut out = Vec::with_capacity(text.len() / 4 + 1);
-        let mut parts = Vec::new();
+        let mut scratch = bpe::Scratch::default();
         self.for_each_piece(text, |piece| match self.ranks.get(piece) {
             Some(r) => out.push(r),
-            None => self.ranks.merge(piece, &mut parts, |t| {
+            None => self.ranks.merge(piece, &mut scratch, |t| {
                 // Every part of a merge is a token (all 256 bytes are).
                 if let Some(r) = self.ranks.get(t) {
                     out.push(r);
@@ -374,6 +410,92 @@ mod tests {
             let longest = t.max_token_bytes();
             assert!((16..=256).contains(&longest), "{e:?}: {longest}");
         }
+    }
+
+    /// Deterministic xorshift64*.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n as u64) as usize
+        }
+    }
+
+    fn merged(t: &Tokenizer, piece: &[u8], linear: bool) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut scratch = bpe::Scratch::default();
+        let mut parts = Vec::new();
+        if linear {
+            t.ranks
+                .merge_linear(piece, &mut scratch, |p| out.push(p.to_vec()));
+        } else {
+            t.ranks
+                .merge_short(piece, &mut parts, |p| out.push(p.to_vec()));
+        }
+        out
+    }
+
+    /// The linear merge against tiktoken's, on byte strings (not only
+    /// UTF-8: the merges work on bytes) from small alphabets, so that the
+    /// backtracking is exercised: many near-tokens, many rejected pairs.
+    #[test]
+    fn linear_merge_is_tiktokens_merge() {
+        let alphabets: [&[u8]; 9] = [
+            b"ab",
+            b"abc",
+            b"aeinrst",
+            b"abcdefghijklmnopqrstuvwxyz",
+            b" \t\n",
+            b" a",
+            b"-=*_#",
+            "中文字国人的".as_bytes(),
+            &[0xe4, 0xb8, 0xad, 0x80, 0xff, 0x20, 0x61],
+        ];
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        for e in [Encoding::Cl100kBase, Encoding::O200kBase] {
+            let t = Tokenizer::new(e);
+            let mut compared = 0;
+            for alphabet in alphabets {
+                for _ in 0..150 {
+                    let max = if rng.below(4) == 0 { 600 } else { 60 };
+                    let n = 2 + rng.below(max);
+                    let piece: Vec<u8> = (0..n)
+                        .map(|_| alphabet[rng.below(alphabet.len())])
+                        .collect();
+                    let want = merged(&t, &piece, false);
+                    let got = merged(&t, &piece, true);
+                    assert_eq!(
+                        got,
+                        want,
+                        "{e:?}: {:?}",
+                        alloc::string::String::from_utf8_lossy(&piece)
+                    );
+                    compared += 1;
+                }
+            }
+            // Runs of one byte, every length up to a few times the longest token.
+            for b in [b'a', b' ', b'\n', b'-', b'0', 0x80] {
+                for n in 2..400 {
+                    let piece = alloc::vec![b; n];
+                    assert_eq!(
+                        merged(&t, &piece, true),
+                        merged(&t, &piece, false),
+                        "{e:?}: {b} x {n}"
+                    );
+                    compared += 1;
+                }
+            }
+            assert!(compared > 3000);
+        }
+    }
+
+    #[test]
+    fn linear_merge_of_a_single_byte_and_of_nothing() {
+        let t = Tokenizer::new(Encoding::O200kBase);
+        assert_eq!(merged(&t, b"a", true), [b"a".to_vec()]);
+        assert!(merged(&t, b"", true).is_empty());
     }
 
     #[test]
