@@ -186,6 +186,14 @@ fn classes(size: usize) -> Vec<(&'static str, String)> {
                 s.push(' ');
             }),
         ),
+        (
+            "long random words",
+            fill(size, |s| {
+                let n = 32 + rng.below(96);
+                s.push_str(&random_letters(&mut rng, n));
+                s.push(' ');
+            }),
+        ),
         // One piece each from here on.
         ("one letter", "a".repeat(size)),
         ("one CJK char", "中".repeat(size / 3)),
@@ -294,15 +302,27 @@ fn bench_classes(args: &[String]) {
             );
         }
         println!(
-            "\n{}: new engine on 4 MiB of each class (fastest of {rounds}; ms)",
+            "\n{}: new engine on 4 MiB of each class, fastest (median) of {rounds}: `count`, and \
+             `count_within` with admission's default budget of 128 KiB",
             e.name()
         );
+        println!("| class | count ms | MB/s | count_within ms | exact |");
+        println!("|---|---:|---:|---:|---|");
         for (name, text) in classes(4 << 20) {
             let (fastest, median) = times(rounds, || tok.count(black_box(&text)));
+            let mut exact = false;
+            let (w_fastest, w_median) = times(rounds, || {
+                let mut budget = 128 * 1024;
+                exact = tok.count_within(black_box(&text), &mut budget).exact;
+            });
             println!(
-                "  {name:<16} {:>7.1} ms (median {:.1} ms)",
+                "| {name} | {:.1} ({:.1}) | {:.1} | {:.2} ({:.2}) | {} |",
                 ms(fastest),
-                ms(median)
+                ms(median),
+                text.len() as f64 / 1e6 / fastest.as_secs_f64(),
+                ms(w_fastest),
+                ms(w_median),
+                if exact { "yes" } else { "no" }
             );
         }
     }
@@ -316,7 +336,9 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("one") {
         // `bench one CLASS [KIB]`: count one class in a loop, for perf.
         let kib: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(1024);
+        let t = Instant::now();
         let tok = Tokenizer::new(Encoding::O200kBase);
+        println!("new: {:.1} ms", ms(t.elapsed()));
         let text = classes(kib * 1024)
             .into_iter()
             .find(|(n, _)| n == &args[2])
@@ -356,6 +378,20 @@ fn main() {
                 let n = reference.encode_ordinary(&text).len();
                 std::fs::write(format!("{dir}/{}-{name}.txt", e.name()), &text).unwrap();
                 std::fs::write(format!("{dir}/{}-{name}.count", e.name()), n.to_string()).unwrap();
+            }
+            // The per-class texts (256 KiB each), for the per-class table in
+            // V8: counted by tiktoken-rs where it can, else by the old engine.
+            let kib: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(256);
+            for (name, text) in classes(kib * 1024) {
+                let n = tiktoken_count(&reference, &text)
+                    .unwrap_or_else(|| tok.count_with_tiktoken_merge(&text));
+                let name = name.replace(' ', "_");
+                std::fs::write(format!("{dir}/{}-class-{name}.txt", e.name()), &text).unwrap();
+                std::fs::write(
+                    format!("{dir}/{}-class-{name}.count", e.name()),
+                    n.to_string(),
+                )
+                .unwrap();
             }
         }
         return;

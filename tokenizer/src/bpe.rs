@@ -25,10 +25,13 @@ const EMPTY: u64 = u64::MAX;
 /// the same result.
 pub const LARGE_PIECE: usize = 128;
 
-/// Pieces at least this long go to the linear merge ([`Ranks::merge_linear`]);
-/// shorter ones to tiktoken's simple loop, faster on them. Measured: from
-/// about 16 bytes on the linear merge is faster on CJK and Hindi words (3
-/// bytes a character), below 32 bytes slower on random ASCII words.
+/// Pieces of non-ASCII text (ending in a multi-byte character) at least
+/// this long go to the linear merge ([`Ranks::merge_linear`]), all pieces
+/// from [`LARGE_PIECE`] bytes on; the others to tiktoken's simple loop,
+/// faster on them. Measured: from about 16 bytes on the linear merge is
+/// faster on CJK and Hindi words (3 bytes a character, and 3x faster on
+/// CJK sentences), while on random ASCII letters it is slower than the
+/// simple loop up to about 128 bytes.
 pub const LINEAR_PIECE: usize = 32;
 
 const K: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -108,8 +111,10 @@ const P_TAG_SHIFT: u32 = 55;
 const P_TAG_BITS: u32 = 64 - P_TAG_SHIFT;
 
 impl Ranks {
-    /// Builds the table from length-prefixed tokens in rank order.
-    pub fn new(data: &'static [u8]) -> Ranks {
+    /// Builds the table from length-prefixed tokens in rank order, and
+    /// `order`, their ranks in byte order (3 bytes each, little-endian; if
+    /// it is not that, the order is computed here instead, slower).
+    pub fn new(data: &'static [u8], order: &[u8]) -> Ranks {
         // About the number of tokens (average length 6.4 and 7.0 bytes, plus
         // the length byte); the table is the power of two above 1.25 times
         // that: a load of about 0.76 for both vocabularies, which measured
@@ -169,72 +174,124 @@ impl Ranks {
             .next_power_of_two()
             .trailing_zeros()
             .max(4);
-        while !ranks.build_prefixes(bits) && bits < 30 {
-            bits += 1;
+        let mut order: Option<&[u8]> = Some(order);
+        loop {
+            match ranks.build_prefixes(bits, order) {
+                Built::Yes => break,
+                Built::TooFull if bits < 30 => bits += 1,
+                Built::TooFull => break,
+                Built::NotInOrder => order = None,
+            }
         }
         ranks
     }
 
     /// Fills the prefix table with `1 << bits` slots; false if it got too
     /// full (the caller tries again with a bigger table).
-    fn build_prefixes(&mut self, bits: u32) -> bool {
+    ///
+    /// The tokens are visited in byte order, as a walk of their trie: a
+    /// prefix of a token that is longer than what it shares with the token
+    /// before it is new (no earlier token starts with it), and is not a
+    /// token (it would sort between the two); so each prefix is inserted
+    /// once, without looking it up, and the longest token that is a prefix
+    /// of it is known from the walk. (Looking every prefix up instead made
+    /// `new` about ten times slower.)
+    fn build_prefixes(&mut self, bits: u32, order: Option<&[u8]>) -> Built {
         let size = 1usize << bits;
         self.prefixes = alloc::vec![EMPTY; size];
         self.pmask = size - 1;
         self.pshift = 64 - bits;
-        let mut filled = 0usize;
         let data = self.data;
+        // (offset, length) of every token, in rank order.
+        let mut tokens: Vec<(u32, u32)> = Vec::new();
         let mut i = 0;
         while let Some(&len) = data.get(i) {
             let start = i + 1;
             i = start + len as usize;
-            let Some(t) = data.get(start..i) else { break };
-            if t.len() < 3 {
+            if i > data.len() || tokens.len() as u64 >= RANK_MASK {
+                break;
+            }
+            tokens.push((start as u32, len as u32));
+        }
+        let bytes = |t: u32| -> &[u8] {
+            match tokens.get(t as usize) {
+                Some(&(start, len)) => data
+                    .get(start as usize..(start + len) as usize)
+                    .unwrap_or(&[]),
+                None => &[],
+            }
+        };
+        let order: Vec<u32> = match order {
+            Some(o) if o.len() == tokens.len() * 3 => o
+                .chunks_exact(3)
+                .map(|c| c[0] as u32 | (c[1] as u32) << 8 | (c[2] as u32) << 16)
+                .collect(),
+            _ => {
+                // Sorting here takes about as long as all the rest of `new`.
+                let mut o: Vec<u32> = (0..tokens.len() as u32).collect();
+                o.sort_unstable_by(|&a, &b| bytes(a).cmp(bytes(b)));
+                o
+            }
+        };
+        // Along the walk, for each depth k of the current token: the longest
+        // token that is a prefix of its first k bytes, and whether those k
+        // bytes are in the table yet.
+        let mut best = [(0usize, NONE); 257];
+        let mut inserted = [false; 257];
+        let mut prev: &[u8] = &[];
+        let mut first = true;
+        let mut filled = 0usize;
+        for &rank in &order {
+            let t = bytes(rank);
+            let n = t.len();
+            if n == 0 || n > 255 {
                 continue;
             }
-            let w = ((t[0] as usize) << 8) | t[1] as usize;
-            self.extends[w >> 6] |= 1 << (w & 63);
-            // The longest token that is a prefix of t[..k], for k = 2, 3, ...
-            let mut best = match self.pair(t[0], t[1]) {
-                Some(r) => (2, r),
-                None => (1, self.bytes[t[0] as usize]),
+            let common = prev.iter().zip(t).take_while(|(a, b)| a == b).count();
+            // Strictly increasing, so `order` is a permutation of the ranks
+            // (the walk relies on it).
+            let increasing = match (prev.get(common), t.get(common)) {
+                (None, Some(_)) => true, // prev is a proper prefix of t
+                (Some(a), Some(b)) => b > a,
+                _ => false,
             };
-            for k in 3..t.len() {
-                let key = &t[..k];
-                let h = hash(key);
-                let mut idx = (h >> self.pshift) as usize;
-                let found = loop {
-                    let slot = self.prefixes[idx];
-                    if slot == EMPTY {
-                        break None;
-                    }
-                    if self.prefix_slot_is(slot, h, key) {
-                        break Some(slot);
-                    }
-                    idx = (idx + 1) & self.pmask;
-                };
-                match found {
-                    Some(slot) => best = Prefix(slot).token(),
-                    None => {
-                        if let Some(r) = self.get(key) {
-                            best = (k, r);
-                        }
-                        if start >= 1 << P_OFFSET_BITS || filled >= size / 8 * 7 {
-                            return false;
-                        }
-                        self.prefixes[idx] = (((h >> (self.pshift - P_TAG_BITS))
-                            & ((1 << P_TAG_BITS) - 1))
-                            << P_TAG_SHIFT)
-                            | ((start as u64) << P_OFFSET_SHIFT)
-                            | ((k as u64) << P_LEN_SHIFT)
-                            | ((best.0 as u64) << P_TOKEN_LEN_SHIFT)
-                            | best.1 as u64;
-                        filled += 1;
-                    }
-                }
+            if !increasing && !first {
+                return Built::NotInOrder;
             }
+            first = false;
+            for k in common + 1..=n {
+                best[k] = if k == n { (n, rank) } else { best[k - 1] };
+                inserted[k] = false;
+            }
+            if n >= 3 {
+                let w = ((t[0] as usize) << 8) | t[1] as usize;
+                self.extends[w >> 6] |= 1 << (w & 63);
+            }
+            let start = tokens[rank as usize].0 as u64;
+            for k in 3..n {
+                if inserted[k] {
+                    continue;
+                }
+                if start >= 1 << P_OFFSET_BITS || filled >= size / 8 * 7 {
+                    return Built::TooFull;
+                }
+                let h = hash(&t[..k]);
+                let mut idx = (h >> self.pshift) as usize;
+                while self.prefixes[idx] != EMPTY {
+                    idx = (idx + 1) & self.pmask;
+                }
+                self.prefixes[idx] =
+                    (((h >> (self.pshift - P_TAG_BITS)) & ((1 << P_TAG_BITS) - 1)) << P_TAG_SHIFT)
+                        | (start << P_OFFSET_SHIFT)
+                        | ((k as u64) << P_LEN_SHIFT)
+                        | ((best[k].0 as u64) << P_TOKEN_LEN_SHIFT)
+                        | best[k].1 as u64;
+                inserted[k] = true;
+                filled += 1;
+            }
+            prev = t;
         }
-        true
+        Built::Yes
     }
 
     #[inline(always)]
@@ -364,11 +421,12 @@ impl Ranks {
 
     /// Splits a piece that is not itself a token as tiktoken does, calling
     /// `emit` with each resulting token's bytes: tiktoken's merge for short
-    /// pieces, the linear one ([`Ranks::merge_linear`]) from
-    /// [`LARGE_PIECE`] bytes on.
+    /// pieces, the linear one ([`Ranks::merge_linear`]) for long ones (see
+    /// [`LINEAR_PIECE`]).
     #[inline]
     pub fn merge(&self, piece: &[u8], scratch: &mut Scratch, emit: impl FnMut(&[u8])) {
-        if piece.len() >= LINEAR_PIECE {
+        let n = piece.len();
+        if n >= LARGE_PIECE || n >= LINEAR_PIECE && piece[n - 1] >= 0x80 {
             self.merge_linear(piece, scratch, emit);
         } else {
             self.merge_short(piece, &mut scratch.parts, emit);
@@ -649,6 +707,15 @@ impl Ranks {
             i = end[i];
         }
     }
+}
+
+/// How [`Ranks::build_prefixes`] went.
+enum Built {
+    Yes,
+    /// More prefixes than the table can take.
+    TooFull,
+    /// The byte order given is not one.
+    NotInOrder,
 }
 
 /// Reusable buffers of the merges (one per counting call).

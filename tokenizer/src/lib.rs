@@ -17,8 +17,10 @@
 //! with the same leftmost-first / backtracking semantics (`pretok`), on a
 //! Unicode class table generated from the `regex` crate (`classes`); each
 //! piece is looked up whole, else split with tiktoken's byte-pair merge
-//! (`bpe`; a heap-based merge for long pieces so that pathological inputs
-//! stay O(n log n)).
+//! (`bpe`), or from 32 bytes on with a merge that gives the same tokens in
+//! time linear in the piece (the backtracking encoder of GitHub's `bpe`
+//! crate), so that no input (one letter repeated, random letters, runs of
+//! spaces, CJK without punctuation) makes the count superlinear.
 
 #![no_std]
 
@@ -137,6 +139,11 @@ impl Encoding {
 
 static CL100K_BASE: &[u8] = include_bytes!("../data/cl100k_base.bin");
 static O200K_BASE: &[u8] = include_bytes!("../data/o200k_base.bin");
+/// The ranks of each vocabulary in byte order of their tokens, 3 bytes each
+/// (generated with the rank data): `new` walks the tokens in this order to
+/// build the prefix table of the linear merge without sorting them.
+static CL100K_BASE_ORDER: &[u8] = include_bytes!("../data/cl100k_base.order");
+static O200K_BASE_ORDER: &[u8] = include_bytes!("../data/o200k_base.order");
 
 /// What [`Tokenizer::count_within`] found: `tokens` is exact when `exact`,
 /// else an upper bound (never less than the exact count).
@@ -165,13 +172,13 @@ impl Tokenizer {
     /// Builds the rank table of `encoding` from the embedded data (no I/O,
     /// cannot fail).
     pub fn new(encoding: Encoding) -> Tokenizer {
-        let data = match encoding {
-            Encoding::Cl100kBase => CL100K_BASE,
-            Encoding::O200kBase => O200K_BASE,
+        let (data, order) = match encoding {
+            Encoding::Cl100kBase => (CL100K_BASE, CL100K_BASE_ORDER),
+            Encoding::O200kBase => (O200K_BASE, O200K_BASE_ORDER),
         };
         Tokenizer {
             encoding,
-            ranks: bpe::Ranks::new(data),
+            ranks: bpe::Ranks::new(data, order),
         }
     }
 

@@ -116,9 +116,27 @@ fn generate_data() {
     std::fs::create_dir_all(dir).unwrap();
     for e in ENCODINGS {
         let data = gen::rank_data(reference(e));
+        std::fs::write(format!("{dir}/{}.order", e.name()), gen::byte_order(&data)).unwrap();
         std::fs::write(format!("{dir}/{}.bin", e.name()), data).unwrap();
     }
     std::fs::write(format!("{dir}/unicode_classes.bin"), gen::unicode_table()).unwrap();
+}
+
+#[test]
+fn embedded_byte_order_is_the_tokens_order() {
+    let files: [(&[u8], &[u8]); 2] = [
+        (
+            include_bytes!("../data/cl100k_base.bin"),
+            include_bytes!("../data/cl100k_base.order"),
+        ),
+        (
+            include_bytes!("../data/o200k_base.bin"),
+            include_bytes!("../data/o200k_base.order"),
+        ),
+    ];
+    for (data, order) in files {
+        assert!(gen::byte_order(data) == order, "data/*.order is stale");
+    }
 }
 
 #[test]
