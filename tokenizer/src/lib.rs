@@ -163,6 +163,15 @@ pub struct BoundedCount {
 /// ones and 0.004 µs for ordinary text.)
 pub const LONG_PIECE_COST: usize = 4;
 
+/// ASCII pieces from this long (ending in a letter, digit or punctuation)
+/// also weigh [`LONG_PIECE_COST`] per byte in [`Tokenizer::count_within`]:
+/// they stay on tiktoken's quadratic loop up to [`bpe::LARGE_PIECE`] bytes,
+/// and random letters in pieces of 32-127 bytes measured about 4x slower
+/// per byte than random words of 1-12 letters (the slowest class per budget
+/// byte with weight 1: 107 ms per 128 KiB budget natively, loaded).
+/// Runs of spaces (indentation) are whole tokens or nearly, and weigh 1.
+pub const HEAVY_ASCII_PIECE: usize = 32;
+
 /// A tokenizer for one encoding. Cheap to share (`Send + Sync`, immutable);
 /// build it once per VM / process.
 #[derive(Debug)]
@@ -290,7 +299,10 @@ impl Tokenizer {
                 e = bytes.len();
             }
             let piece = &bytes[i..e];
-            let weight = if piece.len() >= bpe::LARGE_PIECE {
+            let n = piece.len();
+            let weight = if n >= bpe::LARGE_PIECE
+                || n >= HEAVY_ASCII_PIECE && piece[n - 1].is_ascii_graphic()
+            {
                 LONG_PIECE_COST
             } else {
                 1
@@ -411,6 +423,27 @@ mod tests {
             }
         );
         assert!(bounded.tokens >= exact);
+    }
+
+    #[test]
+    fn long_ascii_words_weigh_more() {
+        let t = Tokenizer::new(Encoding::O200kBase);
+        let word = "qwzjxkvbpqwzjxkvbpqwzjxkvbpqwzjxkvbp"; // 36 letters, one piece
+        let exact = t.count(word);
+        let mut budget = 36 * LONG_PIECE_COST;
+        assert_eq!(
+            t.count_within(word, &mut budget),
+            BoundedCount {
+                tokens: exact,
+                exact: true
+            }
+        );
+        let mut budget = 36 * LONG_PIECE_COST - 1;
+        assert!(!t.count_within(word, &mut budget).exact);
+        // Indentation of 40 spaces (then a word) weighs its length.
+        let indented = alloc::format!("{}x", " ".repeat(40));
+        let mut budget = indented.len();
+        assert!(t.count_within(&indented, &mut budget).exact);
     }
 
     #[test]
