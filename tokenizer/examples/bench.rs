@@ -124,11 +124,241 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+const HINDI: &str = "भारत में मानसून के आगमन के साथ ही कई राज्यों में भारी बारिश की चेतावनी जारी की गई है। मौसम विभाग ने अगले तीन दिनों तक सतर्क रहने की सलाह दी है और लोगों से अनावश्यक यात्रा न करने का अनुरोध किया है।";
+const ARABIC: &str = "أعلنت الشركة عن نتائجها المالية للربع الثالث، والتي جاءت أفضل من توقعات المحللين بفضل ارتفاع المبيعات في الأسواق الخارجية وتحسن هوامش الربح.";
+const CJK: &[&str] = &[
+    "人工智能技术的快速发展正在深刻改变我们的生活方式和工作方式，同时也带来了新的挑战和机遇。",
+    "東京の天気は明日から崩れる見込みで、週末にかけて広い範囲で雨が降るでしょう。お出かけの際は傘をお持ちください。",
+    "오늘 회의에서는 다음 분기 예산안과 신규 프로젝트 일정에 대해 논의할 예정입니다. 참석 여부를 알려 주세요.",
+];
+
+/// Text of about `size` bytes made of items drawn by `item`.
+fn fill(size: usize, mut item: impl FnMut(&mut String)) -> String {
+    let mut s = String::with_capacity(size + 64);
+    while s.len() < size {
+        item(&mut s);
+    }
+    s
+}
+
+/// The classes of text of the per-class table, each about `size` bytes:
+/// ordinary text of several kinds, then the pathological ones (one long
+/// piece, or pieces that are all new to any cache).
+fn classes(size: usize) -> Vec<(&'static str, String)> {
+    let mut rng = Rng(0x5eed);
+    let pick = |rng: &mut Rng, words: &[&'static str]| words[rng.below(words.len())];
+    let shuffled = |paragraphs: &[&str], seed| {
+        let w = words(paragraphs);
+        let mut rng = Rng(seed);
+        fill(size, |s| {
+            s.push_str(w[rng.below(w.len())]);
+            s.push(if rng.below(12) == 0 { '\n' } else { ' ' });
+        })
+    };
+    let code = [MIXED[10], MIXED[11], MIXED[12]];
+    let random_letters = |rng: &mut Rng, n| -> String {
+        (0..n)
+            .map(|_| (b'a' + rng.below(26) as u8) as char)
+            .collect()
+    };
+    vec![
+        ("english", shuffled(ENGLISH, 1)),
+        ("mixed", shuffled(&[ENGLISH, MIXED].concat(), 2)),
+        ("CJK", {
+            let mut r = Rng(3);
+            fill(size, |s| s.push_str(CJK[r.below(CJK.len())]))
+        }),
+        ("Hindi", shuffled(&[HINDI], 4)),
+        ("Arabic", shuffled(&[ARABIC], 5)),
+        ("code", {
+            let mut r = Rng(6);
+            fill(size, |s| s.push_str(code[r.below(code.len())]))
+        }),
+        (
+            "digits",
+            fill(size, |s| s.push((b'0' + rng.below(10) as u8) as char)),
+        ),
+        (
+            "random words",
+            fill(size, |s| {
+                let n = 1 + rng.below(12);
+                s.push_str(&random_letters(&mut rng, n));
+                s.push(' ');
+            }),
+        ),
+        (
+            "long random words",
+            fill(size, |s| {
+                let n = 32 + rng.below(96);
+                s.push_str(&random_letters(&mut rng, n));
+                s.push(' ');
+            }),
+        ),
+        // One piece each from here on.
+        ("one letter", "a".repeat(size)),
+        ("one CJK char", "中".repeat(size / 3)),
+        (
+            "punctuation run",
+            fill(size, |s| {
+                s.push_str(pick(&mut rng, &["-", "=", "*", "!", "."]))
+            }),
+        ),
+        ("random letters", random_letters(&mut rng, size)),
+        (
+            "random CJK",
+            fill(size, |s| {
+                s.push(char::from_u32(0x4e00 + rng.below(0x5000) as u32).unwrap())
+            }),
+        ),
+        ("spaces", " ".repeat(size)),
+        ("newlines", "\n".repeat(size)),
+        (
+            "whitespace mix",
+            fill(size, |s| {
+                s.push(
+                    pick(&mut rng, &[" ", " ", "\t", "  "])
+                        .chars()
+                        .next()
+                        .unwrap(),
+                )
+            }),
+        ),
+    ]
+}
+
+/// tiktoken-rs's count, or None where it panics (fancy-regex gives up on
+/// long whitespace runs).
+fn tiktoken_count(reference: &tiktoken_rs::CoreBPE, text: &str) -> Option<usize> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(|| reference.encode_ordinary(text).len()).ok();
+    std::panic::set_hook(hook);
+    r
+}
+
+/// `bench classes [SIZE_KIB] [ROUNDS] [o200k|cl100k]`: MB/s per class of
+/// text, old engine (tiktoken's merge, heap-based for long pieces) vs the
+/// linear one vs tiktoken-rs, timed in turn (interleaved) for ROUNDS
+/// rounds, the fastest of each kept; then the time of the new engine on
+/// 4 MiB of each class.
+fn bench_classes(args: &[String]) {
+    let kib: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1024);
+    let rounds: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(3);
+    let encodings: Vec<Encoding> = match args.get(4).map(String::as_str) {
+        Some("o200k") => vec![Encoding::O200kBase],
+        Some("cl100k") => vec![Encoding::Cl100kBase],
+        _ => vec![Encoding::O200kBase, Encoding::Cl100kBase],
+    };
+    let size = kib * 1024;
+    println!("per class, {kib} KiB each, fastest of {rounds} interleaved rounds; MB/s (1 MB = 10^6 bytes)");
+    for e in encodings {
+        let tok = Tokenizer::new(e);
+        let reference = match e {
+            Encoding::Cl100kBase => tiktoken_rs::cl100k_base().unwrap(),
+            Encoding::O200kBase => tiktoken_rs::o200k_base().unwrap(),
+        };
+        println!("\n{}", e.name());
+        println!(
+            "| class | bytes | tokens | old MB/s | new MB/s | tiktoken-rs MB/s | new/old | new/tiktoken-rs |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+        for (name, text) in classes(size) {
+            let n = tok.count(&text);
+            assert_eq!(
+                n,
+                tok.count_with_tiktoken_merge(&text),
+                "{name}: engines differ"
+            );
+            let mut best = [Duration::MAX; 3];
+            let mut theirs = None;
+            for _ in 0..rounds {
+                let t = Instant::now();
+                black_box(tok.count_with_tiktoken_merge(black_box(&text)));
+                best[0] = best[0].min(t.elapsed());
+                let t = Instant::now();
+                black_box(tok.count(black_box(&text)));
+                best[1] = best[1].min(t.elapsed());
+                let t = Instant::now();
+                theirs = tiktoken_count(&reference, black_box(&text));
+                best[2] = best[2].min(t.elapsed());
+                if let Some(want) = theirs {
+                    assert_eq!(n, want, "{name}: tiktoken-rs counts differently");
+                }
+            }
+            let mbs = |d: Duration| text.len() as f64 / 1e6 / d.as_secs_f64();
+            let (tik, ratio) = match theirs {
+                Some(_) => (
+                    format!("{:.1}", mbs(best[2])),
+                    format!("{:.1}x", mbs(best[1]) / mbs(best[2])),
+                ),
+                None => ("panics".to_string(), "-".to_string()),
+            };
+            println!(
+                "| {name} | {} | {n} | {:.1} | {:.1} | {tik} | {:.1}x | {ratio} |",
+                text.len(),
+                mbs(best[0]),
+                mbs(best[1]),
+                mbs(best[1]) / mbs(best[0]),
+            );
+        }
+        println!(
+            "\n{}: new engine on 4 MiB of each class, fastest (median) of {rounds}: `count`, and \
+             `count_within` with admission's default budget of 128 KiB",
+            e.name()
+        );
+        println!("| class | count ms | MB/s | count_within ms | exact |");
+        println!("|---|---:|---:|---:|---|");
+        for (name, text) in classes(4 << 20) {
+            let (fastest, median) = times(rounds, || tok.count(black_box(&text)));
+            let mut exact = false;
+            let (w_fastest, w_median) = times(rounds, || {
+                let mut budget = 128 * 1024;
+                exact = tok.count_within(black_box(&text), &mut budget).exact;
+            });
+            println!(
+                "| {name} | {:.1} ({:.1}) | {:.1} | {:.2} ({:.2}) | {} |",
+                ms(fastest),
+                ms(median),
+                text.len() as f64 / 1e6 / fastest.as_secs_f64(),
+                ms(w_fastest),
+                ms(w_median),
+                if exact { "yes" } else { "no" }
+            );
+        }
+    }
+}
+
 fn main() {
     // `bench profile [cl100k]`: just count the mixed text in a loop, for perf.
     // `bench dump DIR`: write the texts and tiktoken-rs's counts of them, for
     // the Wasm bench (wasm-bench/).
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("one") {
+        // `bench one CLASS [KIB]`: count one class in a loop, for perf.
+        let kib: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(1024);
+        let t = Instant::now();
+        let tok = Tokenizer::new(Encoding::O200kBase);
+        println!("new: {:.1} ms", ms(t.elapsed()));
+        let text = classes(kib * 1024)
+            .into_iter()
+            .find(|(n, _)| n == &args[2])
+            .unwrap()
+            .1;
+        let t = Instant::now();
+        let mut n = 0;
+        for _ in 0..5 {
+            n += tok.count(black_box(&text));
+        }
+        println!(
+            "{n} {:.1} MB/s",
+            5.0 * text.len() as f64 / 1e6 / t.elapsed().as_secs_f64()
+        );
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("classes") {
+        bench_classes(&args);
+        return;
+    }
     if args.get(1).map(String::as_str) == Some("dump") {
         let dir = args.get(2).expect("bench dump DIR");
         std::fs::create_dir_all(dir).unwrap();
@@ -148,6 +378,20 @@ fn main() {
                 let n = reference.encode_ordinary(&text).len();
                 std::fs::write(format!("{dir}/{}-{name}.txt", e.name()), &text).unwrap();
                 std::fs::write(format!("{dir}/{}-{name}.count", e.name()), n.to_string()).unwrap();
+            }
+            // The per-class texts (256 KiB each), for the per-class table in
+            // V8: counted by tiktoken-rs where it can, else by the old engine.
+            let kib: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(256);
+            for (name, text) in classes(kib * 1024) {
+                let n = tiktoken_count(&reference, &text)
+                    .unwrap_or_else(|| tok.count_with_tiktoken_merge(&text));
+                let name = name.replace(' ', "_");
+                std::fs::write(format!("{dir}/{}-class-{name}.txt", e.name()), &text).unwrap();
+                std::fs::write(
+                    format!("{dir}/{}-class-{name}.count", e.name()),
+                    n.to_string(),
+                )
+                .unwrap();
             }
         }
         return;

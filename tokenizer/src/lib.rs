@@ -17,8 +17,10 @@
 //! with the same leftmost-first / backtracking semantics (`pretok`), on a
 //! Unicode class table generated from the `regex` crate (`classes`); each
 //! piece is looked up whole, else split with tiktoken's byte-pair merge
-//! (`bpe`; a heap-based merge for long pieces so that pathological inputs
-//! stay O(n log n)).
+//! (`bpe`), or from 32 bytes on with a merge that gives the same tokens in
+//! time linear in the piece (the backtracking encoder of GitHub's `bpe`
+//! crate), so that no input (one letter repeated, random letters, runs of
+//! spaces, CJK without punctuation) makes the count superlinear.
 
 #![no_std]
 
@@ -157,6 +159,11 @@ impl Encoding {
 
 static CL100K_BASE: &[u8] = include_bytes!("../data/cl100k_base.bin");
 static O200K_BASE: &[u8] = include_bytes!("../data/o200k_base.bin");
+/// The ranks of each vocabulary in byte order of their tokens, 3 bytes each
+/// (generated with the rank data): `new` walks the tokens in this order to
+/// build the prefix table of the linear merge without sorting them.
+static CL100K_BASE_ORDER: &[u8] = include_bytes!("../data/cl100k_base.order");
+static O200K_BASE_ORDER: &[u8] = include_bytes!("../data/o200k_base.order");
 
 /// What [`Tokenizer::count_within`] found: `tokens` is exact when `exact`,
 /// else an upper bound (never less than the exact count).
@@ -166,12 +173,24 @@ pub struct BoundedCount {
     pub exact: bool,
 }
 
-/// Budget bytes a byte of a long piece (at least [`bpe::LARGE_PIECE`] bytes,
-/// merged with the heap) costs in [`Tokenizer::count_within`]: measured
-/// natively at about 0.5 µs per byte for such pieces against at most
-/// 0.15 µs for short ones (and 0.004 µs for ordinary text), so one budget
-/// byte buys about the same worst-case time whatever the text.
+/// Budget bytes a byte of a long piece (at least [`bpe::LARGE_PIECE`] bytes)
+/// costs in [`Tokenizer::count_within`]. Such pieces are merged in linear
+/// time, but the worst of them (random letters without a space) still cost
+/// about 3-4x more per byte than the worst short pieces (random words)
+/// natively, so one budget byte buys about the same worst-case time
+/// whatever the text. (Measured before the linear merge: 0.5 µs per byte
+/// for long pieces, merged with a heap, against at most 0.15 µs for short
+/// ones and 0.004 µs for ordinary text.)
 pub const LONG_PIECE_COST: usize = 4;
+
+/// ASCII pieces from this long (ending in a letter, digit or punctuation)
+/// also weigh [`LONG_PIECE_COST`] per byte in [`Tokenizer::count_within`]:
+/// they stay on tiktoken's quadratic loop up to [`bpe::LARGE_PIECE`] bytes,
+/// and random letters in pieces of 32-127 bytes measured about 4x slower
+/// per byte than random words of 1-12 letters (the slowest class per budget
+/// byte with weight 1: 107 ms per 128 KiB budget natively, loaded).
+/// Runs of spaces (indentation) are whole tokens or nearly, and weigh 1.
+pub const HEAVY_ASCII_PIECE: usize = 32;
 
 /// A tokenizer for one encoding. Cheap to share (`Send + Sync`, immutable);
 /// build it once per VM / process.
@@ -185,13 +204,13 @@ impl Tokenizer {
     /// Builds the rank table of `encoding` from the embedded data (no I/O,
     /// cannot fail).
     pub fn new(encoding: Encoding) -> Tokenizer {
-        let data = match encoding {
-            Encoding::Cl100kBase => CL100K_BASE,
-            Encoding::O200kBase => O200K_BASE,
+        let (data, order) = match encoding {
+            Encoding::Cl100kBase => (CL100K_BASE, CL100K_BASE_ORDER),
+            Encoding::O200kBase => (O200K_BASE, O200K_BASE_ORDER),
         };
         Tokenizer {
             encoding,
-            ranks: bpe::Ranks::new(data),
+            ranks: bpe::Ranks::new(data, order),
         }
     }
 
@@ -226,15 +245,51 @@ impl Tokenizer {
     /// recognised), i.e. `self.encode(text).len()`, without building the list.
     pub fn count(&self, text: &str) -> usize {
         let mut count = 0;
+        let mut scratch = bpe::Scratch::default();
+        self.for_each_piece(text, |piece| {
+            if self.ranks.get(piece).is_some() {
+                count += 1;
+            } else {
+                self.ranks.merge(piece, &mut scratch, |_| count += 1);
+            }
+        });
+        count
+    }
+
+    /// [`Tokenizer::count`] with the engine of before the linear merge:
+    /// tiktoken's merge, its heap-based version for pieces of
+    /// [`bpe::LARGE_PIECE`] bytes or more (O(n log n) per piece). For the bench and
+    /// the tests (a second reference where tiktoken-rs fails); not part of
+    /// the supported API.
+    #[doc(hidden)]
+    pub fn count_with_tiktoken_merge(&self, text: &str) -> usize {
+        let mut count = 0;
         let mut parts = Vec::new();
         self.for_each_piece(text, |piece| {
             if self.ranks.get(piece).is_some() {
                 count += 1;
             } else {
-                self.ranks.merge(piece, &mut parts, |_| count += 1);
+                self.ranks.merge_short(piece, &mut parts, |_| count += 1);
             }
         });
         count
+    }
+
+    /// [`Tokenizer::encode`] with tiktoken's merge (see
+    /// [`Tokenizer::count_with_tiktoken_merge`]). Not part of the supported API.
+    #[doc(hidden)]
+    pub fn encode_with_tiktoken_merge(&self, text: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut parts = Vec::new();
+        self.for_each_piece(text, |piece| match self.ranks.get(piece) {
+            Some(r) => out.push(r),
+            None => self.ranks.merge_short(piece, &mut parts, |t| {
+                if let Some(r) = self.ranks.get(t) {
+                    out.push(r);
+                }
+            }),
+        });
+        out
     }
 
     /// Length in bytes of the encoding's longest token: a text of `n` bytes
@@ -256,7 +311,7 @@ impl Tokenizer {
             Encoding::O200kBase => pretok::piece_end_o200k,
         };
         let mut tokens = 0;
-        let mut parts = Vec::new();
+        let mut scratch = bpe::Scratch::default();
         let mut i = 0;
         while i < bytes.len() {
             let mut e = piece_end(bytes, i);
@@ -264,7 +319,10 @@ impl Tokenizer {
                 e = bytes.len();
             }
             let piece = &bytes[i..e];
-            let weight = if piece.len() >= bpe::LARGE_PIECE {
+            let n = piece.len();
+            let weight = if n >= bpe::LARGE_PIECE
+                || n >= HEAVY_ASCII_PIECE && piece[n - 1].is_ascii_graphic()
+            {
                 LONG_PIECE_COST
             } else {
                 1
@@ -281,7 +339,7 @@ impl Tokenizer {
             if self.ranks.get(piece).is_some() {
                 tokens += 1;
             } else {
-                self.ranks.merge(piece, &mut parts, |_| tokens += 1);
+                self.ranks.merge(piece, &mut scratch, |_| tokens += 1);
             }
             i = e;
         }
@@ -294,10 +352,10 @@ impl Tokenizer {
     /// The tokens of `text`, as tiktoken's `encode_ordinary`.
     pub fn encode(&self, text: &str) -> Vec<u32> {
         let mut out = Vec::with_capacity(text.len() / 4 + 1);
-        let mut parts = Vec::new();
+        let mut scratch = bpe::Scratch::default();
         self.for_each_piece(text, |piece| match self.ranks.get(piece) {
             Some(r) => out.push(r),
-            None => self.ranks.merge(piece, &mut parts, |t| {
+            None => self.ranks.merge(piece, &mut scratch, |t| {
                 // Every part of a merge is a token (all 256 bytes are).
                 if let Some(r) = self.ranks.get(t) {
                     out.push(r);
@@ -388,12 +446,119 @@ mod tests {
     }
 
     #[test]
+    fn long_ascii_words_weigh_more() {
+        let t = Tokenizer::new(Encoding::O200kBase);
+        let word = "qwzjxkvbpqwzjxkvbpqwzjxkvbpqwzjxkvbp"; // 36 letters, one piece
+        let exact = t.count(word);
+        let mut budget = 36 * LONG_PIECE_COST;
+        assert_eq!(
+            t.count_within(word, &mut budget),
+            BoundedCount {
+                tokens: exact,
+                exact: true
+            }
+        );
+        let mut budget = 36 * LONG_PIECE_COST - 1;
+        assert!(!t.count_within(word, &mut budget).exact);
+        // Indentation of 40 spaces (then a word) weighs its length.
+        let indented = alloc::format!("{}x", " ".repeat(40));
+        let mut budget = indented.len();
+        assert!(t.count_within(&indented, &mut budget).exact);
+    }
+
+    #[test]
     fn max_token_bytes_is_the_longest_token() {
         for e in [Encoding::Cl100kBase, Encoding::O200kBase] {
             let t = Tokenizer::new(e);
             let longest = t.max_token_bytes();
             assert!((16..=256).contains(&longest), "{e:?}: {longest}");
         }
+    }
+
+    /// Deterministic xorshift64*.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n as u64) as usize
+        }
+    }
+
+    fn merged(t: &Tokenizer, piece: &[u8], linear: bool) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut scratch = bpe::Scratch::default();
+        let mut parts = Vec::new();
+        if linear {
+            t.ranks
+                .merge_linear(piece, &mut scratch, |p| out.push(p.to_vec()));
+        } else {
+            t.ranks
+                .merge_short(piece, &mut parts, |p| out.push(p.to_vec()));
+        }
+        out
+    }
+
+    /// The linear merge against tiktoken's, on byte strings (not only
+    /// UTF-8: the merges work on bytes) from small alphabets, so that the
+    /// backtracking is exercised: many near-tokens, many rejected pairs.
+    #[test]
+    fn linear_merge_is_tiktokens_merge() {
+        let alphabets: [&[u8]; 9] = [
+            b"ab",
+            b"abc",
+            b"aeinrst",
+            b"abcdefghijklmnopqrstuvwxyz",
+            b" \t\n",
+            b" a",
+            b"-=*_#",
+            "中文字国人的".as_bytes(),
+            &[0xe4, 0xb8, 0xad, 0x80, 0xff, 0x20, 0x61],
+        ];
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        for e in [Encoding::Cl100kBase, Encoding::O200kBase] {
+            let t = Tokenizer::new(e);
+            let mut compared = 0;
+            for alphabet in alphabets {
+                for _ in 0..150 {
+                    let max = if rng.below(4) == 0 { 600 } else { 60 };
+                    let n = 2 + rng.below(max);
+                    let piece: Vec<u8> = (0..n)
+                        .map(|_| alphabet[rng.below(alphabet.len())])
+                        .collect();
+                    let want = merged(&t, &piece, false);
+                    let got = merged(&t, &piece, true);
+                    assert_eq!(
+                        got,
+                        want,
+                        "{e:?}: {:?}",
+                        alloc::string::String::from_utf8_lossy(&piece)
+                    );
+                    compared += 1;
+                }
+            }
+            // Runs of one byte, every length up to a few times the longest token.
+            for b in [b'a', b' ', b'\n', b'-', b'0', 0x80] {
+                for n in 2..400 {
+                    let piece = alloc::vec![b; n];
+                    assert_eq!(
+                        merged(&t, &piece, true),
+                        merged(&t, &piece, false),
+                        "{e:?}: {b} x {n}"
+                    );
+                    compared += 1;
+                }
+            }
+            assert!(compared > 3000);
+        }
+    }
+
+    #[test]
+    fn linear_merge_of_a_single_byte_and_of_nothing() {
+        let t = Tokenizer::new(Encoding::O200kBase);
+        assert_eq!(merged(&t, b"a", true), [b"a".to_vec()]);
+        assert!(merged(&t, b"", true).is_empty());
     }
 
     #[test]

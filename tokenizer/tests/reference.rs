@@ -116,9 +116,27 @@ fn generate_data() {
     std::fs::create_dir_all(dir).unwrap();
     for e in ENCODINGS {
         let data = gen::rank_data(reference(e));
+        std::fs::write(format!("{dir}/{}.order", e.name()), gen::byte_order(&data)).unwrap();
         std::fs::write(format!("{dir}/{}.bin", e.name()), data).unwrap();
     }
     std::fs::write(format!("{dir}/unicode_classes.bin"), gen::unicode_table()).unwrap();
+}
+
+#[test]
+fn embedded_byte_order_is_the_tokens_order() {
+    let files: [(&[u8], &[u8]); 2] = [
+        (
+            include_bytes!("../data/cl100k_base.bin"),
+            include_bytes!("../data/cl100k_base.order"),
+        ),
+        (
+            include_bytes!("../data/o200k_base.bin"),
+            include_bytes!("../data/o200k_base.order"),
+        ),
+    ];
+    for (data, order) in files {
+        assert!(gen::byte_order(data) == order, "data/*.order is stale");
+    }
 }
 
 #[test]
@@ -572,6 +590,87 @@ fn long_pieces() {
     texts.push("ab".repeat(1500));
     texts.push("😀".repeat(300));
     check_all(&texts);
+}
+
+/// One text per pathological class (each one long piece, or pieces new to
+/// any cache), of sizes tiktoken-rs still handles in a debug build, token
+/// for token against it: the linear merge on the inputs it is for.
+#[test]
+fn pathological_classes() {
+    let mut rng = Rng(0x0bad_1297);
+    let letters = |rng: &mut Rng, alphabet: &[char], n: usize| -> String {
+        (0..n)
+            .map(|_| alphabet[rng.below(alphabet.len())])
+            .collect()
+    };
+    let az: Vec<char> = ('a'..='z').collect();
+    let cjk: Vec<char> = (0x4e00..0x9fff).filter_map(char::from_u32).collect();
+    let mut texts = vec![
+        "a".repeat(20_000),
+        "A".repeat(5_000),
+        "中".repeat(5_000),
+        "-".repeat(20_000),
+        "=".repeat(3_001),
+        "😀".repeat(2_000),
+        "\n".repeat(20_000),
+        "\t".repeat(5_000),
+        " ".repeat(10_000) + "x",
+        "ab".repeat(5_000),
+        "abc".repeat(3_000),
+        "1".repeat(10_000),
+    ];
+    for n in [31, 32, 33, 100, 1_000, 20_000] {
+        texts.push(letters(&mut rng, &az, n));
+        texts.push(letters(&mut rng, &cjk, n));
+        texts.push(letters(&mut rng, &['a', 'b'], n));
+        texts.push(letters(&mut rng, &['x', 'X', 'y', 'Y'], n));
+        texts.push(letters(&mut rng, &[' ', '\t', '\n', ' '], n));
+        texts.push(letters(&mut rng, &['-', '=', '*', '!', '.', '/'], n));
+        texts.push(letters(&mut rng, &['न', 'म', 'स', '्', 'ा', 'े'], n));
+        texts.push(letters(&mut rng, &['ا', 'ل', 'م', 'ع', 'ر', 'ب'], n));
+    }
+    // Random words around the switch to the linear merge (32 bytes).
+    texts.extend(rng.texts(300, |rng| {
+        (0..20)
+            .map(|_| {
+                let n = 1 + rng.below(45);
+                let mut w: String = (0..n).map(|_| az[rng.below(26)]).collect();
+                w.push(' ');
+                w
+            })
+            .collect()
+    }));
+    check_all(&texts);
+}
+
+/// Inputs too big for tiktoken-rs (which panics on long whitespace runs)
+/// or too slow for it in a debug build: against the previous engine,
+/// tiktoken's merge (heap-based for long pieces), which the tests above
+/// compare with tiktoken-rs.
+#[test]
+fn big_pathological_inputs_against_tiktokens_merge() {
+    let mut rng = Rng(77);
+    let random: String = (0..60_000)
+        .map(|_| (b'a' + rng.below(26) as u8) as char)
+        .collect();
+    for e in ENCODINGS {
+        let t = ours(e);
+        for text in [
+            " ".repeat(300_000),
+            format!("x{}y", " \t".repeat(100_000)),
+            "a".repeat(200_000),
+            random.clone(),
+        ] {
+            assert_eq!(
+                t.encode(&text),
+                t.encode_with_tiktoken_merge(&text),
+                "{}: {}...",
+                e.name(),
+                &text[..20]
+            );
+            assert_eq!(t.count(&text), t.count_with_tiktoken_merge(&text));
+        }
+    }
 }
 
 /// Pathological inputs must stay fast (tiktoken's O(n²) merge would take

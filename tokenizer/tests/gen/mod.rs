@@ -6,6 +6,9 @@
 //!   rank order, each as one length byte followed by its bytes. Taken from
 //!   tiktoken-rs (which embeds OpenAI's `.tiktoken` files); the ranks there
 //!   are `0..n` with no gap, checked here.
+//! * `data/{cl100k_base,o200k_base}.order`: the ranks in the byte order of
+//!   their tokens, 3 bytes each, little-endian (`Tokenizer::new` walks the
+//!   tokens in this order to build its prefix table without sorting).
 //! * `data/unicode_classes.bin`: a two-stage table giving, for every code
 //!   point, the class bits the pre-tokenizer needs (see `src/classes.rs`),
 //!   computed with the `regex` crate, i.e. with the exact Unicode tables the
@@ -87,4 +90,22 @@ pub fn rank_data(bpe: &tiktoken_rs::CoreBPE) -> Vec<u8> {
         rank += 1;
     }
     out
+}
+
+/// The ranks of the tokens of `rank_data` (see `rank_data`) in the byte order
+/// of the tokens, 3 bytes each, little-endian.
+pub fn byte_order(rank_data: &[u8]) -> Vec<u8> {
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < rank_data.len() {
+        let len = rank_data[i] as usize;
+        tokens.push(&rank_data[i + 1..i + 1 + len]);
+        i += 1 + len;
+    }
+    let mut order: Vec<u32> = (0..tokens.len() as u32).collect();
+    order.sort_by_key(|&r| tokens[r as usize]);
+    order
+        .iter()
+        .flat_map(|r| r.to_le_bytes().into_iter().take(3))
+        .collect()
 }

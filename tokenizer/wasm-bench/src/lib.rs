@@ -50,3 +50,14 @@ pub unsafe extern "C" fn hf_count(tok: *const sluice_tokenizer::HfTokenizer, ptr
         Err(_) => u32::MAX,
     }
 }
+
+/// The same count with the engine of before the linear merge (tiktoken's
+/// merge, heap-based for long pieces), for the old-vs-new table.
+#[no_mangle]
+pub unsafe extern "C" fn tok_count_old(tok: *const Tokenizer, ptr: *const u8, len: usize) -> u32 {
+    let bytes = std::slice::from_raw_parts(ptr, len);
+    match std::str::from_utf8(bytes) {
+        Ok(text) => (*tok).count_with_tiktoken_merge(text) as u32,
+        Err(_) => u32::MAX,
+    }
+}
