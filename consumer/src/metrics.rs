@@ -180,6 +180,12 @@ pub struct ControlMetrics {
     pub overload_answers: Family<ModelLabels, Counter>,
     /// Requests waiting at the model server at the last sample.
     pub server_waiting: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+    /// The consumers' calls in flight to the model, every instance
+    /// together, as the stepper counted them at the last sample.
+    pub own_in_flight: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+    /// Requests at the model server that are not the consumers' calls
+    /// (in-quota traffic, other clients) at the last sample.
+    pub server_foreign: Family<ModelLabels, Gauge<f64, AtomicU64>>,
 }
 
 impl ControlMetrics {
@@ -214,6 +220,18 @@ impl ControlMetrics {
                 registry,
                 "controller_server_waiting",
                 "Requests waiting at the model server at the last sample",
+                Family::default(),
+            ),
+            own_in_flight: register(
+                registry,
+                "controller_own_in_flight",
+                "The consumers' calls in flight to the model, all instances, at the last sample",
+                Family::default(),
+            ),
+            server_foreign: register(
+                registry,
+                "controller_server_foreign",
+                "Requests at the model server that are not the consumers' calls (in-quota traffic) at the last sample",
                 Family::default(),
             ),
         }

@@ -364,6 +364,115 @@ async fn two_instances_share_one_controller_state() {
     assert_eq!(limits_a.available(MODEL), Some(10));
 }
 
+/// A model server that always reports the same load.
+struct FixedLoad(control_loop::ServerLoad);
+
+impl control_loop::CapacitySource for FixedLoad {
+    fn sample<'a>(
+        &'a self,
+        _model: &'a str,
+        _control: &'a ModelControl,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<Option<control_loop::ServerLoad>, control_loop::SignalError>,
+    > {
+        let load = self.0;
+        Box::pin(async move { Ok(Some(load)) })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stepper_counts_every_live_instances_calls_as_its_own_and_the_rest_as_foreign() {
+    let redis = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut conn = redis_connection(&redis);
+    let control = ModelControl {
+        signal: SignalConfig::Prometheus {
+            url: "http://unused/metrics".into(),
+        },
+        floor: 1,
+        ceiling: 40,
+        initial: Some(20),
+        decrease_factor: 0.5,
+        interval_ms: 300,
+        ..ModelControl::default()
+    };
+    // The server runs 12 and queues 8.
+    let server = Arc::new(FixedLoad(control_loop::ServerLoad {
+        waiting: 8.0,
+        running: 12.0,
+        kv_cache_usage: None,
+    }));
+    let instance = || {
+        let (controls, limits, metrics) = controls(&conn, &control);
+        let controls = Arc::try_unwrap(controls)
+            .ok()
+            .unwrap()
+            .with_source(server.clone());
+        (Arc::new(controls), limits, metrics)
+    };
+    let (a, limits_a, _) = instance();
+    let (b, limits_b, metrics_b) = instance();
+    beat(&mut conn, "a").await;
+    beat(&mut conn, "b").await;
+    // a has 3 calls in flight, b 4; an instance that left wrote 9.
+    let _held_a: Vec<_> = (0..3).map(|_| limits_a.try_acquire(MODEL)).collect();
+    let _held_b: Vec<_> = (0..4).map(|_| limits_b.try_acquire(MODEL)).collect();
+    let key = keys::controller(MODEL);
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg("in_flight:gone")
+        .arg(9)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // a writes its count and steps first (b has written nothing yet).
+    a.tick(MODEL, &control, "a").await.unwrap();
+    let (after_a, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+    // b steps the next interval on both counts: 7 own of the server's 20,
+    // 13 foreign.
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    b.tick(MODEL, &control, "b").await.unwrap();
+    let text = metrics_b.encode();
+    let gauge = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    assert_eq!(
+        gauge("sluice_consumer_controller_own_in_flight"),
+        Some(7.0),
+        "{text}"
+    );
+    assert_eq!(
+        gauge("sluice_consumer_controller_server_foreign"),
+        Some(13.0),
+        "{text}"
+    );
+    // The departed instance's count is dropped, the live ones stay.
+    let fields: HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!fields.contains_key("in_flight:gone"), "{fields:?}");
+    assert_eq!(fields.get("in_flight:a").map(String::as_str), Some("3"));
+    assert_eq!(fields.get("in_flight:b").map(String::as_str), Some("4"));
+    // The law saw the foreign load: the server holds 12 + 2 for everyone,
+    // 13 of it foreign, so the consumers' limit falls at both steps (the
+    // old law, counting all 20 as its own, aims at 12 + 2 = 14 and stops
+    // there, however many of them are foreign).
+    let (after_b, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+    assert_eq!(
+        after_a,
+        Some(10.0),
+        "a: aim 12 + 2 − 17 = −3, one step at most halves"
+    );
+    assert!(after_b.is_some_and(|l| l < 10.0), "{after_b:?}");
+}
+
 /// A consumer whose answers-only controller on [`MODEL`] starts at 12
 /// against `sim`, under a backlog: waits until the limit has halved
 /// (at least once) and checks it changed for `reason`. The parts are

@@ -212,6 +212,14 @@ impl InFlightLimits {
         }
     }
 
+    /// Calls of `model` in flight on this instance (`None`: the model is
+    /// unlimited, so not counted; a model past `max_models` counts the
+    /// overflow slots it shares).
+    pub fn in_flight(&self, model: &str) -> Option<usize> {
+        self.semaphore(model)
+            .map(|s| s.in_use.load(Ordering::SeqCst))
+    }
+
     /// `model`'s slots (`None` = unlimited), for waiting on a freed slot.
     pub fn slots(&self, model: &str) -> Option<Arc<Slots>> {
         self.semaphore(model)
@@ -311,6 +319,7 @@ mod tests {
         };
         limits.set_cap("m", 2);
         assert_eq!(limits.available("m"), Some(1));
+        assert_eq!(limits.in_flight("m"), Some(1));
         drop(one);
         // An unlimited model gets a cap of its own.
         let unlimited = InFlightLimits::new(

@@ -18,6 +18,13 @@
 //!
 //! **Overload answers** (429 / 503) are counted into the hash by whichever
 //! instance got them ([`Controls::observe`]), so the stepper sees them all.
+//!
+//! **Own calls in flight**: every instance writes its calls in flight to
+//! the model into the hash each interval (`in_flight:<instance>`), and the
+//! stepper sums those of the live members: the law tells the consumers'
+//! own calls from the foreign requests at the server (in-quota traffic
+//! sent there directly) by it. Fields of instances no longer live are
+//! dropped at the step.
 
 use crate::metrics::{ChangeLabels, ModelLabels};
 use crate::sharing::controller::{
@@ -61,6 +68,9 @@ pub mod field {
     /// and counted, by every instance (with `ttft_target_ms` only).
     pub const TTFT_SUM: &str = "ttft_sum_ms";
     pub const TTFT_COUNT: &str = "ttft_count";
+    /// Prefix of one instance's calls in flight to the model
+    /// (`in_flight:<instance>`), written by every instance each interval.
+    pub const IN_FLIGHT_PREFIX: &str = "in_flight:";
 }
 
 /// Load of a model server, as its metrics endpoint reports it.
@@ -179,6 +189,27 @@ impl Stored {
         })
     }
 
+    /// The consumers' calls in flight: the sum of the `in_flight:<instance>`
+    /// fields of `live` instances (and of `me`, which may not have
+    /// registered yet; `None` when none of them wrote one), and the fields
+    /// of instances that are no longer live (to drop).
+    fn own_in_flight(&self, live: &[String], me: &str) -> (Option<f64>, Vec<String>) {
+        let mut own = None;
+        let mut stale = Vec::new();
+        for (name, value) in &self.0 {
+            let Some(instance) = name.strip_prefix(field::IN_FLIGHT_PREFIX) else {
+                continue;
+            };
+            if instance == me || live.iter().any(|m| m == instance) {
+                let count = value.parse::<f64>().unwrap_or(0.0).max(0.0);
+                own = Some(own.unwrap_or(0.0) + count);
+            } else {
+                stale.push(name.clone());
+            }
+        }
+        (own, stale)
+    }
+
     fn answers(&self) -> Answers {
         let count = |f| self.number(f).unwrap_or(0.0).max(0.0);
         Answers {
@@ -189,10 +220,19 @@ impl Stored {
     }
 }
 
-/// The writes of one step: the new state, and the answers it saw taken
-/// off their counters (answers counted meanwhile stay).
-fn write_step(key: &str, next: &ControllerState, seen: &Answers) -> redis::Pipeline {
+/// The writes of one step: the new state, the answers it saw taken off
+/// their counters (answers counted meanwhile stay), and the in-flight
+/// fields of instances no longer live dropped.
+fn write_step(
+    key: &str,
+    next: &ControllerState,
+    seen: &Answers,
+    stale: &[String],
+) -> redis::Pipeline {
     let mut write = redis::pipe();
+    for field in stale {
+        write.hdel(key, field).ignore();
+    }
     write
         .hset(key, field::LIMIT, next.limit)
         .ignore()
@@ -332,7 +372,14 @@ impl Controls {
     ) -> Result<(), redis::RedisError> {
         let mut redis = self.redis.clone();
         let lease_ms = control.interval_ms.saturating_sub(control.interval_ms / 10);
-        let leased: Option<String> = redis::cmd("SET")
+        // This instance's calls in flight, for the stepper (same hash tag as
+        // the lease: one pipeline, one slot).
+        let in_flight = self.limits.in_flight(model).unwrap_or(0);
+        let own_field = format!("{}{id}", field::IN_FLIGHT_PREFIX);
+        let (leased,): (Option<String>,) = redis::pipe()
+            .hset(keys::controller(model), own_field, in_flight)
+            .ignore()
+            .cmd("SET")
             .arg(keys::controller_lease(model))
             .arg(id)
             .arg("NX")
@@ -341,7 +388,7 @@ impl Controls {
             .query_async(&mut redis)
             .await?;
         if leased.is_some() {
-            self.step_shared(model, control).await?;
+            self.step_shared(model, control, id).await?;
         }
         self.apply(&mut redis, model, control, id).await
     }
@@ -351,6 +398,7 @@ impl Controls {
         &self,
         model: &str,
         control: &ModelControl,
+        id: &str,
     ) -> Result<(), redis::RedisError> {
         let key = keys::controller(model);
         let mut redis = self.redis.clone();
@@ -360,6 +408,9 @@ impl Controls {
         }
         let state = stored.state().unwrap_or_else(|| control.initial_state());
         let answers = stored.answers();
+        let live =
+            crate::sharing::membership::live_members(&mut redis, self.membership_ttl).await?;
+        let (own_in_flight, stale) = stored.own_in_flight(&live, id);
         let labels = self.metrics.model_label(model);
         let load = self.server_load(model, control, &labels).await;
         let sample = CapacitySample {
@@ -369,9 +420,21 @@ impl Controls {
             overloaded: answers.overloaded,
             retry_after_ms: stored.number(field::RETRY_AFTER).map(|v| v as u64),
             ttft_ms: answers.ttft_ms(),
+            own_in_flight,
         };
+        if let (Some(_), Some(own)) = (load, own_in_flight) {
+            let control_metrics = &self.metrics.control;
+            control_metrics
+                .own_in_flight
+                .get_or_create(&labels)
+                .set(own);
+            control_metrics
+                .server_foreign
+                .get_or_create(&labels)
+                .set(sample.foreign());
+        }
         let (next, reason) = controller::step(control, state, &sample, crate::now_ms());
-        write_step(&key, &next, &answers)
+        write_step(&key, &next, &answers, &stale)
             .query_async::<()>(&mut redis)
             .await?;
         if next.limit != state.limit {
@@ -430,6 +493,8 @@ impl Controls {
             smoothed_waiting = ?next.smoothed_waiting,
             kv_cache_usage = ?sample.kv_cache_usage,
             running = ?sample.running,
+            own_in_flight = ?sample.own_in_flight,
+            foreign = sample.foreign(),
             overloaded = sample.overloaded,
             ttft_ms = ?sample.ttft_ms,
             "controller: limit changed"
@@ -603,6 +668,24 @@ impl Drop for AbortOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn own_calls_are_summed_over_the_live_instances() {
+        let stored = Stored(HashMap::from([
+            ("limit".to_string(), "10".to_string()),
+            ("in_flight:a".to_string(), "3".to_string()),
+            ("in_flight:b".to_string(), "4".to_string()),
+            ("in_flight:gone".to_string(), "9".to_string()),
+            ("in_flight:me".to_string(), "1".to_string()),
+        ]));
+        let live = vec!["a".to_string(), "b".to_string()];
+        let (own, stale) = stored.own_in_flight(&live, "me");
+        assert_eq!(own, Some(8.0));
+        assert_eq!(stale, vec!["in_flight:gone".to_string()]);
+        // No instance wrote a count: unknown, not zero.
+        let (own, stale) = Stored(HashMap::new()).own_in_flight(&live, "me");
+        assert_eq!((own, stale.len()), (None, 0));
+    }
 
     #[test]
     fn the_limit_is_split_over_the_instances() {

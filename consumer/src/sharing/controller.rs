@@ -25,6 +25,17 @@
 //!   in one step. Aiming at the running batch rather than cutting by the
 //!   queue's excess does not cut again while a queue the last cut already
 //!   accounts for drains;
+//! * **the server is shared**: requests admitted in quota go to the server
+//!   directly, beside the consumers' calls. With the consumers' own calls
+//!   in flight in the sample ([`CapacitySample::own_in_flight`]), the
+//!   server's waiting target is for everyone: the queue's aim, and the KV
+//!   cache's aim below, are less the *foreign* requests at the server
+//!   (running + waiting − own), so the consumers back off until in-quota
+//!   requests no longer queue behind deferred ones; and a limit is "in
+//!   use" by the consumers' own calls only. Work-conserving: when little
+//!   in-quota traffic is there, the foreign count is small and the
+//!   deferred work fills the batch. Without foreign requests (or without
+//!   the count) nothing changes;
 //! * KV cache (smoothed) fuller than `target_kv_usage` → the same gradient
 //!   decrease towards the requests that fill the cache to the target,
 //!   `(running + waiting) · target / usage`. A full cache is where a
@@ -275,6 +286,24 @@ pub struct CapacitySample {
     pub retry_after_ms: Option<u64>,
     /// Time to first token (recent), ms.
     pub ttft_ms: Option<f64>,
+    /// The consumers' own calls in flight to the model, every instance
+    /// together (`None`: unknown, every request at the server is counted as
+    /// the consumers' own). What the server holds beyond them is *foreign*:
+    /// requests admitted in quota straight to the server, other clients.
+    pub own_in_flight: Option<f64>,
+}
+
+impl CapacitySample {
+    /// Requests at the server that are not the consumers' own calls: the
+    /// server's running + waiting less the consumers' in flight, at least 0
+    /// (a call still on its way, or gauges older than the count, can make
+    /// the difference negative). 0 without gauges or without the count.
+    pub fn foreign(&self) -> f64 {
+        match (self.waiting, self.running, self.own_in_flight) {
+            (Some(waiting), Some(running), Some(own)) => (waiting + running - own).max(0.0),
+            _ => 0.0,
+        }
+    }
 }
 
 /// Why a step changed (or kept) the limit: a metric label.
@@ -384,6 +413,8 @@ struct Load {
     excess: f64,
     /// Requests in the server: waiting (now) and running.
     in_server: f64,
+    /// Of those, the ones that are not the consumers' own calls.
+    foreign: f64,
     /// How far the cache is above its target (negative: below), the
     /// target and the smoothed usage; `None` without a target or a gauge.
     kv_excess: Option<(f64, f64, f64)>,
@@ -482,20 +513,26 @@ impl<'a> Step<'a> {
             .running
             .unwrap_or((self.limit - excess).max(0.0));
         let in_server = self.sample.waiting.unwrap_or(waiting) + running;
+        let foreign = self.sample.foreign().min(in_server);
         let kv_excess = match (config.target_kv_usage, self.smoothed_kv_usage) {
             (Some(target), Some(usage)) => Some((usage - target, target, usage)),
             _ => None,
         };
-        // Requests in the server ≈ the limit, so the queue's excess is how far
-        // the limit is above the running batch + the target; aiming at that
-        // (not at limit − excess) does not cut twice for one queue.
-        let queue_aim = (excess > DEADBAND).then_some(running + config.target_waiting);
+        // The server holds what it runs + the target for everyone; the
+        // consumers' share is that less the foreign requests in it. Their
+        // own calls in the server ≈ the limit, so the queue's excess is how
+        // far the limit is above that share; aiming at it (not at limit −
+        // excess) does not cut twice for one queue: as an own call ends
+        // unreplaced, the running batch takes a waiting request and the
+        // foreign count stays. Without foreign load: running + target.
+        let queue_aim = (excess > DEADBAND).then_some(running + config.target_waiting - foreign);
         let kv_aim = kv_excess
             .filter(|(over, _, usage)| *over > KV_DEADBAND && *usage > 0.0)
-            .map(|(_, target, usage)| in_server * target / usage);
+            .map(|(_, target, usage)| in_server * target / usage - foreign);
         Load {
             excess,
             in_server,
+            foreign,
             kv_excess,
             queue_aim,
             kv_aim,
@@ -574,8 +611,10 @@ impl<'a> Step<'a> {
             // goes on.
             (limit, hold_until, streak, Reason::Hold)
         } else {
-            let in_server = Some(load.in_server);
-            let to = increase(config, limit, hold_until, in_server, now_ms, doublings)?;
+            // In use: the consumers' own calls (foreign requests at the
+            // server do not use the limit).
+            let own = Some(load.in_server - load.foreign);
+            let to = increase(config, limit, hold_until, own, now_ms, doublings)?;
             let (to, hold_until) = if probing {
                 self.probe(load, to, young_batch)
             } else {
@@ -601,7 +640,7 @@ impl<'a> Step<'a> {
             towards_cache_room(
                 config,
                 limit,
-                load.in_server,
+                (load.in_server, load.foreign),
                 self.smoothed_kv_usage,
                 self.sample,
             )
@@ -617,8 +656,8 @@ impl<'a> Step<'a> {
 
 /// A probe's reach when the cache shows room for more than one slot: the
 /// same gradient as a decrease, upwards — `gain` of the way to the calls
-/// that would fill the cache to its target, `in_server · target / usage`
-/// — on the smoothed usage (the current one swings with each cohort of
+/// that would fill the cache to its target, `in_server · target / usage`,
+/// less the foreign requests in the server — on the smoothed usage (the current one swings with each cohort of
 /// answers), to the nearest whole slot, within `× max_growth`. After the capacity
 /// doubles the limit climbs in a few probes instead of one slot per
 /// probe; near the level it is one slot. Not while the batch is young
@@ -627,7 +666,7 @@ impl<'a> Step<'a> {
 fn towards_cache_room(
     config: &ModelControl,
     limit: f64,
-    in_server: f64,
+    (in_server, foreign): (f64, f64),
     smoothed: Option<f64>,
     sample: &CapacitySample,
 ) -> f64 {
@@ -638,7 +677,7 @@ fn towards_cache_room(
     if usage <= 0.0 || in_server < 1.0 {
         return limit.floor();
     }
-    let aim = in_server * target / usage;
+    let aim = in_server * target / usage - foreign;
     // The nearest whole slot: the smoothed usage lags a rising batch, and
     // `gain` of a lagging gap rounded down is one slot however wide it is.
     let reach = (limit + config.gain * (aim - limit)).round();
@@ -1230,6 +1269,179 @@ mod tests {
         assert!(caps.iter().all(|c| *c <= 7), "{caps:?}");
         // And it reaches the level and stays within a slot of it.
         assert!(caps[20..].iter().all(|c| (5..=7).contains(c)), "{caps:?}");
+    }
+
+    /// A sample of a server running `running` and queueing `waiting`, of
+    /// which `own` are the consumers' calls.
+    fn shared(waiting: f64, running: f64, own: f64) -> CapacitySample {
+        CapacitySample {
+            own_in_flight: Some(own),
+            ..load(waiting, running)
+        }
+    }
+
+    #[test]
+    fn foreign_requests_at_the_server_shrink_the_consumers_aim() {
+        let config = ModelControl {
+            smoothing: 1.0,
+            ..control()
+        };
+        // 12 running, 8 waiting; 14 of the 20 are the consumers' own, 6
+        // came in quota straight to the server. The server holds 12 + 2 for
+        // everyone, so the consumers' share is 14 − 6 = 8: halfway, 11.
+        let (next, reason) = step(&config, state(14.0), &shared(8.0, 12.0, 14.0), 0);
+        assert_eq!((next.limit, reason), (11.0, Reason::QueueAboveTarget));
+        // Counted as the consumers' own (no count, the old law): the limit is
+        // at running + target already and holds, and the 6 foreign requests
+        // queue behind the consumers' calls for good.
+        let (next, reason) = step(&config, state(14.0), &load(8.0, 12.0), 0);
+        assert_eq!((next.limit, reason), (14.0, Reason::Hold));
+        // The cut drains without a second one: 3 own calls ended unreplaced,
+        // 3 waiting took their places (11 own, 6 foreign, 12 running, 5
+        // waiting): the aim is still 8, the limit 11 → 9.5, not lower.
+        let (next, _) = step(&config, state(11.0), &shared(5.0, 12.0, 11.0), 0);
+        assert_eq!(next.limit, 9.5);
+        // The KV cache's aim is shared the same way: 20 in the server fill
+        // it to 1.0, 16 would fill it to the 0.8 target, 6 are foreign: 10.
+        let kv = CapacitySample {
+            kv_cache_usage: Some(1.0),
+            ..shared(0.0, 20.0, 14.0)
+        };
+        let (next, reason) = step(&config, state(14.0), &kv, 0);
+        assert_eq!((next.limit, reason), (12.0, Reason::KvCacheAboveTarget));
+    }
+
+    #[test]
+    fn without_foreign_requests_the_law_is_unchanged() {
+        let config = ModelControl {
+            smoothing: 0.5,
+            ..control()
+        };
+        // Every request at the server is the consumers' own: stepping with
+        // the count or without it gives the same states, whatever the load.
+        let samples = [
+            (0.0, 10.0, None),
+            (0.0, 11.0, Some(0.5)),
+            (6.0, 12.0, Some(0.7)),
+            (9.0, 12.0, Some(0.95)),
+            (2.0, 12.0, Some(0.8)),
+            (0.0, 9.0, Some(0.4)),
+            (0.0, 10.0, Some(0.45)),
+        ];
+        let (mut with, mut without) = (state(10.0), state(10.0));
+        for (i, (waiting, running, kv)) in samples.into_iter().enumerate() {
+            let plain = CapacitySample {
+                kv_cache_usage: kv,
+                ..load(waiting, running)
+            };
+            let counted = CapacitySample {
+                own_in_flight: Some(waiting + running),
+                ..plain
+            };
+            assert_eq!(counted.foreign(), 0.0);
+            let now = i as u64 * config.interval_ms;
+            let a = step(&config, with, &counted, now);
+            let b = step(&config, without, &plain, now);
+            assert_eq!(a, b, "sample {i}");
+            (with, without) = (a.0, b.0);
+        }
+        // More own calls than the gauges show (a call on its way): no
+        // negative foreign load.
+        assert_eq!(shared(0.0, 4.0, 6.0).foreign(), 0.0);
+        // Answers only: nothing is foreign.
+        let answers = CapacitySample {
+            own_in_flight: Some(3.0),
+            ..CapacitySample::default()
+        };
+        assert_eq!(answers.foreign(), 0.0);
+    }
+
+    #[test]
+    fn a_limit_is_in_use_only_by_the_consumers_own_calls() {
+        let config = ModelControl {
+            smoothing: 1.0,
+            ..control()
+        };
+        // 15 running, no queue, but only 5 of them are the consumers' own
+        // under a cap of 10: the limit is not used, so no increase.
+        let (next, reason) = step(&config, state(10.0), &shared(0.0, 15.0, 5.0), 0);
+        assert_eq!((next.limit, reason), (10.0, Reason::Hold));
+        // Its own 10 in use beside 5 foreign, room at the server: grow
+        // (work-conserving: light in-quota traffic leaves the batch to the
+        // deferred work).
+        let (next, reason) = step(&config, state(10.0), &shared(0.0, 15.0, 10.0), 0);
+        assert_eq!((next.limit, reason), (11.0, Reason::Headroom));
+    }
+
+    /// A server with `capacity` batch slots holding `foreign` requests that
+    /// are not the consumers' (in-quota traffic, replaced as they end)
+    /// beside the consumers' own calls (backlogged: refilled up to the
+    /// limit); each step a quarter of the running requests end, own and
+    /// foreign in proportion.
+    struct SharedServer {
+        capacity: f64,
+        foreign: f64,
+        own: f64,
+    }
+
+    impl SharedServer {
+        fn sample(&self, counted: bool) -> CapacitySample {
+            let in_server = self.own + self.foreign;
+            let running = in_server.min(self.capacity);
+            CapacitySample {
+                own_in_flight: counted.then_some(self.own),
+                ..load(in_server - running, running)
+            }
+        }
+
+        fn waiting(&self) -> f64 {
+            (self.own + self.foreign - self.capacity).max(0.0)
+        }
+
+        fn advance(&mut self, limit: f64) {
+            let in_server = self.own + self.foreign;
+            let running = in_server.min(self.capacity);
+            let ended = running / 4.0 * self.own / in_server.max(1.0);
+            self.own = (self.own - ended).max(limit.floor());
+        }
+    }
+
+    #[test]
+    fn with_foreign_load_the_server_queue_settles_at_the_target_for_everyone() {
+        let config = ModelControl {
+            ceiling: 200,
+            ..control()
+        };
+        let run = |counted: bool| {
+            let mut s = state(1.0);
+            let mut server = SharedServer {
+                capacity: 32.0,
+                foreign: 10.0,
+                own: 0.0,
+            };
+            let mut waiting = Vec::new();
+            for i in 0..60u64 {
+                let (next, _) = step(&config, s, &server.sample(counted), i * 1000);
+                s = next;
+                server.advance(s.limit);
+                waiting.push(server.waiting());
+            }
+            (s.limit, waiting)
+        };
+        // Counting its own calls: 32 + 2 − 10 = 24 for the consumers, and
+        // the queue (which the in-quota requests wait in) at the target.
+        let (limit, waiting) = run(true);
+        assert!((limit - 24.0).abs() <= 2.0, "{limit}");
+        assert!(
+            waiting[30..].iter().all(|w| *w <= 4.0),
+            "{:?}",
+            &waiting[30..]
+        );
+        // Not counting them (the old law): the consumers keep running +
+        // target to themselves, and the foreign 10 queue on top.
+        let (limit, waiting) = run(false);
+        assert!(limit >= 32.0, "{limit}");
+        assert!(waiting[30..].iter().all(|w| *w >= 10.0), "{waiting:?}");
     }
 
     #[test]

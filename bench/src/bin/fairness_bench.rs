@@ -1,0 +1,796 @@
+//! `cargo run --release -p sluice-bench --bin fairness_bench -- --help`
+//!
+//! Issue #28's benchmark: how one model server is divided between requests
+//! admitted in quota (sent straight to the server) and requests deferred
+//! over quota (queued, sent by the consumer under the adaptive limit).
+//!
+//! **What it simulates** (in process, one thread, a virtual clock stepped
+//! every `--dt-ms`; no network, no Redis, no broker): the server is
+//! llm-sim's GPU scheduler ([`sluice_llm_sim::gpu::Scheduler`]: continuous
+//! batching under a token budget, `max_batch`, a KV cache, one FIFO waiting
+//! queue, the vLLM gauges); admission is a per-tenant token quota in fixed
+//! windows charged with the estimate (prompt + `max_tokens`), all or
+//! nothing, as sluice-rls does; the deferred path is a queue in front of
+//! the server that starts a call while the consumers' calls in flight are
+//! under the controller's cap; the controller is the real pure law
+//! ([`sluice_consumer::controller::step`]) stepped every `--interval-ms` on
+//! the server's gauges read at that instant (no scrape delay). Not
+//! simulated: network and Redis latency, the broker, pacing (GCRA)
+//! ceilings, several consumer instances, answers' streaming.
+//!
+//! Workload (the same arrivals for every policy, from `--seed`): heavy and
+//! light tenants with Poisson arrivals. Light tenants ask for well under
+//! their quota all along; heavy tenants ask for under it during the warm-up
+//! and far over it (and over the server's capacity) during the overloaded
+//! phase; then arrivals stop and the run goes on until everything is
+//! answered or `--drain-secs` have passed (what is not answered by then is
+//! "never answered").
+//!
+//! Policies, side by side:
+//! * `alone`: no quota; every request goes to the server (its FIFO queue).
+//! * `reject`: quota; over quota is answered 429.
+//! * `defer-old`: quota, over quota deferred to the consumer's fair queue
+//!   (start-time fair queueing on estimates, [`sluice_consumer::fair::FairQueue`]),
+//!   the controller without its own calls in the sample: every request at
+//!   the server counts as its own (the law before issue 28).
+//! * `defer-new`: the same, the controller told its own calls in flight
+//!   (`CapacitySample::own_in_flight`): the server's waiting target is for
+//!   everyone (issue 28, part 1).
+//! * `defer-new-vtc`: `defer-new`, and the deferred queue ordered by attained
+//!   service (VTC: prompt + 2 × output, counted over both paths: a tenant's
+//!   in-quota answers count too).
+//! * `admission`: `defer-new-vtc`, and saturation-aware admission as it
+//!   could be built (not in sluice-rls): an in-quota request is held in
+//!   the consumer's queue, in a band ahead of the deferred work, while the
+//!   controller's smoothed server queue is above its target (or in-quota
+//!   requests are held already), else sent straight to the server.
+//! * `all-deferred`: every request through the VTC queue and the new law
+//!   (the reference for the service difference).
+//!
+//! Figures over the overloaded phase: throughput (prompt + output tokens
+//! processed per second), rejected, never answered, the light tenants'
+//! time to first token (p50 / p99; arrival to first token, queue included)
+//! against the same light traffic on an otherwise idle server, and the
+//! VTC paper's service difference (Sheng et al., OSDI 2024: in each window
+//! of `--window-secs` sliding by one second, the largest difference of
+//! service — prompt + 2 × output tokens — received between clients
+//! backlogged throughout the window; max and average over the windows).
+//! Prints one table (Markdown); asserts nothing.
+
+use clap::Parser;
+use sluice_consumer::controller::{self, CapacitySample, ControllerState, ModelControl};
+use sluice_consumer::fair::{FairQueue, TicketId};
+use sluice_contract::Priority;
+use sluice_llm_sim::gpu::{Capacity, Scheduler, SeqId, SeqSpec};
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+#[derive(Clone, Debug, Parser)]
+#[command(about = "In-quota and deferred traffic on one simulated GPU, per policy")]
+struct Params {
+    /// Seed of the arrivals and request sizes.
+    #[arg(long, default_value_t = 28)]
+    seed: u64,
+    /// Heavy tenants.
+    #[arg(long, default_value_t = 2)]
+    heavy: usize,
+    /// Light tenants.
+    #[arg(long, default_value_t = 6)]
+    light: usize,
+    /// Requests per second of each heavy tenant in the overloaded phase.
+    #[arg(long, default_value_t = 5.0)]
+    heavy_rate: f64,
+    /// Requests per second of each light tenant (all along).
+    #[arg(long, default_value_t = 0.25)]
+    light_rate: f64,
+    /// Requests per second of each heavy tenant during the warm-up.
+    #[arg(long, default_value_t = 0.25)]
+    warm_rate: f64,
+    /// Each tenant's quota, estimated tokens per second (charged in 10 s windows).
+    #[arg(long, default_value_t = 500.0)]
+    quota_tokens_per_s: f64,
+    /// Seconds before the overload.
+    #[arg(long, default_value_t = 20)]
+    warm_secs: u64,
+    /// Seconds of overload.
+    #[arg(long, default_value_t = 60)]
+    overload_secs: u64,
+    /// Most seconds after the arrivals end for the answers.
+    #[arg(long, default_value_t = 300)]
+    drain_secs: u64,
+    /// The GPU's tokens per second (prefill and decode).
+    #[arg(long, default_value_t = 3000.0)]
+    tokens_per_s: f64,
+    /// The fastest one answer decodes alone, tokens per second.
+    #[arg(long, default_value_t = 60.0)]
+    answer_tokens_per_s: f64,
+    /// Requests the GPU runs at once.
+    #[arg(long, default_value_t = 64)]
+    max_batch: usize,
+    /// The controller's target of requests waiting at the server.
+    #[arg(long, default_value_t = 2.0)]
+    target_waiting: f64,
+    /// The controller's step period, ms.
+    #[arg(long, default_value_t = 500)]
+    interval_ms: u64,
+    /// Simulation step, ms.
+    #[arg(long, default_value_t = 10)]
+    dt_ms: u64,
+    /// Window of the service difference, s.
+    #[arg(long, default_value_t = 10)]
+    window_secs: u64,
+    /// Which policies run, comma-separated (all by default).
+    #[arg(long, value_delimiter = ',', value_parser = Policy::parse,
+          default_value = "alone,reject,defer-old,defer-new,defer-new-vtc,admission,all-deferred")]
+    policies: Vec<Policy>,
+}
+
+/// `max_tokens` of every request: the quota is charged prompt + this.
+const MAX_TOKENS: u64 = 256;
+const PROMPT_TOKENS: (u64, u64) = (100, 600);
+const OUTPUT_TOKENS: (u64, u64) = (50, 250);
+const QUOTA_WINDOW_MS: u64 = 10_000;
+/// Backlog samples per second (the service difference's "backlogged
+/// throughout the window").
+const SAMPLE_MS: u64 = 100;
+/// Output tokens count twice in the service (the VTC paper's cost).
+const OUTPUT_WEIGHT: f64 = 2.0;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Policy {
+    Unloaded,
+    Alone,
+    Reject,
+    DeferOld,
+    DeferNew,
+    DeferNewVtc,
+    Admission,
+    AllDeferred,
+}
+
+impl Policy {
+    fn parse(s: &str) -> Result<Policy, String> {
+        Ok(match s {
+            "alone" => Policy::Alone,
+            "reject" => Policy::Reject,
+            "defer-old" => Policy::DeferOld,
+            "defer-new" => Policy::DeferNew,
+            "defer-new-vtc" => Policy::DeferNewVtc,
+            "admission" => Policy::Admission,
+            "all-deferred" => Policy::AllDeferred,
+            other => return Err(format!("unknown policy {other:?}")),
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Policy::Unloaded => "light traffic alone (unloaded)",
+            Policy::Alone => "server alone",
+            Policy::Reject => "quota + reject",
+            Policy::DeferOld => "quota + defer, old law",
+            Policy::DeferNew => "quota + defer, new law",
+            Policy::DeferNewVtc => "quota + defer, new law + VTC",
+            Policy::Admission => "new law + VTC + saturation-aware admission",
+            Policy::AllDeferred => "all deferred (VTC, new law)",
+        }
+    }
+
+    fn quota(self) -> bool {
+        !matches!(self, Policy::Alone | Policy::Unloaded | Policy::AllDeferred)
+    }
+
+    /// Whether the controller counts its own calls (the new law).
+    fn counts_own(self) -> bool {
+        matches!(
+            self,
+            Policy::DeferNew | Policy::DeferNewVtc | Policy::Admission | Policy::AllDeferred
+        )
+    }
+
+    fn vtc(self) -> bool {
+        matches!(
+            self,
+            Policy::DeferNewVtc | Policy::Admission | Policy::AllDeferred
+        )
+    }
+}
+
+/// splitmix64: a small, seeded, reproducible generator.
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1].
+    fn unit(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    }
+
+    fn between(&mut self, (lo, hi): (u64, u64)) -> u64 {
+        lo + self.next_u64() % (hi - lo + 1)
+    }
+
+    /// Exponential with rate `per_s`, in ms.
+    fn gap_ms(&mut self, per_s: f64) -> f64 {
+        -self.unit().ln() / per_s * 1000.0
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Arrival {
+    at_ms: u64,
+    tenant: usize,
+    prompt: u64,
+    output: u64,
+}
+
+impl Params {
+    fn tenants(&self) -> usize {
+        self.heavy + self.light
+    }
+
+    fn is_light(&self, tenant: usize) -> bool {
+        tenant >= self.heavy
+    }
+
+    fn overload(&self) -> (u64, u64) {
+        let from = self.warm_secs * 1000;
+        (from, from + self.overload_secs * 1000)
+    }
+
+    /// Every tenant's arrivals, merged in time order (`light_only`: the
+    /// light tenants' alone, the same ones).
+    fn arrivals(&self, light_only: bool) -> Vec<Arrival> {
+        let end_ms = self.overload().1;
+        let mut all = Vec::new();
+        for tenant in 0..self.tenants() {
+            let mut rng = Rng(self.seed.wrapping_mul(1000).wrapping_add(tenant as u64));
+            let mut t = 0.0;
+            loop {
+                let rate = if self.is_light(tenant) {
+                    self.light_rate
+                } else if (t as u64) < self.overload().0 {
+                    self.warm_rate
+                } else {
+                    self.heavy_rate
+                };
+                t += rng.gap_ms(rate);
+                if t as u64 >= end_ms {
+                    break;
+                }
+                let arrival = Arrival {
+                    at_ms: t as u64,
+                    tenant,
+                    prompt: rng.between(PROMPT_TOKENS),
+                    output: rng.between(OUTPUT_TOKENS),
+                };
+                if !light_only || self.is_light(tenant) {
+                    all.push(arrival);
+                }
+            }
+        }
+        all.sort_by_key(|a| (a.at_ms, a.tenant));
+        all
+    }
+
+    fn control(&self) -> ModelControl {
+        ModelControl {
+            signal: controller::SignalConfig::Responses,
+            floor: 1,
+            ceiling: 512,
+            initial: None,
+            target_waiting: self.target_waiting,
+            // The KV cache is sized never to bind (see `capacity`).
+            target_kv_usage: None,
+            interval_ms: self.interval_ms,
+            ..ModelControl::default()
+        }
+    }
+
+    fn capacity(&self) -> Capacity {
+        Capacity {
+            tokens_per_s: self.tokens_per_s,
+            kv_cache_tokens: self.max_batch as u64 * (PROMPT_TOKENS.1 + MAX_TOKENS + 1),
+            max_batch: self.max_batch,
+        }
+    }
+}
+
+/// One request's life.
+#[derive(Clone, Debug, Default)]
+struct Request {
+    arrival_ms: u64,
+    tenant: usize,
+    prompt: u64,
+    output: u64,
+    /// Admitted in quota (or no quota).
+    in_quota: bool,
+    /// Went through the consumer's queue.
+    queued: bool,
+    rejected: bool,
+    first_token_ms: Option<u64>,
+    finished_ms: Option<u64>,
+    generated: u64,
+}
+
+/// The deferred work's queue: the runtime's fair queue (start-time fair
+/// queueing on estimates) or VTC on attained service.
+enum Queue {
+    Fair {
+        queue: FairQueue,
+        tickets: HashMap<TicketId, usize>,
+    },
+    Vtc(Vtc),
+}
+
+/// Virtual token counters (Sheng et al.): each tenant's service so far,
+/// counted over both paths; the tenant with the least service among those
+/// waiting goes next. A tenant back from idle is lifted to the least
+/// counter among the waiting ones (no credit for idle time).
+///
+/// Two bands: in-quota requests held back by saturation-aware admission
+/// (first), then deferred ones; VTC inside each.
+struct Vtc {
+    counters: Vec<f64>,
+    /// Per band (0: in quota, 1: deferred), per tenant.
+    lanes: [Vec<VecDeque<usize>>; 2],
+}
+
+impl Vtc {
+    fn new(tenants: usize) -> Self {
+        Vtc {
+            counters: vec![0.0; tenants],
+            lanes: [
+                vec![VecDeque::new(); tenants],
+                vec![VecDeque::new(); tenants],
+            ],
+        }
+    }
+
+    fn waiting(&self, tenant: usize) -> bool {
+        self.lanes.iter().any(|band| !band[tenant].is_empty())
+    }
+
+    fn push(&mut self, tenant: usize, request: usize, in_quota: bool) {
+        if !self.waiting(tenant) {
+            let least = (0..self.counters.len())
+                .filter(|&t| self.waiting(t))
+                .map(|t| self.counters[t])
+                .reduce(f64::min);
+            if let Some(least) = least {
+                self.counters[tenant] = self.counters[tenant].max(least);
+            }
+        }
+        self.lanes[usize::from(!in_quota)][tenant].push_back(request);
+    }
+
+    fn pop(&mut self) -> Option<usize> {
+        let counters = &self.counters;
+        self.lanes.iter_mut().find_map(|band| {
+            let tenant = (0..band.len())
+                .filter(|&t| !band[t].is_empty())
+                .min_by(|&a, &b| counters[a].total_cmp(&counters[b]))?;
+            band[tenant].pop_front()
+        })
+    }
+}
+
+impl Queue {
+    fn push(&mut self, requests: &[Request], index: usize) {
+        let request = &requests[index];
+        match self {
+            Queue::Fair { queue, tickets } => {
+                let tenant = format!("t{}", request.tenant);
+                let cost = request.prompt + MAX_TOKENS;
+                let ticket = queue.enqueue(&tenant, Priority::Normal, cost, 1.0);
+                tickets.insert(ticket, index);
+            }
+            Queue::Vtc(vtc) => vtc.push(request.tenant, index, request.in_quota),
+        }
+    }
+
+    fn pop(&mut self) -> Option<usize> {
+        match self {
+            Queue::Fair { queue, tickets } => {
+                let ticket = queue.pick(0)?;
+                queue.start(ticket);
+                tickets.remove(&ticket)
+            }
+            Queue::Vtc(vtc) => vtc.pop(),
+        }
+    }
+
+    /// In-quota requests held by saturation-aware admission.
+    fn held_in_quota(&self) -> bool {
+        match self {
+            Queue::Fair { .. } => false,
+            Queue::Vtc(vtc) => vtc.lanes[0].iter().any(|lane| !lane.is_empty()),
+        }
+    }
+
+    /// Service received by `tenant` (VTC only counts it).
+    fn serve(&mut self, tenant: usize, amount: f64) {
+        if let Queue::Vtc(vtc) = self {
+            vtc.counters[tenant] += amount;
+        }
+    }
+}
+
+/// Per-tenant fixed-window token quota, charged with the estimate.
+struct Quota {
+    per_window: f64,
+    window: Vec<(u64, f64)>,
+}
+
+impl Quota {
+    fn admit(&mut self, tenant: usize, now_ms: u64, estimate: u64) -> bool {
+        let start = now_ms / QUOTA_WINDOW_MS;
+        let (window, used) = &mut self.window[tenant];
+        if *window != start {
+            (*window, *used) = (start, 0.0);
+        }
+        if *used + estimate as f64 > self.per_window {
+            return false;
+        }
+        *used += estimate as f64;
+        true
+    }
+}
+
+/// What one run recorded.
+struct Run {
+    policy: Policy,
+    requests: Vec<Request>,
+    /// Per 100 ms sample: tokens processed (prompt + output).
+    processed: Vec<f64>,
+    /// Per tenant, per sample: service (prompt + 2 × output) received.
+    service: Vec<Vec<f64>>,
+    /// Per tenant, per sample: had a request waiting (not started: in a
+    /// queue, or admitted but before its first token).
+    backlogged: Vec<Vec<bool>>,
+    /// Mean consumer limit and server queue over the overload.
+    mean_limit: f64,
+    mean_waiting: f64,
+}
+
+fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
+    let tenants = params.tenants();
+    let dt = Duration::from_millis(params.dt_ms);
+    let mut server = Scheduler::new(params.capacity(), 0);
+    let control = params.control();
+    let mut state: ControllerState = control.initial_state();
+    let mut queue = if policy.vtc() {
+        Queue::Vtc(Vtc::new(tenants))
+    } else {
+        Queue::Fair {
+            queue: FairQueue::default(),
+            tickets: HashMap::new(),
+        }
+    };
+    let mut quota = Quota {
+        per_window: params.quota_tokens_per_s * QUOTA_WINDOW_MS as f64 / 1000.0,
+        window: vec![(u64::MAX, 0.0); tenants],
+    };
+    let mut requests: Vec<Request> = Vec::with_capacity(arrivals.len());
+    let mut at_server: HashMap<SeqId, usize> = HashMap::new();
+    let mut own_in_flight = 0usize;
+    let mut pending = vec![0usize; tenants];
+    // Requests arrived (not rejected) without their first token yet.
+    let mut unstarted = vec![0usize; tenants];
+    let arrivals_end = params.overload().1;
+    let end_ms = arrivals_end + params.drain_secs * 1000;
+    let samples = (end_ms / SAMPLE_MS + 1) as usize;
+    let mut processed = vec![0.0; samples];
+    let mut service = vec![vec![0.0; samples]; tenants];
+    let mut backlogged = vec![vec![false; samples]; tenants];
+    let (mut limit_sum, mut waiting_sum, mut overload_steps) = (0.0, 0.0, 0u64);
+    let mut next_arrival = 0;
+    let mut now_ms = 0;
+    let mut next_step_ms = 0;
+    let submit = |server: &mut Scheduler, request: &Request| {
+        server.submit(SeqSpec {
+            prompt_tokens: request.prompt,
+            completion_tokens: request.output,
+            max_tokens_per_s: params.answer_tokens_per_s,
+        })
+    };
+    while now_ms < end_ms {
+        // Arrivals: admission.
+        while let Some(arrival) = arrivals.get(next_arrival).filter(|a| a.at_ms <= now_ms) {
+            next_arrival += 1;
+            let index = requests.len();
+            let estimate = arrival.prompt + MAX_TOKENS;
+            let in_quota = !policy.quota() || quota.admit(arrival.tenant, now_ms, estimate);
+            requests.push(Request {
+                arrival_ms: arrival.at_ms,
+                tenant: arrival.tenant,
+                prompt: arrival.prompt,
+                output: arrival.output,
+                in_quota,
+                ..Request::default()
+            });
+            // Saturation-aware admission: an in-quota request is not sent
+            // into a server queue above its target (the controller's
+            // smoothed view, as sluice-rls would read it in Redis) nor
+            // past in-quota requests already held; it waits in the
+            // consumer's queue ahead of the deferred work.
+            let saturated = policy == Policy::Admission
+                && (state
+                    .smoothed_waiting
+                    .is_some_and(|w| w > control.target_waiting)
+                    || queue.held_in_quota());
+            let deferred = !in_quota || saturated || policy == Policy::AllDeferred;
+            if !deferred {
+                if let Ok(seq) = submit(&mut server, &requests[index]) {
+                    at_server.insert(seq, index);
+                    pending[arrival.tenant] += 1;
+                    unstarted[arrival.tenant] += 1;
+                    queue.serve(arrival.tenant, arrival.prompt as f64);
+                }
+            } else if policy == Policy::Reject {
+                requests[index].rejected = true;
+            } else {
+                requests[index].queued = true;
+                pending[arrival.tenant] += 1;
+                unstarted[arrival.tenant] += 1;
+                queue.push(&requests, index);
+            }
+        }
+        // The consumer: calls under the cap.
+        while own_in_flight < state.cap() {
+            let Some(index) = queue.pop() else {
+                break;
+            };
+            if let Ok(seq) = submit(&mut server, &requests[index]) {
+                at_server.insert(seq, index);
+                own_in_flight += 1;
+                let tenant = requests[index].tenant;
+                queue.serve(tenant, requests[index].prompt as f64);
+            }
+        }
+        // The server.
+        let sample = (now_ms / SAMPLE_MS) as usize;
+        for update in server.step(dt) {
+            let Some(&index) = at_server.get(&update.id) else {
+                continue;
+            };
+            let request = &mut requests[index];
+            let tenant = request.tenant;
+            let output = update.generated.saturating_sub(request.generated) as f64;
+            request.generated = update.generated;
+            // The prompt counts when its first token shows (prefill done).
+            let prompt = if request.first_token_ms.is_none() {
+                request.first_token_ms = Some(now_ms + params.dt_ms);
+                unstarted[tenant] -= 1;
+                request.prompt as f64
+            } else {
+                0.0
+            };
+            processed[sample] += prompt + output;
+            service[tenant][sample] += prompt + OUTPUT_WEIGHT * output;
+            // VTC's counter took the prompt at the start.
+            queue.serve(tenant, OUTPUT_WEIGHT * output);
+            if update.finished {
+                request.finished_ms = Some(now_ms + params.dt_ms);
+                at_server.remove(&update.id);
+                pending[tenant] -= 1;
+                if request.queued {
+                    own_in_flight -= 1;
+                }
+            }
+        }
+        for tenant in 0..tenants {
+            backlogged[tenant][sample] |= unstarted[tenant] > 0;
+        }
+        // The controller.
+        if now_ms >= next_step_ms {
+            next_step_ms += params.interval_ms;
+            let load = server.load();
+            let sample = CapacitySample {
+                waiting: Some(load.waiting as f64),
+                running: Some(load.running as f64),
+                kv_cache_usage: Some(load.kv_cache_usage),
+                own_in_flight: policy.counts_own().then_some(own_in_flight as f64),
+                ..CapacitySample::default()
+            };
+            state = controller::step(&control, state, &sample, now_ms).0;
+            let (from, to) = params.overload();
+            if (from..to).contains(&now_ms) {
+                limit_sum += state.limit;
+                waiting_sum += load.waiting as f64;
+                overload_steps += 1;
+            }
+        }
+        now_ms += params.dt_ms;
+        if now_ms > arrivals_end
+            && next_arrival >= arrivals.len()
+            && pending.iter().all(|p| *p == 0)
+        {
+            break;
+        }
+    }
+    let steps = overload_steps.max(1) as f64;
+    Run {
+        policy,
+        requests,
+        processed,
+        service,
+        backlogged,
+        mean_limit: limit_sum / steps,
+        mean_waiting: waiting_sum / steps,
+    }
+}
+
+fn percentile(values: &mut [f64], p: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let at = ((values.len() - 1) as f64 * p).round() as usize;
+    values.get(at).copied()
+}
+
+struct Figures {
+    policy: Policy,
+    throughput: f64,
+    answered: usize,
+    rejected: usize,
+    never_answered: usize,
+    light_ttft: (Option<f64>, Option<f64>),
+    heavy_ttft_p50: Option<f64>,
+    light_queued: usize,
+    diff_max: f64,
+    diff_avg: f64,
+    mean_limit: f64,
+    mean_waiting: f64,
+}
+
+fn figures(params: &Params, run: &Run) -> Figures {
+    let (from, to) = params.overload();
+    let in_phase = |r: &&Request| (from..to).contains(&r.arrival_ms);
+    let samples = |ms: u64| (ms / SAMPLE_MS) as usize;
+    let processed: f64 = run.processed[samples(from)..samples(to)].iter().sum();
+    let ttfts = |light: bool| -> Vec<f64> {
+        run.requests
+            .iter()
+            .filter(in_phase)
+            .filter(|r| params.is_light(r.tenant) == light)
+            .filter_map(|r| Some((r.first_token_ms? - r.arrival_ms) as f64 / 1000.0))
+            .collect()
+    };
+    let mut light = ttfts(true);
+    let mut heavy = ttfts(false);
+    let (diff_max, diff_avg) = service_difference(params, run);
+    Figures {
+        policy: run.policy,
+        throughput: processed / params.overload_secs as f64,
+        answered: run
+            .requests
+            .iter()
+            .filter(|r| r.finished_ms.is_some())
+            .count(),
+        rejected: run.requests.iter().filter(|r| r.rejected).count(),
+        never_answered: run
+            .requests
+            .iter()
+            .filter(|r| !r.rejected && r.finished_ms.is_none())
+            .count(),
+        light_ttft: (percentile(&mut light, 0.5), percentile(&mut light, 0.99)),
+        heavy_ttft_p50: percentile(&mut heavy, 0.5),
+        light_queued: run
+            .requests
+            .iter()
+            .filter(|r| params.is_light(r.tenant) && r.queued)
+            .count(),
+        diff_max,
+        diff_avg,
+        mean_limit: run.mean_limit,
+        mean_waiting: run.mean_waiting,
+    }
+}
+
+/// The VTC paper's service difference over the overloaded phase: windows
+/// of `window_secs` sliding by a second; in each, among the tenants
+/// backlogged (a request waiting for its first token) at every sample of it (at least two), the largest minus the
+/// smallest service received in it. (max, average) over those windows.
+fn service_difference(params: &Params, run: &Run) -> (f64, f64) {
+    let (from, to) = params.overload();
+    let per_s = (1000 / SAMPLE_MS) as usize;
+    let window = params.window_secs as usize * per_s;
+    let (first, last) = ((from / SAMPLE_MS) as usize, (to / SAMPLE_MS) as usize);
+    let mut diffs = Vec::new();
+    let mut start = first;
+    while start + window <= last {
+        let range = start..start + window;
+        let received: Vec<f64> = (0..params.tenants())
+            .filter(|&t| run.backlogged[t][range.clone()].iter().all(|b| *b))
+            .map(|t| run.service[t][range.clone()].iter().sum())
+            .collect();
+        if received.len() >= 2 {
+            let max = received.iter().copied().fold(f64::MIN, f64::max);
+            let min = received.iter().copied().fold(f64::MAX, f64::min);
+            diffs.push(max - min);
+        }
+        start += per_s;
+    }
+    if diffs.is_empty() {
+        return (0.0, 0.0);
+    }
+    let max = diffs.iter().copied().fold(0.0, f64::max);
+    (max, diffs.iter().sum::<f64>() / diffs.len() as f64)
+}
+
+fn seconds(value: Option<f64>) -> String {
+    value.map_or("–".into(), |v| format!("{v:.2}"))
+}
+
+fn table(unloaded: &Figures, all: &[Figures]) -> String {
+    let alone = all
+        .iter()
+        .find(|f| f.policy == Policy::Alone)
+        .map(|f| f.throughput);
+    let mut out = String::new();
+    out.push_str(
+        "| policy | tokens/s | × alone | answered | rejected | never answered | light TTFT p50 / p99 s | × unloaded p50 | heavy TTFT p50 s | light via queue | service diff max / avg | mean limit | mean server queue |\n",
+    );
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for f in std::iter::once(unloaded).chain(all) {
+        let ratio = |v: Option<f64>, base: Option<f64>| match (v, base) {
+            (Some(v), Some(b)) if b > 0.0 => format!("{:.2}", v / b),
+            _ => "–".into(),
+        };
+        let limited = !matches!(f.policy, Policy::Unloaded | Policy::Alone | Policy::Reject);
+        out.push_str(&format!(
+            "| {} | {:.0} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {:.0} / {:.0} | {} | {:.1} |\n",
+            f.policy.name(),
+            f.throughput,
+            ratio(Some(f.throughput), alone),
+            f.answered,
+            f.rejected,
+            f.never_answered,
+            seconds(f.light_ttft.0),
+            seconds(f.light_ttft.1),
+            ratio(f.light_ttft.0, unloaded.light_ttft.0),
+            seconds(f.heavy_ttft_p50),
+            f.light_queued,
+            f.diff_max,
+            f.diff_avg,
+            if limited {
+                format!("{:.1}", f.mean_limit)
+            } else {
+                "–".into()
+            },
+            f.mean_waiting,
+        ));
+    }
+    out
+}
+
+fn main() {
+    let params = Params::parse();
+    let arrivals = params.arrivals(false);
+    let light_alone = params.arrivals(true);
+    println!(
+        "{} requests ({} from light tenants); overload {}..{} s; GPU {} tokens/s, batch {}, {} tokens/s per answer",
+        arrivals.len(),
+        light_alone.len(),
+        params.overload().0 / 1000,
+        params.overload().1 / 1000,
+        params.tokens_per_s,
+        params.max_batch,
+        params.answer_tokens_per_s,
+    );
+    let unloaded = figures(&params, &simulate(&params, Policy::Unloaded, &light_alone));
+    let all: Vec<Figures> = params
+        .policies
+        .iter()
+        .map(|&policy| figures(&params, &simulate(&params, policy, &arrivals)))
+        .collect();
+    println!("{}", table(&unloaded, &all));
+}
