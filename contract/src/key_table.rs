@@ -160,7 +160,7 @@ pub const ROWS: &[KeyRow] = &[
         pattern: "sluice:{ctl:<model>}",
         kind: "hash",
         written_by: "consumer (controller, admin API)",
-        meaning: "a model's adaptive concurrency limit, its operator override and the overload answers since the last step",
+        meaning: "a model's adaptive concurrency limit, its operator override, the overload answers since the last step and each live instance's own calls in flight (`in_flight:<instance>`, summed to tell its calls from foreign load at the server)",
         example: || keys::controller("gpt-4o"),
     },
     KeyRow {
