@@ -92,13 +92,18 @@ pub fn trace_id_of(traceparent: &str) -> Option<&str> {
 /// both sides (the deferral endpoint and the consumer): its Sluice request
 /// id and its client's trace id (empty without one). At error level so it
 /// is enabled at whatever level the logs are filtered to: a warning about a
-/// request is never written without its ids.
-pub fn request_span(req_id: &str, trace: Option<&TraceContext>) -> tracing::Span {
-    tracing::error_span!(
-        "deferred",
-        req_id = %req_id,
-        trace_id = trace.map_or("", TraceContext::trace_id),
-    )
+/// request is never written without its ids. A macro, so that the span's
+/// target is the caller's module (`RUST_LOG=sluice_deferral=debug` keeps
+/// it): `request_span!(req_id: &str, trace: Option<&TraceContext>)`.
+#[macro_export]
+macro_rules! request_span {
+    ($req_id:expr, $trace:expr) => {
+        ::tracing::error_span!(
+            "deferred",
+            req_id = %$req_id,
+            trace_id = %$trace.map_or("", $crate::TraceContext::trace_id),
+        )
+    };
 }
 
 fn valid_tracestate(state: &str) -> bool {

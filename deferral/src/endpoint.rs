@@ -803,7 +803,7 @@ async fn accept(State(state): State<Arc<EndpointState>>, request: Request) -> Re
     if let Some(slot) = parts.extensions.get::<PreTokenSlot>() {
         slot.authenticated();
     }
-    let span = sluice_contract::trace::request_span(&deferred.req_id, deferred.trace.as_ref());
+    let span = sluice_contract::request_span!(&deferred.req_id, deferred.trace.as_ref());
     serve(state, deferred, body).instrument(span).await
 }
 
@@ -1404,7 +1404,7 @@ async fn resume(
     // The resuming request's own trace context, if it sent one (the
     // original's is not kept).
     let trace = trace_context(&headers);
-    let span = sluice_contract::trace::request_span(&req_id, trace.as_ref());
+    let span = sluice_contract::request_span!(&req_id, trace.as_ref());
     let waiter = Waiter {
         state: state.clone(),
         lease_watch: None,

@@ -453,7 +453,7 @@ impl Runner {
     async fn dispatch(self: Arc<Self>, message: LiteMessage) {
         let item = WorkItem::from_json(&message.body);
         let span = match &item {
-            Ok(item) => sluice_contract::trace::request_span(&item.req_id, item.trace.as_ref()),
+            Ok(item) => sluice_contract::request_span!(&item.req_id, item.trace.as_ref()),
             Err(_) => tracing::Span::none(),
         };
         self.dispatch_item(message, item).instrument(span).await
