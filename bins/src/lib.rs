@@ -12,6 +12,7 @@
 
 pub mod allinone;
 pub mod consumer;
+mod probe;
 pub mod rls;
 
 use sluice_redis::RedisOptions;

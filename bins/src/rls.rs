@@ -76,6 +76,8 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         hits: u32,
     },
+    /// Check the RocketMQ broker (--namesrv) with one real round trip: send to a probe LiteTopic and pop it back within a deadline; exit 0 when it came back, 1 otherwise (or serve it as GET /livez, for Kubernetes).
+    BrokerProbe(crate::probe::ProbeArgs),
 }
 
 /// The command line's definition (its `--help`).
@@ -100,6 +102,9 @@ pub async fn run() -> anyhow::Result<()> {
             descriptors,
             hits,
         }) => query(addr, domain, descriptors, hits).await,
+        Some(Command::BrokerProbe(args)) => {
+            crate::probe::run(cli.rls.broker.namesrv.clone(), args).await
+        }
         None => {
             give_memory_back();
             cli.rls.serve(None).await

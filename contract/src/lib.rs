@@ -8,7 +8,9 @@
 //! - [`claim`]: the `processing:{id}` claim value and when it is stale;
 //! - [`bookkeeping`]: every Redis command on the shared bucket keys
 //!   (announce, count a publish, count a pop, leases, lease lapse);
-//! - [`local`]: the in-process channel for chunks ([`LocalBus`]).
+//! - [`local`]: the in-process channel for chunks ([`LocalBus`]);
+//! - [`trace`]: the client's W3C trace context ([`TraceContext`]), carried
+//!   by the work item to the model call.
 //!
 //! The `x-sluice-*` header names and the RLS metadata keys are not here:
 //! their one home is `sluice-admission` (`admission/`), which the filter,
@@ -26,11 +28,13 @@ pub mod key_table;
 pub mod keys;
 pub mod local;
 pub mod stream;
+pub mod trace;
 pub mod work;
 
 pub use claim::{ClaimTiming, ClaimTimingError};
 pub use local::LocalBus;
 pub use stream::StreamEvent;
+pub use trace::TraceContext;
 pub use work::{Priority, WorkItem, WorkItemError};
 
 /// Unix time in milliseconds (0 if the clock is before 1970).

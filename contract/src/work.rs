@@ -2,6 +2,7 @@
 //! endpoint and read by the consumer. This is the single definition.
 
 use crate::keys;
+use crate::trace::TraceContext;
 use serde::{Deserialize, Serialize};
 
 /// Upper bound of a request id (it is embedded in four Redis keys).
@@ -46,11 +47,13 @@ impl Priority {
 /// ```json
 /// {"req_id": "r-1", "tenant": "acme", "model": "gpt-4o", "priority": "normal",
 ///  "path": "/v1/chat/completions", "body": {"model": "gpt-4o", "messages": []},
-///  "enqueued_at_ms": 1732890000000, "estimated_tokens": 512}
+///  "enqueued_at_ms": 1732890000000, "estimated_tokens": 512,
+///  "trace": {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
 /// ```
 ///
 /// `priority`, `enqueued_at_ms` and `estimated_tokens` default (normal, 0, 0)
-/// when absent; every other field is required.
+/// when absent, `attempt` to 0 and `trace` to none (it is not written when
+/// there is none); every other field is required.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkItem {
     /// Request id; the Redis Cluster hash tag of every key of this request.
@@ -76,6 +79,9 @@ pub struct WorkItem {
     /// failure (the broker never redelivers).
     #[serde(default)]
     pub attempt: u32,
+    /// The client's W3C trace context, sent on to the model with the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceContext>,
 }
 
 /// Why a message cannot be processed at all.
@@ -88,12 +94,20 @@ pub enum WorkItemError {
 }
 
 impl WorkItem {
-    /// Parses a message body and checks the request id (see [`WorkItem::validate`]).
+    /// Parses a message body and checks the request id (see
+    /// [`WorkItem::validate`]). A malformed trace context is dropped: it
+    /// never costs the request its answer.
     pub fn from_json(bytes: &[u8]) -> Result<Self, WorkItemError> {
-        let item: WorkItem =
+        let mut item: WorkItem =
             serde_json::from_slice(bytes).map_err(|e| WorkItemError::Json(e.to_string()))?;
         item.validate()?;
+        item.trace = item.trace.filter(TraceContext::is_valid);
         Ok(item)
+    }
+
+    /// The trace id of the client's trace context, if it sent one.
+    pub fn trace_id(&self) -> Option<&str> {
+        self.trace.as_ref().map(TraceContext::trace_id)
     }
 
     /// The message body.
@@ -151,8 +165,10 @@ mod tests {
         let item = WorkItem::from_json(text).unwrap();
         assert_eq!(item.priority, Priority::Normal);
         assert_eq!(item.estimated_tokens, 0);
+        assert_eq!(item.trace, None);
         let again = WorkItem::from_json(&item.to_json()).unwrap();
         assert_eq!(again, item);
+        assert!(!String::from_utf8_lossy(&item.to_json()).contains("trace"));
         let full = br#"{"req_id":"r-2","tenant":"t","model":"m","priority":"high","path":"/v1/completions","body":{},"enqueued_at_ms":5,"estimated_tokens":7}"#;
         let item = WorkItem::from_json(full).unwrap();
         assert_eq!(item.priority, Priority::High);
@@ -160,6 +176,24 @@ mod tests {
         assert_eq!(item.queued_ms(12), 7);
         assert_eq!(item.response_key(), keys::response("r-2"));
         assert!(item.response_key().ends_with(":response:r-2"));
+    }
+
+    #[test]
+    fn carries_the_trace_context_and_drops_a_malformed_one() {
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let text = format!(
+            r#"{{"req_id":"r","tenant":"t","model":"m","path":"/","body":{{}},"trace":{{"traceparent":"{parent}","tracestate":"a=b"}}}}"#
+        );
+        let item = WorkItem::from_json(text.as_bytes()).unwrap();
+        assert_eq!(item.trace_id(), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+        assert_eq!(
+            item.trace.as_ref().unwrap().tracestate.as_deref(),
+            Some("a=b")
+        );
+        assert_eq!(WorkItem::from_json(&item.to_json()).unwrap(), item);
+        let forged = br#"{"req_id":"r","tenant":"t","model":"m","path":"/","body":{},"trace":{"traceparent":"00-x\r\nevil: 1"}}"#;
+        let item = WorkItem::from_json(forged).unwrap();
+        assert_eq!(item.trace, None);
     }
 
     #[test]

@@ -34,11 +34,13 @@ use sluice_admission::errors::openai_error_body;
 use sluice_admission::openai::{self, Endpoint};
 use sluice_contract::keys;
 use sluice_contract::local::{LocalBus, LocalReceiver};
-use sluice_contract::{now_ms, ClaimTiming, Priority, StreamEvent, WorkItem};
+use sluice_contract::trace::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
+use sluice_contract::{now_ms, ClaimTiming, Priority, StreamEvent, TraceContext, WorkItem};
 use sluice_redis::RedisConn;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
 
 #[derive(Clone, Debug)]
 pub struct EndpointOptions {
@@ -298,6 +300,8 @@ struct Deferred {
     estimated_tokens: u64,
     /// The client's own `x-request-id`, for log correlation only.
     client_request_id: Option<String>,
+    /// The client's W3C trace context, carried to the model call.
+    trace: Option<TraceContext>,
     path: String,
     endpoint: Endpoint,
     /// The body digest the token signed.
@@ -355,11 +359,32 @@ fn check_headers(
         client_request_id: header(headers, CLIENT_REQUEST_ID_HEADER)
             .filter(|id| valid_marker(id))
             .map(str::to_string),
+        trace: trace_context(headers),
         path: uri.path().to_string(),
         endpoint,
         signed_body,
         content_length,
     })
+}
+
+/// The request's `traceparent` and `tracestate` (several `tracestate`
+/// headers are one list, joined with `,`), if well formed.
+fn trace_context(headers: &HeaderMap) -> Option<TraceContext> {
+    let mut states = headers
+        .get_all(TRACESTATE_HEADER)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty());
+    let first = states.next();
+    let joined = first.map(|first| {
+        states.fold(first.to_string(), |mut all, next| {
+            all.push(',');
+            all.push_str(next);
+            all
+        })
+    });
+    TraceContext::from_headers(header(headers, TRACEPARENT_HEADER), joined.as_deref())
 }
 
 /// A POST that carries admission's deferral marker.
@@ -594,6 +619,7 @@ async fn prepare(
         enqueued_at_ms: now_ms(),
         estimated_tokens: deferred.estimated_tokens,
         attempt: 0,
+        trace: deferred.trace.clone(),
     };
     let (signed_body, endpoint) = (deferred.signed_body, deferred.endpoint);
     let encoded = tokio::task::spawn_blocking(move || encode(raw, signed_body, endpoint, envelope))
@@ -777,6 +803,12 @@ async fn accept(State(state): State<Arc<EndpointState>>, request: Request) -> Re
     if let Some(slot) = parts.extensions.get::<PreTokenSlot>() {
         slot.authenticated();
     }
+    let span = sluice_contract::request_span!(&deferred.req_id, deferred.trace.as_ref());
+    serve(state, deferred, body).instrument(span).await
+}
+
+/// [`accept`] once the headers checked out, in the request's span.
+async fn serve(state: Arc<EndpointState>, deferred: Deferred, body: Body) -> Response {
     let mut places = match take_places(&state, &deferred) {
         Ok(places) => places,
         Err(rejection) => return state.refuse(rejection),
@@ -898,6 +930,7 @@ async fn queue(
         )),
         timeout,
         req_id: req_id.clone(),
+        span: tracing::Span::current(),
         subscription,
         local,
         local_seq: 0,
@@ -967,6 +1000,8 @@ struct Waiter {
     /// This client's overall deadline (by priority class).
     timeout: Duration,
     req_id: String,
+    /// The request's span: the answer's stream and the cancel run in it.
+    span: tracing::Span,
     subscription: Subscription,
     /// In-process mode: chunks sent by this process's consumer.
     local: Option<LocalReceiver>,
@@ -989,18 +1024,21 @@ impl Drop for Waiter {
         let mut redis = self.state.redis.clone();
         let key = keys::cancel(&self.req_id);
         let ttl = self.state.options.cancel_ttl.as_secs().max(1);
-        tokio::spawn(async move {
-            let result: Result<(), _> = redis::cmd("SET")
-                .arg(&key)
-                .arg(1)
-                .arg("EX")
-                .arg(ttl)
-                .query_async(&mut redis)
-                .await;
-            if let Err(error) = result {
-                tracing::warn!(%key, %error, "cannot record the cancel");
+        tokio::spawn(
+            async move {
+                let result: Result<(), _> = redis::cmd("SET")
+                    .arg(&key)
+                    .arg(1)
+                    .arg("EX")
+                    .arg(ttl)
+                    .query_async(&mut redis)
+                    .await;
+                if let Err(error) = result {
+                    tracing::warn!(%key, %error, "cannot record the cancel");
+                }
             }
-        });
+            .instrument(self.span.clone()),
+        );
     }
 }
 
@@ -1127,6 +1165,7 @@ fn sse_response(
     let options = waiter.state.options.clone();
     let deadline = tokio::time::Instant::now() + waiter.timeout;
     let req_id = waiter.req_id.clone();
+    let span = waiter.span.clone();
     // A comment: OpenAI clients ignore it; people and load balancers see it.
     let first = (announce && options.announce_queued).then(|| {
         let mut text = match queue_position {
@@ -1144,6 +1183,7 @@ fn sse_response(
         (Box::new(waiter), first, false),
         move |(mut waiter, pending, done)| {
             let keep_alive = options.keep_alive;
+            let span = span.clone();
             async move {
                 if let Some(text) = pending {
                     return Some((
@@ -1161,6 +1201,7 @@ fn sse_response(
                 }
                 Some((Ok(Bytes::from(text)), (waiter, None, finished)))
             }
+            .instrument(span)
         },
     );
     let mut response = Response::new(Body::from_stream(stream));
@@ -1360,11 +1401,16 @@ async fn resume(
     };
     let subscription = state.hub.subscribe(&keys::response(&req_id), &from).await;
     state.metrics.in_flight.inc();
+    // The resuming request's own trace context, if it sent one (the
+    // original's is not kept).
+    let trace = trace_context(&headers);
+    let span = sluice_contract::request_span!(&req_id, trace.as_ref());
     let waiter = Waiter {
         state: state.clone(),
         lease_watch: None,
         timeout: state.options.timeout,
         req_id,
+        span,
         subscription,
         // Resume reads the Redis Stream only (in-process chunks are not kept).
         local: None,

@@ -47,6 +47,7 @@ mod client;
 mod consumer;
 mod error;
 mod naming;
+pub mod probe;
 mod producer;
 mod routing;
 

@@ -46,6 +46,8 @@ struct App {
     ids: AtomicU64,
     /// Calls per request id, over the last `max_tracked_request_ids` ids.
     calls: Mutex<CallCounts>,
+    /// Calls per W3C trace id (`traceparent`), over as many trace ids.
+    traces: Mutex<CallCounts>,
     ledger: Ledger,
     /// The simulated GPUs, when the GPU model is on.
     gpus: Option<GpuSet>,
@@ -74,6 +76,7 @@ pub fn router(config: SimConfig) -> Router {
         draws: AtomicU64::new(0),
         ids: AtomicU64::new(0),
         calls: Mutex::new(CallCounts::new(max_tracked_request_ids)),
+        traces: Mutex::new(CallCounts::new(max_tracked_request_ids)),
         ledger,
     });
     Router::new()
@@ -128,6 +131,11 @@ async fn observe(State(app): State<Shared>, request: Request, next: Next) -> Res
     if reaches_model {
         if let Some(id) = request_id.as_ref().and_then(|v| v.to_str().ok()) {
             app.count_call(id);
+        }
+        if let Some(trace_id) = trace_id(request.headers()) {
+            if let Ok(mut traces) = app.traces.lock() {
+                traces.count(trace_id);
+            }
         }
     }
     let mut response = next.run(request).await;
@@ -1210,11 +1218,36 @@ fn query_param(uri: &Uri, name: &str) -> Option<String> {
     })
 }
 
+/// The trace id of a request's `traceparent` (`00-<32 hex>-<16 hex>-<2
+/// hex>`, the second field), if it has that shape.
+fn trace_id(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get("traceparent")?.to_str().ok()?;
+    let mut fields = value.trim().split('-');
+    let (_version, trace_id) = (fields.next()?, fields.next()?);
+    (trace_id.len() == 32 && trace_id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(trace_id)
+}
+
 /// `GET /sim/calls?request_id=ID` → `{"request_id": ID, "calls": n,
 /// "arrival": rank}`: how many requests with `x-request-id: ID` reached the
 /// model endpoints, and the place of its first among the ids' first
 /// arrivals (`null`: never seen or no longer remembered).
+///
+/// `GET /sim/calls?trace_id=T` → `{"trace_id": T, "calls": n, "arrival":
+/// rank}`: the same for the W3C trace id `T` of their `traceparent`
+/// (32 lowercase hex digits as sent), over a window of as many trace ids.
 async fn calls(State(app): State<Shared>, uri: Uri) -> Response {
+    if let Some(trace) = query_param(&uri, "trace_id").filter(|t| !t.is_empty()) {
+        let (calls, arrival) = app
+            .traces
+            .lock()
+            .map(|traces| (traces.calls_of(&trace), traces.arrival_of(&trace)))
+            .unwrap_or_default();
+        return json_response(
+            serde_json::json!({"trace_id": trace, "calls": calls, "arrival": arrival})
+                .to_string()
+                .into_bytes(),
+        );
+    }
     match query_param(&uri, "request_id") {
         Some(id) if !id.is_empty() => json_response(
             {

@@ -178,6 +178,7 @@ pub fn work_item(tenant: &str, model: &str, req_id: &str, estimated_tokens: u64)
         enqueued_at_ms: sluice_contract::now_ms(),
         estimated_tokens,
         attempt: 0,
+        trace: None,
     }
 }
 

@@ -226,3 +226,73 @@ async fn resume_needs_the_token_and_forged_deferrals_are_refused(
         Some("0123456789abcdef0123456789abcdef")
     );
 }
+
+/// A client's W3C trace context reaches the model on both paths: through
+/// Envoy directly, and deferred (the endpoint puts it in the work item, the
+/// consumer sends it with its call). llm-sim counts calls per trace id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_trace_context_reaches_the_model_on_both_paths() {
+    sluice_testkit::init_test_tracing();
+    let stack = Stack::builder(limits::patient_defers()).start().await;
+    let envoy_addr = stack.envoy.listener;
+    let ask = |tenant: &'static str, traceparent: String| {
+        let body = serde_json::json!({
+            "model": "gpt-4o",
+            "max_tokens": 30,
+            "messages": [{"role": "user", "content": "hello ".repeat(40)}]
+        });
+        tokio::task::spawn_blocking(move || {
+            http_request(
+                envoy_addr,
+                "POST",
+                "/v1/chat/completions",
+                &[
+                    ("x-tenant-id", tenant),
+                    ("traceparent", &traceparent),
+                    ("tracestate", "sluice-test=1"),
+                ],
+                body.to_string().as_bytes(),
+            )
+            .unwrap()
+        })
+    };
+    let trace_id = |n: u8| format!("{:032x}", u128::from(n) << 64 | 0xabc);
+    let parent = |n: u8| format!("00-{}-00f067aa0ba902b7-01", trace_id(n));
+
+    // `patient` is over its tokens: deferred. An unlimited tenant goes direct.
+    let deferred = ask("patient", parent(1)).await.unwrap();
+    assert_eq!(deferred.status, 200, "{deferred:?}");
+    assert!(
+        deferred.header("x-sluice-request-id").is_some(),
+        "not deferred: {deferred:?}"
+    );
+    let direct = ask("direct", parent(2)).await.unwrap();
+    assert_eq!(direct.status, 200, "{direct:?}");
+    assert!(
+        direct.header("x-sluice-request-id").is_none(),
+        "deferred: {direct:?}"
+    );
+    for (n, path) in [(1, "deferred"), (2, "direct")] {
+        assert_eq!(
+            model_trace_calls(stack.backend, &trace_id(n)).await,
+            1,
+            "the {path} request's trace id did not reach the model once"
+        );
+    }
+    // A malformed traceparent costs a deferred request nothing (dropped).
+    let bad = ask("patient", "00-not-a-trace".into()).await.unwrap();
+    assert_eq!(bad.status, 200, "{bad:?}");
+}
+
+/// Calls that reached the model with trace id `trace_id` (llm-sim's
+/// `/sim/calls?trace_id=`).
+async fn model_trace_calls(backend: SocketAddr, trace_id: &str) -> u64 {
+    let path = format!("/sim/calls?trace_id={trace_id}");
+    let response =
+        tokio::task::spawn_blocking(move || http_request(backend, "GET", &path, &[], b""))
+            .await
+            .unwrap()
+            .unwrap();
+    let json: Value = serde_json::from_str(&response.body).unwrap();
+    json["calls"].as_u64().unwrap()
+}

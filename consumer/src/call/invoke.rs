@@ -35,6 +35,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use serde::{Deserialize, Serialize};
+use sluice_contract::trace::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
 use sluice_openai::stream::{self as sse, EventTooLarge, SseParser};
 use sluice_redis::RedisConn;
 use std::collections::HashMap;
@@ -420,6 +421,16 @@ impl Invoker {
             .header(ACCEPT, "text/event-stream");
         if let Ok(id) = HeaderValue::try_from(item.req_id.as_str()) {
             builder = builder.header("x-request-id", id);
+        }
+        // The client's trace context goes on unchanged: the model's spans
+        // join the client's trace, as on the direct path through Envoy.
+        if let Some(trace) = &item.trace {
+            if let Ok(value) = HeaderValue::try_from(trace.traceparent.as_str()) {
+                builder = builder.header(TRACEPARENT_HEADER, value);
+            }
+            if let Some(Ok(value)) = trace.tracestate.as_deref().map(HeaderValue::try_from) {
+                builder = builder.header(TRACESTATE_HEADER, value);
+            }
         }
         let mut request = builder
             .body(Full::new(Bytes::from(body)))
@@ -874,6 +885,7 @@ mod tests {
             enqueued_at_ms: 0,
             estimated_tokens: 0,
             attempt: 0,
+            trace: None,
         }
     }
 
@@ -964,6 +976,14 @@ mod tests {
         assert_eq!(request.headers()["x-extra"], "1");
         assert_eq!(request.headers()["x-request-id"], "r");
         assert!(request.headers().get(AUTHORIZATION).is_none());
+        assert!(request.headers().get(TRACEPARENT_HEADER).is_none());
+        // The client's trace context goes to the model as it came.
+        let mut traced = item(json!({"messages": []}));
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        traced.trace = sluice_contract::TraceContext::from_headers(Some(parent), Some("a=1,b=2"));
+        let request = invoker.request(&traced).unwrap();
+        assert_eq!(request.headers()[TRACEPARENT_HEADER], parent);
+        assert_eq!(request.headers()[TRACESTATE_HEADER], "a=1,b=2");
         let mut special = item(json!({"messages": []}));
         special.model = "special".into();
         let request = invoker.request(&special).unwrap();

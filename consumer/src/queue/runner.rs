@@ -41,6 +41,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// How long a failed re-publish is retried (a Redis or broker failover).
 const REPUBLISH_RETRY_FOR: Duration = Duration::from_secs(30);
@@ -447,10 +448,24 @@ impl Runner {
         }
     }
 
+    /// Everything done with one popped message (the tasks it starts
+    /// included) runs in its request's span.
     async fn dispatch(self: Arc<Self>, message: LiteMessage) {
+        let item = WorkItem::from_json(&message.body);
+        let span = match &item {
+            Ok(item) => sluice_contract::request_span!(&item.req_id, item.trace.as_ref()),
+            Err(_) => tracing::Span::none(),
+        };
+        self.dispatch_item(message, item).instrument(span).await
+    }
+
+    async fn dispatch_item(
+        self: Arc<Self>,
+        message: LiteMessage,
+        item: Result<WorkItem, sluice_contract::WorkItemError>,
+    ) {
         // One round trip on the pop path: one fewer queued in this bucket
         // (the endpoint counted it in), and the request's lease taken.
-        let item = WorkItem::from_json(&message.body);
         let req_id = item.as_ref().ok().map(|item| item.req_id.as_str());
         let mut redis = self.redis.clone();
         let seen_before =
@@ -480,51 +495,52 @@ impl Runner {
             return;
         }
         if self.fair_shared(&item.model) {
-            let active = Active::new(&self);
-            tokio::spawn(async move {
-                self.hold_fair(item, message.handle).await;
-                drop(active);
-            });
+            let runner = self.clone();
+            self.spawn_active(runner.hold_fair(item, message.handle));
             return;
         }
         match gate(&self.limits, &self.pacer, &item, self.options.suspend_floor).await {
             Ok(StartGate::Run(permit)) => {
                 self.release(&message.handle).await;
-                let active = Active::new(&self);
-                tokio::spawn(async move {
-                    self.clone().run_leased(item, permit).await;
-                    drop(active);
-                });
+                let runner = self.clone();
+                self.spawn_active(runner.run_leased(item, permit));
             }
             Ok(StartGate::Suspend(wait)) => {
                 // The broker holds the LiteTopic; this message waits in its own task.
                 if let Err(error) = self.lite.suspend(&message.handle, wait).await {
                     tracing::debug!(%error, "suspend refused; holding locally only");
                 }
-                let active = Active::new(&self);
-                tokio::spawn(async move {
-                    self.hold(item, wait, None).await;
-                    drop(active);
-                });
+                let runner = self.clone();
+                self.spawn_active(runner.hold(item, wait, None));
             }
             Ok(StartGate::WaitLocally(wait)) => {
-                let active = Active::new(&self);
-                tokio::spawn(async move {
-                    self.hold(item, wait, Some(message.handle)).await;
-                    drop(active);
-                });
+                let runner = self.clone();
+                self.spawn_active(runner.hold(item, wait, Some(message.handle)));
             }
             Err(error) => {
                 tracing::warn!(%error, req_id = %item.req_id, "pacing unavailable; holding the message");
                 let wait = Duration::from_millis(200);
                 let _ = self.lite.suspend(&message.handle, wait).await;
-                let active = Active::new(&self);
-                tokio::spawn(async move {
-                    self.hold(item, wait, None).await;
-                    drop(active);
-                });
+                let runner = self.clone();
+                self.spawn_active(runner.hold(item, wait, None));
             }
         }
+    }
+
+    /// Runs `work` on a task of its own, counted in [`Runner::active`], in
+    /// the current span (the request's).
+    fn spawn_active(
+        self: &Arc<Self>,
+        work: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let active = Active::new(self);
+        tokio::spawn(
+            async move {
+                work.await;
+                drop(active);
+            }
+            .in_current_span(),
+        );
     }
 
     /// Frees the message's LiteTopic for its next message. A failure is

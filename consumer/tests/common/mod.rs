@@ -38,6 +38,7 @@ pub fn item(req_id: &str) -> WorkItem {
         enqueued_at_ms: sluice_consumer::now_ms(),
         estimated_tokens: 20,
         attempt: 0,
+        trace: None,
     }
 }
 

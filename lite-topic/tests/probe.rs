@@ -1,0 +1,70 @@
+//! The liveness probe against a real broker: it passes on a live broker,
+//! fails within its deadline on a frozen one (SIGSTOP: the process and its
+//! ports stay, nothing is answered — what the store's deadlock looks like),
+//! and passes again once the broker runs, dropping the probe message a
+//! failed probe left behind. Timing is printed, bounded only loosely.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
+
+use sluice_litetopic::probe::{probe, ProbeError, ProbeOptions};
+use sluice_testkit::RocketMq;
+use std::time::{Duration, Instant};
+
+fn signal(pid: u32, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_tells_a_frozen_broker_from_a_live_one() {
+    sluice_testkit::init_test_tracing();
+    let mq = tokio::task::spawn_blocking(RocketMq::start)
+        .await
+        .unwrap()
+        .expect("start the RocketMQ broker (run ./scripts/setup)");
+    let namesrv = mq.namesrv_addr();
+    let options = ProbeOptions {
+        deadline: Duration::from_secs(3),
+        ..ProbeOptions::default()
+    };
+    let live = probe(&namesrv, &options).await.expect("live broker");
+    let again = probe(&namesrv, &options).await.expect("live broker, again");
+    println!("live: {live:?}, then {again:?}");
+    assert_eq!(again.stale, 0);
+
+    let pid = mq.broker_pid().unwrap();
+    signal(pid, "STOP");
+    let started = Instant::now();
+    let frozen = probe(&namesrv, &options).await;
+    let took = started.elapsed();
+    signal(pid, "CONT");
+    println!("frozen: {frozen:?} after {took:?}");
+    assert!(
+        matches!(
+            frozen,
+            Err(ProbeError::Deadline(_)) | Err(ProbeError::Lite(_))
+        ),
+        "{frozen:?}"
+    );
+    // The deadline, plus the bounded client shutdown, plus a loaded machine.
+    assert!(took < Duration::from_secs(3 + 2 + 5), "{took:?}");
+
+    // Running again: the probe passes (it may meet what the frozen probe
+    // sent, once the broker reads it, and drops it).
+    let began = Instant::now();
+    let back = loop {
+        match probe(&namesrv, &options).await {
+            Ok(report) => break report,
+            Err(error) => {
+                assert!(
+                    began.elapsed() < Duration::from_secs(60),
+                    "never live again: {error}"
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    };
+    println!("live again after {:?}: {back:?}", began.elapsed());
+}
