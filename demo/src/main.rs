@@ -12,7 +12,7 @@ use anyhow::Context;
 use clap::Parser;
 use client::{Chat, Journal};
 use sluice_demo::stats::{self, Counts, PaceTimeline, Record};
-use stack::{Paths, Stack};
+use stack::Stack;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
@@ -358,27 +358,23 @@ async fn run(cli: Cli) -> anyhow::Result<Ending> {
             Vec::new(),
         )
     };
-    let paths = Paths {
-        bin_dir,
-        limits: cli.limits.clone().unwrap_or_else(|| root.join(limits)),
-        consumer_config: cli
-            .consumer_config
-            .clone()
-            .unwrap_or_else(|| root.join(consumer_config)),
-        logs: out.join("logs"),
-        low_priority_max_backlog: 3,
-        sim_args,
-        decision_deadline_ms: cli.decision_deadline_ms,
-    };
+    let limits = cli.limits.clone().unwrap_or_else(|| root.join(limits));
+    let consumer_config = cli
+        .consumer_config
+        .clone()
+        .unwrap_or_else(|| root.join(consumer_config));
     if !adaptive {
-        check_consumer_config(&paths.consumer_config)?;
+        check_consumer_config(&consumer_config)?;
     }
+    let mut options = stack::options(&limits, &consumer_config, out.join("logs"), &sim_args)?;
+    options.bin_dir = Some(bin_dir);
+    options.decision_deadline_ms = cli.decision_deadline_ms;
+    options.progress = |line| println!("    {line}");
     let live = cli.live.unwrap_or_else(|| std::io::stdout().is_terminal());
     let plan = plan(cli.quick);
 
-    println!("==> starting the stack (logs: {})", paths.logs.display());
-    let starting =
-        tokio::task::spawn_blocking(move || Stack::start(&paths, |line| println!("    {line}")));
+    println!("==> starting the stack (logs: {})", options.dir.display());
+    let starting = tokio::task::spawn_blocking(move || Stack::start(options));
     let stack = tokio::select! {
         started = starting => started.context("start-up task failed")??,
         _ = interrupted() => {
