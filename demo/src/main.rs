@@ -11,7 +11,7 @@ mod stack;
 use anyhow::Context;
 use clap::Parser;
 use client::{Chat, Journal};
-use sluice_demo::stats::{self, Counts, PaceTimeline, Record};
+use sluice_demo::stats::{self, Counts, Pace, PaceTimeline, Record};
 use stack::Stack;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -227,11 +227,11 @@ struct Column {
 }
 
 impl Column {
-    fn effective(&self) -> (Option<f64>, Option<f64>) {
-        (
-            self.rps.map(|r| r * self.factor),
-            self.tps.map(|t| t * self.factor),
-        )
+    fn effective(&self) -> Pace {
+        Pace {
+            rps: self.rps.map(|r| r * self.factor),
+            tps: self.tps.map(|t| t * self.factor),
+        }
     }
 }
 
@@ -402,11 +402,10 @@ async fn run(cli: Cli) -> anyhow::Result<Ending> {
     let mut paces: BTreeMap<String, PaceTimeline> = columns
         .iter()
         .map(|(model, c)| {
-            let (r, t) = c.effective();
             (
                 model.to_string(),
                 PaceTimeline {
-                    steps: vec![(0.0, r, t)],
+                    steps: vec![(0.0, c.effective())],
                 },
             )
         })
@@ -553,12 +552,12 @@ async fn apply_change(
                     column.tps = Some(tps);
                 }
             }
-            let (r, t) = column.effective();
+            let pace = column.effective();
             paces
                 .entry(change.model.to_string())
                 .or_default()
                 .steps
-                .push((now, r, t));
+                .push((now, pace));
         }
     }
     let result = match &answer {
@@ -568,12 +567,12 @@ async fn apply_change(
     let pace = columns
         .get(change.model)
         .map(|c| {
-            let (r, t) = c.effective();
+            let pace = c.effective();
             format!(
                 "; {} queue pace now {} req/s, {} tokens/s",
                 change.model,
-                fmt_rate(r),
-                fmt_rate(t)
+                fmt_rate(pace.rps),
+                fmt_rate(pace.tps)
             )
         })
         .unwrap_or_default();
