@@ -202,6 +202,14 @@ impl<E: Encoders> RequestAdmission<E> {
         Verdict::Pause
     }
 
+    /// A 401 `authentication_error`: the request carries no usable tenant.
+    fn unauthenticated(&mut self, host: &mut dyn Host, message: &str, code: &str) -> Verdict {
+        self.reply(
+            host,
+            LocalReply::error(401, message, "authentication_error", code),
+        )
+    }
+
     fn bad_request(&mut self, host: &mut dyn Host, message: &str) -> Verdict {
         host.count(Metric::BadRequest, 1);
         host.log(LogLevel::Debug, &format!("sluice: 400: {message}"));
@@ -328,25 +336,21 @@ impl<E: Encoders> RequestAdmission<E> {
         };
         let Ok(tenant) = tenant else {
             host.count(Metric::InvalidTenant, 1);
-            let reply = LocalReply::error(
-                401,
+            return Err(self.unauthenticated(
+                host,
                 "the tenant identity on this request is not a string (an object or a list in the token?)",
-                "authentication_error",
                 "invalid_tenant",
-            );
-            return Err(self.reply(host, reply));
+            ));
         };
         match tenant.filter(|t| !t.is_empty()) {
             Some(t) => Ok(sanitize_value(&t)),
             None if self.config().tenant_required => {
                 host.count(Metric::MissingTenant, 1);
-                let reply = LocalReply::error(
-                    401,
+                Err(self.unauthenticated(
+                    host,
                     "no tenant identity on this request (the gateway's authentication did not set one)",
-                    "authentication_error",
                     "missing_tenant",
-                );
-                Err(self.reply(host, reply))
+                ))
             }
             None => Ok(sanitize_value(&self.config().anonymous_tenant)),
         }

@@ -30,7 +30,7 @@
 //! override:<requests_per_unit>/<unit>|-
 //! ```
 
-use crate::deferral::{hex, unhex, Secret, TokenError};
+use crate::deferral::{hex, unhex, Secret, TokenError, Verifier};
 
 /// Version of the signature format: `v1.<issued unix ms>.<64 hex digits of HMAC>`.
 const TOKEN_VERSION: &str = "v1";
@@ -194,29 +194,10 @@ impl CounterWrite {
         format!("{TOKEN_VERSION}.{issued_ms}.{}", hex(&tag))
     }
 
-    /// Checks `token` against this call with any of `secrets`, and that it
-    /// was issued within `max_age_ms` of `now_ms` (either way: the clocks of
-    /// Envoy and sluice-rls differ a little).
-    pub fn verify(
-        &self,
-        token: &str,
-        secrets: &[Secret],
-        now_ms: u64,
-        max_age_ms: u64,
-    ) -> Result<(), TokenError> {
-        use hmac::Mac as _;
+    /// Checks `token` against this call with `verifier`.
+    pub fn verify(&self, token: &str, verifier: &Verifier<'_>) -> Result<(), TokenError> {
         let (issued_ms, tag) = parse_token(token)?;
-        if now_ms.abs_diff(issued_ms) > max_age_ms {
-            return Err(TokenError::Expired);
-        }
-        let valid = secrets
-            .iter()
-            .any(|secret| self.mac(secret, issued_ms).verify_slice(&tag).is_ok());
-        if valid {
-            Ok(())
-        } else {
-            Err(TokenError::BadSignature)
-        }
+        verifier.check(issued_ms, &tag, |secret| self.mac(secret, issued_ms))
     }
 }
 
@@ -278,13 +259,16 @@ mod tests {
         let token = write.sign(&secret('a'), 1_000_000);
         assert!(token.starts_with("v1.1000000."), "{token}");
         let rotating = [secret('b'), secret('a')];
-        assert_eq!(write.verify(&token, &rotating, 1_000_100, 30_000), Ok(()));
         assert_eq!(
-            write.verify(&token, &[secret('b')], 1_000_100, 30_000),
+            write.verify(&token, &Verifier::new(&rotating, 1_000_100, 30_000)),
+            Ok(())
+        );
+        assert_eq!(
+            write.verify(&token, &Verifier::new(&[secret('b')], 1_000_100, 30_000)),
             Err(TokenError::BadSignature)
         );
         assert_eq!(
-            write.verify(&token, &[], 1_000_100, 30_000),
+            write.verify(&token, &Verifier::new(&[], 1_000_100, 30_000)),
             Err(TokenError::BadSignature)
         );
     }
@@ -294,7 +278,10 @@ mod tests {
         let request = refund();
         let token = sign_reconciliation(&secret('a'), &request.encode_to_vec(), 9, 2_000).unwrap();
         let write = CounterWrite::of_request(&request, true, Some(9));
-        assert_eq!(write.verify(&token, &[secret('a')], 2_000, 30_000), Ok(()));
+        assert_eq!(
+            write.verify(&token, &Verifier::new(&[secret('a')], 2_000, 30_000)),
+            Ok(())
+        );
         assert_eq!(
             sign_reconciliation(&secret('a'), b"\xff\xff", 9, 2_000),
             None
@@ -369,7 +356,7 @@ mod tests {
         tampered.push(("limit override", with_override));
         for (name, write) in &tampered {
             assert_eq!(
-                write.verify(&token, &[secret('a')], 1_000, 30_000),
+                write.verify(&token, &Verifier::new(&[secret('a')], 1_000, 30_000)),
                 Err(TokenError::BadSignature),
                 "{name}"
             );
@@ -377,10 +364,13 @@ mod tests {
         let moved = token.replacen("v1.1000.", "v1.1001.", 1);
         let write = CounterWrite::of_request(&good, true, Some(5));
         assert_eq!(
-            write.verify(&moved, &[secret('a')], 1_000, 30_000),
+            write.verify(&moved, &Verifier::new(&[secret('a')], 1_000, 30_000)),
             Err(TokenError::BadSignature)
         );
-        assert_eq!(write.verify(&token, &[secret('a')], 1_000, 30_000), Ok(()));
+        assert_eq!(
+            write.verify(&token, &Verifier::new(&[secret('a')], 1_000, 30_000)),
+            Ok(())
+        );
     }
 
     /// Length prefixes keep values that hold separators apart.
@@ -404,7 +394,7 @@ mod tests {
         let token = write.sign(&secret('a'), 100_000);
         let s = [secret('a')];
         crate::deferral::assert_refused_when_stale_or_malformed(
-            |token, now| write.verify(token, &s, now, 30_000),
+            |token, now| write.verify(token, &Verifier::new(&s, now, 30_000)),
             &token,
             &["", "v1", "v1.100000", "v2.100000.00", "v1.x.00", "v1.1.2.3"],
         );
@@ -430,14 +420,17 @@ mod tests {
         // As sent: a deferral token (v2, with the body digest) is not even
         // of a signature's shape.
         assert_eq!(
-            write.verify(&deferral_token, &[secret('a')], 1_000, 30_000),
+            write.verify(
+                &deferral_token,
+                &Verifier::new(&[secret('a')], 1_000, 30_000)
+            ),
             Err(TokenError::Malformed)
         );
         // Re-shaped as a signature, its MAC still fails: the contexts differ.
         let parts: Vec<&str> = deferral_token.split('.').collect();
         let reshaped = format!("{TOKEN_VERSION}.{}.{}", parts[1], parts[3]);
         assert_eq!(
-            write.verify(&reshaped, &[secret('a')], 1_000, 30_000),
+            write.verify(&reshaped, &Verifier::new(&[secret('a')], 1_000, 30_000)),
             Err(TokenError::BadSignature)
         );
     }

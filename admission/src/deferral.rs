@@ -171,34 +171,17 @@ impl HeaderClaims<'_> {
         mac
     }
 
-    /// Checks `token` against these claims with any of `secrets`, and that it
-    /// was issued within `max_age_ms` of `now_ms` (either way: clocks of the
-    /// gateway and of sluice-rls differ a little). The body digest is read
-    /// from the token and covered by its MAC: on success, the body must
-    /// still be checked against the returned [`SignedBody`].
-    pub fn verify(
-        &self,
-        token: &str,
-        secrets: &[Secret],
-        now_ms: u64,
-        max_age_ms: u64,
-    ) -> Result<SignedBody, TokenError> {
+    /// Checks `token` against these claims with `verifier`. The body digest
+    /// is read from the token and covered by its MAC: on success, the body
+    /// must still be checked against the returned [`SignedBody`].
+    pub fn verify(&self, token: &str, verifier: &Verifier<'_>) -> Result<SignedBody, TokenError> {
         let parsed = parse_token(token)?;
-        if now_ms.abs_diff(parsed.issued_ms) > max_age_ms {
-            return Err(TokenError::Expired);
-        }
-        let valid = secrets.iter().any(|secret| {
+        verifier.check(parsed.issued_ms, &parsed.tag, |secret| {
             self.mac(secret, parsed.issued_ms, &parsed.body_sha256)
-                .verify_slice(&parsed.tag)
-                .is_ok()
-        });
-        if valid {
-            Ok(SignedBody {
-                sha256: parsed.body_sha256,
-            })
-        } else {
-            Err(TokenError::BadSignature)
-        }
+        })?;
+        Ok(SignedBody {
+            sha256: parsed.body_sha256,
+        })
     }
 }
 
@@ -219,16 +202,55 @@ impl DeferralClaims<'_> {
 
     /// [`HeaderClaims::verify`] and the body check in one, for callers that
     /// hold the body already.
-    pub fn verify(
-        &self,
-        token: &str,
-        secrets: &[Secret],
-        now_ms: u64,
-        max_age_ms: u64,
-    ) -> Result<(), TokenError> {
+    pub fn verify(&self, token: &str, verifier: &Verifier<'_>) -> Result<(), TokenError> {
         self.headers
-            .verify(token, secrets, now_ms, max_age_ms)?
+            .verify(token, verifier)?
             .check_digest(self.body_sha256)
+    }
+}
+
+/// What a token is checked with: the secrets it may be signed with (signers
+/// use the first, verifiers accept any), the verifier's clock (Unix ms) and
+/// the oldest token it accepts, in ms (either way: the clocks of the signer
+/// and of the verifier differ a little). Deferral tokens and counter-write
+/// signatures are checked alike.
+#[derive(Clone, Copy, Debug)]
+pub struct Verifier<'a> {
+    pub secrets: &'a [Secret],
+    pub now_ms: u64,
+    pub max_age_ms: u64,
+}
+
+impl<'a> Verifier<'a> {
+    pub fn new(secrets: &'a [Secret], now_ms: u64, max_age_ms: u64) -> Self {
+        Verifier {
+            secrets,
+            now_ms,
+            max_age_ms,
+        }
+    }
+
+    /// A token issued at `issued_ms` is good when it is no older (or newer)
+    /// than the verifier accepts and its `tag` is the MAC that `mac` computes
+    /// under one of the secrets.
+    pub(crate) fn check(
+        &self,
+        issued_ms: u64,
+        tag: &[u8],
+        mac: impl Fn(&Secret) -> HmacSha256,
+    ) -> Result<(), TokenError> {
+        if self.now_ms.abs_diff(issued_ms) > self.max_age_ms {
+            return Err(TokenError::Expired);
+        }
+        if self
+            .secrets
+            .iter()
+            .any(|secret| mac(secret).verify_slice(tag).is_ok())
+        {
+            Ok(())
+        } else {
+            Err(TokenError::BadSignature)
+        }
     }
 }
 
@@ -413,11 +435,11 @@ mod tests {
         assert!(token.starts_with(&format!("v2.1000000.{}.", hex(&digest))));
         let both = [secret('b'), secret('a')];
         assert_eq!(
-            claims(&digest).verify(&token, &both, 1_000_500, 30_000),
+            claims(&digest).verify(&token, &Verifier::new(&both, 1_000_500, 30_000)),
             Ok(())
         );
         assert_eq!(
-            claims(&digest).verify(&token, &[secret('b')], 1_000_500, 30_000),
+            claims(&digest).verify(&token, &Verifier::new(&[secret('b')], 1_000_500, 30_000)),
             Err(TokenError::BadSignature)
         );
     }
@@ -456,13 +478,13 @@ mod tests {
                 body_sha256: &other_digest,
                 ..good
             }
-            .verify(&token, &[secret('a')], 5_000, 30_000),
+            .verify(&token, &Verifier::new(&[secret('a')], 5_000, 30_000)),
             Err(TokenError::BodyMismatch)
         );
         for headers in variants {
             let claims = DeferralClaims { headers, ..good };
             assert_eq!(
-                claims.verify(&token, &[secret('a')], 5_000, 30_000),
+                claims.verify(&token, &Verifier::new(&[secret('a')], 5_000, 30_000)),
                 Err(TokenError::BadSignature),
                 "{claims:?}"
             );
@@ -470,7 +492,7 @@ mod tests {
         // The issue time is signed too.
         let moved = token.replacen("v2.5000.", "v2.5001.", 1);
         assert_eq!(
-            good.verify(&moved, &[secret('a')], 5_000, 30_000),
+            good.verify(&moved, &Verifier::new(&[secret('a')], 5_000, 30_000)),
             Err(TokenError::BadSignature)
         );
     }
@@ -501,7 +523,7 @@ mod tests {
             parts.join(".")
         };
         let s = [secret('a')];
-        let header_check = |t: &str| good.headers.verify(t, &s, 5_000, 30_000);
+        let header_check = |t: &str| good.headers.verify(t, &Verifier::new(&s, 5_000, 30_000));
         assert!(header_check(&token).is_ok());
         // Version.
         assert_eq!(header_check(&with(0, "v1")), Err(TokenError::Malformed));
@@ -537,7 +559,7 @@ mod tests {
             ..good.headers
         };
         assert_eq!(
-            other_tenant.verify(&token, &s, 5_000, 30_000),
+            other_tenant.verify(&token, &Verifier::new(&s, 5_000, 30_000)),
             Err(TokenError::BadSignature)
         );
     }
@@ -549,7 +571,7 @@ mod tests {
         let token = claims(&digest).sign(&secret('a'), 5_000);
         let signed = claims(&digest)
             .headers
-            .verify(&token, &[secret('a')], 5_000, 30_000)
+            .verify(&token, &Verifier::new(&[secret('a')], 5_000, 30_000))
             .unwrap();
         assert_eq!(signed.check(body), Ok(()));
         assert_eq!(signed.check(b"{}"), Err(TokenError::BodyMismatch));
@@ -560,7 +582,7 @@ mod tests {
         // The one-call form says the same.
         let other = body_digest(b"{}");
         assert_eq!(
-            claims(&other).verify(&token, &[secret('a')], 5_000, 30_000),
+            claims(&other).verify(&token, &Verifier::new(&[secret('a')], 5_000, 30_000)),
             Err(TokenError::BodyMismatch)
         );
         assert_eq!(TokenError::BodyMismatch.reason(), "token_body_mismatch");
@@ -573,7 +595,7 @@ mod tests {
         let token = c.sign(&secret('a'), 100_000);
         let s = [secret('a')];
         assert_refused_when_stale_or_malformed(
-            |token, now| c.verify(token, &s, now, 30_000),
+            |token, now| c.verify(token, &Verifier::new(&s, now, 30_000)),
             &token,
             &[
                 "",

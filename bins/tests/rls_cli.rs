@@ -4,6 +4,9 @@
 use sluice_testkit::process::help_text;
 use std::process::Command;
 
+// What the binaries' tests share (upstream's placement variables).
+mod support;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sluice-rls"))
 }
@@ -207,13 +210,7 @@ fn upstream_environment_variables_configure_the_service() {
     let (grpc, http) = (sluice_testkit::free_port(), sluice_testkit::free_port());
     let mut child = bin()
         .env_remove("SLUICE_RLS_CONFIG")
-        .env("SLUICE_RLS_UPSTREAM_ENV", "true")
-        .env("RUNTIME_ROOT", root.path())
-        .env("RUNTIME_SUBDIRECTORY", "ratelimit")
-        .env("GRPC_HOST", "127.0.0.1")
-        .env("GRPC_PORT", grpc.to_string())
-        .env("HOST", "127.0.0.1")
-        .env("PORT", http.to_string())
+        .envs(support::upstream_placement(root.path(), grpc, http))
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()

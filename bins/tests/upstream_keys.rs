@@ -14,6 +14,8 @@
 // sluice-ratelimit's test helpers (requests).
 #[path = "../../ratelimit-service/tests/common/mod.rs"]
 mod common;
+// What the binaries' tests share (upstream's placement variables).
+mod support;
 
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
@@ -75,9 +77,7 @@ async fn start_sluice_rls(redis: &RedisServer, runtime_root: &std::path::Path) -
     let (grpc, http) = (free_port(), free_port());
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice-rls"))
         .env_remove("SLUICE_RLS_CONFIG")
-        .env("SLUICE_RLS_UPSTREAM_ENV", "true")
-        .env("RUNTIME_ROOT", runtime_root)
-        .env("RUNTIME_SUBDIRECTORY", "ratelimit")
+        .envs(support::upstream_placement(runtime_root, grpc, http))
         .env("REDIS_SOCKET_TYPE", "tcp")
         .env("REDIS_URL", format!("127.0.0.1:{}", redis.port()))
         .env("CACHE_KEY_PREFIX", PREFIX)
@@ -85,10 +85,6 @@ async fn start_sluice_rls(redis: &RedisServer, runtime_root: &std::path::Path) -
             "EXPIRATION_JITTER_MAX_SECONDS",
             JITTER_MAX_SECONDS.to_string(),
         )
-        .env("GRPC_HOST", "127.0.0.1")
-        .env("GRPC_PORT", grpc.to_string())
-        .env("HOST", "127.0.0.1")
-        .env("PORT", http.to_string())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)

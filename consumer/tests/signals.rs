@@ -5,6 +5,7 @@
 use sluice_consumer::signals::{metrics_url, CapacitySignal, SignalError, SignalReader};
 use sluice_llm_sim::gpu::{Capacity, GpuConfig};
 use sluice_llm_sim::SimConfig;
+use sluice_testkit::retry_until;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -33,18 +34,17 @@ async fn read_until(
     url: &str,
     check: impl Fn(&CapacitySignal) -> bool,
 ) -> CapacitySignal {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    let within = Duration::from_secs(10);
+    let (signal, _) = retry_until(within, Duration::from_millis(20), async || {
         let signal = reader.read(url, MODEL).await.unwrap();
         if check(&signal) {
-            return signal;
+            Ok(signal)
+        } else {
+            Err(signal)
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not reached: {signal:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
+    signal
 }
 
 #[tokio::test]

@@ -221,22 +221,10 @@ pub struct CapsMetrics {
     pub created: Counter,
 }
 
-impl CapsMetrics {
-    /// Registers under `deferral_` in `registry` (prefix `sluice_rls`).
-    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
-        let registry = registry.sub_registry_with_prefix("deferral");
-        registry.register(
-            "buckets",
-            "Deferral buckets (tenant × model LiteTopics) known, as of this instance's last deferred request",
-            self.buckets.clone(),
-        );
-        registry.register(
-            "buckets_created",
-            "Deferral buckets this instance created (new tenant × model LiteTopics)",
-            self.created.clone(),
-        );
-    }
-}
+crate::metrics::deferral_registration!(CapsMetrics {
+    "buckets", "Deferral buckets (tenant × model LiteTopics) known, as of this instance's last deferred request" => buckets;
+    "buckets_created", "Deferral buckets this instance created (new tenant × model LiteTopics)" => created;
+});
 
 /// The caps, checked in Redis.
 #[derive(Default)]

@@ -483,7 +483,10 @@ impl Markers {
         };
         let max_age = options.token_max_age.as_millis() as u64;
         let signed_body = claims
-            .verify(token, &options.secrets, now_ms(), max_age)
+            .verify(
+                token,
+                &deferral::Verifier::new(&options.secrets, now_ms(), max_age),
+            )
             .map_err(|why| Rejection::forbidden(why.reason(), why.to_string()))?;
         Ok((signed_body, estimated_tokens))
     }

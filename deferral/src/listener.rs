@@ -74,32 +74,14 @@ pub struct ListenerMetrics {
     pub header_timeouts: Counter,
 }
 
-impl ListenerMetrics {
-    /// Registers under `deferral_` in `registry` (prefix `sluice_rls`).
-    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
-        let registry = registry.sub_registry_with_prefix("deferral");
-        registry.register(
-            "connections",
-            "Open connections to the deferral endpoint",
-            self.connections.clone(),
-        );
-        registry.register(
-            "unauthenticated_connections",
-            "Open connections to the deferral endpoint that have not yet presented a valid deferral token",
-            self.unauthenticated.clone(),
-        );
-        registry.register(
-            "connections_refused",
-            "Connections to the deferral endpoint closed at once, by reason (connections, unauthenticated_connections)",
-            self.refused.clone(),
-        );
-        registry.register(
-            "header_timeouts",
-            "Connections to the deferral endpoint closed without an answer because a request head (or the next one on a kept-alive connection) was not complete within --deferral-header-timeout-ms",
-            self.header_timeouts.clone(),
-        );
-    }
+crate::metrics::deferral_registration!(ListenerMetrics {
+    "connections", "Open connections to the deferral endpoint" => connections;
+    "unauthenticated_connections", "Open connections to the deferral endpoint that have not yet presented a valid deferral token" => unauthenticated;
+    "connections_refused", "Connections to the deferral endpoint closed at once, by reason (connections, unauthenticated_connections)" => refused;
+    "header_timeouts", "Connections to the deferral endpoint closed without an answer because a request head (or the next one on a kept-alive connection) was not complete within --deferral-header-timeout-ms" => header_timeouts;
+});
 
+impl ListenerMetrics {
     fn refuse(&self, reason: &str) {
         self.refused
             .get_or_create(&vec![("reason".to_string(), reason.to_string())])

@@ -5,6 +5,23 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
+/// `register`, which adds each `"name", "help" => field;` of a metrics
+/// struct under `deferral_` to a registry (the service's registry has the
+/// `sluice_rls` prefix): the endpoint's, the listener's and the bucket caps'
+/// metrics, one line each.
+macro_rules! deferral_registration {
+    ($metrics:ty { $($name:literal, $help:literal => $field:ident;)+ }) => {
+        impl $metrics {
+            /// Registers every metric under `deferral_` in `registry`.
+            pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+                let registry = registry.sub_registry_with_prefix("deferral");
+                $(registry.register($name, $help, self.$field.clone());)+
+            }
+        }
+    };
+}
+pub(crate) use deferral_registration;
+
 /// Metrics of the deferral endpoint; [`EndpointMetrics::register`] adds them
 /// to the service's registry (`sluice_rls_deferral_*` on the admin port).
 #[derive(Default)]
@@ -20,50 +37,12 @@ pub struct EndpointMetrics {
     pub held_bytes: Gauge,
 }
 
-impl EndpointMetrics {
-    /// Registers every metric under `deferral_` in `registry` (the service's
-    /// registry has the `sluice_rls` prefix).
-    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
-        let registry = registry.sub_registry_with_prefix("deferral");
-        let counters = [
-            (
-                "accepted",
-                "Deferred requests queued for their tenant × model bucket",
-                &self.accepted,
-            ),
-            (
-                "cancelled",
-                "Deferred requests whose client went away before the answer ended",
-                &self.cancelled,
-            ),
-            (
-                "timed_out",
-                "Deferred requests answered with a timeout error",
-                &self.timed_out,
-            ),
-            (
-                "republished",
-                "Requests published again after their consumer lease lapsed",
-                &self.republished,
-            ),
-        ];
-        for (name, help, counter) in counters {
-            registry.register(name, help, counter.clone());
-        }
-        registry.register(
-            "rejected",
-            "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, token_missing, token_malformed, token_expired, token_bad_signature, token_body_mismatch, duplicate_request, too_large, too_large_to_queue, body_timeout, body_unreadable, unknown_path, invalid_request, low_priority_backlog, busy, tenant_deferral_busy, deferral_memory_full, tenant_deferral_bytes, tenant_broker_bytes, store_unavailable, tenant_bucket_limit, bucket_capacity, bucket_rate_limit, publish_failed)",
-            self.rejected.clone(),
-        );
-        registry.register(
-            "in_flight",
-            "Deferred requests whose client is waiting for the answer now",
-            self.in_flight.clone(),
-        );
-        registry.register(
-            "held_bytes",
-            "Body bytes held by deferred requests being read or waiting (at most --deferral-max-held-bytes)",
-            self.held_bytes.clone(),
-        );
-    }
-}
+deferral_registration!(EndpointMetrics {
+    "accepted", "Deferred requests queued for their tenant × model bucket" => accepted;
+    "cancelled", "Deferred requests whose client went away before the answer ended" => cancelled;
+    "timed_out", "Deferred requests answered with a timeout error" => timed_out;
+    "republished", "Requests published again after their consumer lease lapsed" => republished;
+    "rejected", "Deferred requests refused before queuing, by reason (method, not_deferred, bad_marker, missing_marker, token_missing, token_malformed, token_expired, token_bad_signature, token_body_mismatch, duplicate_request, too_large, too_large_to_queue, body_timeout, body_unreadable, unknown_path, invalid_request, low_priority_backlog, busy, tenant_deferral_busy, deferral_memory_full, tenant_deferral_bytes, tenant_broker_bytes, store_unavailable, tenant_bucket_limit, bucket_capacity, bucket_rate_limit, publish_failed)" => rejected;
+    "in_flight", "Deferred requests whose client is waiting for the answer now" => in_flight;
+    "held_bytes", "Body bytes held by deferred requests being read or waiting (at most --deferral-max-held-bytes)" => held_bytes;
+});

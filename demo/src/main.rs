@@ -11,8 +11,8 @@ mod stack;
 use anyhow::Context;
 use clap::Parser;
 use client::{Chat, Journal};
-use sluice_demo::stats::{self, Counts, PaceTimeline, Record};
-use stack::{Paths, Stack};
+use sluice_demo::stats::{self, Counts, Pace, PaceTimeline, Record};
+use stack::Stack;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
@@ -227,11 +227,11 @@ struct Column {
 }
 
 impl Column {
-    fn effective(&self) -> (Option<f64>, Option<f64>) {
-        (
-            self.rps.map(|r| r * self.factor),
-            self.tps.map(|t| t * self.factor),
-        )
+    fn effective(&self) -> Pace {
+        Pace {
+            rps: self.rps.map(|r| r * self.factor),
+            tps: self.tps.map(|t| t * self.factor),
+        }
     }
 }
 
@@ -358,27 +358,23 @@ async fn run(cli: Cli) -> anyhow::Result<Ending> {
             Vec::new(),
         )
     };
-    let paths = Paths {
-        bin_dir,
-        limits: cli.limits.clone().unwrap_or_else(|| root.join(limits)),
-        consumer_config: cli
-            .consumer_config
-            .clone()
-            .unwrap_or_else(|| root.join(consumer_config)),
-        logs: out.join("logs"),
-        low_priority_max_backlog: 3,
-        sim_args,
-        decision_deadline_ms: cli.decision_deadline_ms,
-    };
+    let limits = cli.limits.clone().unwrap_or_else(|| root.join(limits));
+    let consumer_config = cli
+        .consumer_config
+        .clone()
+        .unwrap_or_else(|| root.join(consumer_config));
     if !adaptive {
-        check_consumer_config(&paths.consumer_config)?;
+        check_consumer_config(&consumer_config)?;
     }
+    let mut options = stack::options(&limits, &consumer_config, out.join("logs"), &sim_args)?;
+    options.bin_dir = Some(bin_dir);
+    options.decision_deadline_ms = cli.decision_deadline_ms;
+    options.progress = |line| println!("    {line}");
     let live = cli.live.unwrap_or_else(|| std::io::stdout().is_terminal());
     let plan = plan(cli.quick);
 
-    println!("==> starting the stack (logs: {})", paths.logs.display());
-    let starting =
-        tokio::task::spawn_blocking(move || Stack::start(&paths, |line| println!("    {line}")));
+    println!("==> starting the stack (logs: {})", options.dir.display());
+    let starting = tokio::task::spawn_blocking(move || Stack::start(options));
     let stack = tokio::select! {
         started = starting => started.context("start-up task failed")??,
         _ = interrupted() => {
@@ -406,11 +402,10 @@ async fn run(cli: Cli) -> anyhow::Result<Ending> {
     let mut paces: BTreeMap<String, PaceTimeline> = columns
         .iter()
         .map(|(model, c)| {
-            let (r, t) = c.effective();
             (
                 model.to_string(),
                 PaceTimeline {
-                    steps: vec![(0.0, r, t)],
+                    steps: vec![(0.0, c.effective())],
                 },
             )
         })
@@ -557,12 +552,12 @@ async fn apply_change(
                     column.tps = Some(tps);
                 }
             }
-            let (r, t) = column.effective();
+            let pace = column.effective();
             paces
                 .entry(change.model.to_string())
                 .or_default()
                 .steps
-                .push((now, r, t));
+                .push((now, pace));
         }
     }
     let result = match &answer {
@@ -572,12 +567,12 @@ async fn apply_change(
     let pace = columns
         .get(change.model)
         .map(|c| {
-            let (r, t) = c.effective();
+            let pace = c.effective();
             format!(
                 "; {} queue pace now {} req/s, {} tokens/s",
                 change.model,
-                fmt_rate(r),
-                fmt_rate(t)
+                fmt_rate(pace.rps),
+                fmt_rate(pace.tps)
             )
         })
         .unwrap_or_default();

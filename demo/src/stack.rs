@@ -7,25 +7,8 @@ use anyhow::Context;
 use sluice_testkit::filter_wasm;
 use sluice_testkit::process::{ProcessStack, ProcessStackOptions};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// Where the demo finds its programs and configuration.
-pub struct Paths {
-    /// Folder holding sluice-rls, sluice-consumer and sluice-llm-sim.
-    pub bin_dir: PathBuf,
-    pub limits: PathBuf,
-    /// May name the simulated backend's address as `@SIM_ADDR@` (a
-    /// controller scraping its `/metrics`); the rendered file is written
-    /// next to the logs.
-    pub consumer_config: PathBuf,
-    pub logs: PathBuf,
-    pub low_priority_max_backlog: u64,
-    /// Flags added to sluice-llm-sim's (e.g. its GPU model).
-    pub sim_args: Vec<String>,
-    /// The filter's rate-limit deadline, if not the shipped one.
-    pub decision_deadline_ms: Option<u64>,
-}
 
 /// Everything the demo started.
 pub struct Stack {
@@ -38,7 +21,8 @@ pub struct Stack {
     logs: PathBuf,
 }
 
-/// What the demo's simulated backend serves, before `Paths::sim_args`.
+/// What the demo's simulated backend serves, before a scenario's `extra`
+/// flags (e.g. its GPU model).
 fn sim_args(extra: &[String]) -> Vec<String> {
     let mut args: Vec<String> = [
         "--model",
@@ -58,24 +42,32 @@ fn sim_args(extra: &[String]) -> Vec<String> {
     args
 }
 
+/// The demo's stack around `limits` and `consumer_config` (which may name
+/// the simulated backend as `@SIM_ADDR@`), logs in `logs`: sluice-llm-sim
+/// serves the demo's models plus `extra_sim_args`, and sluice-rls lets 3
+/// low-priority requests wait per bucket.
+pub fn options(
+    limits: &Path,
+    consumer_config: &Path,
+    logs: PathBuf,
+    extra_sim_args: &[String],
+) -> anyhow::Result<ProcessStackOptions> {
+    let read = |path: &Path| {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    let mut options = ProcessStackOptions::new(read(limits)?, logs);
+    options.consumer_config = read(consumer_config)?;
+    options.sim_args = sim_args(extra_sim_args);
+    options.rls_args = vec!["--low-priority-max-backlog".into(), "3".into()];
+    Ok(options)
+}
+
 impl Stack {
     /// Start everything, in dependency order (blocking: run it off the async
-    /// workers). `progress` hears one line per started part.
-    pub fn start(paths: &Paths, progress: fn(&str)) -> anyhow::Result<Self> {
-        progress(&format!("Wasm filter         {}", filter_wasm()?.display()));
-        let read = |path: &PathBuf| {
-            std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
-        };
-        let mut options = ProcessStackOptions::new(read(&paths.limits)?, paths.logs.clone());
-        options.consumer_config = read(&paths.consumer_config)?;
-        options.sim_args = sim_args(&paths.sim_args);
-        options.rls_args = vec![
-            "--low-priority-max-backlog".into(),
-            paths.low_priority_max_backlog.to_string(),
-        ];
-        options.bin_dir = Some(paths.bin_dir.clone());
-        options.decision_deadline_ms = paths.decision_deadline_ms;
-        options.progress = progress;
+    /// workers). `options.progress` hears one line per started part.
+    pub fn start(options: ProcessStackOptions) -> anyhow::Result<Self> {
+        (options.progress)(&format!("Wasm filter         {}", filter_wasm()?.display()));
+        let logs = options.dir.clone();
         let processes = ProcessStack::start(options)?;
         let consumer_port = processes.consumers.first().map_or(0, |c| c.port());
         Ok(Stack {
@@ -84,7 +76,7 @@ impl Stack {
             rls_admin: processes.rls_admin,
             sim_addr: processes.sim_addr,
             processes,
-            logs: paths.logs.clone(),
+            logs,
         })
     }
 

@@ -113,22 +113,30 @@ pub fn counts(records: &[Record], now_s: f64) -> BTreeMap<Bucket, Counts> {
     out
 }
 
-/// Configured pace of one model column's queue over time: `(from_s, rps, tps)`
-/// steps; `None` = unlimited in that dimension.
+/// A configured pace: requests and tokens per second; `None` = unlimited in
+/// that dimension.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Pace {
+    pub rps: Option<f64>,
+    pub tps: Option<f64>,
+}
+
+/// Configured pace of one model column's queue over time: `(from_s, pace)`
+/// steps.
 #[derive(Clone, Debug, Default)]
 pub struct PaceTimeline {
-    pub steps: Vec<(f64, Option<f64>, Option<f64>)>,
+    pub steps: Vec<(f64, Pace)>,
 }
 
 impl PaceTimeline {
-    pub fn at(&self, t: f64) -> (Option<f64>, Option<f64>) {
+    pub fn at(&self, t: f64) -> Pace {
         self.steps
             .iter()
             .rev()
-            .find(|(from, _, _)| *from <= t)
+            .find(|(from, _)| *from <= t)
             .or(self.steps.first())
-            .map(|&(_, r, t)| (r, t))
-            .unwrap_or((None, None))
+            .map(|&(_, pace)| pace)
+            .unwrap_or_default()
     }
 }
 
@@ -146,8 +154,7 @@ pub struct Sample {
     /// Their tokens (prompt + completion as reported by the model), per second.
     pub admitted_tps: f64,
     /// Configured pace of the model's queue at that second.
-    pub pace_rps: Option<f64>,
-    pub pace_tps: Option<f64>,
+    pub pace: Pace,
 }
 
 /// Length of the moving window behind the per-second rates.
@@ -176,10 +183,7 @@ pub fn samples(
                 .iter()
                 .map(|r| r.prompt_tokens + r.completion_tokens)
                 .sum();
-            let (pace_rps, pace_tps) = paces
-                .get(&bucket.1)
-                .map(|p| p.at(t))
-                .unwrap_or((None, None));
+            let pace = paces.get(&bucket.1).map(|p| p.at(t)).unwrap_or_default();
             let queued = admitted.iter().filter(|r| r.deferred).count();
             out.push(Sample {
                 t_s: t,
@@ -189,8 +193,7 @@ pub fn samples(
                 admitted_rps: admitted.len() as f64 / window,
                 queued_rps: queued as f64 / window,
                 admitted_tps: tokens as f64 / window,
-                pace_rps,
-                pace_tps,
+                pace,
             });
         }
     }
@@ -225,8 +228,8 @@ pub fn samples_csv(samples: &[Sample]) -> String {
             s.admitted_rps,
             s.queued_rps,
             s.admitted_tps,
-            opt(s.pace_rps),
-            opt(s.pace_tps)
+            opt(s.pace.rps),
+            opt(s.pace.tps)
         );
     }
     out
@@ -340,8 +343,8 @@ pub fn chart(samples: &[Sample], quotas: &[QuotaLine], title: &str) -> Chart {
             steps(of_model.iter().filter_map(|s| value(s).map(|v| (s.t_s, v))))
         };
         for (panel, points) in [
-            (&mut rps, pace(|s| s.pace_rps)),
-            (&mut tps, pace(|s| s.pace_tps)),
+            (&mut rps, pace(|s| s.pace.rps)),
+            (&mut tps, pace(|s| s.pace.tps)),
         ] {
             if !points.is_empty() {
                 panel.push(Series::dashed(label.clone(), points, color));
@@ -387,6 +390,10 @@ pub fn chart(samples: &[Sample], quotas: &[QuotaLine], title: &str) -> Chart {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
+
+    fn pace(rps: Option<f64>, tps: Option<f64>) -> Pace {
+        Pace { rps, tps }
+    }
 
     fn record(tenant: &str, sent: f64) -> Record {
         Record {
@@ -461,7 +468,10 @@ mod tests {
         paces.insert(
             "m".to_string(),
             PaceTimeline {
-                steps: vec![(0.0, Some(2.0), None), (5.0, Some(1.0), Some(100.0))],
+                steps: vec![
+                    (0.0, pace(Some(2.0), None)),
+                    (5.0, pace(Some(1.0), Some(100.0))),
+                ],
             },
         );
         let s = samples(&records, &paces, 10.0);
@@ -469,8 +479,8 @@ mod tests {
         // At t=8: admissions at 3.5 .. 7.5 are in (3, 8]: 5 in 5 s.
         assert_eq!(s[8].admitted_rps, 1.0);
         assert_eq!(s[8].admitted_tps, 100.0);
-        assert_eq!((s[4].pace_rps, s[4].pace_tps), (Some(2.0), None));
-        assert_eq!((s[6].pace_rps, s[6].pace_tps), (Some(1.0), Some(100.0)));
+        assert_eq!(s[4].pace, pace(Some(2.0), None));
+        assert_eq!(s[6].pace, pace(Some(1.0), Some(100.0)));
         let csv = samples_csv(&s);
         assert_eq!(csv.lines().count(), 12);
         assert!(csv.lines().nth(9).unwrap().starts_with("8,a,m,"), "{csv}");

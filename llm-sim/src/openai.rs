@@ -33,7 +33,12 @@ impl ApiError {
 
     /// 400 `invalid_request_error`.
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_request_error", message)
+        Self::invalid_request(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// An `invalid_request_error` with another status (404, 405, 409, 413).
+    pub fn invalid_request(status: StatusCode, message: impl Into<String>) -> Self {
+        Self::new(status, "invalid_request_error", message)
     }
 
     pub fn param(mut self, param: impl Into<String>) -> Self {

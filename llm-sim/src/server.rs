@@ -18,7 +18,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde::Serialize;
 use sluice_openai::response::{
-    ChatChoice, ChatChunk, ChatCompletion, ChatMessage, ChunkChoice, Delta, EmbeddingData,
+    ChatChoice, ChatCompletion, ChatMessage, ChunkChoice, Completion, Delta, EmbeddingData,
     EmbeddingList, EmbeddingUsage, EmbeddingValue, FunctionCall, FunctionDelta, TextChoice,
     TextCompletion, ToolCall, ToolCallDelta,
 };
@@ -465,13 +465,7 @@ fn overrides(headers: &HeaderMap) -> Result<Overrides, ApiError> {
 }
 
 fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    body.map_err(|rejection| {
-        ApiError::new(
-            rejection.status(),
-            "invalid_request_error",
-            rejection.body_text(),
-        )
-    })
+    body.map_err(|rejection| ApiError::invalid_request(rejection.status(), rejection.body_text()))
 }
 
 /// Sleeps until `deadline`, without a trip through the timer when it has passed.
@@ -961,25 +955,7 @@ impl EventStream {
     fn usage_event(&mut self) -> Result<Bytes, std::io::Error> {
         self.phase = Phase::Done;
         let usage = Some(Some(self.plan.usage(self.plan.tokens)));
-        let plan = &self.plan;
-        match plan.kind {
-            Kind::Chat => sse(&ChatChunk {
-                id: &plan.id,
-                object: "chat.completion.chunk",
-                created: plan.created,
-                model: &plan.model,
-                choices: Vec::new(),
-                usage,
-            }),
-            Kind::Text => sse(&TextCompletion {
-                id: &plan.id,
-                object: "text_completion",
-                created: plan.created,
-                model: &plan.model,
-                choices: Vec::new(),
-                usage,
-            }),
-        }
+        self.streamed::<()>(Vec::new(), usage)
     }
 
     /// The next delta of a tool call: its name first (all its tokens at
@@ -1038,24 +1014,38 @@ impl EventStream {
         self.plan.include_usage.then_some(None)
     }
 
+    /// One streamed object of this answer: a `chat.completion.chunk` or a
+    /// `text_completion`, as the request's endpoint.
+    fn streamed<C: Serialize>(
+        &self,
+        choices: Vec<C>,
+        usage: Option<Option<Usage>>,
+    ) -> Result<Bytes, std::io::Error> {
+        sse(&Completion {
+            id: &self.plan.id,
+            object: match self.plan.kind {
+                Kind::Chat => "chat.completion.chunk",
+                Kind::Text => "text_completion",
+            },
+            created: self.plan.created,
+            model: &self.plan.model,
+            choices,
+            usage,
+        })
+    }
+
     fn chat_chunk(
         &self,
         delta: Delta<'_>,
         finish_reason: Option<&str>,
     ) -> Result<Bytes, std::io::Error> {
-        sse(&ChatChunk {
-            id: &self.plan.id,
-            object: "chat.completion.chunk",
-            created: self.plan.created,
-            model: &self.plan.model,
-            choices: vec![ChunkChoice {
-                index: 0,
-                delta,
-                logprobs: None,
-                finish_reason,
-            }],
-            usage: self.usage_placeholder(),
-        })
+        let choice = ChunkChoice {
+            index: 0,
+            delta,
+            logprobs: None,
+            finish_reason,
+        };
+        self.streamed(vec![choice], self.usage_placeholder())
     }
 
     fn text_chunk(
@@ -1064,19 +1054,13 @@ impl EventStream {
         text: &str,
         finish_reason: Option<&str>,
     ) -> Result<Bytes, std::io::Error> {
-        sse(&TextCompletion {
-            id: &self.plan.id,
-            object: "text_completion",
-            created: self.plan.created,
-            model: &self.plan.model,
-            choices: vec![TextChoice {
-                text,
-                index,
-                logprobs: None,
-                finish_reason,
-            }],
-            usage: self.usage_placeholder(),
-        })
+        let choice = TextChoice {
+            text,
+            index,
+            logprobs: None,
+            finish_reason,
+        };
+        self.streamed(vec![choice], self.usage_placeholder())
     }
 }
 
@@ -1331,13 +1315,11 @@ async fn change_capacity(
     };
     match gpus.change(&change) {
         Ok(status) => gpu_status_response(&status),
-        Err(error @ gpu::ChangeError::UnknownModel(_)) => ApiError::new(
-            StatusCode::NOT_FOUND,
-            "invalid_request_error",
-            error.to_string(),
-        )
-        .param("model")
-        .into_response(),
+        Err(error @ gpu::ChangeError::UnknownModel(_)) => {
+            ApiError::invalid_request(StatusCode::NOT_FOUND, error.to_string())
+                .param("model")
+                .into_response()
+        }
         Err(error) => ApiError::invalid(error.to_string()).into_response(),
     }
 }
@@ -1353,29 +1335,20 @@ fn gpu_status_response(status: &[gpu::GpuStatus]) -> Response {
 }
 
 fn gpu_off() -> ApiError {
-    ApiError::new(
+    ApiError::invalid_request(
         StatusCode::CONFLICT,
-        "invalid_request_error",
         "The GPU model is off: start sluice-llm-sim with --gpu-tokens-per-s to change its capacity.",
     )
 }
 
 async fn not_found(method: Method, uri: Uri) -> Response {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "invalid_request_error",
-        format!("Invalid URL ({method} {})", uri.path()),
-    )
-    .into_response()
+    let message = format!("Invalid URL ({method} {})", uri.path());
+    ApiError::invalid_request(StatusCode::NOT_FOUND, message).into_response()
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
-    ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "invalid_request_error",
-        format!("Method {method} is not allowed for {}", uri.path()),
-    )
-    .into_response()
+    let message = format!("Method {method} is not allowed for {}", uri.path());
+    ApiError::invalid_request(StatusCode::METHOD_NOT_ALLOWED, message).into_response()
 }
 
 #[cfg(test)]

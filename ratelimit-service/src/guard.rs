@@ -9,7 +9,7 @@
 //! limit. In-process callers (ext_authz) do not come through here.
 
 use sluice_admission::counter_write::{CounterWrite, COUNTER_WRITE_AUTH_METADATA};
-use sluice_admission::deferral::{Secret, TokenError};
+use sluice_admission::deferral::{Secret, TokenError, Verifier};
 use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use std::fmt;
 use std::time::Duration;
@@ -215,9 +215,7 @@ impl CallGuard {
         canonical(request, metadata)
             .verify(
                 token,
-                &self.secrets,
-                now_ms,
-                self.max_age.as_millis() as u64,
+                &Verifier::new(&self.secrets, now_ms, self.max_age.as_millis() as u64),
             )
             .map_err(Unauthorized::Token)
     }

@@ -418,92 +418,101 @@ mod tests {
         flags(|name| vars.get(name).cloned())
     }
 
+    /// The flags of `vars`, joined; fails the test unless each of `expected`
+    /// is among them.
+    fn flags_with(vars: &[(&str, &str)], expected: &[&str]) -> String {
+        let flags = flags_of(vars).unwrap().join(" ");
+        for expected in expected {
+            assert!(flags.contains(expected), "{expected} missing in {flags}");
+        }
+        flags
+    }
+
     /// The environment Envoy Gateway's generated rate-limit Deployment sets.
     #[test]
     fn envoy_gateway_deployment() {
-        let flags = flags_of(&[
-            ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
-            ("CONFIG_GRPC_XDS_SERVER_URL", "envoy-gateway:18001"),
-            ("CONFIG_GRPC_XDS_NODE_ID", "envoy-ratelimit"),
-            ("GRPC_SERVER_USE_TLS", "true"),
-            ("GRPC_SERVER_TLS_CERT", "/certs/tls.crt"),
-            ("GRPC_SERVER_TLS_KEY", "/certs/tls.key"),
-            ("GRPC_SERVER_TLS_CA_CERT", "/certs/ca.crt"),
-            ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"),
-            ("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/certs/tls.crt"),
-            ("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "/certs/tls.key"),
-            ("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "/certs/ca.crt"),
-            ("FORCE_START_WITHOUT_INITIAL_CONFIG", "true"),
-            ("REDIS_SOCKET_TYPE", "tcp"),
-            ("REDIS_URL", "redis.redis.svc:6379"),
-            ("USE_STATSD", "true"),
-        ])
-        .unwrap()
-        .join(" ");
-        for expected in [
-            "--xds-server envoy-gateway:18001",
-            "--xds-node-id envoy-ratelimit",
-            "--xds-start-without-config",
-            "--xds-tls-ca /certs/ca.crt",
-            "--xds-tls-cert /certs/tls.crt",
-            "--xds-tls-key /certs/tls.key",
-            "--grpc-tls-cert /certs/tls.crt",
-            "--grpc-tls-key /certs/tls.key",
-            "--grpc-tls-client-ca /certs/ca.crt",
-            "--store redis",
-            "--redis-url redis://redis.redis.svc:6379",
-            "--grpc-addr 0.0.0.0:8081",
-            "--admin-addr 0.0.0.0:8080",
-            "--counting increment-all",
-            "--key-layout upstream",
-            "--upstream-metrics",
-            "--response-headers off",
-        ] {
-            assert!(flags.contains(expected), "{expected} missing in {flags}");
-        }
+        let flags = flags_with(
+            &[
+                ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+                ("CONFIG_GRPC_XDS_SERVER_URL", "envoy-gateway:18001"),
+                ("CONFIG_GRPC_XDS_NODE_ID", "envoy-ratelimit"),
+                ("GRPC_SERVER_USE_TLS", "true"),
+                ("GRPC_SERVER_TLS_CERT", "/certs/tls.crt"),
+                ("GRPC_SERVER_TLS_KEY", "/certs/tls.key"),
+                ("GRPC_SERVER_TLS_CA_CERT", "/certs/ca.crt"),
+                ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"),
+                ("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/certs/tls.crt"),
+                ("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "/certs/tls.key"),
+                ("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "/certs/ca.crt"),
+                ("FORCE_START_WITHOUT_INITIAL_CONFIG", "true"),
+                ("REDIS_SOCKET_TYPE", "tcp"),
+                ("REDIS_URL", "redis.redis.svc:6379"),
+                ("USE_STATSD", "true"),
+            ],
+            &[
+                "--xds-server envoy-gateway:18001",
+                "--xds-node-id envoy-ratelimit",
+                "--xds-start-without-config",
+                "--xds-tls-ca /certs/ca.crt",
+                "--xds-tls-cert /certs/tls.crt",
+                "--xds-tls-key /certs/tls.key",
+                "--grpc-tls-cert /certs/tls.crt",
+                "--grpc-tls-key /certs/tls.key",
+                "--grpc-tls-client-ca /certs/ca.crt",
+                "--store redis",
+                "--redis-url redis://redis.redis.svc:6379",
+                "--grpc-addr 0.0.0.0:8081",
+                "--admin-addr 0.0.0.0:8080",
+                "--counting increment-all",
+                "--key-layout upstream",
+                "--upstream-metrics",
+                "--response-headers off",
+            ],
+        );
         assert!(!flags.contains("--config"), "{flags}");
     }
 
     #[test]
     fn files_and_switches_and_own_variables_win() {
-        let flags = flags_of(&[
-            ("RUNTIME_ROOT", "/data"),
-            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
-            ("SHADOW_MODE", "true"),
-            ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
-            ("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "10s"),
-            ("REDIS_SOCKET_TYPE", "tcp"),
-            ("REDIS_URL", "redis:6379"),
-            ("REDIS_AUTH", "pw"),
-            ("REDIS_TLS", "true"),
-            ("SLUICE_RLS_COUNTING", "all-or-nothing"),
-        ])
-        .unwrap()
-        .join(" ");
-        assert!(flags.contains("--config /data/ratelimit/config"), "{flags}");
-        assert!(flags.contains("--global-shadow-mode"), "{flags}");
-        assert!(flags.contains("--response-headers upstream"), "{flags}");
-        assert!(flags.contains("--xds-backoff-initial-ms 10000"), "{flags}");
-        assert!(
-            flags.contains("--redis-url rediss://:pw@redis:6379"),
-            "{flags}"
+        let flags = flags_with(
+            &[
+                ("RUNTIME_ROOT", "/data"),
+                ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+                ("SHADOW_MODE", "true"),
+                ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+                ("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "10s"),
+                ("REDIS_SOCKET_TYPE", "tcp"),
+                ("REDIS_URL", "redis:6379"),
+                ("REDIS_AUTH", "pw"),
+                ("REDIS_TLS", "true"),
+                ("SLUICE_RLS_COUNTING", "all-or-nothing"),
+            ],
+            &[
+                "--config /data/ratelimit/config",
+                "--global-shadow-mode",
+                "--response-headers upstream",
+                "--xds-backoff-initial-ms 10000",
+                "--redis-url rediss://:pw@redis:6379",
+            ],
         );
         assert!(!flags.contains("--counting"), "own variable wins: {flags}");
     }
 
     #[test]
     fn key_prefix_and_expiry_jitter() {
-        let flags = flags_of(&[
-            ("CACHE_KEY_PREFIX", "rl:"),
-            ("EXPIRATION_JITTER_MAX_SECONDS", "300"),
-            ("NEAR_LIMIT_RATIO", "0.9"),
-        ])
-        .unwrap()
-        .join(" ");
-        assert!(flags.contains("--key-layout upstream"), "{flags}");
-        assert!(flags.contains("--cache-key-prefix rl:"), "{flags}");
-        assert!(flags.contains("--expiration-jitter-max-s 300"), "{flags}");
-        assert!(flags.contains("--near-limit-ratio 0.9"), "{flags}");
+        flags_with(
+            &[
+                ("CACHE_KEY_PREFIX", "rl:"),
+                ("EXPIRATION_JITTER_MAX_SECONDS", "300"),
+                ("NEAR_LIMIT_RATIO", "0.9"),
+            ],
+            &[
+                "--key-layout upstream",
+                "--cache-key-prefix rl:",
+                "--expiration-jitter-max-s 300",
+                "--near-limit-ratio 0.9",
+            ],
+        );
         let own = flags_of(&[("SLUICE_RLS_KEY_LAYOUT", "sluice")])
             .unwrap()
             .join(" ");

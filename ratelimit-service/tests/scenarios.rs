@@ -12,7 +12,7 @@ use sluice_ratelimit::config::LimitsConfig;
 use sluice_ratelimit::limiter::{DecisionError, Limiter, ManualClock};
 use sluice_ratelimit::metrics::Metrics;
 use sluice_ratelimit::store::{
-    CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions,
+    Batch, CounterOp, CounterStore, CountingMode, MemoryStore, RedisStore, RedisStoreOptions,
 };
 use sluice_ratelimit::xds::{to_resource, XdsClient, XdsOptions};
 use sluice_testkit::redis_topologies::{self, RedisCluster};
@@ -508,7 +508,7 @@ async fn redis_store_matches_memory_store_on_random_ops() {
     for mode in [CountingMode::AllOrNothing, CountingMode::IncrementAll] {
         for round in 0..300 {
             let ops: Vec<_> = (0..1 + next(3))
-                .map(|i| sluice_ratelimit::store::CounterOp {
+                .map(|i| CounterOp {
                     key: format!("sluice:{{t}}:{mode:?}:{}", (next(4) + i * 4)),
                     hits: next(9) as i64 - 3,
                     limit: 10,
@@ -516,11 +516,22 @@ async fn redis_store_matches_memory_store_on_random_ops() {
                     ttl_secs: 60,
                 })
                 .collect();
-            let a = redis.apply(&ops, mode, T0).await.unwrap();
-            let b = memory.apply(&ops, mode, T0).await.unwrap();
-            assert_eq!(a, b, "round {round} {mode:?} ops {ops:?}");
+            assert_same_answer(&redis, &memory, &ops, mode, round).await;
         }
     }
+}
+
+/// `store` and `memory` answer `ops` alike (round `round` of a random run).
+async fn assert_same_answer(
+    store: &dyn CounterStore,
+    memory: &MemoryStore,
+    ops: &[CounterOp],
+    mode: CountingMode,
+    round: usize,
+) {
+    let a = store.apply(Batch::new(ops, mode, T0)).await.unwrap();
+    let b = memory.apply(Batch::new(ops, mode, T0)).await.unwrap();
+    assert_eq!(a, b, "round {round} {mode:?} ops {ops:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -536,7 +547,7 @@ async fn cluster_store_matches_memory_store_on_random_cross_slot_ops() {
     for mode in [CountingMode::AllOrNothing, CountingMode::IncrementAll] {
         for round in 0..300 {
             let ops: Vec<_> = (0..1 + next(4))
-                .map(|i| sluice_ratelimit::store::CounterOp {
+                .map(|i| CounterOp {
                     key: format!("sluice:{{t{}}}:{mode:?}:{}", next(3), next(4) + i * 4),
                     hits: next(9) as i64 - 3,
                     limit: 10,
@@ -547,9 +558,7 @@ async fn cluster_store_matches_memory_store_on_random_cross_slot_ops() {
             let tags: std::collections::BTreeSet<_> =
                 ops.iter().map(|op| op.key[7..11].to_string()).collect();
             cross_slot += usize::from(tags.len() > 1);
-            let a = store.apply(&ops, mode, T0).await.unwrap();
-            let b = memory.apply(&ops, mode, T0).await.unwrap();
-            assert_eq!(a, b, "round {round} {mode:?} ops {ops:?}");
+            assert_same_answer(&store, &memory, &ops, mode, round).await;
         }
     }
     assert!(cross_slot > 200, "only {cross_slot} cross-slot decisions");

@@ -439,6 +439,16 @@ pub fn envoy_binary() -> anyhow::Result<PathBuf> {
     )
 }
 
+/// Fails the test, naming `what` ran and with what it printed to stderr,
+/// unless `output` is a success.
+pub fn assert_success(output: &std::process::Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// `envoy --mode validate` on a config file; the error carries Envoy's output.
 pub fn validate_envoy_config(config: &Path) -> anyhow::Result<()> {
     let output = Command::new(envoy_binary()?)
@@ -610,6 +620,19 @@ pub fn read_until(stream: &mut TcpStream, enough: impl Fn(&str) -> bool) -> Stri
     String::from_utf8_lossy(&raw).into_owned()
 }
 
+/// The head of an HTTP/1.1 request with `Connection: close` and a body of
+/// `body_len` bytes, up to and with its blank line.
+pub fn request_head(method: &str, path: &str, headers: &[(&str, &str)], body_len: usize) -> String {
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {body_len}\r\n"
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    head
+}
+
 /// One HTTP/1.1 request on a fresh connection (`Connection: close`).
 pub fn http_request(
     addr: SocketAddr,
@@ -621,14 +644,7 @@ pub fn http_request(
     use std::io::Write;
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
+    let request = request_head(method, path, headers, body.len());
     // One write: the body arrives with the head, so a proxy that answers
     // from the head alone (401, 413) has read it all before it closes; a
     // body still unread at its close turns the close into a reset.

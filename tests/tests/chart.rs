@@ -85,31 +85,18 @@ fn chart_values_are_checked_against_the_schema() {
 /// (unknown fields rejected), and the selectors hold.
 #[test]
 fn chart_renders_valid_manifests() {
-    let validator = sluice_testkit::find_binary("KUBERNETES_VALIDATE", "kubernetes-validate")
-        .expect("kubernetes-validate not found: run ./scripts/setup");
     let dir = tempfile::tempdir().unwrap();
     for (name, values) in [("default", None), ("everything", Some(EVERYTHING))] {
         let text = render(values);
         let objects = manifests::parse(name, &text, "sluice-system");
-        let path = dir.path().join(format!("{name}.yaml"));
-        std::fs::write(&path, &text).unwrap();
-        let output = Command::new(&validator)
-            .arg("--strict")
-            .arg(&path)
-            .output()
-            .unwrap();
-        let report = String::from_utf8_lossy(&output.stdout).into_owned()
-            + &String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "{name}: {report}");
+        let file = format!("{name}.yaml");
+        std::fs::write(dir.path().join(&file), &text).unwrap();
+        let (checked, report) = manifests::validate_strict(dir.path(), &[file], name);
         let expected = objects
             .iter()
             .filter(|m| !CRD_KINDS.contains(&m.kind()))
             .count();
-        assert_eq!(
-            report.matches(" passed for resource ").count(),
-            expected,
-            "{name}: {report}"
-        );
+        assert_eq!(checked, expected, "{name}: {report}");
         let selectors = manifests::check_selectors(&objects);
         assert!(selectors >= 8, "{name}: {selectors} selectors");
         let kinds: Vec<&str> = objects.iter().map(|m| m.kind()).collect();
@@ -165,15 +152,20 @@ fn chart_version_is_the_workspace_version() {
     assert_eq!(chart["appVersion"].as_str(), Some(version));
 }
 
+/// The chart's objects with every option on.
+fn everything() -> Vec<manifests::Manifest> {
+    manifests::parse("everything", &render(Some(EVERYTHING)), "sluice-system")
+}
+
+fn one_of_kind<'a>(objects: &'a [manifests::Manifest], kind: &str) -> &'a manifests::Manifest {
+    objects.iter().find(|m| m.kind() == kind).unwrap()
+}
+
 /// The alerts query metrics docs/operations.md documents.
 #[test]
 fn alerts_use_documented_metrics() {
-    let text = render(Some(EVERYTHING));
-    let objects = manifests::parse("everything", &text, "sluice-system");
-    let rule = objects
-        .iter()
-        .find(|m| m.kind() == "PrometheusRule")
-        .unwrap();
+    let objects = everything();
+    let rule = one_of_kind(&objects, "PrometheusRule");
     let operations = std::fs::read_to_string(workspace_root().join("docs/operations.md")).unwrap();
     let mut alerts = 0;
     for rule in rule.doc["spec"]["groups"][0]["rules"]
@@ -202,12 +194,8 @@ fn alerts_use_documented_metrics() {
 /// and the port it scrapes is named on each.
 #[test]
 fn service_monitor_scrapes_both_admin_ports() {
-    let text = render(Some(EVERYTHING));
-    let objects = manifests::parse("everything", &text, "sluice-system");
-    let monitor = objects
-        .iter()
-        .find(|m| m.kind() == "ServiceMonitor")
-        .unwrap();
+    let objects = everything();
+    let monitor = one_of_kind(&objects, "ServiceMonitor");
     let port = monitor.doc["spec"]["endpoints"][0]["port"]
         .as_str()
         .unwrap();

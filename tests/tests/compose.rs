@@ -32,11 +32,7 @@ fn docker_compose(args: &[&str]) -> std::process::Output {
 /// The file as docker-compose resolves it: paths absolute, ports expanded.
 fn resolved() -> Value {
     let output = docker_compose(&["config"]);
-    assert!(
-        output.status.success(),
-        "docker-compose config failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    sluice_testkit::assert_success(&output, "docker-compose config");
     serde_yaml::from_slice(&output.stdout).unwrap()
 }
 
@@ -155,11 +151,7 @@ fn copy_sources(dockerfile: &str) -> Vec<String> {
 #[test]
 fn docker_compose_accepts_the_file() {
     let output = docker_compose(&["config", "-q"]);
-    assert!(
-        output.status.success(),
-        "docker-compose config -q failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    sluice_testkit::assert_success(&output, "docker-compose config -q");
 }
 
 #[test]
@@ -399,11 +391,7 @@ fn services_agree_on_redis_broker_topic_and_backend() {
         .env("BROKER_HA_PORT", env(broker, "BROKER_HA_PORT"))
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    sluice_testkit::assert_success(&output, "rocketmq-entrypoint.sh broker --render");
     let rendered = std::fs::read_to_string(dir.path().join("broker.toml")).unwrap();
     for line in [
         format!("namesrvAddr = \"{namesrv_addr}\""),

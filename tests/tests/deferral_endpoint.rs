@@ -864,6 +864,16 @@ async fn held_body_bytes_are_bounded_globally_and_per_tenant() {
             body.clone(),
         )
     };
+    // A body announced in the headers alone is refused with `status` and `code`.
+    let addr = s.addr;
+    let refused_from_head = |id: &str, tenant: &str, (status, code): (u16, &'static str)| {
+        let head_only = signed_head(id, tenant, "high", size, &body);
+        async move {
+            let (got, answer_body, _) = raw_post(addr, head_only, Vec::new()).await.unwrap();
+            assert_eq!(got, status, "{answer_body}");
+            assert!(answer_body.contains(code), "{answer_body}");
+        }
+    };
     let a1 = send("held-a1", "alpha");
     let a2 = send("held-a2", "alpha");
     for _ in 0..2 {
@@ -871,13 +881,7 @@ async fn held_body_bytes_are_bounded_globally_and_per_tenant() {
         s.consumer.release(&message.handle).await.unwrap();
     }
     // alpha holds 6 MiB of its 7: a third body is refused from its headers.
-    let head_only = signed_head("held-a3", "alpha", "high", size, &body);
-    let (status, answer_body, _) = raw_post(s.addr, head_only, Vec::new()).await.unwrap();
-    assert_eq!(status, 429, "{answer_body}");
-    assert!(
-        answer_body.contains("tenant_deferral_bytes"),
-        "{answer_body}"
-    );
+    refused_from_head("held-a3", "alpha", (429, "tenant_deferral_bytes")).await;
     let held = s.metrics.held_bytes.get();
     assert!(
         held >= 2 * size as i64 && held < 2 * size as i64 + 4096,
@@ -888,13 +892,7 @@ async fn held_body_bytes_are_bounded_globally_and_per_tenant() {
     let (message, _) = pop_work(&s.consumer, "beta").await;
     s.consumer.release(&message.handle).await.unwrap();
     // gamma, although within its own share, does not: the endpoint is full.
-    let head_only = signed_head("held-c1", "gamma", "high", size, &body);
-    let (status, answer_body, _) = raw_post(s.addr, head_only, Vec::new()).await.unwrap();
-    assert_eq!(status, 503, "{answer_body}");
-    assert!(
-        answer_body.contains("deferral_memory_full"),
-        "{answer_body}"
-    );
+    refused_from_head("held-c1", "gamma", (503, "deferral_memory_full")).await;
     assert_eq!(rejected(&s, "tenant_deferral_bytes"), 1);
     assert_eq!(rejected(&s, "deferral_memory_full"), 1);
     for id in ["held-a1", "held-a2", "held-b1"] {

@@ -335,9 +335,7 @@ async fn admission_rejection_and_deferral(front: FrontDoor) {
     assert_eq!(
         claims.verify(
             token,
-            &[sluice_testkit::example_deferral_secret()],
-            now_ms,
-            30_000
+            &deferral::Verifier::new(&[sluice_testkit::example_deferral_secret()], now_ms, 30_000)
         ),
         Ok(()),
         "{seen}"

@@ -418,11 +418,7 @@ fn openssl(args: &[&str], stdin: &[u8]) -> Vec<u8> {
         .expect("openssl CLI (apt install openssl)");
     child.stdin.take().unwrap().write_all(stdin).unwrap();
     let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    sluice_testkit::assert_success(&output, &format!("openssl {args:?}"));
     output.stdout
 }
 

@@ -103,6 +103,18 @@ async fn limit_reaches(
     }
 }
 
+/// A controller steering by the model's answers (429/503s, times to first
+/// token) between `floor` and `ceiling`, a step every `interval_ms`.
+fn on_responses(floor: u32, ceiling: u32, interval_ms: u64) -> ModelControl {
+    ModelControl {
+        signal: SignalConfig::Responses,
+        floor,
+        ceiling,
+        interval_ms,
+        ..ModelControl::default()
+    }
+}
+
 /// A controller on [`MODEL`].
 fn controller(control: ModelControl) -> ControllerConfig {
     ControllerConfig {
@@ -228,13 +240,7 @@ async fn priority_bands_are_served_strictly_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_bucket_reaches_the_model_in_publish_order_with_controller_and_fair_sharing_on() {
     let stack = start(Duration::from_millis(20)).await;
-    let control = ModelControl {
-        signal: SignalConfig::Responses,
-        floor: 1,
-        ceiling: 4,
-        interval_ms: 200,
-        ..ModelControl::default()
-    };
+    let control = on_responses(1, 4, 200);
     let spec = controlled(paced(10.0), control);
     let consumer = member(&stack, "c1", spec).await;
     let mut ids = Vec::new();
@@ -287,13 +293,9 @@ async fn two_instances_share_one_controller_state() {
         .unwrap();
     let mut conn = redis_connection(&redis);
     let control = ModelControl {
-        signal: SignalConfig::Responses,
-        floor: 2,
-        ceiling: 40,
         initial: Some(20),
         decrease_factor: 0.5,
-        interval_ms: 300,
-        ..ModelControl::default()
+        ..on_responses(2, 40, 300)
     };
     let (a, limits_a, metrics_a) = controls(&conn, &control);
     let (b, limits_b, metrics_b) = controls(&conn, &control);
@@ -484,14 +486,10 @@ async fn limit_halves_for(
 ) -> (QueueParts, ConsumerInstance) {
     let stack = QueueParts::start(RedisKind::Single, sim).await;
     let control = ModelControl {
-        signal: SignalConfig::Responses,
-        floor: 1,
-        ceiling: 20,
         initial: Some(12),
         decrease_factor: 0.5,
         ttft_target_ms,
-        interval_ms: 200,
-        ..ModelControl::default()
+        ..on_responses(1, 20, 200)
     };
     let consumer = member(&stack, "c1", controlled(unpaced(), control)).await;
     backlog_of_normal(&stack, &["t1", "t2", "t3", "t4"], 8).await;
@@ -534,12 +532,8 @@ async fn the_controller_cuts_its_limit_when_first_tokens_come_later_than_its_tar
 async fn two_consumer_instances_split_one_controller_limit_and_follow_an_override() {
     let stack = start(Duration::from_millis(30)).await;
     let control = ModelControl {
-        signal: SignalConfig::Responses,
-        floor: 2,
-        ceiling: 10,
         initial: Some(4),
-        interval_ms: 200,
-        ..ModelControl::default()
+        ..on_responses(2, 10, 200)
     };
     let spec = || controlled(unpaced(), control.clone());
     let c1 = member(&stack, "c1", spec()).await;

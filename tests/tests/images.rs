@@ -52,11 +52,7 @@ fn image_names() -> BTreeMap<String, String> {
         .arg("--list")
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "scripts/build-images --list: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    sluice_testkit::assert_success(&output, "scripts/build-images --list");
     String::from_utf8(output.stdout)
         .unwrap()
         .lines()
@@ -146,11 +142,7 @@ impl Container {
             COUNT.fetch_add(1, Ordering::Relaxed)
         );
         let output = buildah(&["from", "--quiet", "--pull-never", "--name", &name, image]);
-        assert!(
-            output.status.success(),
-            "buildah from {image}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        sluice_testkit::assert_success(&output, &format!("buildah from {image}"));
         let dir = tempfile::tempdir().unwrap();
         Container {
             log: dir.path().join("container.log"),

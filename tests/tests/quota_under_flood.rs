@@ -122,14 +122,8 @@ fn send(addr: SocketAddr, headers: &[(&str, &str)], body: &[u8]) -> (u16, String
         return (0, String::new());
     };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
-    let mut head = format!(
-        "POST {CHAT_PATH} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
+    let headers = [&[("content-type", "application/json")], headers].concat();
+    let head = sluice_testkit::request_head("POST", CHAT_PATH, &headers, body.len());
     let _ = stream.write_all(head.as_bytes());
     let _ = stream.write_all(body);
     let mut raw = Vec::new();

@@ -233,7 +233,10 @@ fn over_limit_defer_marks_and_resumes() {
         body_sha256: &digest,
     };
     let secrets = [crate::deferral::Secret::new(SECRET).unwrap()];
-    assert_eq!(claims.verify(token, &secrets, 12, 30_000), Ok(()));
+    assert_eq!(
+        claims.verify(token, &deferral::Verifier::new(&secrets, 12, 30_000)),
+        Ok(())
+    );
     let other_tenant = DeferralClaims {
         headers: HeaderClaims {
             tenant: "evil",
@@ -241,7 +244,9 @@ fn over_limit_defer_marks_and_resumes() {
         },
         ..claims
     };
-    assert!(other_tenant.verify(token, &secrets, 12, 30_000).is_err());
+    assert!(other_tenant
+        .verify(token, &deferral::Verifier::new(&secrets, 12, 30_000))
+        .is_err());
     // Nothing charged, so nothing to reconcile.
     admission.on_response_headers(&mut host);
     admission.on_response_body(&mut host, 0, true);

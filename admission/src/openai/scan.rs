@@ -18,6 +18,7 @@
 //! encoding's longest token at once (`⌈Σn / k⌉ ≤ Σ⌈n / k⌉`).
 
 use std::fmt;
+use std::marker::PhantomData;
 
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -83,7 +84,7 @@ impl Fields {
     fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
         let part = match key {
             "model" => {
-                self.model = map.next_value::<Model>()?.0;
+                self.model = map.next_value::<OnlyString<Option<String>>>()?.0;
                 return Ok(());
             }
             "messages" => &mut self.messages,
@@ -329,7 +330,10 @@ impl<'de> Visitor<'de> for ElementVisitor {
         let mut content = 0u64;
         while let Some(key) = map.next_key::<Key>()? {
             match key {
-                Key::Content => content = map.next_value::<Content>()?.0,
+                Key::Content => {
+                    let OnlyString(ContentBytes(bytes)) = map.next_value()?;
+                    content = bytes;
+                }
                 Key::Other => {
                     map.next_value::<Skip>()?;
                 }
@@ -378,51 +382,6 @@ impl Visitor<'_> for KeyVisitor {
     }
 }
 
-/// A `content` value: the bytes of a string, 0 for anything else.
-struct Content(u64);
-
-impl<'de> Deserialize<'de> for Content {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(ContentVisitor)
-    }
-}
-
-struct ContentVisitor;
-
-impl<'de> Visitor<'de> for ContentVisitor {
-    type Value = Content;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_str<E: de::Error>(self, text: &str) -> Result<Content, E> {
-        Ok(Content(text.len() as u64))
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Content, E> {
-        Ok(Content(0))
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Content, E> {
-        Ok(Content(0))
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Content, E> {
-        Ok(Content(0))
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Content, E> {
-        Ok(Content(0))
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Content, E> {
-        Ok(Content(0))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Content, A::Error> {
-        while map.next_entry::<Skip, Skip>()?.is_some() {}
-        Ok(Content(0))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
-        while seq.next_element::<Skip>()?.is_some() {}
-        Ok(Content(0))
-    }
-}
-
 impl<'de> Deserialize<'de> for Fields {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(FieldsVisitor)
@@ -455,92 +414,80 @@ impl<'de> Deserialize<'de> for KeyText {
     }
 }
 
-/// `model`'s value: the string, or `None` for any other value.
-struct Model(Option<String>);
+/// What a value read as [`OnlyString`] keeps of a string.
+trait FromString: Default {
+    fn from_string(text: &str) -> Self;
+}
 
-impl<'de> Deserialize<'de> for Model {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(ModelVisitor)
+/// Nothing: the value is only read through.
+impl FromString for () {
+    fn from_string(_: &str) -> Self {}
+}
+
+/// `model`'s value: the string (`None`: not a string).
+impl FromString for Option<String> {
+    fn from_string(text: &str) -> Self {
+        Some(text.to_string())
     }
 }
 
-struct ModelVisitor;
+/// A `content` value's text bytes (0: not a string).
+#[derive(Default)]
+struct ContentBytes(u64);
 
-impl<'de> Visitor<'de> for ModelVisitor {
-    type Value = Model;
+impl FromString for ContentBytes {
+    fn from_string(text: &str) -> Self {
+        ContentBytes(text.len() as u64)
+    }
+}
+
+/// Any value, read through: strings are checked (escapes, surrogates) and
+/// nesting counts against serde_json's recursion limit, as in the full
+/// parse. Of a string it keeps `T::from_string`; of anything else, which it
+/// drops, `T::default()`.
+struct OnlyString<T>(T);
+
+/// Any value, read through and dropped.
+type Skip = OnlyString<()>;
+
+impl<'de, T: FromString> Deserialize<'de> for OnlyString<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(OnlyStringVisitor(PhantomData))
+    }
+}
+
+struct OnlyStringVisitor<T>(PhantomData<T>);
+
+impl<'de, T: FromString> Visitor<'de> for OnlyStringVisitor<T> {
+    type Value = OnlyString<T>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
     }
-    fn visit_str<E: de::Error>(self, model: &str) -> Result<Model, E> {
-        Ok(Model(Some(model.to_string())))
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+        Ok(OnlyString(T::from_string(text)))
     }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Model, E> {
-        Ok(Model(None))
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(OnlyString(T::default()))
     }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Model, E> {
-        Ok(Model(None))
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(OnlyString(T::default()))
     }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Model, E> {
-        Ok(Model(None))
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(OnlyString(T::default()))
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Model, E> {
-        Ok(Model(None))
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(OnlyString(T::default()))
     }
-    fn visit_unit<E: de::Error>(self) -> Result<Model, E> {
-        Ok(Model(None))
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(OnlyString(T::default()))
     }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Model, A::Error> {
-        SkipVisitor.visit_map(map).map(|_| Model(None))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Model, A::Error> {
-        SkipVisitor.visit_seq(seq).map(|_| Model(None))
-    }
-}
-
-/// Any value, read through and dropped: strings are checked (escapes,
-/// surrogates) and nesting counts against serde_json's recursion limit,
-/// as in the full parse, without keeping anything.
-struct Skip;
-
-impl<'de> Deserialize<'de> for Skip {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(SkipVisitor)
-    }
-}
-
-struct SkipVisitor;
-
-impl<'de> Visitor<'de> for SkipVisitor {
-    type Value = Skip;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         while map.next_entry::<Skip, Skip>()?.is_some() {}
-        Ok(Skip)
+        Ok(OnlyString(T::default()))
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<Skip>()?.is_some() {}
-        Ok(Skip)
+        Ok(OnlyString(T::default()))
     }
 }

@@ -287,7 +287,11 @@ impl Limiter {
         }
         let outcome = self
             .store
-            .apply(&plan.ops, plan.mode, plan.now_millis)
+            .apply(crate::store::Batch::new(
+                &plan.ops,
+                plan.mode,
+                plan.now_millis,
+            ))
             .await?;
         let answer = answer::answer(request, &plan, &outcome, &self.response);
         self.record(&request.domain, &answer.events);

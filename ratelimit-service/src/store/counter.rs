@@ -99,15 +99,29 @@ impl StoreError {
 }
 
 /// A place to keep counters.
+/// What one decision asks of a store: its `ops`, checked and applied
+/// together under `mode`, at the decision's clock `now_millis` (the memory
+/// store expires counters by it).
+#[derive(Clone, Copy, Debug)]
+pub struct Batch<'a> {
+    pub ops: &'a [CounterOp],
+    pub mode: CountingMode,
+    pub now_millis: u64,
+}
+
+impl<'a> Batch<'a> {
+    pub fn new(ops: &'a [CounterOp], mode: CountingMode, now_millis: u64) -> Self {
+        Batch {
+            ops,
+            mode,
+            now_millis,
+        }
+    }
+}
+
 pub trait CounterStore: Send + Sync + 'static {
-    /// Atomically check and apply `ops` under `mode`. `now_millis` is the
-    /// decision's clock (the memory store expires counters by it).
-    fn apply<'a>(
-        &'a self,
-        ops: &'a [CounterOp],
-        mode: CountingMode,
-        now_millis: u64,
-    ) -> BoxFuture<'a, Result<CounterOutcome, StoreError>>;
+    /// Atomically check and apply the batch's ops under its mode.
+    fn apply<'a>(&'a self, batch: Batch<'a>) -> BoxFuture<'a, Result<CounterOutcome, StoreError>>;
 
     /// Cheap liveness probe for `/readyz`.
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>>;

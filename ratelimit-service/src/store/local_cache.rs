@@ -10,7 +10,7 @@
 //! touch any counter not known to be over go to the store in full, so the
 //! answer for them is exactly the store's.
 
-use super::counter::{CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
+use super::counter::{Batch, CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
 use futures::future::BoxFuture;
 use prometheus_client::metrics::counter::Counter;
 use std::collections::HashMap;
@@ -89,12 +89,12 @@ impl LocalCacheStore {
 }
 
 impl CounterStore for LocalCacheStore {
-    fn apply<'a>(
-        &'a self,
-        ops: &'a [CounterOp],
-        mode: CountingMode,
-        now_millis: u64,
-    ) -> BoxFuture<'a, Result<CounterOutcome, StoreError>> {
+    fn apply<'a>(&'a self, batch: Batch<'a>) -> BoxFuture<'a, Result<CounterOutcome, StoreError>> {
+        let Batch {
+            ops,
+            mode,
+            now_millis,
+        } = batch;
         Box::pin(async move {
             if self.all_known_over(ops, now_millis) {
                 self.answered.inc();
@@ -107,7 +107,7 @@ impl CounterStore for LocalCacheStore {
                     before: ops.iter().map(|op| op.limit.saturating_add(1)).collect(),
                 });
             }
-            let outcome = self.inner.apply(ops, mode, now_millis).await?;
+            let outcome = self.inner.apply(batch).await?;
             self.remember(ops, &outcome, mode, now_millis);
             Ok(outcome)
         })
@@ -137,6 +137,18 @@ mod tests {
         }
     }
 
+    async fn apply(
+        store: &LocalCacheStore,
+        ops: &[CounterOp],
+        mode: CountingMode,
+        now_millis: u64,
+    ) -> CounterOutcome {
+        store
+            .apply(Batch::new(ops, mode, now_millis))
+            .await
+            .unwrap()
+    }
+
     #[tokio::test]
     async fn known_over_counters_are_answered_locally_until_the_window_ends() {
         let answered = Counter::default();
@@ -145,26 +157,20 @@ mod tests {
         let now = 1_000_000;
         // 2 of 2: the second reaches the limit and is remembered.
         for _ in 0..2 {
-            let outcome = store.apply(&[op("k", 1, 2)], mode, now).await.unwrap();
+            let outcome = apply(&store, &[op("k", 1, 2)], mode, now).await;
             assert!(outcome.applied);
         }
         assert_eq!(answered.get(), 0);
-        let outcome = store.apply(&[op("k", 1, 2)], mode, now + 1).await.unwrap();
+        let outcome = apply(&store, &[op("k", 1, 2)], mode, now + 1).await;
         assert!(!outcome.applied);
         assert_eq!(outcome.before, [3], "answered as past the limit");
         assert_eq!(answered.get(), 1);
         // A request with another counter goes to the store.
-        let outcome = store
-            .apply(&[op("k", 1, 2), op("other", 1, 5)], mode, now + 2)
-            .await
-            .unwrap();
+        let outcome = apply(&store, &[op("k", 1, 2), op("other", 1, 5)], mode, now + 2).await;
         assert!(!outcome.applied, "k is still over");
         assert_eq!(answered.get(), 1);
         // After the window, the key is forgotten.
-        store
-            .apply(&[op("k", 1, 2)], mode, now + 61_000)
-            .await
-            .unwrap();
+        apply(&store, &[op("k", 1, 2)], mode, now + 61_000).await;
         assert_eq!(answered.get(), 1);
     }
 
@@ -175,13 +181,13 @@ mod tests {
         let mode = CountingMode::IncrementAll;
         // 1 of 1: at the limit, a check-only op (hits 0) still passes, so the
         // counter is not remembered and the check goes to the store.
-        store.apply(&[op("k", 1, 1)], mode, 0).await.unwrap();
-        let check = store.apply(&[op("k", 0, 1)], mode, 1).await.unwrap();
+        apply(&store, &[op("k", 1, 1)], mode, 0).await;
+        let check = apply(&store, &[op("k", 0, 1)], mode, 1).await;
         assert_eq!(check.before, [1]);
         assert_eq!(answered.get(), 0);
         // Past it (2 of 1) it is remembered, and the next check is answered here, over.
-        store.apply(&[op("k", 1, 1)], mode, 2).await.unwrap();
-        let check = store.apply(&[op("k", 0, 1)], mode, 3).await.unwrap();
+        apply(&store, &[op("k", 1, 1)], mode, 2).await;
+        let check = apply(&store, &[op("k", 0, 1)], mode, 3).await;
         assert_eq!(answered.get(), 1);
         assert!(op("k", 0, 1).is_over(check.before[0], mode));
     }
@@ -191,9 +197,9 @@ mod tests {
         let answered = Counter::default();
         let store = LocalCacheStore::new(Arc::new(MemoryStore::new()), 1 << 20, answered.clone());
         let mode = CountingMode::AllOrNothing;
-        let big = store.apply(&[op("k", 10, 5)], mode, 0).await.unwrap();
+        let big = apply(&store, &[op("k", 10, 5)], mode, 0).await;
         assert!(!big.applied);
-        let small = store.apply(&[op("k", 1, 5)], mode, 1).await.unwrap();
+        let small = apply(&store, &[op("k", 1, 5)], mode, 1).await;
         assert!(small.applied, "a small request still fits");
         assert_eq!(answered.get(), 0);
     }
@@ -204,14 +210,14 @@ mod tests {
         let store = LocalCacheStore::new(Arc::new(MemoryStore::new()), 1, answered.clone());
         let mode = CountingMode::AllOrNothing;
         for _ in 0..3 {
-            store.apply(&[op("k", 1, 1)], mode, 0).await.unwrap();
+            apply(&store, &[op("k", 1, 1)], mode, 0).await;
         }
         assert_eq!(answered.get(), 0, "no room for even one entry");
 
         let store = LocalCacheStore::new(Arc::new(MemoryStore::new()), 1 << 20, answered.clone());
-        store.apply(&[op("k", 1, 1)], mode, 0).await.unwrap();
-        store.apply(&[op("k", -1, 1)], mode, 1).await.unwrap();
-        let outcome = store.apply(&[op("k", 1, 1)], mode, 2).await.unwrap();
+        apply(&store, &[op("k", 1, 1)], mode, 0).await;
+        apply(&store, &[op("k", -1, 1)], mode, 1).await;
+        let outcome = apply(&store, &[op("k", 1, 1)], mode, 2).await;
         assert!(outcome.applied, "the refund made room");
         assert_eq!(answered.get(), 0);
     }

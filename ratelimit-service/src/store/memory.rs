@@ -1,6 +1,8 @@
 //! In-process counters: the embedded default for a single instance.
 
-use super::counter::{decide, CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
+use super::counter::{
+    decide, Batch, CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError,
+};
 use futures::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -89,13 +91,8 @@ impl MemoryStore {
 }
 
 impl CounterStore for MemoryStore {
-    fn apply<'a>(
-        &'a self,
-        ops: &'a [CounterOp],
-        mode: CountingMode,
-        now_millis: u64,
-    ) -> BoxFuture<'a, Result<CounterOutcome, StoreError>> {
-        let result = self.apply_now(ops, mode, now_millis);
+    fn apply<'a>(&'a self, batch: Batch<'a>) -> BoxFuture<'a, Result<CounterOutcome, StoreError>> {
+        let result = self.apply_now(batch.ops, batch.mode, batch.now_millis);
         Box::pin(std::future::ready(result))
     }
 

@@ -11,7 +11,9 @@ mod redis;
 pub mod scripts;
 
 pub use self::redis::{redact_url, RedisStore, RedisStoreOptions};
-pub use counter::{decide, CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
+pub use counter::{
+    decide, Batch, CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError,
+};
 pub use keys::{counter_key, upstream_key, KeyArgs, KeyLayout, KeyLayoutName, KeyOptions};
 pub use local_cache::LocalCacheStore;
 pub use memory::MemoryStore;

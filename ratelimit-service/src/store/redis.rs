@@ -1,6 +1,6 @@
 //! Counters in Redis: one Lua script call per decision.
 
-use super::counter::{CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
+use super::counter::{Batch, CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
 use super::keys::hash_tag;
 use super::scripts;
 use futures::future::BoxFuture;
@@ -252,13 +252,8 @@ fn duration_ms(duration: Duration) -> u64 {
 }
 
 impl CounterStore for RedisStore {
-    fn apply<'a>(
-        &'a self,
-        ops: &'a [CounterOp],
-        mode: CountingMode,
-        _now_millis: u64,
-    ) -> BoxFuture<'a, Result<CounterOutcome, StoreError>> {
-        Box::pin(self.run(ops, mode))
+    fn apply<'a>(&'a self, batch: Batch<'a>) -> BoxFuture<'a, Result<CounterOutcome, StoreError>> {
+        Box::pin(self.run(batch.ops, batch.mode))
     }
 
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {

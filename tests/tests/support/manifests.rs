@@ -20,6 +20,27 @@ impl Manifest {
     }
 }
 
+/// `kubernetes-validate --strict` (installed by ./scripts/setup from PyPI;
+/// no cluster needed) on `files`, relative to `dir`: fails the test with its
+/// report unless every document passes; returns how many resources it
+/// checked, and the report.
+pub fn validate_strict(dir: &std::path::Path, files: &[String], what: &str) -> (usize, String) {
+    let validator = sluice_testkit::find_binary("KUBERNETES_VALIDATE", "kubernetes-validate")
+        .expect(
+            "kubernetes-validate not found: run ./scripts/setup (pip install kubernetes-validate)",
+        );
+    let output = std::process::Command::new(validator)
+        .arg("--strict")
+        .args(files)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{what}: {report}");
+    (report.matches(" passed for resource ").count(), report)
+}
+
 pub const WORKLOAD_KINDS: [&str; 4] = ["Deployment", "StatefulSet", "DaemonSet", "Job"];
 
 /// Labels `selector` asks for (a Service's map, or `matchLabels`) all on `labels`.
