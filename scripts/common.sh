@@ -7,6 +7,10 @@ KUBERNETES_VALIDATE_VERSION="1.37.0"
 # registries this project installs from.
 HELM_PYTHON_SDK_VERSION="0.2.2"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+# The Hugging Face tokenizer.json files and their reference ids
+# (scripts/fetch-hf-tokenizers): a cache beside cargo's, outside the checkout,
+# so a fresh clone on the same machine does not fetch and generate them again.
+HF_TOKENIZERS_DIR="${SLUICE_HF_TOKENIZERS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/hf-tokenizers}"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
