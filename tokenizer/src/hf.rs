@@ -27,10 +27,10 @@ use alloc::borrow::Cow;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use crate::budget::{BoundedCount, LONG_PIECE_COST};
 use crate::hf_bpe::{self, Id, PairMap, Scratch, TokenMap};
 use crate::hf_json::{self, Value};
 use crate::hf_pretok::Rule;
-use crate::BoundedCount;
 
 /// Why a `tokenizer.json` cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -205,7 +205,7 @@ impl Added {
     }
 }
 
-/// Pieces at least this long weigh [`crate::LONG_PIECE_COST`] per byte in
+/// Pieces at least this long weigh [`LONG_PIECE_COST`] per byte in
 /// [`HfTokenizer::count_within`] (measured: 1 MiB of `a`, one piece, takes
 /// about 1 s natively on a loaded VM, against tens of ms for ordinary text).
 pub const LONG_PIECE: usize = 128;
@@ -556,7 +556,7 @@ impl HfTokenizer {
 
     /// As [`crate::Tokenizer::count_within`]: exact while the pieces merged
     /// fit in `budget` bytes (pieces of [`LONG_PIECE`] bytes or more weigh
-    /// [`crate::LONG_PIECE_COST`] per byte), then the rest bounded by its length in bytes
+    /// [`LONG_PIECE_COST`] per byte), then the rest bounded by its length in bytes
     /// (each token covers at least one byte of the normalized text, and NFC
     /// lengthens a character 3 times at most (U+1D160); the bound uses the raw length
     /// times 3 when a normalizer is set).
@@ -569,7 +569,7 @@ impl HfTokenizer {
                 // Long pieces weigh more, as in `Tokenizer::count_within`:
                 // their merge costs more per byte.
                 let weight = if len >= LONG_PIECE {
-                    crate::LONG_PIECE_COST
+                    LONG_PIECE_COST
                 } else {
                     1
                 };
