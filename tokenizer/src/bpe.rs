@@ -455,17 +455,7 @@ impl Ranks {
         }
         // tiktoken's `_byte_pair_merge`: `parts[i]` is (start of part i,
         // rank of part i merged with part i + 1).
-        parts.clear();
-        let mut min: (Rank, usize) = (NONE, usize::MAX);
-        for i in 0..piece.len() - 1 {
-            let r = self.pair(piece[i], piece[i + 1]).unwrap_or(NONE);
-            if r < min.0 {
-                min = (r, i);
-            }
-            parts.push((i, r));
-        }
-        parts.push((piece.len() - 1, NONE));
-        parts.push((piece.len(), NONE));
+        let mut min = self.start_parts(piece, parts);
 
         let rank_at = |parts: &Vec<(usize, Rank)>, i: usize| -> Rank {
             if i + 3 < parts.len() {
@@ -615,21 +605,29 @@ impl Ranks {
         ok
     }
 
-    /// tiktoken's simple merge of `pair` (2 bytes or more, `split` inside),
-    /// stopped as soon as a merge joins the two sides: whether it ends with
-    /// the two parts `pair[..split]` and `pair[split..]`.
-    fn merges_to_pair(&self, pair: &[u8], split: usize, parts: &mut Vec<(usize, Rank)>) -> bool {
+    /// tiktoken's `_byte_pair_merge` start: `parts[i]` is (start of part i,
+    /// rank of part i merged with part i + 1), one part a byte of `bytes`
+    /// (2 or more); returns the lowest rank and where it is.
+    fn start_parts(&self, bytes: &[u8], parts: &mut Vec<(usize, Rank)>) -> (Rank, usize) {
         parts.clear();
         let mut min: (Rank, usize) = (NONE, usize::MAX);
-        for i in 0..pair.len() - 1 {
-            let r = self.pair(pair[i], pair[i + 1]).unwrap_or(NONE);
+        for i in 0..bytes.len() - 1 {
+            let r = self.pair(bytes[i], bytes[i + 1]).unwrap_or(NONE);
             if r < min.0 {
                 min = (r, i);
             }
             parts.push((i, r));
         }
-        parts.push((pair.len() - 1, NONE));
-        parts.push((pair.len(), NONE));
+        parts.push((bytes.len() - 1, NONE));
+        parts.push((bytes.len(), NONE));
+        min
+    }
+
+    /// tiktoken's simple merge of `pair` (2 bytes or more, `split` inside),
+    /// stopped as soon as a merge joins the two sides: whether it ends with
+    /// the two parts `pair[..split]` and `pair[split..]`.
+    fn merges_to_pair(&self, pair: &[u8], split: usize, parts: &mut Vec<(usize, Rank)>) -> bool {
+        let mut min = self.start_parts(pair, parts);
         let rank_at = |parts: &Vec<(usize, Rank)>, i: usize| -> Rank {
             if i + 3 < parts.len() {
                 self.get_or_none(&pair[parts[i].0..parts[i + 3].0])
