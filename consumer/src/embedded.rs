@@ -185,8 +185,12 @@ pub fn adaptive(
         .collect();
     let fair_models = fair.models(controlled.iter().cloned());
     let weights = Arc::new(Weights::new(fair.weights.clone()));
-    let fair = (!matches!(fair_models, crate::sharing::fair::FairModels::None))
-        .then(|| Arc::new(FairShare::new(fair_models, weights.clone())));
+    let fair = (!matches!(fair_models, crate::sharing::fair::FairModels::None)).then(|| {
+        Arc::new(
+            FairShare::new(fair_models, weights.clone())
+                .with_order(fair.order.into(), fair.service_cost),
+        )
+    });
     let controls = Controls::new(
         controller.clone(),
         redis.clone(),

@@ -680,6 +680,7 @@ fn consumer_spec(params: &Params, policy: Policy, backend: SocketAddr) -> Consum
                 weights: (0..params.tenants)
                     .map(|t| (params.tenant(t), params.weight(t)))
                     .collect(),
+                ..FairConfig::default()
             };
         }
     }

@@ -14,13 +14,13 @@ use sluice_openai::Usage;
 /// debt. Outcomes that made no call of this attempt's (already done,
 /// interrupted, retry later, ...) are left alone; a complete answer without
 /// usage is counted (prompt and streamed output, with the model's
-/// tokenizer); a broken call keeps its estimate.
+/// tokenizer); a broken call keeps its estimate. Returns the usage counted.
 pub(crate) async fn settle(
     pacer: &Pacer,
     metrics: &Metrics,
     item: &WorkItem,
     outcome: &Outcome,
-) -> Option<Correction> {
+) -> Option<Usage> {
     let usage = match outcome {
         Outcome::Completed {
             usage,
@@ -33,15 +33,15 @@ pub(crate) async fn settle(
         Outcome::Failed { .. } | Outcome::Cancelled { .. } => None,
         _ => return None,
     };
-    let correction = match usage {
+    let correction = match &usage {
         None => Correction::NoUsage,
         Some(usage) => {
-            metrics.tenant_usage(&item.tenant, &item.model, &usage);
-            correct(pacer, item, &usage).await
+            metrics.tenant_usage(&item.tenant, &item.model, usage);
+            correct(pacer, item, usage).await
         }
     };
     metrics.pacing_correction(correction.as_str());
-    Some(correction)
+    usage
 }
 
 /// Pacing protects the model's throughput, so a cached token counts in full

@@ -807,7 +807,13 @@ impl Runner {
         if let Some(controls) = &self.adaptive.controls {
             controls.observe(&item.model, &outcome).await;
         }
-        crate::pacing::accounting::settle(&self.pacer, &self.metrics, &item, &outcome).await;
+        let usage =
+            crate::pacing::accounting::settle(&self.pacer, &self.metrics, &item, &outcome).await;
+        if let Some(fair) = &self.adaptive.fair {
+            // The order by attained service counts what the tenant received.
+            let usage = usage.map(|u| (u.prompt_tokens, u.completion_tokens));
+            fair.finished(&item.tenant, &item.model, usage);
+        }
         let req_id = item.req_id.clone();
         // Settle first (a retry re-publishes), then drop the lease.
         self.settle(item, outcome).await;

@@ -25,6 +25,19 @@
 //! rate makes wait is set aside until its slot ([`FairQueue::defer`]): the
 //! per-bucket rates stay ceilings and the others go on meanwhile.
 //!
+//! **Order by attained service** ([`Order::AttainedService`], issue 28):
+//! step 2 instead picks the lane whose tenant has *received* the least
+//! service so far, per unit of weight — virtual token counters (VTC, Sheng
+//! et al., OSDI 2024). Service is what the tenant's requests actually
+//! used, charged as it happens ([`FairQueue::charge`]): prompt tokens and
+//! output tokens weighted by [`ServiceCost`] (default 1 and 2, as VTC), on
+//! every path that reaches the model — a request admitted in quota and one
+//! deferred count alike — so a tenant that had little is served first, and
+//! in-quota tenants queued beside deferred work come first by virtue of
+//! their low service. A tenant back from idle (nothing waiting, nothing
+//! started and not [finished](FairQueue::finish)) is lifted to the least
+//! counter among the waiting tenants: no credit for its idle time.
+//!
 //! [`FairQueue`] is pure (no clock, no I/O); [`FairShare`] holds one per
 //! model for the pop loop.
 
@@ -79,16 +92,102 @@ struct Lane {
     waiting: VecDeque<Ticket>,
 }
 
+/// How tokens count as service: `prompt · prompt_tokens + output ·
+/// output_tokens`. The VTC paper's cost by default (an output token costs
+/// the GPU about twice a prompt token).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServiceCost {
+    pub prompt: f64,
+    pub output: f64,
+}
+
+impl Default for ServiceCost {
+    fn default() -> Self {
+        ServiceCost {
+            prompt: 1.0,
+            output: 2.0,
+        }
+    }
+}
+
+impl ServiceCost {
+    /// The service `prompt` and `output` tokens stand for.
+    pub fn of(&self, prompt: u64, output: u64) -> f64 {
+        self.prompt * prompt as f64 + self.output * output as f64
+    }
+}
+
+/// How a band's lanes are ordered.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Order {
+    /// Start-time fair queueing on the requests' estimates.
+    #[default]
+    VirtualFinish,
+    /// Least service received first (VTC), counted by [`FairQueue::charge`].
+    AttainedService,
+}
+
 /// The waiting messages of one model, by tenant.
 #[derive(Debug, Default)]
 pub struct FairQueue {
+    order: Order,
     /// Per band: the virtual start of the request of that band served last.
     virtual_time: PerBand,
     lanes: HashMap<String, Lane>,
+    /// Service received per tenant ÷ its weight ([`Order::AttainedService`]).
+    attained: HashMap<String, f64>,
+    /// Requests started and not finished, per tenant ([`Order::AttainedService`]):
+    /// a tenant with one running is not idle (not lifted when it queues again).
+    in_service: HashMap<String, usize>,
+    /// The highest "least counter among the waiting tenants" seen: a tenant
+    /// back from idle starts at least there, so counters at or below it
+    /// can be forgotten.
+    floor: f64,
     next_id: TicketId,
 }
 
 impl FairQueue {
+    pub fn new(order: Order) -> Self {
+        FairQueue {
+            order,
+            ..FairQueue::default()
+        }
+    }
+
+    /// `tenant` received `service` (tokens weighted by [`ServiceCost`]) on
+    /// any path: counted against its weight ([`Order::AttainedService`];
+    /// nothing otherwise).
+    pub fn charge(&mut self, tenant: &str, service: f64, weight: f64) {
+        if self.order != Order::AttainedService || !(service.is_finite() && service > 0.0) {
+            return;
+        }
+        *self.attained.entry(tenant.to_string()).or_default() += service / sanitize_weight(weight);
+    }
+
+    /// Service `tenant` received so far ÷ its weight, as the order sees it.
+    pub fn attained(&self, tenant: &str) -> f64 {
+        self.attained.get(tenant).copied().unwrap_or(0.0)
+    }
+
+    /// The least attained service among the tenants with messages waiting.
+    fn least_waiting(&self) -> Option<f64> {
+        self.lanes
+            .iter()
+            .filter(|(_, lane)| !lane.waiting.is_empty())
+            .map(|(tenant, _)| self.attained(tenant))
+            .reduce(f64::min)
+    }
+
+    /// A lane's key inside its band: its head's virtual finish, or its
+    /// tenant's attained service.
+    fn lane_key(&self, tenant: &str, lane: &Lane, head: &Ticket) -> f64 {
+        match self.order {
+            Order::VirtualFinish => lane.head_start + head.cost / lane.weight,
+            Order::AttainedService => self.attained(tenant),
+        }
+    }
+
     /// Adds a message of `tenant` at the end of its lane. `weight` > 0
     /// (the tenant's current weight), `cost` its estimated tokens (at least 1).
     pub fn enqueue(
@@ -100,6 +199,13 @@ impl FairQueue {
     ) -> TicketId {
         self.next_id += 1;
         let id = self.next_id;
+        if self.order == Order::AttainedService && !self.active(tenant) {
+            // Back from idle: lifted to the least waiting counter (or,
+            // with none waiting, to the last such).
+            let least = self.least_waiting().unwrap_or(self.floor);
+            let counter = self.attained.entry(tenant.to_string()).or_default();
+            *counter = counter.max(least);
+        }
         let virtual_time = self.virtual_time;
         let lane = self.lanes.entry(tenant.to_string()).or_insert(Lane {
             weight,
@@ -126,11 +232,10 @@ impl FairQueue {
     /// The message the next free slot goes to, if any is eligible at `now_ms`.
     pub fn pick(&self, now_ms: u64) -> Option<TicketId> {
         self.lanes
-            .values()
-            .filter_map(|lane| {
+            .iter()
+            .filter_map(|(tenant, lane)| {
                 let head = lane.waiting.front()?;
-                (head.eligible_at_ms <= now_ms)
-                    .then(|| (head, lane.head_start + head.cost / lane.weight))
+                (head.eligible_at_ms <= now_ms).then(|| (head, self.lane_key(tenant, lane, head)))
             })
             .min_by(|(a, fa), (b, fb)| {
                 b.priority
@@ -165,8 +270,34 @@ impl FairQueue {
                 .max(lane.last_finish.get(next.priority));
         }
         let tenant = tenant.clone();
+        if self.order == Order::AttainedService {
+            *self.in_service.entry(tenant.clone()).or_default() += 1;
+        }
         self.forget_idle_lane(&tenant);
         true
+    }
+
+    /// A started request of `tenant` ended (answered or not): once none
+    /// waits or runs, the tenant is idle, and comes back lifted.
+    pub fn finish(&mut self, tenant: &str) {
+        if let Some(running) = self.in_service.get_mut(tenant) {
+            *running = running.saturating_sub(1);
+            if *running == 0 {
+                self.in_service.remove(tenant);
+            }
+        }
+        if self.order == Order::AttainedService {
+            self.forget_idle_counters();
+        }
+    }
+
+    /// A message of `tenant` waits, or one it started still runs.
+    fn active(&self, tenant: &str) -> bool {
+        self.in_service.contains_key(tenant)
+            || self
+                .lanes
+                .get(tenant)
+                .is_some_and(|l| !l.waiting.is_empty())
     }
 
     /// `ticket`'s bucket is paced: not chosen before `until_ms`.
@@ -226,6 +357,27 @@ impl FairQueue {
         {
             self.lanes.remove(tenant);
         }
+        if self.order == Order::AttainedService {
+            self.forget_idle_counters();
+        }
+    }
+
+    /// A counter at or below the floor would be lifted to it on the
+    /// tenant's return anyway: dropped, so idle tenants cost no memory.
+    fn forget_idle_counters(&mut self) {
+        if let Some(least) = self.least_waiting() {
+            self.floor = self.floor.max(least);
+        }
+        let floor = self.floor;
+        let idle: Vec<String> = self
+            .attained
+            .iter()
+            .filter(|(tenant, counter)| **counter <= floor && !self.active(tenant))
+            .map(|(tenant, _)| tenant.clone())
+            .collect();
+        for tenant in idle {
+            self.attained.remove(&tenant);
+        }
     }
 }
 
@@ -246,19 +398,53 @@ pub struct FairConfig {
     pub models: Vec<String>,
     /// Weight per tenant (unsanitized name, > 0); default 1.
     pub weights: HashMap<String, f64>,
+    /// How tenants are ordered inside a band: `virtual_finish` (start-time
+    /// fair queueing on the estimates; the default) or `attained_service`
+    /// (least tokens received first, VTC).
+    pub order: OrderConfig,
+    /// How tokens count as service for `attained_service`.
+    pub service_cost: ServiceCost,
+}
+
+/// [`Order`] as the consumer file spells it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderConfig {
+    #[default]
+    VirtualFinish,
+    AttainedService,
+}
+
+impl From<OrderConfig> for Order {
+    fn from(config: OrderConfig) -> Order {
+        match config {
+            OrderConfig::VirtualFinish => Order::VirtualFinish,
+            OrderConfig::AttainedService => Order::AttainedService,
+        }
+    }
 }
 
 /// A weight that is not a positive number.
 #[derive(Debug, thiserror::Error, PartialEq)]
-#[error("fair.weights.{tenant}: a weight must be a positive number")]
-pub struct WeightError {
-    pub tenant: String,
+pub enum WeightError {
+    #[error("fair.weights.{tenant}: a weight must be a positive number")]
+    Tenant { tenant: String },
+    #[error("fair.service_cost: prompt and output must be finite, at least 0, not both 0")]
+    ServiceCost,
 }
 
 impl FairConfig {
     pub fn validate(&self) -> Result<(), WeightError> {
+        let cost = self.service_cost;
+        if ![cost.prompt, cost.output]
+            .iter()
+            .all(|w| w.is_finite() && *w >= 0.0)
+            || cost.prompt + cost.output <= 0.0
+        {
+            return Err(WeightError::ServiceCost);
+        }
         match self.weights.iter().find(|(_, w)| !valid_weight(**w)) {
-            Some((tenant, _)) => Err(WeightError {
+            Some((tenant, _)) => Err(WeightError::Tenant {
                 tenant: tenant.clone(),
             }),
             None => Ok(()),
@@ -332,6 +518,13 @@ pub struct ModelQueue {
 }
 
 impl ModelQueue {
+    fn new(order: Order) -> Self {
+        ModelQueue {
+            queue: Mutex::new(FairQueue::new(order)),
+            changed: Notify::new(),
+        }
+    }
+
     fn with<R>(&self, f: impl FnOnce(&mut FairQueue) -> R) -> R {
         // The queue is only changed by the short closures here: a poisoned
         // lock still holds a consistent queue.
@@ -353,6 +546,8 @@ impl ModelQueue {
 pub struct FairShare {
     enabled: FairModels,
     weights: Arc<Weights>,
+    order: Order,
+    cost: ServiceCost,
     models: Mutex<HashMap<String, Arc<ModelQueue>>>,
 }
 
@@ -369,8 +564,45 @@ impl FairShare {
         FairShare {
             enabled,
             weights,
+            order: Order::default(),
+            cost: ServiceCost::default(),
             models: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Orders the models' queues by `order`, service counted by `cost`.
+    pub fn with_order(mut self, order: Order, cost: ServiceCost) -> Self {
+        self.order = order;
+        self.cost = cost;
+        self
+    }
+
+    fn queue(&self, model: &str) -> Arc<ModelQueue> {
+        let mut models = self
+            .models
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        models
+            .entry(model.to_string())
+            .or_insert_with(|| Arc::new(ModelQueue::new(self.order)))
+            .clone()
+    }
+
+    /// A call of `tenant` to `model` ended, having used `usage` (prompt,
+    /// output tokens; `None`: unknown): counted for the order by attained
+    /// service, and the tenant no longer runs it.
+    pub fn finished(&self, tenant: &str, model: &str, usage: Option<(u64, u64)>) {
+        if self.order != Order::AttainedService || !self.enabled_for(model) {
+            return;
+        }
+        let weight = self.weights.weight(tenant);
+        let service = usage.map(|(prompt, output)| self.cost.of(prompt, output));
+        self.queue(model).with(|q| {
+            if let Some(service) = service {
+                q.charge(tenant, service, weight);
+            }
+            q.finish(tenant);
+        });
     }
 
     pub fn enabled_for(&self, model: &str) -> bool {
@@ -388,13 +620,7 @@ impl FairShare {
     /// Queues a message; the returned ticket leaves the queue when dropped
     /// unless it started.
     pub fn enqueue(&self, tenant: &str, model: &str, priority: Priority, cost: u64) -> Ticketed {
-        let queue = {
-            let mut models = self
-                .models
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            models.entry(model.to_string()).or_default().clone()
-        };
+        let queue = self.queue(model);
         let weight = self.weights.weight(tenant);
         let id = queue.with(|q| q.enqueue(tenant, priority, cost, weight));
         Ticketed {
@@ -490,6 +716,27 @@ mod tests {
             .iter()
             .map(|(t, _, _)| served.get(t).copied().unwrap_or(0))
             .collect()
+    }
+
+    /// Picks and starts the next message: its tenant and weight.
+    fn start_next<'a>(
+        queue: &mut FairQueue,
+        owner: &HashMap<TicketId, (&'a str, f64)>,
+    ) -> Option<(&'a str, f64)> {
+        let ticket = queue.pick(0)?;
+        assert!(queue.start(ticket));
+        owner.get(&ticket).copied()
+    }
+
+    /// Queues a message of `tenant` (normal band) costing `cost`.
+    fn queue_again<'a>(
+        queue: &mut FairQueue,
+        owner: &mut HashMap<TicketId, (&'a str, f64)>,
+        (tenant, weight): (&'a str, f64),
+        cost: u64,
+    ) {
+        let ticket = queue.enqueue(tenant, Priority::Normal, cost, weight);
+        owner.insert(ticket, (tenant, weight));
     }
 
     #[test]
@@ -592,14 +839,11 @@ mod tests {
             let high = queue.enqueue("h", Priority::High, 50, 1.0);
             assert_eq!(queue.pick(0), Some(high));
             assert!(queue.start(high));
-            let Some(ticket) = queue.pick(0) else { break };
-            assert!(queue.start(ticket));
-            let (tenant, weight) = owner[&ticket];
+            let Some((tenant, weight)) = start_next(&mut queue, &owner) else {
+                break;
+            };
             *served.entry(tenant).or_default() += 1;
-            owner.insert(
-                queue.enqueue(tenant, Priority::Normal, 50, weight),
-                (tenant, weight),
-            );
+            queue_again(&mut queue, &mut owner, (tenant, weight), 50);
         }
         let ratio = served["b"] as f64 / served["a"] as f64;
         assert!((ratio - 4.0).abs() < 0.1, "{served:?}");
@@ -622,6 +866,81 @@ mod tests {
         queue.remove(a2);
         assert!(queue.is_empty());
         assert!(!queue.start(a2));
+    }
+
+    #[test]
+    fn attained_service_serves_who_received_least_on_any_path() {
+        let mut queue = FairQueue::new(Order::AttainedService);
+        let cost = ServiceCost::default();
+        // While both wait, a is served 1000 tokens straight at the server
+        // (in quota), b nothing: b's later request goes first, then a's.
+        let a = queue.enqueue("a", Priority::Normal, 10, 1.0);
+        let b = queue.enqueue("b", Priority::Normal, 10, 1.0);
+        queue.charge("a", cost.of(400, 300), 1.0);
+        assert_eq!(queue.attained("a"), 1000.0);
+        assert_eq!(queue.pick(0), Some(b));
+        assert!(queue.start(b));
+        // b's answer brings it past a: a goes.
+        queue.charge("b", cost.of(200, 450), 1.0);
+        let b2 = queue.enqueue("b", Priority::Normal, 10, 1.0);
+        assert_eq!(queue.pick(0), Some(a));
+        assert!(queue.start(a));
+        assert_eq!(queue.pick(0), Some(b2));
+        // Bands stay strict.
+        let high = queue.enqueue("a", Priority::High, 10, 1.0);
+        assert_eq!(queue.pick(0), Some(high));
+    }
+
+    #[test]
+    fn attained_service_counts_per_unit_of_weight() {
+        let mut queue = FairQueue::new(Order::AttainedService);
+        let mut served: HashMap<&str, f64> = HashMap::new();
+        let mut owner = HashMap::new();
+        for lane in [("a", 1.0), ("b", 3.0)] {
+            queue_again(&mut queue, &mut owner, lane, 1);
+        }
+        for _ in 0..4000 {
+            let Some((tenant, weight)) = start_next(&mut queue, &owner) else {
+                break;
+            };
+            // Backlogged: its next request queues before this one ends.
+            queue_again(&mut queue, &mut owner, (tenant, weight), 1);
+            queue.charge(tenant, 100.0, weight);
+            queue.finish(tenant);
+            *served.entry(tenant).or_default() += 100.0;
+        }
+        let ratio = served["b"] / served["a"];
+        assert!((ratio - 3.0).abs() < 0.05, "{served:?}");
+    }
+
+    #[test]
+    fn a_tenant_back_from_idle_gets_no_credit_and_idle_counters_go() {
+        let mut queue = FairQueue::new(Order::AttainedService);
+        let a = queue.enqueue("a", Priority::Normal, 1, 1.0);
+        queue.charge("a", 5000.0, 1.0);
+        queue.charge("idle", 10.0, 1.0);
+        assert!(queue.start(a));
+        let a2 = queue.enqueue("a", Priority::Normal, 1, 1.0);
+        queue.finish("a");
+        // b arrives (never served): lifted to a's 5000, not 0.
+        let b = queue.enqueue("b", Priority::Normal, 1, 1.0);
+        assert_eq!(queue.attained("b"), 5000.0);
+        // Equal counters: the earlier arrival.
+        assert_eq!(queue.pick(0), Some(a2));
+        assert!(queue.start(a2));
+        // "idle" (10, below the floor of 5000) was forgotten and comes back
+        // at the floor.
+        assert_eq!(queue.attained("idle"), 0.0);
+        assert!(queue.start(b));
+        queue.enqueue("idle", Priority::Normal, 1, 1.0);
+        assert_eq!(queue.attained("idle"), 5000.0);
+    }
+
+    #[test]
+    fn charges_are_ignored_when_ordered_by_virtual_finish() {
+        let mut queue = FairQueue::default();
+        queue.charge("a", 1000.0, 1.0);
+        assert_eq!(queue.attained("a"), 0.0);
     }
 
     #[test]
