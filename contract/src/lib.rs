@@ -9,6 +9,9 @@
 //! - [`bookkeeping`]: every Redis command on the shared bucket keys
 //!   (announce, count a publish, count a pop, leases, lease lapse);
 //! - [`local`]: the in-process channel for chunks ([`LocalBus`]);
+//! - [`saturation`]: whether a model's server is saturated (written by the
+//!   consumers' controller, read by sluice-rls) and where an in-quota
+//!   request goes then;
 //! - [`trace`]: the client's W3C trace context ([`TraceContext`]), carried
 //!   by the work item to the model call.
 //!
@@ -27,6 +30,7 @@ pub mod claim;
 pub mod key_table;
 pub mod keys;
 pub mod local;
+pub mod saturation;
 pub mod stream;
 pub mod trace;
 pub mod work;

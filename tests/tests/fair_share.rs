@@ -15,6 +15,7 @@ use sluice_consumer::control_loop::{self, Controls};
 use sluice_consumer::controller::{ControllerConfig, ModelControl, SignalConfig};
 use sluice_consumer::fair::FairConfig;
 use sluice_consumer::{keys, InFlightConfig, InFlightLimits, Metrics, Outcome, PacingConfig};
+use sluice_contract::saturation::{self, Saturation};
 use sluice_contract::Priority;
 use sluice_testkit::queue_parts::QueueParts;
 use sluice_testkit::redis_topologies::RedisKind;
@@ -79,6 +80,7 @@ fn one_at_a_time(weights: &[(&str, f64)]) -> ConsumerSpec {
         fair: FairConfig {
             models: vec![MODEL.into()],
             weights: weights.iter().map(|(t, w)| (t.to_string(), *w)).collect(),
+            ..FairConfig::default()
         },
         ..ConsumerSpec::new("unused")
     }
@@ -473,6 +475,23 @@ async fn the_stepper_counts_every_live_instances_calls_as_its_own_and_the_rest_a
         "a: aim 12 + 2 − 17 = −3, one step at most halves"
     );
     assert!(after_b.is_some_and(|l| l < 10.0), "{after_b:?}");
+    // The stepper wrote the server saturated for admission: 8 waiting
+    // (smoothed) against a target of 2, with the consumers' calls there.
+    let saturation = Saturation::from_fields(
+        fields.get(saturation::SATURATED).map(String::as_str),
+        fields.get(saturation::SATURATED_AT_MS).map(String::as_str),
+    );
+    let stepped_at = saturation.map(|s| s.at_ms).unwrap_or(0);
+    assert!(saturation.is_some_and(|s| s.saturated), "{fields:?}");
+    assert_eq!(
+        saturation::route_in_quota(saturation, stepped_at + 100, 1_500),
+        saturation::Route::Queue
+    );
+    assert_eq!(
+        saturation::route_in_quota(saturation, stepped_at + 1_501, 1_500),
+        saturation::Route::Direct,
+        "an old state counts as not saturated"
+    );
 }
 
 /// A consumer whose answers-only controller on [`MODEL`] starts at 12

@@ -19,6 +19,10 @@
 //! **Overload answers** (429 / 503) are counted into the hash by whichever
 //! instance got them ([`Controls::observe`]), so the stepper sees them all.
 //!
+//! **Saturation**: the stepper also writes whether the server is
+//! saturated for everyone (`saturated`, `saturated_at_ms`:
+//! [`sluice_contract::saturation`]), for admission to read.
+//!
 //! **Own calls in flight**: every instance writes its calls in flight to
 //! the model into the hash each interval (`in_flight:<instance>`), and the
 //! stepper sums those of the live members: the law tells the consumers'
@@ -35,6 +39,7 @@ use crate::{InFlightLimits, Outcome};
 use futures::future::BoxFuture;
 use redis::AsyncCommands;
 use sluice_contract::keys;
+use sluice_contract::saturation::{self, Saturation};
 use sluice_redis::RedisConn;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -225,13 +230,16 @@ impl Stored {
 /// fields of instances no longer live dropped.
 fn write_step(
     key: &str,
-    next: &ControllerState,
+    (next, saturation): (&ControllerState, &Saturation),
     seen: &Answers,
     stale: &[String],
 ) -> redis::Pipeline {
     let mut write = redis::pipe();
     for field in stale {
         write.hdel(key, field).ignore();
+    }
+    for (field, value) in saturation.fields() {
+        write.hset(key, field, value).ignore();
     }
     write
         .hset(key, field::LIMIT, next.limit)
@@ -433,8 +441,19 @@ impl Controls {
                 .get_or_create(&labels)
                 .set(sample.foreign());
         }
-        let (next, reason) = controller::step(control, state, &sample, crate::now_ms());
-        write_step(&key, &next, &answers, &stale)
+        let now_ms = crate::now_ms();
+        let (next, reason) = controller::step(control, state, &sample, now_ms);
+        // Unknown own calls count as none: not saturated (the safe reading,
+        // see sluice_contract::saturation).
+        let saturation = Saturation {
+            saturated: saturation::is_saturated(
+                next.smoothed_waiting,
+                control.target_waiting,
+                own_in_flight.unwrap_or(0.0),
+            ),
+            at_ms: now_ms,
+        };
+        write_step(&key, (&next, &saturation), &answers, &stale)
             .query_async::<()>(&mut redis)
             .await?;
         if next.limit != state.limit {
