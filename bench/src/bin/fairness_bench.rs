@@ -37,19 +37,25 @@
 //!   (`CapacitySample::own_in_flight`): the server's waiting target is for
 //!   everyone (issue 28, part 1).
 //! * `defer-new-vtc`: `defer-new`, and the deferred queue ordered by attained
-//!   service (VTC: prompt + 2 × output, counted over both paths: a tenant's
-//!   in-quota answers count too).
-//! * `admission`: `defer-new-vtc`, and saturation-aware admission as it
-//!   could be built (not in sluice-rls): an in-quota request is held in
-//!   the consumer's queue, in a band ahead of the deferred work, while the
-//!   controller's smoothed server queue is above its target (or in-quota
-//!   requests are held already), else sent straight to the server.
+//!   service (the product's [`FairQueue`] with [`Order::AttainedService`]:
+//!   prompt + 2 × output, counted over both paths: a tenant's in-quota
+//!   answers count too; here charged as tokens are processed, the prompt
+//!   when the request reaches the server, as the VTC paper does).
+//! * `admission`: `defer-new-vtc`, and saturation-aware admission with the
+//!   product's decision ([`sluice_contract::saturation`]): at each step
+//!   the controller's state gives `is_saturated` (smoothed server queue
+//!   above its target + ½ while the consumers have calls there); an
+//!   in-quota request that arrives while the last state (at most
+//!   `--max-age-ms` old) says saturated goes into the fair queue with its
+//!   tenant's weight and its own priority (`route_in_quota`), beside the
+//!   deferred work; else straight to the server.
 //! * `all-deferred`: every request through the VTC queue and the new law
 //!   (the reference for the service difference).
 //!
 //! Figures over the overloaded phase: throughput (prompt + output tokens
 //! processed per second), rejected, never answered, the light tenants'
-//! time to first token (p50 / p99; arrival to first token, queue included)
+//! time to first token (p50 / p99; arrival to first token, queue included;
+//! and the p50 of the part at the server, sent to first token)
 //! against the same light traffic on an otherwise idle server, and the
 //! VTC paper's service difference (Sheng et al., OSDI 2024: in each window
 //! of `--window-secs` sliding by one second, the largest difference of
@@ -59,10 +65,11 @@
 
 use clap::Parser;
 use sluice_consumer::controller::{self, CapacitySample, ControllerState, ModelControl};
-use sluice_consumer::fair::{FairQueue, TicketId};
+use sluice_consumer::fair::{FairQueue, Order, ServiceCost, TicketId};
+use sluice_contract::saturation::{self, Route, Saturation};
 use sluice_contract::Priority;
 use sluice_llm_sim::gpu::{Capacity, Scheduler, SeqId, SeqSpec};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::time::Duration;
 
 #[derive(Clone, Debug, Parser)]
@@ -119,6 +126,9 @@ struct Params {
     /// Window of the service difference, s.
     #[arg(long, default_value_t = 10)]
     window_secs: u64,
+    /// Oldest saturation state sluice-rls acts on, ms (older: not saturated).
+    #[arg(long, default_value_t = 1500)]
+    max_age_ms: u64,
     /// Which policies run, comma-separated (all by default).
     #[arg(long, value_delimiter = ',', value_parser = Policy::parse,
           default_value = "alone,reject,defer-old,defer-new,defer-new-vtc,admission,all-deferred")]
@@ -309,117 +319,62 @@ struct Request {
     tenant: usize,
     prompt: u64,
     output: u64,
-    /// Admitted in quota (or no quota).
-    in_quota: bool,
     /// Went through the consumer's queue.
     queued: bool,
     rejected: bool,
+    /// Sent to the server.
+    submitted_ms: Option<u64>,
     first_token_ms: Option<u64>,
     finished_ms: Option<u64>,
     generated: u64,
 }
 
-/// The deferred work's queue: the runtime's fair queue (start-time fair
-/// queueing on estimates) or VTC on attained service.
-enum Queue {
-    Fair {
-        queue: FairQueue,
-        tickets: HashMap<TicketId, usize>,
-    },
-    Vtc(Vtc),
-}
-
-/// Virtual token counters (Sheng et al.): each tenant's service so far,
-/// counted over both paths; the tenant with the least service among those
-/// waiting goes next. A tenant back from idle is lifted to the least
-/// counter among the waiting ones (no credit for idle time).
-///
-/// Two bands: in-quota requests held back by saturation-aware admission
-/// (first), then deferred ones; VTC inside each.
-struct Vtc {
-    counters: Vec<f64>,
-    /// Per band (0: in quota, 1: deferred), per tenant.
-    lanes: [Vec<VecDeque<usize>>; 2],
-}
-
-impl Vtc {
-    fn new(tenants: usize) -> Self {
-        Vtc {
-            counters: vec![0.0; tenants],
-            lanes: [
-                vec![VecDeque::new(); tenants],
-                vec![VecDeque::new(); tenants],
-            ],
-        }
-    }
-
-    fn waiting(&self, tenant: usize) -> bool {
-        self.lanes.iter().any(|band| !band[tenant].is_empty())
-    }
-
-    fn push(&mut self, tenant: usize, request: usize, in_quota: bool) {
-        if !self.waiting(tenant) {
-            let least = (0..self.counters.len())
-                .filter(|&t| self.waiting(t))
-                .map(|t| self.counters[t])
-                .reduce(f64::min);
-            if let Some(least) = least {
-                self.counters[tenant] = self.counters[tenant].max(least);
-            }
-        }
-        self.lanes[usize::from(!in_quota)][tenant].push_back(request);
-    }
-
-    fn pop(&mut self) -> Option<usize> {
-        let counters = &self.counters;
-        self.lanes.iter_mut().find_map(|band| {
-            let tenant = (0..band.len())
-                .filter(|&t| !band[t].is_empty())
-                .min_by(|&a, &b| counters[a].total_cmp(&counters[b]))?;
-            band[tenant].pop_front()
-        })
-    }
+/// The consumer's fair queue, the product's own ([`FairQueue`]): start-time
+/// fair queueing on estimates, or ordered by attained service (VTC) charged
+/// with what every request of a tenant received on either path.
+struct Queue {
+    queue: FairQueue,
+    tickets: HashMap<TicketId, usize>,
+    cost: ServiceCost,
 }
 
 impl Queue {
+    fn new(order: Order) -> Self {
+        Queue {
+            queue: FairQueue::new(order),
+            tickets: HashMap::new(),
+            cost: ServiceCost::default(),
+        }
+    }
+
     fn push(&mut self, requests: &[Request], index: usize) {
         let request = &requests[index];
-        match self {
-            Queue::Fair { queue, tickets } => {
-                let tenant = format!("t{}", request.tenant);
-                let cost = request.prompt + MAX_TOKENS;
-                let ticket = queue.enqueue(&tenant, Priority::Normal, cost, 1.0);
-                tickets.insert(ticket, index);
-            }
-            Queue::Vtc(vtc) => vtc.push(request.tenant, index, request.in_quota),
-        }
+        let tenant = tenant_name(request.tenant);
+        let estimate = request.prompt + MAX_TOKENS;
+        let ticket = self.queue.enqueue(&tenant, Priority::Normal, estimate, 1.0);
+        self.tickets.insert(ticket, index);
     }
 
     fn pop(&mut self) -> Option<usize> {
-        match self {
-            Queue::Fair { queue, tickets } => {
-                let ticket = queue.pick(0)?;
-                queue.start(ticket);
-                tickets.remove(&ticket)
-            }
-            Queue::Vtc(vtc) => vtc.pop(),
-        }
+        let ticket = self.queue.pick(0)?;
+        self.queue.start(ticket);
+        self.tickets.remove(&ticket)
     }
 
-    /// In-quota requests held by saturation-aware admission.
-    fn held_in_quota(&self) -> bool {
-        match self {
-            Queue::Fair { .. } => false,
-            Queue::Vtc(vtc) => vtc.lanes[0].iter().any(|lane| !lane.is_empty()),
-        }
+    /// A request of `tenant` that went through the queue ended.
+    fn finish(&mut self, tenant: usize) {
+        self.queue.finish(&tenant_name(tenant));
     }
 
-    /// Service received by `tenant` (VTC only counts it).
-    fn serve(&mut self, tenant: usize, amount: f64) {
-        if let Queue::Vtc(vtc) = self {
-            vtc.counters[tenant] += amount;
-        }
+    /// `tenant` received `prompt` and `output` tokens (on either path).
+    fn serve(&mut self, tenant: usize, prompt: u64, output: u64) {
+        let service = self.cost.of(prompt, output);
+        self.queue.charge(&tenant_name(tenant), service, 1.0);
     }
+}
+
+fn tenant_name(tenant: usize) -> String {
+    format!("t{tenant}")
 }
 
 /// Per-tenant fixed-window token quota, charged with the estimate.
@@ -465,14 +420,12 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
     let mut server = Scheduler::new(params.capacity(), 0);
     let control = params.control();
     let mut state: ControllerState = control.initial_state();
-    let mut queue = if policy.vtc() {
-        Queue::Vtc(Vtc::new(tenants))
+    let mut queue = Queue::new(if policy.vtc() {
+        Order::AttainedService
     } else {
-        Queue::Fair {
-            queue: FairQueue::default(),
-            tickets: HashMap::new(),
-        }
-    };
+        Order::VirtualFinish
+    });
+    let mut saturation: Option<Saturation> = None;
     let mut quota = Quota {
         per_window: params.quota_tokens_per_s * QUOTA_WINDOW_MS as f64 / 1000.0,
         window: vec![(u64::MAX, 0.0); tenants],
@@ -512,26 +465,22 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
                 tenant: arrival.tenant,
                 prompt: arrival.prompt,
                 output: arrival.output,
-                in_quota,
                 ..Request::default()
             });
-            // Saturation-aware admission: an in-quota request is not sent
-            // into a server queue above its target (the controller's
-            // smoothed view, as sluice-rls would read it in Redis) nor
-            // past in-quota requests already held; it waits in the
-            // consumer's queue ahead of the deferred work.
-            let saturated = policy == Policy::Admission
-                && (state
-                    .smoothed_waiting
-                    .is_some_and(|w| w > control.target_waiting)
-                    || queue.held_in_quota());
-            let deferred = !in_quota || saturated || policy == Policy::AllDeferred;
+            // Saturation-aware admission: sluice-rls's own decision on the
+            // saturation the controller last wrote (read through its cache:
+            // `--state-age-ms` old at most).
+            let queued = policy == Policy::Admission
+                && saturation::route_in_quota(saturation, now_ms, params.max_age_ms)
+                    == Route::Queue;
+            let deferred = !in_quota || queued || policy == Policy::AllDeferred;
             if !deferred {
                 if let Ok(seq) = submit(&mut server, &requests[index]) {
                     at_server.insert(seq, index);
+                    requests[index].submitted_ms = Some(now_ms);
                     pending[arrival.tenant] += 1;
                     unstarted[arrival.tenant] += 1;
-                    queue.serve(arrival.tenant, arrival.prompt as f64);
+                    queue.serve(arrival.tenant, arrival.prompt, 0);
                 }
             } else if policy == Policy::Reject {
                 requests[index].rejected = true;
@@ -549,9 +498,10 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
             };
             if let Ok(seq) = submit(&mut server, &requests[index]) {
                 at_server.insert(seq, index);
+                requests[index].submitted_ms = Some(now_ms);
                 own_in_flight += 1;
                 let tenant = requests[index].tenant;
-                queue.serve(tenant, requests[index].prompt as f64);
+                queue.serve(tenant, requests[index].prompt, 0);
             }
         }
         // The server.
@@ -562,7 +512,8 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
             };
             let request = &mut requests[index];
             let tenant = request.tenant;
-            let output = update.generated.saturating_sub(request.generated) as f64;
+            let generated = update.generated.saturating_sub(request.generated);
+            let output = generated as f64;
             request.generated = update.generated;
             // The prompt counts when its first token shows (prefill done).
             let prompt = if request.first_token_ms.is_none() {
@@ -574,14 +525,15 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
             };
             processed[sample] += prompt + output;
             service[tenant][sample] += prompt + OUTPUT_WEIGHT * output;
-            // VTC's counter took the prompt at the start.
-            queue.serve(tenant, OUTPUT_WEIGHT * output);
+            // The queue's counter took the prompt at the start.
+            queue.serve(tenant, 0, generated);
             if update.finished {
                 request.finished_ms = Some(now_ms + params.dt_ms);
                 at_server.remove(&update.id);
                 pending[tenant] -= 1;
                 if request.queued {
                     own_in_flight -= 1;
+                    queue.finish(tenant);
                 }
             }
         }
@@ -600,6 +552,15 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
                 ..CapacitySample::default()
             };
             state = controller::step(&control, state, &sample, now_ms).0;
+            // Written as the stepper writes it; read `--state-age-ms` later.
+            saturation = Some(Saturation {
+                saturated: saturation::is_saturated(
+                    state.smoothed_waiting,
+                    control.target_waiting,
+                    own_in_flight as f64,
+                ),
+                at_ms: now_ms,
+            });
             let (from, to) = params.overload();
             if (from..to).contains(&now_ms) {
                 limit_sum += state.limit;
@@ -643,6 +604,9 @@ struct Figures {
     rejected: usize,
     never_answered: usize,
     light_ttft: (Option<f64>, Option<f64>),
+    /// Of the light tenants' TTFT, the part at the server (sent to first
+    /// token), p50.
+    light_at_server_p50: Option<f64>,
     heavy_ttft_p50: Option<f64>,
     light_queued: usize,
     diff_max: f64,
@@ -665,6 +629,13 @@ fn figures(params: &Params, run: &Run) -> Figures {
             .collect()
     };
     let mut light = ttfts(true);
+    let mut at_server: Vec<f64> = run
+        .requests
+        .iter()
+        .filter(in_phase)
+        .filter(|r| params.is_light(r.tenant))
+        .filter_map(|r| Some((r.first_token_ms? - r.submitted_ms?) as f64 / 1000.0))
+        .collect();
     let mut heavy = ttfts(false);
     let (diff_max, diff_avg) = service_difference(params, run);
     Figures {
@@ -682,6 +653,7 @@ fn figures(params: &Params, run: &Run) -> Figures {
             .filter(|r| !r.rejected && r.finished_ms.is_none())
             .count(),
         light_ttft: (percentile(&mut light, 0.5), percentile(&mut light, 0.99)),
+        light_at_server_p50: percentile(&mut at_server, 0.5),
         heavy_ttft_p50: percentile(&mut heavy, 0.5),
         light_queued: run
             .requests
@@ -737,9 +709,9 @@ fn table(unloaded: &Figures, all: &[Figures]) -> String {
         .map(|f| f.throughput);
     let mut out = String::new();
     out.push_str(
-        "| policy | tokens/s | × alone | answered | rejected | never answered | light TTFT p50 / p99 s | × unloaded p50 | heavy TTFT p50 s | light via queue | service diff max / avg | mean limit | mean server queue |\n",
+        "| policy | tokens/s | × alone | answered | rejected | never answered | light TTFT p50 / p99 s | × unloaded p50 | light p50 at server s | heavy TTFT p50 s | light via queue | service diff max / avg | mean limit | mean server queue |\n",
     );
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for f in std::iter::once(unloaded).chain(all) {
         let ratio = |v: Option<f64>, base: Option<f64>| match (v, base) {
             (Some(v), Some(b)) if b > 0.0 => format!("{:.2}", v / b),
@@ -747,7 +719,7 @@ fn table(unloaded: &Figures, all: &[Figures]) -> String {
         };
         let limited = !matches!(f.policy, Policy::Unloaded | Policy::Alone | Policy::Reject);
         out.push_str(&format!(
-            "| {} | {:.0} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {:.0} / {:.0} | {} | {:.1} |\n",
+            "| {} | {:.0} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {:.0} / {:.0} | {} | {:.1} |\n",
             f.policy.name(),
             f.throughput,
             ratio(Some(f.throughput), alone),
@@ -757,6 +729,7 @@ fn table(unloaded: &Figures, all: &[Figures]) -> String {
             seconds(f.light_ttft.0),
             seconds(f.light_ttft.1),
             ratio(f.light_ttft.0, unloaded.light_ttft.0),
+            seconds(f.light_at_server_p50),
             seconds(f.heavy_ttft_p50),
             f.light_queued,
             f.diff_max,
