@@ -160,7 +160,7 @@ pub const ROWS: &[KeyRow] = &[
         pattern: "sluice:{ctl:<model>}",
         kind: "hash",
         written_by: "consumer (controller, admin API)",
-        meaning: "a model's adaptive concurrency limit, its operator override, the overload answers since the last step and each live instance's own calls in flight (`in_flight:<instance>`, summed to tell its calls from foreign load at the server)",
+        meaning: "a model's adaptive concurrency limit, its operator override, the overload answers since the last step, each live instance's own calls in flight (`in_flight:<instance>`, summed to tell its calls from foreign load at the server) and whether the server is saturated (`saturated`, `saturated_at_ms`: for saturation-aware admission)",
         example: || keys::controller("gpt-4o"),
     },
     KeyRow {
