@@ -13,7 +13,7 @@
 
 use sluice_consumer::control_loop::{self, Controls};
 use sluice_consumer::controller::{ControllerConfig, ModelControl, SignalConfig};
-use sluice_consumer::fair::FairConfig;
+use sluice_consumer::fair::{FairConfig, OrderConfig};
 use sluice_consumer::{keys, InFlightConfig, InFlightLimits, Metrics, Outcome, PacingConfig};
 use sluice_contract::saturation::{self, Saturation};
 use sluice_contract::Priority;
@@ -71,6 +71,11 @@ async fn served_order(stack: &QueueParts, ids: &[String], within: Duration) -> V
 
 /// One call at a time to [`MODEL`], fair sharing on, `weights` per tenant.
 fn one_at_a_time(weights: &[(&str, f64)]) -> ConsumerSpec {
+    ordered_one_at_a_time(weights, OrderConfig::default())
+}
+
+/// [`one_at_a_time`], the fair queue in `order`.
+fn ordered_one_at_a_time(weights: &[(&str, f64)], order: OrderConfig) -> ConsumerSpec {
     ConsumerSpec {
         pacing: unpaced(),
         limits: InFlightConfig {
@@ -80,6 +85,7 @@ fn one_at_a_time(weights: &[(&str, f64)]) -> ConsumerSpec {
         fair: FairConfig {
             models: vec![MODEL.into()],
             weights: weights.iter().map(|(t, w)| (t.to_string(), *w)).collect(),
+            order,
             ..FairConfig::default()
         },
         ..ConsumerSpec::new("unused")
@@ -162,13 +168,20 @@ async fn backlog_of_normal(stack: &QueueParts, tenants: &[&str], per_tenant: usi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn backlogged_tenants_share_the_model_by_weight_and_idle_shares_go_to_the_others() {
+    shares_follow_the_weights(OrderConfig::VirtualFinish).await;
+}
+
+/// The same with the order by attained service: each answer's usage is
+/// counted for its tenant when it ends, and the weights still hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ordered_by_attained_service_backlogged_tenants_still_share_by_weight() {
+    shares_follow_the_weights(OrderConfig::AttainedService).await;
+}
+
+async fn shares_follow_the_weights(order: OrderConfig) {
     let stack = start(Duration::from_millis(60)).await;
-    let consumer = member(
-        &stack,
-        "c1",
-        one_at_a_time(&[("light", 1.0), ("mid", 2.0), ("heavy", 4.0)]),
-    )
-    .await;
+    let weights = [("light", 1.0), ("mid", 2.0), ("heavy", 4.0)];
+    let consumer = member(&stack, "c1", ordered_one_at_a_time(&weights, order)).await;
     let ids = backlog_of_normal(&stack, &["light", "mid", "heavy"], 28).await;
     let order = served_order(&stack, &ids, Duration::from_secs(60)).await;
     // While all three are backlogged (until heavy's 28 are served, about
