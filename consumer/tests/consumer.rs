@@ -8,7 +8,7 @@ use serde_json::json;
 use sluice_consumer::codes;
 use sluice_consumer::{keys, Disposition, FailureKind, IdempotencyConfig, Outcome};
 use sluice_llm_sim::SimConfig;
-use sluice_testkit::RedisServer;
+use sluice_testkit::{Durability, RedisServer};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -500,9 +500,13 @@ async fn an_attempt_that_lost_its_claim_stops_and_writes_nothing() {
 }
 
 #[tokio::test]
-async fn redis_down_mid_call_aborts_the_backend_call() {
+async fn redis_down_past_the_outage_grace_aborts_the_backend_call() {
     let (mut redis, sim) = redis_and_sim().await;
-    let consumer = Arc::new(consumer(&redis, &sim.url(), &SLOW_ANSWER));
+    let grace = IdempotencyConfig {
+        redis_outage_grace_ms: 500,
+        ..IdempotencyConfig::default()
+    };
+    let consumer = Arc::new(consumer_with(&redis, &sim.url(), &SLOW_ANSWER, grace));
     let mut conn = conn(&redis);
     let running = spawn_process(&consumer, "redis-down-1");
     wait_for_entries(&mut conn, "redis-down-1", 3).await;
@@ -514,7 +518,8 @@ async fn redis_down_mid_call_aborts_the_backend_call() {
         "redis down: call stopped {:?} after the kill",
         stopped_at.elapsed()
     );
-    // The whole answer would take 5 s; the call stops at the next write.
+    // The whole answer would take 5 s; the call stops at the first write
+    // after the grace.
     assert!(
         stopped_at.elapsed() < Duration::from_secs(4),
         "{:?}",
@@ -530,6 +535,86 @@ async fn redis_down_mid_call_aborts_the_backend_call() {
     let outcome = consumer.process(&item("redis-down-2")).await;
     assert_retry_later(&outcome, FailureKind::Redis);
     assert_eq!(sim_calls(&sim.url(), "redis-down-2").await, 0);
+    sim.shutdown().await.unwrap();
+}
+
+/// Redis killed mid-call and started again 1 s later, `durability` deciding
+/// what it kept: the call rides the outage out (no broken stream), the model
+/// is called once, and no chunk is in the stream twice.
+async fn a_redis_restart_mid_call(durability: Durability, req_id: &str) {
+    let mut redis = RedisServer::start_with(durability).unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let consumer = Arc::new(consumer(&redis, &sim.url(), &SLOW_ANSWER));
+    let mut conn = conn(&redis);
+    let running = spawn_process(&consumer, req_id);
+    wait_for_entries(&mut conn, req_id, 3).await;
+    let before = entries(&mut conn, req_id).await.len();
+    redis.stop();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::task::block_in_place(|| redis.restart()).unwrap();
+
+    let outcome = running.await.unwrap();
+    let mut conn = common::conn(&redis);
+    let Outcome::Completed { chunks, .. } = outcome else {
+        panic!("{durability:?}: {outcome:?}")
+    };
+    assert_eq!(sim_calls(&sim.url(), req_id).await, 1, "{durability:?}");
+    let stream = entries(&mut conn, req_id).await;
+    let (terminal, written) = stream.split_last().unwrap();
+    assert_eq!(terminal.1["type"], "done", "{durability:?}");
+    assert!(written.iter().all(|(_, f)| f["type"] == "chunk"));
+    let ids: Vec<&str> = written.iter().map(|(id, _)| id.as_str()).collect();
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(unique, ids, "{durability:?}: a chunk written twice");
+    match durability {
+        // Every chunk once: none lost, none twice.
+        Durability::AppendAlways => assert_eq!(written.len() as u64, chunks),
+        // What Redis held before the kill is gone; what came after is whole.
+        Durability::Volatile => assert!(
+            (written.len() as u64) <= chunks - before as u64 && !written.is_empty(),
+            "{} written of {chunks}, {before} before the kill",
+            written.len()
+        ),
+    }
+    // The claim ended with the answer (written again after an empty restart).
+    assert!(exists(&mut conn, &keys::done(req_id)).await);
+    sim.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_with_its_data_breaks_no_stream() {
+    a_redis_restart_mid_call(Durability::AppendAlways, "restart-aof-1").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_without_its_data_breaks_no_stream_and_keeps_the_claim() {
+    a_redis_restart_mid_call(Durability::Volatile, "restart-empty-1").await;
+}
+
+/// A copy of the request delivered after Redis restarted empty finds the
+/// running call's claim, written again by its heartbeat: no second call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_empty_restart_a_copy_finds_the_claim_again() {
+    let mut redis = RedisServer::start().unwrap();
+    let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
+    let first = Arc::new(consumer(&redis, &sim.url(), &SLOW_ANSWER));
+    let mut conn = conn(&redis);
+    let running = spawn_process(&first, "copy-1");
+    wait_for_entries(&mut conn, "copy-1", 3).await;
+    tokio::task::block_in_place(|| redis.restart()).unwrap();
+    let mut conn = common::conn(&redis);
+    // The owner's heartbeat (every second) writes the claim again.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !exists(&mut conn, &keys::processing("copy-1")).await {
+        assert!(Instant::now() < deadline, "the claim was not written again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let second = consumer(&redis, &sim.url(), &SLOW_ANSWER);
+    let copy = second.process(&item("copy-1")).await;
+    assert_eq!(copy, Outcome::InProgressElsewhere);
+    assert!(matches!(running.await.unwrap(), Outcome::Completed { .. }));
+    assert_eq!(sim_calls(&sim.url(), "copy-1").await, 1);
     sim.shutdown().await.unwrap();
 }
 

@@ -255,7 +255,9 @@ async fn run_reader(
                 // The connection reconnects by itself; wait before asking again.
                 tracing::warn!(%error, "stream reader: Redis read failed; retrying");
                 tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
+                // At most 500 ms: a Redis that is back is read again soon (the
+                // answers of requests in flight at an outage wait on it).
+                backoff = (backoff * 2).min(Duration::from_millis(500));
             }
         }
     }

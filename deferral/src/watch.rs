@@ -4,6 +4,13 @@
 //! once: a live consumer then runs it (no claim) or answers `interrupted`
 //! (stale claim) — never a second model call.
 //!
+//! A lapse seen while Redis was recently unreachable is not judged yet: a
+//! Redis that restarted (with or without its data) shows every lease as
+//! gone, and a claim as stale, until the live consumers' next heartbeat
+//! writes them again (they retry every few hundred ms while Redis is away).
+//! Publishing such a request again would have a second consumer answer
+//! `interrupted` (or, with the claim lost, call the model again).
+//!
 //! The HTTP handler only asks [`LeaseWatch::watching`] and calls
 //! [`LeaseWatch::check`] after `lease_check` of silence; the decisions are
 //! pure ([`LeaseWatch::on_lease`], [`LeaseWatch::on_lapse`]) and unit-tested.
@@ -26,6 +33,8 @@ pub(super) struct LeaseWatch {
     lease_seen: bool,
     /// Published again (or judged lost): nothing more to watch.
     done: bool,
+    /// When a look at Redis last failed.
+    last_redis_error: Option<std::time::Instant>,
 }
 
 /// What a lease look-up asks for next.
@@ -54,6 +63,7 @@ impl LeaseWatch {
             work: Some(work),
             lease_seen: false,
             done: false,
+            last_redis_error: None,
         }
     }
 
@@ -73,6 +83,14 @@ impl LeaseWatch {
         } else {
             LeaseStep::Wait
         }
+    }
+
+    /// Pure: whether a lapse may be judged now — not while Redis was
+    /// unreachable within the last `settle` (the claim timing's stale
+    /// bound: time for every live owner to write its lease and claim again).
+    fn may_judge(&self, now: std::time::Instant, settle: std::time::Duration) -> bool {
+        self.last_redis_error
+            .is_none_or(|at| now.saturating_duration_since(at) >= settle)
     }
 
     /// Pure: a judged lapse. A lost request is published again once; a
@@ -98,12 +116,16 @@ impl LeaseWatch {
         metrics: &EndpointMetrics,
     ) {
         let Ok(held) = bookkeeping::lease_held(redis, req_id).await else {
+            self.last_redis_error = Some(std::time::Instant::now());
             return;
         };
-        if self.on_lease(held) != LeaseStep::JudgeLapse {
+        if self.on_lease(held) != LeaseStep::JudgeLapse
+            || !self.may_judge(std::time::Instant::now(), timing.stale_after())
+        {
             return;
         }
         let Ok(lapse) = bookkeeping::lapsed_request(redis, req_id, timing).await else {
+            self.last_redis_error = Some(std::time::Instant::now());
             return;
         };
         let LapseStep::Republish { call_started } = self.on_lapse(lapse) else {
@@ -157,6 +179,18 @@ mod tests {
         assert_eq!(watch.on_lapse(Lapse::Finished), LapseStep::Keep);
         assert_eq!(watch.on_lapse(Lapse::Running), LapseStep::Keep);
         assert!(watch.watching());
+    }
+
+    #[test]
+    fn no_lapse_is_judged_until_redis_has_been_back_a_while() {
+        let mut watch = watch();
+        let settle = std::time::Duration::from_secs(3);
+        let now = std::time::Instant::now();
+        assert!(watch.may_judge(now, settle));
+        watch.last_redis_error = Some(now);
+        assert!(!watch.may_judge(now, settle));
+        assert!(!watch.may_judge(now + settle / 2, settle));
+        assert!(watch.may_judge(now + settle, settle));
     }
 
     #[test]

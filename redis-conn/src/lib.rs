@@ -9,6 +9,7 @@
 
 pub mod address;
 mod conn;
+pub mod retry;
 mod sentinel;
 
 pub use address::{AddressError, Topology};

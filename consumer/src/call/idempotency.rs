@@ -104,7 +104,17 @@ pub struct IdempotencyConfig {
     /// (`--deferral-timeout-s`, 1800 s for high priority): no client waits
     /// longer.
     pub max_work_item_age_secs: u64,
+    /// How long a running call rides out Redis being unreachable (its
+    /// chunks held back, its heartbeat and terminal entry tried again)
+    /// before it gives up: a Redis restart or failover shorter than this
+    /// breaks no stream. During the outage nobody can take the request over
+    /// (a takeover needs Redis), and the deferral endpoint judges no lapse
+    /// until Redis has been back for a while. 0: give up at the first error.
+    pub redis_outage_grace_ms: u64,
 }
+
+/// Default [`IdempotencyConfig::redis_outage_grace_ms`].
+pub const DEFAULT_REDIS_OUTAGE_GRACE_MS: u64 = 10_000;
 
 /// Default [`IdempotencyConfig::max_work_item_age_secs`]: twice the deferral
 /// endpoint's longest wait (high priority, 1800 s).
@@ -118,6 +128,7 @@ impl Default for IdempotencyConfig {
             processing_retention_secs: 86_400,
             done_ttl_secs: 86_400,
             max_work_item_age_secs: DEFAULT_MAX_WORK_ITEM_AGE_SECS,
+            redis_outage_grace_ms: DEFAULT_REDIS_OUTAGE_GRACE_MS,
         }
     }
 }
@@ -130,6 +141,11 @@ impl IdempotencyConfig {
             lease_ms: self.lease_ms,
             heartbeat_interval_ms: self.heartbeat_interval_ms,
         }
+    }
+
+    /// [`Self::redis_outage_grace_ms`].
+    pub fn redis_outage_grace(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.redis_outage_grace_ms)
     }
 
     pub fn validate(&self) -> Result<(), String> {
@@ -165,9 +181,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 /// KEYS: done, processing, cancel, response.
 /// ARGV: owner, lease ms, retention ms, maxlen, stream ttl s, done ttl s,
 /// interrupted message, cancelled message, settle only ('1': take no claim).
-/// Returns {0} claimed | {1, done} | {2} cancelled | {3, owner, age} alive
-/// elsewhere | {4, owner, age} interrupted | {5} free, not claimed (settle
-/// only).
+/// Returns {0, claimed at ms} claimed | {1, done} | {2} cancelled | {3,
+/// owner, age} alive elsewhere | {4, owner, age} interrupted | {5} free, not
+/// claimed (settle only). A claim sent again by the same attempt (its reply
+/// was lost with the connection) finds its own claim and gets {0, …} again.
 const CLAIM_BODY: &str = r#"
 local done = redis.call('GET', KEYS[1])
 if done then return {1, done} end
@@ -183,6 +200,7 @@ if cur then
   local owner, hb = string.match(cur, '^(%S+) (%d+)$')
   local age = -1
   if hb then age = now - tonumber(hb) end
+  if owner == ARGV[1] and hb then return {0, tonumber(hb)} end
   if hb and age <= tonumber(ARGV[2]) then
     return {3, owner, age}
   end
@@ -195,16 +213,24 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
 end
 if ARGV[9] == '1' then return {5} end
 redis.call('SET', KEYS[2], ARGV[1] .. ' ' .. now, 'PX', ARGV[3])
-return {0}
+return {0, now}
 "#;
 
-/// KEYS: processing, cancel. ARGV: owner, retention ms.
+/// KEYS: processing, cancel, done. ARGV: owner, retention ms.
 /// Returns {owned 1|0, cancelled 1|0}.
+///
+/// A claim that is gone while `done` is absent was lost by Redis (a restart
+/// without its data, a failover that dropped the last writes): nobody took
+/// the request over (a takeover sets `done` in the same step), so the owner
+/// writes its claim again — before a copy of the message can claim it and
+/// call the model a second time.
 const HEARTBEAT_BODY: &str = r#"
 local cur = redis.call('GET', KEYS[1])
 local cancelled = redis.call('EXISTS', KEYS[2])
 local prefix = ARGV[1] .. ' '
-if not cur or string.sub(cur, 1, #prefix) ~= prefix then
+if not cur then
+  if redis.call('EXISTS', KEYS[3]) == 1 then return {0, cancelled} end
+elseif string.sub(cur, 1, #prefix) ~= prefix then
   return {0, cancelled}
 end
 redis.call('SET', KEYS[1], prefix .. now, 'PX', ARGV[2])
@@ -278,6 +304,9 @@ pub(crate) enum Claim {
 pub(crate) struct Lease {
     pub req_id: String,
     pub owner: String,
+    /// When the claim was taken (Redis's clock, ms): the first part of the
+    /// ids of this attempt's chunk entries (see `stream::write_chunks`).
+    pub claimed_at_ms: u64,
 }
 
 /// What a heartbeat found.
@@ -299,8 +328,11 @@ pub(crate) struct Idempotency {
 }
 
 impl Idempotency {
-    /// `consumer_id`: unique per consumer process (e.g. pod name + pid);
-    /// whitespace is replaced.
+    /// `consumer_id`: the consumer's name (e.g. pod name + pid);
+    /// whitespace is replaced, and a random word appended, so that owner
+    /// names stay unique per attempt even where two consumers were given
+    /// the same name (a claim sent again finds its own owner's claim and
+    /// proceeds: a shared name would let two attempts both call).
     pub(crate) fn new(consumer_id: &str, config: IdempotencyConfig) -> Result<Self, String> {
         config.validate()?;
         let consumer_id: String = consumer_id
@@ -314,7 +346,7 @@ impl Idempotency {
             })
             .collect();
         Ok(Idempotency {
-            consumer_id,
+            consumer_id: format!("{consumer_id}.{:08x}", instance_nonce()),
             attempt: AtomicU64::new(0),
             config,
             claim: redis::Script::new(&format!("{NOW}{CLAIM_BODY}")),
@@ -337,15 +369,26 @@ impl Idempotency {
     }
 
     /// Rule 1.
+    /// `owner` from [`Self::new_owner`]: the same one when the claim is
+    /// sent again after a lost reply.
     pub(crate) async fn claim(
         &self,
         conn: &mut RedisConn,
         req_id: &str,
+        owner: &str,
         stream: &StreamConfig,
     ) -> Result<Claim, redis::RedisError> {
-        self.run_claim(conn, req_id, stream, false)
+        self.run_claim(conn, req_id, owner, stream, false)
             .await?
             .ok_or_else(|| unexpected_reply("claim script reply", "free but not claimed"))
+    }
+
+    /// A new attempt's owner name (unique per attempt).
+    pub(crate) fn new_owner(&self) -> String {
+        claim::owner(
+            &self.consumer_id,
+            self.attempt.fetch_add(1, Ordering::Relaxed),
+        )
     }
 
     /// Rule 1 without taking a free request: answers what needs no model
@@ -359,27 +402,25 @@ impl Idempotency {
         req_id: &str,
         stream: &StreamConfig,
     ) -> Result<Option<Claim>, redis::RedisError> {
-        self.run_claim(conn, req_id, stream, true).await
+        let owner = self.new_owner();
+        self.run_claim(conn, req_id, &owner, stream, true).await
     }
 
     async fn run_claim(
         &self,
         conn: &mut RedisConn,
         req_id: &str,
+        owner: &str,
         stream: &StreamConfig,
         settle_only: bool,
     ) -> Result<Option<Claim>, redis::RedisError> {
-        let owner = claim::owner(
-            &self.consumer_id,
-            self.attempt.fetch_add(1, Ordering::Relaxed),
-        );
         let reply: Vec<Value> = self
             .claim
             .key(keys::done(req_id))
             .key(keys::processing(req_id))
             .key(keys::cancel(req_id))
             .key(keys::response(req_id))
-            .arg(&owner)
+            .arg(owner)
             .arg(self.config.lease_ms)
             .arg(self.config.processing_retention_secs.saturating_mul(1000))
             .arg(stream.maxlen)
@@ -396,7 +437,9 @@ impl Idempotency {
         Ok(Some(match code {
             Some(0) => Claim::Proceed(Lease {
                 req_id: req_id.to_string(),
-                owner,
+                owner: owner.to_string(),
+                claimed_at_ms: u64::try_from(number(1))
+                    .map_err(|_| unexpected_reply("claim time", format!("{reply:?}")))?,
             }),
             Some(5) => return Ok(None),
             Some(1) => Claim::AlreadyDone(text(1)),
@@ -423,6 +466,7 @@ impl Idempotency {
             .heartbeat
             .key(keys::processing(&lease.req_id))
             .key(keys::cancel(&lease.req_id))
+            .key(keys::done(&lease.req_id))
             .arg(&lease.owner)
             .arg(self.config.processing_retention_secs.saturating_mul(1000))
             .invoke_async(conn)
@@ -502,6 +546,13 @@ impl Idempotency {
     }
 }
 
+/// A random word, new for every call (std's per-process random hasher
+/// keys, advanced on each use): no dependency needed for 32 unguessable bits.
+fn instance_nonce() -> u32 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now()) as u32
+}
+
 fn unexpected_reply(what: &'static str, detail: impl Into<String>) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, what, detail.into()))
 }
@@ -579,9 +630,15 @@ mod tests {
     #[test]
     fn owners_are_unique_per_attempt_and_have_no_spaces() {
         let idem = Idempotency::new("pod a", IdempotencyConfig::default()).unwrap();
-        assert_eq!(idem.consumer_id, "pod_a");
-        let a = idem.attempt.fetch_add(1, Ordering::Relaxed);
-        let b = idem.attempt.fetch_add(1, Ordering::Relaxed);
-        assert_ne!(a, b);
+        assert!(
+            idem.consumer_id.starts_with("pod_a."),
+            "{}",
+            idem.consumer_id
+        );
+        assert!(!idem.new_owner().contains(char::is_whitespace));
+        assert_ne!(idem.new_owner(), idem.new_owner());
+        // Two consumers given the same name still never share an owner.
+        let twin = Idempotency::new("pod a", IdempotencyConfig::default()).unwrap();
+        assert_ne!(idem.new_owner(), twin.new_owner());
     }
 }

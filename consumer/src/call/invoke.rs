@@ -297,6 +297,11 @@ pub(crate) struct Sink<'a> {
     pub config: &'a StreamConfig,
     pub response_key: String,
     pub cancel_key: String,
+    /// The claim's time: the first part of this attempt's chunk ids.
+    pub claimed_at_ms: u64,
+    /// How long a chunk write rides out an unreachable Redis (the model's
+    /// stream waits meanwhile) before the call gives up.
+    pub outage_grace: Duration,
     pub stats: &'a CallStats,
     pub metrics: &'a Metrics,
     /// In-process mode: the waiting client's channel (chunks skip Redis).
@@ -323,13 +328,19 @@ impl Sink<'_> {
                 Ok(gone)
             }
             None => {
-                stream::write_chunks(
-                    &mut self.conn,
-                    self.config,
-                    &self.response_key,
-                    &self.cancel_key,
-                    chunks,
-                )
+                let target = stream::ChunkTarget {
+                    response_key: &self.response_key,
+                    cancel_key: &self.cancel_key,
+                    claimed_at_ms: self.claimed_at_ms,
+                    first_seq: self.stats.chunks() + 1,
+                };
+                let (conn, config) = (&self.conn, self.config);
+                // Idempotent: a batch sent again is not written twice.
+                sluice_redis::retry::ride_out(self.outage_grace, || {
+                    let mut conn = conn.clone();
+                    let (target, chunks) = (&target, &chunks[..]);
+                    async move { stream::write_chunks(&mut conn, config, target, chunks).await }
+                })
                 .await
             }
         };

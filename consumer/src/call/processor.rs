@@ -253,6 +253,21 @@ impl Processor {
                 kind,
                 retry_after,
                 detail,
+            }) if stats.chunks() > 0 => {
+                // Output was written: the model is not called again. The
+                // claim goes stale and the next delivery answers
+                // `interrupted`.
+                warn!(req_id = %item.req_id, %detail, "call stopped after output; not released");
+                return Outcome::RetryLater {
+                    kind,
+                    retry_after,
+                    detail,
+                };
+            }
+            Err(CallEnd::RetryLater {
+                kind,
+                retry_after,
+                detail,
             }) => {
                 // Let the next delivery claim the request. If Redis is down
                 // this fails; the claim then goes stale (see idempotency.rs).
@@ -272,11 +287,19 @@ impl Processor {
             }
             Err(_) => return Outcome::LostOwnership,
         };
-        match self
-            .idempotency
-            .finish(&mut conn, &lease, &terminal, &self.stream)
-            .await
-        {
+        // Sent again while Redis is away; a finish that ran but lost its
+        // reply reads as "not written" (`done` exists): lost ownership.
+        let finished = sluice_redis::retry::ride_out(self.outage_grace(), || {
+            let mut conn = self.conn.clone();
+            let (lease, terminal) = (&lease, &terminal);
+            async move {
+                self.idempotency
+                    .finish(&mut conn, lease, terminal, &self.stream)
+                    .await
+            }
+        })
+        .await;
+        match finished {
             Ok(true) => outcome,
             Ok(false) => Outcome::LostOwnership,
             Err(error) => redis_failure("writing the terminal entry", &error),
@@ -296,12 +319,20 @@ impl Processor {
             warn!(req_id = %item.req_id, age_ms, "work item older than max_work_item_age_secs; acknowledged without a call");
             return Err(Outcome::Expired { age_ms });
         }
-        let mut conn = self.conn.clone();
-        let claim = self
-            .idempotency
-            .claim(&mut conn, &item.req_id, &self.stream)
-            .await
-            .map_err(|error| redis_failure("claim", &error))?;
+        // The same owner when sent again: a claim whose reply was lost with
+        // the connection is found as this attempt's own.
+        let owner = self.idempotency.new_owner();
+        let claim = sluice_redis::retry::ride_out(self.outage_grace(), || {
+            let mut conn = self.conn.clone();
+            let owner = &owner;
+            async move {
+                self.idempotency
+                    .claim(&mut conn, &item.req_id, owner, &self.stream)
+                    .await
+            }
+        })
+        .await
+        .map_err(|error| redis_failure("claim", &error))?;
         match claim {
             Claim::Proceed(lease) => Ok(lease),
             Claim::AlreadyDone(_) => Err(Outcome::AlreadyDone),
@@ -322,6 +353,8 @@ impl Processor {
             config: &self.stream,
             response_key: keys::response(&item.req_id),
             cancel_key: keys::cancel(&item.req_id),
+            claimed_at_ms: lease.claimed_at_ms,
+            outage_grace: self.outage_grace(),
             stats,
             metrics: &self.metrics,
             local: self.local.as_ref().and_then(|bus| bus.sender(&item.req_id)),
@@ -334,16 +367,27 @@ impl Processor {
         }
     }
 
+    fn outage_grace(&self) -> Duration {
+        self.idempotency.config().redis_outage_grace()
+    }
+
     /// Refreshes the claim every heartbeat interval; returns only when the
-    /// call must stop (cancel, lost ownership, Redis failure).
+    /// call must stop (cancel, lost ownership, Redis unreachable for longer
+    /// than the outage grace). While Redis is away the heartbeat is tried
+    /// again every few hundred ms, so the claim is fresh again within
+    /// moments of Redis being back (and written again if Redis lost it).
     async fn heartbeat_loop(&self, lease: &Lease) -> CallEnd {
         let period = Duration::from_millis(self.idempotency.config().heartbeat_interval_ms);
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut conn = self.conn.clone();
         loop {
             ticker.tick().await;
-            match self.idempotency.heartbeat(&mut conn, lease).await {
+            let beat = sluice_redis::retry::ride_out(self.outage_grace(), || {
+                let mut conn = self.conn.clone();
+                async move { self.idempotency.heartbeat(&mut conn, lease).await }
+            })
+            .await;
+            match beat {
                 Ok(beat) if !beat.owned => return CallEnd::LostOwnership,
                 Ok(beat) if beat.cancelled => return CallEnd::Cancelled,
                 Ok(_) => {}

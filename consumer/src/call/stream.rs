@@ -99,36 +99,75 @@ impl Terminal {
     }
 }
 
-/// One pipeline: every chunk XADDed, the in-flight expiry refreshed, and
-/// `EXISTS cancel:{id}`. Returns whether the request was cancelled.
+/// KEYS: response, cancel. ARGV: maxlen, in-flight ttl s, claimed-at ms,
+/// sequence number of the first chunk, then the chunks. Returns whether the
+/// request was cancelled.
+///
+/// The chunks of one attempt have the ids `<claimed-at>-<n>` (n = 1, 2, …),
+/// and the script adds only those past the stream's last one: a batch sent
+/// again after its reply was lost with the connection is not written twice.
+/// (Only the owner writes chunks; a terminal entry, `*`, always sorts after
+/// them, since Redis never issues an id below the stream's last.)
+const WRITE_CHUNKS: &str = r#"
+local written = 0
+local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if top[1] then
+  local ms, n = string.match(top[1][1], '^(%d+)-(%d+)$')
+  if ms == ARGV[3] then written = tonumber(n) end
+end
+local first = tonumber(ARGV[4])
+for i = 5, #ARGV do
+  local n = first + i - 5
+  if n > written then
+    redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], ARGV[3] .. '-' .. n,
+      '{TYPE}', '{CHUNK}', '{DATA}', ARGV[i])
+  end
+end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return redis.call('EXISTS', KEYS[2])
+"#;
+
+/// [`WRITE_CHUNKS`] with the contract's field and kind names.
+static WRITE_CHUNKS_SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        &WRITE_CHUNKS
+            .replace("{TYPE}", field::TYPE)
+            .replace("{CHUNK}", kind::CHUNK)
+            .replace("{DATA}", field::DATA),
+    )
+});
+
+/// Where one attempt's chunks go, and the id of its next one.
+pub(crate) struct ChunkTarget<'a> {
+    pub response_key: &'a str,
+    pub cancel_key: &'a str,
+    /// The claim's time: the first part of every chunk id.
+    pub claimed_at_ms: u64,
+    /// The sequence number of `chunks[0]` (1 for the first chunk).
+    pub first_seq: u64,
+}
+
+/// Writes `chunks` (idempotently: see [`WRITE_CHUNKS`]), refreshes the
+/// in-flight expiry and reads `cancel:{id}`, in one script. Returns whether
+/// the request was cancelled.
 pub(crate) async fn write_chunks(
     conn: &mut RedisConn,
     config: &StreamConfig,
-    response_key: &str,
-    cancel_key: &str,
+    target: &ChunkTarget<'_>,
     chunks: &[String],
 ) -> Result<bool, redis::RedisError> {
-    let mut pipe = redis::pipe();
-    for chunk in chunks {
-        pipe.cmd("XADD")
-            .arg(response_key)
-            .arg("MAXLEN")
-            .arg("~")
-            .arg(config.maxlen)
-            .arg("*")
-            .arg(field::TYPE)
-            .arg(kind::CHUNK)
-            .arg(field::DATA)
-            .arg(chunk)
-            .ignore();
-    }
-    pipe.cmd("EXPIRE")
-        .arg(response_key)
+    let mut invocation = WRITE_CHUNKS_SCRIPT.key(target.response_key);
+    invocation
+        .key(target.cancel_key)
+        .arg(config.maxlen)
         .arg(config.in_flight_ttl_secs)
-        .ignore();
-    pipe.cmd("EXISTS").arg(cancel_key);
-    let (cancelled,): (bool,) = pipe.query_async(conn).await?;
-    Ok(cancelled)
+        .arg(target.claimed_at_ms)
+        .arg(target.first_seq);
+    for chunk in chunks {
+        invocation.arg(chunk);
+    }
+    let cancelled: i64 = invocation.invoke_async(conn).await?;
+    Ok(cancelled == 1)
 }
 
 #[cfg(test)]
