@@ -45,6 +45,8 @@ mod hf_nfc_tables;
 #[cfg(feature = "hf")]
 mod hf_pretok;
 mod pretok;
+#[cfg(feature = "hf")]
+mod tekken;
 
 #[cfg(feature = "hf")]
 pub use hf::{HfTokenizer, LoadError};
