@@ -51,7 +51,7 @@ mod tekken;
 #[cfg(feature = "hf")]
 pub use hf::{HfTokenizer, LoadError};
 #[cfg(feature = "hf")]
-pub use hf_chat::{ChatTemplate, Message};
+pub use hf_chat::{ChatTemplate, Message, GPT_OSS_DATE};
 
 use alloc::vec::Vec;
 
