@@ -94,7 +94,8 @@ impl BpeEncoders {
     ) -> Result<Self, String> {
         let mut encoders = BpeEncoders::new();
         for (path, template, json) in files {
-            let tokenizer = HfTokenizer::from_json(json).map_err(|e| format!("{path}: {e}"))?;
+            let tokenizer =
+                HfTokenizer::from_vocabulary_file(json).map_err(|e| format!("{path}: {e}"))?;
             let counter = HfCounter(tokenizer, framing(template));
             encoders.hf.insert(path.to_string(), counter);
         }

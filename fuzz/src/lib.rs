@@ -59,6 +59,10 @@ pub const TARGETS: &[Target] = &[
         name: "lite_topic_frame",
         run: lite_topic_frame,
     },
+    Target {
+        name: "hf_tokenizer_json",
+        run: hf_tokenizer_json,
+    },
 ];
 
 /// The repository's `fuzz/` folder (seed corpora and saved crash inputs).
@@ -99,6 +103,31 @@ pub(crate) const ENDPOINT_PATHS: [&str; 6] = [
     "/openai/v1/chat/completions/?api-version=1",
     "/v1/models",
 ];
+
+/// A vocabulary file as an operator points Sluice at one (a Hugging Face
+/// `tokenizer.json` or a Mistral `tekken.json`); when it loads, a few texts
+/// through it, whose count must be their number of ids.
+pub fn hf_tokenizer_json(data: &[u8]) {
+    let Ok(tokenizer) = sluice_tokenizer::HfTokenizer::from_vocabulary_file(data) else {
+        return;
+    };
+    for text in [
+        "Hello, world! 1234",
+        "<|x|>ab  \n\n x",
+        "中文😀 é\u{301}",
+        "",
+    ] {
+        let ids = tokenizer.encode(text);
+        assert_eq!(ids.len(), tokenizer.count(text), "{text:?}");
+        let mut budget = 8;
+        let bounded = tokenizer.count_within(text, &mut budget);
+        if bounded.exact {
+            assert_eq!(bounded.tokens, ids.len(), "{text:?}");
+        } else {
+            assert!(bounded.tokens >= ids.len(), "{text:?}");
+        }
+    }
+}
 
 /// The plugin configuration (JSON), with its validation and warnings.
 pub fn filter_config(data: &[u8]) {

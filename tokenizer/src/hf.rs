@@ -232,7 +232,30 @@ pub struct HfTokenizer {
     max_token_bytes: usize,
 }
 
-fn field<'v, 'a>(v: &'v Value<'a>, key: &'static str) -> Result<&'v Value<'a>, LoadError> {
+/// The JSON document of a vocabulary file.
+pub(crate) fn parse(bytes: &[u8]) -> Result<Value<'_>, LoadError> {
+    let text = core::str::from_utf8(bytes).map_err(|_| LoadError::NotUtf8)?;
+    hf_json::parse(text).map_err(|e| LoadError::Json {
+        offset: e.offset,
+        what: e.what,
+    })
+}
+
+/// The id of each byte; a vocabulary must have them all.
+fn byte_ids(vocab: &TokenMap) -> Result<[Id; 256], LoadError> {
+    let mut byte_ids = [u32::MAX; 256];
+    for (b, id) in byte_ids.iter_mut().enumerate() {
+        *id = vocab
+            .get(&[b as u8])
+            .ok_or(LoadError::MissingByte(b as u8))?;
+    }
+    Ok(byte_ids)
+}
+
+pub(crate) fn field<'v, 'a>(
+    v: &'v Value<'a>,
+    key: &'static str,
+) -> Result<&'v Value<'a>, LoadError> {
     v.get(key).ok_or(LoadError::Field(key))
 }
 
@@ -261,12 +284,37 @@ fn short_json(v: &Value<'_>) -> String {
 impl HfTokenizer {
     /// Loads a `tokenizer.json` from its bytes.
     pub fn from_json(bytes: &[u8]) -> Result<HfTokenizer, LoadError> {
-        let text = core::str::from_utf8(bytes).map_err(|_| LoadError::NotUtf8)?;
-        let doc = hf_json::parse(text).map_err(|e| LoadError::Json {
-            offset: e.offset,
-            what: e.what,
+        Self::from_doc(&parse(bytes)?)
+    }
+
+    /// A tiktoken-style vocabulary: `tokens` (bytes, id) with the tiktoken
+    /// merges `pairs` (each pair ranked by the token it makes), split by
+    /// `rule`; a piece that is a token is that token, as in tiktoken. No
+    /// normalizer, no added tokens.
+    pub(crate) fn from_ranked(
+        rule: Rule,
+        tokens: &[(Vec<u8>, Id)],
+        pairs: PairMap,
+    ) -> Result<HfTokenizer, LoadError> {
+        let vocab = TokenMap::new(tokens).ok_or_else(|| {
+            LoadError::DuplicateToken("(a vocabulary entry is repeated)".to_string())
         })?;
-        let model = field(&doc, "model")?;
+        Ok(HfTokenizer {
+            rule,
+            normalizer: Normalizer::None,
+            byte_ids: byte_ids(&vocab)?,
+            vocab,
+            pairs,
+            ignore_merges: true,
+            added_raw: Added::new(Vec::new()),
+            added_normalized: Added::new(Vec::new()),
+            max_token_bytes: tokens.iter().map(|t| t.0.len()).max().unwrap_or(1),
+        })
+    }
+
+    /// Loads a parsed `tokenizer.json`.
+    pub(crate) fn from_doc(doc: &Value<'_>) -> Result<HfTokenizer, LoadError> {
+        let model = field(doc, "model")?;
         match model.get("type").and_then(Value::as_str) {
             Some("BPE") => {}
             Some(other) => return Err(LoadError::Model(other.to_string())),
@@ -319,12 +367,7 @@ impl HfTokenizer {
             LoadError::DuplicateToken("(a vocabulary key is repeated)".to_string())
         })?;
         drop(tokens);
-        let mut byte_ids = [u32::MAX; 256];
-        for (b, id) in byte_ids.iter_mut().enumerate() {
-            *id = vocab
-                .get(&[b as u8])
-                .ok_or(LoadError::MissingByte(b as u8))?;
-        }
+        let byte_ids = byte_ids(&vocab)?;
 
         let merges_v = field(model, "merges")?
             .as_array()

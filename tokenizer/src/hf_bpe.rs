@@ -114,18 +114,31 @@ impl PairMap {
     /// the last entry wins, as in `tokenizers` (which collects the merges
     /// into a `HashMap`).
     pub fn new(merges: &[(Id, Id, Id)]) -> PairMap {
-        let size = (merges.len() * 2).next_power_of_two().max(16);
+        Self::ranked(
+            merges.len(),
+            merges
+                .iter()
+                .enumerate()
+                .map(|(rank, &(a, b, new))| (rank as u32, a, b, new)),
+        )
+    }
+
+    /// Builds the map from `len` merges (rank, left, right, merged) with
+    /// their own ranks (several pairs may share one: tiktoken ranks a pair
+    /// by the token it makes).
+    pub fn ranked(len: usize, merges: impl Iterator<Item = (u32, Id, Id, Id)>) -> PairMap {
+        let size = (len * 2).next_power_of_two().max(16);
         let mut m = PairMap {
             table: alloc::vec![(u64::MAX, 0, 0); size],
         };
         let mask = size - 1;
-        for (rank, &(a, b, new)) in merges.iter().enumerate() {
+        for (rank, a, b, new) in merges {
             let key = ((a as u64) << 32) | b as u64;
             let mut idx = mix(key.wrapping_mul(K)) as usize & mask;
             while m.table[idx].0 != u64::MAX && m.table[idx].0 != key {
                 idx = (idx + 1) & mask;
             }
-            m.table[idx] = (key, rank as u32, new);
+            m.table[idx] = (key, rank, new);
         }
         m
     }

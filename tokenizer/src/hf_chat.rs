@@ -32,38 +32,78 @@ pub enum ChatTemplate {
     /// DeepSeek V3 (`<｜begin▁of▁sentence｜>` + system prompts joined, then
     /// `<｜User｜>…` and `<｜Assistant｜>…<｜end▁of▁sentence｜>`).
     DeepSeekV3,
+    /// Llama 3.1 (and 3.3): Llama 3's turns after a system block that is
+    /// always there, `Cutting Knowledge Date: December 2023` and `Today
+    /// Date: 26 Jul 2024` (the template's own date, which vLLM and
+    /// `transformers` do not override) before the first system message;
+    /// the generation prompt only when asked.
+    Llama31,
+    /// gpt-oss's harmony format as its chat template maps text messages:
+    /// the system message harmony writes (model identity, knowledge cutoff,
+    /// `Current date`, `Reasoning: medium`, the valid channels), the first
+    /// message if `system` or `developer` as the developer's `# Instructions`,
+    /// users' turns, assistants' on the `final` channel; later system
+    /// messages are dropped, as the template drops them. Message text is
+    /// counted as the rendered prompt is tokenized, so a message that spells
+    /// a harmony control token (`<|end|>`) counts it as one token, where
+    /// openai-harmony would encode it as text.
+    GptOss,
 }
 
+/// The date [`ChatTemplate::render`] writes into gpt-oss's system message
+/// (`YYYY-MM-DD`); any date counts the same (every date in the
+/// differential test does).
+pub const GPT_OSS_DATE: &str = "2025-08-05";
+
+const LLAMA31_SYSTEM: &str = "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n\
+    Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+
+const GPT_OSS_SYSTEM: &str = "<|start|>system<|message|>You are ChatGPT, a large language model \
+    trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: ";
+
+const GPT_OSS_SYSTEM_END: &str = "\n\nReasoning: medium\n\n# Valid channels: analysis, \
+    commentary, final. Channel must be included for every message.<|end|>";
+
 impl ChatTemplate {
-    /// By name: `llama3`, `qwen3` (also `chatml`), `deepseek_v3`.
+    /// By name: `llama3`, `llama3_1` (also `llama3.1`), `qwen3` (also
+    /// `chatml`), `deepseek_v3`, `gpt_oss` (also `harmony`).
     pub fn from_name(name: &str) -> Option<ChatTemplate> {
         match name {
             "llama3" => Some(ChatTemplate::Llama3),
+            "llama3_1" | "llama3.1" => Some(ChatTemplate::Llama31),
             "qwen3" | "chatml" => Some(ChatTemplate::Qwen3),
             "deepseek_v3" => Some(ChatTemplate::DeepSeekV3),
+            "gpt_oss" | "harmony" => Some(ChatTemplate::GptOss),
             _ => None,
         }
     }
 
     /// The prompt text `apply_chat_template(messages, add_generation_prompt,
-    /// tokenize=False)` renders.
+    /// tokenize=False)` renders (gpt-oss's dated [`GPT_OSS_DATE`]).
     pub fn render(self, messages: &[Message<'_>], add_generation_prompt: bool) -> String {
+        self.render_dated(messages, add_generation_prompt, GPT_OSS_DATE)
+    }
+
+    /// As [`ChatTemplate::render`], with `date` (`YYYY-MM-DD`) as gpt-oss's
+    /// `Current date` (the other templates have no date to set).
+    pub fn render_dated(
+        self,
+        messages: &[Message<'_>],
+        add_generation_prompt: bool,
+        date: &str,
+    ) -> String {
         let mut out = String::new();
         match self {
             ChatTemplate::Llama3 => {
-                for (i, m) in messages.iter().enumerate() {
-                    if i == 0 {
-                        out.push_str("<|begin_of_text|>");
-                    }
-                    out.push_str("<|start_header_id|>");
-                    out.push_str(m.role);
-                    out.push_str("<|end_header_id|>\n\n");
-                    out.push_str(py_strip(m.content));
-                    out.push_str("<|eot_id|>");
+                if !messages.is_empty() {
+                    out.push_str("<|begin_of_text|>");
                 }
+                messages.iter().for_each(|m| llama3_turn(&mut out, m));
                 // This template adds it whatever `add_generation_prompt` says.
-                out.push_str("<|start_header_id|>assistant<|end_header_id|>\n\n");
+                out.push_str(LLAMA3_GENERATION);
             }
+            ChatTemplate::Llama31 => llama31(&mut out, messages, add_generation_prompt),
+            ChatTemplate::GptOss => gpt_oss(&mut out, messages, add_generation_prompt, date),
             ChatTemplate::Qwen3 => qwen3(&mut out, messages, add_generation_prompt),
             ChatTemplate::DeepSeekV3 => {
                 out.push_str("<｜begin▁of▁sentence｜>");
@@ -95,6 +135,66 @@ impl ChatTemplate {
             }
         }
         out
+    }
+}
+
+const LLAMA3_GENERATION: &str = "<|start_header_id|>assistant<|end_header_id|>\n\n";
+
+/// One Llama 3 turn: header, trimmed content, `<|eot_id|>`.
+fn llama3_turn(out: &mut String, m: &Message<'_>) {
+    out.push_str("<|start_header_id|>");
+    out.push_str(m.role);
+    out.push_str("<|end_header_id|>\n\n");
+    out.push_str(py_strip(m.content));
+    out.push_str("<|eot_id|>");
+}
+
+/// The first message if its role is one of `roles`, and the rest.
+fn split_first<'m, 'a>(
+    messages: &'m [Message<'a>],
+    roles: &[&str],
+) -> (Option<&'m Message<'a>>, &'m [Message<'a>]) {
+    match messages.split_first() {
+        Some((first, rest)) if roles.contains(&first.role) => (Some(first), rest),
+        _ => (None, messages),
+    }
+}
+
+fn llama31(out: &mut String, messages: &[Message<'_>], add_generation_prompt: bool) {
+    out.push_str(LLAMA31_SYSTEM);
+    let (system, rest) = split_first(messages, &["system"]);
+    if let Some(m) = system {
+        out.push_str(py_strip(m.content));
+    }
+    out.push_str("<|eot_id|>");
+    rest.iter().for_each(|m| llama3_turn(out, m));
+    if add_generation_prompt {
+        out.push_str(LLAMA3_GENERATION);
+    }
+}
+
+fn gpt_oss(out: &mut String, messages: &[Message<'_>], add_generation_prompt: bool, date: &str) {
+    out.push_str(GPT_OSS_SYSTEM);
+    out.push_str(date);
+    out.push_str(GPT_OSS_SYSTEM_END);
+    let (developer, rest) = split_first(messages, &["system", "developer"]);
+    if let Some(m) = developer.filter(|m| !m.content.is_empty()) {
+        out.push_str("<|start|>developer<|message|># Instructions\n\n");
+        out.push_str(m.content);
+        out.push_str("<|end|>");
+    }
+    for m in rest {
+        let head = match m.role {
+            "user" => "<|start|>user<|message|>",
+            "assistant" => "<|start|>assistant<|channel|>final<|message|>",
+            _ => continue,
+        };
+        out.push_str(head);
+        out.push_str(m.content);
+        out.push_str("<|end|>");
+    }
+    if add_generation_prompt {
+        out.push_str("<|start|>assistant");
     }
 }
 
@@ -196,5 +296,17 @@ mod tests {
             ChatTemplate::DeepSeekV3.render(&msgs, true),
             "<｜begin▁of▁sentence｜>Be brief.<｜User｜> Hi! <｜Assistant｜>"
         );
+        assert_eq!(
+            ChatTemplate::Llama31.render(&msgs[1..], false),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n\
+             Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>\
+             <|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"
+        );
+        let oss = ChatTemplate::GptOss.render_dated(&msgs, true, "2026-12-04");
+        assert!(oss.starts_with("<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: 2026-12-04\n\nReasoning: medium\n\n"));
+        assert!(oss.ends_with(
+            "message.<|end|><|start|>developer<|message|># Instructions\n\nBe brief.<|end|>\
+             <|start|>user<|message|> Hi! <|end|><|start|>assistant"
+        ));
     }
 }

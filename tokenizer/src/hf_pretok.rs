@@ -9,7 +9,7 @@
 //! refused when it is loaded (no regex engine at run time).
 
 use crate::classes::{peek, run, L, N, NL, P, Q, S};
-use crate::pretok::piece_end_o200k;
+use crate::pretok::{piece_end_o200k, piece_end_o200k_like};
 
 /// Llama 3 (and 3.1–3.3): the original cl100k_base pattern of 2023 (it
 /// differs from tiktoken's current one in how a text's trailing whitespace
@@ -19,6 +19,10 @@ pub const LLAMA3: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+
 pub const QWEN2: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// gpt-oss (`o200k_harmony`): o200k_base's pattern.
 pub const O200K: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Mistral's tekken (`tekken.json`, the `config.pattern` tiktoken runs):
+/// o200k_base's without the contractions, with single digits.
+pub const TEKKEN: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// DeepSeek V3 (and R1): three `Split`s (`Isolated`) applied in turn, each
 /// to the pieces of the one before.
@@ -39,6 +43,8 @@ pub enum Rule {
     O200k,
     /// [`DEEPSEEK_V3`]
     DeepSeekV3,
+    /// [`TEKKEN`]
+    Tekken,
 }
 
 impl Rule {
@@ -49,6 +55,7 @@ impl Rule {
             [LLAMA3] => Some(Rule::Llama3),
             [QWEN2] => Some(Rule::Qwen2),
             [O200K] => Some(Rule::O200k),
+            [TEKKEN] => Some(Rule::Tekken),
             [a, b, c] if [*a, *b, *c] == DEEPSEEK_V3 => Some(Rule::DeepSeekV3),
             _ => None,
         }
@@ -62,6 +69,7 @@ impl Rule {
             Rule::Qwen2 => tile(b, |b, i| piece_end_cl100k_2023(b, i, 1), f),
             Rule::O200k => tile(b, piece_end_o200k, f),
             Rule::DeepSeekV3 => deepseek_v3(b, f),
+            Rule::Tekken => tile(b, piece_end_o200k_like::<false, 1>, f),
         }
     }
 }

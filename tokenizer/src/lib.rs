@@ -45,11 +45,13 @@ mod hf_nfc_tables;
 #[cfg(feature = "hf")]
 mod hf_pretok;
 mod pretok;
+#[cfg(feature = "hf")]
+mod tekken;
 
 #[cfg(feature = "hf")]
 pub use hf::{HfTokenizer, LoadError};
 #[cfg(feature = "hf")]
-pub use hf_chat::{ChatTemplate, Message};
+pub use hf_chat::{ChatTemplate, Message, GPT_OSS_DATE};
 
 use alloc::vec::Vec;
 

@@ -50,11 +50,11 @@ fn space_run(b: &[u8], i: usize) -> (usize, Option<usize>, usize, usize) {
     }
 }
 
-/// `\p{N}{1,3}` at `i` (whose first character, of length `n`, is a digit).
+/// `\p{N}{1,max}` at `i` (whose first character, of length `n`, is a digit).
 #[inline]
-fn digits(b: &[u8], i: usize, n: usize) -> usize {
+fn digits(b: &[u8], i: usize, n: usize, max: usize) -> usize {
     let mut e = i + n;
-    for _ in 0..2 {
+    for _ in 1..max {
         let (c, n) = peek(b, e);
         if c & N == 0 {
             break;
@@ -90,7 +90,7 @@ pub fn piece_end_cl100k(b: &[u8], i: usize) -> usize {
     }
     // \p{N}{1,3}+
     if c & N != 0 {
-        return digits(b, i, n);
+        return digits(b, i, n, 3);
     }
     // ' ?[^\s\p{L}\p{N}]++[\r\n]*+'
     if b0 == b' ' {
@@ -130,7 +130,8 @@ pub fn piece_end_cl100k(b: &[u8], i: usize) -> usize {
 /// `[^\r\n\p{L}\p{N}]?[U]+[W]*(?i:'s|...)?`, trying the optional prefix
 /// taken first, then not taken, as a backtracking engine does.
 #[inline]
-fn o200k_word(b: &[u8], i: usize, c: u8, n: usize) -> Option<usize> {
+fn o200k_word<const CONTRACTIONS: bool>(b: &[u8], i: usize, c: u8, n: usize) -> Option<usize> {
+    let contraction = |b: &[u8], e: usize| if CONTRACTIONS { contraction(b, e) } else { 0 };
     let starts = [i + n, i];
     let starts: &[usize] = if c & Q != 0 { &starts } else { &starts[1..] };
     // Alternative 1: the U* run backs off to the last position from which
@@ -173,15 +174,27 @@ fn o200k_word(b: &[u8], i: usize, c: u8, n: usize) -> Option<usize> {
 /// o200k_base:
 /// `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 pub fn piece_end_o200k(b: &[u8], i: usize) -> usize {
+    piece_end_o200k_like::<true, 3>(b, i)
+}
+
+/// o200k_base's pattern with or without the contraction suffixes and with
+/// `\p{N}{1,MAX_DIGITS}`: `<true, 3>` is o200k_base, `<false, 1>` Mistral's
+/// tekken
+/// (`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`).
+#[inline(always)]
+pub fn piece_end_o200k_like<const CONTRACTIONS: bool, const MAX_DIGITS: usize>(
+    b: &[u8],
+    i: usize,
+) -> usize {
     let (c, n) = peek(b, i);
     if c & (U | W | Q) != 0 {
-        if let Some(e) = o200k_word(b, i, c, n) {
+        if let Some(e) = o200k_word::<CONTRACTIONS>(b, i, c, n) {
             return e;
         }
     }
-    // \p{N}{1,3}
+    // \p{N}{1,MAX_DIGITS}
     if c & N != 0 {
-        return digits(b, i, n);
+        return digits(b, i, n, MAX_DIGITS);
     }
     // ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
     let b0 = b.get(i).copied().unwrap_or(0);

@@ -2,14 +2,15 @@
 //! model directory under `SLUICE_HF_TOKENIZERS_DIR` (written by
 //! `tests/hf/chat_reference.py`, which `scripts/fetch-hf-tokenizers` runs)
 //! holds random text conversations, their rendering as `transformers`'
-//! `apply_chat_template` renders it, and the token ids of that. Without the
-//! variable the test says so loudly and passes.
+//! `apply_chat_template` renders it, and the token ids of that (gpt-oss's:
+//! openai-harmony's rendering and ids, and the conversation date it used).
+//! Without the variable the test says so loudly and passes.
 #![cfg(feature = "hf")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
 
-use sluice_tokenizer::{ChatTemplate, HfTokenizer, Message};
+use sluice_tokenizer::{ChatTemplate, HfTokenizer, Message, GPT_OSS_DATE};
 
 fn check(model: &str, template: ChatTemplate) {
     let Some(dir) = std::env::var_os("SLUICE_HF_TOKENIZERS_DIR").map(PathBuf::from) else {
@@ -36,7 +37,9 @@ fn check(model: &str, template: ChatTemplate) {
             })
             .collect();
         let agp = v["add_generation_prompt"].as_bool().unwrap();
-        let text = template.render(&msgs, agp);
+        // gpt-oss's references carry their conversation date.
+        let date = v["date"].as_str();
+        let text = template.render_dated(&msgs, agp, date.unwrap_or(GPT_OSS_DATE));
         let want: Vec<u32> = v["ids"]
             .as_array()
             .unwrap()
@@ -44,9 +47,12 @@ fn check(model: &str, template: ChatTemplate) {
             .map(|x| x.as_u64().unwrap() as u32)
             .collect();
         n += 1;
+        // The count does not depend on the date.
+        let undated = date.is_some_and(|_| tok.count(&template.render(&msgs, agp)) != want.len());
         if text != v["text"].as_str().unwrap()
             || tok.count(&text) != want.len()
             || tok.encode(&text) != want
+            || undated
         {
             bad += 1;
             if bad <= 5 {
@@ -85,4 +91,13 @@ fn qwen3() {
 #[test]
 fn deepseek_v3() {
     check("deepseek_v3", ChatTemplate::DeepSeekV3);
+}
+
+/// Llama 3.1's template (its system block with the knowledge and today
+/// dates, from tests/hf/llama3_1_chat_template.jinja), and gpt-oss against
+/// openai-harmony (chat_reference.py --harmony).
+#[test]
+fn llama3_1_and_gptoss() {
+    check("llama3_1", ChatTemplate::Llama31);
+    check("gptoss", ChatTemplate::GptOss);
 }

@@ -2,10 +2,11 @@
 //! `tokenizers` (the implementation vLLM, TGI and SGLang count with).
 //!
 //! Needs `SLUICE_HF_TOKENIZERS_DIR`: a directory with one sub-directory per
-//! model (`llama3`, `qwen3`, `deepseek_v3`, `gptoss`), each holding the
-//! model's `tokenizer.json` and the `reference.bin` that
-//! `tests/hf/reference.py` generates from it (`scripts/fetch-hf-tokenizers`
-//! does both). The vocabularies are not committed: see the README. Without
+//! model (`llama3`, `llama3_1`, `qwen3`, `deepseek_v3`, `gptoss`), each
+//! holding the model's `tokenizer.json` and the `reference.bin` that
+//! `tests/hf/reference.py` generates from it, and `mistral_tekken`, holding
+//! a `tekken.json` and the `reference.bin` of `tests/hf/tekken_reference.py`
+//! (`scripts/fetch-hf-tokenizers` does all). The vocabularies are not committed: see the README. Without
 //! the variable the test says so loudly and passes.
 //!
 //! `cargo test --release -p sluice-tokenizer --features hf --test hf_reference -- --nocapture`
@@ -62,10 +63,15 @@ fn read_reference(path: &Path) -> Vec<Record> {
 /// Compares every text of `model`'s reference; returns (texts, mismatches).
 fn compare(model: &str) -> Option<(usize, usize)> {
     let d = dir()?.join(model);
-    let json = std::fs::read(d.join("tokenizer.json"))
-        .unwrap_or_else(|e| panic!("{}/tokenizer.json: {e}", d.display()));
+    // A Mistral model directory holds a tekken.json instead.
+    let file = ["tokenizer.json", "tekken.json"]
+        .into_iter()
+        .map(|f| d.join(f))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{}: no tokenizer.json or tekken.json", d.display()));
+    let json = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let t0 = Instant::now();
-    let tok = HfTokenizer::from_json(&json).unwrap_or_else(|e| panic!("{model}: {e}"));
+    let tok = HfTokenizer::from_vocabulary_file(&json).unwrap_or_else(|e| panic!("{model}: {e}"));
     let load = t0.elapsed();
     let records = read_reference(&d.join("reference.bin"));
     let t0 = Instant::now();
@@ -128,4 +134,16 @@ fn gptoss() {
 #[test]
 fn deepseek_v3() {
     check("deepseek_v3");
+}
+
+#[test]
+fn llama3_1() {
+    check("llama3_1");
+}
+
+/// Mistral NeMo / Pixtral's tekken (`tekken_240911.json` of mistral-common)
+/// against mistral-common's `Tekkenizer` (tests/hf/tekken_reference.py).
+#[test]
+fn mistral_tekken() {
+    check("mistral_tekken");
 }

