@@ -27,7 +27,6 @@ use crate::call::usage::OutputCounter;
 use crate::metrics::Metrics;
 use crate::work::WorkItem;
 use bytes::Bytes;
-use futures::FutureExt;
 use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
@@ -500,51 +499,41 @@ impl Invoker {
             output: OutputCounter::for_model(&item.model),
             ..Reading::default()
         };
-        // What the body gave while frames were being gathered, not yet handled.
-        let mut next: Option<Polled> = None;
         loop {
             let deadline = if sink.stats.chunks() == 0 {
                 first_byte_deadline
             } else {
                 tokio::time::Instant::now() + idle
             };
-            let polled = match next.take() {
-                Some(polled) => polled,
-                None => match timeout_at(deadline, body.frame()).await {
-                    Ok(polled) => polled,
-                    Err(_) => {
-                        return broken(
-                            sink.stats,
-                            FailureKind::IdleTimeout,
-                            504,
-                            codes::BACKEND_TIMEOUT,
-                            "the backend went silent",
-                        );
-                    }
-                },
-            };
-            let mut payloads = match polled {
-                None => return reading.end_of_body(sink, &item.model).await,
-                Some(Err(error)) => return reading.stream_broke(&error, sink, &item.model).await,
-                Some(Ok(frame)) => match reading.frame(frame) {
-                    Ok(payloads) => payloads,
-                    Err(end) => return end,
-                },
-            };
-            // The frames already here join this batch: one Redis round trip
-            // for all of them (a fast backend sends each event on its own).
-            while let Some(polled) = body.frame().now_or_never() {
-                match polled {
-                    Some(Ok(frame)) if frame.is_data() => match reading.frame(frame) {
-                        Ok(more) => payloads.extend(more),
-                        Err(end) => return end,
-                    },
-                    other => {
-                        next = Some(other);
-                        break;
-                    }
+            let payloads = match timeout_at(deadline, body.frame()).await {
+                Err(_) => {
+                    return broken(
+                        sink.stats,
+                        FailureKind::IdleTimeout,
+                        504,
+                        codes::BACKEND_TIMEOUT,
+                        "the backend went silent",
+                    );
                 }
-            }
+                Ok(None) => return reading.end_of_body(sink, &item.model).await,
+                Ok(Some(Err(error))) => {
+                    return reading.stream_broke(&error, sink, &item.model).await
+                }
+                Ok(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => match reading.read(&data) {
+                        Ok(payloads) => payloads,
+                        Err(error) => {
+                            return CallEnd::Failed {
+                                status: 502,
+                                code: codes::BACKEND_ERROR,
+                                message: error.to_string(),
+                                kind: FailureKind::StreamBroken,
+                            }
+                        }
+                    },
+                    Err(_trailers) => continue,
+                },
+            };
             if let Step::End(end) = reading.handle(payloads, sink, &item.model).await {
                 if matches!(end, CallEnd::Completed { .. }) {
                     drain(&mut body).await;
@@ -592,9 +581,6 @@ impl Invoker {
     }
 }
 
-/// One poll of a response body: a frame, a failure, or its end (`None`).
-type Polled = Option<Result<hyper::body::Frame<Bytes>, hyper::Error>>;
-
 /// What a call has read so far.
 #[derive(Default)]
 struct Reading {
@@ -614,20 +600,6 @@ impl Reading {
     fn read(&mut self, bytes: &[u8]) -> Result<Vec<String>, EventTooLarge> {
         self.output.feed(bytes);
         self.parser.push(bytes)
-    }
-
-    /// A frame of the stream: the complete events of its data (none for
-    /// trailers), or the end of a call whose event is too large.
-    fn frame(&mut self, frame: hyper::body::Frame<Bytes>) -> Result<Vec<String>, CallEnd> {
-        let Ok(data) = frame.into_data() else {
-            return Ok(Vec::new());
-        };
-        self.read(&data).map_err(|error| CallEnd::Failed {
-            status: 502,
-            code: codes::BACKEND_ERROR,
-            message: error.to_string(),
-            kind: FailureKind::StreamBroken,
-        })
     }
 
     /// The call completed: its usage, else its output counted.
