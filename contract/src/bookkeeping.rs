@@ -265,52 +265,27 @@ pub async fn is_subscribed(redis: &mut RedisConn, topic: &str) -> Result<bool, r
     redis.exists(keys::subscribed(topic)).await
 }
 
-/// A pop, in two round trips: one fewer queued in the bucket ([`count_pops`])
-/// and, when the message was readable, the request's lease taken
-/// ([`take_lease`]).
+/// A pop, in one round trip: one fewer queued in the bucket and, when the
+/// message was readable, the request's lease taken for `lease_ttl`.
+/// Returns whether the request was claimed (`processing`) or answered
+/// (`done`) already — a re-publish after its consumer died, or a duplicate:
+/// it may be settled without waiting for a pacing slot.
 pub async fn record_pop(
     redis: &mut RedisConn,
     topic: &str,
     req_id: Option<&str>,
     lease_ttl: Duration,
 ) -> Result<bool, redis::RedisError> {
-    count_pops(redis, &[(topic, 1)]).await?;
-    match req_id {
-        Some(req_id) => take_lease(redis, req_id, lease_ttl).await,
-        None => Ok(false),
-    }
-}
-
-/// The pops of a batch counted down in one round trip: each bucket's
-/// backlog by the messages popped from it (the counters share the
-/// `{buckets}` slot).
-pub async fn count_pops(
-    redis: &mut RedisConn,
-    popped: &[(&str, u64)],
-) -> Result<(), redis::RedisError> {
-    if popped.is_empty() {
-        return Ok(());
-    }
-    let mut pipe = redis::pipe();
-    for (topic, n) in popped {
-        pipe.cmd("DECRBY")
-            .arg(keys::backlog(topic))
-            .arg(*n)
-            .ignore();
-    }
-    pipe.query_async::<()>(redis).await
-}
-
-/// A popped request's lease taken for `lease_ttl`, in one round trip (its
-/// keys share the request's slot). Returns whether the request was claimed
-/// (`processing`) or answered (`done`) already — a re-publish after its
-/// consumer died, or a duplicate: it may be settled without waiting for a
-/// pacing slot.
-pub async fn take_lease(
-    redis: &mut RedisConn,
-    req_id: &str,
-    lease_ttl: Duration,
-) -> Result<bool, redis::RedisError> {
+    // The backlog counter lives in the `{buckets}` slot and the request's
+    // keys in the request's: two round trips, since a Redis Cluster refuses
+    // a pipeline across slots.
+    redis::cmd("DECR")
+        .arg(keys::backlog(topic))
+        .query_async::<()>(redis)
+        .await?;
+    let Some(req_id) = req_id else {
+        return Ok(false);
+    };
     let (seen,): (u64,) = redis::pipe()
         .cmd("SET")
         .arg(keys::lease(req_id))

@@ -37,7 +37,7 @@ use crate::{
 use sluice_contract::bookkeeping::{self, Bookkeeping, CapValues};
 use sluice_litetopic::{lite_topic_name, LiteConsumer, LiteMessage, LiteProducer, MessageHandle};
 use sluice_redis::RedisConn;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -74,11 +74,9 @@ impl Default for RunnerOptions {
     fn default() -> Self {
         RunnerOptions {
             parent: "sluice-deferred".into(),
-            // A pop takes up to this many messages, several of one LiteTopic
-            // at a time: each bucket's messages go through pacing in their
-            // publish order on one task (`dispatch_lane`), so pacing stays
-            // exact and the broker round trips per message fall.
-            pop_batch: sluice_litetopic::MAX_POP_BATCH,
+            // This broker suspends and releases a LiteTopic for every message a
+            // pop returned from it: one message per pop keeps pacing exact.
+            pop_batch: 1,
             invisible: Duration::from_secs(60),
             poll: Duration::from_millis(400),
             discovery_interval: Duration::from_millis(500),
@@ -127,10 +125,6 @@ pub struct Runner {
     active: AtomicUsize,
     /// The buckets this instance is subscribed to.
     owned: std::sync::Mutex<HashSet<String>>,
-    /// Buckets whose popped messages are going through pacing now: a later
-    /// batch of the same bucket waits for this lock, so its messages never
-    /// overtake earlier ones still held for their slot.
-    lanes: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// A popped request's lease (`lease:{id}`): refreshed every heartbeat
     /// interval, lapsing when its claim would go stale (the idempotency
     /// settings' `ClaimTiming`), so the endpoint sees a dead consumer's
@@ -175,29 +169,6 @@ const FAIR_LANE_DEPTH: usize = 4;
 /// thousands).
 const SUBSCRIBE_CHUNK: usize = 500;
 
-fn lock_waiting(waiting: &std::sync::Mutex<Vec<String>>) -> std::sync::MutexGuard<'_, Vec<String>> {
-    waiting
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// A popped batch split by bucket, each bucket's messages in the order the
-/// broker gave them (their publish order), buckets in order of first
-/// appearance.
-fn lanes_of(messages: Vec<LiteMessage>) -> Vec<Vec<LiteMessage>> {
-    let mut lanes: Vec<Vec<LiteMessage>> = Vec::new();
-    for message in messages {
-        match lanes
-            .iter_mut()
-            .find(|lane| lane[0].lite_topic == message.lite_topic)
-        {
-            Some(lane) => lane.push(message),
-            None => lanes.push(vec![message]),
-        }
-    }
-    lanes
-}
-
 impl Runner {
     pub fn new(parts: RunnerParts, options: RunnerOptions) -> Arc<Self> {
         let membership = Membership::new(&parts.id, options.membership_ttl, parts.redis.clone());
@@ -219,7 +190,6 @@ impl Runner {
             stopping: tokio::sync::watch::channel(false).0,
             active: AtomicUsize::new(0),
             owned: std::sync::Mutex::new(HashSet::new()),
-            lanes: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -403,7 +373,20 @@ impl Runner {
                 _ = &mut shutdown => (pop.await, true),
             };
             match popped {
-                Ok(messages) => self.dispatch_batch(messages),
+                Ok(messages) => {
+                    // Each message on its own task: the next pop goes out
+                    // while this one's bookkeeping, gate and release run.
+                    // The order inside a bucket holds: its LiteTopic gives
+                    // no next message before this one releases it.
+                    for message in messages {
+                        let active = Active::new(&self);
+                        let runner = self.clone();
+                        tokio::spawn(async move {
+                            runner.dispatch(message).await;
+                            drop(active);
+                        });
+                    }
+                }
                 Err(error) => {
                     tracing::warn!(%error, "pop failed; backing off");
                     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -465,145 +448,36 @@ impl Runner {
         }
     }
 
-    /// A popped batch: every bucket's backlog counted down in one round
-    /// trip, then each bucket's messages on a task of their own, in publish
-    /// order (the next pop goes out at once).
-    fn dispatch_batch(self: &Arc<Self>, messages: Vec<LiteMessage>) {
-        let lanes = lanes_of(messages);
-        let runner = self.clone();
-        let active = Active::new(self);
-        tokio::spawn(async move {
-            let popped: Vec<(&str, u64)> = lanes
-                .iter()
-                .map(|lane| (lane[0].lite_topic.as_str(), lane.len() as u64))
-                .collect();
-            let mut redis = runner.redis.clone();
-            if let Err(error) = bookkeeping::count_pops(&mut redis, &popped).await {
-                tracing::warn!(%error, "cannot count the pops down (backlog)");
-            }
-            for lane in lanes {
-                let runner = runner.clone();
-                runner.clone().spawn_active(runner.dispatch_lane(lane));
-            }
-            drop(active);
-        });
-    }
-
-    /// One bucket's messages of a batch, one after the other: each is let
-    /// through pacing (or held until its slot) before the next is looked at,
-    /// and its call runs on a task of its own. A later batch of the bucket
-    /// waits until this one is through.
-    async fn dispatch_lane(self: Arc<Self>, lane: Vec<LiteMessage>) {
-        let topic = lane[0].lite_topic.clone();
-        let lock = self.lane_lock(&topic);
-        let guard = lock.lock().await;
-        // Every popped request's lease at once, kept alive while it waits
-        // behind an earlier message of the lane held for its slot.
-        let items: Vec<_> = lane.iter().map(|m| WorkItem::from_json(&m.body)).collect();
-        let ids: Vec<String> = items
-            .iter()
-            .filter_map(|item| item.as_ref().ok().map(|item| item.req_id.clone()))
-            .collect();
-        let seen = self.take_leases(&ids).await;
-        let waiting = std::sync::Mutex::new(ids);
-        let lane_loop = async {
-            for (message, item) in lane.into_iter().zip(items) {
-                let seen_before = match &item {
-                    Ok(item) => {
-                        lock_waiting(&waiting).retain(|id| id != &item.req_id);
-                        seen.contains(&item.req_id)
-                    }
-                    Err(_) => false,
-                };
-                if *self.stopping.borrow() {
-                    // Shutting down while an earlier message of the lane was
-                    // held: the rest goes back to the bucket too, in order.
-                    self.hand_back_popped(message, item).await;
-                    continue;
-                }
-                self.clone().dispatch(message, item, seen_before).await;
-            }
-        };
-        let keep_leases = async {
-            loop {
-                tokio::time::sleep(self.lease_refresh).await;
-                let ids = lock_waiting(&waiting).clone();
-                for id in ids {
-                    self.refresh_lease(&id).await;
-                }
-            }
-        };
-        tokio::select! {
-            () = lane_loop => {}
-            never = keep_leases => never,
-        }
-        drop(guard);
-        self.forget_lane(&topic, lock);
-    }
-
-    /// The leases of a lane's requests, taken together; returns the ids
-    /// claimed or answered before this pop.
-    async fn take_leases(&self, ids: &[String]) -> HashSet<String> {
-        let taken = futures::future::join_all(ids.iter().map(|id| async move {
-            let mut redis = self.redis.clone();
-            match bookkeeping::take_lease(&mut redis, id, self.lease_ttl).await {
-                Ok(seen) => seen.then(|| id.clone()),
-                Err(error) => {
-                    tracing::warn!(%error, req_id = %id, "cannot take the request's lease");
-                    None
-                }
-            }
-        }))
-        .await;
-        taken.into_iter().flatten().collect()
-    }
-
-    fn lane_lock(&self, topic: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut lanes = self
-            .lanes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        lanes.entry(topic.to_string()).or_default().clone()
-    }
-
-    /// Drops a bucket's lock once no batch of it holds or waits for it.
-    fn forget_lane(&self, topic: &str, lock: Arc<tokio::sync::Mutex<()>>) {
-        let mut lanes = self
-            .lanes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Ours and the map's: nobody else waits.
-        if Arc::strong_count(&lock) == 2 {
-            lanes.remove(topic);
-        }
-    }
-
     /// Everything done with one popped message (the tasks it starts
     /// included) runs in its request's span.
-    async fn dispatch(
-        self: Arc<Self>,
-        message: LiteMessage,
-        item: Result<WorkItem, sluice_contract::WorkItemError>,
-        seen_before: bool,
-    ) {
+    async fn dispatch(self: Arc<Self>, message: LiteMessage) {
+        let item = WorkItem::from_json(&message.body);
         let span = match &item {
             Ok(item) => sluice_contract::request_span!(&item.req_id, item.trace.as_ref()),
             Err(_) => tracing::Span::none(),
         };
-        self.dispatch_item(message, item, seen_before)
-            .instrument(span)
-            .await
+        self.dispatch_item(message, item).instrument(span).await
     }
 
-    /// Returns once the message runs (its call on a task of its own), is
-    /// held in a fair queue, or was handed back. `seen_before`: the request
-    /// was claimed or answered before this pop (its lease is taken).
     async fn dispatch_item(
         self: Arc<Self>,
         message: LiteMessage,
         item: Result<WorkItem, sluice_contract::WorkItemError>,
-        seen_before: bool,
     ) {
+        // One round trip on the pop path: one fewer queued in this bucket
+        // (the endpoint counted it in), and the request's lease taken.
+        let req_id = item.as_ref().ok().map(|item| item.req_id.as_str());
+        let mut redis = self.redis.clone();
+        let seen_before =
+            match bookkeeping::record_pop(&mut redis, &message.lite_topic, req_id, self.lease_ttl)
+                .await
+            {
+                Ok(seen) => seen,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot record the pop (backlog, lease)");
+                    false
+                }
+            };
         let item = match item {
             Ok(item) => {
                 self.metrics
@@ -631,23 +505,24 @@ impl Runner {
                 let runner = self.clone();
                 self.spawn_active(runner.run_leased(item, permit));
             }
-            // Held on the bucket's lane (never in the pop loop): the
-            // bucket's later messages wait behind it.
             Ok(StartGate::Suspend(wait)) => {
-                // The broker holds the LiteTopic meanwhile.
+                // The broker holds the LiteTopic; this message waits in its own task.
                 if let Err(error) = self.lite.suspend(&message.handle, wait).await {
                     tracing::debug!(%error, "suspend refused; holding locally only");
                 }
-                self.hold(item, wait, None).await;
+                let runner = self.clone();
+                self.spawn_active(runner.hold(item, wait, None));
             }
             Ok(StartGate::WaitLocally(wait)) => {
-                self.hold(item, wait, Some(message.handle)).await;
+                let runner = self.clone();
+                self.spawn_active(runner.hold(item, wait, Some(message.handle)));
             }
             Err(error) => {
                 tracing::warn!(%error, req_id = %item.req_id, "pacing unavailable; holding the message");
                 let wait = Duration::from_millis(200);
                 let _ = self.lite.suspend(&message.handle, wait).await;
-                self.hold(item, wait, None).await;
+                let runner = self.clone();
+                self.spawn_active(runner.hold(item, wait, None));
             }
         }
     }
@@ -749,8 +624,7 @@ impl Runner {
                         // The bucket's next message may be popped while this one runs.
                         self.release(handle).await;
                     }
-                    let runner = self.clone();
-                    self.spawn_active(runner.run_leased(item, permit));
+                    self.run_leased(item, permit).await;
                     return Held::Ran;
                 }
                 Ok(StartGate::Suspend(next)) | Ok(StartGate::WaitLocally(next)) => wait = next,
@@ -849,20 +723,6 @@ impl Runner {
                 last_refresh = Instant::now();
             }
         }
-    }
-
-    /// Shutdown: a popped message not looked at yet goes back to its
-    /// LiteTopic (an unreadable one is dropped).
-    async fn hand_back_popped(
-        &self,
-        message: LiteMessage,
-        item: Result<WorkItem, sluice_contract::WorkItemError>,
-    ) {
-        if let Ok(item) = item {
-            self.hand_back(item).await;
-            self.metrics.handed_back.inc();
-        }
-        self.release(&message.handle).await;
     }
 
     /// Shutdown: a held message goes back to its LiteTopic (for the member
