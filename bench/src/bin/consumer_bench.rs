@@ -205,7 +205,9 @@ impl Csv {
     }
 }
 
-type Arrivals = Arc<Mutex<HashMap<String, f64>>>;
+/// Per `x-request-id`: the first time the backend saw it (Unix ms) and how
+/// many calls carried it (at most once: 1).
+type Arrivals = Arc<Mutex<HashMap<String, (f64, u32)>>>;
 
 struct Stack {
     _redis: RedisServer,
@@ -213,7 +215,7 @@ struct Stack {
     backend: SocketAddr,
     publisher: Arc<LitePublisher>,
     conn: RedisConn,
-    /// First time the backend saw each `x-request-id` (Unix ms).
+    /// First time the backend saw each `x-request-id` (Unix ms), and calls.
     arrivals: Arrivals,
     /// `PacingConfig::request_burst` of the pacers made here (1 = the default).
     request_burst: f64,
@@ -241,7 +243,7 @@ impl Stack {
                     .and_then(|v| v.to_str().ok())
                 {
                     if let Ok(mut map) = record.lock() {
-                        map.entry(id.to_string()).or_insert(at);
+                        map.entry(id.to_string()).or_insert((at, 0)).1 += 1;
                     }
                 }
                 next.run(request)
@@ -427,7 +429,16 @@ impl Stack {
     }
 
     fn arrival(&self, id: &str) -> Option<f64> {
-        self.arrivals.lock().ok()?.get(id).copied()
+        self.arrivals.lock().ok()?.get(id).map(|(at, _)| *at)
+    }
+
+    /// Model calls that carried `id` (0 when none reached the backend).
+    fn calls(&self, id: &str) -> u32 {
+        self.arrivals
+            .lock()
+            .ok()
+            .and_then(|map| map.get(id).map(|(_, calls)| *calls))
+            .unwrap_or(0)
     }
 
     /// The tokens the backend reports for one bench message (prompt and
@@ -1049,6 +1060,12 @@ async fn scale(args: &Args, csv: &Csv) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(" ")
     );
+    let (out_of_order, buckets_seen) = order_breaks(&stack, &items);
+    let twice = ids.iter().filter(|id| stack.calls(id) > 1).count();
+    println!(
+        "order inside a bucket: {out_of_order} of {buckets_seen} buckets had a call start before an earlier-published message's; \
+         at most once: {twice} requests called more than once"
+    );
     let name = "sluice_consumer_chunk_write_seconds";
     let count = metric_value(&metrics, &format!("{name}_count")).unwrap_or(0.0);
     let sum = metric_value(&metrics, &format!("{name}_sum")).unwrap_or(0.0);
@@ -1071,6 +1088,24 @@ async fn scale(args: &Args, csv: &Csv) -> anyhow::Result<()> {
         .collect();
     csv.write("scale_admits.csv", "bucket,req_id,admit_ms", &rows)?;
     Ok(())
+}
+
+/// Buckets in which some message reached the backend before a message
+/// published earlier to the same bucket, and the buckets looked at.
+fn order_breaks(stack: &Stack, items: &[WorkItem]) -> (usize, usize) {
+    // `items` is in publish order within each bucket.
+    let mut last: HashMap<&str, f64> = HashMap::new();
+    let mut broken: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for item in items {
+        let Some(at) = stack.arrival(&item.req_id) else {
+            continue;
+        };
+        let previous = last.insert(item.tenant.as_str(), at);
+        if previous.is_some_and(|before| before > at) {
+            broken.insert(item.tenant.as_str());
+        }
+    }
+    (broken.len(), last.len())
 }
 
 // ---------------------------------------------------------------------------
