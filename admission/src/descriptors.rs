@@ -26,6 +26,15 @@ pub const ADMITTED_AT_METADATA: &str = "x-sluice-admitted-at-ms";
 /// not the ones containing this one, so most answers carry no metadata.
 pub const ASKED_AT_METADATA: &str = "x-sluice-asked-at-ms";
 
+/// The client's W3C trace context headers the filter copies, as they are,
+/// into the gRPC metadata of its admission call, so that sluice-rls's
+/// decision joins the client's trace (sluice-rls checks them, as it does
+/// Envoy's own RLS call's). Same names as the HTTP headers.
+pub const TRACE_CONTEXT_METADATA: [&str; 2] = ["traceparent", "tracestate"];
+/// Longest trace context value the filter copies (longer ones are dropped,
+/// and sluice-rls would drop them too).
+pub const MAX_TRACE_CONTEXT_METADATA_LEN: usize = 512;
+
 /// The `dynamic_metadata` sluice-rls returns with an OVER_LIMIT answer and
 /// the filter reads: `{"sluice": {"action", "priority", "over_limits",
 /// "retry_after_seconds"}}`, or with an OK answer that charged windows other

@@ -46,7 +46,7 @@ pub fn command() -> clap::Command {
 /// Parses the command line and runs the three parts until SIGTERM / Ctrl-C.
 pub async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    sluice_runtime::init_tracing(cli.rls.serve.log_format);
+    let _traces = cli.rls.serve.init_telemetry("sluice-allinone")?;
     run_parts(cli).await
 }
 

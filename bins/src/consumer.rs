@@ -9,7 +9,7 @@ use sluice_consumer::{
     connect, control_loop, parse_override, parse_rate, parse_weight, serve_admin, ConsumerFlags,
     FileConfig, Pacer, Scope, StartOptions,
 };
-use sluice_runtime::{init_tracing, shutdown_signal, LogFormat};
+use sluice_runtime::{init_telemetry, shutdown_signal, LogFormat, TraceArgs};
 
 #[derive(clap::Parser)]
 #[command(
@@ -29,6 +29,9 @@ struct Cli {
     /// Log format.
     #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
+    /// OpenTelemetry trace export (off by default).
+    #[command(flatten)]
+    traces: TraceArgs,
 }
 
 #[derive(clap::Subcommand)]
@@ -98,7 +101,12 @@ pub async fn run() -> anyhow::Result<()> {
         Ok(cli) => cli,
         Err(error) => error.exit(),
     };
-    init_tracing(cli.log_format);
+    let _traces = init_telemetry(
+        cli.log_format,
+        &cli.traces,
+        "sluice-consumer",
+        sluice_contract::TRACE_TARGET,
+    )?;
     match cli.command {
         Some(Command::Rates(ref command)) => rates(&cli, command).await,
         None => serve(cli).await,

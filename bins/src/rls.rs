@@ -91,7 +91,7 @@ pub async fn run() -> anyhow::Result<()> {
         Ok(cli) => cli,
         Err(error) => error.exit(),
     };
-    sluice_runtime::init_tracing(cli.rls.serve.log_format);
+    let _traces = cli.rls.serve.init_telemetry("sluice-rls")?;
     if let Some(path) = &cli.validate {
         return validate(path, cli.rls.serve.load_options());
     }

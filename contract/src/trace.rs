@@ -106,6 +106,72 @@ macro_rules! request_span {
     };
 }
 
+/// The `tracing` target of the spans Sluice exports as a request's trace
+/// (the binaries export only these; see sluice-runtime's `traces`). Open
+/// them with [`trace_span!`].
+pub const TRACE_TARGET: &str = "sluice_trace";
+
+/// A span of a request's trace, exported when the binary exports traces
+/// (target [`TRACE_TARGET`], level info): `trace_span!("deferral.publish",
+/// field = value, …)` or `trace_span!(parent: &span, "…")`. Under another
+/// such span it is that span's child; [`join_trace`] makes a first one the
+/// child of the client's span.
+#[macro_export]
+macro_rules! trace_span {
+    ($($args:tt)*) => {
+        ::tracing::info_span!(target: $crate::trace::TRACE_TARGET, $($args)*)
+    };
+}
+
+impl TraceContext {
+    /// The remote span this context names, as OpenTelemetry's parent context.
+    fn otel_parent(&self) -> Option<opentelemetry::Context> {
+        use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId};
+        let trace_id = TraceId::from_hex(self.trace_id()).ok()?;
+        let span_id = SpanId::from_hex(self.traceparent.get(36..52)?).ok()?;
+        let flags = u8::from_str_radix(self.traceparent.get(53..55)?, 16).ok()?;
+        let state = self
+            .tracestate
+            .as_deref()
+            .and_then(|state| state.parse().ok())
+            .unwrap_or_default();
+        let span = SpanContext::new(trace_id, span_id, TraceFlags::new(flags), true, state);
+        Some(opentelemetry::Context::new().with_remote_span_context(span))
+    }
+}
+
+/// Makes `span` (a [`trace_span!`] not yet entered) a child of the span
+/// `parent` names (the client's, or the publisher's across the broker).
+/// Nothing when traces are not exported or there is no parent.
+pub fn join_trace(span: &tracing::Span, parent: Option<&TraceContext>) {
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if let Some(context) = parent.and_then(TraceContext::otel_parent) {
+        let _ = span.set_parent(context);
+    }
+}
+
+/// The trace context to send onward from `span` (to the broker, to the
+/// model): `span`'s own position in the trace when traces are exported,
+/// with the client's `tracestate`; otherwise `client`'s context unchanged.
+pub fn onward_trace(span: &tracing::Span, client: Option<&TraceContext>) -> Option<TraceContext> {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let context = span.context();
+    let own = context.span().span_context().clone();
+    if !own.is_valid() {
+        return client.cloned();
+    }
+    Some(TraceContext {
+        traceparent: format!(
+            "00-{}-{}-{:02x}",
+            own.trace_id(),
+            own.span_id(),
+            own.trace_flags().to_u8()
+        ),
+        tracestate: client.and_then(|client| client.tracestate.clone()),
+    })
+}
+
 fn valid_tracestate(state: &str) -> bool {
     !state.is_empty()
         && state.len() <= MAX_TRACESTATE_LEN
@@ -153,6 +219,30 @@ mod tests {
             let context = TraceContext::from_headers(Some(PARENT), Some(bad_state)).unwrap();
             assert_eq!(context.tracestate, None);
         }
+    }
+
+    #[test]
+    fn the_parent_span_is_the_one_traceparent_names() {
+        use opentelemetry::trace::TraceContextExt;
+        let client = TraceContext::from_headers(Some(PARENT), Some("congo=t61rcWkgMzE")).unwrap();
+        let parent = client.otel_parent().unwrap();
+        let span = parent.span().span_context().clone();
+        assert_eq!(
+            span.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert_eq!(span.span_id().to_string(), "00f067aa0ba902b7");
+        assert!(span.is_sampled() && span.is_remote());
+        assert_eq!(span.trace_state().header(), "congo=t61rcWkgMzE");
+    }
+
+    #[test]
+    fn without_export_the_client_context_goes_on_unchanged() {
+        let client = TraceContext::from_headers(Some(PARENT), Some("a=b"));
+        let span = crate::trace_span!("test.span");
+        join_trace(&span, client.as_ref());
+        assert_eq!(onward_trace(&span, client.as_ref()), client);
+        assert_eq!(onward_trace(&span, None), None);
     }
 
     #[test]

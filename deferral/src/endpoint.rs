@@ -807,7 +807,16 @@ async fn accept(State(state): State<Arc<EndpointState>>, request: Request) -> Re
         slot.authenticated();
     }
     let span = sluice_contract::request_span!(&deferred.req_id, deferred.trace.as_ref());
-    serve(state, deferred, body).instrument(span).await
+    // The request's span in the client's trace; the consumer's spans are
+    // its children (its context travels in the work item).
+    let traced = sluice_contract::trace_span!("deferral.request", req_id = %deferred.req_id);
+    sluice_contract::join_trace(&traced, deferred.trace.as_ref());
+    let mut deferred = deferred;
+    deferred.trace = sluice_contract::onward_trace(&traced, deferred.trace.as_ref());
+    serve(state, deferred, body)
+        .instrument(traced)
+        .instrument(span)
+        .await
 }
 
 /// [`accept`] once the headers checked out, in the request's span.
@@ -886,6 +895,7 @@ async fn queue(
             req_id,
             prepared.work.clone(),
         )
+        .instrument(sluice_contract::trace_span!("deferral.publish"))
         .await
     {
         Ok(position) => position.filter(|n| *n > 0),
@@ -934,6 +944,7 @@ async fn queue(
         timeout,
         req_id: req_id.clone(),
         span: tracing::Span::current(),
+        phase: Phase::holding(),
         subscription,
         local,
         local_seq: 0,
@@ -1005,6 +1016,8 @@ struct Waiter {
     req_id: String,
     /// The request's span: the answer's stream and the cancel run in it.
     span: tracing::Span,
+    /// Its trace's current phase: holding, then answering.
+    phase: Phase,
     subscription: Subscription,
     /// In-process mode: chunks sent by this process's consumer.
     local: Option<LocalReceiver>,
@@ -1053,8 +1066,52 @@ enum Next {
     Closed,
 }
 
+/// The waiter's phase in the request's trace: `deferral.hold` until the
+/// first entry of the answer, then `deferral.answer` until the waiter goes
+/// (each span ends when the phase is left).
+struct Phase {
+    span: tracing::Span,
+    answering: bool,
+}
+
+impl Phase {
+    /// Holding, under the current span.
+    fn holding() -> Self {
+        Self::holding_in(&tracing::Span::current())
+    }
+
+    /// Holding, under `parent`.
+    fn holding_in(parent: &tracing::Span) -> Self {
+        Phase {
+            span: sluice_contract::trace_span!(parent: parent, "deferral.hold"),
+            answering: false,
+        }
+    }
+
+    /// The answer began (its first entry): holding ends.
+    fn answer(&mut self, parent: &tracing::Span) {
+        if !self.answering {
+            self.answering = true;
+            self.span = sluice_contract::trace_span!(parent: parent, "deferral.answer");
+        }
+    }
+}
+
 impl Waiter {
+    /// The next entry of the answer, or why none came.
     async fn next(&mut self, deadline: tokio::time::Instant, keep_alive: Option<Duration>) -> Next {
+        let next = self.next_step(deadline, keep_alive).await;
+        if matches!(next, Next::Entry(_)) {
+            self.phase.answer(&self.span);
+        }
+        next
+    }
+
+    async fn next_step(
+        &mut self,
+        deadline: tokio::time::Instant,
+        keep_alive: Option<Duration>,
+    ) -> Next {
         let keep = tokio::time::sleep(keep_alive.unwrap_or(Duration::from_secs(86_400)));
         tokio::pin!(keep);
         loop {
@@ -1413,6 +1470,7 @@ async fn resume(
         lease_watch: None,
         timeout: state.options.timeout,
         req_id,
+        phase: Phase::holding_in(&span),
         span,
         subscription,
         // Resume reads the Redis Stream only (in-process chunks are not kept).

@@ -8,7 +8,8 @@ use sluice_admission::admission::{RequestAdmission, Shared, Verdict};
 use sluice_admission::config::FilterConfig;
 use sluice_admission::counter_write::{sign_reconciliation, COUNTER_WRITE_AUTH_METADATA};
 use sluice_admission::descriptors::{
-    ADMITTED_AT_METADATA, ASKED_AT_METADATA, FORCE_CHARGE_METADATA,
+    ADMITTED_AT_METADATA, ASKED_AT_METADATA, FORCE_CHARGE_METADATA, MAX_TRACE_CONTEXT_METADATA_LEN,
+    TRACE_CONTEXT_METADATA,
 };
 use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::errors::LocalReply;
@@ -252,11 +253,20 @@ impl Host for EnvoyIo {
         asked_at_ms: u64,
     ) -> Result<u32, String> {
         let asked_at = asked_at_ms.to_string();
+        // The client's trace context rides along: sluice-rls's decision
+        // span is a child of the client's span (the filter opens none).
+        let trace: Vec<(&str, String)> = TRACE_CONTEXT_METADATA
+            .iter()
+            .filter_map(|&name| Some((name, self.get_http_request_header(name)?)))
+            .filter(|(_, value)| value.len() <= MAX_TRACE_CONTEXT_METADATA_LEN)
+            .collect();
+        let mut metadata = vec![(ASKED_AT_METADATA, asked_at.as_bytes())];
+        metadata.extend(trace.iter().map(|(name, value)| (*name, value.as_bytes())));
         self.dispatch_grpc_call(
             &self.cluster,
             RLS_SERVICE,
             RLS_METHOD,
-            vec![(ASKED_AT_METADATA, asked_at.as_bytes())],
+            metadata,
             Some(message),
             Duration::from_millis(timeout_ms),
         )

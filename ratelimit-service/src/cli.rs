@@ -270,9 +270,27 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+
+    /// OpenTelemetry trace export (off by default).
+    #[command(flatten)]
+    pub traces: sluice_runtime::TraceArgs,
 }
 
 impl ServeArgs {
+    /// Logs in `--log-format` and, with `--otlp-endpoint`, trace export as
+    /// `service` (inside a Tokio runtime); keep the handle until exit.
+    pub fn init_telemetry(
+        &self,
+        service: &'static str,
+    ) -> Result<sluice_runtime::Traces, sluice_runtime::TraceExportError> {
+        sluice_runtime::init_telemetry(
+            self.log_format,
+            &self.traces,
+            service,
+            sluice_contract::TRACE_TARGET,
+        )
+    }
+
     pub fn load_options(&self) -> LoadOptions {
         LoadOptions {
             merge_domains: self.merge_domains,

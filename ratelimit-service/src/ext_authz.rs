@@ -14,6 +14,8 @@ use sluice_admission::config::FilterConfig;
 use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::errors::LocalReply;
 use sluice_admission::host::{Host, LogLevel, Metric};
+use sluice_contract::trace::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
+use sluice_contract::TraceContext;
 use sluice_proto::pb::envoy::config::core::v3::{HeaderValue, HeaderValueOption};
 use sluice_proto::pb::envoy::r#type::v3::HttpStatus;
 use sluice_proto::pb::envoy::service::auth::v3::attribute_context::HttpRequest;
@@ -30,6 +32,7 @@ use sluice_proto::pb::google::rpc::Status as RpcStatus;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 /// Header Envoy sets when `with_request_body.allow_partial_message` cut the body.
 const PARTIAL_BODY_HEADER: &str = "x-envoy-auth-partial-body";
@@ -282,6 +285,22 @@ impl Authorization for ExtAuthzService {
         request: Request<CheckRequest>,
     ) -> Result<Response<CheckResponse>, Status> {
         let check = request.into_inner();
+        let span = sluice_contract::trace_span!("ext_authz.check");
+        sluice_contract::join_trace(&span, client_trace(&check).as_ref());
+        self.check_request(check).instrument(span).await
+    }
+}
+
+/// The client's trace context, from the request headers Envoy passes.
+fn client_trace(check: &CheckRequest) -> Option<TraceContext> {
+    let http = check.attributes.as_ref()?.request.as_ref()?.http.as_ref()?;
+    let header = |name: &str| http.headers.get(name).map(String::as_str);
+    TraceContext::from_headers(header(TRACEPARENT_HEADER), header(TRACESTATE_HEADER))
+}
+
+impl ExtAuthzService {
+    /// [`Authorization::check`], in its span.
+    async fn check_request(&self, check: CheckRequest) -> Result<Response<CheckResponse>, Status> {
         let attributes = check.attributes.as_ref();
         let Some(http) = attributes
             .and_then(|a| a.request.as_ref())

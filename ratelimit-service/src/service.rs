@@ -7,12 +7,15 @@ use sluice_admission::counter_write::COUNTER_WRITE_AUTH_METADATA;
 use sluice_admission::descriptors::{
     ADMITTED_AT_METADATA, ASKED_AT_METADATA, FORCE_CHARGE_METADATA,
 };
+use sluice_contract::trace::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
+use sluice_contract::TraceContext;
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService, RateLimitServiceServer,
 };
 use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 pub struct RlsService {
     limiter: Arc<Limiter>,
@@ -33,6 +36,28 @@ impl RlsService {
 #[tonic::async_trait]
 impl RateLimitService for RlsService {
     async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        let span = sluice_contract::trace_span!(
+            "rls.should_rate_limit",
+            domain = %request.get_ref().domain
+        );
+        sluice_contract::join_trace(&span, client_trace(request.metadata()).as_ref());
+        self.decide(request).instrument(span).await
+    }
+}
+
+/// The client's trace context, when the caller passes it (Sluice's filter
+/// copies it into the metadata; Envoy's tracing adds its own span's).
+fn client_trace(metadata: &tonic::metadata::MetadataMap) -> Option<TraceContext> {
+    let value = |name: &str| metadata.get(name).and_then(|v| v.to_str().ok());
+    TraceContext::from_headers(value(TRACEPARENT_HEADER), value(TRACESTATE_HEADER))
+}
+
+impl RlsService {
+    /// [`RateLimitService::should_rate_limit`], in its span.
+    async fn decide(
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {

@@ -3,6 +3,12 @@
 //! log through `tracing` and take their shutdown as a future.
 
 pub mod metrics;
+pub mod traces;
+
+pub use traces::{TraceArgs, TraceExportError, Traces};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
 
 /// How the binaries write their logs (`--log-format`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -23,16 +29,44 @@ pub fn init_tracing(format: LogFormat) {
 /// invalid (the demo keeps its own output quiet with `warn`). A second call
 /// leaves the first subscriber in place.
 pub fn init_tracing_with_default(format: LogFormat, default_filter: &str) {
+    // `try_init`: a subscriber set already (a test harness) is kept.
+    let _ = tracing_subscriber::registry()
+        .with(log_layer(format, default_filter))
+        .try_init();
+}
+
+/// As [`init_tracing`], and OpenTelemetry trace export of the spans of
+/// target `trace_target` as `service` when `traces` names a collector
+/// (inside a Tokio runtime). Keep the [`Traces`] returned until exit: its
+/// drop sends the last spans.
+pub fn init_telemetry(
+    format: LogFormat,
+    traces: &TraceArgs,
+    service: &'static str,
+    trace_target: &'static str,
+) -> Result<Traces, TraceExportError> {
+    let (otlp, handle) = traces::otlp_layer(traces, service, trace_target)?;
+    let _ = tracing_subscriber::registry()
+        .with(log_layer(format, "info"))
+        .with(otlp)
+        .try_init();
+    Ok(handle)
+}
+
+/// The log lines to stderr in `format`, filtered by `RUST_LOG` (else
+/// `default_filter`); the filter is this layer's alone, so trace export
+/// does not depend on the log level.
+fn log_layer<S>(format: LogFormat, default_filter: &str) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+{
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    // `try_init`: a subscriber set already (a test harness) is kept.
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => fmt.with_filter(filter).boxed(),
+        LogFormat::Json => fmt.json().with_filter(filter).boxed(),
+    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM (the orchestrator's stop), after logging

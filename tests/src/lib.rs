@@ -1275,6 +1275,8 @@ pub mod chart;
 #[cfg(feature = "stack")]
 pub mod load;
 #[cfg(feature = "stack")]
+pub mod otlp;
+#[cfg(feature = "stack")]
 pub mod queue_parts;
 #[cfg(feature = "stack")]
 pub mod redis_scenarios;

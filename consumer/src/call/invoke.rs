@@ -44,6 +44,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::time::timeout_at;
+use tracing::Instrument;
 
 /// One backend (a base URL and how to talk to it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -433,9 +434,11 @@ impl Invoker {
         if let Ok(id) = HeaderValue::try_from(item.req_id.as_str()) {
             builder = builder.header("x-request-id", id);
         }
-        // The client's trace context goes on unchanged: the model's spans
-        // join the client's trace, as on the direct path through Envoy.
-        if let Some(trace) = &item.trace {
+        // The client's trace context goes on: the model's spans join the
+        // client's trace, as on the direct path through Envoy (as children
+        // of this call's span when Sluice exports traces, else unchanged).
+        let onward = sluice_contract::onward_trace(&tracing::Span::current(), item.trace.as_ref());
+        if let Some(trace) = &onward {
             if let Ok(value) = HeaderValue::try_from(trace.traceparent.as_str()) {
                 builder = builder.header(TRACEPARENT_HEADER, value);
             }
@@ -455,9 +458,14 @@ impl Invoker {
     /// Streams the call, writing each chunk; returns how it ended. Dropping
     /// the future aborts the backend call (the connection is closed).
     pub(crate) async fn stream_call(&self, item: &WorkItem, sink: &mut Sink<'_>) -> CallEnd {
-        match self.open(item).await {
+        let opened = self
+            .open(item)
+            .instrument(sluice_contract::trace_span!("consumer.model_call"))
+            .await;
+        match opened {
             Ok((body, first_byte_deadline)) => {
                 self.read_stream(body, first_byte_deadline, item, sink)
+                    .instrument(sluice_contract::trace_span!("consumer.stream_write"))
                     .await
             }
             Err(end) => end,

@@ -13,7 +13,7 @@ use sluice_contract::{local, now_ms, WorkItem};
 use sluice_redis::RedisConn;
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::{debug, info, warn};
+use tracing::{debug, info, warn, Instrument};
 
 /// How the pop loop settles a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -233,7 +233,11 @@ impl Processor {
     }
 
     async fn process_inner(&self, item: &WorkItem) -> Outcome {
-        let lease = match self.claim(item).await {
+        let claimed = self
+            .claim(item)
+            .instrument(sluice_contract::trace_span!("consumer.claim"))
+            .await;
+        let lease = match claimed {
             Ok(lease) => lease,
             Err(answered) => return answered,
         };

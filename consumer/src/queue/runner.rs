@@ -452,11 +452,21 @@ impl Runner {
     /// included) runs in its request's span.
     async fn dispatch(self: Arc<Self>, message: LiteMessage) {
         let item = WorkItem::from_json(&message.body);
-        let span = match &item {
-            Ok(item) => sluice_contract::request_span!(&item.req_id, item.trace.as_ref()),
-            Err(_) => tracing::Span::none(),
+        let (span, traced) = match &item {
+            Ok(item) => (
+                sluice_contract::request_span!(&item.req_id, item.trace.as_ref()),
+                // In the trace: a child of the endpoint's request span.
+                sluice_contract::trace_span!("consumer.message", req_id = %item.req_id),
+            ),
+            Err(_) => (tracing::Span::none(), tracing::Span::none()),
         };
-        self.dispatch_item(message, item).instrument(span).await
+        if let Ok(item) = &item {
+            sluice_contract::join_trace(&traced, item.trace.as_ref());
+        }
+        self.dispatch_item(message, item)
+            .instrument(traced)
+            .instrument(span)
+            .await
     }
 
     async fn dispatch_item(
@@ -470,6 +480,7 @@ impl Runner {
         let mut redis = self.redis.clone();
         let seen_before =
             match bookkeeping::record_pop(&mut redis, &message.lite_topic, req_id, self.lease_ttl)
+                .instrument(sluice_contract::trace_span!("consumer.pop"))
                 .await
             {
                 Ok(seen) => seen,
