@@ -47,7 +47,7 @@ mod hf_pretok;
 mod pretok;
 
 #[cfg(feature = "hf")]
-pub use hf::{HfTokenizer, LoadError};
+pub use hf::{read_bundle, write_bundle, HfTokenizer, LoadError, BUNDLE_MAGIC, COMPACT_MAGIC};
 #[cfg(feature = "hf")]
 pub use hf_chat::{ChatTemplate, Message};
 
