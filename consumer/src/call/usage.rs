@@ -63,32 +63,45 @@ struct Counting {
 
 static COUNTING: OnceLock<Counting> = OnceLock::new();
 
+impl Counting {
+    /// With the tokenizers `config` names (its files read now).
+    fn with_config(config: FilterConfig) -> Result<Counting, String> {
+        let encoders = BpeEncoders::load(&config)?;
+        Ok(Counting {
+            config: Some(config),
+            encoders,
+        })
+    }
+
+    /// The tokenizer of `model`, as the filter picks it.
+    fn counter_for(&self, model: &str) -> Option<&dyn TokenCounter> {
+        let openai = self.encoders.openai_encoding(model);
+        let encoding = match &self.config {
+            Some(config) => config.encoding_for(model, openai),
+            None => openai,
+        };
+        self.encoders.counter(encoding?)
+    }
+}
+
 /// Counts with the models of `config` (the filter's / ext_authz's JSON),
 /// its `tokenizer.json` files read now. Once, before the first call; the
 /// error names the file.
 pub fn use_model_tokenizers(config: FilterConfig) -> Result<(), String> {
-    let encoders = BpeEncoders::load(&config)?;
-    let counting = Counting {
-        config: Some(config),
-        encoders,
-    };
     COUNTING
-        .set(counting)
+        .set(Counting::with_config(config)?)
         .map_err(|_| "the consumer's tokenizers are already set".to_string())
 }
 
-/// The tokenizer of `model`, as the filter picks it.
+/// The tokenizer of `model` (OpenAI's table only unless
+/// [`use_model_tokenizers`] was called first).
 fn counter_for(model: &str) -> Option<&'static dyn TokenCounter> {
-    let counting = COUNTING.get_or_init(|| Counting {
-        config: None,
-        encoders: BpeEncoders::new(),
-    });
-    let openai = counting.encoders.openai_encoding(model);
-    let encoding = match &counting.config {
-        Some(config) => config.encoding_for(model, openai),
-        None => openai,
-    };
-    counting.encoders.counter(encoding?)
+    COUNTING
+        .get_or_init(|| Counting {
+            config: None,
+            encoders: BpeEncoders::new(),
+        })
+        .counter_for(model)
 }
 
 /// The usage of an answer without one: the prompt counted as the filter
@@ -108,6 +121,32 @@ pub(crate) fn counted_usage(item: &WorkItem, output_tokens: u64) -> Option<Usage
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With an admission config's `model_tokenizers`, a Qwen3 model counts
+    /// with Qwen3's tokenizer (digits one by one), others as before.
+    #[test]
+    fn model_tokenizers_of_the_admission_config_count_their_models() {
+        let Some(dir) = std::env::var_os("SLUICE_HF_TOKENIZERS_DIR") else {
+            eprintln!("*** SKIPPED: SLUICE_HF_TOKENIZERS_DIR is not set ***");
+            return;
+        };
+        let path = std::path::Path::new(&dir).join("qwen3/tokenizer.json");
+        let config = FilterConfig::from_json(
+            format!(
+                r#"{{"tenant": {{"header": "t"}}, "model_tokenizers": {{"qwen3*": {{"tokenizer_json": "{}"}}}}}}"#,
+                path.display()
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let counting = Counting::with_config(config).unwrap();
+        assert_eq!(
+            counting.counter_for("qwen3-8b").unwrap().count("1234567"),
+            7
+        );
+        assert_eq!(counting.counter_for("gpt-4o").unwrap().count("1234567"), 3);
+        assert!(counting.counter_for("llama-3").is_none());
+    }
 
     #[test]
     fn an_answer_without_usage_is_counted_with_the_tokenizer() {
