@@ -93,9 +93,7 @@ impl<E> Shared<E> {
         E: Encoders,
     {
         self.config
-            .configured_encoding(model)
-            .or_else(|| self.encoders.openai_encoding(model))
-            .or(self.config.default_encoding.as_deref())
+            .encoding_for(model, self.encoders.openai_encoding(model))
     }
 
     fn rls_answered(&self, now_ms: u64) {
@@ -548,6 +546,9 @@ impl<E: Encoders> RequestAdmission<E> {
         }
         if !counted.exact {
             host.count(Metric::CountBounded, 1);
+        }
+        if counter.is_fallback() {
+            host.count(Metric::TokenizerFallback, 1);
         }
         counted
     }

@@ -499,6 +499,14 @@ impl FilterConfig {
             .or_else(|| lookup_pattern(&self.model_encodings, model).map(String::as_str))
     }
 
+    /// The encoding a model's tokens are counted with: the configured one,
+    /// else OpenAI's (`openai`, from the model table), else the default.
+    pub fn encoding_for<'a>(&'a self, model: &str, openai: Option<&'a str>) -> Option<&'a str> {
+        self.configured_encoding(model)
+            .or(openai)
+            .or(self.default_encoding.as_deref())
+    }
+
     /// The `tokenizer.json` files `model_tokenizers` names (each once),
     /// with their chat template.
     pub fn tokenizer_files(&self) -> impl Iterator<Item = (&str, Option<&str>)> {

@@ -2,16 +2,18 @@
 //! Wasm filter and the ext_authz front door both count with.
 
 #[cfg(feature = "hf")]
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::admission::Encoders;
 use crate::config::FilterConfig;
 use crate::{BoundedCount, TokenCounter};
 #[cfg(feature = "hf")]
-use sluice_tokenizer::HfTokenizer;
+use sluice_tokenizer::{read_bundle, HfTokenizer, COMPACT_MAGIC};
 use sluice_tokenizer::{Encoding, Tokenizer};
 
-struct Counter(Tokenizer);
+/// An OpenAI encoding; `true` when it stands in for a missing vocabulary.
+struct Counter(Arc<Tokenizer>, bool);
 
 impl TokenCounter for Counter {
     fn count(&self, text: &str) -> usize {
@@ -22,6 +24,9 @@ impl TokenCounter for Counter {
     }
     fn max_token_bytes(&self) -> Option<usize> {
         Some(self.0.max_token_bytes())
+    }
+    fn is_fallback(&self) -> bool {
+        self.1
     }
 }
 
@@ -73,31 +78,94 @@ pub struct BpeEncoders {
     /// [`FilterConfig::configured_encoding`] gives their models).
     #[cfg(feature = "hf")]
     hf: BTreeMap<String, HfCounter>,
+    /// `tokenizer_json` paths whose vocabulary did not arrive (the Wasm
+    /// filter's bundle lacks them): counted by `fallback`, the documented
+    /// estimate (o200k_base, OpenAI's chat recipe), with a metric.
+    #[cfg(feature = "hf")]
+    missing: BTreeSet<String>,
+    #[cfg(feature = "hf")]
+    fallback: Counter,
 }
 
 impl BpeEncoders {
     pub fn new() -> Self {
+        let o200k = Arc::new(Tokenizer::new(Encoding::O200kBase));
         BpeEncoders {
-            o200k: Counter(Tokenizer::new(Encoding::O200kBase)),
-            cl100k: Counter(Tokenizer::new(Encoding::Cl100kBase)),
+            #[cfg(feature = "hf")]
+            fallback: Counter(o200k.clone(), true),
+            o200k: Counter(o200k, false),
+            cl100k: Counter(Arc::new(Tokenizer::new(Encoding::Cl100kBase)), false),
             #[cfg(feature = "hf")]
             hf: BTreeMap::new(),
+            #[cfg(feature = "hf")]
+            missing: BTreeSet::new(),
         }
     }
 
     #[cfg(feature = "hf")]
+    fn insert(&mut self, path: &str, template: Option<&str>, tokenizer: HfTokenizer) {
+        let counter = HfCounter(tokenizer, framing(template));
+        self.hf.insert(path.to_string(), counter);
+    }
+
+    /// With the vocabularies of a bundle (`sluice-vocab bundle`: compact
+    /// vocabularies named by the `tokenizer_json` paths of
+    /// `config.model_tokenizers`), as the Wasm filter is handed them. A
+    /// file the bundle lacks, or holds damaged, is counted with the
+    /// fallback; the warnings say which. A bundle that is not one (or
+    /// empty bytes with `model_tokenizers` set) is not an error: every
+    /// model of `model_tokenizers` then falls back.
+    #[cfg(feature = "hf")]
+    pub fn from_bundle(config: &FilterConfig, bundle: &[u8]) -> (Self, Vec<String>) {
+        let mut encoders = BpeEncoders::new();
+        let mut warnings = Vec::new();
+        let entries = if bundle.is_empty() {
+            Vec::new()
+        } else {
+            read_bundle(bundle).unwrap_or_else(|e| {
+                warnings.push(format!("the vocabulary bundle is unusable: {e}"));
+                Vec::new()
+            })
+        };
+        for (path, template) in config.tokenizer_files() {
+            let found = entries.iter().find(|(name, _)| *name == path);
+            let loaded = match found {
+                Some((_, compact)) => HfTokenizer::from_compact(compact).map_err(|e| e.to_string()),
+                None => Err("not in the vocabulary bundle".to_string()),
+            };
+            match loaded {
+                Ok(tokenizer) => encoders.insert(path, template, tokenizer),
+                Err(why) => {
+                    warnings.push(format!(
+                        "model_tokenizers {path}: {why}; its models are counted with the \
+                         fallback estimate (o200k_base), see sluice_tokenizer_fallback_total"
+                    ));
+                    encoders.missing.insert(path.to_string());
+                }
+            }
+        }
+        (encoders, warnings)
+    }
+
+    #[cfg(feature = "hf")]
     /// With the tokenizers of `model_tokenizers`, given as (path, chat
-    /// template, contents of the `tokenizer.json`); the error names the file
+    /// template, contents of the `tokenizer.json` or of its compact
+    /// vocabulary); the error names the file
     /// and what is unsupported in it.
     pub fn with_tokenizers<'a>(
         files: impl IntoIterator<Item = (&'a str, Option<&'a str>, &'a [u8])>,
     ) -> Result<Self, String> {
         let mut encoders = BpeEncoders::new();
-        for (path, template, json) in files {
-            let tokenizer =
-                HfTokenizer::from_vocabulary_file(json).map_err(|e| format!("{path}: {e}"))?;
-            let counter = HfCounter(tokenizer, framing(template));
-            encoders.hf.insert(path.to_string(), counter);
+        for (path, template, bytes) in files {
+            // A compact vocabulary (`sluice-vocab compile`) loads faster; a
+            // tokenizer.json or a Mistral tekken.json is told by its shape.
+            let tokenizer = if bytes.starts_with(COMPACT_MAGIC) {
+                HfTokenizer::from_compact(bytes)
+            } else {
+                HfTokenizer::from_vocabulary_file(bytes)
+            }
+            .map_err(|e| format!("{path}: {e}"))?;
+            encoders.insert(path, template, tokenizer);
         }
         Ok(encoders)
     }
@@ -144,7 +212,11 @@ impl Encoders for BpeEncoders {
             Some(Encoding::O200kBase) => Some(&self.o200k),
             Some(Encoding::Cl100kBase) => Some(&self.cl100k),
             #[cfg(feature = "hf")]
-            None => self.hf.get(encoding).map(|c| c as &dyn TokenCounter),
+            None => match self.hf.get(encoding) {
+                Some(c) => Some(c as &dyn TokenCounter),
+                None if self.missing.contains(encoding) => Some(&self.fallback),
+                None => None,
+            },
             #[cfg(not(feature = "hf"))]
             None => None,
         }
@@ -167,15 +239,80 @@ mod tests {
         assert!(e.contains("/t/x.json") && e.contains("Unigram"), "{e}");
     }
 
+    /// `model`'s reference `tokenizer.json` (scripts/fetch-hf-tokenizers),
+    /// `None` (the test skips, loudly) without `SLUICE_HF_TOKENIZERS_DIR`.
+    fn reference_file(model: &str) -> Option<std::path::PathBuf> {
+        let Some(dir) = std::env::var_os("SLUICE_HF_TOKENIZERS_DIR") else {
+            eprintln!("*** SKIPPED: SLUICE_HF_TOKENIZERS_DIR is not set ***");
+            return None;
+        };
+        Some(
+            std::path::Path::new(&dir)
+                .join(model)
+                .join("tokenizer.json"),
+        )
+    }
+
+    /// A `model_tokenizers` file the filter's bundle lacks: its models are
+    /// counted with the fallback (o200k_base), flagged, with a warning.
+    #[test]
+    fn a_vocabulary_missing_from_the_bundle_falls_back_and_says_so() {
+        let config = FilterConfig::from_json(
+            br#"{"tenant": {"header": "t"}, "model_tokenizers": {"m*": {"tokenizer_json": "/t/absent.json"}}}"#,
+        )
+        .unwrap();
+        for bundle in [
+            &b""[..],
+            &sluice_tokenizer::write_bundle([])[..],
+            b"garbage",
+        ] {
+            let (encoders, warnings) = BpeEncoders::from_bundle(&config, bundle);
+            assert!(
+                warnings.iter().any(|w| w.contains("/t/absent.json")),
+                "{warnings:?}"
+            );
+            let counter = encoders
+                .counter(config.configured_encoding("m1").unwrap())
+                .unwrap();
+            assert!(counter.is_fallback());
+            assert_eq!(counter.count("hello world"), 2);
+            assert!(!encoders.counter("o200k_base").unwrap().is_fallback());
+        }
+    }
+
+    /// A bundle holding the file's compact vocabulary: exact, no fallback.
+    #[test]
+    fn a_bundled_vocabulary_counts_exactly() {
+        let Some(path) = reference_file("qwen3") else {
+            return;
+        };
+        let json = std::fs::read(&path).unwrap();
+        let compact = HfTokenizer::from_json(&json).unwrap().to_compact().unwrap();
+        let path = path.to_string_lossy();
+        let bundle = sluice_tokenizer::write_bundle([(&*path, compact.as_slice())]);
+        let config = FilterConfig::from_json(
+            format!(
+                r#"{{"tenant": {{"header": "t"}}, "model_tokenizers": {{"qwen3*": {{"tokenizer_json": "{path}"}}}}}}"#
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let (encoders, warnings) = BpeEncoders::from_bundle(&config, &bundle);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let counter = encoders
+            .counter(config.configured_encoding("qwen3-8b").unwrap())
+            .unwrap();
+        assert!(!counter.is_fallback());
+        assert_eq!(counter.count("1234567"), 7);
+    }
+
     /// With the files of scripts/fetch-hf-tokenizers: a model of
     /// `model_tokenizers` counts with its own tokenizer.
     #[test]
     fn model_tokenizers_count_with_their_tokenizer() {
-        let Some(dir) = std::env::var_os("SLUICE_HF_TOKENIZERS_DIR") else {
-            eprintln!("*** SKIPPED: SLUICE_HF_TOKENIZERS_DIR is not set ***");
+        let Some(path) = reference_file("qwen3") else {
             return;
         };
-        let path = std::path::Path::new(&dir).join("qwen3/tokenizer.json");
         let path = path.to_string_lossy();
         let config = FilterConfig::from_json(
             format!(

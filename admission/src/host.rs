@@ -29,10 +29,14 @@ pub enum Metric {
     LocalDeferred,
     /// A tenant property that was an object or a list (401 `invalid_tenant`).
     InvalidTenant,
+    /// Prompts of a `model_tokenizers` model counted with the documented
+    /// estimate (o200k_base and OpenAI's chat recipe) because its
+    /// vocabulary did not reach this front door.
+    TokenizerFallback,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 17] = [
+    pub const ALL: [Metric; 18] = [
         Metric::Admitted,
         Metric::Rejected,
         Metric::Deferred,
@@ -50,6 +54,7 @@ impl Metric {
         Metric::LocalRejected,
         Metric::LocalDeferred,
         Metric::InvalidTenant,
+        Metric::TokenizerFallback,
     ];
 
     /// Short event name (`admitted`, `bad_request`, ...): the stat name
@@ -81,6 +86,7 @@ impl Metric {
             Metric::LocalRejected => "sluice_local_rejected_total",
             Metric::LocalDeferred => "sluice_local_deferred_total",
             Metric::InvalidTenant => "sluice_invalid_tenant_total",
+            Metric::TokenizerFallback => "sluice_tokenizer_fallback_total",
         }
     }
 }

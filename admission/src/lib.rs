@@ -67,6 +67,12 @@ pub trait TokenCounter {
     fn max_token_bytes(&self) -> Option<usize> {
         None
     }
+
+    /// True when this counter stands in for a model's own tokenizer that
+    /// is missing (`sluice_tokenizer_fallback_total`).
+    fn is_fallback(&self) -> bool {
+        false
+    }
 }
 
 impl<F: Fn(&str) -> usize> TokenCounter for F {

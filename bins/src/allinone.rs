@@ -77,6 +77,7 @@ async fn start_consumer(
 ) -> anyhow::Result<(RunningConsumer, sluice_contract::ClaimTiming)> {
     let file = flags.file_config()?;
     let admin_token = flags.admin_token()?;
+    flags.load_tokenizers().map_err(anyhow::Error::msg)?;
     let claim_timing = file.processor.idempotency.claim_timing();
     let started = sluice_consumer::start(StartOptions {
         file,

@@ -117,6 +117,7 @@ pub async fn run() -> anyhow::Result<()> {
 async fn serve(cli: Cli) -> anyhow::Result<()> {
     let file = cli.flags.file_config()?;
     let admin_token = cli.flags.admin_token()?;
+    cli.flags.load_tokenizers().map_err(anyhow::Error::msg)?;
     let id = cli.flags.id();
     let started = sluice_consumer::start(StartOptions {
         file,

@@ -56,6 +56,12 @@ pub struct ConsumerFlags {
     /// At SIGTERM, held messages go back to the queue at once; running calls get this long.
     #[arg(long, env = "SLUICE_SHUTDOWN_GRACE_S", default_value_t = 30)]
     pub shutdown_grace_s: u64,
+
+    /// The admission JSON of the filter / ext_authz (config/ext-authz.json's
+    /// schema): the consumer counts an answer without usage with the same
+    /// `model_tokenizers`, `model_encodings` and `default_encoding`.
+    #[arg(long, env = "SLUICE_ADMISSION_CONFIG")]
+    pub admission_config: Option<PathBuf>,
 }
 
 /// `sluice-consumer`'s own earlier names, kept as aliases: in
@@ -82,6 +88,18 @@ impl ConsumerFlags {
             file.processor.backend.default.base_url = url.clone();
         }
         Ok(file)
+    }
+
+    /// Loads the tokenizers `--admission-config` names (its
+    /// `model_tokenizers` files are read now, so a bad one stops the start).
+    pub fn load_tokenizers(&self) -> Result<(), String> {
+        let Some(path) = &self.admission_config else {
+            return Ok(());
+        };
+        let json = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let config = sluice_admission::config::FilterConfig::from_json(&json)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        crate::use_model_tokenizers(config)
     }
 
     /// The admin API's token, read before anything starts so that a bad

@@ -46,6 +46,7 @@ pub use call::idempotency::IdempotencyConfig;
 pub use call::invoke::{BackendConfig, BackendTargetConfig, ConfigError, FailureKind};
 pub use call::processor::{Disposition, Outcome, Processor, ProcessorConfig};
 pub use call::stream::{codes, StreamConfig, Terminal};
+pub use call::usage::use_model_tokenizers;
 pub use metrics::{Correction, Metrics};
 pub use pacing::limits::{InFlightConfig, InFlightLimits, ModelPermit};
 pub use pacing::pacer::{

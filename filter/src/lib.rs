@@ -39,8 +39,15 @@ proxy_wasm::main! {{
 #[derive(Default, Clone)]
 struct Metrics(HashMap<Metric, u32>);
 
+/// The vocabularies compiled into the module (`SLUICE_VOCAB_BUNDLE` at
+/// build time, see build.rs); empty when none were.
+static EMBEDDED_VOCABULARIES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/vocab.bundle"));
+
 #[derive(Default)]
 struct SluiceRoot {
+    /// The VM configuration's bundle of vocabularies, until `on_configure`
+    /// has loaded it.
+    vm_vocabularies: Option<Vec<u8>>,
     shared: Option<Arc<Shared<BpeEncoders>>>,
     metrics: Rc<Metrics>,
     tenants: Option<Rc<TenantCounters>>,
@@ -65,7 +72,58 @@ impl Context for SluiceRoot {
     }
 }
 
+/// Bytes of the VM's linear memory (what a worker's VM holds).
+fn vm_memory_bytes() -> usize {
+    #[cfg(target_arch = "wasm32")]
+    {
+        core::arch::wasm32::memory_size(0) * 65536
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        0
+    }
+}
+
+impl SluiceRoot {
+    /// The tokenizers, from the VM configuration's vocabularies, else those
+    /// compiled in: built now, so that no request waits for them; a
+    /// `model_tokenizers` file missing from both falls back (and says so).
+    fn encoders(&mut self, config: &FilterConfig) -> BpeEncoders {
+        let started = self.get_current_time();
+        let from_vm = self.vm_vocabularies.take().filter(|b| !b.is_empty());
+        let (source, bundle) = match &from_vm {
+            Some(bytes) => ("VM configuration", bytes.as_slice()),
+            None => ("module", EMBEDDED_VOCABULARIES),
+        };
+        let (encoders, warnings) = BpeEncoders::from_bundle(config, bundle);
+        for warning in warnings {
+            log::warn!("sluice: {warning}");
+        }
+        let took = self
+            .get_current_time()
+            .duration_since(started)
+            .unwrap_or_default();
+        if !config.model_tokenizers.is_empty() {
+            log::info!(
+                "sluice: tokenizers built in {} us from the {source}'s vocabularies ({} bytes); \
+                 VM memory {} bytes",
+                took.as_micros(),
+                bundle.len(),
+                vm_memory_bytes()
+            );
+        }
+        encoders
+    }
+}
+
 impl RootContext for SluiceRoot {
+    fn on_vm_start(&mut self, size: usize) -> bool {
+        if size > 0 {
+            self.vm_vocabularies = self.get_vm_configuration();
+        }
+        true
+    }
+
     fn on_configure(&mut self, _size: usize) -> bool {
         let Some(bytes) = self.get_plugin_configuration() else {
             log::error!("sluice: no plugin configuration (need at least {{\"tenant\": {{\"header\": \"...\"}}}})");
@@ -78,15 +136,6 @@ impl RootContext for SluiceRoot {
                 return false;
             }
         };
-        if !config.model_tokenizers.is_empty() {
-            // Not delivered to the VM yet (issue 30): counting those models
-            // with another encoding would be silently wrong.
-            log::error!(
-                "sluice: model_tokenizers is not supported by the Wasm filter yet (the VM cannot \
-                 read tokenizer.json files); use the ext_authz front door, or model_encodings"
-            );
-            return false;
-        }
         for warning in config.warnings() {
             log::warn!("sluice: {warning}");
         }
@@ -99,7 +148,7 @@ impl RootContext for SluiceRoot {
         }
         // Build the tokenizers now, so no request pays for loading ranks.
         // OpenAI's model table uses both encodings.
-        let encoders = BpeEncoders::new();
+        let encoders = self.encoders(&config);
         let mut metrics = HashMap::new();
         for metric in Metric::ALL {
             match proxy_wasm::hostcalls::define_metric(MetricType::Counter, metric.name()) {

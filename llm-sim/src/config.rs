@@ -1,6 +1,7 @@
 //! What a simulator is told: its settings ([`SimConfig`]), what it does at
 //! capacity, and the per-request `x-sim-*` headers and admin path.
 
+use crate::tokenizers::ModelTokenizer;
 use crate::{call_counts, gpu, openai};
 use std::time::Duration;
 
@@ -79,6 +80,9 @@ pub struct SimConfig {
     /// `x-sim-tokens-per-second` header) becomes the fastest one answer
     /// decodes on its own (0 = no limit), `first_token_latency` is unused.
     pub gpu: Option<gpu::GpuConfig>,
+    /// Models whose chat prompts are counted with their own tokenizer and
+    /// chat template (as a real server reports them); others approximately.
+    pub tokenizers: Vec<ModelTokenizer>,
 }
 
 impl Default for SimConfig {
@@ -97,6 +101,7 @@ impl Default for SimConfig {
             embedding_dimensions: 8,
             max_tracked_request_ids: call_counts::DEFAULT_MAX_TRACKED_REQUEST_IDS,
             gpu: None,
+            tokenizers: Vec::new(),
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod openai;
 mod server;
 pub mod text;
+pub mod tokenizers;
 
 use anyhow::Context;
 use axum::serve::ListenerExt;

@@ -3,6 +3,7 @@
 use anyhow::Context;
 use clap::Parser;
 use sluice_llm_sim::gpu::{Capacity, GpuConfig};
+use sluice_llm_sim::tokenizers::ModelTokenizer;
 use sluice_llm_sim::{OverCapacity, SimConfig};
 use sluice_runtime::{init_tracing, shutdown_signal, LogFormat};
 use std::net::SocketAddr;
@@ -111,6 +112,16 @@ struct Cli {
     #[arg(long, env = "SLUICE_SIM_GPU_STEP_MS", default_value_t = 5)]
     gpu_step_ms: u64,
 
+    /// A model counted with its own tokenizer and chat template, as its
+    /// server reports usage: `MODEL=PATH/tokenizer.json:TEMPLATE` (`llama3`,
+    /// `qwen3`, `deepseek_v3`); repeated for several models.
+    #[arg(
+        long = "tokenizer",
+        env = "SLUICE_SIM_TOKENIZERS",
+        value_delimiter = ','
+    )]
+    tokenizers: Vec<String>,
+
     /// Log format.
     #[arg(
         long,
@@ -130,9 +141,26 @@ enum OverCapacityArg {
     Queue,
 }
 
+/// A `--tokenizer MODEL=PATH:TEMPLATE`, loaded.
+fn model_tokenizer(spec: &str) -> anyhow::Result<ModelTokenizer> {
+    let parsed = spec
+        .split_once('=')
+        .and_then(|(model, rest)| Some((model, rest.rsplit_once(':')?)));
+    let Some((model, (path, template))) = parsed else {
+        anyhow::bail!("--tokenizer {spec:?}: expected MODEL=PATH:TEMPLATE");
+    };
+    ModelTokenizer::load(model, std::path::Path::new(path), template)
+}
+
 impl Cli {
-    fn config(&self) -> SimConfig {
-        SimConfig {
+    fn config(&self) -> anyhow::Result<SimConfig> {
+        let tokenizers = self
+            .tokenizers
+            .iter()
+            .map(|spec| model_tokenizer(spec))
+            .collect::<anyhow::Result<_>>()?;
+        Ok(SimConfig {
+            tokenizers,
             models: self.models.clone(),
             tokens_per_second: self.tokens_per_second,
             first_token_latency: Duration::from_millis(self.first_token_ms),
@@ -158,7 +186,7 @@ impl Cli {
                 max_waiting: self.max_waiting,
                 step: Duration::from_millis(self.gpu_step_ms),
             }),
-        }
+        })
     }
 }
 
@@ -176,7 +204,7 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn serve(cli: &Cli) -> anyhow::Result<()> {
-    let config = cli.config();
+    let config = cli.config().context("refusing to start")?;
     config.validate().context("refusing to start")?;
     let listener = tokio::net::TcpListener::bind(cli.addr)
         .await

@@ -212,6 +212,11 @@ pub struct GenerationRequest {
     pub tool_names: Vec<String>,
     /// A hash of the request body: which offered tool is called.
     pub request_key: u64,
+    /// A chat's (role, text) messages, for a model's own tokenizer
+    /// (`SimConfig::tokenizers`); empty for completions.
+    pub messages: Vec<(String, String)>,
+    /// The prompt tokens the tool definitions add (approximate).
+    pub definition_tokens: u64,
 }
 
 /// The function names of `tools` (each `{"type":"function","function":{"name":…}}`),
@@ -265,6 +270,7 @@ pub fn parse_chat(body: &[u8]) -> Result<GenerationRequest, ApiError> {
         Some(other) => return Err(ApiError::invalid_type("messages", "an array", other)),
     };
     let mut contents: Vec<String> = Vec::with_capacity(messages.len());
+    let mut roles: Vec<String> = Vec::with_capacity(messages.len());
     for (index, message) in messages.iter().enumerate() {
         let Value::Object(message) = message else {
             return Err(ApiError::invalid_type(
@@ -274,7 +280,7 @@ pub fn parse_chat(body: &[u8]) -> Result<GenerationRequest, ApiError> {
             ));
         };
         match present(message, "role") {
-            Some(Value::String(_)) => {}
+            Some(Value::String(role)) => roles.push(role.clone()),
             None => return Err(ApiError::missing(&format!("messages[{index}].role"))),
             Some(other) => {
                 return Err(ApiError::invalid_type(
@@ -319,6 +325,8 @@ pub fn parse_chat(body: &[u8]) -> Result<GenerationRequest, ApiError> {
         include_usage,
         tool_names,
         request_key: fnv1a64(body),
+        messages: roles.into_iter().zip(contents).collect(),
+        definition_tokens,
     })
 }
 
@@ -402,6 +410,8 @@ pub fn parse_completion(body: &[u8]) -> Result<GenerationRequest, ApiError> {
         include_usage,
         tool_names: Vec::new(),
         request_key: fnv1a64(body),
+        messages: Vec::new(),
+        definition_tokens: 0,
     })
 }
 

@@ -155,6 +155,19 @@ async fn observe(State(app): State<Shared>, request: Request, next: Next) -> Res
 }
 
 impl App {
+    /// A chat to a model with its own tokenizer counts as the model's
+    /// server counts it (the template's tokens included).
+    fn count_with_model_tokenizer(&self, request: &mut GenerationRequest) {
+        if request.messages.is_empty() {
+            return;
+        }
+        let tokenizers = &self.config.tokenizers;
+        if let Some(t) = tokenizers.iter().find(|t| t.model == request.model) {
+            request.prompt_tokens =
+                vec![t.chat_tokens(&request.messages) + request.definition_tokens];
+        }
+    }
+
     fn count_call(&self, id: &str) {
         let Ok(mut calls) = self.calls.lock() else {
             return;
@@ -614,10 +627,11 @@ async fn generation(
     kind: Kind,
 ) -> Result<Response, ApiError> {
     let body = body_bytes(body)?;
-    let request: GenerationRequest = match kind {
+    let mut request: GenerationRequest = match kind {
         Kind::Chat => openai::parse_chat(&body)?,
         Kind::Text => openai::parse_completion(&body)?,
     };
+    app.count_with_model_tokenizer(&mut request);
     let overrides = overrides(&headers)?;
     let ledger_key = ledger_key(&headers)?;
     let mut slot = app.admit().await?;

@@ -17,6 +17,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod rocketmq_cluster;
+#[cfg(feature = "stack")]
+pub mod vocab;
 
 /// A port nobody listens on right now, for a process the caller starts
 /// next (Envoy, Redis, the broker), which binds it itself.

@@ -32,6 +32,10 @@ use crate::hf_bpe::{self, Id, PairMap, Scratch, TokenMap};
 use crate::hf_json::{self, Value};
 use crate::hf_pretok::Rule;
 
+#[path = "hf_compact.rs"]
+mod compact;
+pub use compact::{read_bundle, write_bundle, BUNDLE_MAGIC, COMPACT_MAGIC};
+
 /// Why a `tokenizer.json` cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LoadError {
@@ -61,6 +65,8 @@ pub enum LoadError {
     Pattern(String),
     #[error("added token {0:?}: {1}")]
     AddedToken(String, &'static str),
+    #[error("not a Sluice compact vocabulary (made by `sluice-vocab compile`): {0}")]
+    Compact(&'static str),
 }
 
 /// GPT-2's byte-level map: the character standing for each byte.
@@ -154,6 +160,26 @@ impl Added {
         !self.first.iter().any(|&f| f)
     }
 
+    /// The tokens of the trie (each content once), depth first.
+    fn tokens(&self) -> Vec<(Vec<u8>, Id)> {
+        let mut out = Vec::new();
+        let mut stack = alloc::vec![(0u32, Vec::new())];
+        while let Some((node, prefix)) = stack.pop() {
+            let Some((children, id)) = self.nodes.get(node as usize) else {
+                continue;
+            };
+            if let Some(id) = id {
+                out.push((prefix.clone(), *id));
+            }
+            for &(byte, child) in children.iter().rev() {
+                let mut next = prefix.clone();
+                next.push(byte);
+                stack.push((child, next));
+            }
+        }
+        out
+    }
+
     /// The longest added token starting at `i`.
     #[inline]
     fn at(&self, b: &[u8], i: usize) -> Option<(usize, Id)> {
@@ -215,6 +241,14 @@ pub const LONG_PIECE: usize = 128;
 enum Normalizer {
     None,
     Nfc,
+}
+
+/// What a tokenizer is besides its tables.
+struct Header {
+    rule: Rule,
+    normalizer: Normalizer,
+    ignore_merges: bool,
+    max_token_bytes: usize,
 }
 
 /// A byte-level BPE tokenizer loaded from a Hugging Face `tokenizer.json`.
@@ -367,7 +401,8 @@ impl HfTokenizer {
             LoadError::DuplicateToken("(a vocabulary key is repeated)".to_string())
         })?;
         drop(tokens);
-        let byte_ids = byte_ids(&vocab)?;
+        // Checked here too: the merges below name tokens by their bytes.
+        byte_ids(&vocab)?;
 
         let merges_v = field(model, "merges")?
             .as_array()
@@ -443,16 +478,35 @@ impl HfTokenizer {
                 }
             }
         }
-        Ok(HfTokenizer {
+        let header = Header {
             rule,
             normalizer,
+            ignore_merges,
+            max_token_bytes,
+        };
+        let added = (Added::new(raw), Added::new(normalized));
+        HfTokenizer::assemble(header, vocab, pairs, added)
+    }
+
+    /// The tokenizer of its parts (from the JSON or a compact vocabulary);
+    /// refused if a byte has no token.
+    fn assemble(
+        header: Header,
+        vocab: TokenMap,
+        pairs: PairMap,
+        (added_raw, added_normalized): (Added, Added),
+    ) -> Result<HfTokenizer, LoadError> {
+        let byte_ids = byte_ids(&vocab)?;
+        Ok(HfTokenizer {
+            rule: header.rule,
+            normalizer: header.normalizer,
             vocab,
             pairs,
             byte_ids,
-            ignore_merges,
-            added_raw: Added::new(raw),
-            added_normalized: Added::new(normalized),
-            max_token_bytes,
+            ignore_merges: header.ignore_merges,
+            added_raw,
+            added_normalized,
+            max_token_bytes: header.max_token_bytes,
         })
     }
 
@@ -691,7 +745,7 @@ mod tests {
         }
     }
 
-    fn tiny(pre: &str) -> String {
+    pub(super) fn tiny(pre: &str) -> String {
         let mut vocab = String::new();
         for b in 0..=255u8 {
             let c = byte_char(b);
@@ -711,7 +765,7 @@ mod tests {
         )
     }
 
-    const LLAMA_PRE: &str = r#"{"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}"#;
+    pub(super) const LLAMA_PRE: &str = r#"{"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]}"#;
 
     #[test]
     fn loads_and_encodes_a_tiny_vocabulary() {

@@ -100,6 +100,17 @@ impl TokenMap {
     pub fn memory_bytes(&self) -> usize {
         self.arena.capacity() + self.entries.capacity() * 12 + self.table.capacity() * 4
     }
+
+    /// The tokens and their ids, in insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], Id)> + '_ {
+        self.entries.iter().map(|&(off, len, id)| {
+            let bytes = self
+                .arena
+                .get(off as usize..(off + len) as usize)
+                .unwrap_or(&[]);
+            (bytes, id)
+        })
+    }
 }
 
 /// (left id, right id) -> (rank, merged id).
@@ -165,6 +176,22 @@ impl PairMap {
 
     pub fn memory_bytes(&self) -> usize {
         self.table.capacity() * 16
+    }
+
+    /// The merges (left, right, merged) by rank, lowest first: what
+    /// [`PairMap::new`] takes to build the same map again.
+    pub fn merges(&self) -> Vec<(Id, Id, Id)> {
+        let mut ranked: Vec<(u32, Id, Id, Id)> = self
+            .table
+            .iter()
+            .filter(|e| e.0 != u64::MAX)
+            .map(|&(key, rank, new)| (rank, (key >> 32) as Id, key as Id, new))
+            .collect();
+        ranked.sort_unstable();
+        ranked
+            .into_iter()
+            .map(|(_, a, b, new)| (a, b, new))
+            .collect()
     }
 }
 

@@ -49,7 +49,7 @@ mod pretok;
 mod tekken;
 
 #[cfg(feature = "hf")]
-pub use hf::{HfTokenizer, LoadError};
+pub use hf::{read_bundle, write_bundle, HfTokenizer, LoadError, BUNDLE_MAGIC, COMPACT_MAGIC};
 #[cfg(feature = "hf")]
 pub use hf_chat::{ChatTemplate, Message, GPT_OSS_DATE};
 

@@ -60,8 +60,29 @@ fn read_reference(path: &Path) -> Vec<Record> {
     out
 }
 
+/// The tokenizer of `json`, or (`compact`) the one loaded back from its
+/// compact vocabulary, which must write itself out again byte for byte;
+/// with its load time.
+fn load(model: &str, json: &[u8], compact: bool) -> (HfTokenizer, std::time::Duration) {
+    let t0 = Instant::now();
+    let tok = HfTokenizer::from_vocabulary_file(json).unwrap_or_else(|e| panic!("{model}: {e}"));
+    if !compact {
+        return (tok, t0.elapsed());
+    }
+    let bytes = tok.to_compact().unwrap();
+    let t0 = Instant::now();
+    let back = HfTokenizer::from_compact(&bytes).unwrap_or_else(|e| panic!("{model}: {e}"));
+    let took = t0.elapsed();
+    assert!(
+        back.to_compact().unwrap() == bytes,
+        "{model}: compact round trip differs"
+    );
+    eprintln!("{model}: compact vocabulary {} bytes", bytes.len());
+    (back, took)
+}
+
 /// Compares every text of `model`'s reference; returns (texts, mismatches).
-fn compare(model: &str) -> Option<(usize, usize)> {
+fn compare(model: &str, compact: bool) -> Option<(usize, usize)> {
     let d = dir()?.join(model);
     // A Mistral model directory holds a tekken.json instead.
     let file = ["tokenizer.json", "tekken.json"]
@@ -70,9 +91,7 @@ fn compare(model: &str) -> Option<(usize, usize)> {
         .find(|p| p.exists())
         .unwrap_or_else(|| panic!("{}: no tokenizer.json or tekken.json", d.display()));
     let json = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    let t0 = Instant::now();
-    let tok = HfTokenizer::from_vocabulary_file(&json).unwrap_or_else(|e| panic!("{model}: {e}"));
-    let load = t0.elapsed();
+    let (tok, load) = load(model, &json, compact);
     let records = read_reference(&d.join("reference.bin"));
     let t0 = Instant::now();
     let mut bad = 0;
@@ -110,9 +129,18 @@ fn compare(model: &str) -> Option<(usize, usize)> {
 }
 
 fn check(model: &str) {
-    if let Some((n, bad)) = compare(model) {
+    for compact in [false, true] {
+        check_one(model, compact);
+    }
+}
+
+fn check_one(model: &str, compact: bool) {
+    if let Some((n, bad)) = compare(model, compact) {
         assert!(n > 0);
-        assert_eq!(bad, 0, "{model}: {bad} of {n} texts differ from tokenizers");
+        assert_eq!(
+            bad, 0,
+            "{model} (compact: {compact}): {bad} of {n} texts differ from tokenizers"
+        );
     }
 }
 

@@ -11,9 +11,17 @@
 //!    option injected, and every chunk's `usage` stripped), SSE_REQUESTS
 //!    (default 1000) requests each, alternating rounds.
 //!
+//! 6. open models' vocabularies (`--vocab-bundle`, made by `sluice-vocab
+//!    bundle`): how each way of handing them to the filter costs — none,
+//!    compiled into the module (`--vocab-embedded-wasm`, built by
+//!    `SLUICE_VOCAB_BUNDLE=… scripts/build-wasm`), the VM configuration —
+//!    in module size, start to listening, memory per worker VM, the first
+//!    request and a 32k-token prompt counted inside Envoy.
+//!
 //! `--rounds`, `--per-round` (section 3), `--sse-requests`, `--sse-tokens`
 //! (section 5), also read from `ROUNDS` ... `SSE_TOKENS`; `--sse-only`
-//! (`SSE_ONLY=1`) runs section 5 alone. Prints figures; asserts nothing.
+//! (`SSE_ONLY=1`) runs section 5 alone, `--vocab-bundle` (`VOCAB_BUNDLE`)
+//! section 6 alone. Prints figures; asserts nothing.
 #![allow(clippy::expect_used)] // a benchmark's own client fails loudly
 
 use clap::Parser;
@@ -55,10 +63,19 @@ struct Args {
     /// Section 5: tokens in each streamed answer.
     #[arg(long, env = "SSE_TOKENS", default_value_t = 200)]
     sse_tokens: u64,
+    /// Section 6 alone: a bundle of compact vocabularies (`sluice-vocab
+    /// bundle -o FILE tokenizer.json...`).
+    #[arg(long, env = "VOCAB_BUNDLE")]
+    vocab_bundle: Option<PathBuf>,
+    /// Section 6: the filter built with that bundle compiled in
+    /// (`SLUICE_VOCAB_BUNDLE=FILE scripts/build-wasm`, then copied aside).
+    #[arg(long, env = "VOCAB_EMBEDDED_WASM")]
+    vocab_embedded_wasm: Option<PathBuf>,
 }
 
-/// Mixed-language text: prose in several scripts, code, numbers, emoji.
-fn mixed_text(target_tokens: usize, tokenizer: &Tokenizer) -> String {
+/// Mixed-language text: prose in several scripts, code, numbers, emoji;
+/// `count` tells its tokens.
+fn mixed_text(target_tokens: usize, count: impl Fn(&str) -> usize) -> String {
     const PARTS: [&str; 8] = [
         "The quick brown fox jumps over the lazy dog while the platform team rolls out rate limits across the mesh. ",
         "Die Überprüfung der Kontingente erfolgt pro Mandant und Modell, bevor die Anfrage weitergeleitet wird. ",
@@ -71,7 +88,7 @@ fn mixed_text(target_tokens: usize, tokenizer: &Tokenizer) -> String {
     ];
     let mut text = String::new();
     let mut i = 0;
-    while tokenizer.count(&text) < target_tokens {
+    while count(&text) < target_tokens {
         for _ in 0..50 {
             text.push_str(PARTS[i % PARTS.len()]);
             i += 1;
@@ -81,8 +98,12 @@ fn mixed_text(target_tokens: usize, tokenizer: &Tokenizer) -> String {
 }
 
 fn chat_body(text: &str) -> String {
+    chat_body_for("gpt-4o", text)
+}
+
+fn chat_body_for(model: &str, text: &str) -> String {
     serde_json::json!({
-        "model": "gpt-4o",
+        "model": model,
         "max_tokens": 16,
         "messages": [{"role": "user", "content": text}]
     })
@@ -292,6 +313,9 @@ async fn main() -> anyhow::Result<()> {
         return stream_usage_cost(rls_port, &args).await;
     }
     let backend = StaticHttpServer::start(BACKEND_REPLY)?;
+    if let Some(bundle) = &args.vocab_bundle {
+        return vocabulary_delivery(rls_port, backend.addr.port(), bundle, &args).await;
+    }
 
     let tokenizer = Tokenizer::new(Encoding::O200kBase);
     let wasm = filter_wasm()?;
@@ -339,9 +363,9 @@ async fn main() -> anyhow::Result<()> {
     );
 
     // 1 + 2: counting, first request, then steady state, vs native.
-    let big = mixed_text(37_000, &tokenizer);
+    let big = mixed_text(37_000, |t| tokenizer.count(t));
     let big_body = chat_body(&big);
-    let prompt_32k = mixed_text(32_000, &tokenizer);
+    let prompt_32k = mixed_text(32_000, |t| tokenizer.count(t));
     let body_32k = chat_body(&prompt_32k);
     let mut connection = Connection::open(with_addr);
     let t = Instant::now();
@@ -583,4 +607,196 @@ async fn stream_usage_cost(rls_port: u16, args: &Args) -> anyhow::Result<()> {
     );
     println!("non-200 answers: {errors}");
     Ok(())
+}
+
+/// One way of handing the filter its vocabularies (section 6).
+struct Delivery {
+    label: &'static str,
+    wasm: PathBuf,
+    model_tokenizers: bool,
+    vm_configuration: bool,
+}
+
+/// What one Envoy with the filter cost (section 6).
+struct DeliveryCost {
+    start_ms: [f64; 2],
+    rss_mib: [f64; 2],
+    first_count_us: u64,
+    first_ms: f64,
+    count_us: f64,
+    fallbacks: u64,
+}
+
+/// 6: the vocabularies' delivery options, side by side.
+async fn vocabulary_delivery(
+    rls_port: u16,
+    backend_port: u16,
+    bundle_path: &std::path::Path,
+    args: &Args,
+) -> anyhow::Result<()> {
+    use sluice_testkit::vocab::{with_model_tokenizers, with_vm_vocabularies};
+    let bundle = std::fs::read(bundle_path)?;
+    let entries = sluice_tokenizer::read_bundle(&bundle).map_err(anyhow::Error::msg)?;
+    let Some((first, compact)) = entries.first() else {
+        anyhow::bail!("{}: an empty bundle", bundle_path.display());
+    };
+    let tokenizer =
+        sluice_tokenizer::HfTokenizer::from_compact(compact).map_err(anyhow::Error::msg)?;
+    let files: Vec<PathBuf> = entries
+        .iter()
+        .map(|(name, _)| PathBuf::from(name))
+        .collect();
+    let models: Vec<String> = (0..files.len()).map(|i| format!("m{i}")).collect();
+    let tokenizers: Vec<_> = models
+        .iter()
+        .zip(&files)
+        .map(|(m, f)| (m.as_str(), f, None))
+        .collect();
+    let prompt = mixed_text(32_000, |t| tokenizer.count(t));
+    // Without vocabularies the filter knows no `m0`: the baseline counts
+    // the same text as gpt-4o (o200k_base).
+    let bodies = [chat_body(&prompt), chat_body_for("m0", &prompt)];
+    let plain = filter_wasm()?;
+    let mut deliveries = vec![
+        Delivery {
+            label: "none (OpenAI encodings only)",
+            wasm: plain.clone(),
+            model_tokenizers: false,
+            vm_configuration: false,
+        },
+        Delivery {
+            label: "VM configuration",
+            wasm: plain.clone(),
+            model_tokenizers: true,
+            vm_configuration: true,
+        },
+    ];
+    if let Some(embedded) = &args.vocab_embedded_wasm {
+        deliveries.push(Delivery {
+            label: "compiled into the module",
+            wasm: embedded.clone(),
+            model_tokenizers: true,
+            vm_configuration: false,
+        });
+    }
+    println!(
+        "vocabularies: {} ({} bytes, {} vocabularies; the prompt is counted with the first, {first})",
+        bundle_path.display(),
+        bundle.len(),
+        entries.len()
+    );
+    println!("32k prompt: {} tokens", tokenizer.count(&prompt));
+    println!(
+        "{:<30} {:>9} {:>13} {:>13} {:>11} {:>11} {:>12} {:>12} {:>9}",
+        "delivery",
+        "module",
+        "start 1w ms",
+        "start 4w ms",
+        "RSS 1w MiB",
+        "RSS 4w MiB",
+        "first req ms",
+        "first cnt µs",
+        "32k µs"
+    );
+    for delivery in &deliveries {
+        let config = |admin, listener| {
+            let mut config = envoy_config(true, rls_port, backend_port, admin, listener)
+                .replace(
+                    &plain.display().to_string(),
+                    &delivery.wasm.display().to_string(),
+                )
+                .replace(
+                    "\"count_budget_bytes\": 131072",
+                    "\"count_budget_bytes\": 4194304",
+                );
+            if delivery.model_tokenizers {
+                config = with_model_tokenizers(&config, &tokenizers).expect("model_tokenizers");
+            }
+            if delivery.vm_configuration {
+                config = with_vm_vocabularies(&config, &bundle).expect("VM configuration");
+            }
+            config
+        };
+        let body = &bodies[usize::from(delivery.model_tokenizers)];
+        let cost = delivery_cost(4, body, config).await?;
+        println!(
+            "{:<30} {:>7.1}Mi {:>13.0} {:>13.0} {:>11.0} {:>11.0} {:>12.1} {:>12} {:>9.0}{}",
+            delivery.label,
+            std::fs::metadata(&delivery.wasm)?.len() as f64 / 1048576.0,
+            cost.start_ms[0],
+            cost.start_ms[1],
+            cost.rss_mib[0],
+            cost.rss_mib[1],
+            cost.first_ms,
+            cost.first_count_us,
+            cost.count_us,
+            if cost.fallbacks > 0 {
+                format!("  ({} requests counted by the fallback)", cost.fallbacks)
+            } else {
+                String::new()
+            }
+        );
+    }
+    println!("(memory per worker VM ≈ (RSS 4w − RSS 1w) / 3, RSS once settled; first req: the first request once RSS settled, 32k-token prompt, whole exchange)");
+    Ok(())
+}
+
+/// Envoy's RSS in MiB once it stopped growing (its worker VMs built their
+/// tokenizers: the same within 1 MiB for 2 s, or after 60 s).
+async fn settled_rss(envoy: &Envoy) -> f64 {
+    let rss = || {
+        envoy
+            .rss_kib()
+            .map(|k| k as f64 / 1024.0)
+            .unwrap_or(f64::NAN)
+    };
+    let mut last = rss();
+    let mut steady = 0;
+    for _ in 0..120 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = rss();
+        steady = if (now - last).abs() < 1.0 {
+            steady + 1
+        } else {
+            0
+        };
+        last = now;
+        if steady >= 4 {
+            break;
+        }
+    }
+    last
+}
+
+/// Starts Envoy with 1 then 4 workers with `config`, and measures (section 6).
+async fn delivery_cost(
+    workers: usize,
+    body: &str,
+    config: impl Fn(u16, u16) -> String,
+) -> anyhow::Result<DeliveryCost> {
+    let (many, _, many_start) = start_envoy(workers, &config)?;
+    let many_rss = settled_rss(&many).await;
+    drop(many);
+    let (one, addr, one_start) = start_envoy(1, &config)?;
+    let one_rss = settled_rss(&one).await;
+    let mut connection = Connection::open(addr);
+    let t = Instant::now();
+    let first = connection.post(body);
+    let first_ms = t.elapsed().as_secs_f64() * 1e3;
+    let counts: Vec<f64> = (0..20)
+        .filter_map(|_| connection.post(body).count_micros)
+        .map(|m| m as f64)
+        .collect();
+    let fallbacks = sluice_testkit::filter_event_count(&one, "tokenizer_fallback").await?;
+    Ok(DeliveryCost {
+        start_ms: [
+            one_start.as_secs_f64() * 1e3,
+            many_start.as_secs_f64() * 1e3,
+        ],
+        rss_mib: [one_rss, many_rss],
+        first_count_us: first.count_micros.unwrap_or(0),
+        first_ms,
+        count_us: median(counts),
+        fallbacks,
+    })
 }

@@ -3,8 +3,10 @@
 //! tokenizer as the filter counts them.
 
 use sluice_admission::admission::Encoders;
+use sluice_admission::config::FilterConfig;
 use sluice_admission::encoders::BpeEncoders;
 use sluice_admission::openai::{self, Endpoint};
+use sluice_admission::TokenCounter;
 use sluice_contract::WorkItem;
 use sluice_openai::usage::{Outcome as TrackerOutcome, UsageTracker, USAGE_BUFFER_LIMIT};
 use sluice_openai::{Usage, DEFAULT_IMAGE_TOKENS};
@@ -19,11 +21,7 @@ impl OutputCounter {
     /// Keeps the output only when `model` has a tokenizer to count it with:
     /// for other models the stream is not parsed a second time for nothing.
     pub(crate) fn for_model(model: &str) -> Self {
-        let encoders = encoders();
-        let countable = encoders
-            .openai_encoding(model)
-            .and_then(|encoding| encoders.counter(encoding))
-            .is_some();
+        let countable = counter_for(model).is_some();
         OutputCounter(
             countable
                 .then(|| UsageTracker::for_content_type("text/event-stream", USAGE_BUFFER_LIMIT))
@@ -41,10 +39,7 @@ impl OutputCounter {
     /// Output tokens of what was read, with `model`'s tokenizer; `None` when
     /// the model has no known tokenizer or the text overflowed the bound.
     pub(crate) fn output_tokens(&mut self, model: &str) -> Option<u64> {
-        let encoders = encoders();
-        let counter = encoders
-            .openai_encoding(model)
-            .and_then(|encoding| encoders.counter(encoding))?;
+        let counter = counter_for(model)?;
         match self
             .0
             .as_mut()?
@@ -57,19 +52,62 @@ impl OutputCounter {
     }
 }
 
-/// The tokenizers, built on first use (tens of milliseconds).
-fn encoders() -> &'static BpeEncoders {
-    static ENCODERS: OnceLock<BpeEncoders> = OnceLock::new();
-    ENCODERS.get_or_init(BpeEncoders::new)
+/// What the consumer counts with: OpenAI's encodings, and the models of
+/// the admission configuration given to [`use_model_tokenizers`] (its
+/// `model_tokenizers`, `model_encodings`, `default_encoding`), so that it
+/// counts each model as the filter and ext_authz do.
+struct Counting {
+    config: Option<FilterConfig>,
+    encoders: BpeEncoders,
+}
+
+static COUNTING: OnceLock<Counting> = OnceLock::new();
+
+impl Counting {
+    /// With the tokenizers `config` names (its files read now).
+    fn with_config(config: FilterConfig) -> Result<Counting, String> {
+        let encoders = BpeEncoders::load(&config)?;
+        Ok(Counting {
+            config: Some(config),
+            encoders,
+        })
+    }
+
+    /// The tokenizer of `model`, as the filter picks it.
+    fn counter_for(&self, model: &str) -> Option<&dyn TokenCounter> {
+        let openai = self.encoders.openai_encoding(model);
+        let encoding = match &self.config {
+            Some(config) => config.encoding_for(model, openai),
+            None => openai,
+        };
+        self.encoders.counter(encoding?)
+    }
+}
+
+/// Counts with the models of `config` (the filter's / ext_authz's JSON),
+/// its `tokenizer.json` files read now. Once, before the first call; the
+/// error names the file.
+pub fn use_model_tokenizers(config: FilterConfig) -> Result<(), String> {
+    COUNTING
+        .set(Counting::with_config(config)?)
+        .map_err(|_| "the consumer's tokenizers are already set".to_string())
+}
+
+/// The tokenizer of `model` (OpenAI's table only unless
+/// [`use_model_tokenizers`] was called first).
+fn counter_for(model: &str) -> Option<&'static dyn TokenCounter> {
+    COUNTING
+        .get_or_init(|| Counting {
+            config: None,
+            encoders: BpeEncoders::new(),
+        })
+        .counter_for(model)
 }
 
 /// The usage of an answer without one: the prompt counted as the filter
 /// counts it, plus `output_tokens` counted from the stream.
 pub(crate) fn counted_usage(item: &WorkItem, output_tokens: u64) -> Option<Usage> {
-    let encoders = encoders();
-    let counter = encoders
-        .openai_encoding(&item.model)
-        .and_then(|encoding| encoders.counter(encoding))?;
+    let counter = counter_for(&item.model)?;
     let endpoint = Endpoint::from_path(&item.path)?;
     let body = serde_json::to_vec(&item.body).ok()?;
     let request = openai::parse(endpoint, &body).ok()?;
@@ -83,6 +121,32 @@ pub(crate) fn counted_usage(item: &WorkItem, output_tokens: u64) -> Option<Usage
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With an admission config's `model_tokenizers`, a Qwen3 model counts
+    /// with Qwen3's tokenizer (digits one by one), others as before.
+    #[test]
+    fn model_tokenizers_of_the_admission_config_count_their_models() {
+        let Some(dir) = std::env::var_os("SLUICE_HF_TOKENIZERS_DIR") else {
+            eprintln!("*** SKIPPED: SLUICE_HF_TOKENIZERS_DIR is not set ***");
+            return;
+        };
+        let path = std::path::Path::new(&dir).join("qwen3/tokenizer.json");
+        let config = FilterConfig::from_json(
+            format!(
+                r#"{{"tenant": {{"header": "t"}}, "model_tokenizers": {{"qwen3*": {{"tokenizer_json": "{}"}}}}}}"#,
+                path.display()
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let counting = Counting::with_config(config).unwrap();
+        assert_eq!(
+            counting.counter_for("qwen3-8b").unwrap().count("1234567"),
+            7
+        );
+        assert_eq!(counting.counter_for("gpt-4o").unwrap().count("1234567"), 3);
+        assert!(counting.counter_for("llama-3").is_none());
+    }
 
     #[test]
     fn an_answer_without_usage_is_counted_with_the_tokenizer() {
