@@ -45,6 +45,8 @@ mod hf_nfc_tables;
 #[cfg(feature = "hf")]
 mod hf_pretok;
 mod pretok;
+#[doc(hidden)]
+pub mod testing;
 
 #[cfg(feature = "hf")]
 pub use hf::{HfTokenizer, LoadError};
@@ -220,13 +222,22 @@ impl Tokenizer {
     /// Number of tokens of `text` (ordinary text: special tokens are not
     /// recognised), i.e. `self.encode(text).len()`, without building the list.
     pub fn count(&self, text: &str) -> usize {
-        let mut count = 0;
         let mut scratch = bpe::Scratch::default();
+        self.count_merged_by(text, |piece, count| {
+            self.ranks.merge(piece, &mut scratch, |_| *count += 1)
+        })
+    }
+
+    /// Tokens of `text`: one per piece that is a token, and what `merge`
+    /// adds to the count for each other piece.
+    #[inline]
+    fn count_merged_by(&self, text: &str, mut merge: impl FnMut(&[u8], &mut usize)) -> usize {
+        let mut count = 0;
         self.for_each_piece(text, |piece| {
             if self.ranks.get(piece).is_some() {
                 count += 1;
             } else {
-                self.ranks.merge(piece, &mut scratch, |_| count += 1);
+                merge(piece, &mut count);
             }
         });
         count
@@ -239,16 +250,10 @@ impl Tokenizer {
     /// the supported API.
     #[doc(hidden)]
     pub fn count_with_tiktoken_merge(&self, text: &str) -> usize {
-        let mut count = 0;
         let mut parts = Vec::new();
-        self.for_each_piece(text, |piece| {
-            if self.ranks.get(piece).is_some() {
-                count += 1;
-            } else {
-                self.ranks.merge_short(piece, &mut parts, |_| count += 1);
-            }
-        });
-        count
+        self.count_merged_by(text, |piece, count| {
+            self.ranks.merge_short(piece, &mut parts, |_| *count += 1)
+        })
     }
 
     /// [`Tokenizer::encode`] with tiktoken's merge (see
@@ -359,6 +364,7 @@ fn pieces(b: &[u8], piece_end: impl Fn(&[u8], usize) -> usize, mut f: impl FnMut
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Rng;
 
     #[test]
     fn send_sync() {
@@ -448,17 +454,6 @@ mod tests {
             let t = Tokenizer::new(e);
             let longest = t.max_token_bytes();
             assert!((16..=256).contains(&longest), "{e:?}: {longest}");
-        }
-    }
-
-    /// Deterministic xorshift64*.
-    struct Rng(u64);
-    impl Rng {
-        fn below(&mut self, n: usize) -> usize {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n as u64) as usize
         }
     }
 
