@@ -7,6 +7,7 @@
 //! files ([`stack::limits`]). Feature `rls`: building RLS requests and
 //! reading RLS answers ([`rls`]).
 
+pub mod figures;
 pub mod process;
 pub mod redis_topologies;
 

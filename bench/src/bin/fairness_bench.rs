@@ -62,6 +62,7 @@ use sluice_consumer::controller::{self, CapacitySample, ControllerState, ModelCo
 use sluice_consumer::fair::{FairQueue, TicketId};
 use sluice_contract::Priority;
 use sluice_llm_sim::gpu::{Capacity, Scheduler, SeqId, SeqSpec};
+use sluice_testkit::figures::percentile;
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
@@ -625,15 +626,6 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
         mean_limit: limit_sum / steps,
         mean_waiting: waiting_sum / steps,
     }
-}
-
-fn percentile(values: &mut [f64], p: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let at = ((values.len() - 1) as f64 * p).round() as usize;
-    values.get(at).copied()
 }
 
 struct Figures {
