@@ -12,12 +12,13 @@ apply_chat_template(tokenize=True) does). Writes chat.jsonl beside them:
 """
 import json
 import random
-import sys
 
 import jinja2
 import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
+
+from reference_args import size_and_dirs
 
 PIECES = [
     "Hello", " world", "!", "\n", "\n\n", "  ", " ", "\t", "What's 2+2?", "中文", "日本語", "😀",
@@ -45,13 +46,8 @@ def conversation(rng):
 
 
 def main():
-    args = sys.argv[1:]
-    size = 20000
-    if args and args[0] == "--size":
-        size = int(args[1])
-        args = args[2:]
-    for d in args:
-        d = d.rstrip("/")
+    size, dirs = size_and_dirs(20000)
+    for d in dirs:
         cfg = json.load(open(d + "/tokenizer_config.json", encoding="utf-8"))
         tmpl_src = cfg.get("chat_template")
         if not tmpl_src:

@@ -28,10 +28,11 @@ The corpus (about N texts, default 1 000 000):
 import json
 import random
 import struct
-import sys
 import unicodedata
 
 from tokenizers import Tokenizer
+
+from reference_args import size_and_dirs
 
 
 def bytes_to_unicode():
@@ -144,20 +145,16 @@ def corpus(tok_json, added, size, rng):
 
 
 def main():
-    args = sys.argv[1:]
-    size = 1_000_000
-    if args and args[0] == "--size":
-        size = int(args[1])
-        args = args[2:]
-    for d in args:
-        path = d.rstrip("/") + "/tokenizer.json"
+    size, dirs = size_and_dirs(1_000_000)
+    for d in dirs:
+        path = d + "/tokenizer.json"
         tok = Tokenizer.from_file(path)
         with open(path, encoding="utf-8") as f:
             tj = json.load(f)
         added = [t["content"] for t in tj.get("added_tokens", [])]
         rng = random.Random(20261204)
         texts = corpus(tj, added, size, rng)
-        out_path = d.rstrip("/") + "/reference.bin"
+        out_path = d + "/reference.bin"
         with open(out_path, "wb") as out:
             out.write(b"SLHFREF1")
             out.write(struct.pack("<I", len(texts)))
