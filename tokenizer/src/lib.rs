@@ -260,17 +260,11 @@ impl Tokenizer {
     /// [`Tokenizer::count_with_tiktoken_merge`]). Not part of the supported API.
     #[doc(hidden)]
     pub fn encode_with_tiktoken_merge(&self, text: &str) -> Vec<u32> {
-        let mut out = Vec::new();
         let mut parts = Vec::new();
-        self.for_each_piece(text, |piece| match self.ranks.get(piece) {
-            Some(r) => out.push(r),
-            None => self.ranks.merge_short(piece, &mut parts, |t| {
-                if let Some(r) = self.ranks.get(t) {
-                    out.push(r);
-                }
-            }),
-        });
-        out
+        self.encode_merged_by(text, Vec::new(), |piece, out| {
+            self.ranks
+                .merge_short(piece, &mut parts, |t| self.push_rank(out, t))
+        })
     }
 
     /// Length in bytes of the encoding's longest token: a text of `n` bytes
@@ -332,18 +326,37 @@ impl Tokenizer {
 
     /// The tokens of `text`, as tiktoken's `encode_ordinary`.
     pub fn encode(&self, text: &str) -> Vec<u32> {
-        let mut out = Vec::with_capacity(text.len() / 4 + 1);
         let mut scratch = bpe::Scratch::default();
+        let out = Vec::with_capacity(text.len() / 4 + 1);
+        self.encode_merged_by(text, out, |piece, out| {
+            self.ranks
+                .merge(piece, &mut scratch, |t| self.push_rank(out, t))
+        })
+    }
+
+    /// `out` with the tokens of `text`: each piece that is a token, and
+    /// what `merge` pushes for each other piece.
+    #[inline]
+    fn encode_merged_by(
+        &self,
+        text: &str,
+        mut out: Vec<u32>,
+        mut merge: impl FnMut(&[u8], &mut Vec<u32>),
+    ) -> Vec<u32> {
         self.for_each_piece(text, |piece| match self.ranks.get(piece) {
             Some(r) => out.push(r),
-            None => self.ranks.merge(piece, &mut scratch, |t| {
-                // Every part of a merge is a token (all 256 bytes are).
-                if let Some(r) = self.ranks.get(t) {
-                    out.push(r);
-                }
-            }),
+            None => merge(piece, &mut out),
         });
         out
+    }
+
+    /// Pushes the rank of `part`, a part of a merge: every part is a token
+    /// (all 256 bytes are).
+    #[inline]
+    fn push_rank(&self, out: &mut Vec<u32>, part: &[u8]) {
+        if let Some(r) = self.ranks.get(part) {
+            out.push(r);
+        }
     }
 }
 
