@@ -15,16 +15,24 @@ use sluice_tokenizer::{Encoding, Tokenizer};
 /// An OpenAI encoding; `true` when it stands in for a missing vocabulary.
 struct Counter(Arc<Tokenizer>, bool);
 
+/// The counts of a [`TokenCounter`] whose field `.0` is one of
+/// sluice-tokenizer's tokenizers (they answer them alike).
+macro_rules! counts_of_the_tokenizer {
+    () => {
+        fn count(&self, text: &str) -> usize {
+            self.0.count(text)
+        }
+        fn count_within(&self, text: &str, budget: &mut usize) -> BoundedCount {
+            self.0.count_within(text, budget)
+        }
+        fn max_token_bytes(&self) -> Option<usize> {
+            Some(self.0.max_token_bytes())
+        }
+    };
+}
+
 impl TokenCounter for Counter {
-    fn count(&self, text: &str) -> usize {
-        self.0.count(text)
-    }
-    fn count_within(&self, text: &str, budget: &mut usize) -> BoundedCount {
-        self.0.count_within(text, budget)
-    }
-    fn max_token_bytes(&self) -> Option<usize> {
-        Some(self.0.max_token_bytes())
-    }
+    counts_of_the_tokenizer!();
     fn is_fallback(&self) -> bool {
         self.1
     }
@@ -54,15 +62,7 @@ fn framing(template: Option<&str>) -> (u64, u64) {
 
 #[cfg(feature = "hf")]
 impl TokenCounter for HfCounter {
-    fn count(&self, text: &str) -> usize {
-        self.0.count(text)
-    }
-    fn count_within(&self, text: &str, budget: &mut usize) -> BoundedCount {
-        self.0.count_within(text, budget)
-    }
-    fn max_token_bytes(&self) -> Option<usize> {
-        Some(self.0.max_token_bytes())
-    }
+    counts_of_the_tokenizer!();
     fn chat_framing(&self) -> (u64, u64) {
         self.1
     }

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use sluice_testkit::process::help_text;
+use sluice_testkit::temp_file;
 use std::process::Command;
 
 // What the binaries' tests share (upstream's placement variables).
@@ -9,6 +10,13 @@ mod support;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sluice-rls"))
+}
+
+/// Runs `command`, which must refuse (exit 1): its stderr.
+fn refusal(command: &mut Command) -> String {
+    let output = command.output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 fn repo(path: &str) -> std::path::PathBuf {
@@ -43,32 +51,25 @@ fn validate_names_the_file_and_the_problem() {
         "domain: b\ndescriptors:\n  - key: tenant\n    rate_limit: { unit: minute, requests_per_unit: -1 }\n",
     )
     .unwrap();
-    let output = bin().arg("--validate").arg(dir.path()).output().unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refusal(bin().arg("--validate").arg(dir.path()));
     assert!(stderr.contains("bad.yaml"), "{stderr}");
     assert!(stderr.contains("requests_per_unit"), "{stderr}");
 }
 
 #[test]
 fn serve_refuses_to_start_on_bad_config() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("limits.yaml");
-    std::fs::write(&path, "domain: x\nbogus: true\n").unwrap();
-    let output = bin()
-        .args(["--config"])
-        .arg(&path)
-        .args(["--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (_dir, path) = temp_file("limits.yaml", "domain: x\nbogus: true\n");
+    let stderr = refusal(bin().args(["--config"]).arg(&path).args([
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--admin-addr",
+        "127.0.0.1:0",
+    ]));
     assert!(stderr.contains("refusing to start"), "{stderr}");
     assert!(stderr.contains("unknown field `bogus`"), "{stderr}");
 
-    let output = bin().env_remove("SLUICE_RLS_CONFIG").output().unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--config"));
+    let stderr = refusal(bin().env_remove("SLUICE_RLS_CONFIG"));
+    assert!(stderr.contains("--config"), "{stderr}");
 }
 
 #[test]
@@ -116,13 +117,10 @@ fn admin_listeners_default_to_loopback() {
 
 #[test]
 fn validate_prints_warnings_and_still_accepts() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("limits.yaml");
-    std::fs::write(
-        &path,
+    let (_dir, path) = temp_file(
+        "limits.yaml",
         "domain: d\ndescriptors:\n  - key: a\n    rate_limit: { unit: minute, requests_per_unit: 1, replaces: [{ name: ghost }] }\n",
-    )
-    .unwrap();
+    );
     let output = bin().arg("--validate").arg(&path).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}");

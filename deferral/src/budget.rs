@@ -294,6 +294,11 @@ mod tests {
         (Ledger::new(limits, gauge.clone()), gauge)
     }
 
+    /// Why holding `bytes` for `tenant` is refused (it must be).
+    fn refusal(ledger: &Arc<Ledger>, tenant: &str, bytes: u64) -> Refusal {
+        ledger.hold_bytes(tenant, bytes).unwrap_err()
+    }
+
     #[test]
     fn shares_default_to_a_quarter_of_the_global_limits() {
         let limits = BudgetLimits::for_endpoint(256 << 20, None, 10_000, None);
@@ -313,16 +318,13 @@ mod tests {
     fn a_tenant_at_its_byte_share_is_refused_while_others_are_served() {
         let (ledger, gauge) = ledger(100, 40, 10);
         let a1 = ledger.hold_bytes("a", 30).unwrap();
-        assert_eq!(
-            ledger.hold_bytes("a", 11).unwrap_err(),
-            Refusal::TenantHeldBytes
-        );
+        assert_eq!(refusal(&ledger, "a", 11), Refusal::TenantHeldBytes);
         let a2 = ledger.hold_bytes("a", 10).unwrap();
         let b = ledger.hold_bytes("b", 40).unwrap();
         assert_eq!(gauge.get(), 80);
         let c = ledger.hold_bytes("c", 20).unwrap();
         // The global budget is full: the next is a 503 for anyone.
-        assert_eq!(ledger.hold_bytes("d", 1).unwrap_err(), Refusal::HeldBytes);
+        assert_eq!(refusal(&ledger, "d", 1), Refusal::HeldBytes);
         assert_eq!(Refusal::HeldBytes.status().as_u16(), 503);
         assert_eq!(Refusal::TenantHeldBytes.status().as_u16(), 429);
         drop((a1, a2, b, c));
@@ -336,10 +338,7 @@ mod tests {
     fn exactly_the_budget_fits() {
         let (ledger, _) = ledger(100, 100, 10);
         let hold = ledger.hold_bytes("a", 100).unwrap();
-        assert_eq!(
-            ledger.hold_bytes("a", 1).unwrap_err(),
-            Refusal::TenantHeldBytes
-        );
+        assert_eq!(refusal(&ledger, "a", 1), Refusal::TenantHeldBytes);
         drop(hold);
         assert!(ledger.hold_bytes("a", 100).is_ok());
     }

@@ -12,6 +12,7 @@ use anyhow::Context;
 use clap::Parser;
 use client::{Chat, Journal};
 use sluice_demo::stats::{self, Counts, Pace, PaceTimeline, Record};
+use sluice_testkit::figures::percentile;
 use stack::Stack;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -687,15 +688,6 @@ struct Written {
     files: Vec<PathBuf>,
 }
 
-fn percentile(mut values: Vec<f64>, p: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let index = ((values.len() - 1) as f64 * p).round() as usize;
-    values.get(index).copied()
-}
-
 /// Metrics scraped from the services at the end.
 struct Scraped {
     consumer: String,
@@ -714,16 +706,18 @@ fn summary(records: &[Record], events: &[String], metrics: &Scraped, end_s: f64)
                 .filter(move |r| &r.tenant == tenant && &r.model == model)
         };
         let total = |r: &Record| r.done_s.map(|d| d - r.sent_s);
-        let direct: Vec<f64> = of().filter(|r| r.direct()).filter_map(total).collect();
-        let queued: Vec<f64> = of()
+        let mut direct: Vec<f64> = of().filter(|r| r.direct()).filter_map(total).collect();
+        let mut queued: Vec<f64> = of()
             .filter(|r| r.deferred && r.completed)
             .filter_map(total)
             .collect();
         let mut line = format!("    {tenant}/{model}:");
-        if let (Some(p50), Some(max)) = (percentile(direct.clone(), 0.5), percentile(direct, 1.0)) {
+        if let (Some(p50), Some(max)) = (percentile(&mut direct, 0.5), percentile(&mut direct, 1.0))
+        {
             let _ = write!(line, " direct answers p50 {p50:.2} s (max {max:.2} s);");
         }
-        if let (Some(p50), Some(max)) = (percentile(queued.clone(), 0.5), percentile(queued, 1.0)) {
+        if let (Some(p50), Some(max)) = (percentile(&mut queued, 0.5), percentile(&mut queued, 1.0))
+        {
             let _ = write!(
                 line,
                 " {} answered through the queue, p50 {p50:.1} s, max {max:.1} s after sending;",

@@ -6,16 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use sluice_litetopic::probe::{probe, ProbeError, ProbeOptions};
-use sluice_testkit::RocketMq;
+use sluice_testkit::{retry_until, signal, RocketMq};
 use std::time::{Duration, Instant};
-
-fn signal(pid: u32, name: &str) {
-    let status = std::process::Command::new("kill")
-        .args([&format!("-{name}"), &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{name} {pid}");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_probe_tells_a_frozen_broker_from_a_live_one() {
@@ -53,18 +45,11 @@ async fn the_probe_tells_a_frozen_broker_from_a_live_one() {
 
     // Running again: the probe passes (it may meet what the frozen probe
     // sent, once the broker reads it, and drops it).
-    let began = Instant::now();
-    let back = loop {
-        match probe(&namesrv, &options).await {
-            Ok(report) => break report,
-            Err(error) => {
-                assert!(
-                    began.elapsed() < Duration::from_secs(60),
-                    "never live again: {error}"
-                );
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
-    };
-    println!("live again after {:?}: {back:?}", began.elapsed());
+    let (back, after) = retry_until(
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        async || probe(&namesrv, &options).await,
+    )
+    .await;
+    println!("live again after {after:?}: {back:?}");
 }

@@ -18,9 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 mod common;
-
-/// 5.5 s into a minute window.
-const T0: u64 = 1_795_996_925_500;
+use common::T0;
 const MINUTE: u64 = 60_000;
 
 const LIMITS: &str = r#"

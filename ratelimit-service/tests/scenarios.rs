@@ -23,9 +23,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 mod common;
-
-/// 2026-11-29T00:02:05.500Z: 5.5 s into a minute window.
-const T0: u64 = 1_795_996_925_500;
+use common::T0;
 
 /// Shared with the limiter's unit tests.
 const LIMITS: &str = include_str!("fixtures/llm-limits.yaml");

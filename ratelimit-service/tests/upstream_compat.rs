@@ -19,8 +19,8 @@ use sluice_testkit::rls::descriptor;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// 2026-11-29T00:02:05.500Z: 5.5 s into a minute window, 2 min 5.5 s into an hour.
-const T0: u64 = 1_795_996_925_500;
+mod common;
+use common::T0;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/envoyproxy-ratelimit")

@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// 2026-11-29T00:02:05.500Z.
-const T0: u64 = 1_795_996_925_500;
+mod common;
+use common::T0;
 
 const LIMITS: &str = r#"
 domain: rl

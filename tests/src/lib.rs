@@ -7,6 +7,7 @@
 //! files ([`stack::limits`]). Feature `rls`: building RLS requests and
 //! reading RLS answers ([`rls`]).
 
+pub mod figures;
 pub mod process;
 pub mod redis_topologies;
 
@@ -342,6 +343,12 @@ pub enum Durability {
 impl RedisServer {
     pub fn start() -> anyhow::Result<Self> {
         Self::start_with(Durability::Volatile)
+    }
+
+    /// [`RedisServer::start`] from async code: the start waits for the
+    /// process, so it runs off the runtime's threads.
+    pub async fn start_off_runtime() -> anyhow::Result<Self> {
+        tokio::task::spawn_blocking(Self::start).await?
     }
 
     pub fn start_with(durability: Durability) -> anyhow::Result<Self> {
@@ -1307,6 +1314,25 @@ pub async fn retry_until<T, E: std::fmt::Debug>(
     }
 }
 
+/// `contents` in the file `name` of a new temporary directory; the
+/// directory goes when the returned handle drops.
+pub fn temp_file(name: &str, contents: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temporary directory: {e}"));
+    let path = dir.path().join(name);
+    std::fs::write(&path, contents).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (dir, path)
+}
+
+/// Sends the signal `name` (`STOP`, `CONT`, …) to the process `pid` with
+/// kill(1); fails the test when it cannot.
+pub fn signal(pid: u32, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .unwrap_or_else(|e| panic!("kill: {e}"));
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
 /// POST `body` with `headers` to `addr` + `path` (the blocking client, off
 /// the runtime's threads).
 pub async fn post(
@@ -1323,8 +1349,9 @@ pub async fn post(
 }
 
 /// GET `path` from `addr` (the blocking client, off the runtime's threads).
-pub async fn get(addr: SocketAddr, path: &'static str) -> anyhow::Result<HttpResponse> {
-    tokio::task::spawn_blocking(move || http_request(addr, "GET", path, &[], b"")).await?
+pub async fn get(addr: SocketAddr, path: impl Into<String>) -> anyhow::Result<HttpResponse> {
+    let path = path.into();
+    tokio::task::spawn_blocking(move || http_request(addr, "GET", &path, &[], b"")).await?
 }
 
 /// Reads a raw HTTP/1.1 response from `reader` until the connection ends or

@@ -139,6 +139,13 @@ pub async fn start_broker() -> RocketMq {
         .unwrap()
 }
 
+/// Test logs on, then a Redis and a broker of the test's own.
+pub async fn redis_and_broker() -> (RedisServer, RocketMq) {
+    crate::init_test_tracing();
+    let redis = RedisServer::start_off_runtime().await.unwrap();
+    (redis, start_broker().await)
+}
+
 /// A consumer-side Redis connection to `redis`.
 pub fn redis_connection(redis: &RedisServer) -> sluice_redis::RedisConn {
     redis_connection_at(&redis.url())

@@ -18,7 +18,7 @@
 
 use sluice_litetopic::probe::{probe, ProbeOptions};
 use sluice_testkit::stack::{limits, patient_chat, sse_data, Stack};
-use sluice_testkit::HttpResponse;
+use sluice_testkit::{retry_until, signal, HttpResponse};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,14 +29,6 @@ const CLIENTS: usize = 2;
 /// The probe's deadline, and Kubernetes' `failureThreshold`.
 const PROBE_DEADLINE: Duration = Duration::from_secs(4);
 const FAILURES_BEFORE_RESTART: u32 = 2;
-
-fn signal(pid: u32, name: &str) {
-    let status = std::process::Command::new("kill")
-        .args([&format!("-{name}"), &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{name} {pid}");
-}
 
 /// What one load request got, and when it started.
 struct Sent {
@@ -137,19 +129,12 @@ async fn a_frozen_broker_is_detected_and_restarted_and_no_accepted_request_is_lo
     let restarted_after = frozen_at.elapsed();
 
     // Live again: the probe passes, and new deferrals are accepted.
-    let began = Instant::now();
-    let probe_back = loop {
-        match probe(&namesrv, &options).await {
-            Ok(report) => break report,
-            Err(error) => {
-                assert!(
-                    began.elapsed() < Duration::from_secs(90),
-                    "the restarted broker never passed the probe: {error}"
-                );
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
-    };
+    let (probe_back, _) = retry_until(
+        Duration::from_secs(90),
+        Duration::from_millis(500),
+        async || probe(&namesrv, &options).await,
+    )
+    .await;
     let probe_back_after = frozen_at.elapsed();
     let accepted_after_restart = accepted(&stack);
     let began = Instant::now();

@@ -21,9 +21,9 @@
 
 use redis::AsyncCommands;
 use sluice_testkit::stack::{
-    endpoint_config, model_calls, start_broker, start_deferral_endpoint, start_llm_sim,
+    endpoint_config, model_calls, redis_and_broker, start_deferral_endpoint, start_llm_sim,
 };
-use sluice_testkit::{deferral_markers, free_port, workspace_binary, HttpResponse, RedisServer};
+use sluice_testkit::{deferral_markers, free_port, temp_file, workspace_binary, HttpResponse};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -110,9 +110,7 @@ async fn stream_len(redis: &mut redis::aio::MultiplexedConnection, key: &str) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_consumer_loses_no_request_and_never_calls_the_model_twice() {
-    sluice_testkit::init_test_tracing();
-    let redis_server = RedisServer::start().unwrap();
-    let broker = start_broker().await;
+    let (redis_server, broker) = redis_and_broker().await;
 
     // The endpoint with its default lease watch and claim timing.
     let client = redis::Client::open(redis_server.url()).unwrap();
@@ -127,13 +125,10 @@ async fn killed_consumer_loses_no_request_and_never_calls_the_model_twice() {
     // One request per 7 s per bucket: a bucket's second request is held
     // (the first takes 4 s, the kill comes ~0.5 s later: its slot ~2.5 s
     // after the kill).
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("consumer.yaml");
-    std::fs::write(
-        &config,
+    let (_dir, config) = temp_file(
+        "consumer.yaml",
         "pacing:\n  default_rates: { requests_per_second: 0.14 }\n",
-    )
-    .unwrap();
+    );
     let backend_url = format!("http://{backend}");
     let mut first = Consumer::start(
         "doomed",

@@ -11,7 +11,7 @@ use sluice_testkit::redis_topologies::RedisKind;
 use sluice_testkit::stack::{
     chunk_content, limits, model_calls, paced, patient_chat, sse_data, ConsumerSpec, Stack,
 };
-use sluice_testkit::{http_request, spawn_post};
+use sluice_testkit::{get, spawn_post};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -106,6 +106,18 @@ async fn deferred_requests_end_to_end(redis: RedisKind) {
         .await;
 }
 
+const CHAT_PATH: &str = "/v1/chat/completions";
+
+/// A chat of forty words that asks `model` for 30 tokens.
+fn hello_chat(model: &str) -> Vec<u8> {
+    let body = serde_json::json!({
+        "model": model,
+        "max_tokens": 30,
+        "messages": [{"role": "user", "content": "hello ".repeat(40)}]
+    });
+    body.to_string().into_bytes()
+}
+
 /// Two tenants send the same `x-request-id` at once (the attack that used
 /// to hand one tenant the other's answer): each gets its own answer, under
 /// its own Sluice id, and the model is called once for each.
@@ -113,25 +125,12 @@ async fn tenants_sharing_a_client_request_id_get_their_own_answers(
     envoy_addr: SocketAddr,
     backend_url: &str,
 ) {
-    let ask = |tenant: &'static str, model: &'static str| {
-        let body = serde_json::json!({
-            "model": model,
-            "max_tokens": 30,
-            "messages": [{"role": "user", "content": "hello ".repeat(40)}]
-        });
-        tokio::task::spawn_blocking(move || {
-            http_request(
-                envoy_addr,
-                "POST",
-                "/v1/chat/completions",
-                &[
-                    ("x-tenant-id", tenant),
-                    ("x-request-id", "shared-client-id"),
-                ],
-                body.to_string().as_bytes(),
-            )
-            .unwrap()
-        })
+    let ask = |tenant: &str, model: &str| {
+        let headers = vec![
+            ("x-tenant-id", tenant.to_string()),
+            ("x-request-id", "shared-client-id".to_string()),
+        ];
+        spawn_post(envoy_addr, CHAT_PATH, headers, hello_chat(model))
     };
     let (a, b) = (ask("patient", "gpt-4o"), ask("other", "gpt-4o-mini"));
     let (a, b) = (a.await.unwrap(), b.await.unwrap());
@@ -164,33 +163,26 @@ async fn resume_needs_the_token_and_forged_deferrals_are_refused(
         .unwrap()
         .to_string();
     streamed.assert_body_contains(&format!(": resume-token {token}\n"));
-    let get = |path: String| {
-        tokio::task::spawn_blocking(move || {
-            http_request(deferral_addr, "GET", &path, &[], b"").unwrap()
-        })
+    // The token resumes the whole answer, from the endpoint and through
+    // Envoy (the shipped config routes resume to the endpoint).
+    let resumes = |addr: SocketAddr| {
+        let path = format!("/v1/sluice/streams/{token}");
+        async move {
+            let resumed = get(addr, path).await.unwrap();
+            assert_eq!(resumed.status, 200, "{resumed:?}");
+            assert!(
+                resumed.body.ends_with("data: [DONE]\n\n"),
+                "{}",
+                resumed.body
+            );
+        }
     };
-    let resumed = get(format!("/v1/sluice/streams/{token}")).await.unwrap();
-    assert_eq!(resumed.status, 200, "{resumed:?}");
-    assert!(
-        resumed.body.ends_with("data: [DONE]\n\n"),
-        "{}",
-        resumed.body
-    );
-    let bare = get(format!("/v1/sluice/streams/{id}")).await.unwrap();
+    resumes(deferral_addr).await;
+    let bare = get(deferral_addr, format!("/v1/sluice/streams/{id}"))
+        .await
+        .unwrap();
     assert_eq!(bare.status, 404, "{bare:?}");
-    // Through Envoy too: the shipped config routes resume to the endpoint.
-    let path = format!("/v1/sluice/streams/{token}");
-    let via_envoy =
-        tokio::task::spawn_blocking(move || http_request(envoy_addr, "GET", &path, &[], b""))
-            .await
-            .unwrap()
-            .unwrap();
-    assert_eq!(via_envoy.status, 200, "{via_envoy:?}");
-    assert!(
-        via_envoy.body.ends_with("data: [DONE]\n\n"),
-        "{}",
-        via_envoy.body
-    );
+    resumes(envoy_addr).await;
 
     let body =
         r#"{"model": "gpt-4o", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}"#;
@@ -235,26 +227,13 @@ async fn a_client_trace_context_reaches_the_model_on_both_paths() {
     sluice_testkit::init_test_tracing();
     let stack = Stack::builder(limits::patient_defers()).start().await;
     let envoy_addr = stack.envoy.listener;
-    let ask = |tenant: &'static str, traceparent: String| {
-        let body = serde_json::json!({
-            "model": "gpt-4o",
-            "max_tokens": 30,
-            "messages": [{"role": "user", "content": "hello ".repeat(40)}]
-        });
-        tokio::task::spawn_blocking(move || {
-            http_request(
-                envoy_addr,
-                "POST",
-                "/v1/chat/completions",
-                &[
-                    ("x-tenant-id", tenant),
-                    ("traceparent", &traceparent),
-                    ("tracestate", "sluice-test=1"),
-                ],
-                body.to_string().as_bytes(),
-            )
-            .unwrap()
-        })
+    let ask = |tenant: &str, traceparent: String| {
+        let headers = vec![
+            ("x-tenant-id", tenant.to_string()),
+            ("traceparent", traceparent),
+            ("tracestate", "sluice-test=1".to_string()),
+        ];
+        spawn_post(envoy_addr, CHAT_PATH, headers, hello_chat("gpt-4o"))
     };
     let trace_id = |n: u8| format!("{:032x}", u128::from(n) << 64 | 0xabc);
     let parent = |n: u8| format!("00-{}-00f067aa0ba902b7-01", trace_id(n));
@@ -288,11 +267,7 @@ async fn a_client_trace_context_reaches_the_model_on_both_paths() {
 /// `/sim/calls?trace_id=`).
 async fn model_trace_calls(backend: SocketAddr, trace_id: &str) -> u64 {
     let path = format!("/sim/calls?trace_id={trace_id}");
-    let response =
-        tokio::task::spawn_blocking(move || http_request(backend, "GET", &path, &[], b""))
-            .await
-            .unwrap()
-            .unwrap();
+    let response = get(backend, path).await.unwrap();
     let json: Value = serde_json::from_str(&response.body).unwrap();
     json["calls"].as_u64().unwrap()
 }

@@ -12,7 +12,7 @@ use sluice_deferral::endpoint::{EndpointMetrics, EndpointOptions};
 use sluice_deferral::EndpointConfig;
 use sluice_litetopic::{lite_topic_name, LiteClient, LiteConfig, LiteConsumer, LiteMessage};
 use sluice_testkit::stack::{
-    endpoint_config, start_broker, start_deferral_endpoint, GROUP, PARENT,
+    endpoint_config, redis_and_broker, start_deferral_endpoint, GROUP, PARENT,
 };
 use sluice_testkit::{
     example_deferral_secret, http_request, new_request_id, sign_deferral_headers, HttpResponse,
@@ -39,9 +39,7 @@ async fn setup(options: EndpointOptions) -> Setup {
 }
 
 async fn setup_with_metrics(options: EndpointOptions, metrics: Arc<EndpointMetrics>) -> Setup {
-    sluice_testkit::init_test_tracing();
-    let redis_server = RedisServer::start().unwrap();
-    let broker = start_broker().await;
+    let (redis_server, broker) = redis_and_broker().await;
     let client = redis::Client::open(redis_server.url()).unwrap();
     let addr = start_deferral_endpoint(EndpointConfig {
         options,
@@ -1046,9 +1044,7 @@ fn read_until_closed(stream: &mut std::net::TcpStream, limit: Duration) -> (Vec<
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unauthenticated_connections_are_bounded_and_cut_at_the_header_deadline() {
     use sluice_testkit::stack::{start_deferral_endpoint_with, ListenerLimits, ListenerMetrics};
-    sluice_testkit::init_test_tracing();
-    let redis_server = RedisServer::start().unwrap();
-    let broker = start_broker().await;
+    let (redis_server, broker) = redis_and_broker().await;
     let client = redis::Client::open(redis_server.url()).unwrap();
     let mut redis = client.get_multiplexed_async_connection().await.unwrap();
     let metrics = ListenerMetrics::default();

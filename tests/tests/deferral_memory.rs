@@ -11,10 +11,10 @@
 
 use sluice_litetopic::lite_topic_name;
 use sluice_testkit::load::Service;
-use sluice_testkit::stack::{redis_connection, start_broker, GROUP, PARENT};
+use sluice_testkit::stack::{redis_and_broker, redis_connection, GROUP, PARENT};
 use sluice_testkit::{
     free_port, parse_raw_response, resident_kib, sign_deferral_headers_for_digest,
-    workspace_binary, workspace_root, RedisServer,
+    workspace_binary, workspace_root,
 };
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -135,16 +135,6 @@ fn metric(admin: SocketAddr, name: &str) -> f64 {
         .filter(|l| l.starts_with(name) && !l.starts_with('#'))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
-}
-
-/// Test logs on, then a Redis and a broker of the test's own.
-async fn redis_and_broker() -> (RedisServer, sluice_testkit::RocketMq) {
-    sluice_testkit::init_test_tracing();
-    let redis = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .unwrap()
-        .unwrap();
-    (redis, start_broker().await)
 }
 
 fn rss(pid: u32) -> u64 {

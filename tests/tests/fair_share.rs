@@ -46,6 +46,14 @@ async fn member(stack: &QueueParts, id: &str, spec: ConsumerSpec) -> ConsumerIns
         .await
 }
 
+/// A model that takes 60 ms a call, and one consumer, `c1`, calling it
+/// [`one_at_a_time`] with `weights`.
+async fn sole_member(weights: &[(&str, f64)]) -> (QueueParts, ConsumerInstance) {
+    let stack = start(Duration::from_millis(60)).await;
+    let consumer = member(&stack, "c1", one_at_a_time(weights)).await;
+    (stack, consumer)
+}
+
 async fn publish(stack: &QueueParts, tenant: &str, req_id: &str, priority: Priority) {
     let mut work = work_item(tenant, MODEL, req_id, 100);
     work.priority = priority;
@@ -215,13 +223,7 @@ async fn shares_follow_the_weights(order: OrderConfig) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn priority_bands_are_served_strictly_in_order() {
-    let stack = start(Duration::from_millis(60)).await;
-    let consumer = member(
-        &stack,
-        "c1",
-        one_at_a_time(&[("low", 100.0), ("normal", 10.0)]),
-    )
-    .await;
+    let (stack, consumer) = sole_member(&[("low", 100.0), ("normal", 10.0)]).await;
     let ids = backlog(
         &stack,
         &[
@@ -302,10 +304,7 @@ async fn beat(conn: &mut sluice_redis::RedisConn, id: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_share_one_controller_state() {
-    let redis = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .unwrap()
-        .unwrap();
+    let redis = RedisServer::start_off_runtime().await.unwrap();
     let mut conn = redis_connection(&redis);
     let control = ModelControl {
         initial: Some(20),
@@ -316,14 +315,17 @@ async fn two_instances_share_one_controller_state() {
     let (b, limits_b, metrics_b) = controls(&conn, &control);
     beat(&mut conn, "a").await;
     beat(&mut conn, "b").await;
-    // Both tick in the same interval: one steps (the limit grows by one
-    // step, not two), both apply half of it.
-    a.tick(MODEL, &control, "a").await.unwrap();
-    b.tick(MODEL, &control, "b").await.unwrap();
-    let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
-    assert_eq!(limit, Some(21.0));
-    assert_eq!(limits_a.available(MODEL), Some(11));
-    assert_eq!(limits_b.available(MODEL), Some(10));
+    // Both tick in one interval: the shared (limit, override), and the
+    // calls each instance may have in flight.
+    let tick_both = async |conn: &mut sluice_redis::RedisConn| {
+        a.tick(MODEL, &control, "a").await.unwrap();
+        b.tick(MODEL, &control, "b").await.unwrap();
+        let shared = control_loop::shared_state(conn, MODEL).await.unwrap();
+        (shared, limits_a.available(MODEL), limits_b.available(MODEL))
+    };
+    // One steps (the limit grows by one step, not two), both apply half of it.
+    let ((limit, _), in_a, in_b) = tick_both(&mut conn).await;
+    assert_eq!((limit, in_a, in_b), (Some(21.0), Some(11), Some(10)));
     // Overload answers seen by b are stepped on by whoever holds the next
     // lease, once: one halving.
     let busy = Outcome::RetryLater {
@@ -334,12 +336,8 @@ async fn two_instances_share_one_controller_state() {
     b.observe(MODEL, &busy).await;
     b.observe(MODEL, &busy).await;
     tokio::time::sleep(Duration::from_millis(350)).await;
-    a.tick(MODEL, &control, "a").await.unwrap();
-    b.tick(MODEL, &control, "b").await.unwrap();
-    let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
-    assert_eq!(limit, Some(10.5));
-    assert_eq!(limits_a.available(MODEL), Some(5));
-    assert_eq!(limits_b.available(MODEL), Some(5));
+    let ((limit, _), in_a, in_b) = tick_both(&mut conn).await;
+    assert_eq!((limit, in_a, in_b), (Some(10.5), Some(5), Some(5)));
     let changes = |m: &Metrics| {
         m.encode()
             .lines()
@@ -359,11 +357,8 @@ async fn two_instances_share_one_controller_state() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(350)).await;
-    a.tick(MODEL, &control, "a").await.unwrap();
-    b.tick(MODEL, &control, "b").await.unwrap();
-    assert_eq!(limits_a.available(MODEL), Some(15));
-    assert_eq!(limits_b.available(MODEL), Some(15));
-    let (limit, manual) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+    let ((limit, manual), in_a, in_b) = tick_both(&mut conn).await;
+    assert_eq!((in_a, in_b), (Some(15), Some(15)));
     assert_eq!((limit, manual), (Some(10.5), Some(30.0)));
     control_loop::set_override(&mut conn, MODEL, None)
         .await
@@ -400,10 +395,7 @@ impl control_loop::CapacitySource for FixedLoad {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stepper_counts_every_live_instances_calls_as_its_own_and_the_rest_as_foreign() {
-    let redis = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .unwrap()
-        .unwrap();
+    let redis = RedisServer::start_off_runtime().await.unwrap();
     let mut conn = redis_connection(&redis);
     let control = ModelControl {
         signal: SignalConfig::Prometheus {

@@ -10,6 +10,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use sluice_tokenizer::testing::Rng;
 use sluice_tokenizer::{Encoding, Tokenizer};
 
 const ENGLISH: &[&str] = &[
@@ -38,16 +39,6 @@ const MIXED: &[&str] = &[
     "def handler(event, context):\n    body = json.loads(event[\"body\"])\n    if not body.get(\"user_id\"):\n        return {\"statusCode\": 400, \"body\": \"missing user_id\"}\n    return {\"statusCode\": 200}\n",
     "{\n  \"model\": \"gpt-4o\",\n  \"messages\": [\n    {\"role\": \"system\", \"content\": \"You are a helpful assistant.\"},\n    {\"role\": \"user\", \"content\": \"Summarize the document.\"}\n  ],\n  \"max_tokens\": 512\n}\n",
 ];
-
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n as u64) as usize
-    }
-}
 
 /// The "words" of some paragraphs: split at spaces, and runs of CJK / Thai
 /// (which have no spaces) cut every few characters.

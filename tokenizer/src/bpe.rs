@@ -2,7 +2,7 @@
 
 use alloc::collections::BinaryHeap;
 use alloc::vec::Vec;
-use core::cmp::Ordering;
+use core::cmp::Reverse;
 
 pub type Rank = u32;
 const NONE: Rank = Rank::MAX;
@@ -453,32 +453,7 @@ impl Ranks {
             self.merge_large(piece, emit);
             return;
         }
-        // tiktoken's `_byte_pair_merge`: `parts[i]` is (start of part i,
-        // rank of part i merged with part i + 1).
-        let mut min = self.start_parts(piece, parts);
-
-        let rank_at = |parts: &Vec<(usize, Rank)>, i: usize| -> Rank {
-            if i + 3 < parts.len() {
-                self.get_or_none(&piece[parts[i].0..parts[i + 3].0])
-            } else {
-                NONE
-            }
-        };
-        while min.0 != NONE {
-            let i = min.1;
-            if i > 0 {
-                parts[i - 1].1 = rank_at(parts, i - 1);
-            }
-            parts[i].1 = rank_at(parts, i);
-            parts.remove(i + 1);
-
-            min = (NONE, usize::MAX);
-            for (i, &(_, r)) in parts[..parts.len() - 1].iter().enumerate() {
-                if r < min.0 {
-                    min = (r, i);
-                }
-            }
-        }
+        self.merge_parts(piece, parts, |_, _| false);
         for w in parts.windows(2) {
             emit(&piece[w[0].0..w[1].0]);
         }
@@ -627,17 +602,31 @@ impl Ranks {
     /// stopped as soon as a merge joins the two sides: whether it ends with
     /// the two parts `pair[..split]` and `pair[split..]`.
     fn merges_to_pair(&self, pair: &[u8], split: usize, parts: &mut Vec<(usize, Rank)>) -> bool {
-        let mut min = self.start_parts(pair, parts);
-        let rank_at = |parts: &Vec<(usize, Rank)>, i: usize| -> Rank {
+        self.merge_parts(pair, parts, |parts, i| parts[i + 1].0 == split) && parts.len() == 3
+    }
+
+    /// tiktoken's `_byte_pair_merge` of `piece` into `parts` (`parts[i]` is
+    /// (start of part i, rank of part i merged with part i + 1)): merges the
+    /// lowest-ranked pair until none is left (true), or stops before the
+    /// merge of parts `i` and `i + 1` when `stop(parts, i)` says so (false).
+    #[inline]
+    fn merge_parts(
+        &self,
+        piece: &[u8],
+        parts: &mut Vec<(usize, Rank)>,
+        stop: impl Fn(&[(usize, Rank)], usize) -> bool,
+    ) -> bool {
+        let mut min = self.start_parts(piece, parts);
+        let rank_at = |parts: &[(usize, Rank)], i: usize| -> Rank {
             if i + 3 < parts.len() {
-                self.get_or_none(&pair[parts[i].0..parts[i + 3].0])
+                self.get_or_none(&piece[parts[i].0..parts[i + 3].0])
             } else {
                 NONE
             }
         };
         while min.0 != NONE {
             let i = min.1;
-            if parts[i + 1].0 == split {
+            if stop(parts, i) {
                 return false;
             }
             if i > 0 {
@@ -652,7 +641,7 @@ impl Ranks {
                 }
             }
         }
-        parts.len() == 3
+        true
     }
 
     /// The same merge with a heap, for long pieces (tiktoken-rs's
@@ -669,11 +658,11 @@ impl Ranks {
             let r = self.pair(piece[i], piece[i + 1]).unwrap_or(NONE);
             if r != NONE {
                 next_rank[i] = r;
-                initial.push(Merge { rank: r, start: i });
+                initial.push(Reverse(Merge { rank: r, start: i }));
             }
         }
         let mut heap = BinaryHeap::from(initial);
-        while let Some(Merge { rank, start }) = heap.pop() {
+        while let Some(Reverse(Merge { rank, start })) = heap.pop() {
             if rank != next_rank[start] {
                 continue; // stale
             }
@@ -686,7 +675,7 @@ impl Ranks {
                 let r = self.get_or_none(&piece[start..end[right_end]]);
                 next_rank[start] = r;
                 if r != NONE {
-                    heap.push(Merge { rank: r, start });
+                    heap.push(Reverse(Merge { rank: r, start }));
                 }
             } else {
                 next_rank[start] = NONE;
@@ -696,7 +685,7 @@ impl Ranks {
                 let r = self.get_or_none(&piece[p..right_end]);
                 next_rank[p] = r;
                 if r != NONE {
-                    heap.push(Merge { rank: r, start: p });
+                    heap.push(Reverse(Merge { rank: r, start: p }));
                 }
             }
         }
@@ -773,25 +762,11 @@ fn eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
-#[derive(PartialEq, Eq)]
+/// A merge waiting in the heap, ordered by rank, then start (fields in that
+/// order); the heap holds it in [`Reverse`], so it pops the lowest rank, then
+/// the lowest start.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Merge {
     rank: Rank,
     start: usize,
-}
-
-impl Ord for Merge {
-    // BinaryHeap pops the greatest: make that the lowest rank, then the
-    // lowest start.
-    fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .rank
-            .cmp(&self.rank)
-            .then_with(|| other.start.cmp(&self.start))
-    }
-}
-
-impl PartialOrd for Merge {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
 }

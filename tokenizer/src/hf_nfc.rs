@@ -30,31 +30,27 @@ fn maybe_changes(c: char) -> bool {
         return false;
     }
     MAYBE
-        .binary_search_by(|&(a, b)| {
-            if b < cp {
-                core::cmp::Ordering::Less
-            } else if a > cp {
-                core::cmp::Ordering::Greater
-            } else {
-                core::cmp::Ordering::Equal
-            }
-        })
+        .binary_search_by(|&(a, b)| range_order(a, b, cp))
         .is_ok()
+}
+
+/// Where the range `a..=b` lies against `cp`, for a binary search of sorted
+/// ranges: `Equal` when it holds `cp`.
+fn range_order(a: u32, b: u32, cp: u32) -> core::cmp::Ordering {
+    if b < cp {
+        core::cmp::Ordering::Less
+    } else if a > cp {
+        core::cmp::Ordering::Greater
+    } else {
+        core::cmp::Ordering::Equal
+    }
 }
 
 fn ccc(cp: u32) -> u8 {
     if cp < 0x300 {
         return 0;
     }
-    match CCC.binary_search_by(|&(a, b, _)| {
-        if b < cp {
-            core::cmp::Ordering::Less
-        } else if a > cp {
-            core::cmp::Ordering::Greater
-        } else {
-            core::cmp::Ordering::Equal
-        }
-    }) {
+    match CCC.binary_search_by(|&(a, b, _)| range_order(a, b, cp)) {
         Ok(i) => CCC.get(i).map_or(0, |x| x.2),
         Err(_) => 0,
     }

@@ -47,6 +47,8 @@ mod hf_pretok;
 mod pretok;
 #[cfg(feature = "hf")]
 mod tekken;
+#[doc(hidden)]
+pub mod testing;
 
 #[cfg(feature = "hf")]
 pub use hf::{read_bundle, write_bundle, HfTokenizer, LoadError, BUNDLE_MAGIC, COMPACT_MAGIC};
@@ -222,13 +224,22 @@ impl Tokenizer {
     /// Number of tokens of `text` (ordinary text: special tokens are not
     /// recognised), i.e. `self.encode(text).len()`, without building the list.
     pub fn count(&self, text: &str) -> usize {
-        let mut count = 0;
         let mut scratch = bpe::Scratch::default();
+        self.count_merged_by(text, |piece, count| {
+            self.ranks.merge(piece, &mut scratch, |_| *count += 1)
+        })
+    }
+
+    /// Tokens of `text`: one per piece that is a token, and what `merge`
+    /// adds to the count for each other piece.
+    #[inline]
+    fn count_merged_by(&self, text: &str, mut merge: impl FnMut(&[u8], &mut usize)) -> usize {
+        let mut count = 0;
         self.for_each_piece(text, |piece| {
             if self.ranks.get(piece).is_some() {
                 count += 1;
             } else {
-                self.ranks.merge(piece, &mut scratch, |_| count += 1);
+                merge(piece, &mut count);
             }
         });
         count
@@ -241,33 +252,21 @@ impl Tokenizer {
     /// the supported API.
     #[doc(hidden)]
     pub fn count_with_tiktoken_merge(&self, text: &str) -> usize {
-        let mut count = 0;
         let mut parts = Vec::new();
-        self.for_each_piece(text, |piece| {
-            if self.ranks.get(piece).is_some() {
-                count += 1;
-            } else {
-                self.ranks.merge_short(piece, &mut parts, |_| count += 1);
-            }
-        });
-        count
+        self.count_merged_by(text, |piece, count| {
+            self.ranks.merge_short(piece, &mut parts, |_| *count += 1)
+        })
     }
 
     /// [`Tokenizer::encode`] with tiktoken's merge (see
     /// [`Tokenizer::count_with_tiktoken_merge`]). Not part of the supported API.
     #[doc(hidden)]
     pub fn encode_with_tiktoken_merge(&self, text: &str) -> Vec<u32> {
-        let mut out = Vec::new();
         let mut parts = Vec::new();
-        self.for_each_piece(text, |piece| match self.ranks.get(piece) {
-            Some(r) => out.push(r),
-            None => self.ranks.merge_short(piece, &mut parts, |t| {
-                if let Some(r) = self.ranks.get(t) {
-                    out.push(r);
-                }
-            }),
-        });
-        out
+        self.encode_merged_by(text, Vec::new(), |piece, out| {
+            self.ranks
+                .merge_short(piece, &mut parts, |t| self.push_rank(out, t))
+        })
     }
 
     /// Length in bytes of the encoding's longest token: a text of `n` bytes
@@ -329,18 +328,37 @@ impl Tokenizer {
 
     /// The tokens of `text`, as tiktoken's `encode_ordinary`.
     pub fn encode(&self, text: &str) -> Vec<u32> {
-        let mut out = Vec::with_capacity(text.len() / 4 + 1);
         let mut scratch = bpe::Scratch::default();
+        let out = Vec::with_capacity(text.len() / 4 + 1);
+        self.encode_merged_by(text, out, |piece, out| {
+            self.ranks
+                .merge(piece, &mut scratch, |t| self.push_rank(out, t))
+        })
+    }
+
+    /// `out` with the tokens of `text`: each piece that is a token, and
+    /// what `merge` pushes for each other piece.
+    #[inline]
+    fn encode_merged_by(
+        &self,
+        text: &str,
+        mut out: Vec<u32>,
+        mut merge: impl FnMut(&[u8], &mut Vec<u32>),
+    ) -> Vec<u32> {
         self.for_each_piece(text, |piece| match self.ranks.get(piece) {
             Some(r) => out.push(r),
-            None => self.ranks.merge(piece, &mut scratch, |t| {
-                // Every part of a merge is a token (all 256 bytes are).
-                if let Some(r) = self.ranks.get(t) {
-                    out.push(r);
-                }
-            }),
+            None => merge(piece, &mut out),
         });
         out
+    }
+
+    /// Pushes the rank of `part`, a part of a merge: every part is a token
+    /// (all 256 bytes are).
+    #[inline]
+    fn push_rank(&self, out: &mut Vec<u32>, part: &[u8]) {
+        if let Some(r) = self.ranks.get(part) {
+            out.push(r);
+        }
     }
 }
 
@@ -361,6 +379,7 @@ fn pieces(b: &[u8], piece_end: impl Fn(&[u8], usize) -> usize, mut f: impl FnMut
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::Rng;
 
     #[test]
     fn send_sync() {
@@ -450,17 +469,6 @@ mod tests {
             let t = Tokenizer::new(e);
             let longest = t.max_token_bytes();
             assert!((16..=256).contains(&longest), "{e:?}: {longest}");
-        }
-    }
-
-    /// Deterministic xorshift64*.
-    struct Rng(u64);
-    impl Rng {
-        fn below(&mut self, n: usize) -> usize {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n as u64) as usize
         }
     }
 

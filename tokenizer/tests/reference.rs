@@ -10,6 +10,7 @@ mod gen;
 
 use std::sync::OnceLock;
 
+use sluice_tokenizer::testing::Rng;
 use sluice_tokenizer::{Encoding, Tokenizer};
 use tiktoken_rs::CoreBPE;
 
@@ -87,24 +88,6 @@ fn check_all<S: AsRef<str>>(texts: &[S]) -> usize {
         panic!("{n} mismatch(es):\n{}", failures.join("\n"));
     }
     texts.len() * ENCODINGS.len()
-}
-
-/// Deterministic xorshift64*.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    /// `count` texts, each made by `text` from this generator.
-    fn texts(&mut self, count: usize, mut text: impl FnMut(&mut Rng) -> String) -> Vec<String> {
-        (0..count).map(|_| text(self)).collect()
-    }
 }
 
 // ---------------------------------------------------------------- data

@@ -69,6 +69,7 @@ use sluice_consumer::fair::{FairQueue, Order, ServiceCost, TicketId};
 use sluice_contract::saturation::{self, Route, Saturation};
 use sluice_contract::Priority;
 use sluice_llm_sim::gpu::{Capacity, Scheduler, SeqId, SeqSpec};
+use sluice_testkit::figures::percentile;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -586,15 +587,6 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
         mean_limit: limit_sum / steps,
         mean_waiting: waiting_sum / steps,
     }
-}
-
-fn percentile(values: &mut [f64], p: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let at = ((values.len() - 1) as f64 * p).round() as usize;
-    values.get(at).copied()
 }
 
 struct Figures {

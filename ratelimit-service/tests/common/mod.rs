@@ -3,6 +3,10 @@
 
 pub mod xds_server;
 
+/// The tests' clock: 2026-11-29T00:02:05.500Z, 5.5 s into a minute window,
+/// 2 min 5.5 s into an hour.
+pub const T0: u64 = 1_795_996_925_500;
+
 use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::Entry, RateLimitDescriptor,
 };

@@ -23,17 +23,16 @@ pub extern "C" fn buf_new(len: usize) -> *mut u8 {
 /// Token count of the UTF-8 text at `ptr`, `len` bytes (u32::MAX if not UTF-8).
 #[no_mangle]
 pub unsafe extern "C" fn tok_count(tok: *const Tokenizer, ptr: *const u8, len: usize) -> u32 {
-    let bytes = std::slice::from_raw_parts(ptr, len);
-    match std::str::from_utf8(bytes) {
-        Ok(text) => (*tok).count(text) as u32,
-        Err(_) => u32::MAX,
-    }
+    count_utf8(ptr, len, |text| (*tok).count(text))
 }
 
 /// Loads a Hugging Face tokenizer.json from the `len` bytes at `ptr`; null
 /// if it is refused. Never freed.
 #[no_mangle]
-pub unsafe extern "C" fn hf_new(ptr: *const u8, len: usize) -> *const sluice_tokenizer::HfTokenizer {
+pub unsafe extern "C" fn hf_new(
+    ptr: *const u8,
+    len: usize,
+) -> *const sluice_tokenizer::HfTokenizer {
     let bytes = std::slice::from_raw_parts(ptr, len);
     match sluice_tokenizer::HfTokenizer::from_json(bytes) {
         Ok(t) => Box::into_raw(Box::new(t)),
@@ -43,21 +42,26 @@ pub unsafe extern "C" fn hf_new(ptr: *const u8, len: usize) -> *const sluice_tok
 
 /// Token count of the UTF-8 text at `ptr` with a loaded tokenizer.
 #[no_mangle]
-pub unsafe extern "C" fn hf_count(tok: *const sluice_tokenizer::HfTokenizer, ptr: *const u8, len: usize) -> u32 {
-    let bytes = std::slice::from_raw_parts(ptr, len);
-    match std::str::from_utf8(bytes) {
-        Ok(text) => (*tok).count(text) as u32,
-        Err(_) => u32::MAX,
-    }
+pub unsafe extern "C" fn hf_count(
+    tok: *const sluice_tokenizer::HfTokenizer,
+    ptr: *const u8,
+    len: usize,
+) -> u32 {
+    count_utf8(ptr, len, |text| (*tok).count(text))
 }
 
 /// The same count with the engine of before the linear merge (tiktoken's
 /// merge, heap-based for long pieces), for the old-vs-new table.
 #[no_mangle]
 pub unsafe extern "C" fn tok_count_old(tok: *const Tokenizer, ptr: *const u8, len: usize) -> u32 {
+    count_utf8(ptr, len, |text| (*tok).count_with_tiktoken_merge(text))
+}
+
+/// `count` of the UTF-8 text at `ptr`, `len` bytes (u32::MAX if not UTF-8).
+unsafe fn count_utf8(ptr: *const u8, len: usize, count: impl FnOnce(&str) -> usize) -> u32 {
     let bytes = std::slice::from_raw_parts(ptr, len);
     match std::str::from_utf8(bytes) {
-        Ok(text) => (*tok).count_with_tiktoken_merge(text) as u32,
+        Ok(text) => count(text) as u32,
         Err(_) => u32::MAX,
     }
 }
