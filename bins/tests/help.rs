@@ -27,8 +27,14 @@ const NEW_ALIASES: [(&str, &str, &str); 0] = [];
 
 /// Flags added since the baseline, as `(binary, flag)`: the consumer's log
 /// format, which sluice-rls and sluice-allinone already had (issue 27), and
-/// envoyproxy/ratelimit's key layout and metric names (issue 32).
-const NEW_FLAGS: [(&str, &str); 11] = [
+/// envoyproxy/ratelimit's key layout and metric names (issue 32), trace
+/// export (issue 29) and the consumer's tokenizers (issue 30).
+const NEW_FLAGS: [(&str, &str); 16] = [
+    ("sluice-rls", "--otlp-endpoint"),
+    ("sluice-consumer", "--otlp-endpoint"),
+    ("sluice-allinone", "--otlp-endpoint"),
+    ("sluice-consumer", "--admission-config"),
+    ("sluice-allinone", "--admission-config"),
     ("sluice-consumer", "--log-format"),
     ("sluice-rls", "--key-layout"),
     ("sluice-rls", "--cache-key-prefix"),
