@@ -436,6 +436,13 @@ async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
 
     publish("reclaim-1").await;
     done("reclaim-1").await;
+    // The broker's store puts its consume queue files on disk in its own
+    // background services, not in step with the answer (a loaded machine
+    // saw them after the answer): wait for them.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !queue_dir.is_dir() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(queue_dir.is_dir(), "no queue at {}", queue_dir.display());
     assert!(metrics.encode().contains("bucket=\"sleepy/gpt-4o\""));
 

@@ -180,7 +180,7 @@ impl PairMap {
 
     /// The merges (left, right, merged) by rank, lowest first: what
     /// [`PairMap::new`] takes to build the same map again.
-    pub fn merges(&self) -> Vec<(Id, Id, Id)> {
+    pub fn merges(&self) -> Vec<(u32, Id, Id, Id)> {
         let mut ranked: Vec<(u32, Id, Id, Id)> = self
             .table
             .iter()
@@ -189,9 +189,6 @@ impl PairMap {
             .collect();
         ranked.sort_unstable();
         ranked
-            .into_iter()
-            .map(|(_, a, b, new)| (a, b, new))
-            .collect()
     }
 }
 

@@ -30,7 +30,13 @@ use crate::hf_pretok::Rule;
 /// The first 8 bytes of a compact vocabulary.
 pub const COMPACT_MAGIC: &[u8; 8] = b"SLVOCAB1";
 
-const RULES: [Rule; 4] = [Rule::Llama3, Rule::Qwen2, Rule::O200k, Rule::DeepSeekV3];
+const RULES: [Rule; 5] = [
+    Rule::Llama3,
+    Rule::Qwen2,
+    Rule::O200k,
+    Rule::DeepSeekV3,
+    Rule::Tekken,
+];
 const NORMALIZERS: [Normalizer; 2] = [Normalizer::None, Normalizer::Nfc];
 
 fn fnv1a(bytes: &[u8]) -> u32 {
@@ -114,15 +120,18 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    fn merges(&mut self) -> Result<Vec<(Id, Id, Id)>, LoadError> {
-        let n = self.count(12)?;
-        let raw = self.take(12 * n)?;
+    /// (rank, left, right, merged): a rank of its own, since a tekken
+    /// vocabulary ranks several pairs alike (by the token they make).
+    fn merges(&mut self) -> Result<Vec<(u32, Id, Id, Id)>, LoadError> {
+        let n = self.count(16)?;
+        let raw = self.take(16 * n)?;
         Ok((0..n)
             .map(|i| {
                 (
-                    Self::u32_at(raw, 3 * i),
-                    Self::u32_at(raw, 3 * i + 1),
-                    Self::u32_at(raw, 3 * i + 2),
+                    Self::u32_at(raw, 4 * i),
+                    Self::u32_at(raw, 4 * i + 1),
+                    Self::u32_at(raw, 4 * i + 2),
+                    Self::u32_at(raw, 4 * i + 3),
                 )
             })
             .collect())
@@ -182,8 +191,8 @@ impl HfTokenizer {
         }
         let merges = self.pairs.merges();
         put_u32(&mut out, merges.len() as u32);
-        for (a, b, new) in merges {
-            for v in [a, b, new] {
+        for (rank, a, b, new) in merges {
+            for v in [rank, a, b, new] {
                 put_u32(&mut out, v);
             }
         }
@@ -229,7 +238,8 @@ impl HfTokenizer {
                 .get(&[b as u8])
                 .ok_or(LoadError::MissingByte(b as u8))?;
         }
-        let pairs = PairMap::new(&r.merges()?);
+        let merges = r.merges()?;
+        let pairs = PairMap::ranked(merges.len(), merges.into_iter());
         let added_raw = r.added()?;
         let added_normalized = r.added()?;
         if r.at != body.len() {
