@@ -119,6 +119,9 @@ impl ByteMap {
 /// token ending there.
 type Node = (Vec<(u8, u32)>, Option<Id>);
 
+/// Added tokens' bytes and ids, before they are indexed.
+type AddedList = Vec<(Vec<u8>, Id)>;
+
 #[derive(Debug)]
 struct Added {
     /// Node 0 is the root.
@@ -127,7 +130,7 @@ struct Added {
 }
 
 impl Added {
-    fn new(tokens: Vec<(Vec<u8>, Id)>) -> Added {
+    fn new(tokens: AddedList) -> Added {
         let mut a = Added {
             nodes: alloc::vec![(Vec::new(), None)],
             first: [false; 256],
@@ -302,6 +305,24 @@ fn off(v: &Value<'_>, key: &str) -> bool {
     }
 }
 
+/// A merge's two parts: `"a b"` or `["a", "b"]`.
+fn merge_parts<'v>(m: &'v Value<'_>) -> Option<(&'v str, &'v str)> {
+    match m {
+        Value::String(s) => {
+            let mut it = s.split(' ');
+            match (it.next(), it.next(), it.next()) {
+                (Some(a), Some(b), None) => Some((a, b)),
+                _ => None,
+            }
+        }
+        Value::Array(pair) => match pair.as_slice() {
+            [Value::String(a), Value::String(b)] => Some((a.as_ref(), b.as_ref())),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn short_json(v: &Value<'_>) -> String {
     let mut s = alloc::format!("{v:?}");
     if s.len() > 200 {
@@ -349,34 +370,54 @@ impl HfTokenizer {
     /// Loads a parsed `tokenizer.json`.
     pub(crate) fn from_doc(doc: &Value<'_>) -> Result<HfTokenizer, LoadError> {
         let model = field(doc, "model")?;
+        let ignore_merges = Self::bpe_options(model)?;
+        let map = ByteMap::new();
+        let (vocab, vocab_max_bytes) = Self::vocabulary(model, &map)?;
+        let pairs = Self::merges(model, &map, &vocab)?;
+        let normalizer = Self::normalizer(doc.get("normalizer"))?;
+        let rule = Self::pre_tokenizer(doc.get("pre_tokenizer"))?;
+        let (raw, normalized) = Self::added_tokens(doc.get("added_tokens"))?;
+        let added_max_bytes = raw.iter().chain(&normalized).map(|t| t.0.len()).max();
+        let header = Header {
+            rule,
+            normalizer,
+            ignore_merges,
+            max_token_bytes: vocab_max_bytes.max(added_max_bytes.unwrap_or(0)),
+        };
+        let added = (Added::new(raw), Added::new(normalized));
+        HfTokenizer::assemble(header, vocab, pairs, added)
+    }
+
+    /// Refuses the BPE options Sluice does not implement; returns
+    /// `ignore_merges`.
+    fn bpe_options(model: &Value<'_>) -> Result<bool, LoadError> {
         match model.get("type").and_then(Value::as_str) {
             Some("BPE") => {}
             Some(other) => return Err(LoadError::Model(other.to_string())),
             None => return Err(LoadError::Field("model.type")),
         }
-        if !off(model, "dropout") {
-            return Err(LoadError::ModelOption("dropout"));
+        for option in [
+            "dropout",
+            "byte_fallback",
+            "continuing_subword_prefix",
+            "end_of_word_suffix",
+        ] {
+            if !off(model, option) {
+                return Err(LoadError::ModelOption(option));
+            }
         }
-        if !off(model, "byte_fallback") {
-            return Err(LoadError::ModelOption("byte_fallback"));
-        }
-        if !off(model, "continuing_subword_prefix") {
-            return Err(LoadError::ModelOption("continuing_subword_prefix"));
-        }
-        if !off(model, "end_of_word_suffix") {
-            return Err(LoadError::ModelOption("end_of_word_suffix"));
-        }
-        let ignore_merges = model
+        Ok(model
             .get("ignore_merges")
             .and_then(Value::as_bool)
-            .unwrap_or(false);
+            .unwrap_or(false))
+    }
 
-        let map = ByteMap::new();
+    /// `model.vocab` as bytes to ids, and its longest entry in bytes.
+    fn vocabulary(model: &Value<'_>, map: &ByteMap) -> Result<(TokenMap, usize), LoadError> {
         let vocab_obj = field(model, "vocab")?
             .as_object()
             .ok_or(LoadError::Field("model.vocab"))?;
         let mut tokens = Vec::with_capacity(vocab_obj.len());
-        let mut max_token_bytes = 0;
         // Entries that are not byte-level strings (DeepSeek V3 lists its
         // special tokens in the vocabulary as they are written) can never
         // come out of the merges; only the added tokens produce them. More
@@ -384,26 +425,27 @@ impl HfTokenizer {
         let mut foreign = Vec::new();
         for (k, v) in vocab_obj {
             let id = v.as_u32().ok_or(LoadError::Field("model.vocab"))?;
-            let Some(bytes) = map.decode(k) else {
-                foreign.push(k);
-                continue;
-            };
-            max_token_bytes = max_token_bytes.max(bytes.len());
-            tokens.push((bytes, id));
+            match map.decode(k) {
+                Some(bytes) => tokens.push((bytes, id)),
+                None => foreign.push(k),
+            }
         }
         if foreign.len() > vocab_obj.len() / 100 {
             let first = foreign.first().map_or("", |k| k.as_ref());
             return Err(LoadError::NotByteLevel(first.to_string()));
         }
-        drop(foreign);
+        let max_token_bytes = tokens.iter().map(|t| t.0.len()).max().unwrap_or(0);
         let vocab = TokenMap::new(&tokens).ok_or_else(|| {
             // Distinct strings decode to distinct bytes: a string repeated.
             LoadError::DuplicateToken("(a vocabulary key is repeated)".to_string())
         })?;
-        drop(tokens);
-        // Checked here too: the merges below name tokens by their bytes.
+        // Checked here too: the merges name tokens by their bytes.
         byte_ids(&vocab)?;
+        Ok((vocab, max_token_bytes))
+    }
 
+    /// `model.merges` (`"a b"` strings or `["a", "b"]` pairs) as id pairs.
+    fn merges(model: &Value<'_>, map: &ByteMap, vocab: &TokenMap) -> Result<PairMap, LoadError> {
         let merges_v = field(model, "merges")?
             .as_array()
             .ok_or(LoadError::Field("model.merges"))?;
@@ -411,20 +453,7 @@ impl HfTokenizer {
         let mut joined = Vec::new();
         for (n, m) in merges_v.iter().enumerate() {
             let bad = || LoadError::Merge(n, short_json(m));
-            let (a, b) = match m {
-                Value::String(s) => {
-                    let mut it = s.split(' ');
-                    match (it.next(), it.next(), it.next()) {
-                        (Some(a), Some(b), None) => (a, b),
-                        _ => return Err(bad()),
-                    }
-                }
-                Value::Array(pair) => match pair.as_slice() {
-                    [Value::String(a), Value::String(b)] => (a.as_ref(), b.as_ref()),
-                    _ => return Err(bad()),
-                },
-                _ => return Err(bad()),
-            };
+            let (a, b) = merge_parts(m).ok_or_else(bad)?;
             // A merge names its tokens by their byte-level strings.
             joined.clear();
             let mut ids = [0; 2];
@@ -438,54 +467,44 @@ impl HfTokenizer {
             let ab = vocab.get(&joined).ok_or_else(bad)?;
             merges.push((ids[0], ids[1], ab));
         }
-        let pairs = PairMap::new(&merges);
-        drop(merges);
+        Ok(PairMap::new(&merges))
+    }
 
-        let normalizer = Self::normalizer(doc.get("normalizer"))?;
-        let rule = Self::pre_tokenizer(doc.get("pre_tokenizer"))?;
-
-        let mut raw = Vec::new();
-        let mut normalized = Vec::new();
-        if let Some(list) = doc.get("added_tokens") {
-            let list = list.as_array().ok_or(LoadError::Field("added_tokens"))?;
-            for t in list {
-                let content = field(t, "content")?
-                    .as_str()
-                    .ok_or(LoadError::Field("added_tokens.content"))?;
-                let id = field(t, "id")?
-                    .as_u32()
-                    .ok_or(LoadError::Field("added_tokens.id"))?;
-                for opt in ["lstrip", "rstrip", "single_word"] {
-                    if !off(t, opt) {
-                        let what = match opt {
-                            "lstrip" => "lstrip is not supported",
-                            "rstrip" => "rstrip is not supported",
-                            _ => "single_word is not supported",
-                        };
-                        return Err(LoadError::AddedToken(content.to_string(), what));
-                    }
-                }
-                if content.is_empty() {
-                    return Err(LoadError::AddedToken(String::new(), "empty content"));
-                }
-                max_token_bytes = max_token_bytes.max(content.len());
-                let is_normalized = t.get("normalized").and_then(Value::as_bool).unwrap_or(true);
-                let entry = (content.as_bytes().to_vec(), id);
-                if is_normalized {
-                    normalized.push(entry);
-                } else {
-                    raw.push(entry);
+    /// `added_tokens`, split into those matched on the raw text and those
+    /// matched after normalization.
+    fn added_tokens(list: Option<&Value<'_>>) -> Result<(AddedList, AddedList), LoadError> {
+        let (mut raw, mut normalized) = (Vec::new(), Vec::new());
+        let Some(list) = list else {
+            return Ok((raw, normalized));
+        };
+        let list = list.as_array().ok_or(LoadError::Field("added_tokens"))?;
+        for t in list {
+            let content = field(t, "content")?
+                .as_str()
+                .ok_or(LoadError::Field("added_tokens.content"))?;
+            let id = field(t, "id")?
+                .as_u32()
+                .ok_or(LoadError::Field("added_tokens.id"))?;
+            for (opt, what) in [
+                ("lstrip", "lstrip is not supported"),
+                ("rstrip", "rstrip is not supported"),
+                ("single_word", "single_word is not supported"),
+            ] {
+                if !off(t, opt) {
+                    return Err(LoadError::AddedToken(content.to_string(), what));
                 }
             }
+            if content.is_empty() {
+                return Err(LoadError::AddedToken(String::new(), "empty content"));
+            }
+            let entry = (content.as_bytes().to_vec(), id);
+            if t.get("normalized").and_then(Value::as_bool).unwrap_or(true) {
+                normalized.push(entry);
+            } else {
+                raw.push(entry);
+            }
         }
-        let header = Header {
-            rule,
-            normalizer,
-            ignore_merges,
-            max_token_bytes,
-        };
-        let added = (Added::new(raw), Added::new(normalized));
-        HfTokenizer::assemble(header, vocab, pairs, added)
+        Ok((raw, normalized))
     }
 
     /// The tokenizer of its parts (from the JSON or a compact vocabulary);
