@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use serde_json::json;
 use sluice_consumer::codes;
-use sluice_consumer::{keys, Disposition, FailureKind, IdempotencyConfig, Outcome};
+use sluice_consumer::{keys, Disposition, FailureKind, IdempotencyConfig, Outcome, Processor};
 use sluice_llm_sim::SimConfig;
 use sluice_testkit::{Durability, RedisServer};
 use std::sync::Arc;
@@ -28,6 +28,18 @@ fn assert_retry_later(outcome: &Outcome, kind: FailureKind) {
     );
 }
 
+/// The processor acknowledges `outcome`: it is final, never redelivered.
+fn assert_acked(outcome: &Outcome, processor: &Processor) {
+    let disposition = outcome.disposition(processor.idempotency_config());
+    assert_eq!(disposition, Disposition::Ack, "{outcome:?}");
+}
+
+/// The processor's metrics have this line.
+fn assert_metric(processor: &Processor, line: &str) {
+    let metrics = processor.metrics().encode();
+    assert!(metrics.contains(line), "no {line:?} in\n{metrics}");
+}
+
 #[tokio::test]
 async fn streams_chunks_then_done_with_usage() {
     let (redis, sim) = redis_and_sim().await;
@@ -42,10 +54,7 @@ async fn streams_chunks_then_done_with_usage() {
     // role chunk + 5 tokens + finish chunk + usage chunk
     assert_eq!(*chunks, 8);
     assert_eq!(usage.as_ref().unwrap()["completion_tokens"], json!(5));
-    assert_eq!(
-        outcome.disposition(consumer.idempotency_config()),
-        Disposition::Ack
-    );
+    assert_acked(&outcome, &consumer);
 
     let entries = entries(&mut conn, "stream-1").await;
     assert_eq!(entries.len(), 9);
@@ -123,10 +132,7 @@ async fn backend_business_error_is_final_and_not_retried() {
         ),
         "{outcome:?}"
     );
-    assert_eq!(
-        outcome.disposition(failing.idempotency_config()),
-        Disposition::Ack
-    );
+    assert_acked(&outcome, &failing);
     let entries_500 = entries(&mut conn, "err-500").await;
     assert_eq!(entries_500.len(), 1);
     assert_eq!(entries_500[0].1["type"], "error");
@@ -317,10 +323,7 @@ async fn cancel_stops_a_slow_stream_within_about_a_chunk() {
         wait_for_disconnects(&sim.url(), 1).await,
         "the backend call was not aborted"
     );
-    assert!(consumer
-        .metrics()
-        .encode()
-        .contains("sluice_consumer_cancels_total 1"));
+    assert_metric(&consumer, "sluice_consumer_cancels_total 1");
     sim.shutdown().await.unwrap();
 }
 
@@ -353,10 +356,7 @@ async fn same_item_twice_is_skipped() {
     ));
     let outcome = consumer.process(&item("twice-1")).await;
     assert_eq!(outcome, Outcome::AlreadyDone);
-    assert_eq!(
-        outcome.disposition(consumer.idempotency_config()),
-        Disposition::Ack
-    );
+    assert_acked(&outcome, &consumer);
     assert_eq!(sim_calls(&sim.url(), "twice-1").await, 1);
     let entries = entries(&mut conn, "twice-1").await;
     assert_eq!(
@@ -385,10 +385,7 @@ async fn a_copy_older_than_the_redelivery_horizon_is_acknowledged_without_a_call
         matches!(outcome, Outcome::Expired { age_ms } if age_ms >= 61_000),
         "{outcome:?}"
     );
-    assert_eq!(
-        outcome.disposition(consumer.idempotency_config()),
-        Disposition::Ack
-    );
+    assert_acked(&outcome, &consumer);
     assert_eq!(sim_calls(&sim.url(), "late-1").await, 0);
     assert!(!exists(&mut conn, &keys::processing("late-1")).await);
     // Inside the horizon it runs, and its done marker lives the configured 60 s.
@@ -404,10 +401,10 @@ async fn a_copy_older_than_the_redelivery_horizon_is_acknowledged_without_a_call
         .await
         .unwrap();
     assert!((1..=60).contains(&ttl), "done ttl {ttl}");
-    assert!(consumer
-        .metrics()
-        .encode()
-        .contains("sluice_consumer_outcomes_total{outcome=\"expired\"} 1"));
+    assert_metric(
+        &consumer,
+        "sluice_consumer_outcomes_total{outcome=\"expired\"} 1",
+    );
     sim.shutdown().await.unwrap();
 }
 
@@ -441,10 +438,7 @@ async fn half_done_redelivery_writes_interrupted_without_calling_the_model() {
     // Settled at pop, with no pacing slot and no model call.
     let outcome = second.settle_without_call(&item("half-1")).await.unwrap();
     assert_eq!(outcome, Outcome::Interrupted);
-    assert_eq!(
-        outcome.disposition(second.idempotency_config()),
-        Disposition::Ack
-    );
+    assert_acked(&outcome, &second);
     assert_eq!(sim_calls(&sim.url(), "half-1").await, 1);
     let entries = entries(&mut conn, "half-1").await;
     let (_, last) = entries.last().unwrap();
@@ -624,10 +618,7 @@ async fn invalid_items_are_rejected() {
     let consumer = consumer(&redis, "http://127.0.0.1:9", &[]);
     let outcome = consumer.process(&item("bad}id")).await;
     assert!(matches!(outcome, Outcome::Rejected { .. }), "{outcome:?}");
-    assert_eq!(
-        outcome.disposition(consumer.idempotency_config()),
-        Disposition::Ack
-    );
+    assert_acked(&outcome, &consumer);
 }
 
 #[tokio::test]

@@ -117,26 +117,19 @@ async fn wait_is_the_time_to_the_next_slot() {
     let redis = RedisServer::start().unwrap();
     let (pacer, metrics) = metered_pacer(&redis, rps(5.0));
     let bucket = BucketId::new("acme", "m");
-    assert_eq!(decide(&pacer, &bucket, 0, T0).await, PaceDecision::Admit);
-    assert_eq!(
-        decide(&pacer, &bucket, 0, T0 + 1).await,
-        wait_of(199, Limit::Requests)
-    );
-    // A refused check takes nothing: the slot is still at T0 + 200.
-    assert_eq!(
-        decide(&pacer, &bucket, 0, T0 + 150).await,
-        wait_of(50, Limit::Requests)
-    );
-    assert_eq!(
-        decide(&pacer, &bucket, 0, T0 + 200).await,
-        PaceDecision::Admit
-    );
-    // Another bucket is independent.
     let other = BucketId::new("other", "m");
-    assert_eq!(
-        decide(&pacer, &other, 0, T0 + 200).await,
-        PaceDecision::Admit
-    );
+    for (bucket, at, expected) in [
+        (&bucket, T0, PaceDecision::Admit),
+        (&bucket, T0 + 1, wait_of(199, Limit::Requests)),
+        // A refused check takes nothing: the slot is still at T0 + 200.
+        (&bucket, T0 + 150, wait_of(50, Limit::Requests)),
+        (&bucket, T0 + 200, PaceDecision::Admit),
+        // Another bucket is independent.
+        (&other, T0 + 200, PaceDecision::Admit),
+    ] {
+        let decision = decide(&pacer, bucket, 0, at).await;
+        assert_eq!(decision, expected, "{bucket:?} at T0 + {}", at - T0);
+    }
 
     // Redis's own clock when no time is passed.
     let live = BucketId::new("live", "m");

@@ -133,6 +133,18 @@ impl Scenario<'_> {
         )
     }
 
+    /// The script's result equals the mirror's.
+    fn agree<T: PartialEq + std::fmt::Debug>(
+        &self,
+        (step, what): (usize, &str),
+        script: T,
+        mirror: T,
+        mirror_state: &dyn std::fmt::Debug,
+    ) {
+        let context = self.context(step, what);
+        assert_eq!(script, mirror, "{context}; mirror {mirror_state:?}");
+    }
+
     /// A runtime change through the pacer's API, or a value only a person
     /// (or a bug) would write.
     async fn change_rates(&mut self) {
@@ -277,12 +289,8 @@ impl Scenario<'_> {
             "now {} tokens {tokens} rates {rates:?} state {:?}",
             self.now, self.state
         );
-        assert_eq!(
-            script,
-            decision_from_reply(&mirror.reply).unwrap(),
-            "{}; mirror {mirror:?}",
-            self.context(step, &what)
-        );
+        let expected = decision_from_reply(&mirror.reply).unwrap();
+        self.agree((step, &what), script, expected, &mirror);
         self.note(&mirror, tokens);
         self.last_wait = match mirror.reply {
             [0, wait, _] => wait.max(0) as u64,
@@ -319,12 +327,7 @@ impl Scenario<'_> {
             "correction now {} delta {delta} rate {rate:?} state {:?}",
             self.now, self.state
         );
-        assert_eq!(
-            written,
-            mirror.is_some(),
-            "{}; mirror {mirror:?}",
-            self.context(step, &what)
-        );
+        self.agree((step, &what), written, mirror.is_some(), &mirror);
         match mirror {
             Some(_) if delta > 0 => self.seen.corrected_up += 1,
             Some(_) => self.seen.corrected_down += 1,

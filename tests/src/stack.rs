@@ -396,6 +396,16 @@ pub struct RlsParts {
     pub guard: Option<CallGuard>,
 }
 
+impl RlsParts {
+    /// The RLS with `ext_authz` beside it on the same port.
+    pub fn ext_authz(ext_authz: Option<ExtAuthzService>) -> RlsParts {
+        RlsParts {
+            ext_authz,
+            ..Default::default()
+        }
+    }
+}
+
 /// The call checks sluice-rls runs with the example secret: refunds and
 /// forced charges signed by a filter of the example configs are accepted.
 pub fn example_call_guard() -> CallGuard {

@@ -98,14 +98,7 @@ async fn stack(front: FrontDoor, edits: &[(&str, &str)], rls_up: bool) -> Stack 
         ExtAuthzService::new(limiter.clone(), admission)
     });
 
-    let rls = start_rls(
-        limiter.clone(),
-        RlsParts {
-            ext_authz,
-            ..Default::default()
-        },
-    )
-    .await;
+    let rls = start_rls(limiter.clone(), RlsParts::ext_authz(ext_authz)).await;
     let rls_port = if rls_up { rls.port } else { free_port() };
 
     let backend_port = start_llm_sim(sluice_llm_sim::SimConfig::fast())

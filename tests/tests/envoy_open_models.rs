@@ -80,14 +80,7 @@ async fn limits(ext_authz: impl FnOnce(Arc<Limiter>) -> Option<ExtAuthzService>)
     )]);
     let limiter = redis_limiter(&file, &redis.url(), Metrics::new());
     let ext_authz = ext_authz(limiter.clone());
-    let rls = start_rls(
-        limiter.clone(),
-        RlsParts {
-            ext_authz,
-            ..Default::default()
-        },
-    )
-    .await;
+    let rls = start_rls(limiter.clone(), RlsParts::ext_authz(ext_authz)).await;
     Limits {
         limiter,
         rls,

@@ -8,8 +8,7 @@
 //! text. A loaded `tokenizer.json` whose pattern is not one of [`Rule`]'s is
 //! refused when it is loaded (no regex engine at run time).
 
-use crate::classes::{peek, run, L, N, NL, P, Q, S};
-use crate::pretok::{piece_end_o200k, piece_end_o200k_like};
+use crate::pretok::{piece_end_cl100k_like, piece_end_o200k, piece_end_o200k_like, tile};
 
 /// Llama 3 (and 3.1–3.3): the original cl100k_base pattern of 2023 (it
 /// differs from tiktoken's current one in how a text's trailing whitespace
@@ -65,135 +64,13 @@ impl Rule {
     #[inline]
     pub fn for_each_piece(self, b: &[u8], f: impl FnMut(&[u8]) -> bool) -> bool {
         match self {
-            Rule::Llama3 => tile(b, |b, i| piece_end_cl100k_2023(b, i, 3), f),
-            Rule::Qwen2 => tile(b, |b, i| piece_end_cl100k_2023(b, i, 1), f),
+            Rule::Llama3 => tile(b, |b, i| piece_end_cl100k_like::<false>(b, i, 3), f),
+            Rule::Qwen2 => tile(b, |b, i| piece_end_cl100k_like::<false>(b, i, 1), f),
             Rule::O200k => tile(b, piece_end_o200k, f),
             Rule::DeepSeekV3 => deepseek_v3(b, f),
             Rule::Tekken => tile(b, piece_end_o200k_like::<false, 1>, f),
         }
     }
-}
-
-/// Pieces from a scanner that gives the end of the piece at `i`; stops
-/// (returning false) when `f` does.
-#[inline(always)]
-fn tile(
-    b: &[u8],
-    piece_end: impl Fn(&[u8], usize) -> usize,
-    mut f: impl FnMut(&[u8]) -> bool,
-) -> bool {
-    let mut i = 0;
-    while i < b.len() {
-        let mut e = piece_end(b, i);
-        if e <= i || e > b.len() {
-            e = b.len(); // never happens; keeps the loop finite
-        }
-        if !f(&b[i..e]) {
-            return false;
-        }
-        i = e;
-    }
-    true
-}
-
-/// `(?i:'s|'t|'re|'ve|'m|'ll|'d)` at byte `i`: its length in bytes, or 0.
-/// Case-insensitive: of the letters involved only `s` has a non-ASCII fold,
-/// `ſ` (U+017F).
-#[inline]
-fn contraction(b: &[u8], i: usize) -> usize {
-    if b.get(i) != Some(&b'\'') {
-        return 0;
-    }
-    let c1 = b.get(i + 1).copied().unwrap_or(0);
-    let c2 = b.get(i + 2).copied().unwrap_or(0);
-    match c1 | 0x20 {
-        b's' | b't' | b'm' | b'd' if c1.is_ascii_alphabetic() => 2,
-        b'l' if c1.is_ascii_alphabetic() && c2 | 0x20 == b'l' => 3,
-        b'v' | b'r' if c1.is_ascii_alphabetic() && c2 | 0x20 == b'e' => 3,
-        _ if c1 == 0xc5 && c2 == 0xbf => 3, // 'ſ
-        _ => 0,
-    }
-}
-
-/// The original cl100k_base pattern with `\p{N}{1,max_digits}`:
-/// `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-pub fn piece_end_cl100k_2023(b: &[u8], i: usize, max_digits: usize) -> usize {
-    let (c, n) = peek(b, i);
-    let b0 = b.get(i).copied().unwrap_or(0);
-    if b0 == b'\'' {
-        let k = contraction(b, i);
-        if k != 0 {
-            return i + k;
-        }
-    }
-    // [^\r\n\p{L}\p{N}]?\p{L}+
-    if c & L != 0 {
-        return run(b, i + n, L);
-    }
-    if c & Q != 0 {
-        let (d, m) = peek(b, i + n);
-        if d & L != 0 {
-            return run(b, i + n + m, L);
-        }
-    }
-    // \p{N}{1,max_digits}
-    if c & N != 0 {
-        let mut e = i + n;
-        for _ in 1..max_digits {
-            let (d, m) = peek(b, e);
-            if d & N == 0 {
-                break;
-            }
-            e += m;
-        }
-        return e;
-    }
-    // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
-    if b0 == b' ' {
-        let (d, m) = peek(b, i + 1);
-        if d & P != 0 {
-            let e = run(b, i + 1 + m, P);
-            return run(b, e, NL);
-        }
-    }
-    if c & P != 0 {
-        let e = run(b, i + n, P);
-        return run(b, e, NL);
-    }
-    // Whitespace: the run of \s from i.
-    let mut j = i;
-    let mut last_nl = None;
-    let mut last_start = i;
-    let mut count = 0;
-    loop {
-        let (d, m) = peek(b, j);
-        if d & S == 0 {
-            break;
-        }
-        last_start = j;
-        j += m;
-        count += 1;
-        if d & NL != 0 {
-            last_nl = Some(j);
-        }
-    }
-    if count == 0 {
-        return i + n.max(1); // unreachable for valid input
-    }
-    // \s*[\r\n]+: backtracks to the last newline of the run
-    if let Some(k) = last_nl {
-        return k;
-    }
-    // \s+(?!\S): the whole run at the end of the text, else all but its
-    // last character (which then starts the next piece)
-    if j >= b.len() {
-        return j;
-    }
-    if count >= 2 {
-        return last_start;
-    }
-    // \s+
-    j
 }
 
 // DeepSeek V3's classes, from Oniguruma (tests/hf/gen_classes.py).

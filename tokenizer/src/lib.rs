@@ -364,16 +364,10 @@ impl Tokenizer {
 
 #[inline(always)]
 fn pieces(b: &[u8], piece_end: impl Fn(&[u8], usize) -> usize, mut f: impl FnMut(&[u8])) {
-    let mut i = 0;
-    while i < b.len() {
-        let mut e = piece_end(b, i);
-        if e <= i || e > b.len() {
-            // Never happens; keeps the loop finite whatever the input.
-            e = b.len();
-        }
-        f(&b[i..e]);
-        i = e;
-    }
+    pretok::tile(b, piece_end, |piece| {
+        f(piece);
+        true
+    });
 }
 
 #[cfg(test)]

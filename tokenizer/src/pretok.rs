@@ -12,7 +12,7 @@ use crate::classes::{peek, run, L, N, NL, P, Q, S, U, W};
 /// Case-insensitive as the regex crate folds (Unicode simple case folding):
 /// of the letters involved only `s` has a non-ASCII fold, `ſ` (U+017F).
 #[inline]
-fn contraction(b: &[u8], i: usize) -> usize {
+pub(crate) fn contraction(b: &[u8], i: usize) -> usize {
     if b.get(i) != Some(&b'\'') {
         return 0;
     }
@@ -69,6 +69,19 @@ fn digits(b: &[u8], i: usize, n: usize, max: usize) -> usize {
 /// (equivalent to the original
 /// `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`).
 pub fn piece_end_cl100k(b: &[u8], i: usize) -> usize {
+    piece_end_cl100k_like::<true>(b, i, 3)
+}
+
+/// cl100k_base's pattern with `\p{N}{1,max_digits}`, as tiktoken writes it
+/// today (`TRAILING_SPACE_FIRST`: `\s++$` before `\s*[\r\n]`) or as
+/// written in 2023 and kept by Llama 3 and Qwen2 (`\s*[\r\n]+` first: a
+/// text's trailing whitespace after a newline splits at the newline).
+#[inline(always)]
+pub fn piece_end_cl100k_like<const TRAILING_SPACE_FIRST: bool>(
+    b: &[u8],
+    i: usize,
+    max_digits: usize,
+) -> usize {
     let (c, n) = peek(b, i);
     let b0 = b.get(i).copied().unwrap_or(0);
     // '(?i:[sdmt]|ll|ve|re)
@@ -88,9 +101,9 @@ pub fn piece_end_cl100k(b: &[u8], i: usize) -> usize {
             return run(b, i + n + m, L);
         }
     }
-    // \p{N}{1,3}+
+    // \p{N}{1,max_digits}+
     if c & N != 0 {
-        return digits(b, i, n, 3);
+        return digits(b, i, n, max_digits);
     }
     // ' ?[^\s\p{L}\p{N}]++[\r\n]*+'
     if b0 == b' ' {
@@ -105,23 +118,32 @@ pub fn piece_end_cl100k(b: &[u8], i: usize) -> usize {
         return run(b, e, NL);
     }
     // Whitespace (every character left is \s).
+    space_piece_end::<TRAILING_SPACE_FIRST>(b, i, n)
+}
+
+/// The whitespace alternatives at `i` (a `\s` of length `n`): the run to the
+/// end of the text (`\s++$`, tried first where `TRAILING_SPACE_FIRST`), the
+/// run up to its last newline (`\s*[\r\n]+`, which backtracks to it), all
+/// but the run's last character, which then starts the next piece
+/// (`\s+(?!\S)`), or the one character.
+#[inline(always)]
+fn space_piece_end<const TRAILING_SPACE_FIRST: bool>(b: &[u8], i: usize, n: usize) -> usize {
     let (j, last_nl, last_start, count) = space_run(b, i);
     if count == 0 {
         return i + n.max(1); // unreachable for valid input
     }
-    // \s++$
-    if j >= b.len() {
+    if TRAILING_SPACE_FIRST && j >= b.len() {
         return j;
     }
-    // \s*[\r\n]: backtracks to the last newline of the run
     if let Some(k) = last_nl {
         return k;
     }
-    // \s+(?!\S): gives the last space back to the next piece
+    if j >= b.len() {
+        return j;
+    }
     if count >= 2 {
         return last_start;
     }
-    // \s
     j
 }
 
@@ -216,23 +238,30 @@ pub fn piece_end_o200k_like<const CONTRACTIONS: bool, const MAX_DIGITS: usize>(
         return e;
     }
     // Whitespace.
-    let (j, last_nl, last_start, count) = space_run(b, i);
-    if count == 0 {
-        return i + n.max(1); // unreachable for valid input
+    space_piece_end::<false>(b, i, n)
+}
+
+/// Calls `f` with each piece of `b` from a scanner that gives the end of the
+/// piece at `i`; the pieces tile `b`. Stops (returning false) when `f` does.
+#[inline(always)]
+pub(crate) fn tile(
+    b: &[u8],
+    piece_end: impl Fn(&[u8], usize) -> usize,
+    mut f: impl FnMut(&[u8]) -> bool,
+) -> bool {
+    let mut i = 0;
+    while i < b.len() {
+        let mut e = piece_end(b, i);
+        if e <= i || e > b.len() {
+            // Never happens; keeps the loop finite whatever the input.
+            e = b.len();
+        }
+        if !f(&b[i..e]) {
+            return false;
+        }
+        i = e;
     }
-    // \s*[\r\n]+: backtracks to the last newline of the run
-    if let Some(k) = last_nl {
-        return k;
-    }
-    // \s+(?!\S)
-    if j >= b.len() {
-        return j;
-    }
-    if count >= 2 {
-        return last_start;
-    }
-    // \s+
-    j
+    true
 }
 
 #[cfg(test)]
