@@ -113,6 +113,9 @@ pub async fn start(options: StartOptions) -> Result<Started, StartError> {
     if let Some(bus) = options.local {
         processor = processor.with_local_bus(bus);
     }
+    if processor.claims_wait_for_replicas() {
+        processor = processor.with_claim_connection(connect(&options.redis)?);
+    }
     let processor = Arc::new(processor);
     let pacer = Arc::new(Pacer::new(
         redis.clone(),

@@ -263,6 +263,9 @@ pub struct Metrics {
     pub chunks: Family<ModelLabels, Counter>,
     /// Calls aborted because the client cancelled.
     pub cancels: Counter,
+    /// Claims given back because fewer than `claim_replicas` replicas
+    /// acknowledged them in time.
+    pub claims_unreplicated: Counter,
     /// Errors by kind (see [`crate::call::invoke::FailureKind::as_str`]).
     pub errors: Family<KindLabels, Counter>,
     /// Outcomes (see [`crate::Outcome::as_str`]).
@@ -361,6 +364,12 @@ impl Metrics {
                 &mut registry,
                 "cancels",
                 "Backend calls aborted because the client went away",
+                Counter::default(),
+            ),
+            claims_unreplicated: register(
+                &mut registry,
+                "claims_unreplicated",
+                "Claims given back because too few replicas acknowledged them in time",
                 Counter::default(),
             ),
             errors: register(

@@ -34,12 +34,6 @@ fn assert_acked(outcome: &Outcome, processor: &Processor) {
     assert_eq!(disposition, Disposition::Ack, "{outcome:?}");
 }
 
-/// The processor's metrics have this line.
-fn assert_metric(processor: &Processor, line: &str) {
-    let metrics = processor.metrics().encode();
-    assert!(metrics.contains(line), "no {line:?} in\n{metrics}");
-}
-
 #[tokio::test]
 async fn streams_chunks_then_done_with_usage() {
     let (redis, sim) = redis_and_sim().await;

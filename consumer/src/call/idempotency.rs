@@ -111,7 +111,22 @@ pub struct IdempotencyConfig {
     /// (a takeover needs Redis), and the deferral endpoint judges no lapse
     /// until Redis has been back for a while. 0: give up at the first error.
     pub redis_outage_grace_ms: u64,
+    /// Replicas that must hold a claim before the model is called (Redis
+    /// `WAIT` after the claim, on a connection of its own so that a slow
+    /// replica holds up no answer stream). A failover promotes a replica;
+    /// one that holds the claim keeps a redelivered copy from calling the
+    /// model again. 0 (default): not waited for (a failover that loses the
+    /// last writes can then let a copy call the model twice).
+    pub claim_replicas: u32,
+    /// How long a claim waits for `claim_replicas`, ms. Not acknowledged in
+    /// time: the claim is given back and the request tried later (outcome
+    /// `retry`, error kind `redis`): fail closed, never an unguarded call.
+    /// Below `heartbeat_interval_ms`, so the lease stays fresh meanwhile.
+    pub claim_replicas_timeout_ms: u64,
 }
+
+/// Default [`IdempotencyConfig::claim_replicas_timeout_ms`].
+pub const DEFAULT_CLAIM_REPLICAS_TIMEOUT_MS: u64 = 100;
 
 /// Default [`IdempotencyConfig::redis_outage_grace_ms`].
 pub const DEFAULT_REDIS_OUTAGE_GRACE_MS: u64 = 10_000;
@@ -129,6 +144,8 @@ impl Default for IdempotencyConfig {
             done_ttl_secs: 86_400,
             max_work_item_age_secs: DEFAULT_MAX_WORK_ITEM_AGE_SECS,
             redis_outage_grace_ms: DEFAULT_REDIS_OUTAGE_GRACE_MS,
+            claim_replicas: 0,
+            claim_replicas_timeout_ms: DEFAULT_CLAIM_REPLICAS_TIMEOUT_MS,
         }
     }
 }
@@ -152,6 +169,15 @@ impl IdempotencyConfig {
         self.claim_timing()
             .validate()
             .map_err(|why| format!("idempotency: {why}"))?;
+        if self.claim_replicas > 0
+            && !(1..self.heartbeat_interval_ms).contains(&self.claim_replicas_timeout_ms)
+        {
+            return Err(format!(
+                "idempotency: claim_replicas_timeout_ms ({}) must be at least 1 (WAIT 0 waits \
+                 forever) and below heartbeat_interval_ms ({}), so the lease stays fresh",
+                self.claim_replicas_timeout_ms, self.heartbeat_interval_ms
+            ));
+        }
         if self.max_work_item_age_secs == 0 {
             return Err("idempotency: max_work_item_age_secs must be > 0".into());
         }

@@ -114,6 +114,9 @@ pub struct ProcessorConfig {
 /// Processes work items: idempotency, the streaming call, the response stream.
 pub struct Processor {
     conn: RedisConn,
+    /// Where claims are made and `WAIT`ed for (`conn` unless
+    /// [`Self::with_claim_connection`]).
+    claim_conn: RedisConn,
     invoker: Invoker,
     idempotency: Idempotency,
     stream: StreamConfig,
@@ -133,6 +136,7 @@ impl Processor {
         let idempotency =
             Idempotency::new(consumer_id, config.idempotency).map_err(ConfigError::Invalid)?;
         Ok(Processor {
+            claim_conn: conn.clone(),
             conn,
             invoker: Invoker::new(config.backend)?,
             idempotency,
@@ -140,6 +144,19 @@ impl Processor {
             metrics,
             local: None,
         })
+    }
+
+    /// Claims on a connection of their own: with `claim_replicas`, a claim
+    /// waits (`WAIT`) for replicas, and Redis holds every later command of
+    /// that connection meanwhile.
+    pub fn with_claim_connection(mut self, conn: RedisConn) -> Self {
+        self.claim_conn = conn;
+        self
+    }
+
+    /// Whether claims wait for replicas (and so want their own connection).
+    pub fn claims_wait_for_replicas(&self) -> bool {
+        self.idempotency.config().claim_replicas > 0
     }
 
     /// In-process mode: chunks of requests whose client waits in this
@@ -327,7 +344,7 @@ impl Processor {
         // the connection is found as this attempt's own.
         let owner = self.idempotency.new_owner();
         let claim = sluice_redis::retry::ride_out(self.outage_grace(), || {
-            let mut conn = self.conn.clone();
+            let mut conn = self.claim_conn.clone();
             let owner = &owner;
             async move {
                 self.idempotency
@@ -338,7 +355,7 @@ impl Processor {
         .await
         .map_err(|error| redis_failure("claim", &error))?;
         match claim {
-            Claim::Proceed(lease) => Ok(lease),
+            Claim::Proceed(lease) => self.replicate_claim(item, lease).await,
             Claim::AlreadyDone(_) => Err(Outcome::AlreadyDone),
             Claim::Cancelled => Err(Outcome::Cancelled { chunks: 0 }),
             Claim::InProgressElsewhere { .. } => Err(Outcome::InProgressElsewhere),
@@ -347,6 +364,39 @@ impl Processor {
                 Err(Outcome::Interrupted)
             }
         }
+    }
+
+    /// With `claim_replicas`: the lease once that many replicas hold the
+    /// claim; else the claim given back and the request tried later.
+    async fn replicate_claim(&self, item: &WorkItem, lease: Lease) -> Result<Lease, Outcome> {
+        let config = self.idempotency.config();
+        if config.claim_replicas == 0 {
+            return Ok(lease);
+        }
+        let mut conn = self.claim_conn.clone();
+        let acknowledged: Result<u32, _> = redis::cmd("WAIT")
+            .arg(config.claim_replicas)
+            .arg(config.claim_replicas_timeout_ms)
+            .query_async(&mut conn)
+            .await;
+        let detail = match acknowledged {
+            Ok(n) if n >= config.claim_replicas => return Ok(lease),
+            Ok(n) => format!(
+                "the claim reached {n} of {} replicas in {} ms",
+                config.claim_replicas, config.claim_replicas_timeout_ms
+            ),
+            Err(error) => format!("waiting for replicas of the claim: {error}"),
+        };
+        self.metrics.claims_unreplicated.inc();
+        warn!(req_id = %item.req_id, %detail, "claim not replicated; given back, tried later");
+        if !matches!(self.idempotency.release(&mut conn, &lease).await, Ok(true)) {
+            warn!(req_id = %item.req_id, "could not give the claim back; it goes stale");
+        }
+        Err(Outcome::RetryLater {
+            kind: FailureKind::Redis,
+            retry_after: None,
+            detail,
+        })
     }
 
     /// The model call, its chunks written as they come, while the lease is

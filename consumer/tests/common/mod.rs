@@ -74,6 +74,28 @@ fn processor(redis: &RedisServer, id: &str, config: ProcessorConfig) -> Processo
     Processor::new(conn(redis), id, config, Arc::new(Metrics::default())).unwrap()
 }
 
+/// The processor's metrics have this line.
+pub fn assert_metric(processor: &Processor, line: &str) {
+    let metrics = processor.metrics().encode();
+    assert!(metrics.contains(line), "no {line:?} in\n{metrics}");
+}
+
+/// A consumer on the Redis at `redis_url` (any topology), with claims on a
+/// connection of their own, as the binaries run it.
+pub fn consumer_at(redis_url: &str, base_url: &str, idempotency: IdempotencyConfig) -> Processor {
+    let options = RedisOptions::from_url(redis_url);
+    let config = ProcessorConfig {
+        backend: backend_to(BackendConfig::default(), base_url, &[]),
+        stream: StreamConfig::default(),
+        idempotency,
+    };
+    let metrics = Arc::new(Metrics::default());
+    let conn = connect(&options).unwrap();
+    Processor::new(conn, "test-consumer", config, metrics)
+        .unwrap()
+        .with_claim_connection(connect(&options).unwrap())
+}
+
 /// A consumer calling `base_url` with extra request headers (the llm-sim
 /// steering headers).
 pub fn consumer_with(
