@@ -64,8 +64,26 @@ pub const MAX_POP_BATCH: u32 = 32;
 /// the broker recorded for a LiteTopic may lie. The broker stamps each
 /// LiteTopic of a pop with its clock when it reads it, and the answer with
 /// its clock when it is composed, and ChangeInvisibleTime must quote the
-/// first exactly (else "stale"). The gap is 0 to a few ms.
+/// first exactly (else "stale"). The gap is 0 to a few ms on an idle broker;
+/// this many are always tried.
 const MAX_POP_TIME_SKEW_MS: i64 = 40;
+
+/// `POP_TIME_SKEW` on a busy broker: the gap is bounded by the pop's round
+/// trip (both stamps fall inside the request's life at the broker), and a
+/// descheduled broker thread makes it longer than 40 ms (a suite run beside
+/// a CPU hog saw suspends refused as stale). Tried up to that round trip,
+/// at most this far: each value tried is one round trip when a handle is
+/// really stale.
+const POP_TIME_SKEW_CAP_MS: i64 = 1000;
+
+/// How far below the answer's popTime a handle's ChangeInvisibleTime looks,
+/// for a pop that took `round_trip`.
+fn pop_time_skew_window(round_trip: Duration) -> i64 {
+    let round_trip_ms = i64::try_from(round_trip.as_millis()).unwrap_or(i64::MAX);
+    round_trip_ms
+        .saturating_add(1)
+        .clamp(MAX_POP_TIME_SKEW_MS, POP_TIME_SKEW_CAP_MS)
+}
 
 /// The broker ends a long poll this long before `born_time + poll_time`
 /// (`EARLY_WAKE_MILLIS` in its pop-lite deadline code); a poll time at or
@@ -133,6 +151,8 @@ pub struct MessageHandle {
     /// `POP_TIME_SKEW`: the offset below `pop_time` that worked for another
     /// message of the same pop, tried first.
     skew_hint: Arc<AtomicI64>,
+    /// `POP_TIME_SKEW`: offsets up to this are tried ([`pop_time_skew_window`]).
+    skew_window_ms: i64,
 }
 
 impl MessageHandle {
@@ -945,7 +965,7 @@ impl LiteConsumer {
         suspend: bool,
     ) -> Result<(), LiteError> {
         let hint = handle.skew_hint.load(Ordering::Relaxed);
-        let skews = std::iter::once(hint).chain((0..=MAX_POP_TIME_SKEW_MS).filter(|k| *k != hint));
+        let skews = std::iter::once(hint).chain((0..=handle.skew_window_ms).filter(|k| *k != hint));
         let mut tried = 0u64;
         for skew in skews {
             match self
@@ -1139,6 +1159,7 @@ impl PopTask {
     }
 
     async fn pop(&self, request: RemotingCommand) -> Result<Vec<LiteMessage>, LiteError> {
+        let sent_at = Instant::now();
         let mut response = self
             .poll
             .invoke("pop lite message", &self.broker.addr, request, self.timeout)
@@ -1159,7 +1180,11 @@ impl PopTask {
                 ))
             }
         }
-        let messages = decode_answer_from(&mut response, received_at, &self.broker)?;
+        let arrival = Arrival {
+            received_at,
+            round_trip: received_at - sent_at,
+        };
+        let messages = decode_answer_from(&mut response, arrival, &self.broker)?;
         self.counters
             .messages
             .fetch_add(messages.len() as u64, Ordering::Relaxed);
@@ -1220,16 +1245,30 @@ pub fn decode_pop_answer(
         name: String::new(),
         addr: String::new(),
     });
-    decode_answer_from(response, received_at, &unknown)
+    let arrival = Arrival {
+        received_at,
+        round_trip: Duration::ZERO,
+    };
+    decode_answer_from(response, arrival, &unknown)
+}
+
+/// When a pop answer arrived, and how long after its request was sent.
+struct Arrival {
+    received_at: Instant,
+    round_trip: Duration,
 }
 
 /// [`decode_pop_answer`] for an answer of `broker` (its messages are
 /// suspended and released there).
 fn decode_answer_from(
     response: &mut RemotingCommand,
-    received_at: Instant,
+    arrival: Arrival,
     broker: &Arc<BrokerTarget>,
 ) -> Result<Vec<LiteMessage>, LiteError> {
+    let Arrival {
+        received_at,
+        round_trip,
+    } = arrival;
     let answer = response
         .decode_command_custom_header::<PopLiteMessageResponseHeader>()
         .map_err(|e| LiteError::Decode {
@@ -1290,6 +1329,7 @@ fn decode_answer_from(
                 revive_qid: answer.revive_qid,
                 received_at,
                 skew_hint: Arc::clone(&skew_hint),
+                skew_window_ms: pop_time_skew_window(round_trip),
             },
             lite_topic,
             body: ext.body().unwrap_or_default(),
@@ -1323,4 +1363,19 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pop_time_skew_window_follows_the_pops_round_trip_within_bounds() {
+        let window = |ms| pop_time_skew_window(Duration::from_millis(ms));
+        assert_eq!(window(0), MAX_POP_TIME_SKEW_MS);
+        assert_eq!(window(3), MAX_POP_TIME_SKEW_MS);
+        assert_eq!(window(120), 121);
+        assert_eq!(window(60_000), POP_TIME_SKEW_CAP_MS);
+        assert_eq!(pop_time_skew_window(Duration::MAX), POP_TIME_SKEW_CAP_MS);
+    }
 }
