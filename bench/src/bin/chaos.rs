@@ -20,7 +20,7 @@
 
 use clap::Parser;
 use sluice_testkit::load::{
-    model_calls, run_open_loop, Class, LoadClient, OpenLoop, Outcome, ProcessStack,
+    model_calls, quantile, run_open_loop, Class, LoadClient, OpenLoop, Outcome, ProcessStack,
     ProcessStackOptions, Record, RequestSpec,
 };
 use sluice_testkit::Durability;
@@ -439,6 +439,20 @@ fn print_report(
         lost.len()
     );
     println!("| deferred: sent / answered fully | {deferred_total} / {deferred_full} |");
+    if let Some(first) = times.first() {
+        // What "answered within" below compares to: a backlog shows here.
+        let mut before: Vec<Duration> = records
+            .iter()
+            .filter(|r| r.spec.class == Class::Deferred && r.outcome == Outcome::Full)
+            .filter(|r| r.finished_at() < first.killed)
+            .map(|r| r.latency)
+            .collect();
+        println!(
+            "| deferred answered fully before the first fault: latency p50 / max | {:.2} s / {:.2} s |",
+            quantile(&mut before, 0.5).as_secs_f64(),
+            quantile(&mut before, 1.0).as_secs_f64()
+        );
+    }
     println!(
         "| endpoint: accepted / published again after a lapsed lease / timed out (sum over sluice-rls's lives) | {:.0} / {:.0} / {:.0} |",
         counts.accepted, counts.republished, counts.timed_out
