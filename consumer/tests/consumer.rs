@@ -529,10 +529,14 @@ async fn redis_down_past_the_outage_grace_aborts_the_backend_call() {
 /// Redis killed mid-call and started again 1 s later, `durability` deciding
 /// what it kept: the call rides the outage out (no broken stream), the model
 /// is called once, and no chunk is in the stream twice.
-async fn a_redis_restart_mid_call(durability: Durability, req_id: &str) {
+async fn a_redis_restart_mid_call(
+    durability: Durability,
+    req_id: &str,
+    idempotency: IdempotencyConfig,
+) {
     let mut redis = RedisServer::start_with(durability).unwrap();
     let sim = sluice_llm_sim::spawn(SimConfig::fast()).await.unwrap();
-    let consumer = Arc::new(consumer(&redis, &sim.url(), &SLOW_ANSWER));
+    let consumer = Arc::new(consumer_with(&redis, &sim.url(), &SLOW_ANSWER, idempotency));
     let mut conn = conn(&redis);
     let running = spawn_process(&consumer, req_id);
     wait_for_entries(&mut conn, req_id, 3).await;
@@ -572,12 +576,42 @@ async fn a_redis_restart_mid_call(durability: Durability, req_id: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_restart_with_its_data_breaks_no_stream() {
-    a_redis_restart_mid_call(Durability::AppendAlways, "restart-aof-1").await;
+    a_redis_restart_mid_call(
+        Durability::AppendAlways,
+        "restart-aof-1",
+        IdempotencyConfig::default(),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_restart_without_its_data_breaks_no_stream_and_keeps_the_claim() {
-    a_redis_restart_mid_call(Durability::Volatile, "restart-empty-1").await;
+    a_redis_restart_mid_call(
+        Durability::Volatile,
+        "restart-empty-1",
+        IdempotencyConfig::default(),
+    )
+    .await;
+}
+
+/// After an empty restart the answer ends before the owner's next heartbeat
+/// has written the claim again (here: no heartbeat within the test): the
+/// finish still writes the terminal entry. It used to find no claim, end as
+/// `LostOwnership` and write nothing, so the client waited for its timeout
+/// (the chaos run's 56 s in-flight request at the Redis kill).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_ending_before_the_claim_is_written_again_is_still_finished() {
+    let heartbeat_after_the_test = IdempotencyConfig {
+        lease_ms: 120_000,
+        heartbeat_interval_ms: 60_000,
+        ..IdempotencyConfig::default()
+    };
+    a_redis_restart_mid_call(
+        Durability::Volatile,
+        "restart-empty-2",
+        heartbeat_after_the_test,
+    )
+    .await;
 }
 
 /// A copy of the request delivered after Redis restarted empty finds the

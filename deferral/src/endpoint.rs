@@ -1191,6 +1191,7 @@ impl Waiter {
                 &self.state.options.claim_timing,
                 self.state.publisher.as_ref(),
                 &self.state.metrics,
+                self.state.hub.last_redis_failure(),
             )
             .await;
     }

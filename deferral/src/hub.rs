@@ -83,6 +83,22 @@ pub struct StreamHub {
     /// Non-blocking connection for wake-ups.
     control: RedisConn,
     buffer: usize,
+    /// When a reader last saw Redis fail (see [`StreamHub::last_redis_failure`]).
+    last_failure: Arc<FailureClock>,
+}
+
+/// When a read last failed; shared by the readers and the hub.
+#[derive(Default)]
+struct FailureClock(std::sync::Mutex<Option<std::time::Instant>>);
+
+impl FailureClock {
+    fn record(&self) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+    }
+
+    fn last(&self) -> Option<std::time::Instant> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// A subscriber's end: entries of one stream, in order. Dropping it stops the watch.
@@ -128,6 +144,7 @@ impl StreamHub {
         // A blocking XREAD must not share a connection with anything else,
         // and its round trip lasts as long as the block.
         let blocking = client.with_response_timeout(options.block + Duration::from_secs(5));
+        let last_failure = Arc::new(FailureClock::default());
         let mut readers = Vec::with_capacity(count);
         for index in 0..count {
             let (commands, receiver) = mpsc::unbounded_channel();
@@ -138,6 +155,7 @@ impl StreamHub {
                 wake_key.clone(),
                 receiver,
                 options.block,
+                last_failure.clone(),
             ));
             readers.push(Reader { commands, wake_key });
         }
@@ -145,7 +163,16 @@ impl StreamHub {
             readers,
             control,
             buffer: options.buffer.max(1),
+            last_failure,
         }))
+    }
+
+    /// When a reader last saw Redis fail. Every reader waits on Redis all
+    /// the time, so it sees even an outage too short for a waiting request's
+    /// own look at Redis to meet: a Redis that restarted empty in between
+    /// shows every lease and claim as gone.
+    pub fn last_redis_failure(&self) -> Option<std::time::Instant> {
+        self.last_failure.last()
     }
 
     /// Watch `key` for entries after `from` (`0-0` for all of them).
@@ -200,6 +227,7 @@ async fn run_reader(
     wake_key: String,
     mut commands: mpsc::UnboundedReceiver<Command>,
     block: Duration,
+    last_failure: Arc<FailureClock>,
 ) {
     let mut watches: HashMap<String, Watch> = HashMap::new();
     let mut wake_cursor = "0-0".to_string();
@@ -252,6 +280,7 @@ async fn run_reader(
             }
             Ok(None) => backoff = Duration::from_millis(50), // block timed out
             Err(error) => {
+                last_failure.record();
                 // The connection reconnects by itself; wait before asking again.
                 tracing::warn!(%error, "stream reader: Redis read failed; retrying");
                 tokio::time::sleep(backoff).await;

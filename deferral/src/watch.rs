@@ -87,10 +87,18 @@ impl LeaseWatch {
 
     /// Pure: whether a lapse may be judged now — not while Redis was
     /// unreachable within the last `settle` (the claim timing's stale
-    /// bound: time for every live owner to write its lease and claim again).
-    fn may_judge(&self, now: std::time::Instant, settle: std::time::Duration) -> bool {
-        self.last_redis_error
-            .is_none_or(|at| now.saturating_duration_since(at) >= settle)
+    /// bound: time for every live owner to write its lease and claim again),
+    /// as this watch saw it or as `elsewhere` (the stream hub's readers) did.
+    fn may_judge(
+        &self,
+        now: std::time::Instant,
+        settle: std::time::Duration,
+        elsewhere: Option<std::time::Instant>,
+    ) -> bool {
+        [self.last_redis_error, elsewhere]
+            .into_iter()
+            .flatten()
+            .all(|at| now.saturating_duration_since(at) >= settle)
     }
 
     /// Pure: a judged lapse. A lost request is published again once; a
@@ -106,7 +114,9 @@ impl LeaseWatch {
     }
 
     /// One look at `req_id`'s lease (and, when it lapsed, its claim); on a
-    /// loss, publishes again. A Redis error is a "look again later".
+    /// loss, publishes again. A Redis error is a "look again later";
+    /// `redis_failed` is when Redis was last seen failing elsewhere in this
+    /// process (the stream hub).
     pub(super) async fn check(
         &mut self,
         redis: &mut sluice_redis::RedisConn,
@@ -114,13 +124,18 @@ impl LeaseWatch {
         timing: &ClaimTiming,
         publisher: &dyn Publisher,
         metrics: &EndpointMetrics,
+        redis_failed: Option<std::time::Instant>,
     ) {
         let Ok(held) = bookkeeping::lease_held(redis, req_id).await else {
             self.last_redis_error = Some(std::time::Instant::now());
             return;
         };
         if self.on_lease(held) != LeaseStep::JudgeLapse
-            || !self.may_judge(std::time::Instant::now(), timing.stale_after())
+            || !self.may_judge(
+                std::time::Instant::now(),
+                timing.stale_after(),
+                redis_failed,
+            )
         {
             return;
         }
@@ -186,11 +201,22 @@ mod tests {
         let mut watch = watch();
         let settle = std::time::Duration::from_secs(3);
         let now = std::time::Instant::now();
-        assert!(watch.may_judge(now, settle));
+        assert!(watch.may_judge(now, settle, None));
         watch.last_redis_error = Some(now);
-        assert!(!watch.may_judge(now, settle));
-        assert!(!watch.may_judge(now + settle / 2, settle));
-        assert!(watch.may_judge(now + settle, settle));
+        assert!(!watch.may_judge(now, settle, None));
+        assert!(!watch.may_judge(now + settle / 2, settle, None));
+        assert!(watch.may_judge(now + settle, settle, None));
+    }
+
+    #[test]
+    fn no_lapse_is_judged_right_after_a_failure_the_hub_saw() {
+        // This watch never met the outage (it was shorter than its look
+        // interval); the hub's readers did.
+        let watch = watch();
+        let settle = std::time::Duration::from_secs(3);
+        let now = std::time::Instant::now();
+        assert!(!watch.may_judge(now, settle, Some(now)));
+        assert!(watch.may_judge(now + settle, settle, Some(now)));
     }
 
     #[test]

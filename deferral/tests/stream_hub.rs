@@ -124,3 +124,25 @@ async fn resume_from_an_id_and_survive_a_redis_restart() {
     let entry = next_entry(&mut after, Duration::from_secs(10)).await;
     assert_eq!(entry.field("data"), Some("{\"n\":7}"));
 }
+
+/// A Redis restart, however short, is seen by the hub's readers (one waits
+/// on Redis for every waiting request), so the endpoint's lease watch
+/// judges no lapse right after it even when the request's own look at its
+/// lease never met the outage: a Redis that restarted empty shows every
+/// lease and claim as gone until their owners write them again, and a
+/// request published again then could reach the model twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_redis_restart_is_seen_by_the_hub() {
+    let mut redis = RedisServer::start().unwrap();
+    let (hub, _writer) = hub_and_writer(&redis, 1, Duration::from_secs(5)).await;
+    let _waiting = hub.subscribe(&keys::response("restart-seen"), "0-0").await;
+    assert!(hub.last_redis_failure().is_none());
+    let before = Instant::now();
+    tokio::task::block_in_place(|| redis.restart()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while hub.last_redis_failure().is_none() {
+        assert!(Instant::now() < deadline, "the hub did not see the restart");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(hub.last_redis_failure().unwrap() >= before);
+}

@@ -20,7 +20,7 @@
 
 use clap::Parser;
 use sluice_testkit::load::{
-    model_calls, run_open_loop, Class, LoadClient, OpenLoop, Outcome, ProcessStack,
+    model_calls, quantile, run_open_loop, Class, LoadClient, OpenLoop, Outcome, ProcessStack,
     ProcessStackOptions, Record, RequestSpec,
 };
 use sluice_testkit::Durability;
@@ -54,6 +54,10 @@ struct Args {
     /// Redis restarts empty instead of reloading its append-only file.
     #[arg(long)]
     volatile_redis: bool,
+    /// Only these faults, in the usual order (e.g. `--faults redis`): a
+    /// shorter run that looks at one part's recovery.
+    #[arg(long, value_delimiter = ',', value_parser = Fault::parse)]
+    faults: Vec<Fault>,
 }
 
 impl Args {
@@ -69,6 +73,14 @@ impl Args {
         self.workdir.clone().unwrap_or_else(|| {
             std::env::temp_dir().join(format!("sluice-chaos-{}", std::process::id()))
         })
+    }
+
+    /// The faults of this run, in the usual order.
+    fn faults(&self) -> Vec<Fault> {
+        Fault::ALL
+            .into_iter()
+            .filter(|f| self.faults.is_empty() || self.faults.contains(f))
+            .collect()
     }
 
     fn redis(&self) -> Durability {
@@ -142,6 +154,15 @@ impl Fault {
         }
     }
 
+    fn parse(name: &str) -> Result<Fault, String> {
+        Fault::ALL
+            .into_iter()
+            .find(|f| f.name() == name || (name == "consumer" && *f == Fault::Consumer))
+            .ok_or_else(|| {
+                format!("unknown fault {name:?} (consumer, sluice-rls, redis, broker, envoy)")
+            })
+    }
+
     fn kill(self, stack: &mut ProcessStack) {
         match self {
             Fault::Consumer => stack.consumers[0].kill9(),
@@ -202,6 +223,7 @@ impl EndpointCounts {
 /// Kills and restarts every part in turn, `gap` apart after `lead`.
 fn run_faults(
     mut stack: ProcessStack,
+    faults: Vec<Fault>,
     start: Instant,
     lead: Duration,
     gap: Duration,
@@ -210,7 +232,7 @@ fn run_faults(
     let mut times = Vec::new();
     let mut counts = EndpointCounts::default();
     let mut next = start + lead;
-    for fault in Fault::ALL {
+    for fault in faults {
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         if fault == Fault::Rls {
             counts.add_scrape(&stack);
@@ -295,10 +317,12 @@ async fn main() -> anyhow::Result<()> {
     // leaving 1/4 of it to heal.
     let duration = args.duration();
     let lead = duration / 8;
-    let gap = (duration - lead - duration / 4) / (Fault::ALL.len() as u32 - 1);
+    let chosen = args.faults();
+    let gap = (duration - lead - duration / 4) / (chosen.len().max(2) as u32 - 1);
     let start = Instant::now();
     let down = args.down();
-    let faults = tokio::task::spawn_blocking(move || run_faults(stack, start, lead, gap, down));
+    let faults =
+        tokio::task::spawn_blocking(move || run_faults(stack, chosen, start, lead, gap, down));
     let plan = OpenLoop {
         rate_per_second: args.rate,
         duration,
@@ -415,6 +439,20 @@ fn print_report(
         lost.len()
     );
     println!("| deferred: sent / answered fully | {deferred_total} / {deferred_full} |");
+    if let Some(first) = times.first() {
+        // What "answered within" below compares to: a backlog shows here.
+        let mut before: Vec<Duration> = records
+            .iter()
+            .filter(|r| r.spec.class == Class::Deferred && r.outcome == Outcome::Full)
+            .filter(|r| r.finished_at() < first.killed)
+            .map(|r| r.latency)
+            .collect();
+        println!(
+            "| deferred answered fully before the first fault: latency p50 / max | {:.2} s / {:.2} s |",
+            quantile(&mut before, 0.5).as_secs_f64(),
+            quantile(&mut before, 1.0).as_secs_f64()
+        );
+    }
     println!(
         "| endpoint: accepted / published again after a lapsed lease / timed out (sum over sluice-rls's lives) | {:.0} / {:.0} / {:.0} |",
         counts.accepted, counts.republished, counts.timed_out
@@ -459,7 +497,55 @@ fn print_report(
             in_flight.map_or("none".into(), |d| format!("{:.1} s", d.as_secs_f64()))
         );
     }
+    print_fault_details(records, times);
 }
+
+/// Under the table, per fault: the deferred requests in flight at the kill
+/// that ended more than [`SLOW_AFTER_RESTART`] after the restart, and the
+/// deferred requests that did not get a whole answer and ended while this
+/// fault was the latest (each with its Sluice id, to follow in the logs).
+fn print_fault_details(records: &[Record], times: &[FaultTimes]) {
+    for (index, fault) in times.iter().enumerate() {
+        let until = times
+            .get(index + 1)
+            .map_or(Duration::MAX, |next| next.killed);
+        let mut slow: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.spec.class == Class::Deferred)
+            .filter(|r| r.sent_at < fault.killed && r.finished_at() > fault.killed)
+            .filter(|r| r.finished_at() > fault.restarted + SLOW_AFTER_RESTART)
+            .collect();
+        slow.sort_by_key(|r| std::cmp::Reverse(r.finished_at()));
+        let failed: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.spec.class == Class::Deferred && r.outcome != Outcome::Full)
+            .filter(|r| r.finished_at() > fault.killed && r.finished_at() <= until)
+            .collect();
+        if slow.is_empty() && failed.is_empty() {
+            continue;
+        }
+        println!(
+            "\n{}: {} in flight at the kill ended more than {:.0} s after the restart; {} deferred without a whole answer ended before the next fault",
+            fault.fault.name(),
+            slow.len(),
+            SLOW_AFTER_RESTART.as_secs_f64(),
+            failed.len()
+        );
+        for record in slow.iter().take(10) {
+            println!(
+                "  slow: {} (ended {:.1} s after the restart)",
+                describe(record),
+                (record.finished_at() - fault.restarted).as_secs_f64()
+            );
+        }
+        for record in failed.iter().take(30) {
+            println!("  not whole: {}", describe(record));
+        }
+    }
+}
+
+/// The recovery target for requests in flight at a kill.
+const SLOW_AFTER_RESTART: Duration = Duration::from_secs(5);
 
 /// For requests of `class` sent between `fault`'s kill and `until`: how many
 /// failed, and how long after the restart was done the first success after

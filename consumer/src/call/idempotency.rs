@@ -33,8 +33,9 @@
 //!    `processing` still names this owner, and report `cancel`. If another
 //!    attempt took over (it judged this one dead), abort the call.
 //! 3. **Finish**: XADD the terminal entry, EXPIRE the stream, SET `done`,
-//!    DEL `processing`, all only if `processing` still names this owner and
-//!    `done` is absent. So exactly one terminal entry is written per request.
+//!    DEL `processing`, all only if `done` is absent and `processing` still
+//!    names this owner or is gone (lost by Redis: a takeover would have set
+//!    `done`). So exactly one terminal entry is written per request.
 //! 4. **Release** (infrastructure failure before any output, the request
 //!    must run again): DEL `processing` if it names this owner, so the next
 //!    delivery can claim it. If Redis is down the release fails; the marker
@@ -266,13 +267,19 @@ return {1, cancelled}
 /// KEYS: done, processing, response. ARGV: owner ('' = no owner check, only
 /// when no live attempt holds the request: see `give_up`), maxlen, stream
 /// ttl s, done ttl s, done value, lease ms, then field/value pairs.
-/// Returns 1 written | 0 not (done already, or not the owner / a live owner).
+/// Returns 1 written | 0 not (done already, or another owner / a live owner).
+///
+/// A claim that is gone while `done` is absent was lost by Redis, as in the
+/// heartbeat: the owner still owns the request. A call whose answer ended
+/// while Redis was away finishes before its next heartbeat could write the
+/// claim again; refusing it left the client without an end until its
+/// timeout.
 const FINISH_BODY: &str = r#"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local cur = redis.call('GET', KEYS[2])
 if ARGV[1] ~= '' then
   local prefix = ARGV[1] .. ' '
-  if not cur or string.sub(cur, 1, #prefix) ~= prefix then return 0 end
+  if cur and string.sub(cur, 1, #prefix) ~= prefix then return 0 end
 elseif cur then
   local hb = string.match(cur, '^%S+ (%d+)$')
   if hb and now - tonumber(hb) <= tonumber(ARGV[6]) then return 0 end
