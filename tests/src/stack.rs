@@ -229,13 +229,60 @@ pub fn patient_chat(envoy: SocketAddr, stream: bool) -> anyhow::Result<crate::Ht
         "stream": stream,
         "messages": [{"role": "user", "content": "hello ".repeat(40)}]
     });
+    tenant_chat(envoy, "patient", &body)
+}
+
+/// A chat of `model` for `tenant` through `envoy`: `max_tokens` on a
+/// prompt of `words` words, not streamed.
+pub fn chat_of(
+    envoy: SocketAddr,
+    tenant: &str,
+    model: &str,
+    (words, max_tokens): (usize, u64),
+) -> anyhow::Result<crate::HttpResponse> {
+    let body = serde_json::json!({
+        "model": model,
+        "max_tokens": max_tokens,
+        "messages": [{"role": "user", "content": "hello ".repeat(words)}]
+    });
+    tenant_chat(envoy, tenant, &body)
+}
+
+/// POSTs `body` to `envoy`'s chat completions as `tenant`.
+fn tenant_chat(
+    envoy: SocketAddr,
+    tenant: &str,
+    body: &serde_json::Value,
+) -> anyhow::Result<crate::HttpResponse> {
     crate::http_request(
         envoy,
         "POST",
         "/v1/chat/completions",
-        &[("x-tenant-id", "patient")],
+        &[("x-tenant-id", tenant)],
         body.to_string().as_bytes(),
     )
+}
+
+/// Fast llm-sim answers of `completion_tokens` tokens from its GPU model:
+/// `max_batch` requests at once sharing `tokens_per_s` (prompt and answer;
+/// no speed limit per answer).
+pub fn gpu_sim(
+    tokens_per_s: f64,
+    max_batch: usize,
+    completion_tokens: u64,
+) -> sluice_llm_sim::SimConfig {
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.default_completion_tokens = completion_tokens;
+    sim.tokens_per_second = 0.0;
+    sim.gpu = Some(sluice_llm_sim::gpu::GpuConfig {
+        capacity: sluice_llm_sim::gpu::Capacity {
+            tokens_per_s,
+            kv_cache_tokens: 32_768,
+            max_batch,
+        },
+        ..Default::default()
+    });
+    sim
 }
 
 /// The `data:` payloads of an SSE body, in order.
