@@ -186,11 +186,11 @@ pub struct ServeArgs {
 
     /// Saturation-aware admission (issue 28): while a model's server is
     /// saturated with deferred work (the consumers' controller state in
-    /// Redis, `--redis-url`), answer an in-quota request of a tenant whose
-    /// limits say `over_limit: defer` with `route: queue`, so Sluice's
+    /// Redis, `--redis-url`), answer an in-quota request under a limit
+    /// that says `over_limit: defer` with `route: queue`, so Sluice's
     /// filter (or ext_authz) sends it into the token-fair queue instead of
-    /// the server's FIFO. Off by default (docs/operations.md, "One server,
-    /// in-quota and deferred traffic").
+    /// the server's queue. Off by default (docs/operations.md,
+    /// "Saturation-aware admission").
     #[arg(long, env = "SLUICE_RLS_ROUTE_IN_QUOTA_WHEN_SATURATED")]
     pub route_in_quota_when_saturated: bool,
 

@@ -367,6 +367,18 @@ pub fn redis_limiter(limits_yaml: &str, redis_url: &str, metrics: Metrics) -> Ar
     limiter(limits_yaml, Arc::new(store), metrics)
 }
 
+/// `limiter` (not shared yet) routing by the saturation state in the Redis
+/// at `url`, as `sluice-rls --route-in-quota-when-saturated` does.
+fn with_saturation_routing(limiter: Arc<Limiter>, url: &str) -> Arc<Limiter> {
+    use sluice_ratelimit::saturation::{RedisSaturation, RoutingOptions, SaturationRouter};
+    let Ok(limiter) = Arc::try_unwrap(limiter) else {
+        panic!("the limiter is already shared");
+    };
+    let source = RedisSaturation::new(redis_connection_at(url), Duration::from_millis(250));
+    let router = SaturationRouter::new(Arc::new(source), RoutingOptions::default());
+    Arc::new(limiter.with_saturation_routing(Arc::new(router)))
+}
+
 /// The deferral endpoint's config as the tests share it: [`PARENT`],
 /// [`GROUP`], `redis` and `broker`, defaults otherwise.
 pub fn endpoint_config(redis: &RedisServer, broker: &RocketMq) -> EndpointConfig {
@@ -744,6 +756,7 @@ pub struct StackBuilder {
     rls_admin: bool,
     hot_reload: bool,
     redis: RedisKind,
+    route_in_quota: bool,
 }
 
 /// A started [`StackBuilder`]; everything stops when it drops.
@@ -773,6 +786,7 @@ impl Stack {
             rls_admin: false,
             hot_reload: false,
             redis: RedisKind::Single,
+            route_in_quota: false,
         }
     }
 }
@@ -793,6 +807,13 @@ impl StackBuilder {
     /// Which Redis everything runs on (default: one server).
     pub fn redis(mut self, kind: RedisKind) -> Self {
         self.redis = kind;
+        self
+    }
+
+    /// sluice-rls with `--route-in-quota-when-saturated`: in-quota requests
+    /// of a saturated model go into the fair queue.
+    pub fn route_in_quota_when_saturated(mut self) -> Self {
+        self.route_in_quota = true;
         self
     }
 
@@ -823,7 +844,10 @@ impl StackBuilder {
         let mut rls_metrics = Metrics::new();
         let endpoint_metrics = Arc::new(EndpointMetrics::default());
         endpoint_metrics.register(&mut rls_metrics.registry);
-        let limiter = redis_limiter(&self.limits, &url, rls_metrics);
+        let mut limiter = redis_limiter(&self.limits, &url, rls_metrics);
+        if self.route_in_quota {
+            limiter = with_saturation_routing(limiter, &url);
+        }
         let app = deferral_endpoint(EndpointConfig {
             metrics: endpoint_metrics.clone(),
             ..endpoint_config_at(&url, &broker)

@@ -16,7 +16,7 @@
 
 use sluice_llm_sim::gpu::SchedulingPolicy;
 use sluice_testkit::stack::limits::{self, OverLimit};
-use sluice_testkit::stack::{chat_of, gpu_sim, unpaced, ConsumerSpec, Stack};
+use sluice_testkit::stack::{chat_of, gpu_sim, redis_connection_at, unpaced, ConsumerSpec, Stack};
 use sluice_testkit::{get, HttpResponse};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -131,4 +131,69 @@ async fn an_in_quota_request_is_served_ahead_of_a_deferred_backlog_at_a_saturate
         .consumer
         .counter("sluice_consumer_outcomes_total{outcome=\"completed\"}");
     assert_eq!(deferred, BACKLOG as f64);
+}
+
+/// Writes `model`'s saturation into its controller hash, as the
+/// controller's stepper does each interval (the fields of the contract).
+async fn controller_says(stack: &Stack, saturated: bool) {
+    let state = sluice_contract::saturation::Saturation {
+        saturated,
+        at_ms: sluice_contract::now_ms(),
+    };
+    let mut conn = redis_connection_at(&stack.redis.url());
+    let mut write = redis::pipe();
+    for (field, value) in state.fields() {
+        write.hset(sluice_contract::keys::controller(MODEL), field, value);
+    }
+    write.query_async::<()>(&mut conn).await.unwrap();
+}
+
+/// Saturation-aware admission through real Envoy: while the controller
+/// state says the model's server is saturated, sluice-rls answers an
+/// in-quota request with `route: queue` and the filter sends it through
+/// the deferral path (the consumer answers it); once the state says the
+/// server has room, the next one goes straight to the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_in_quota_request_goes_through_the_fair_queue_while_the_server_is_saturated() {
+    sluice_testkit::init_test_tracing();
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.default_completion_tokens = 5;
+    let stack = Stack::builder(limits())
+        .sim(sim)
+        .consumer(ConsumerSpec {
+            pacing: unpaced(),
+            ..ConsumerSpec::new("routing-consumer")
+        })
+        .route_in_quota_when_saturated()
+        .start()
+        .await;
+    let envoy = stack.envoy.listener;
+    let completed = || {
+        stack
+            .consumer
+            .counter("sluice_consumer_outcomes_total{outcome=\"completed\"}")
+    };
+
+    controller_says(&stack, true).await;
+    let (queued, _) = chat(envoy, "light").await.unwrap();
+    assert_eq!(queued.status, 200, "{queued:?}");
+    let metrics = stack.rls.limiter.metrics();
+    assert_eq!(metrics.in_quota_queued.get(), 1);
+    // Answered by the consumer (it counts the outcome as it acks).
+    let asked = Instant::now();
+    while completed() < 1.0 {
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "no consumer call"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // The server has room again (read after the router's 200 ms cache).
+    controller_says(&stack, false).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (direct, _) = chat(envoy, "light").await.unwrap();
+    assert_eq!(direct.status, 200, "{direct:?}");
+    assert_eq!(metrics.in_quota_queued.get(), 1, "straight to the server");
+    assert_eq!(completed(), 1.0);
 }

@@ -600,24 +600,21 @@ fn lowest_priority(limits: &[&Limit]) -> Priority {
 }
 
 /// Whether an allowed request may be routed into the token-fair queue
-/// (saturation-aware admission), and at which priority: only when it is
-/// under at least one limit and every limit it is under says
-/// `over_limit: defer` (its tenant takes deferral; a tenant whose limits
-/// reject is never queued).
+/// (saturation-aware admission), and at which priority: only when a limit
+/// it is under says `over_limit: defer` (its tenant takes deferral on
+/// this model; a tenant none of whose limits defers is never queued), at
+/// the lowest class among those limits.
 pub fn queue_priority(plan: &Plan) -> Option<Priority> {
-    let limits: Vec<&Limit> = plan
+    let deferring: Vec<&Limit> = plan
         .resolved
         .iter()
         .filter_map(|resolved| match resolved {
             Resolved::Limited(applied) => Some(&*applied.limit),
             _ => None,
         })
+        .filter(|l| l.sluice.over_limit == OverLimitAction::Defer)
         .collect();
-    let defers = !limits.is_empty()
-        && limits
-            .iter()
-            .all(|l| l.sluice.over_limit == OverLimitAction::Defer);
-    defers.then(|| lowest_priority(&limits))
+    (!deferring.is_empty()).then(|| lowest_priority(&deferring))
 }
 
 /// Marks an OK answer: the in-quota request goes into the token-fair queue

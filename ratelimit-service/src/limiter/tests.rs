@@ -632,12 +632,17 @@ mod saturation_routing {
         // acme-tpm's class: defer, high.
         assert_eq!(sluice_field(&response, "priority").as_deref(), Some("high"));
         assert_eq!(limiter.metrics().in_quota_queued.get(), 1);
-        // Charged: it is in quota (1000 per minute; 10 + 995 is over).
-        let over = ask(&limiter, vec![tokens(995)]).await;
+        // Beside a limit that does not defer (acme-rpm), the deferring one
+        // decides.
+        let response = ask(&limiter, vec![rpm(), tokens(10)]).await;
+        assert_eq!(sluice_field(&response, "route").as_deref(), Some("queue"));
+        assert_eq!(limiter.metrics().in_quota_queued.get(), 2);
+        // Charged: it is in quota (1000 per minute; 20 + 985 is over).
+        let over = ask(&limiter, vec![tokens(985)]).await;
         assert_eq!(over.overall_code(), Code::OverLimit);
         assert_eq!(sluice_field(&over, "route"), None);
         assert_eq!(sluice_field(&over, "action").as_deref(), Some("defer"));
-        assert_eq!(limiter.metrics().in_quota_queued.get(), 1);
+        assert_eq!(limiter.metrics().in_quota_queued.get(), 2);
     }
 
     #[tokio::test]
@@ -648,9 +653,9 @@ mod saturation_routing {
         assert_eq!(sluice_field(&response, "route"), None);
 
         let (limiter, source) = routed(true);
-        // acme-rpm rejects (no `over_limit: defer`): a request under it
-        // is never queued, whatever its other limits say.
-        let response = ask(&limiter, vec![rpm(), tokens(10)]).await;
+        // gpt4o-global does not defer: a request under no deferring limit
+        // is never queued.
+        let response = ask(&limiter, vec![descriptor(&[("model", "gpt-4o")])]).await;
         assert_eq!(response.overall_code(), Code::Ok);
         assert_eq!(sluice_field(&response, "route"), None);
         // A correction of usage is no admission.
