@@ -736,6 +736,14 @@ impl<E: Encoders> RequestAdmission<E> {
         };
         if response.overall_code != Code::OverLimit as i32 {
             self.shared.memory().forget(&self.tenant, &self.model);
+            // In quota, but the model's server is saturated with deferred
+            // work: into the token-fair queue (charged; see `defer`).
+            if field(sluice_metadata::ROUTE) == Some(sluice_metadata::ROUTE_QUEUE)
+                && self.config().deferral.active()
+            {
+                let priority = field(sluice_metadata::PRIORITY).unwrap_or("normal");
+                return self.defer(host, priority);
+            }
             let charged_at = field(sluice_metadata::CHARGED_AT_MS).and_then(|v| v.parse().ok());
             self.admit(host, charged_at);
             return;
@@ -840,7 +848,9 @@ impl<E: Encoders> RequestAdmission<E> {
     }
 
     fn defer(&mut self, host: &mut dyn Host, priority: &str) {
-        // Nothing was charged (all-or-nothing); the deferral path accounts for it.
+        // Over quota: nothing was charged (all-or-nothing); the deferral path
+        // accounts for it. In quota but routed to the queue (`route: queue`):
+        // charged with the estimate, which is not corrected afterwards.
         self.set_accounting_headers(host);
         host.set_request_header(TENANT_HEADER, &self.tenant);
         host.set_request_header(MODEL_HEADER, &self.model);

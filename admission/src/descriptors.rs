@@ -60,7 +60,28 @@ pub mod sluice_metadata {
     /// filter's correction names it ([`super::ADMITTED_AT_METADATA`]), so it
     /// reaches the same windows; without it the filter names its own instant.
     pub const CHARGED_AT_MS: &str = "charged_at_ms";
+    /// With an OK answer (issue 28, saturation-aware admission): where the
+    /// in-quota request goes. [`ROUTE_QUEUE`]: the model's server is
+    /// saturated with deferred work, so the request is charged (it is in
+    /// quota) but joins the token-fair queue at [`PRIORITY`] instead of the
+    /// server's FIFO; absent: straight to the server. A filter without a
+    /// deferral route ignores it (the request goes straight through).
+    pub const ROUTE: &str = "route";
+    pub const ROUTE_QUEUE: &str = "queue";
 }
+
+/// The model a request's descriptor entries (key, value) name: the first
+/// [`MODEL_KEY`] entry, as [`admission_request`] lays them out. (Entries,
+/// not a request: sluice-rls holds Envoy's own proto types.)
+pub fn model_of<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<&'a str> {
+    entries
+        .into_iter()
+        .find(|(key, _)| *key == MODEL_KEY)
+        .map(|(_, value)| value)
+}
+
+/// The descriptor entry naming the model.
+pub const MODEL_KEY: &str = "model";
 
 /// Bound and sanitize a tenant or model value. Values that are fine pass as
 /// they are; anything else (odd characters, too long) keeps a readable prefix
@@ -136,7 +157,7 @@ fn tokens_descriptor(
     RateLimitDescriptor {
         entries: vec![
             entry("tenant", tenant),
-            entry("model", model),
+            entry(MODEL_KEY, model),
             entry("tokens", budget.as_str()),
         ],
         hits_addend: Some(UInt64Value { value: hits }),
@@ -153,7 +174,7 @@ pub fn admission_request(
     budgets: &[(Budget, u64)],
 ) -> RateLimitRequest {
     let mut descriptors = vec![RateLimitDescriptor {
-        entries: vec![entry("tenant", tenant), entry("model", model)],
+        entries: vec![entry("tenant", tenant), entry(MODEL_KEY, model)],
         hits_addend: Some(UInt64Value { value: 1 }),
         is_negative_hits: false,
     }];
@@ -222,6 +243,11 @@ mod tests {
     fn admission_and_reconcile_requests() {
         let r = admission_request("sluice", "acme", "gpt-4o", &[(Budget::Total, 1234)]);
         assert_eq!(r.descriptors.len(), 2);
+        let entries = r.descriptors.iter().flat_map(|d| &d.entries);
+        assert_eq!(
+            model_of(entries.map(|e| (e.key.as_str(), e.value.as_str()))),
+            Some("gpt-4o")
+        );
         assert_eq!(r.descriptors[0].hits_addend, Some(UInt64Value { value: 1 }));
         assert_eq!(r.descriptors[1].entries[2], entry("tokens", "total"));
         assert_eq!(

@@ -28,8 +28,13 @@ const NEW_ALIASES: [(&str, &str, &str); 0] = [];
 /// Flags added since the baseline, as `(binary, flag)`: the consumer's log
 /// format, which sluice-rls and sluice-allinone already had (issue 27), and
 /// envoyproxy/ratelimit's key layout and metric names (issue 32), trace
-/// export (issue 29) and the consumer's tokenizers (issue 30).
-const NEW_FLAGS: [(&str, &str); 16] = [
+/// export (issue 29), the consumer's tokenizers (issue 30) and
+/// saturation-aware admission (issue 28).
+const NEW_FLAGS: [(&str, &str); 20] = [
+    ("sluice-rls", "--route-in-quota-when-saturated"),
+    ("sluice-rls", "--saturation-max-age-ms"),
+    ("sluice-allinone", "--route-in-quota-when-saturated"),
+    ("sluice-allinone", "--saturation-max-age-ms"),
     ("sluice-rls", "--otlp-endpoint"),
     ("sluice-consumer", "--otlp-endpoint"),
     ("sluice-allinone", "--otlp-endpoint"),

@@ -21,6 +21,16 @@
 //!   far. When decoding would overflow the cache, the request admitted last
 //!   is preempted: it goes back to the head of the queue and recomputes its
 //!   context (prefill again) when readmitted, as vLLM's recompute preemption.
+//!
+//! With [`SchedulingPolicy::Priority`] (vLLM's `--scheduling-policy
+//! priority`) each request carries a `priority` (lower is served first, 0
+//! by default): the waiting queue, admission and prefill go by (priority,
+//! arrival) instead of arrival alone; a step's budget goes class by class
+//! (a better class's prefill and decode before a worse class's prefill, so
+//! another class's prompts never hold back its first token); a preemption
+//! takes the running request of the largest (priority, arrival), as vLLM's
+//! V1 scheduler does. A running request is never preempted only to make
+//! room for a waiting one of a better priority.
 
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
@@ -62,6 +72,17 @@ impl Capacity {
     }
 }
 
+/// How the waiting queue is ordered (vLLM's `--scheduling-policy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchedulingPolicy {
+    /// First come, first served; a request's `priority` must be 0.
+    #[default]
+    Fcfs,
+    /// By (priority, arrival): lower priority values first.
+    Priority,
+}
+
 /// The GPU model's settings (`SimConfig::gpu`; off when `None`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GpuConfig {
@@ -71,6 +92,8 @@ pub struct GpuConfig {
     pub max_waiting: usize,
     /// How often the scheduler steps while it has work.
     pub step: Duration,
+    /// FCFS, or by each request's priority.
+    pub policy: SchedulingPolicy,
 }
 
 impl Default for GpuConfig {
@@ -83,6 +106,7 @@ impl Default for GpuConfig {
             },
             max_waiting: 0,
             step: Duration::from_millis(5),
+            policy: SchedulingPolicy::Fcfs,
         }
     }
 }
@@ -112,6 +136,9 @@ pub enum Refusal {
     /// Its whole context (prompt + completion) is larger than the KV cache:
     /// it could never run.
     TooLong { context: u64, kv_cache_tokens: u64 },
+    /// A `priority` other than 0 under [`SchedulingPolicy::Fcfs`] (vLLM
+    /// refuses it the same way).
+    PriorityNotEnabled { priority: i64 },
 }
 
 /// A request as the scheduler sees it.
@@ -121,6 +148,9 @@ pub struct SeqSpec {
     pub completion_tokens: u64,
     /// The fastest this request decodes on its own, tokens/s (0 = no limit).
     pub max_tokens_per_s: f64,
+    /// Lower is served first under [`SchedulingPolicy::Priority`] (vLLM's
+    /// request `priority`); 0 by default.
+    pub priority: i64,
 }
 
 #[derive(Clone, Debug)]
@@ -138,6 +168,11 @@ struct Seq {
 }
 
 impl Seq {
+    /// Its place under [`SchedulingPolicy::Priority`]: ids grow with arrival.
+    fn rank(&self) -> (i64, SeqId) {
+        (self.spec.priority, self.id)
+    }
+
     fn context(&self) -> u64 {
         self.spec.prompt_tokens + self.generated
     }
@@ -180,6 +215,7 @@ pub struct Load {
 pub struct Scheduler {
     capacity: Capacity,
     max_waiting: usize,
+    policy: SchedulingPolicy,
     now: Duration,
     next_id: SeqId,
     waiting: VecDeque<Seq>,
@@ -192,11 +228,18 @@ impl Scheduler {
         Self {
             capacity,
             max_waiting,
+            policy: SchedulingPolicy::Fcfs,
             now: Duration::ZERO,
             next_id: 0,
             waiting: VecDeque::new(),
             running: Vec::new(),
         }
+    }
+
+    /// The same scheduler ordering its queue by `policy`.
+    pub fn with_policy(mut self, policy: SchedulingPolicy) -> Self {
+        self.policy = policy;
+        self
     }
 
     pub fn capacity(&self) -> Capacity {
@@ -209,7 +252,8 @@ impl Scheduler {
         self.capacity = capacity;
     }
 
-    /// Queues a request at the tail of the waiting queue.
+    /// Queues a request at the tail of the waiting queue (under
+    /// [`SchedulingPolicy::Priority`]: behind those of its priority or better).
     pub fn submit(&mut self, spec: SeqSpec) -> Result<SeqId, Refusal> {
         let context = spec.prompt_tokens + spec.completion_tokens;
         if context > self.capacity.kv_cache_tokens {
@@ -221,9 +265,14 @@ impl Scheduler {
         if self.max_waiting > 0 && self.waiting.len() >= self.max_waiting {
             return Err(Refusal::QueueFull);
         }
+        if spec.priority != 0 && self.policy == SchedulingPolicy::Fcfs {
+            return Err(Refusal::PriorityNotEnabled {
+                priority: spec.priority,
+            });
+        }
         let id = self.next_id;
         self.next_id += 1;
-        self.waiting.push_back(Seq {
+        self.enqueue(Seq {
             id,
             spec,
             computed: 0,
@@ -233,6 +282,18 @@ impl Scheduler {
             first_token_seen: false,
         });
         Ok(id)
+    }
+
+    /// Into the waiting queue: at the tail (FCFS), or in (priority,
+    /// arrival) order.
+    fn enqueue(&mut self, seq: Seq) {
+        match self.policy {
+            SchedulingPolicy::Fcfs => self.waiting.push_back(seq),
+            SchedulingPolicy::Priority => {
+                let at = self.waiting.partition_point(|w| w.rank() < seq.rank());
+                self.waiting.insert(at, seq);
+            }
+        }
     }
 
     /// Forgets a request (its client went away), freeing its cache.
@@ -262,8 +323,22 @@ impl Scheduler {
         self.admit();
         let mut budget = self.capacity.tokens_per_s * dt.as_secs_f64();
         let mut updates = Vec::new();
-        self.prefill(&mut budget);
-        self.decode(budget, dt, &mut updates);
+        match self.policy {
+            SchedulingPolicy::Fcfs => {
+                self.prefill(&mut budget, None);
+                self.decode(budget, dt, &mut updates, None);
+            }
+            // Class by class: a better class's prefill and decode before a
+            // worse class's prefill.
+            SchedulingPolicy::Priority => {
+                let mut classes: Vec<i64> = self.running.iter().map(|s| s.spec.priority).collect();
+                classes.dedup();
+                for class in classes {
+                    self.prefill(&mut budget, Some(class));
+                    budget -= self.decode(budget, dt, &mut updates, Some(class));
+                }
+            }
+        }
         // Requests asking for no token end once prefilled (the others end
         // with the update of their last token).
         for seq in &self.running {
@@ -300,6 +375,11 @@ impl Scheduler {
                 self.running.push(seq);
             }
         }
+        if self.policy == SchedulingPolicy::Priority {
+            // Prefill (and the next preemption) by rank; stable, so FCFS
+            // within a priority.
+            self.running.sort_by_key(Seq::rank);
+        }
     }
 
     /// Computes the running requests' missing context, in admission order.
@@ -308,10 +388,14 @@ impl Scheduler {
     /// budget per step (a slow GPU stepped often) whole-token prefill would
     /// never progress, and a batch of requests readmitted after a
     /// preemption would stall for good.
-    fn prefill(&mut self, budget: &mut f64) {
+    /// `class`: only the requests of that priority.
+    fn prefill(&mut self, budget: &mut f64, class: Option<i64>) {
         for seq in &mut self.running {
             if *budget <= 0.0 {
                 break;
+            }
+            if class.is_some_and(|c| c != seq.spec.priority) {
+                continue;
             }
             let missing = seq.context().saturating_sub(seq.computed);
             if missing == 0 {
@@ -330,16 +414,23 @@ impl Scheduler {
         }
     }
 
-    /// Splits `budget` over the decoding requests and grows their context,
-    /// preempting the latest admitted while the growth overflows the cache.
-    fn decode(&mut self, budget: f64, dt: Duration, updates: &mut Vec<Update>) {
-        let mut gains = self.decode_gains(budget, dt);
+    /// Splits `budget` over the decoding requests (of `class` only, when
+    /// given) and grows their context, preempting the latest admitted while
+    /// the growth overflows the cache. Returns the budget it used.
+    fn decode(
+        &mut self,
+        budget: f64,
+        dt: Duration,
+        updates: &mut Vec<Update>,
+        class: Option<i64>,
+    ) -> f64 {
+        let (mut gains, mut used) = self.decode_gains(budget, dt, class);
         while self.running.len() > 1
             && self.kv_used() + gains.iter().map(|g| g.1).sum::<u64>()
                 > self.capacity.kv_cache_tokens
         {
             self.preempt_last();
-            gains = self.decode_gains(budget, dt);
+            (gains, used) = self.decode_gains(budget, dt, class);
         }
         for (index, whole, partial) in gains {
             let now = self.now;
@@ -361,13 +452,20 @@ impl Scheduler {
                 time_to_first_token: first.then(|| now.saturating_sub(seq.submitted_at)),
             });
         }
+        used
     }
 
     /// `(index in running, whole tokens gained, fraction left over)` per
-    /// decoding request.
-    fn decode_gains(&self, budget: f64, dt: Duration) -> Vec<(usize, u64, f64)> {
+    /// decoding request (of `class`, when given), and the budget shared.
+    fn decode_gains(
+        &self,
+        budget: f64,
+        dt: Duration,
+        class: Option<i64>,
+    ) -> (Vec<(usize, u64, f64)>, f64) {
         let decoding: Vec<usize> = (0..self.running.len())
             .filter(|&i| self.running[i].decoding() && !self.running[i].finished())
+            .filter(|&i| class.is_none_or(|c| c == self.running[i].spec.priority))
             .collect();
         let limits: Vec<f64> = decoding
             .iter()
@@ -382,7 +480,8 @@ impl Scheduler {
             })
             .collect();
         let shares = water_fill(budget, &limits);
-        decoding
+        let used = shares.iter().sum();
+        let gains = decoding
             .iter()
             .zip(shares)
             .map(|(&i, share)| {
@@ -398,14 +497,20 @@ impl Scheduler {
                     .min(seq.spec.completion_tokens.saturating_sub(seq.generated));
                 (i, whole, (total - whole as f64).max(0.0))
             })
-            .collect()
+            .collect();
+        (gains, used)
     }
 
+    /// Preempts the request admitted last (FCFS) or of the largest
+    /// (priority, arrival) (the running batch is kept in that order).
     fn preempt_last(&mut self) {
         if let Some(mut seq) = self.running.pop() {
             seq.computed = 0;
             seq.partial = 0.0;
-            self.waiting.push_front(seq);
+            match self.policy {
+                SchedulingPolicy::Fcfs => self.waiting.push_front(seq),
+                SchedulingPolicy::Priority => self.enqueue(seq),
+            }
         }
     }
 }
@@ -465,7 +570,8 @@ impl Gpu {
             model,
             base: config.capacity,
             state: Mutex::new(State {
-                scheduler: Scheduler::new(config.capacity, config.max_waiting),
+                scheduler: Scheduler::new(config.capacity, config.max_waiting)
+                    .with_policy(config.policy),
                 watchers: HashMap::new(),
             }),
             wake: Notify::new(),
@@ -807,7 +913,107 @@ mod tests {
             prompt_tokens: prompt,
             completion_tokens: completion,
             max_tokens_per_s: 0.0,
+            priority: 0,
         }
+    }
+
+    fn with_priority(spec: SeqSpec, priority: i64) -> SeqSpec {
+        SeqSpec { priority, ..spec }
+    }
+
+    /// The ids in the order their first token came.
+    fn first_token_order(updates: &[Update]) -> Vec<SeqId> {
+        updates
+            .iter()
+            .filter(|u| u.time_to_first_token.is_some())
+            .map(|u| u.id)
+            .collect()
+    }
+
+    #[test]
+    fn priority_scheduling_serves_the_lower_value_first_then_arrival() {
+        let run = |policy: SchedulingPolicy| {
+            // One request at a time: the order of service is the queue's.
+            let mut s = Scheduler::new(capacity(1000.0, 1_000_000, 1), 0).with_policy(policy);
+            let running = s.submit(spec(10, 10)).unwrap();
+            s.step(MS);
+            let late_low = s.submit(with_priority(spec(10, 10), 1)).unwrap();
+            let later_low = s.submit(with_priority(spec(10, 10), 1)).unwrap();
+            let urgent = s.submit(spec(10, 10)).unwrap();
+            let (_, updates) = run_to_end(&mut s, MS);
+            (
+                running,
+                late_low,
+                later_low,
+                urgent,
+                first_token_order(&updates),
+            )
+        };
+        let (running, late_low, later_low, urgent, order) = run(SchedulingPolicy::Priority);
+        // The running one is not preempted for it; then 0 before 1.
+        assert_eq!(order, vec![running, urgent, late_low, later_low]);
+        let mut fcfs = Scheduler::new(capacity(1000.0, 1_000_000, 1), 0);
+        assert_eq!(
+            fcfs.submit(with_priority(spec(10, 10), 1)),
+            Err(Refusal::PriorityNotEnabled { priority: 1 })
+        );
+    }
+
+    #[test]
+    fn priority_scheduling_prefills_the_lower_value_first_in_the_batch() {
+        // Both admitted at once; 100 tokens/s: the 50-token prompts take
+        // 0.5 s each. The later, lower value is prefilled first.
+        let mut s = Scheduler::new(capacity(100.0, 1_000_000, 8), 0)
+            .with_policy(SchedulingPolicy::Priority);
+        let deferred = s.submit(with_priority(spec(50, 1), 1)).unwrap();
+        let in_quota = s.submit(spec(50, 1)).unwrap();
+        let (_, updates) = run_to_end(&mut s, 10 * MS);
+        assert_eq!(first_token_order(&updates), vec![in_quota, deferred]);
+    }
+
+    #[test]
+    fn another_classs_prompts_do_not_hold_back_a_better_classs_first_token() {
+        // 100 tokens/s: `urgent` (10-token prompt) is prefilled in 0.1 s;
+        // then a 500-token deferred prompt arrives. FCFS spends the whole
+        // budget on that prefill before decoding (5 s); by class, the
+        // better class's decode comes first.
+        let first_token = |policy: SchedulingPolicy, deferred: i64| {
+            let mut s = Scheduler::new(capacity(100.0, 1_000_000, 8), 0).with_policy(policy);
+            let urgent = s.submit(spec(10, 5)).unwrap();
+            for _ in 0..10 {
+                s.step(10 * MS);
+            }
+            s.submit(with_priority(spec(500, 5), deferred)).unwrap();
+            let (_, updates) = run_to_end(&mut s, 10 * MS);
+            updates
+                .iter()
+                .find(|u| u.id == urgent)
+                .and_then(|u| u.time_to_first_token)
+                .unwrap()
+        };
+        assert!(first_token(SchedulingPolicy::Priority, 1) < 200 * MS);
+        assert!(first_token(SchedulingPolicy::Fcfs, 0) > 5_000 * MS);
+    }
+
+    #[test]
+    fn priority_preemption_takes_the_largest_value() {
+        // Both fit at admission (2 × 41 of 110), not at the end (2 × 60):
+        // one is preempted while decoding, the one of the larger value.
+        let run = |policy: SchedulingPolicy| {
+            let mut s = Scheduler::new(capacity(1000.0, 110, 8), 0).with_policy(policy);
+            let low = s.submit(with_priority(spec(40, 20), 1)).unwrap();
+            let high = s.submit(spec(40, 20)).unwrap();
+            let (_, updates) = run_to_end(&mut s, MS);
+            let finished: Vec<SeqId> = updates
+                .iter()
+                .filter(|u| u.finished)
+                .map(|u| u.id)
+                .collect();
+            (low, high, finished)
+        };
+        // (FCFS would take `high`, admitted last.)
+        let (low, high, finished) = run(SchedulingPolicy::Priority);
+        assert_eq!(finished, vec![high, low]);
     }
 
     /// Steps of `dt` until idle; returns (elapsed, updates).

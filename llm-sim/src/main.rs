@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::Parser;
-use sluice_llm_sim::gpu::{Capacity, GpuConfig};
+use sluice_llm_sim::gpu::{Capacity, GpuConfig, SchedulingPolicy};
 use sluice_llm_sim::tokenizers::ModelTokenizer;
 use sluice_llm_sim::{OverCapacity, SimConfig};
 use sluice_runtime::{init_tracing, shutdown_signal, LogFormat};
@@ -112,6 +112,17 @@ struct Cli {
     #[arg(long, env = "SLUICE_SIM_GPU_STEP_MS", default_value_t = 5)]
     gpu_step_ms: u64,
 
+    /// GPU model: vLLM's `--scheduling-policy`: `fcfs` (a request's
+    /// `priority` other than 0 is refused, 400) or `priority` (waiting
+    /// queue, admission and prefill by (priority, arrival), lower first).
+    #[arg(
+        long,
+        env = "SLUICE_SIM_SCHEDULING_POLICY",
+        value_enum,
+        default_value = "fcfs"
+    )]
+    scheduling_policy: SchedulingPolicyArg,
+
     /// A model counted with its own tokenizer and chat template, as its
     /// server reports usage: `MODEL=PATH/tokenizer.json:TEMPLATE` (`llama3`,
     /// `qwen3`, `deepseek_v3`); repeated for several models.
@@ -185,9 +196,19 @@ impl Cli {
                 },
                 max_waiting: self.max_waiting,
                 step: Duration::from_millis(self.gpu_step_ms),
+                policy: match self.scheduling_policy {
+                    SchedulingPolicyArg::Fcfs => SchedulingPolicy::Fcfs,
+                    SchedulingPolicyArg::Priority => SchedulingPolicy::Priority,
+                },
             }),
         })
     }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SchedulingPolicyArg {
+    Fcfs,
+    Priority,
 }
 
 #[tokio::main]

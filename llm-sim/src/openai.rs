@@ -159,6 +159,16 @@ fn positive_int(obj: &Map<String, Value>, key: &str) -> Result<Option<u64>, ApiE
     }
 }
 
+/// vLLM's request `priority`: any integer, 0 when absent.
+fn priority(obj: &Map<String, Value>) -> Result<i64, ApiError> {
+    match present(obj, "priority") {
+        None => Ok(0),
+        Some(value) => value
+            .as_i64()
+            .ok_or_else(|| ApiError::invalid_type("priority", "an integer", value)),
+    }
+}
+
 fn boolean(obj: &Map<String, Value>, key: &str) -> Result<bool, ApiError> {
     match present(obj, key) {
         None => Ok(false),
@@ -217,6 +227,8 @@ pub struct GenerationRequest {
     pub messages: Vec<(String, String)>,
     /// The prompt tokens the tool definitions add (approximate).
     pub definition_tokens: u64,
+    /// vLLM's `priority` (lower is served first; 0 when absent).
+    pub priority: i64,
 }
 
 /// The function names of `tools` (each `{"type":"function","function":{"name":…}}`),
@@ -327,6 +339,7 @@ pub fn parse_chat(body: &[u8]) -> Result<GenerationRequest, ApiError> {
         request_key: fnv1a64(body),
         messages: roles.into_iter().zip(contents).collect(),
         definition_tokens,
+        priority: priority(&obj)?,
     })
 }
 
@@ -412,6 +425,7 @@ pub fn parse_completion(body: &[u8]) -> Result<GenerationRequest, ApiError> {
         request_key: fnv1a64(body),
         messages: Vec::new(),
         definition_tokens: 0,
+        priority: priority(&obj)?,
     })
 }
 

@@ -280,12 +280,13 @@ impl App {
     /// The timing of an answer of `tokens` per choice: queued on the
     /// model's GPU when the GPU model is on, else paced by the config and
     /// the request's headers.
+    /// `sizes`: prompt tokens, completion tokens per choice, choices;
+    /// `priority`: the request's (vLLM's), for the GPU's scheduler.
     fn timing(
         &self,
         model: &str,
-        prompt_tokens: u64,
-        tokens: u64,
-        choices: usize,
+        (prompt_tokens, tokens, choices): (u64, u64, usize),
+        priority: i64,
         overrides: &Overrides,
     ) -> Result<Timing, ApiError> {
         let tokens_per_second = overrides
@@ -305,6 +306,7 @@ impl App {
             prompt_tokens,
             completion_tokens: tokens.saturating_mul(choices),
             max_tokens_per_s: tokens_per_second,
+            priority,
         };
         match gpu.submit(spec) {
             Ok(ticket) => Ok(Timing::Gpu { ticket, choices }),
@@ -341,6 +343,11 @@ impl App {
             ))
             .param("messages")
             .code("context_length_exceeded"),
+            // vLLM's words (a 400 there too).
+            Refusal::PriorityNotEnabled { priority } => ApiError::invalid(format!(
+                "Got priority {priority} but Priority scheduling is not enabled."
+            ))
+            .param("priority"),
         }
     }
 
@@ -661,7 +668,8 @@ async fn generation(
         _ => (wanted, "stop"),
     };
     let choices = request.prompt_tokens.len().max(1);
-    let timing = match app.timing(&request.model, prompt_tokens, tokens, choices, &overrides) {
+    let sizes = (prompt_tokens, tokens, choices);
+    let timing = match app.timing(&request.model, sizes, request.priority, &overrides) {
         Ok(timing) => timing,
         Err(error) => {
             slot.finish();

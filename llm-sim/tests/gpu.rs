@@ -287,3 +287,32 @@ async fn streams_run_to_the_end_on_the_gpu() {
     assert_eq!(response.json()["usage"]["completion_tokens"], 30);
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_priority_is_refused_under_fcfs_and_taken_under_priority_scheduling() {
+    let mut body = chat_body("p");
+    body["priority"] = json!(1);
+    let fcfs = start(gpu_config(10_000.0, 100_000, 8)).await;
+    let refused = chat(fcfs.addr(), &[], &body).await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert_eq!(
+        refused.json()["error"]["message"],
+        "Got priority 1 but Priority scheduling is not enabled."
+    );
+    // 0 is everybody's priority: taken as vLLM takes it.
+    body["priority"] = json!(0);
+    assert_eq!(chat(fcfs.addr(), &[], &body).await.status, 200);
+    body["priority"] = json!("high");
+    assert_eq!(chat(fcfs.addr(), &[], &body).await.status, 400);
+    fcfs.shutdown().await.unwrap();
+
+    let mut config = gpu_config(10_000.0, 100_000, 8);
+    if let Some(gpu) = config.gpu.as_mut() {
+        gpu.policy = sluice_llm_sim::gpu::SchedulingPolicy::Priority;
+    }
+    let priority = start(config).await;
+    body["priority"] = json!(1);
+    let served = chat(priority.addr(), &[], &body).await;
+    assert_eq!(served.status, 200, "{}", served.text());
+    priority.shutdown().await.unwrap();
+}

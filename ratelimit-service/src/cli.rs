@@ -7,6 +7,7 @@ use crate::config::{LimitsConfig, LoadOptions};
 use crate::guard::{self, CallGuard, CounterWritePolicy, RequestBounds};
 use crate::limiter::{HeaderStyle, Limiter, ResponseOptions, SystemClock, UpstreamHeaderNames};
 use crate::metrics::Metrics;
+use crate::saturation::{RedisSaturation, RoutingOptions, SaturationRouter};
 use crate::server::{self, Deps, SideServer};
 use crate::store::{
     CounterStore, CountingMode, LocalCacheStore, MemoryStore, RedisStore, RedisStoreOptions,
@@ -182,6 +183,20 @@ pub struct ServeArgs {
     /// Every limit in quota mode; envoyproxy/ratelimit's QUOTA_MODE.
     #[arg(long, env = "SLUICE_RLS_GLOBAL_QUOTA_MODE")]
     pub global_quota_mode: bool,
+
+    /// Saturation-aware admission (issue 28): while a model's server is
+    /// saturated with deferred work (the consumers' controller state in
+    /// Redis, `--redis-url`), answer an in-quota request under a limit
+    /// that says `over_limit: defer` with `route: queue`, so Sluice's
+    /// filter (or ext_authz) sends it into the token-fair queue instead of
+    /// the server's queue. Off by default (docs/operations.md,
+    /// "Saturation-aware admission").
+    #[arg(long, env = "SLUICE_RLS_ROUTE_IN_QUOTA_WHEN_SATURATED")]
+    pub route_in_quota_when_saturated: bool,
+
+    /// Oldest controller state the route acts on, ms (older: not saturated).
+    #[arg(long, env = "SLUICE_RLS_SATURATION_MAX_AGE_MS", default_value_t = 1500)]
+    pub saturation_max_age_ms: u64,
 
     /// Rate-limit headers in answers: `sluice` (RateLimit-Limit/-Remaining/
     /// -Reset/-Policy, Retry-After), `upstream` (envoyproxy/ratelimit's
@@ -415,6 +430,31 @@ async fn redis_store(
     Ok(store)
 }
 
+/// The limiter routing in-quota requests by their model's saturation,
+/// when `--route-in-quota-when-saturated` is on.
+fn with_saturation_routing(
+    args: &ServeArgs,
+    limiter: Limiter,
+    redis: &RedisOptions,
+) -> anyhow::Result<Limiter> {
+    if !args.route_in_quota_when_saturated {
+        return Ok(limiter);
+    }
+    let connection = sluice_redis::RedisClient::new(redis)
+        .and_then(|client| client.connect())
+        .context("--redis-url (for --route-in-quota-when-saturated)")?;
+    let source = RedisSaturation::new(connection, Duration::from_millis(args.redis_timeout_ms));
+    let options = RoutingOptions {
+        max_age_ms: args.saturation_max_age_ms,
+        ..RoutingOptions::default()
+    };
+    tracing::info!(
+        max_age_ms = options.max_age_ms,
+        "routing in-quota requests into the fair queue while their model's server is saturated"
+    );
+    Ok(limiter.with_saturation_routing(Arc::new(SaturationRouter::new(Arc::new(source), options))))
+}
+
 /// A server to start beside the RLS once its limiter is up (sluice-rls's
 /// deferral endpoint): awaited where the RLS would have built it itself, so
 /// the start-up order and its errors stay the RLS's.
@@ -469,7 +509,7 @@ pub async fn serve(
     } = wiring;
     let store: Arc<dyn CounterStore> = match args.store {
         StoreKind::Memory => Arc::new(MemoryStore::new()),
-        StoreKind::Redis => Arc::new(redis_store(&args, redis, &metrics).await?),
+        StoreKind::Redis => Arc::new(redis_store(&args, redis.clone(), &metrics).await?),
     };
     let (grpc, admin) = bind_listeners(&args).await?;
     tracing::info!(
@@ -483,17 +523,16 @@ pub async fn serve(
         "sluice-rls listening"
     );
     let store = with_local_cache(&args, store, &metrics);
-    let limiter = Arc::new(
-        Limiter::new(
-            config,
-            store,
-            args.counting,
-            Arc::new(SystemClock),
-            Arc::new(metrics),
-        )
-        .with_response_options(args.response_options())
-        .with_key_options(args.keys.options()),
-    );
+    let limiter = Limiter::new(
+        config,
+        store,
+        args.counting,
+        Arc::new(SystemClock),
+        Arc::new(metrics),
+    )
+    .with_response_options(args.response_options())
+    .with_key_options(args.keys.options());
+    let limiter = Arc::new(with_saturation_routing(&args, limiter, &redis)?);
     let guard = args.call_guard(secrets.clone());
     if let Some(warning) = guard.startup_warning() {
         tracing::warn!("{warning}");

@@ -13,6 +13,7 @@ pub mod guard;
 pub mod limiter;
 pub mod metrics;
 pub mod reload;
+pub mod saturation;
 pub mod server;
 pub mod service;
 pub mod store;

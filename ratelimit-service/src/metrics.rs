@@ -59,6 +59,9 @@ pub struct Metrics {
     pub shadow_mode_hits: Family<LimitLabels, Counter>,
     pub global_shadow_mode: Counter,
     pub local_cache_answers: Counter,
+    /// In-quota requests routed into the fair queue because their model's
+    /// server was saturated (saturation-aware admission).
+    pub in_quota_queued: Counter,
     pub detailed: Family<DetailedLabels, Counter>,
     pub store_errors: Family<StoreLabels, Counter>,
     pub cross_slot_decisions: Counter,
@@ -128,6 +131,12 @@ impl Metrics {
                 &mut registry,
                 "local_cache_answers",
                 "Decisions answered from the over-limit local cache, without the store",
+                Counter::default(),
+            ),
+            in_quota_queued: register(
+                &mut registry,
+                "in_quota_queued",
+                "In-quota requests answered OK with route=queue: their model's server was saturated with deferred work",
                 Counter::default(),
             ),
             detailed: register(

@@ -229,13 +229,60 @@ pub fn patient_chat(envoy: SocketAddr, stream: bool) -> anyhow::Result<crate::Ht
         "stream": stream,
         "messages": [{"role": "user", "content": "hello ".repeat(40)}]
     });
+    tenant_chat(envoy, "patient", &body)
+}
+
+/// A chat of `model` for `tenant` through `envoy`: `max_tokens` on a
+/// prompt of `words` words, not streamed.
+pub fn chat_of(
+    envoy: SocketAddr,
+    tenant: &str,
+    model: &str,
+    (words, max_tokens): (usize, u64),
+) -> anyhow::Result<crate::HttpResponse> {
+    let body = serde_json::json!({
+        "model": model,
+        "max_tokens": max_tokens,
+        "messages": [{"role": "user", "content": "hello ".repeat(words)}]
+    });
+    tenant_chat(envoy, tenant, &body)
+}
+
+/// POSTs `body` to `envoy`'s chat completions as `tenant`.
+fn tenant_chat(
+    envoy: SocketAddr,
+    tenant: &str,
+    body: &serde_json::Value,
+) -> anyhow::Result<crate::HttpResponse> {
     crate::http_request(
         envoy,
         "POST",
         "/v1/chat/completions",
-        &[("x-tenant-id", "patient")],
+        &[("x-tenant-id", tenant)],
         body.to_string().as_bytes(),
     )
+}
+
+/// Fast llm-sim answers of `completion_tokens` tokens from its GPU model:
+/// `max_batch` requests at once sharing `tokens_per_s` (prompt and answer;
+/// no speed limit per answer).
+pub fn gpu_sim(
+    tokens_per_s: f64,
+    max_batch: usize,
+    completion_tokens: u64,
+) -> sluice_llm_sim::SimConfig {
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.default_completion_tokens = completion_tokens;
+    sim.tokens_per_second = 0.0;
+    sim.gpu = Some(sluice_llm_sim::gpu::GpuConfig {
+        capacity: sluice_llm_sim::gpu::Capacity {
+            tokens_per_s,
+            kv_cache_tokens: 32_768,
+            max_batch,
+        },
+        ..Default::default()
+    });
+    sim
 }
 
 /// The `data:` payloads of an SSE body, in order.
@@ -318,6 +365,18 @@ pub fn redis_limiter(limits_yaml: &str, redis_url: &str, metrics: Metrics) -> Ar
     })
     .unwrap();
     limiter(limits_yaml, Arc::new(store), metrics)
+}
+
+/// `limiter` (not shared yet) routing by the saturation state in the Redis
+/// at `url`, as `sluice-rls --route-in-quota-when-saturated` does.
+fn with_saturation_routing(limiter: Arc<Limiter>, url: &str) -> Arc<Limiter> {
+    use sluice_ratelimit::saturation::{RedisSaturation, RoutingOptions, SaturationRouter};
+    let Ok(limiter) = Arc::try_unwrap(limiter) else {
+        panic!("the limiter is already shared");
+    };
+    let source = RedisSaturation::new(redis_connection_at(url), Duration::from_millis(250));
+    let router = SaturationRouter::new(Arc::new(source), RoutingOptions::default());
+    Arc::new(limiter.with_saturation_routing(Arc::new(router)))
 }
 
 /// The deferral endpoint's config as the tests share it: [`PARENT`],
@@ -707,6 +766,7 @@ pub struct StackBuilder {
     rls_admin: bool,
     hot_reload: bool,
     redis: RedisKind,
+    route_in_quota: bool,
 }
 
 /// A started [`StackBuilder`]; everything stops when it drops.
@@ -736,6 +796,7 @@ impl Stack {
             rls_admin: false,
             hot_reload: false,
             redis: RedisKind::Single,
+            route_in_quota: false,
         }
     }
 }
@@ -756,6 +817,13 @@ impl StackBuilder {
     /// Which Redis everything runs on (default: one server).
     pub fn redis(mut self, kind: RedisKind) -> Self {
         self.redis = kind;
+        self
+    }
+
+    /// sluice-rls with `--route-in-quota-when-saturated`: in-quota requests
+    /// of a saturated model go into the fair queue.
+    pub fn route_in_quota_when_saturated(mut self) -> Self {
+        self.route_in_quota = true;
         self
     }
 
@@ -786,7 +854,10 @@ impl StackBuilder {
         let mut rls_metrics = Metrics::new();
         let endpoint_metrics = Arc::new(EndpointMetrics::default());
         endpoint_metrics.register(&mut rls_metrics.registry);
-        let limiter = redis_limiter(&self.limits, &url, rls_metrics);
+        let mut limiter = redis_limiter(&self.limits, &url, rls_metrics);
+        if self.route_in_quota {
+            limiter = with_saturation_routing(limiter, &url);
+        }
         let app = deferral_endpoint(EndpointConfig {
             metrics: endpoint_metrics.clone(),
             ..endpoint_config_at(&url, &broker)

@@ -266,18 +266,7 @@ async fn every_dashboard_metric_is_exported_by_a_running_component() {
     assert!(admitted.header("x-sluice-request-id").is_none());
     // Its answer never matters here (and the connection may close early).
     std::thread::spawn(move || {
-        let body = serde_json::json!({
-            "model": "llama-down",
-            "max_tokens": 10,
-            "messages": [{"role": "user", "content": "hello ".repeat(60)}]
-        });
-        let _ = http_request(
-            envoy_addr,
-            "POST",
-            "/v1/chat/completions",
-            &[("x-tenant-id", "patient")],
-            body.to_string().as_bytes(),
-        );
+        let _ = sluice_testkit::stack::chat_of(envoy_addr, "patient", "llama-down", (60, 10));
     });
     let deferred: Vec<_> = (0..2)
         .map(|_| tokio::task::spawn_blocking(chat("patient", "gpt-4o", 60)))

@@ -605,20 +605,9 @@ async fn two_consumer_instances_split_one_controller_limit_and_follow_an_overrid
 /// there and the limit comes down to near 2 + the target queue (a cap of 3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_controller_follows_a_capacity_change_read_from_the_servers_gauges() {
-    use sluice_llm_sim::gpu::{Capacity, GpuConfig};
-    let mut sim = sluice_llm_sim::SimConfig::fast();
     // 50 tokens per answer, 200 tokens/s shared by the batch: about 1 s a
     // call with 4 running.
-    sim.default_completion_tokens = 50;
-    sim.tokens_per_second = 0.0;
-    sim.gpu = Some(GpuConfig {
-        capacity: Capacity {
-            tokens_per_s: 200.0,
-            kv_cache_tokens: 32_768,
-            max_batch: 4,
-        },
-        ..GpuConfig::default()
-    });
+    let sim = sluice_testkit::stack::gpu_sim(200.0, 4, 50);
     let stack = QueueParts::start(RedisKind::Single, sim).await;
     let control = ModelControl {
         signal: SignalConfig::Prometheus {

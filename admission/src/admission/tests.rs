@@ -1271,3 +1271,49 @@ fn the_light_read_takes_the_model_from_the_model_header() {
     let mut host = host_with(&chat_of(&random_words(10_000)));
     assert_eq!(light_read(&shared, &mut host).1, None);
 }
+
+/// An OK answer routing the request into the fair queue (saturation-aware
+/// admission): `{"sluice": {"route": "queue", "priority": "low"}}`.
+fn queue_route_answer() -> Vec<u8> {
+    RateLimitResponse {
+        overall_code: rls::Code::Ok as i32,
+        dynamic_metadata: Some(testing::sluice_metadata(&[
+            (sluice_metadata::ROUTE, sluice_metadata::ROUTE_QUEUE),
+            (sluice_metadata::PRIORITY, "low"),
+        ])),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+#[test]
+fn an_in_quota_request_routed_to_the_queue_is_deferred_and_not_remembered_over() {
+    let shared = shared(&format!(r#", "deferral": {{"secrets": ["{SECRET}"]}}"#));
+    let (mut host, mut admission) = chat_through_body(&shared);
+    admission.on_rls_response(&mut host, 7, 0, Some(&queue_route_answer()));
+    assert_eq!(host.resumed, 1);
+    assert!(host.replies.is_empty());
+    assert_eq!(host.request_headers["x-sluice-deferred"], "1");
+    assert_eq!(host.request_headers[PRIORITY_HEADER], "low");
+    assert!(host.request_headers.contains_key(DEFERRAL_TOKEN_HEADER));
+    assert_eq!(host.metrics[&Metric::Deferred], 1);
+    assert!(!host.metrics.contains_key(&Metric::Admitted));
+    // In quota: nothing is known over, the next request asks again.
+    assert!(shared.memory().is_empty());
+    // Charged as admitted and not corrected: no reconciliation owed.
+    answer_headers(&mut admission, &mut host, "200", "application/json");
+    host.response_chunk = br#"{"usage": {"prompt_tokens": 11, "completion_tokens": 20}}"#.to_vec();
+    let n = host.response_chunk.len();
+    admission.on_response_body(&mut host, n, true);
+    assert!(host.reconciles.is_empty());
+}
+
+#[test]
+fn without_a_deferral_route_the_queue_route_goes_straight_through() {
+    let shared = shared("");
+    let (mut host, mut admission) = chat_through_body(&shared);
+    admission.on_rls_response(&mut host, 7, 0, Some(&queue_route_answer()));
+    assert_eq!(host.resumed, 1);
+    assert!(!host.request_headers.contains_key("x-sluice-deferred"));
+    assert_eq!(host.metrics[&Metric::Admitted], 1);
+}

@@ -49,6 +49,14 @@
 //!   `--max-age-ms` old) says saturated goes into the fair queue with its
 //!   tenant's weight and its own priority (`route_in_quota`), beside the
 //!   deferred work; else straight to the server.
+//! * `priority`: `defer-new-vtc` on a server with priority scheduling
+//!   (llm-sim's [`SchedulingPolicy::Priority`], vLLM's `--scheduling-policy
+//!   priority`): the consumer's calls carry `priority: 1` (its
+//!   `server_priority`), in-quota requests sent straight to the server 0,
+//!   so the server's queue and prefill take in-quota work first.
+//! * `admission-priority`: `admission` on that server (the in-quota
+//!   requests routed into the queue are the consumer's calls, so they
+//!   carry 1 too).
 //! * `all-deferred`: every request through the VTC queue and the new law
 //!   (the reference for the service difference).
 //!
@@ -68,7 +76,7 @@ use sluice_consumer::controller::{self, CapacitySample, ControllerState, ModelCo
 use sluice_consumer::fair::{FairQueue, Order, ServiceCost, TicketId};
 use sluice_contract::saturation::{self, Route, Saturation};
 use sluice_contract::Priority;
-use sluice_llm_sim::gpu::{Capacity, Scheduler, SeqId, SeqSpec};
+use sluice_llm_sim::gpu::{Capacity, Scheduler, SchedulingPolicy, SeqId, SeqSpec};
 use sluice_testkit::figures::percentile;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -132,7 +140,7 @@ struct Params {
     max_age_ms: u64,
     /// Which policies run, comma-separated (all by default).
     #[arg(long, value_delimiter = ',', value_parser = Policy::parse,
-          default_value = "alone,reject,defer-old,defer-new,defer-new-vtc,admission,all-deferred")]
+          default_value = "alone,reject,defer-old,defer-new,defer-new-vtc,admission,priority,admission-priority,all-deferred")]
     policies: Vec<Policy>,
 }
 
@@ -146,6 +154,9 @@ const QUOTA_WINDOW_MS: u64 = 10_000;
 const SAMPLE_MS: u64 = 100;
 /// Output tokens count twice in the service (the VTC paper's cost).
 const OUTPUT_WEIGHT: f64 = 2.0;
+/// The consumer's `server_priority` under the server-priority policies
+/// (in-quota requests sent straight to the server carry 0).
+const DEFERRED_PRIORITY: i64 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Policy {
@@ -156,6 +167,8 @@ enum Policy {
     DeferNew,
     DeferNewVtc,
     Admission,
+    Priority,
+    AdmissionPriority,
     AllDeferred,
 }
 
@@ -168,6 +181,8 @@ impl Policy {
             "defer-new" => Policy::DeferNew,
             "defer-new-vtc" => Policy::DeferNewVtc,
             "admission" => Policy::Admission,
+            "priority" => Policy::Priority,
+            "admission-priority" => Policy::AdmissionPriority,
             "all-deferred" => Policy::AllDeferred,
             other => return Err(format!("unknown policy {other:?}")),
         })
@@ -182,6 +197,8 @@ impl Policy {
             Policy::DeferNew => "quota + defer, new law",
             Policy::DeferNewVtc => "quota + defer, new law + VTC",
             Policy::Admission => "new law + VTC + saturation-aware admission",
+            Policy::Priority => "new law + VTC + server priority (deferred 1)",
+            Policy::AdmissionPriority => "saturation-aware admission + server priority",
             Policy::AllDeferred => "all deferred (VTC, new law)",
         }
     }
@@ -192,17 +209,29 @@ impl Policy {
 
     /// Whether the controller counts its own calls (the new law).
     fn counts_own(self) -> bool {
-        matches!(
-            self,
-            Policy::DeferNew | Policy::DeferNewVtc | Policy::Admission | Policy::AllDeferred
-        )
+        self.vtc() || self == Policy::DeferNew
     }
 
     fn vtc(self) -> bool {
         matches!(
             self,
-            Policy::DeferNewVtc | Policy::Admission | Policy::AllDeferred
+            Policy::DeferNewVtc
+                | Policy::Admission
+                | Policy::Priority
+                | Policy::AdmissionPriority
+                | Policy::AllDeferred
         )
+    }
+
+    /// Saturation-aware admission (sluice-rls `--route-in-quota-when-saturated`).
+    fn routes_in_quota(self) -> bool {
+        matches!(self, Policy::Admission | Policy::AdmissionPriority)
+    }
+
+    /// The server schedules by priority; the consumer's calls carry
+    /// [`DEFERRED_PRIORITY`].
+    fn server_priority(self) -> bool {
+        matches!(self, Policy::Priority | Policy::AdmissionPriority)
     }
 }
 
@@ -418,7 +447,12 @@ struct Run {
 fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
     let tenants = params.tenants();
     let dt = Duration::from_millis(params.dt_ms);
-    let mut server = Scheduler::new(params.capacity(), 0);
+    let mut server =
+        Scheduler::new(params.capacity(), 0).with_policy(if policy.server_priority() {
+            SchedulingPolicy::Priority
+        } else {
+            SchedulingPolicy::Fcfs
+        });
     let control = params.control();
     let mut state: ControllerState = control.initial_state();
     let mut queue = Queue::new(if policy.vtc() {
@@ -447,11 +481,19 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
     let mut next_arrival = 0;
     let mut now_ms = 0;
     let mut next_step_ms = 0;
+    // The consumer's calls carry its `server_priority` on a server that
+    // schedules by priority.
     let submit = |server: &mut Scheduler, request: &Request| {
+        let priority = if request.queued && policy.server_priority() {
+            DEFERRED_PRIORITY
+        } else {
+            0
+        };
         server.submit(SeqSpec {
             prompt_tokens: request.prompt,
             completion_tokens: request.output,
             max_tokens_per_s: params.answer_tokens_per_s,
+            priority,
         })
     };
     while now_ms < end_ms {
@@ -471,7 +513,7 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
             // Saturation-aware admission: sluice-rls's own decision on the
             // saturation the controller last wrote (read through its cache:
             // `--state-age-ms` old at most).
-            let queued = policy == Policy::Admission
+            let queued = policy.routes_in_quota()
                 && saturation::route_in_quota(saturation, now_ms, params.max_age_ms)
                     == Route::Queue;
             let deferred = !in_quota || queued || policy == Policy::AllDeferred;

@@ -200,6 +200,7 @@ impl Params {
             },
             max_waiting: SERVER_MAX_WAITING,
             step: Duration::from_millis(10),
+            ..GpuConfig::default()
         });
         sim
     }

@@ -60,6 +60,16 @@ pub struct BackendTargetConfig {
     pub headers: Vec<(String, String)>,
     /// Model name to send upstream instead of the client's.
     pub upstream_model: Option<String>,
+    /// The request `priority` the consumer's (deferred) calls carry to this
+    /// backend, replacing the client's; none: the body's is left as it is
+    /// (default). With vLLM's `--scheduling-policy priority` (lower served
+    /// first, in-quota requests sent straight to it carry 0) `1` keeps
+    /// deferred work from ever holding an in-quota request back in the
+    /// server's queue; SGLang with `--enable-priority-scheduling` serves
+    /// higher values first unless `--schedule-low-priority-values-first`
+    /// (then `-1`). Leave it unset for a server without priority scheduling:
+    /// vLLM refuses a priority other than 0 then (400).
+    pub server_priority: Option<i64>,
 }
 
 impl Default for BackendTargetConfig {
@@ -70,6 +80,7 @@ impl Default for BackendTargetConfig {
             api_key_file: None,
             headers: Vec::new(),
             upstream_model: None,
+            server_priority: None,
         }
     }
 }
@@ -129,6 +140,7 @@ struct Target {
     base: String,
     headers: HeaderMap,
     upstream_model: Option<String>,
+    server_priority: Option<i64>,
 }
 
 impl std::fmt::Debug for Target {
@@ -183,6 +195,7 @@ impl Target {
             base,
             headers,
             upstream_model: config.upstream_model.clone(),
+            server_priority: config.server_priority,
         })
     }
 }
@@ -422,7 +435,11 @@ impl Invoker {
             return Err(format!("path {:?} is not allowed", item.path));
         }
         let target = self.target(&item.model);
-        let body = prepare_body(item, target.upstream_model.as_deref())?;
+        let body = prepare_body(
+            item,
+            target.upstream_model.as_deref(),
+            target.server_priority,
+        )?;
         let uri: Uri = format!("{}{}", target.base, item.path)
             .parse()
             .map_err(|_| format!("path {:?} does not make a valid URL", item.path))?;
@@ -862,10 +879,12 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 /// The body sent upstream: the client's object with `stream: true` and
 /// `stream_options.include_usage: true` forced (other `stream_options`
 /// kept), `model` set to the upstream model when configured, or to the work
-/// item's model when the body has none.
+/// item's model when the body has none, and `priority` set to
+/// `server_priority` when configured.
 pub(crate) fn prepare_body(
     item: &WorkItem,
     upstream_model: Option<&str>,
+    server_priority: Option<i64>,
 ) -> Result<Vec<u8>, String> {
     let serde_json::Value::Object(mut body) = item.body.clone() else {
         return Err("the request body is not a JSON object".into());
@@ -884,6 +903,9 @@ pub(crate) fn prepare_body(
         body.insert("model".into(), model.into());
     } else if !body.contains_key("model") {
         body.insert("model".into(), item.model.clone().into());
+    }
+    if let Some(priority) = server_priority {
+        body.insert("priority".into(), priority.into());
     }
     serde_json::to_vec(&body).map_err(|e| e.to_string())
 }
@@ -936,7 +958,10 @@ mod tests {
     #[test]
     fn body_forces_stream_with_usage() {
         let body = prepare_body(
-            &item(json!({"messages": [], "stream": false, "stream_options": {"x": 1}})),
+            &item(
+                json!({"messages": [], "stream": false, "stream_options": {"x": 1}, "priority": 7}),
+            ),
+            None,
             None,
         )
         .unwrap();
@@ -947,15 +972,18 @@ mod tests {
             json!({"x": 1, "include_usage": true})
         );
         assert_eq!(body["model"], json!("m"));
+        assert_eq!(body["priority"], json!(7), "not configured: the body's");
         let body = prepare_body(
-            &item(json!({"model": "a", "stream_options": 3})),
+            &item(json!({"model": "a", "stream_options": 3, "priority": -5})),
             Some("up"),
+            Some(1),
         )
         .unwrap();
         let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(body["model"], json!("up"));
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
-        assert!(prepare_body(&item(json!([1])), None).is_err());
+        assert_eq!(body["priority"], json!(1), "the configured one wins");
+        assert!(prepare_body(&item(json!([1])), None, None).is_err());
     }
 
     #[test]

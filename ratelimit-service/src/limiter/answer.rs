@@ -566,11 +566,7 @@ fn sluice_metadata(over: &[&Limit], retry_after_secs: u64) -> BTreeMap<String, V
     } else {
         OverLimitAction::Reject
     };
-    let priority = over
-        .iter()
-        .map(|l| l.sluice.priority)
-        .min()
-        .unwrap_or(Priority::Normal);
+    let priority = lowest_priority(over);
     let mut fields = BTreeMap::new();
     fields.insert(sluice_metadata::ACTION.to_string(), string(action.as_str()));
     fields.insert(
@@ -592,4 +588,57 @@ fn sluice_metadata(over: &[&Limit], retry_after_secs: u64) -> BTreeMap<String, V
         },
     );
     fields
+}
+
+/// The lowest class among `limits`: the most cautious reading.
+fn lowest_priority(limits: &[&Limit]) -> Priority {
+    limits
+        .iter()
+        .map(|l| l.sluice.priority)
+        .min()
+        .unwrap_or(Priority::Normal)
+}
+
+/// Whether an allowed request may be routed into the token-fair queue
+/// (saturation-aware admission), and at which priority: only when a limit
+/// it is under says `over_limit: defer` (its tenant takes deferral on
+/// this model; a tenant none of whose limits defers is never queued), at
+/// the lowest class among those limits.
+pub fn queue_priority(plan: &Plan) -> Option<Priority> {
+    let deferring: Vec<&Limit> = plan
+        .resolved
+        .iter()
+        .filter_map(|resolved| match resolved {
+            Resolved::Limited(applied) => Some(&*applied.limit),
+            _ => None,
+        })
+        .filter(|l| l.sluice.over_limit == OverLimitAction::Defer)
+        .collect();
+    (!deferring.is_empty()).then(|| lowest_priority(&deferring))
+}
+
+/// Marks an OK answer: the in-quota request goes into the token-fair queue
+/// at `priority` (`{"sluice": {"route": "queue", "priority"}}`, beside any
+/// field already there).
+pub fn mark_queued(response: &mut RateLimitResponse, priority: Priority) {
+    let metadata = response
+        .dynamic_metadata
+        .get_or_insert_with(Struct::default);
+    let sluice = metadata
+        .fields
+        .entry(METADATA_NAMESPACE.to_string())
+        .or_insert_with(|| struct_value(BTreeMap::new()));
+    if !matches!(sluice.kind, Some(Kind::StructValue(_))) {
+        *sluice = struct_value(BTreeMap::new());
+    }
+    if let Some(Kind::StructValue(fields)) = &mut sluice.kind {
+        fields.fields.insert(
+            sluice_metadata::ROUTE.to_string(),
+            string_value(sluice_metadata::ROUTE_QUEUE),
+        );
+        fields.fields.insert(
+            sluice_metadata::PRIORITY.to_string(),
+            string_value(priority.as_str()),
+        );
+    }
 }

@@ -17,8 +17,10 @@ use answer::MetricEvent;
 
 use crate::config::{Limit, LimitsConfig};
 use crate::metrics::{DecisionLabels, DetailedLabels, LimitCounters, Metrics, StoreLabels};
+use crate::saturation::SaturationRouter;
 use crate::store::{CounterStore, CountingMode, KeyOptions};
 use arc_swap::ArcSwap;
+use sluice_contract::saturation::Route;
 use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,6 +72,9 @@ struct Timing {
     window_at_millis: Option<u64>,
     /// The caller's clock when it asked.
     asked_at_millis: Option<u64>,
+    /// An admission (not a correction): an allowed request may be routed
+    /// into the fair queue while its model's server is saturated.
+    admission: bool,
 }
 
 pub struct Limiter {
@@ -80,6 +85,8 @@ pub struct Limiter {
     metrics: Arc<Metrics>,
     response: ResponseOptions,
     keys: KeyOptions,
+    /// Saturation-aware admission, when on.
+    routing: Option<Arc<SaturationRouter>>,
     /// Serialises config updates (file reloads and xDS), so that neither
     /// loses the other's change.
     updating: std::sync::Mutex<()>,
@@ -102,6 +109,7 @@ impl Limiter {
             metrics,
             response: ResponseOptions::default(),
             keys: KeyOptions::default(),
+            routing: None,
             updating: std::sync::Mutex::new(()),
         }
     }
@@ -115,6 +123,13 @@ impl Limiter {
     /// The same limiter with its counters named and expired as `keys` says.
     pub fn with_key_options(mut self, keys: KeyOptions) -> Self {
         self.keys = keys;
+        self
+    }
+
+    /// The same limiter routing in-quota requests by their model's
+    /// saturation (see [`crate::saturation`]).
+    pub fn with_saturation_routing(mut self, router: Arc<SaturationRouter>) -> Self {
+        self.routing = Some(router);
         self
     }
 
@@ -187,6 +202,7 @@ impl Limiter {
         let timing = Timing {
             window_at_millis: admitted_at_millis,
             asked_at_millis: None,
+            admission: false,
         };
         self.run_decision(request, mode, timing).await
     }
@@ -204,6 +220,7 @@ impl Limiter {
         let timing = Timing {
             window_at_millis: None,
             asked_at_millis,
+            admission: charge == Charge::Decide,
         };
         self.run_decision(request, charge.counting_mode(self.mode), timing)
             .await
@@ -214,7 +231,11 @@ impl Limiter {
         request: &RateLimitRequest,
         mode: CountingMode,
     ) -> Result<RateLimitResponse, DecisionError> {
-        self.run_decision(request, mode, Timing::default()).await
+        let timing = Timing {
+            admission: true,
+            ..Timing::default()
+        };
+        self.run_decision(request, mode, timing).await
     }
 
     async fn run_decision(
@@ -295,7 +316,39 @@ impl Limiter {
             .await?;
         let answer = answer::answer(request, &plan, &outcome, &self.response);
         self.record(&request.domain, &answer.events);
-        Ok(answer.response)
+        let mut response = answer.response;
+        if timing.admission && response.overall_code == Code::Ok as i32 {
+            self.route_in_quota(request, &plan, &mut response, now)
+                .await;
+        }
+        Ok(response)
+    }
+
+    /// Saturation-aware admission: an allowed request whose model's
+    /// server is saturated with deferred work is marked for the fair queue
+    /// (the request stays charged: it is in quota).
+    async fn route_in_quota(
+        &self,
+        request: &RateLimitRequest,
+        plan: &plan::Plan,
+        response: &mut RateLimitResponse,
+        now: u64,
+    ) {
+        let Some(router) = &self.routing else {
+            return;
+        };
+        let Some(priority) = answer::queue_priority(plan) else {
+            return;
+        };
+        let entries = request.descriptors.iter().flat_map(|d| &d.entries);
+        let entries = entries.map(|e| (e.key.as_str(), e.value.as_str()));
+        let Some(model) = sluice_admission::descriptors::model_of(entries) else {
+            return;
+        };
+        if router.route(model, now).await == Route::Queue {
+            answer::mark_queued(response, priority);
+            self.metrics.in_quota_queued.inc();
+        }
     }
 
     fn record(&self, domain: &str, events: &[MetricEvent<'_>]) {

@@ -587,3 +587,85 @@ fn upstream_metadata_carries_hits_addend_as_upstream() {
         "0 is left out, as upstream"
     );
 }
+
+mod saturation_routing {
+    use super::*;
+    use crate::limiter::{Limiter, ManualClock};
+    use crate::metrics::Metrics;
+    use crate::saturation::tests::Fixed;
+    use crate::saturation::{RoutingOptions, SaturationRouter};
+    use crate::store::MemoryStore;
+    use sluice_contract::saturation::Saturation;
+    use std::sync::Arc;
+
+    fn routed(saturated: bool) -> (Limiter, Arc<Fixed>) {
+        let source = Arc::new(Fixed::default());
+        *source.state.lock().unwrap() = Some(Saturation {
+            saturated,
+            at_ms: T0,
+        });
+        let router = SaturationRouter::new(source.clone(), RoutingOptions::default());
+        let limiter = Limiter::new(
+            config(),
+            Arc::new(MemoryStore::new()),
+            CountingMode::AllOrNothing,
+            Arc::new(ManualClock::new(T0)),
+            Arc::new(Metrics::new()),
+        )
+        .with_saturation_routing(Arc::new(router));
+        (limiter, source)
+    }
+
+    async fn ask(limiter: &Limiter, descriptors: Vec<RateLimitDescriptor>) -> RateLimitResponse {
+        limiter
+            .charge(&request(descriptors), Charge::Decide, None)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_in_quota_request_of_a_deferring_tenant_is_queued_while_saturated() {
+        let (limiter, _) = routed(true);
+        let response = ask(&limiter, vec![tokens(10)]).await;
+        assert_eq!(response.overall_code(), Code::Ok);
+        assert_eq!(sluice_field(&response, "route").as_deref(), Some("queue"));
+        // acme-tpm's class: defer, high.
+        assert_eq!(sluice_field(&response, "priority").as_deref(), Some("high"));
+        assert_eq!(limiter.metrics().in_quota_queued.get(), 1);
+        // Beside a limit that does not defer (acme-rpm), the deferring one
+        // decides.
+        let response = ask(&limiter, vec![rpm(), tokens(10)]).await;
+        assert_eq!(sluice_field(&response, "route").as_deref(), Some("queue"));
+        assert_eq!(limiter.metrics().in_quota_queued.get(), 2);
+        // Charged: it is in quota (1000 per minute; 20 + 985 is over).
+        let over = ask(&limiter, vec![tokens(985)]).await;
+        assert_eq!(over.overall_code(), Code::OverLimit);
+        assert_eq!(sluice_field(&over, "route"), None);
+        assert_eq!(sluice_field(&over, "action").as_deref(), Some("defer"));
+        assert_eq!(limiter.metrics().in_quota_queued.get(), 2);
+    }
+
+    #[tokio::test]
+    async fn the_server_with_room_a_rejecting_limit_or_a_correction_go_direct() {
+        let (limiter, _) = routed(false);
+        let response = ask(&limiter, vec![tokens(10)]).await;
+        assert_eq!(response.overall_code(), Code::Ok);
+        assert_eq!(sluice_field(&response, "route"), None);
+
+        let (limiter, source) = routed(true);
+        // gpt4o-global does not defer: a request under no deferring limit
+        // is never queued.
+        let response = ask(&limiter, vec![descriptor(&[("model", "gpt-4o")])]).await;
+        assert_eq!(response.overall_code(), Code::Ok);
+        assert_eq!(sluice_field(&response, "route"), None);
+        // A correction of usage is no admission.
+        let response = limiter.correct(&request(vec![tokens(10)]), Some(T0)).await;
+        assert_eq!(sluice_field(&response.unwrap(), "route"), None);
+        assert_eq!(limiter.metrics().in_quota_queued.get(), 0);
+        assert_eq!(
+            source.reads.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "no state is read for a request that cannot be queued"
+        );
+    }
+}
