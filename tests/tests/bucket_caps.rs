@@ -382,7 +382,11 @@ async fn the_endpoint_answers_429_beyond_the_new_bucket_rate() {
 async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
     sluice_testkit::init_test_tracing();
     let (_server, conn) = redis().await;
-    let broker = start_broker().await;
+    // The test reads the broker's files: its store must be on disk.
+    let broker = tokio::task::spawn_blocking(RocketMq::start_on_disk)
+        .await
+        .unwrap()
+        .unwrap();
     let backend = start_fast_llm_sim(5).await;
     let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
         .await
