@@ -18,7 +18,9 @@
 //!   model and the LiteTopic is released for its next message; `Suspend(d)` →
 //!   the broker stops delivering that LiteTopic for `d` while the message waits
 //!   in a task of its own (never in this loop); `WaitLocally(d)` below the
-//!   broker's suspend floor.
+//!   broker's suspend floor; `Busy` (the model at its in-flight cap) → the
+//!   message keeps its LiteTopic and starts when a call of its model ends
+//!   (its FIFO turn on the model's slots).
 //! * **Retries**: this broker commits a LiteTopic position at pop time and
 //!   never redelivers, so "run again later" means re-publishing the work item
 //!   to its LiteTopic ourselves.
