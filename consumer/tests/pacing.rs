@@ -369,7 +369,7 @@ async fn admit_takes_the_cap_then_the_pace() {
     // The cap is full: held back without touching the pace.
     assert!(matches!(
         gate(&limits, &pacer, &item, floor).await.unwrap(),
-        StartGate::Suspend(d) if d == Duration::from_millis(100)
+        StartGate::Busy(d) if d == Duration::from_millis(100)
     ));
     drop(permit);
     // Now the pace (1/s, Redis clock) says wait most of a second.

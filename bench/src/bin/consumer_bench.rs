@@ -649,9 +649,9 @@ async fn naive_loop(
             let permit = loop {
                 match gate(&limits, &pacer, &item, Duration::ZERO).await {
                     Ok(StartGate::Run(permit)) => break permit,
-                    Ok(StartGate::Suspend(wait)) | Ok(StartGate::WaitLocally(wait)) => {
-                        tokio::time::sleep(wait).await
-                    }
+                    Ok(StartGate::Suspend(wait))
+                    | Ok(StartGate::WaitLocally(wait))
+                    | Ok(StartGate::Busy(wait)) => tokio::time::sleep(wait).await,
                     Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
                 }
             };

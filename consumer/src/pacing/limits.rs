@@ -1,15 +1,19 @@
 //! Per-model cap on in-flight backend calls, protecting the GPU backend.
 //!
 //! Acquiring never blocks: [`InFlightLimits::try_acquire`] answers at once,
-//! and a refusal tells the pop loop to hold the message (suspend the
-//! LiteTopic briefly) and move on to other tenants.
+//! and a refusal tells the pop loop to hold the message and move on to other
+//! tenants. A held message waits on its model's [`Slots::turn`]: each freed
+//! slot wakes the longest-waiting holder (FIFO), so it starts as soon as a
+//! call ends, not after a fixed retry time.
 
 use crate::metrics::{Metrics, ModelLabels};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
 /// Configuration of the caps.
@@ -20,7 +24,8 @@ pub struct InFlightConfig {
     pub default_max_in_flight: Option<usize>,
     /// Caps per model (unsanitized name).
     pub max_in_flight: HashMap<String, usize>,
-    /// Suspend hint returned with a refusal.
+    /// A refused message looks again after this long if no freed slot woke
+    /// it first (a safety net: a freed slot wakes one waiter at once).
     pub busy_retry_ms: u64,
     /// Distinct models that get a semaphore of their own; models beyond this
     /// share one (protects memory against unbounded model names).
@@ -66,6 +71,9 @@ pub struct Slots {
     /// Signalled when a slot frees or the cap changes: the fair queue's
     /// waiters look again.
     freed: Notify,
+    /// One waiter per freed slot, first come first served (a raised cap
+    /// wakes them all): messages held because the model was at its cap.
+    turn: Notify,
 }
 
 impl Slots {
@@ -74,6 +82,7 @@ impl Slots {
             cap: AtomicUsize::new(cap),
             in_use: AtomicUsize::new(0),
             freed: Notify::new(),
+            turn: Notify::new(),
         }
     }
 
@@ -91,11 +100,13 @@ impl Slots {
             .in_use
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
         self.freed.notify_waiters();
+        self.turn.notify_one();
     }
 
     fn set_cap(&self, cap: usize) {
         if self.cap.swap(cap, Ordering::SeqCst) != cap {
             self.freed.notify_waiters();
+            self.turn.notify_waiters();
         }
     }
 
@@ -109,6 +120,28 @@ impl Slots {
     /// Signalled when a slot frees or the cap changes.
     pub fn freed(&self) -> &Notify {
         &self.freed
+    }
+
+    /// Wakes one waiter per freed slot, the longest waiting first (tokio's
+    /// `notify_one` order); all of them when the cap changes. Arm (`enable`)
+    /// the `notified()` future before trying a slot, keep it while waiting,
+    /// and drop it once the message runs or waits for something else: a
+    /// dropped future that had been woken passes its wake to the next one.
+    pub fn turn(&self) -> &Notify {
+        &self.turn
+    }
+
+    /// A [`Slots::turn`] wait, armed: a slot freed from now on wakes it (or,
+    /// if it is dropped first, the next waiter).
+    pub fn armed_turn(&self) -> Pin<Box<Notified<'_>>> {
+        let mut turn = Box::pin(self.turn.notified());
+        turn.as_mut().enable();
+        turn
+    }
+
+    /// True when no slot is free now.
+    pub fn full(&self) -> bool {
+        self.available() == 0
     }
 }
 
@@ -266,6 +299,48 @@ mod tests {
         assert!(metrics
             .encode()
             .contains("sluice_consumer_in_flight_refused_total{model=\"m\"} 1"));
+    }
+
+    /// Each freed slot wakes one held message, the first to wait first; a
+    /// wake that reached a message no longer waiting goes to the next.
+    #[tokio::test]
+    async fn a_freed_slot_wakes_the_longest_waiting() {
+        use std::future::Future;
+        use std::task::Context;
+        let limits = InFlightLimits::new(
+            InFlightConfig {
+                default_max_in_flight: Some(1),
+                ..InFlightConfig::default()
+            },
+            None,
+        );
+        let Acquire::Acquired(permit) = limits.try_acquire("m") else {
+            panic!("first refused")
+        };
+        let Some(slots) = limits.slots("m") else {
+            panic!("no slots for a capped model")
+        };
+        let (mut first, mut second, mut third) =
+            (slots.armed_turn(), slots.armed_turn(), slots.armed_turn());
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut woken = |turn: &mut Pin<Box<Notified<'_>>>| turn.as_mut().poll(&mut cx).is_ready();
+        assert!(!woken(&mut first) && !woken(&mut second) && !woken(&mut third));
+        assert!(slots.full());
+        drop(permit);
+        assert!(!slots.full());
+        assert!(woken(&mut first), "the first waiter is woken");
+        assert!(
+            !woken(&mut second) && !woken(&mut third),
+            "one wake per freed slot"
+        );
+        // Freed again; the second waiter went away without looking: its wake
+        // passes on to the third.
+        let Acquire::Acquired(permit) = limits.try_acquire("m") else {
+            panic!("freed slot refused")
+        };
+        drop(permit);
+        drop(second);
+        assert!(woken(&mut third));
     }
 
     #[test]

@@ -18,6 +18,10 @@ pub enum StartGate {
     WaitLocally(Duration),
     /// Suspend the LiteTopic this long and move on.
     Suspend(Duration),
+    /// The model is at its in-flight cap (the pace was not looked at): hold
+    /// the message until one of the model's slots frees
+    /// ([`crate::pacing::limits::Slots::turn`]), or this long at most.
+    Busy(Duration),
 }
 
 /// Steps 2 and 3 of the pop loop: the model's in-flight cap first (local, so
@@ -33,7 +37,7 @@ pub async fn gate(
 ) -> Result<StartGate, pacer::PacingError> {
     let permit = match limits.try_acquire(&item.model) {
         Acquire::Acquired(permit) => permit,
-        Acquire::Busy { retry_after } => return Ok(StartGate::Suspend(retry_after)),
+        Acquire::Busy { retry_after } => return Ok(StartGate::Busy(retry_after)),
     };
     let decision = pacer
         .check(

@@ -18,7 +18,9 @@
 //!   model and the LiteTopic is released for its next message; `Suspend(d)` →
 //!   the broker stops delivering that LiteTopic for `d` while the message waits
 //!   in a task of its own (never in this loop); `WaitLocally(d)` below the
-//!   broker's suspend floor.
+//!   broker's suspend floor; `Busy` (the model at its in-flight cap) → the
+//!   message keeps its LiteTopic and starts when a call of its model ends
+//!   (its FIFO turn on the model's slots).
 //! * **Retries**: this broker commits a LiteTopic position at pop time and
 //!   never redelivers, so "run again later" means re-publishing the work item
 //!   to its LiteTopic ourselves.
@@ -155,6 +157,29 @@ enum Held {
     Ran,
     HandedBack,
 }
+
+/// How a held message waits before it is gated again.
+#[derive(Clone, Copy, Debug)]
+enum Pause {
+    /// Not at all.
+    Now,
+    /// Its bucket's pacing slot (or a retry after a pacing error) is this far.
+    For(Duration),
+    /// Its model is at its in-flight cap: until a slot frees (its
+    /// [`crate::pacing::limits::Slots::turn`]), this long at most.
+    Slot(Duration),
+}
+
+/// How a [`Pause`] ended.
+enum Paused {
+    Elapsed,
+    /// A freed slot woke the message (its armed turn is used up).
+    Woken,
+    Stop,
+}
+
+/// A message's place in its model's queue for a freed slot.
+type Turn<'a> = Option<std::pin::Pin<Box<tokio::sync::futures::Notified<'a>>>>;
 
 /// Messages of one bucket in a model's fair queue at most. One is not
 /// enough: the fair queue can only pick a bucket that has a message
@@ -516,24 +541,31 @@ impl Runner {
                 let runner = self.clone();
                 self.spawn_active(runner.run_leased(item, permit));
             }
+            Ok(StartGate::Busy(_)) => {
+                // The model is at its cap: the message keeps its LiteTopic
+                // (the bucket's next message is not popped before it starts)
+                // and starts when a call of its model ends.
+                let runner = self.clone();
+                self.spawn_active(runner.hold(item, Pause::Now, Some(message.handle)));
+            }
             Ok(StartGate::Suspend(wait)) => {
                 // The broker holds the LiteTopic; this message waits in its own task.
                 if let Err(error) = self.lite.suspend(&message.handle, wait).await {
                     tracing::debug!(%error, "suspend refused; holding locally only");
                 }
                 let runner = self.clone();
-                self.spawn_active(runner.hold(item, wait, None));
+                self.spawn_active(runner.hold(item, Pause::For(wait), None));
             }
             Ok(StartGate::WaitLocally(wait)) => {
                 let runner = self.clone();
-                self.spawn_active(runner.hold(item, wait, Some(message.handle)));
+                self.spawn_active(runner.hold(item, Pause::For(wait), Some(message.handle)));
             }
             Err(error) => {
                 tracing::warn!(%error, req_id = %item.req_id, "pacing unavailable; holding the message");
                 let wait = Duration::from_millis(200);
                 let _ = self.lite.suspend(&message.handle, wait).await;
                 let runner = self.clone();
-                self.spawn_active(runner.hold(item, wait, None));
+                self.spawn_active(runner.hold(item, Pause::For(wait), None));
             }
         }
     }
@@ -578,17 +610,12 @@ impl Runner {
     }
 
     /// Wait, then gate again until the message may run; then run it. A
-    /// `handle` still holding the LiteTopic (a short local wait) is released
-    /// once the message runs or is handed back.
-    async fn hold(
-        self: Arc<Self>,
-        item: WorkItem,
-        first_wait: Duration,
-        handle: Option<MessageHandle>,
-    ) {
+    /// `handle` still holding the LiteTopic (a short local wait, or a model
+    /// at its cap) is released once the message runs or is handed back.
+    async fn hold(self: Arc<Self>, item: WorkItem, first: Pause, handle: Option<MessageHandle>) {
         let held = self
             .clone()
-            .hold_until_admitted(item, first_wait, handle.as_ref())
+            .hold_until_admitted(item, first, handle.as_ref())
             .await;
         if let Held::HandedBack = held {
             self.metrics.handed_back.inc();
@@ -601,24 +628,26 @@ impl Runner {
     async fn hold_until_admitted(
         self: Arc<Self>,
         item: WorkItem,
-        first_wait: Duration,
+        first: Pause,
         handle: Option<&MessageHandle>,
     ) -> Held {
         let started = Instant::now();
         let mut stopping = self.stopping.subscribe();
-        let mut wait = first_wait;
+        let slots = self.limits.slots(&item.model);
+        // Armed before the gate looks at the cap, kept while the cap stays
+        // full (so the message keeps its place), dropped otherwise.
+        let mut turn: Turn<'_> = None;
+        let mut pause = first;
         // The lease was taken at pop.
         let mut last_refresh = Instant::now();
         loop {
-            // Never sleep past a lease refresh.
-            let stop = tokio::select! {
-                _ = tokio::time::sleep(wait.min(self.lease_refresh)) => false,
-                // (the guard `wait_for` returns is not Send: keep only a bool)
-                changed = stopping.wait_for(|stop| *stop) => changed.is_ok(),
-            };
-            if stop {
-                self.hand_back(item).await;
-                return Held::HandedBack;
+            match self.pause(pause, &mut turn, &mut stopping).await {
+                Paused::Stop => {
+                    self.hand_back(item).await;
+                    return Held::HandedBack;
+                }
+                Paused::Woken => turn = None,
+                Paused::Elapsed => {}
             }
             // Only when due: a round trip before every check made a fast
             // bucket's slots late (≈2 ms per slot, −4 % at 20/s with burst 1).
@@ -626,8 +655,15 @@ impl Runner {
                 self.refresh_lease(&item.req_id).await;
                 last_refresh = Instant::now();
             }
+            if turn.is_some() && slots.as_deref().is_some_and(|s| s.full()) {
+                continue; // the safety-net bound passed, the cap is still full
+            }
+            if turn.is_none() {
+                turn = slots.as_deref().map(|s| s.armed_turn());
+            }
             match gate(&self.limits, &self.pacer, &item, Duration::ZERO).await {
                 Ok(StartGate::Run(permit)) => {
+                    drop(turn);
                     self.metrics
                         .hold_seconds
                         .observe(started.elapsed().as_secs_f64());
@@ -638,9 +674,46 @@ impl Runner {
                     self.run_leased(item, permit).await;
                     return Held::Ran;
                 }
-                Ok(StartGate::Suspend(next)) | Ok(StartGate::WaitLocally(next)) => wait = next,
-                Err(_) => wait = Duration::from_millis(200),
+                Ok(StartGate::Busy(bound)) => pause = Pause::Slot(bound),
+                Ok(StartGate::Suspend(next)) | Ok(StartGate::WaitLocally(next)) => {
+                    turn = None;
+                    pause = Pause::For(next);
+                }
+                Err(_) => {
+                    turn = None;
+                    pause = Pause::For(Duration::from_millis(200));
+                }
             }
+        }
+    }
+
+    /// One wait of a held message: never past a lease refresh, cut short
+    /// by shutdown and, for [`Pause::Slot`], by a freed slot.
+    async fn pause(
+        &self,
+        pause: Pause,
+        turn: &mut Turn<'_>,
+        stopping: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Paused {
+        let (wait, slot) = match pause {
+            Pause::Now if *stopping.borrow() => return Paused::Stop,
+            Pause::Now => return Paused::Elapsed,
+            Pause::For(wait) => (wait, None),
+            Pause::Slot(bound) => (bound, turn.as_mut()),
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait.min(self.lease_refresh)) => Paused::Elapsed,
+            _ = async {
+                match slot {
+                    Some(turn) => turn.as_mut().await,
+                    None => std::future::pending().await,
+                }
+            } => Paused::Woken,
+            // (the guard `wait_for` returns is not Send: keep only a bool)
+            changed = stopping.wait_for(|stop| *stop) => match changed.is_ok() {
+                true => Paused::Stop,
+                false => Paused::Elapsed,
+            },
         }
     }
 
