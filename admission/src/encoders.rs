@@ -421,7 +421,13 @@ mod tests {
             let counter = encoders
                 .counter(config.configured_encoding("m1").unwrap())
                 .unwrap();
-            let references = std::fs::read_to_string(dir.join(model).join("chat.jsonl")).unwrap();
+            let references =
+                std::fs::read_to_string(dir.join(model).join("chat.jsonl")).unwrap_or_default();
+            if references.is_empty() {
+                // Llama 3.1's template is not redistributed (scripts/fetch-hf-tokenizers).
+                eprintln!("*** SKIPPED: {model}: no reference conversations ***");
+                continue;
+            }
             let mut compared = 0;
             for line in references.lines().take(400) {
                 let reference: serde_json::Value = serde_json::from_str(line).unwrap();

