@@ -114,7 +114,8 @@ pub struct ModelTokenizer {
     pub tokenizer_json: String,
     /// The model's chat template, one of [`CHAT_TEMPLATES`]: `llama3`,
     /// `llama3_1` (Llama 3.1 and 3.3, with their system block), `qwen3`
-    /// (ChatML), `deepseek_v3`, `gpt_oss` (harmony). A chat of text
+    /// (ChatML), `deepseek_v3`, `gpt_oss` (harmony), `mistral_v3_tekken`
+    /// (Mistral NeMo, Pixtral: a `tekken.json`). A chat of text
     /// messages is counted as the template renders it; without one,
     /// OpenAI's recipe (3 per message, 3 to prime the reply).
     #[serde(default)]
@@ -123,7 +124,14 @@ pub struct ModelTokenizer {
 
 /// The chat templates `model_tokenizers` accepts (sluice-tokenizer's
 /// `ChatTemplate` names).
-pub const CHAT_TEMPLATES: [&str; 5] = ["llama3", "llama3_1", "qwen3", "deepseek_v3", "gpt_oss"];
+pub const CHAT_TEMPLATES: [&str; 6] = [
+    "llama3",
+    "llama3_1",
+    "qwen3",
+    "deepseek_v3",
+    "gpt_oss",
+    "mistral_v3_tekken",
+];
 
 /// Plugin configuration. Every field has a default except the tenant source.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]

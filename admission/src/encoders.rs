@@ -74,7 +74,8 @@ impl HfCounter {
 /// system block; gpt-oss `<|start|>` role `<|message|>` … `<|end|>` (4; an
 /// assistant's channel adds 2), primed by harmony's system message and
 /// `<|start|>assistant`; DeepSeek V3 primed by its begin and
-/// `<｜Assistant｜>`. The primings that hold text are counted with the
+/// `<｜Assistant｜>`; Mistral's `[INST]` `[/INST]` and `<s>` within OpenAI's.
+/// The primings that hold text are counted with the
 /// model's tokenizer (the template rendering no message).
 #[cfg(feature = "hf")]
 fn framing(tokenizer: &HfTokenizer, template: Option<ChatTemplate>) -> (u64, u64) {
@@ -84,7 +85,7 @@ fn framing(tokenizer: &HfTokenizer, template: Option<ChatTemplate>) -> (u64, u64
         Some(ChatTemplate::Qwen3) => (4, 3),
         Some(t @ (ChatTemplate::Llama31 | ChatTemplate::GptOss)) => (4, empty(t)),
         Some(t @ ChatTemplate::DeepSeekV3) => (3, empty(t)),
-        None => (3, 3),
+        Some(ChatTemplate::MistralV3Tekken) | None => (3, 3),
     }
 }
 
@@ -109,8 +110,13 @@ impl TokenCounter for HfCounter {
                 content: m.content,
             })
             .collect();
-        let rendered = template.render(&messages, true);
-        Some(self.tokenizer.count_within(&rendered, budget))
+        let mut exact = true;
+        let tokens = template.count(&messages, true, |text| {
+            let counted = self.tokenizer.count_within(text, budget);
+            exact &= counted.exact;
+            counted.tokens
+        });
+        Some(BoundedCount { tokens, exact })
     }
 }
 
@@ -397,7 +403,8 @@ mod tests {
     /// it, for every offered `chat_template`: the reference conversations
     /// of scripts/fetch-hf-tokenizers (`chat.jsonl`: rendered by Jinja as
     /// `transformers` renders them, gpt-oss's by openai-harmony; their ids
-    /// by PyPI `tokenizers`), those with the generation prompt, as a chat
+    /// by PyPI `tokenizers`; Mistral's ids by mistral-common), those with
+    /// the generation prompt, as a chat
     /// completion asks. Their texts start and end with whitespace, spell
     /// special tokens, `<think>` blocks, later system messages.
     #[test]
@@ -413,8 +420,13 @@ mod tests {
             ("qwen3", "qwen3"),
             ("deepseek_v3", "deepseek_v3"),
             ("gptoss", "gpt_oss"),
+            ("mistral_tekken", "mistral_v3_tekken"),
         ] {
-            let path = dir.join(model).join("tokenizer.json");
+            let vocabulary = match model {
+                "mistral_tekken" => "tekken.json",
+                _ => "tokenizer.json",
+            };
+            let path = dir.join(model).join(vocabulary);
             let path = path.to_string_lossy();
             let config = one_tokenizer("m*", &path, Some(template)).unwrap();
             let encoders = BpeEncoders::load(&config).unwrap();
