@@ -112,15 +112,26 @@ pub struct ModelTokenizer {
     /// Path of the model's `tokenizer.json` (byte-level BPE: Llama 3,
     /// Qwen2/2.5/3, DeepSeek V3, gpt-oss).
     pub tokenizer_json: String,
-    /// The model's chat template, for the tokens around each message:
-    /// `llama3` or `qwen3` (ChatML); without it, OpenAI's recipe (3 per
-    /// message, 3 to prime the reply).
+    /// The model's chat template, one of [`CHAT_TEMPLATES`]: `llama3`,
+    /// `llama3_1` (Llama 3.1 and 3.3, with their system block), `qwen3`
+    /// (ChatML), `deepseek_v3`, `gpt_oss` (harmony), `mistral_v3_tekken`
+    /// (Mistral NeMo, Pixtral: a `tekken.json`). A chat of text
+    /// messages is counted as the template renders it; without one,
+    /// OpenAI's recipe (3 per message, 3 to prime the reply).
     #[serde(default)]
     pub chat_template: Option<String>,
 }
 
-/// The chat templates `model_tokenizers` accepts.
-pub const CHAT_TEMPLATES: [&str; 2] = ["llama3", "qwen3"];
+/// The chat templates `model_tokenizers` accepts (sluice-tokenizer's
+/// `ChatTemplate` names).
+pub const CHAT_TEMPLATES: [&str; 6] = [
+    "llama3",
+    "llama3_1",
+    "qwen3",
+    "deepseek_v3",
+    "gpt_oss",
+    "mistral_v3_tekken",
+];
 
 /// Plugin configuration. Every field has a default except the tenant source.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -649,12 +660,40 @@ mod tests {
         for bad in [
             r#""model_tokenizers": {"x": {"tokenizer_json": ""}}"#,
             r#""model_tokenizers": {"x": {"path": "/t"}}"#,
-            r#""model_tokenizers": {"x": {"tokenizer_json": "/t", "chat_template": "mistral"}}"#,
+            r#""model_tokenizers": {"x": {"tokenizer_json": "/t", "chat_template": "vicuna"}}"#,
             r#""model_tokenizers": {"x": {"tokenizer_json": "/t", "chat_template": "llama3"}, "y": {"tokenizer_json": "/t"}}"#,
         ] {
             let text = format!(r#"{{"tenant": {{"header": "t"}}, {bad}}}"#);
             assert!(FilterConfig::from_json(text.as_bytes()).is_err(), "{bad}");
         }
+    }
+
+    /// Every chat template is offered by name; an unknown one is refused
+    /// with its name and the list.
+    #[test]
+    fn chat_templates_are_offered_by_name() {
+        let config = |template: &str| {
+            FilterConfig::from_json(
+                format!(
+                    r#"{{"tenant": {{"header": "t"}}, "model_tokenizers": {{"x": {{"tokenizer_json": "/t", "chat_template": "{template}"}}}}}}"#
+                )
+                .as_bytes(),
+            )
+        };
+        for template in CHAT_TEMPLATES {
+            let c = config(template).unwrap();
+            assert_eq!(
+                c.tokenizer_files().collect::<Vec<_>>(),
+                [("/t", Some(template))]
+            );
+        }
+        let error = config("llama2").unwrap_err();
+        assert!(
+            error.contains("model_tokenizers.x.chat_template: unknown template 'llama2'")
+                && error.contains("gpt_oss")
+                && error.contains("llama3_1"),
+            "{error}"
+        );
     }
 
     #[test]

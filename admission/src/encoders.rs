@@ -7,65 +7,129 @@ use std::sync::Arc;
 
 use crate::admission::Encoders;
 use crate::config::FilterConfig;
+#[cfg(feature = "hf")]
+use crate::config::CHAT_TEMPLATES;
+#[cfg(feature = "hf")]
+use crate::ChatMessage;
 use crate::{BoundedCount, TokenCounter};
 #[cfg(feature = "hf")]
-use sluice_tokenizer::{read_bundle, HfTokenizer, COMPACT_MAGIC};
+use sluice_tokenizer::{read_bundle, ChatTemplate, HfTokenizer, Message, COMPACT_MAGIC};
 use sluice_tokenizer::{Encoding, Tokenizer};
 
 /// An OpenAI encoding; `true` when it stands in for a missing vocabulary.
 struct Counter(Arc<Tokenizer>, bool);
 
-/// The counts of a [`TokenCounter`] whose field `.0` is one of
+/// The counts of a [`TokenCounter`] whose field `$field` is one of
 /// sluice-tokenizer's tokenizers (they answer them alike).
 macro_rules! counts_of_the_tokenizer {
-    () => {
+    ($field:tt) => {
         fn count(&self, text: &str) -> usize {
-            self.0.count(text)
+            self.$field.count(text)
         }
         fn count_within(&self, text: &str, budget: &mut usize) -> BoundedCount {
-            self.0.count_within(text, budget)
+            self.$field.count_within(text, budget)
         }
         fn max_token_bytes(&self) -> Option<usize> {
-            Some(self.0.max_token_bytes())
+            Some(self.$field.max_token_bytes())
         }
     };
 }
 
 impl TokenCounter for Counter {
-    counts_of_the_tokenizer!();
+    counts_of_the_tokenizer!(0);
     fn is_fallback(&self) -> bool {
         self.1
     }
 }
 
-/// A Hugging Face tokenizer (`model_tokenizers`) and the tokens its chat
-/// template adds (per message besides the role's own, to prime the reply).
+/// A Hugging Face tokenizer (`model_tokenizers`), its chat template if
+/// configured, and the framing that stands in for the template where it
+/// cannot render a chat (messages with parts, names or tool calls).
 #[cfg(feature = "hf")]
-struct HfCounter(HfTokenizer, (u64, u64));
+struct HfCounter {
+    tokenizer: HfTokenizer,
+    template: Option<ChatTemplate>,
+    framing: (u64, u64),
+}
 
-/// The framing of a `chat_template` of `model_tokenizers`, for text
-/// messages: Llama 3 `<|start_header_id|>` role `<|end_header_id|>` `\n\n`
-/// … `<|eot_id|>` (4 besides the role), primed by `<|begin_of_text|>` and
-/// the assistant's header (5); Qwen3 `<|im_start|>` role `\n` …
-/// `<|im_end|>` `\n` (4), primed by `<|im_start|>assistant\n` (3). Exact
-/// when a text's edges do not merge with the template's newlines (Llama 3
-/// trims each message; Qwen3's `\n` joins a text that starts with a
-/// newline); the tests check it against the rendered templates.
 #[cfg(feature = "hf")]
-fn framing(template: Option<&str>) -> (u64, u64) {
+impl HfCounter {
+    fn new(tokenizer: HfTokenizer, template: Option<ChatTemplate>) -> Self {
+        let framing = framing(&tokenizer, template);
+        HfCounter {
+            tokenizer,
+            template,
+            framing,
+        }
+    }
+}
+
+/// The estimate a `chat_template` of `model_tokenizers` counts a chat by
+/// when it cannot render it (tokens per message besides the role's own,
+/// tokens to prime the reply), never below OpenAI's (3, 3): Llama 3
+/// `<|start_header_id|>` role `<|end_header_id|>` `\n\n` … `<|eot_id|>`
+/// (4), primed by `<|begin_of_text|>` and the assistant's header (5); Qwen3
+/// `<|im_start|>` role `\n` … `<|im_end|>` `\n` (4), primed by
+/// `<|im_start|>assistant\n` (3); Llama 3.1 as Llama 3, primed by its
+/// system block; gpt-oss `<|start|>` role `<|message|>` … `<|end|>` (4; an
+/// assistant's channel adds 2), primed by harmony's system message and
+/// `<|start|>assistant`; DeepSeek V3 primed by its begin and
+/// `<｜Assistant｜>`; Mistral's `[INST]` `[/INST]` and `<s>` within OpenAI's.
+/// The primings that hold text are counted with the
+/// model's tokenizer (the template rendering no message).
+#[cfg(feature = "hf")]
+fn framing(tokenizer: &HfTokenizer, template: Option<ChatTemplate>) -> (u64, u64) {
+    let empty = |t: ChatTemplate| (tokenizer.count(&t.render(&[], true)) as u64).max(3);
     match template {
-        Some("llama3") => (4, 5),
-        Some("qwen3") => (4, 3),
-        _ => (3, 3),
+        Some(ChatTemplate::Llama3) => (4, 5),
+        Some(ChatTemplate::Qwen3) => (4, 3),
+        Some(t @ (ChatTemplate::Llama31 | ChatTemplate::GptOss)) => (4, empty(t)),
+        Some(t @ ChatTemplate::DeepSeekV3) => (3, empty(t)),
+        Some(ChatTemplate::MistralV3Tekken) | None => (3, 3),
     }
 }
 
 #[cfg(feature = "hf")]
 impl TokenCounter for HfCounter {
-    counts_of_the_tokenizer!();
+    counts_of_the_tokenizer!(tokenizer);
     fn chat_framing(&self) -> (u64, u64) {
-        self.1
+        self.framing
     }
+    /// The rendered chat, counted as the model server tokenizes it (its
+    /// added tokens recognised): exact for text messages.
+    fn chat_tokens(
+        &self,
+        messages: &[ChatMessage<'_>],
+        budget: &mut usize,
+    ) -> Option<BoundedCount> {
+        let template = self.template?;
+        let messages: Vec<Message<'_>> = messages
+            .iter()
+            .map(|m| Message {
+                role: m.role,
+                content: m.content,
+            })
+            .collect();
+        let mut exact = true;
+        let tokens = template.count(&messages, true, |text| {
+            let counted = self.tokenizer.count_within(text, budget);
+            exact &= counted.exact;
+            counted.tokens
+        });
+        Some(BoundedCount { tokens, exact })
+    }
+}
+
+/// The chat template `model_tokenizers` names (config validation has
+/// refused unknown names; this says so again for the public loaders).
+#[cfg(feature = "hf")]
+fn chat_template(path: &str, name: Option<&str>) -> Result<Option<ChatTemplate>, String> {
+    name.map(|name| {
+        ChatTemplate::from_name(name).ok_or_else(|| {
+            format!("{path}: unknown chat_template '{name}' (use one of {CHAT_TEMPLATES:?})")
+        })
+    })
+    .transpose()
 }
 
 /// Both OpenAI encodings, built once (tens of milliseconds), and the
@@ -103,9 +167,9 @@ impl BpeEncoders {
     }
 
     #[cfg(feature = "hf")]
-    fn insert(&mut self, path: &str, template: Option<&str>, tokenizer: HfTokenizer) {
-        let counter = HfCounter(tokenizer, framing(template));
-        self.hf.insert(path.to_string(), counter);
+    fn insert(&mut self, path: &str, template: Option<ChatTemplate>, tokenizer: HfTokenizer) {
+        self.hf
+            .insert(path.to_string(), HfCounter::new(tokenizer, template));
     }
 
     /// With the vocabularies of a bundle (`sluice-vocab bundle`: compact
@@ -133,8 +197,9 @@ impl BpeEncoders {
                 Some((_, compact)) => HfTokenizer::from_compact(compact).map_err(|e| e.to_string()),
                 None => Err("not in the vocabulary bundle".to_string()),
             };
+            let loaded = loaded.and_then(|t| Ok((t, chat_template(path, template)?)));
             match loaded {
-                Ok(tokenizer) => encoders.insert(path, template, tokenizer),
+                Ok((tokenizer, template)) => encoders.insert(path, template, tokenizer),
                 Err(why) => {
                     warnings.push(format!(
                         "model_tokenizers {path}: {why}; its models are counted with the \
@@ -165,7 +230,7 @@ impl BpeEncoders {
                 HfTokenizer::from_vocabulary_file(bytes)
             }
             .map_err(|e| format!("{path}: {e}"))?;
-            encoders.insert(path, template, tokenizer);
+            encoders.insert(path, chat_template(path, template)?, tokenizer);
         }
         Ok(encoders)
     }
@@ -224,6 +289,7 @@ impl Encoders for BpeEncoders {
 }
 
 #[cfg(all(test, feature = "hf"))]
+#[allow(clippy::indexing_slicing)] // tests fail loudly
 mod tests {
     use super::*;
 
@@ -237,6 +303,22 @@ mod tests {
             panic!("loaded a Unigram model");
         };
         assert!(e.contains("/t/x.json") && e.contains("Unigram"), "{e}");
+    }
+
+    /// A configuration whose `model_tokenizers` maps `pattern` to `path`
+    /// (with `template`, if any).
+    fn one_tokenizer(
+        pattern: &str,
+        path: &str,
+        template: Option<&str>,
+    ) -> Result<FilterConfig, String> {
+        let mut entry = serde_json::json!({"tokenizer_json": path});
+        if let Some(template) = template {
+            entry["chat_template"] = template.into();
+        }
+        let config =
+            serde_json::json!({"tenant": {"header": "t"}, "model_tokenizers": {pattern: entry}});
+        FilterConfig::from_json(config.to_string().as_bytes())
     }
 
     /// `model`'s reference `tokenizer.json` (scripts/fetch-hf-tokenizers),
@@ -290,13 +372,7 @@ mod tests {
         let compact = HfTokenizer::from_json(&json).unwrap().to_compact().unwrap();
         let path = path.to_string_lossy();
         let bundle = sluice_tokenizer::write_bundle([(&*path, compact.as_slice())]);
-        let config = FilterConfig::from_json(
-            format!(
-                r#"{{"tenant": {{"header": "t"}}, "model_tokenizers": {{"qwen3*": {{"tokenizer_json": "{path}"}}}}}}"#
-            )
-            .as_bytes(),
-        )
-        .unwrap();
+        let config = one_tokenizer("qwen3*", &path, None).unwrap();
         let (encoders, warnings) = BpeEncoders::from_bundle(&config, &bundle);
         assert!(warnings.is_empty(), "{warnings:?}");
         let counter = encoders
@@ -314,13 +390,7 @@ mod tests {
             return;
         };
         let path = path.to_string_lossy();
-        let config = FilterConfig::from_json(
-            format!(
-                r#"{{"tenant": {{"header": "t"}}, "model_tokenizers": {{"qwen3*": {{"tokenizer_json": "{path}"}}}}}}"#
-            )
-            .as_bytes(),
-        )
-        .unwrap();
+        let config = one_tokenizer("qwen3*", &path, None).unwrap();
         let encoders = BpeEncoders::load(&config).unwrap();
         let encoding = config.configured_encoding("qwen3-8b").unwrap();
         let counter = encoders.counter(encoding).unwrap();
@@ -329,72 +399,116 @@ mod tests {
         assert_eq!(encoders.counter("cl100k_base").unwrap().count("1234567"), 3);
     }
 
-    /// A chat request counts as its rendered template counts, for Llama 3
-    /// and Qwen3 (texts whose edges are not whitespace).
+    /// A chat request of text messages counts as the model server counts
+    /// it, for every offered `chat_template`: the reference conversations
+    /// of scripts/fetch-hf-tokenizers (`chat.jsonl`: rendered by Jinja as
+    /// `transformers` renders them, gpt-oss's by openai-harmony; their ids
+    /// by PyPI `tokenizers`; Mistral's ids by mistral-common), those with
+    /// the generation prompt, as a chat
+    /// completion asks. Their texts start and end with whitespace, spell
+    /// special tokens, `<think>` blocks, later system messages.
     #[test]
-    fn chat_templates_frame_the_messages_exactly() {
-        use sluice_tokenizer::{ChatTemplate, Message};
+    fn chat_templates_count_chats_as_the_model_server_does() {
         let Some(dir) = std::env::var_os("SLUICE_HF_TOKENIZERS_DIR") else {
             eprintln!("*** SKIPPED: SLUICE_HF_TOKENIZERS_DIR is not set ***");
             return;
         };
-        let conversations: [&[(&str, &str)]; 3] = [
-            &[("user", "Hello, world!")],
-            &[("system", "Be brief."), ("user", "What is 2+2?")],
-            &[
-                ("system", "You are a helpful assistant."),
-                ("user", "Write a haiku about rate limits."),
-                (
-                    "assistant",
-                    "Tokens trickle in,\nbuckets fill then overflow—\nplease retry later.",
-                ),
-                ("user", "Now in 中文, s'il vous plaît!"),
-            ],
-        ];
+        let dir = std::path::Path::new(&dir);
         for (model, template) in [
-            ("llama3", ChatTemplate::Llama3),
-            ("qwen3", ChatTemplate::Qwen3),
+            ("llama3", "llama3"),
+            ("llama3_1", "llama3_1"),
+            ("qwen3", "qwen3"),
+            ("deepseek_v3", "deepseek_v3"),
+            ("gptoss", "gpt_oss"),
+            ("mistral_tekken", "mistral_v3_tekken"),
         ] {
-            let path = std::path::Path::new(&dir)
-                .join(model)
-                .join("tokenizer.json");
+            let vocabulary = match model {
+                "mistral_tekken" => "tekken.json",
+                _ => "tokenizer.json",
+            };
+            let path = dir.join(model).join(vocabulary);
             let path = path.to_string_lossy();
-            let config = FilterConfig::from_json(
-                format!(
-                    r#"{{"tenant": {{"header": "t"}}, "model_tokenizers": {{"m*": {{"tokenizer_json": "{path}", "chat_template": "{model}"}}}}}}"#
-                )
-                .as_bytes(),
-            )
-            .unwrap();
+            let config = one_tokenizer("m*", &path, Some(template)).unwrap();
             let encoders = BpeEncoders::load(&config).unwrap();
             let counter = encoders
                 .counter(config.configured_encoding("m1").unwrap())
                 .unwrap();
-            let tokenizer = HfTokenizer::from_json(&std::fs::read(&*path).unwrap()).unwrap();
-            for conversation in conversations {
-                let messages: Vec<Message> = conversation
-                    .iter()
-                    .map(|&(role, content)| Message { role, content })
-                    .collect();
-                let rendered = tokenizer.count(&template.render(&messages, true)) as u64;
-                let body = serde_json::json!({
-                    "model": "m1",
-                    "messages": conversation
-                        .iter()
-                        .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
-                        .collect::<Vec<_>>(),
-                });
+            let references =
+                std::fs::read_to_string(dir.join(model).join("chat.jsonl")).unwrap_or_default();
+            if references.is_empty() {
+                // Llama 3.1's template is not redistributed (scripts/fetch-hf-tokenizers).
+                eprintln!("*** SKIPPED: {model}: no reference conversations ***");
+                continue;
+            }
+            let mut compared = 0;
+            for line in references.lines().take(400) {
+                let reference: serde_json::Value = serde_json::from_str(line).unwrap();
+                if reference["add_generation_prompt"] != true {
+                    continue;
+                }
+                let body = serde_json::json!({"model": "m1", "messages": reference["messages"]});
                 let request = crate::openai::parse(
                     crate::openai::Endpoint::ChatCompletions,
                     body.to_string().as_bytes(),
                 )
                 .unwrap();
+                let want = reference["ids"].as_array().unwrap().len() as u64;
                 assert_eq!(
                     request.prompt_tokens(counter, 0),
-                    rendered,
-                    "{model}: {conversation:?}"
+                    want,
+                    "{model}: {}",
+                    reference["messages"]
                 );
+                compared += 1;
             }
+            assert!(compared > 200, "{model}: {compared} conversations");
         }
+    }
+
+    /// Every name `model_tokenizers` offers is a template sluice-tokenizer
+    /// renders.
+    #[test]
+    fn every_offered_chat_template_is_known() {
+        for name in CHAT_TEMPLATES {
+            assert!(ChatTemplate::from_name(name).is_some(), "{name}");
+        }
+    }
+
+    /// A chat the template cannot render (a message with a name, or tools)
+    /// is counted by the template's framing, never below OpenAI's recipe.
+    #[test]
+    fn chats_with_names_or_tools_are_framed() {
+        let Some(path) = reference_file("llama3_1") else {
+            return;
+        };
+        let path = path.to_string_lossy();
+        let config = one_tokenizer("m*", &path, Some("llama3_1")).unwrap();
+        let encoders = BpeEncoders::load(&config).unwrap();
+        let counter = encoders
+            .counter(config.configured_encoding("m1").unwrap())
+            .unwrap();
+        let count = |body: serde_json::Value| {
+            crate::openai::parse(
+                crate::openai::Endpoint::ChatCompletions,
+                body.to_string().as_bytes(),
+            )
+            .unwrap()
+            .prompt_tokens(counter, 0)
+        };
+        let plain = count(
+            serde_json::json!({"model": "m1", "messages": [{"role": "user", "content": "Hi"}]}),
+        );
+        let named = count(
+            serde_json::json!({"model": "m1", "messages": [{"role": "user", "content": "Hi", "name": "ann"}]}),
+        );
+        // The system block the template always writes is in both.
+        let (per_message, priming) = counter.chat_framing();
+        assert!(per_message >= 3 && priming > 20, "{per_message}, {priming}");
+        assert_eq!(
+            named,
+            per_message + 1 + 1 + 1 + 1 + priming,
+            "user, Hi, name, ann"
+        );
+        assert_eq!(plain, priming + per_message + 1 + 1);
     }
 }

@@ -30,6 +30,13 @@ pub mod testing;
 
 pub use sluice_tokenizer::BoundedCount;
 
+/// A chat message of text: its role and content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChatMessage<'a> {
+    pub role: &'a str,
+    pub content: &'a str,
+}
+
 /// Counts tokens of ordinary text with one BPE encoding.
 pub trait TokenCounter {
     fn count(&self, text: &str) -> usize;
@@ -60,6 +67,20 @@ pub trait TokenCounter {
     /// Never below OpenAI's: the body scan's lower bound assumes them.
     fn chat_framing(&self) -> (u64, u64) {
         (3, 3)
+    }
+
+    /// The prompt tokens of a chat of text messages (role, content) as the
+    /// model's chat template renders it with the generation prompt and the
+    /// model server tokenizes it, counted within `budget` as
+    /// [`TokenCounter::count_within`] counts; `None` when the counter knows
+    /// no template (the caller then frames each message with
+    /// [`TokenCounter::chat_framing`]).
+    fn chat_tokens(
+        &self,
+        _messages: &[ChatMessage<'_>],
+        _budget: &mut usize,
+    ) -> Option<BoundedCount> {
+        None
     }
 
     /// Length in bytes of the encoding's longest token, when known: a text

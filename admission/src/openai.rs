@@ -5,9 +5,12 @@
 //! value of every field, 1 more for `name`, 3 to prime the reply. That is exact
 //! for text messages. Tool/function definitions are counted as their JSON text
 //! (OpenAI renders them in a private format; JSON is a slight overestimate),
-//! images as a configured flat cost.
+//! images as a configured flat cost. A counter that knows the model's chat
+//! template (an open model's `chat_template`) counts a chat of text messages
+//! as the template renders it ([`TokenCounter::chat_tokens`]) and frames
+//! other chats with its own per-message and priming tokens.
 
-use crate::TokenCounter;
+use crate::{ChatMessage, TokenCounter};
 use serde_json::Value;
 
 mod api;
@@ -173,6 +176,9 @@ impl LlmRequest {
         let body = &self.body;
         match self.endpoint {
             Endpoint::ChatCompletions => {
+                if counting.rendered_chat(body) {
+                    return;
+                }
                 if let Some(messages) = body.get("messages").and_then(Value::as_array) {
                     for message in messages {
                         counting.message(message);
@@ -225,6 +231,30 @@ impl LlmRequest {
     }
 }
 
+/// The roles every supported chat template renders.
+const TEMPLATE_ROLES: [&str; 3] = ["system", "user", "assistant"];
+
+/// The messages of a chat body that a chat template renders exactly: only
+/// `role` (system, user or assistant) and a string `content` in each, no
+/// tools or functions. `None` for anything else (names, parts, images,
+/// tool calls), which is counted by the documented framing instead.
+fn text_messages(body: &Value) -> Option<Vec<ChatMessage<'_>>> {
+    if body.get("tools").is_some() || body.get("functions").is_some() {
+        return None;
+    }
+    let messages = body.get("messages")?.as_array()?;
+    messages
+        .iter()
+        .map(|message| {
+            let fields = message.as_object()?;
+            let role = fields.get("role")?.as_str()?;
+            let content = fields.get("content")?.as_str()?;
+            let plain = fields.len() == 2 && TEMPLATE_ROLES.contains(&role);
+            plain.then_some(ChatMessage { role, content })
+        })
+        .collect()
+}
+
 /// A prompt's token count: exact, or (after the counting budget ran out)
 /// an upper bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -255,6 +285,23 @@ struct Counting<'a> {
 }
 
 impl Counting<'_> {
+    /// A chat of text messages counted as the model's chat template renders
+    /// it, when the counter knows the template: true when counted so.
+    fn rendered_chat(&mut self, body: &Value) -> bool {
+        let Measure::Count { counter, budget } = &mut self.measure else {
+            return false;
+        };
+        let Some(messages) = text_messages(body) else {
+            return false;
+        };
+        let Some(counted) = counter.chat_tokens(&messages, budget) else {
+            return false;
+        };
+        self.exact &= counted.exact;
+        self.total = self.total.saturating_add(counted.tokens as u64);
+        true
+    }
+
     fn text(&mut self, text: &str) {
         let tokens = match &mut self.measure {
             Measure::Count { counter, budget } => {

@@ -125,7 +125,8 @@ struct Cli {
 
     /// A model counted with its own tokenizer and chat template, as its
     /// server reports usage: `MODEL=PATH/tokenizer.json:TEMPLATE` (`llama3`,
-    /// `qwen3`, `deepseek_v3`); repeated for several models.
+    /// `llama3_1`, `qwen3`, `deepseek_v3`, `gpt_oss`, `mistral_v3_tekken`
+    /// with a `tekken.json`); repeated for several models.
     #[arg(
         long = "tokenizer",
         env = "SLUICE_SIM_TOKENIZERS",

