@@ -721,14 +721,7 @@ impl<E: Encoders> RequestAdmission<E> {
             self.downstream_headers
                 .push((header.key.clone(), header.value.clone()));
         }
-        let metadata = response
-            .dynamic_metadata
-            .as_ref()
-            .and_then(|m| m.fields.get(sluice_metadata::NAMESPACE))
-            .and_then(|v| match &v.kind {
-                Some(sluice_proto::rls::value::Kind::StructValue(s)) => Some(s),
-                _ => None,
-            });
+        let metadata = sluice_namespace(&response);
         let field = |name: &str| {
             metadata
                 .and_then(|m| m.fields.get(name))
@@ -1134,3 +1127,15 @@ fn tenant_from_property(bytes: Vec<u8>) -> Result<String, ()> {
 #[cfg(test)]
 #[allow(clippy::indexing_slicing)] // tests fail loudly
 mod tests;
+
+/// The `sluice` namespace of an RLS answer's dynamic metadata.
+fn sluice_namespace(response: &RateLimitResponse) -> Option<&sluice_proto::rls::Struct> {
+    response
+        .dynamic_metadata
+        .as_ref()
+        .and_then(|m| m.fields.get(sluice_metadata::NAMESPACE))
+        .and_then(|v| match &v.kind {
+            Some(sluice_proto::rls::value::Kind::StructValue(s)) => Some(s),
+            _ => None,
+        })
+}

@@ -1291,18 +1291,7 @@ fn decode_answer_from(
             continue;
         }
         let props = ext.properties();
-        let lite_topic = props
-            .get(MessageConst::PROPERTY_LITE_TOPIC)
-            .map(|s| s.to_string());
-        let queue_offset = props
-            .get(MessageConst::PROPERTY_INNER_MULTI_QUEUE_OFFSET)
-            .and_then(|s| {
-                s.as_str()
-                    .split(',')
-                    .next()
-                    .and_then(|o| o.trim().parse::<i64>().ok())
-            });
-        let (Some(lite_topic), Some(queue_offset)) = (lite_topic, queue_offset) else {
+        let Some((lite_topic, queue_offset)) = lite_topic_and_offset(props) else {
             // Cannot be suspended or released; it is consumed anyway.
             warn!(msg_id = %ext.msg_id(), "popped message without LiteTopic or queue offset: dropped");
             continue;
@@ -1311,14 +1300,7 @@ fn decode_answer_from(
             .get(MessageConst::PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             .map(|s| s.to_string())
             .unwrap_or_else(|| ext.msg_id().to_string());
-        let properties = props
-            .iter()
-            .filter(|(k, _)| {
-                !STRING_HASH_SET.contains(k.as_str())
-                    && !BROKER_INTERNAL_PROPERTIES.contains(&k.as_str())
-            })
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let properties = user_properties(props);
         messages.push(LiteMessage {
             handle: MessageHandle {
                 broker: Arc::clone(broker),
@@ -1341,6 +1323,26 @@ fn decode_answer_from(
         });
     }
     Ok(messages)
+}
+
+/// A popped message's LiteTopic and its offset in that LiteTopic's queue.
+fn lite_topic_and_offset(props: &HashMap<CheetahString, CheetahString>) -> Option<(String, i64)> {
+    let lite_topic = props.get(MessageConst::PROPERTY_LITE_TOPIC)?.to_string();
+    let offsets = props.get(MessageConst::PROPERTY_INNER_MULTI_QUEUE_OFFSET)?;
+    let queue_offset = offsets.as_str().split(',').next()?.trim().parse().ok()?;
+    Some((lite_topic, queue_offset))
+}
+
+/// The properties the sender set (system and broker-internal ones left out).
+fn user_properties(props: &HashMap<CheetahString, CheetahString>) -> HashMap<String, String> {
+    props
+        .iter()
+        .filter(|(k, _)| {
+            !STRING_HASH_SET.contains(k.as_str())
+                && !BROKER_INTERNAL_PROPERTIES.contains(&k.as_str())
+        })
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn stale(handle: &MessageHandle) -> LiteError {
