@@ -888,12 +888,6 @@ impl RocketMq {
         Self::start_in(broker_scratch_dir()?)
     }
 
-    /// A broker whose store is on disk, never tmpfs (see
-    /// [`broker_scratch_dir_on_disk`]).
-    pub fn start_on_disk() -> anyhow::Result<Self> {
-        Self::start_in(broker_scratch_dir_on_disk()?)
-    }
-
     fn start_in(dir: tempfile::TempDir) -> anyhow::Result<Self> {
         let namesrv_bin = rocketmq_binary("ROCKETMQ_NAMESRV_BIN", "rocketmq-namesrv-rust")?;
         let broker_bin = rocketmq_binary("ROCKETMQ_BROKER_BIN", "rocketmq-broker-rust")?;
@@ -1142,17 +1136,6 @@ pub fn broker_scratch_dir() -> anyhow::Result<tempfile::TempDir> {
         None => vec![std::env::temp_dir(), PathBuf::from("/dev/shm")],
     };
     broker_scratch_dir_among(&candidates)
-}
-
-/// [`broker_scratch_dir`] without the `/dev/shm` fallback, for a test that
-/// looks at the broker's files: on tmpfs the broker never writes a
-/// LiteTopic's consume queue directory (a test waited 15 s for one in vain;
-/// on disk it is there within the second).
-pub fn broker_scratch_dir_on_disk() -> anyhow::Result<tempfile::TempDir> {
-    let candidate = std::env::var_os("SLUICE_BROKER_SCRATCH")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    broker_scratch_dir_among(&[candidate])
 }
 
 fn broker_scratch_dir_among(candidates: &[PathBuf]) -> anyhow::Result<tempfile::TempDir> {

@@ -378,15 +378,15 @@ async fn the_endpoint_answers_429_beyond_the_new_bucket_rate() {
 /// The reclaim path on real parts: a consumer retires an idle bucket, the
 /// broker's queue directory and the bucket's metric series go, and the next
 /// request re-creates the bucket and is answered.
+///
+/// The test holds the bucket while it looks (one more in its backlog, which
+/// a consumer never retires) and lets it go after: with a 1 s idle TTL, a
+/// loaded run had retired the bucket before the test saw its queue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
     sluice_testkit::init_test_tracing();
     let (_server, conn) = redis().await;
-    // The test reads the broker's files: its store must be on disk.
-    let broker = tokio::task::spawn_blocking(RocketMq::start_on_disk)
-        .await
-        .unwrap()
-        .unwrap();
+    let broker = start_broker().await;
     let backend = start_fast_llm_sim(5).await;
     let publisher = LitePublisher::connect(&broker.namesrv_addr(), PARENT, GROUP, conn.clone())
         .await
@@ -419,6 +419,26 @@ async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
                 .unwrap();
         }
     };
+    let hold = |held: bool| {
+        let mut conn = conn.clone();
+        let topic = topic.clone();
+        async move {
+            redis::cmd(if held { "INCR" } else { "DECR" })
+                .arg(keys::backlog(&topic))
+                .query_async::<()>(&mut conn)
+                .await
+                .unwrap();
+        }
+    };
+    // The broker's store writes a LiteTopic's consume queue files in its own
+    // background dispatch, not in step with the answer: wait for them.
+    let queue_appears = || async {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !queue_dir.is_dir() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(queue_dir.is_dir(), "no queue at {}", queue_dir.display());
+    };
     let done = |req_id: &'static str| {
         let mut conn = conn.clone();
         async move {
@@ -438,17 +458,12 @@ async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
         }
     };
 
+    hold(true).await;
     publish("reclaim-1").await;
     done("reclaim-1").await;
-    // The broker's store puts its consume queue files on disk in its own
-    // background services, not in step with the answer (a loaded machine
-    // saw them after the answer): wait for them.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !queue_dir.is_dir() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(queue_dir.is_dir(), "no queue at {}", queue_dir.display());
+    queue_appears().await;
     assert!(metrics.encode().contains("bucket=\"sleepy/gpt-4o\""));
+    hold(false).await;
 
     let deadline = Instant::now() + Duration::from_secs(15);
     while metrics.buckets_retired.get() == 0 && Instant::now() < deadline {
@@ -477,9 +492,10 @@ async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
 
     // The bucket comes back: its queue is created anew (from offset 0) and
     // the request is answered.
+    hold(true).await;
     publish("reclaim-2").await;
     done("reclaim-2").await;
-    assert!(queue_dir.is_dir());
+    queue_appears().await;
     assert!(metrics.encode().contains("bucket=\"sleepy/gpt-4o\""));
 
     consumer.stop().await;
