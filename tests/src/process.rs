@@ -3,8 +3,9 @@
 //! its own process group (stopping it stops whatever it started), ready when
 //! its ports accept, restartable with the same arguments, killed when dropped.
 
+use crate::redis_topologies::{RedisDeployment, RedisKind};
 use crate::{free_port, sluice_filter_envoy_config, workspace_root};
-use crate::{Envoy, RedisServer, RocketMq, SluiceFilterPorts};
+use crate::{Envoy, RocketMq, SluiceFilterPorts};
 use anyhow::{bail, Context};
 use rustix::process::{kill_process_group, Pid, Signal};
 use std::ffi::OsString;
@@ -233,9 +234,12 @@ pub struct ProcessStackOptions {
     pub dir: PathBuf,
     /// Extra `sluice-rls` arguments.
     pub rls_args: Vec<String>,
-    /// What Redis keeps across a restart.
+    /// One server (the default), or a Sentinel set or Cluster whose
+    /// replicas hold the copies.
+    pub redis_kind: RedisKind,
+    /// What a single Redis server keeps across a restart.
     pub redis: crate::Durability,
-    /// More `redis-server` arguments.
+    /// More arguments for a single `redis-server`.
     pub redis_args: Vec<String>,
     /// The filter's `failure_mode` is `deny`: a request whose rate-limit
     /// decision failed (sluice-rls too slow or unreachable) gets a 503
@@ -265,6 +269,7 @@ impl ProcessStackOptions {
             consumer_config: String::new(),
             dir,
             rls_args: Vec::new(),
+            redis_kind: RedisKind::Single,
             redis: Default::default(),
             redis_args: Vec::new(),
             refuse_undecided: false,
@@ -317,7 +322,7 @@ pub struct ProcessStack {
     pub rls: Service,
     pub sim: Service,
     pub mq: RocketMq,
-    pub redis: RedisServer,
+    pub redis: RedisDeployment,
     envoy_config: String,
     envoy_admin: u16,
     /// Where clients send requests (Envoy's listener).
@@ -354,9 +359,13 @@ impl ProcessStack {
     pub fn start(options: ProcessStackOptions) -> anyhow::Result<ProcessStack> {
         let (dir, progress) = (options.dir.clone(), options.progress);
         std::fs::create_dir_all(&dir)?;
-        let redis = RedisServer::start_with_args(options.redis, options.redis_args.clone())
-            .context("starting redis-server")?;
-        progress(&format!("redis-server        127.0.0.1:{}", redis.port()));
+        let redis = RedisDeployment::start_with(
+            options.redis_kind,
+            options.redis,
+            options.redis_args.clone(),
+        )
+        .context("starting Redis")?;
+        progress(&redis.describe());
         let mq = start_broker()?;
         progress(&format!(
             "RocketMQ            name server {}, broker {}",
@@ -532,7 +541,7 @@ struct RlsPorts {
 /// `mq`, signing with the example secret (as envoy/sluice-filter.yaml).
 fn start_rls(
     options: &ProcessStackOptions,
-    redis: &RedisServer,
+    redis: &RedisDeployment,
     mq: &RocketMq,
 ) -> anyhow::Result<(Service, RlsPorts)> {
     let limits = options.dir.join("limits.yaml");
@@ -575,7 +584,7 @@ fn start_rls(
 fn start_consumer(
     options: &ProcessStackOptions,
     index: usize,
-    redis: &RedisServer,
+    redis: &RedisDeployment,
     mq: &RocketMq,
     sim_addr: SocketAddr,
     config: &Path,

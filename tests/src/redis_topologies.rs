@@ -272,6 +272,19 @@ impl RedisCluster {
         let node = node_on(&mut self.nodes, port).context("no such node")?;
         node.start()
     }
+
+    /// Starts every killed node again.
+    pub fn restart_killed(&mut self) -> anyhow::Result<()> {
+        restart_killed(&mut self.nodes)
+    }
+}
+
+/// Starts again every node of `nodes` that was killed.
+fn restart_killed(nodes: &mut [Node]) -> anyhow::Result<()> {
+    for node in nodes.iter_mut().filter(|n| n.child.is_none()) {
+        node.start()?;
+    }
+    Ok(())
 }
 
 /// The sentinels' name for the master.
@@ -281,6 +294,8 @@ pub const SENTINEL_MASTER: &str = "sluice";
 pub struct RedisSentinelSet {
     data: Vec<Node>,
     sentinels: Vec<Node>,
+    /// The master [`RedisSentinelSet::kill_master`] killed, until restarted.
+    killed_master: Option<u16>,
     _dir: tempfile::TempDir,
 }
 
@@ -327,6 +342,7 @@ impl RedisSentinelSet {
         let set = RedisSentinelSet {
             data: vec![master, replica],
             sentinels,
+            killed_master: None,
             _dir: dir,
         };
         set.wait_ready(Duration::from_secs(30))?;
@@ -383,7 +399,23 @@ impl RedisSentinelSet {
         let port = self.master_port()?;
         let node = node_on(&mut self.data, port).context("the master is not one of ours")?;
         node.kill();
+        self.killed_master = Some(port);
         Ok(port)
+    }
+
+    /// Starts again every data node that was killed, once the sentinels
+    /// have promoted another master: it comes back empty (no persistence
+    /// here) and the sentinels turn it into a replica of the new master,
+    /// which it then copies (measured here: ~15 s after its start; until
+    /// then the new master has no replica). Back before the failover, an
+    /// empty master would be kept as the master and the replica would copy
+    /// its empty data set: Redis's documentation warns against restarting
+    /// a master without persistence automatically for this reason.
+    pub fn restart_killed(&mut self) -> anyhow::Result<()> {
+        if let Some(old) = self.killed_master.take() {
+            self.wait_failover(old, Duration::from_secs(30))?;
+        }
+        restart_killed(&mut self.data)
     }
 
     /// Waits until the sentinels name a master other than `old`.
@@ -417,11 +449,69 @@ pub enum RedisKind {
 
 impl RedisDeployment {
     pub fn start(kind: RedisKind) -> anyhow::Result<Self> {
+        Self::start_with(kind, crate::Durability::Volatile, Vec::new())
+    }
+
+    /// A single server keeps `durability` and takes `single_args` (more
+    /// `redis-server` arguments); a Cluster's and a Sentinel set's nodes
+    /// keep nothing on disk: their replicas hold the copies.
+    pub fn start_with(
+        kind: RedisKind,
+        durability: crate::Durability,
+        single_args: Vec<String>,
+    ) -> anyhow::Result<Self> {
         Ok(match kind {
-            RedisKind::Single => RedisDeployment::Single(crate::RedisServer::start()?),
+            RedisKind::Single => RedisDeployment::Single(crate::RedisServer::start_with_args(
+                durability,
+                single_args,
+            )?),
             RedisKind::Cluster => RedisDeployment::Cluster(RedisCluster::start(3, 1)?),
             RedisKind::Sentinel => RedisDeployment::Sentinel(RedisSentinelSet::start()?),
         })
+    }
+
+    /// The server's process id, when it is one server that runs.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            RedisDeployment::Single(server) => server.pid(),
+            _ => None,
+        }
+    }
+
+    /// What an operator's dashboard would name it: `redis-server
+    /// 127.0.0.1:PORT`, a Cluster's or a Sentinel set's URL.
+    pub fn describe(&self) -> String {
+        match self {
+            RedisDeployment::Single(server) => {
+                format!("redis-server        127.0.0.1:{}", server.port())
+            }
+            RedisDeployment::Cluster(cluster) => format!("Redis Cluster       {}", cluster.url()),
+            RedisDeployment::Sentinel(set) => format!("Redis Sentinel set  {}", set.url()),
+        }
+    }
+
+    /// The Redis fault of a chaos run: a single server is killed; a
+    /// Sentinel set loses its master (the sentinels promote the replica); a
+    /// Cluster loses every node.
+    pub fn fail(&mut self) -> anyhow::Result<()> {
+        match self {
+            RedisDeployment::Sentinel(set) => set.kill_master().map(|_| ()),
+            _ => {
+                self.stop();
+                Ok(())
+            }
+        }
+    }
+
+    /// After [`RedisDeployment::fail`] or [`RedisDeployment::stop`]: what
+    /// was killed starts again on its ports (a single server with what its
+    /// [`crate::Durability`] kept; a Sentinel set's old master as a replica).
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        match self {
+            RedisDeployment::Single(server) => server.restart(),
+            RedisDeployment::Cluster(cluster) => cluster.restart_killed(),
+            RedisDeployment::Sentinel(set) => set.restart_killed(),
+        }
     }
 
     pub fn url(&self) -> String {

@@ -1,4 +1,4 @@
-//! `scripts/chaos [--minutes N] [--rate R] [--max-requests N] [--down-seconds S] [--volatile-redis]`
+//! `scripts/chaos [--minutes N] [--rate R] [--max-requests N] [--down-seconds S] [--volatile-redis | --sentinel]`
 //! (`cargo run --release -p sluice-bench --bin chaos -- ...`)
 //!
 //! The chaos run: every part a separate process on loopback (Redis, broker,
@@ -16,13 +16,18 @@
 //! Redis keeps every write in its append-only file before it answers
 //! (`appendfsync always`) and reloads it when restarted, as a Redis that
 //! holds Sluice's claims must: with `--volatile-redis` it restarts empty, and
-//! a deferred request whose claim was lost can reach the model twice.
+//! a deferred request whose claim was lost can reach the model twice. With
+//! `--sentinel` Redis is a Sentinel set (master, replica, three sentinels,
+//! nothing on disk), its fault kills the master (the sentinels promote the
+//! replica, which may lack the last writes) and the consumers wait for a
+//! replica to hold each claim before the model call (`claim_replicas: 1`).
 
 use clap::Parser;
 use sluice_testkit::load::{
     model_calls, quantile, run_open_loop, Class, LoadClient, OpenLoop, Outcome, ProcessStack,
     ProcessStackOptions, Record, RequestSpec,
 };
+use sluice_testkit::redis_topologies::RedisKind;
 use sluice_testkit::Durability;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -52,8 +57,12 @@ struct Args {
     #[arg(long)]
     workdir: Option<PathBuf>,
     /// Redis restarts empty instead of reloading its append-only file.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sentinel")]
     volatile_redis: bool,
+    /// Redis is a Sentinel set; its fault kills the master (a failover),
+    /// and the consumers run with `idempotency.claim_replicas: 1`.
+    #[arg(long)]
+    sentinel: bool,
     /// Only these faults, in the usual order (e.g. `--faults redis`): a
     /// shorter run that looks at one part's recovery.
     #[arg(long, value_delimiter = ',', value_parser = Fault::parse)]
@@ -81,6 +90,24 @@ impl Args {
             .into_iter()
             .filter(|f| self.faults.is_empty() || self.faults.contains(f))
             .collect()
+    }
+
+    fn redis_kind(&self) -> RedisKind {
+        if self.sentinel {
+            RedisKind::Sentinel
+        } else {
+            RedisKind::Single
+        }
+    }
+
+    /// Paced far above the run's rate; with `--sentinel`, a claim is held by
+    /// a replica before the model is called.
+    fn consumer_config(&self) -> String {
+        let mut config = ProcessStackOptions::consumer_paced_at(1000);
+        if self.sentinel {
+            config.push_str("idempotency:\n  claim_replicas: 1\n");
+        }
+        config
     }
 
     fn redis(&self) -> Durability {
@@ -163,14 +190,15 @@ impl Fault {
             })
     }
 
-    fn kill(self, stack: &mut ProcessStack) {
+    fn kill(self, stack: &mut ProcessStack) -> anyhow::Result<()> {
         match self {
             Fault::Consumer => stack.consumers[0].kill9(),
             Fault::Rls => stack.rls.kill9(),
-            Fault::Redis => stack.redis.stop(),
+            Fault::Redis => return stack.redis.fail(),
             Fault::Broker => stack.mq.kill_broker(),
             Fault::Envoy => stack.kill_envoy(),
         }
+        Ok(())
     }
 
     fn restart(self, stack: &mut ProcessStack) -> anyhow::Result<()> {
@@ -239,7 +267,9 @@ fn run_faults(
         }
         // Taken before the kill: requests it breaks end after this.
         let killed = start.elapsed();
-        fault.kill(&mut stack);
+        if let Err(error) = fault.kill(&mut stack) {
+            eprintln!("chaos: killing {} failed: {error:#}", fault.name());
+        }
         eprintln!(
             "chaos: {:>6.1} s kill -9 {}",
             killed.as_secs_f64(),
@@ -281,12 +311,13 @@ async fn main() -> anyhow::Result<()> {
             consumers: 2,
             // 16 tokens at 50/s: a stream lasts ~0.3 s, long enough to be cut.
             sim_args: ProcessStackOptions::sim_pace(50, 20),
-            consumer_config: ProcessStackOptions::consumer_paced_at(1000),
+            consumer_config: args.consumer_config(),
             dir: args.workdir(),
             rls_args: vec![
                 "--deferral-timeout-s".into(),
                 DEFERRAL_TIMEOUT_S.to_string(),
             ],
+            redis_kind: args.redis_kind(),
             redis: args.redis(),
             redis_args: Vec::new(),
             // sluice-rls is one of the parts killed: while it is down, the

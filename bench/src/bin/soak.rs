@@ -347,6 +347,7 @@ async fn main() -> anyhow::Result<()> {
             ),
             dir: args.workdir.clone(),
             rls_args: retention.rls_args(),
+            redis_kind: Default::default(),
             redis: Default::default(),
             redis_args: args
                 .redis_expire_effort
