@@ -85,6 +85,31 @@ impl Outcome {
         }
     }
 
+    /// The error code and message written when a request that keeps ending
+    /// this way is given up after its last attempt: the model backend's
+    /// failures name the backend, Redis's name Sluice's store (a claim no
+    /// replica took, a store that stayed down), not the backend.
+    pub fn give_up_reason(&self) -> (&'static str, String) {
+        match self {
+            Outcome::RetryLater {
+                kind: FailureKind::Redis,
+                detail,
+                ..
+            } => (
+                stream::codes::STORE_UNAVAILABLE,
+                format!("Sluice's store (Redis) stayed unavailable ({detail}); gave up"),
+            ),
+            Outcome::RetryLater { detail, .. } => (
+                stream::codes::BACKEND_UNREACHABLE,
+                format!("the model backend stayed unavailable ({detail}); gave up"),
+            ),
+            _ => (
+                stream::codes::BACKEND_UNREACHABLE,
+                "another attempt held the request until the attempts ran out; gave up".into(),
+            ),
+        }
+    }
+
     /// Metric label.
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -533,5 +558,30 @@ fn redis_failure(what: &str, error: &redis::RedisError) -> Outcome {
         kind: FailureKind::Redis,
         retry_after: None,
         detail: format!("{what}: {error}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn retry_later(kind: FailureKind) -> Outcome {
+        Outcome::RetryLater {
+            kind,
+            retry_after: None,
+            detail: "the claim reached 0 of 1 replicas in 100 ms".into(),
+        }
+    }
+
+    #[test]
+    fn a_request_given_up_names_what_failed() {
+        let (code, message) = retry_later(FailureKind::Redis).give_up_reason();
+        assert_eq!(code, "store_unavailable");
+        assert!(message.contains("0 of 1 replicas"), "{message}");
+        let (code, message) = retry_later(FailureKind::Unreachable).give_up_reason();
+        assert_eq!(code, "backend_unreachable");
+        assert!(message.contains("model backend"), "{message}");
+        let (code, _) = Outcome::InProgressElsewhere.give_up_reason();
+        assert_eq!(code, "backend_unreachable");
     }
 }

@@ -56,6 +56,10 @@ pub mod codes {
     pub const BACKEND_TIMEOUT: &str = "backend_timeout";
     /// The backend could not be reached (written only by [`crate::Processor::give_up`]).
     pub const BACKEND_UNREACHABLE: &str = "backend_unreachable";
+    /// Sluice's store (Redis) failed every attempt: down, or no replica
+    /// took the claim (`claim_replicas`). Written only by
+    /// [`crate::Processor::give_up`].
+    pub const STORE_UNAVAILABLE: &str = "store_unavailable";
     /// The work item cannot be sent (body not an object, path not allowed).
     pub const INVALID_REQUEST: &str = "invalid_request";
     /// The client went away (`cancel:{id}` was set).
