@@ -625,8 +625,9 @@ fn refuse_undecided(config: &str) -> anyhow::Result<String> {
     Ok(config.replace(ALLOW, r#""failure_mode": "deny""#))
 }
 
-/// `config` with the filter's rate-limit deadline set to `ms`.
-fn with_decision_deadline(config: &str, ms: u64) -> anyhow::Result<String> {
+/// `config` (the filter's Envoy config) with the filter's rate-limit
+/// deadline set to `ms`.
+pub fn with_decision_deadline(config: &str, ms: u64) -> anyhow::Result<String> {
     const SHIPPED: &str = r#""rls_timeout_ms": 250"#;
     anyhow::ensure!(
         config.matches(SHIPPED).count() == 1,

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_ratelimit::metrics::Metrics;
+use sluice_testkit::process::with_decision_deadline;
 use sluice_testkit::stack::{limits, redis_limiter, start_llm_sim, start_rls, RlsParts};
 use sluice_testkit::{
     env_or, filter_event_count, free_port, sluice_filter_envoy_config, Envoy, RedisServer,
@@ -356,11 +357,17 @@ async fn counting_time_in_envoy() {
         4_000_000_000,
         limits::OverLimit::Reject,
     )]);
+    // This test measures the counting, not how soon a decision comes (the
+    // flood test above keeps the shipped deadline and asserts that): beside
+    // a CPU hog, the debug-built RLS in this process answered one 3.9 MiB
+    // request's decision after the shipped 250 ms, and the filter refused
+    // it (failure_mode_on_timeout: deny) before its count could be read.
     let path = start_path(&limits_yaml, |c| {
-        c.replace(
+        let c = c.replace(
             "\"reconcile\": true",
             "\"reconcile\": true, \"timing_headers\": true",
-        )
+        );
+        with_decision_deadline(&c, 5_000).unwrap()
     })
     .await;
     let english = "The committee met on Tuesday to review the proposal, and after a long discussion they agreed that the budget would need to be revised before the end of the quarter. ";
