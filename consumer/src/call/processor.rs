@@ -110,6 +110,22 @@ impl Outcome {
         }
     }
 
+    /// How long a request that must run again (after its `attempt`th try)
+    /// waits first, when the outcome names no time: Redis's failures back off
+    /// (1, 2, 4, 8 s: the five default attempts span the ~15 s a Sentinel
+    /// failover takes to give the new master a replica again, which
+    /// `claim_replicas` waits for; measured with `chaos --sentinel`), the
+    /// backend's are tried again each second.
+    pub fn retry_delay(&self, attempt: u32) -> Duration {
+        match self {
+            Outcome::RetryLater {
+                kind: FailureKind::Redis,
+                ..
+            } => Duration::from_secs(1 << attempt.saturating_sub(1).min(3)),
+            _ => Duration::from_secs(1),
+        }
+    }
+
     /// Metric label.
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -583,5 +599,19 @@ mod tests {
         assert!(message.contains("model backend"), "{message}");
         let (code, _) = Outcome::InProgressElsewhere.give_up_reason();
         assert_eq!(code, "backend_unreachable");
+    }
+
+    #[test]
+    fn redis_failures_back_off_and_backend_failures_do_not() {
+        let redis: Vec<u64> = (1..=6)
+            .map(|attempt| {
+                retry_later(FailureKind::Redis)
+                    .retry_delay(attempt)
+                    .as_secs()
+            })
+            .collect();
+        assert_eq!(redis, [1, 2, 4, 8, 8, 8]);
+        let backend = retry_later(FailureKind::Unreachable).retry_delay(4);
+        assert_eq!(backend, Duration::from_secs(1));
     }
 }

@@ -30,7 +30,6 @@
 //!   off after that is answered `interrupted` through the endpoint's lease
 //!   watch by another instance — never by calling the model again.
 
-use crate::call::invoke::FailureKind;
 use crate::queue::gate::FairTurn;
 use crate::sharing::control_loop::Adaptive;
 use crate::sharing::membership::{self, Assignment, Membership, DEFAULT_MEMBERSHIP_TTL};
@@ -48,21 +47,6 @@ use tracing::Instrument;
 
 /// How long a failed re-publish is retried (a Redis or broker failover).
 const REPUBLISH_RETRY_FOR: Duration = Duration::from_secs(30);
-
-/// How long a request that must run again waits first, when the outcome
-/// names no time: Redis's failures back off (1, 2, 4, 8 s: the five
-/// default attempts span the ~15 s a Sentinel failover takes to give the
-/// new master a replica again, which `claim_replicas` waits for; measured
-/// with `chaos --sentinel`), the backend's are tried again each second.
-fn retry_delay(outcome: &Outcome, attempt: u32) -> Duration {
-    match outcome {
-        Outcome::RetryLater {
-            kind: FailureKind::Redis,
-            ..
-        } => Duration::from_secs(1 << attempt.saturating_sub(1).min(3)),
-        _ => Duration::from_secs(1),
-    }
-}
 
 #[derive(Clone, Debug)]
 pub struct RunnerOptions {
@@ -939,7 +923,7 @@ impl Runner {
                 .await;
             return;
         }
-        tokio::time::sleep(after.unwrap_or_else(|| retry_delay(&outcome, item.attempt))).await;
+        tokio::time::sleep(after.unwrap_or_else(|| outcome.retry_delay(item.attempt))).await;
         // A re-publish fails while Redis or the broker fails over: keep
         // trying for a while (the client is still waiting) before leaving
         // the request to the endpoint's lease watch and timeout.
@@ -959,28 +943,5 @@ impl Runner {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn retry_later(kind: FailureKind) -> Outcome {
-        Outcome::RetryLater {
-            kind,
-            retry_after: None,
-            detail: String::new(),
-        }
-    }
-
-    #[test]
-    fn redis_failures_back_off_and_backend_failures_do_not() {
-        let redis: Vec<u64> = (1..=6)
-            .map(|attempt| retry_delay(&retry_later(FailureKind::Redis), attempt).as_secs())
-            .collect();
-        assert_eq!(redis, [1, 2, 4, 8, 8, 8]);
-        let backend = retry_delay(&retry_later(FailureKind::Unreachable), 4);
-        assert_eq!(backend, Duration::from_secs(1));
     }
 }
