@@ -6,7 +6,7 @@
 //! does not stay forever); the terminal entry sets the final expiry.
 
 use serde::{Deserialize, Serialize};
-use sluice_contract::stream::{field, kind, StreamEvent};
+use sluice_contract::stream::{Field, Kind, StreamEvent};
 use sluice_redis::RedisConn;
 
 /// Settings of response streams.
@@ -135,9 +135,9 @@ return redis.call('EXISTS', KEYS[2])
 static WRITE_CHUNKS_SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
     redis::Script::new(
         &WRITE_CHUNKS
-            .replace("{TYPE}", field::TYPE)
-            .replace("{CHUNK}", kind::CHUNK)
-            .replace("{DATA}", field::DATA),
+            .replace("{TYPE}", Field::Type.as_str())
+            .replace("{CHUNK}", Kind::Chunk.as_str())
+            .replace("{DATA}", Field::Data.as_str()),
     )
 });
 
