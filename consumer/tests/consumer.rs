@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use sluice_consumer::codes;
+use sluice_consumer::ErrorCode;
 use sluice_consumer::{keys, Disposition, FailureKind, IdempotencyConfig, Outcome, Processor};
 use sluice_llm_sim::SimConfig;
 use sluice_testkit::{Durability, RedisServer};
@@ -119,7 +119,7 @@ async fn backend_business_error_is_final_and_not_retried() {
             outcome,
             Outcome::Failed {
                 status: 502,
-                code: codes::BACKEND_ERROR,
+                code: ErrorCode::BackendError,
                 kind: FailureKind::BackendStatus,
                 chunks: 0
             }
@@ -163,7 +163,7 @@ async fn backend_business_error_is_final_and_not_retried() {
             outcome,
             Outcome::Failed {
                 status: 400,
-                code: codes::INVALID_REQUEST,
+                code: ErrorCode::InvalidRequest,
                 ..
             }
         ),
@@ -203,7 +203,7 @@ async fn unreachable_backend_retries_later_without_terminal_entry() {
         .give_up(
             "unreach-2",
             504,
-            codes::BACKEND_UNREACHABLE,
+            ErrorCode::BackendUnreachable,
             "backend unreachable"
         )
         .await
@@ -213,7 +213,7 @@ async fn unreachable_backend_retries_later_without_terminal_entry() {
     assert_eq!(given_up[0].1["code"], "backend_unreachable");
     // ... once only.
     assert!(!consumer
-        .give_up("unreach-2", 504, codes::BACKEND_UNREACHABLE, "again")
+        .give_up("unreach-2", 504, ErrorCode::BackendUnreachable, "again")
         .await
         .unwrap());
     sim.shutdown().await.unwrap();
@@ -278,7 +278,11 @@ async fn mid_stream_failure_ends_with_error_after_chunks() {
     };
     assert_eq!(
         (status, code, kind),
-        (502, codes::BACKEND_STREAM_BROKEN, FailureKind::StreamBroken)
+        (
+            502,
+            ErrorCode::BackendStreamBroken,
+            FailureKind::StreamBroken
+        )
     );
     // role chunk + 5 of 10 tokens
     assert_eq!(chunks, 6);
@@ -686,7 +690,7 @@ async fn timeouts_before_and_after_output() {
             outcome,
             Outcome::Failed {
                 status: 504,
-                code: codes::BACKEND_TIMEOUT,
+                code: ErrorCode::BackendTimeout,
                 kind: FailureKind::IdleTimeout,
                 ..
             }

@@ -5,7 +5,7 @@ use crate::call::idempotency::{Claim, Idempotency, IdempotencyConfig, Lease};
 use crate::call::invoke::{
     BackendConfig, CallEnd, CallStats, ConfigError, FailureKind, Invoker, Sink,
 };
-use crate::call::stream::{self, StreamConfig, Terminal};
+use crate::call::stream::{ErrorCode, StreamConfig, Terminal};
 use crate::keys;
 use crate::metrics::Metrics;
 use serde::{Deserialize, Serialize};
@@ -40,7 +40,7 @@ pub enum Outcome {
     /// started). No retry.
     Failed {
         status: u16,
-        code: &'static str,
+        code: ErrorCode,
         kind: FailureKind,
         chunks: u64,
     },
@@ -89,22 +89,22 @@ impl Outcome {
     /// this way is given up after its last attempt: the model backend's
     /// failures name the backend, Redis's name Sluice's store (a claim no
     /// replica took, a store that stayed down), not the backend.
-    pub fn give_up_reason(&self) -> (&'static str, String) {
+    pub fn give_up_reason(&self) -> (ErrorCode, String) {
         match self {
             Outcome::RetryLater {
                 kind: FailureKind::Redis,
                 detail,
                 ..
             } => (
-                stream::codes::STORE_UNAVAILABLE,
+                ErrorCode::StoreUnavailable,
                 format!("Sluice's store (Redis) stayed unavailable ({detail}); gave up"),
             ),
             Outcome::RetryLater { detail, .. } => (
-                stream::codes::BACKEND_UNREACHABLE,
+                ErrorCode::BackendUnreachable,
                 format!("the model backend stayed unavailable ({detail}); gave up"),
             ),
             _ => (
-                stream::codes::BACKEND_UNREACHABLE,
+                ErrorCode::BackendUnreachable,
                 "another attempt held the request until the attempts ran out; gave up".into(),
             ),
         }
@@ -237,7 +237,7 @@ impl Processor {
                 chunks,
             } => {
                 self.metrics.error(kind.as_str());
-                info!(req_id = %item.req_id, kind = kind.as_str(), status, code, chunks, "failed");
+                info!(req_id = %item.req_id, kind = kind.as_str(), status, code = code.as_str(), chunks, "failed");
             }
             Outcome::Cancelled { chunks } => {
                 self.metrics.cancels.inc();
@@ -488,7 +488,7 @@ impl Processor {
         &self,
         req_id: &str,
         status: u16,
-        code: &'static str,
+        code: ErrorCode,
         message: &str,
     ) -> Result<bool, redis::RedisError> {
         let mut conn = self.conn.clone();
@@ -544,7 +544,7 @@ fn ending(end: CallEnd, stats: &CallStats) -> Result<(Terminal, Outcome), CallEn
         CallEnd::Cancelled => Ok((
             Terminal::Error {
                 status: 499,
-                code: stream::codes::CANCELLED,
+                code: ErrorCode::Cancelled,
                 message: "the client went away; the model call was aborted".into(),
             },
             Outcome::Cancelled { chunks },
@@ -576,12 +576,12 @@ mod tests {
     #[test]
     fn a_request_given_up_names_what_failed() {
         let (code, message) = retry_later(FailureKind::Redis).give_up_reason();
-        assert_eq!(code, "store_unavailable");
+        assert_eq!(code.as_str(), "store_unavailable");
         assert!(message.contains("0 of 1 replicas"), "{message}");
         let (code, message) = retry_later(FailureKind::Unreachable).give_up_reason();
-        assert_eq!(code, "backend_unreachable");
+        assert_eq!(code.as_str(), "backend_unreachable");
         assert!(message.contains("model backend"), "{message}");
         let (code, _) = Outcome::InProgressElsewhere.give_up_reason();
-        assert_eq!(code, "backend_unreachable");
+        assert_eq!(code.as_str(), "backend_unreachable");
     }
 }
