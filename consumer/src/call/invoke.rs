@@ -770,11 +770,11 @@ enum Step {
     End(CallEnd),
 }
 
+/// What the consumer reads of a stream chunk (serde takes a missing
+/// `Option` field as `None`).
 #[derive(Deserialize)]
 struct ChunkProbe {
-    #[serde(default)]
     usage: Option<serde_json::Value>,
-    #[serde(default)]
     error: Option<serde_json::Value>,
     #[serde(default)]
     choices: Vec<ChoiceProbe>,
@@ -782,24 +782,18 @@ struct ChunkProbe {
 
 #[derive(Deserialize)]
 struct ChoiceProbe {
-    #[serde(default)]
     finish_reason: Option<serde_json::Value>,
     /// Chat.
-    #[serde(default)]
     delta: Option<DeltaProbe>,
     /// Completions.
-    #[serde(default)]
     text: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
 struct DeltaProbe {
-    #[serde(default)]
     content: Option<serde_json::Value>,
-    #[serde(default)]
     tool_calls: Option<serde_json::Value>,
     /// vLLM's and SGLang's reasoning models.
-    #[serde(default)]
     reasoning_content: Option<serde_json::Value>,
 }
 
