@@ -73,6 +73,16 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Run again at the runner's own pace (no Retry-After): `kind` failed,
+    /// `detail` says how.
+    pub(crate) fn retry_later(kind: FailureKind, detail: impl Into<String>) -> Outcome {
+        Outcome::RetryLater {
+            kind,
+            retry_after: None,
+            detail: detail.into(),
+        }
+    }
+
     pub fn disposition(&self, idempotency: &IdempotencyConfig) -> Disposition {
         match self {
             Outcome::RetryLater { retry_after, .. } => Disposition::Retry {
@@ -417,11 +427,7 @@ impl Processor {
         if !matches!(self.idempotency.release(&mut conn, &lease).await, Ok(true)) {
             warn!(req_id = %item.req_id, "could not give the claim back; it goes stale");
         }
-        Err(Outcome::RetryLater {
-            kind: FailureKind::Redis,
-            retry_after: None,
-            detail,
-        })
+        Err(Outcome::retry_later(FailureKind::Redis, detail))
     }
 
     /// The model call, its chunks written as they come, while the lease is
@@ -554,31 +560,23 @@ fn ending(end: CallEnd, stats: &CallStats) -> Result<(Terminal, Outcome), CallEn
 }
 
 fn redis_failure(what: &str, error: &redis::RedisError) -> Outcome {
-    Outcome::RetryLater {
-        kind: FailureKind::Redis,
-        retry_after: None,
-        detail: format!("{what}: {error}"),
-    }
+    Outcome::retry_later(FailureKind::Redis, format!("{what}: {error}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn retry_later(kind: FailureKind) -> Outcome {
-        Outcome::RetryLater {
-            kind,
-            retry_after: None,
-            detail: "the claim reached 0 of 1 replicas in 100 ms".into(),
-        }
-    }
+    const UNREPLICATED: &str = "the claim reached 0 of 1 replicas in 100 ms";
 
     #[test]
     fn a_request_given_up_names_what_failed() {
-        let (code, message) = retry_later(FailureKind::Redis).give_up_reason();
+        let (code, message) =
+            Outcome::retry_later(FailureKind::Redis, UNREPLICATED).give_up_reason();
         assert_eq!(code.as_str(), "store_unavailable");
         assert!(message.contains("0 of 1 replicas"), "{message}");
-        let (code, message) = retry_later(FailureKind::Unreachable).give_up_reason();
+        let (code, message) =
+            Outcome::retry_later(FailureKind::Unreachable, UNREPLICATED).give_up_reason();
         assert_eq!(code.as_str(), "backend_unreachable");
         assert!(message.contains("model backend"), "{message}");
         let (code, _) = Outcome::InProgressElsewhere.give_up_reason();

@@ -966,21 +966,15 @@ impl Runner {
 mod tests {
     use super::*;
 
-    fn retry_later(kind: FailureKind) -> Outcome {
-        Outcome::RetryLater {
-            kind,
-            retry_after: None,
-            detail: String::new(),
-        }
-    }
-
     #[test]
     fn redis_failures_back_off_and_backend_failures_do_not() {
         let redis: Vec<u64> = (1..=6)
-            .map(|attempt| retry_delay(&retry_later(FailureKind::Redis), attempt).as_secs())
+            .map(|attempt| {
+                retry_delay(&Outcome::retry_later(FailureKind::Redis, ""), attempt).as_secs()
+            })
             .collect();
         assert_eq!(redis, [1, 2, 4, 8, 8, 8]);
-        let backend = retry_delay(&retry_later(FailureKind::Unreachable), 4);
+        let backend = retry_delay(&Outcome::retry_later(FailureKind::Unreachable, ""), 4);
         assert_eq!(backend, Duration::from_secs(1));
     }
 }
