@@ -45,7 +45,7 @@ pub use sharing::membership::DEFAULT_MEMBERSHIP_TTL;
 pub use call::idempotency::IdempotencyConfig;
 pub use call::invoke::{BackendConfig, BackendTargetConfig, ConfigError, FailureKind};
 pub use call::processor::{Disposition, Outcome, Processor, ProcessorConfig};
-pub use call::stream::{codes, StreamConfig, Terminal};
+pub use call::stream::{ErrorCode, StreamConfig, Terminal};
 pub use call::usage::use_model_tokenizers;
 pub use metrics::{Correction, Metrics};
 pub use pacing::limits::{InFlightConfig, InFlightLimits, ModelPermit};

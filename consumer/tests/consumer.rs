@@ -5,12 +5,20 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use sluice_consumer::codes;
+use sluice_consumer::ErrorCode;
 use sluice_consumer::{keys, Disposition, FailureKind, IdempotencyConfig, Outcome, Processor};
 use sluice_llm_sim::SimConfig;
 use sluice_testkit::{Durability, RedisServer};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Asserts that `outcome` matches the pattern (and its guard), showing it
+/// when it does not.
+macro_rules! assert_outcome {
+    ($outcome:expr, $pattern:pat $(if $guard:expr)?) => {
+        assert!(matches!($outcome, $pattern $(if $guard)?), "{:?}", $outcome)
+    };
+}
 
 fn short_lease() -> IdempotencyConfig {
     IdempotencyConfig {
@@ -22,10 +30,7 @@ fn short_lease() -> IdempotencyConfig {
 
 /// `outcome` is a `RetryLater` of this `kind`.
 fn assert_retry_later(outcome: &Outcome, kind: FailureKind) {
-    assert!(
-        matches!(outcome, Outcome::RetryLater { kind: k, .. } if *k == kind),
-        "{outcome:?}"
-    );
+    assert_outcome!(outcome, Outcome::RetryLater { kind: k, .. } if *k == kind);
 }
 
 /// The processor acknowledges `outcome`: it is final, never redelivered.
@@ -67,11 +72,7 @@ async fn streams_chunks_then_done_with_usage() {
     let usage: serde_json::Value = serde_json::from_str(&done["usage"]).unwrap();
     assert_eq!(usage["completion_tokens"], json!(5));
 
-    let ttl: i64 = redis::cmd("TTL")
-        .arg(keys::response("stream-1"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let ttl = ttl_s(&mut conn, &keys::response("stream-1")).await;
     assert!((1..=300).contains(&ttl), "ttl {ttl}");
     let done = get(&mut conn, &keys::done("stream-1")).await;
     assert_eq!(done.as_deref(), Some("ok"));
@@ -91,17 +92,14 @@ async fn client_asking_without_stream_still_gets_chunks() {
     let mut item = item("nostream-1");
     item.body = json!({"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "stream": false});
     let outcome = consumer.process(&item).await;
-    assert!(
-        matches!(
-            outcome,
-            Outcome::Completed {
-                chunks: 5,
-                usage: Some(_),
-                output_tokens: None,
-                first_token_ms: Some(_),
-            }
-        ),
-        "{outcome:?}"
+    assert_outcome!(
+        outcome,
+        Outcome::Completed {
+            chunks: 5,
+            usage: Some(_),
+            output_tokens: None,
+            first_token_ms: Some(_),
+        }
     );
     sim.shutdown().await.unwrap();
 }
@@ -114,17 +112,14 @@ async fn backend_business_error_is_final_and_not_retried() {
     // 500 before any output.
     let failing = consumer(&redis, &sim.url(), &[("x-sim-fail", "before")]);
     let outcome = failing.process(&item("err-500")).await;
-    assert!(
-        matches!(
-            outcome,
-            Outcome::Failed {
-                status: 502,
-                code: codes::BACKEND_ERROR,
-                kind: FailureKind::BackendStatus,
-                chunks: 0
-            }
-        ),
-        "{outcome:?}"
+    assert_outcome!(
+        outcome,
+        Outcome::Failed {
+            status: 502,
+            code: ErrorCode::BackendError,
+            kind: FailureKind::BackendStatus,
+            chunks: 0
+        }
     );
     assert_acked(&outcome, &failing);
     let entries_500 = entries(&mut conn, "err-500").await;
@@ -145,10 +140,7 @@ async fn backend_business_error_is_final_and_not_retried() {
     let mut bad = item("err-400");
     bad.body = json!({"model": "sim-model"});
     let outcome = plain.process(&bad).await;
-    assert!(
-        matches!(outcome, Outcome::Failed { status: 400, .. }),
-        "{outcome:?}"
-    );
+    assert_outcome!(outcome, Outcome::Failed { status: 400, .. });
     let entries_400 = entries(&mut conn, "err-400").await;
     assert_eq!(entries_400.last().unwrap().1["status"], "400");
     assert!(entries_400.last().unwrap().1["message"].contains("messages"));
@@ -158,16 +150,13 @@ async fn backend_business_error_is_final_and_not_retried() {
     let mut not_object = item("err-shape");
     not_object.body = json!([1, 2]);
     let outcome = plain.process(&not_object).await;
-    assert!(
-        matches!(
-            outcome,
-            Outcome::Failed {
-                status: 400,
-                code: codes::INVALID_REQUEST,
-                ..
-            }
-        ),
-        "{outcome:?}"
+    assert_outcome!(
+        outcome,
+        Outcome::Failed {
+            status: 400,
+            code: ErrorCode::InvalidRequest,
+            ..
+        }
     );
     assert_eq!(sim_calls(&sim.url(), "err-shape").await, 0);
     sim.shutdown().await.unwrap();
@@ -203,7 +192,7 @@ async fn unreachable_backend_retries_later_without_terminal_entry() {
         .give_up(
             "unreach-2",
             504,
-            codes::BACKEND_UNREACHABLE,
+            ErrorCode::BackendUnreachable,
             "backend unreachable"
         )
         .await
@@ -213,7 +202,7 @@ async fn unreachable_backend_retries_later_without_terminal_entry() {
     assert_eq!(given_up[0].1["code"], "backend_unreachable");
     // ... once only.
     assert!(!consumer
-        .give_up("unreach-2", 504, codes::BACKEND_UNREACHABLE, "again")
+        .give_up("unreach-2", 504, ErrorCode::BackendUnreachable, "again")
         .await
         .unwrap());
     sim.shutdown().await.unwrap();
@@ -241,16 +230,13 @@ async fn busy_backend_retries_later_with_its_retry_after() {
     let running = spawn_process(&slow, "busy-1");
     wait_for_entries(&mut conn, "busy-1", 1).await;
     let outcome = slow.process(&item("busy-2")).await;
-    assert!(
-        matches!(
-            outcome,
-            Outcome::RetryLater {
-                kind: FailureKind::BackendBusy,
-                retry_after: Some(d),
-                ..
-            } if d == Duration::from_secs(2)
-        ),
-        "{outcome:?}"
+    assert_outcome!(
+        outcome,
+        Outcome::RetryLater {
+            kind: FailureKind::BackendBusy,
+            retry_after: Some(d),
+            ..
+        } if d == Duration::from_secs(2)
     );
     assert_eq!(xlen(&mut conn, "busy-2").await, 0);
     running.abort();
@@ -278,7 +264,11 @@ async fn mid_stream_failure_ends_with_error_after_chunks() {
     };
     assert_eq!(
         (status, code, kind),
-        (502, codes::BACKEND_STREAM_BROKEN, FailureKind::StreamBroken)
+        (
+            502,
+            ErrorCode::BackendStreamBroken,
+            FailureKind::StreamBroken
+        )
     );
     // role chunk + 5 of 10 tokens
     assert_eq!(chunks, 6);
@@ -375,10 +365,7 @@ async fn a_copy_older_than_the_redelivery_horizon_is_acknowledged_without_a_call
     let mut late = item("late-1");
     late.enqueued_at_ms -= 61_000;
     let outcome = consumer.process(&late).await;
-    assert!(
-        matches!(outcome, Outcome::Expired { age_ms } if age_ms >= 61_000),
-        "{outcome:?}"
-    );
+    assert_outcome!(outcome, Outcome::Expired { age_ms } if age_ms >= 61_000);
     assert_acked(&outcome, &consumer);
     assert_eq!(sim_calls(&sim.url(), "late-1").await, 0);
     assert!(!exists(&mut conn, &keys::processing("late-1")).await);
@@ -389,11 +376,7 @@ async fn a_copy_older_than_the_redelivery_horizon_is_acknowledged_without_a_call
         consumer.process(&recent).await,
         Outcome::Completed { .. }
     ));
-    let ttl: i64 = redis::cmd("TTL")
-        .arg(keys::done("recent-1"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let ttl = ttl_s(&mut conn, &keys::done("recent-1")).await;
     assert!((1..=60).contains(&ttl), "done ttl {ttl}");
     assert_metric(
         &consumer,
@@ -681,17 +664,14 @@ async fn timeouts_before_and_after_output() {
         300,
     );
     let outcome = stalling.process(&item("timeout-2")).await;
-    assert!(
-        matches!(
-            outcome,
-            Outcome::Failed {
-                status: 504,
-                code: codes::BACKEND_TIMEOUT,
-                kind: FailureKind::IdleTimeout,
-                ..
-            }
-        ),
-        "{outcome:?}"
+    assert_outcome!(
+        outcome,
+        Outcome::Failed {
+            status: 504,
+            code: ErrorCode::BackendTimeout,
+            kind: FailureKind::IdleTimeout,
+            ..
+        }
     );
     let entries = entries(&mut conn, "timeout-2").await;
     assert!(entries.len() >= 2);

@@ -9,24 +9,56 @@
 //!   `message` (human readable).
 //!
 //! The consumer's Lua scripts (consumer/src/call/idempotency.rs) write `error`
-//! entries with the same field names; [`field`] and [`kind`] are their
+//! entries with the same field names; [`Field`] and [`Kind`] are their
 //! single spelling on the Rust side.
 
 /// Field names.
-pub mod field {
-    pub const TYPE: &str = "type";
-    pub const DATA: &str = "data";
-    pub const USAGE: &str = "usage";
-    pub const STATUS: &str = "status";
-    pub const CODE: &str = "code";
-    pub const MESSAGE: &str = "message";
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    Type,
+    Data,
+    Usage,
+    Status,
+    Code,
+    Message,
+}
+
+impl Field {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Field::Type => "type",
+            Field::Data => "data",
+            Field::Usage => "usage",
+            Field::Status => "status",
+            Field::Code => "code",
+            Field::Message => "message",
+        }
+    }
 }
 
 /// Values of the `type` field.
-pub mod kind {
-    pub const CHUNK: &str = "chunk";
-    pub const DONE: &str = "done";
-    pub const ERROR: &str = "error";
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Chunk,
+    Done,
+    Error,
+}
+
+impl Kind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Kind::Chunk => "chunk",
+            Kind::Done => "done",
+            Kind::Error => "error",
+        }
+    }
+
+    /// The kind a `type` value names; `None` for one this version does not know.
+    pub fn parse(value: &str) -> Option<Kind> {
+        [Kind::Chunk, Kind::Done, Kind::Error]
+            .into_iter()
+            .find(|kind| kind.as_str() == value)
+    }
 }
 
 /// Status of an `error` entry whose `status` is missing or unreadable.
@@ -52,31 +84,37 @@ pub enum StreamEvent {
 }
 
 impl StreamEvent {
+    /// Its `type`.
+    pub fn kind(&self) -> Kind {
+        match self {
+            StreamEvent::Chunk { .. } => Kind::Chunk,
+            StreamEvent::Done { .. } => Kind::Done,
+            StreamEvent::Error { .. } => Kind::Error,
+        }
+    }
+
     /// Field/value pairs of the entry, `type` first.
     pub fn fields(&self) -> Vec<(&'static str, String)> {
+        let mut fields = vec![(Field::Type, self.kind().as_str().to_string())];
         match self {
-            StreamEvent::Chunk { data } => vec![
-                (field::TYPE, kind::CHUNK.to_string()),
-                (field::DATA, data.clone()),
-            ],
+            StreamEvent::Chunk { data } => fields.push((Field::Data, data.clone())),
             StreamEvent::Done { usage } => {
-                let mut fields = vec![(field::TYPE, kind::DONE.to_string())];
-                if let Some(usage) = usage {
-                    fields.push((field::USAGE, usage.clone()));
-                }
-                fields
+                fields.extend(usage.iter().map(|usage| (Field::Usage, usage.clone())));
             }
             StreamEvent::Error {
                 status,
                 code,
                 message,
-            } => vec![
-                (field::TYPE, kind::ERROR.to_string()),
-                (field::STATUS, status.to_string()),
-                (field::CODE, code.clone()),
-                (field::MESSAGE, message.clone()),
-            ],
+            } => fields.extend([
+                (Field::Status, status.to_string()),
+                (Field::Code, code.clone()),
+                (Field::Message, message.clone()),
+            ]),
         }
+        fields
+            .into_iter()
+            .map(|(field, value)| (field.as_str(), value))
+            .collect()
     }
 
     /// Reads an entry through `get` (field name → value). `None` when the
@@ -84,24 +122,24 @@ impl StreamEvent {
     /// skips it). Missing fields of a known type take their defaults: an
     /// empty chunk, no usage, the `DEFAULT_ERROR_*` values.
     pub fn from_fields<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Option<Self> {
-        match get(field::TYPE)? {
-            kind::CHUNK => Some(StreamEvent::Chunk {
-                data: get(field::DATA).unwrap_or("").to_string(),
-            }),
-            kind::DONE => Some(StreamEvent::Done {
-                usage: get(field::USAGE).map(str::to_string),
-            }),
-            kind::ERROR => Some(StreamEvent::Error {
-                status: get(field::STATUS)
+        let get = |field: Field| get(field.as_str());
+        Some(match Kind::parse(get(Field::Type)?)? {
+            Kind::Chunk => StreamEvent::Chunk {
+                data: get(Field::Data).unwrap_or("").to_string(),
+            },
+            Kind::Done => StreamEvent::Done {
+                usage: get(Field::Usage).map(str::to_string),
+            },
+            Kind::Error => StreamEvent::Error {
+                status: get(Field::Status)
                     .and_then(|s| s.parse().ok())
                     .unwrap_or(DEFAULT_ERROR_STATUS),
-                code: get(field::CODE).unwrap_or(DEFAULT_ERROR_CODE).to_string(),
-                message: get(field::MESSAGE)
+                code: get(Field::Code).unwrap_or(DEFAULT_ERROR_CODE).to_string(),
+                message: get(Field::Message)
                     .unwrap_or(DEFAULT_ERROR_MESSAGE)
                     .to_string(),
-            }),
-            _ => None,
-        }
+            },
+        })
     }
 
     /// `done` or `error`: nothing follows it.

@@ -305,22 +305,34 @@ pub type UpstreamLabels = Vec<(&'static str, String)>;
 pub struct UpstreamStats {
     registry: Registry,
     near_limit_ratio: f32,
-    total_hits: Family<UpstreamLabels, BareCounter>,
-    within_limit: Family<UpstreamLabels, BareCounter>,
-    near_limit: Family<UpstreamLabels, BareCounter>,
-    over_limit: Family<UpstreamLabels, BareCounter>,
-    shadow_mode: Family<UpstreamLabels, BareCounter>,
+    families: PerStat<Family<UpstreamLabels, BareCounter>>,
+}
+
+/// Something per stat of upstream's five: their families (labelled by
+/// stats key), or one limit's counters.
+#[derive(Clone, Debug)]
+pub struct PerStat<T> {
+    total_hits: T,
+    within_limit: T,
+    near_limit: T,
+    over_limit: T,
+    shadow_mode: T,
+}
+
+impl<T> PerStat<T> {
+    fn map<U>(&self, f: impl Fn(&T) -> U) -> PerStat<U> {
+        PerStat {
+            total_hits: f(&self.total_hits),
+            within_limit: f(&self.within_limit),
+            near_limit: f(&self.near_limit),
+            over_limit: f(&self.over_limit),
+            shadow_mode: f(&self.shadow_mode),
+        }
+    }
 }
 
 /// One limit's upstream stats, cloned out of their families once.
-#[derive(Clone, Debug)]
-pub struct UpstreamCounters {
-    total_hits: BareCounter,
-    within_limit: BareCounter,
-    near_limit: BareCounter,
-    over_limit: BareCounter,
-    shadow_mode: BareCounter,
-}
+pub type UpstreamCounters = PerStat<BareCounter>;
 
 /// One descriptor's decision as upstream's stats read it.
 #[derive(Clone, Copy, Debug)]
@@ -340,7 +352,7 @@ impl UpstreamStats {
             registry.register(name, help, family.clone());
             family
         };
-        UpstreamStats {
+        let families = PerStat {
             total_hits: family(
                 "ratelimit_service_rate_limit_total_hits",
                 "Hits of each descriptor (envoyproxy/ratelimit's total_hits)",
@@ -361,21 +373,19 @@ impl UpstreamStats {
                 "ratelimit_service_rate_limit_shadow_mode",
                 "Hits over a shadow-mode limit (envoyproxy/ratelimit's shadow_mode)",
             ),
+        };
+        UpstreamStats {
             registry,
             near_limit_ratio,
+            families,
         }
     }
 
     /// Handles for the limit with upstream stats key `stats_key`.
     pub fn counters(&self, stats_key: &str) -> UpstreamCounters {
         let labels = upstream_labels(stats_key);
-        UpstreamCounters {
-            total_hits: self.total_hits.get_or_create(&labels).clone(),
-            within_limit: self.within_limit.get_or_create(&labels).clone(),
-            near_limit: self.near_limit.get_or_create(&labels).clone(),
-            over_limit: self.over_limit.get_or_create(&labels).clone(),
-            shadow_mode: self.shadow_mode.get_or_create(&labels).clone(),
-        }
+        self.families
+            .map(|family| family.get_or_create(&labels).clone())
     }
 
     /// Counts one descriptor's decision as upstream's `GetResponseDescriptorStatus`

@@ -252,61 +252,53 @@ async fn sluice_default_rule_serves_each_quota_exactly() {
     assert_eq!(served.len(), 2, "{served:?}");
 }
 
+type Headers = &'static [(&'static str, &'static str)];
+
+/// `/fourheader`'s headers: the values of `foo` and `bar`, and from the
+/// proxy to `destination`.
+const fn four_headers(
+    foo_value: &'static str,
+    bar_value: &'static str,
+    destination: &'static str,
+) -> [(&'static str, &'static str); 4] {
+    [
+        ("foo", foo_value),
+        ("bar", bar_value),
+        ("source_cluster", "proxy"),
+        ("destination_cluster", destination),
+    ]
+}
+
 /// upstream's other integration scripts over the same limits and routes
 /// (`simple-get.sh`, `trigger-ratelimit.sh`, `replaces.sh`,
 /// `trigger-shadow-mode-key.sh`): the answers they expect, in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_integration_scripts_give_upstreams_answers() {
-    let proxy = proxy(CountingMode::IncrementAll, Arc::new(MemoryStore::new())).await;
-    let simple: &[(&str, &str)] = &[("foo", "test"), ("baz", "shady")];
-    assert_eq!(proxy.statuses("/twoheader", simple, 1).await, [200]);
-
+    const SIMPLE: Headers = &[("foo", "test"), ("baz", "shady")];
     // foo=pelle, baz=not-so-shady: 3 a minute.
-    let pelle: &[(&str, &str)] = &[("foo", "pelle"), ("baz", "not-so-shady")];
-    assert_eq!(
-        proxy.statuses("/twoheader", pelle, 5).await,
-        [200, 200, 200, 429, 429]
-    );
-
-    // replaces.sh, request by request.
-    let banned: &[(&str, &str)] = &[("foo", "bkthomps"), ("bar", "banned")];
-    assert_eq!(proxy.statuses("/twoheader", banned, 1).await, [429]);
-    let to_mock: &[(&str, &str)] = &[
-        ("foo", "bkthomps"),
-        ("bar", "banned"),
-        ("source_cluster", "proxy"),
-        ("destination_cluster", "mock"),
-    ];
-    assert_eq!(proxy.statuses("/fourheader", to_mock, 1).await, [429]);
-    let override_: &[(&str, &str)] = &[
-        ("foo", "bkthomps"),
-        ("bar", "banned"),
-        ("source_cluster", "proxy"),
-        ("destination_cluster", "override"),
-    ];
-    assert_eq!(
-        proxy.statuses("/fourheader", override_, 3).await,
-        [200, 200, 429]
-    );
-    let bkthomps: &[(&str, &str)] = &[
-        ("foo", "my_foo"),
-        ("bar", "bkthomps"),
-        ("source_cluster", "proxy"),
-        ("destination_cluster", "bkthomps"),
-    ];
-    assert_eq!(
-        proxy.statuses("/fourheader", bkthomps, 3).await,
-        [200, 200, 429]
-    );
-    let not_bkthomps: &[(&str, &str)] = &[
-        ("foo", "my_foo"),
-        ("bar", "bkthomps"),
-        ("source_cluster", "proxy"),
-        ("destination_cluster", "not_bkthomps"),
-    ];
-    assert_eq!(proxy.statuses("/fourheader", not_bkthomps, 1).await, [200]);
-
+    const PELLE: Headers = &[("foo", "pelle"), ("baz", "not-so-shady")];
+    // replaces.sh's requests.
+    const BANNED: Headers = &[("foo", "bkthomps"), ("bar", "banned")];
+    const TO_MOCK: Headers = &four_headers("bkthomps", "banned", "mock");
+    const OVERRIDE: Headers = &four_headers("bkthomps", "banned", "override");
+    const BKTHOMPS: Headers = &four_headers("my_foo", "bkthomps", "bkthomps");
+    const NOT_BKTHOMPS: Headers = &four_headers("my_foo", "bkthomps", "not_bkthomps");
     // baz=shady is in shadow mode: over its 3 a minute, still allowed.
-    let shady: &[(&str, &str)] = &[("foo", "pelle"), ("baz", "shady")];
-    assert_eq!(proxy.statuses("/twoheader", shady, 6).await, [200; 6]);
+    const SHADY: Headers = &[("foo", "pelle"), ("baz", "shady")];
+    // (route, headers, the answers in order), script by script.
+    let steps: [(&str, Headers, &[u16]); 8] = [
+        ("/twoheader", SIMPLE, &[200]),
+        ("/twoheader", PELLE, &[200, 200, 200, 429, 429]),
+        ("/twoheader", BANNED, &[429]),
+        ("/fourheader", TO_MOCK, &[429]),
+        ("/fourheader", OVERRIDE, &[200, 200, 429]),
+        ("/fourheader", BKTHOMPS, &[200, 200, 429]),
+        ("/fourheader", NOT_BKTHOMPS, &[200]),
+        ("/twoheader", SHADY, &[200; 6]),
+    ];
+    let proxy = proxy(CountingMode::IncrementAll, Arc::new(MemoryStore::new())).await;
+    for (route, headers, expected) in steps {
+        let statuses = proxy.statuses(route, headers, expected.len()).await;
+        assert_eq!(statuses, expected, "{route} {headers:?}");
+    }
 }

@@ -122,6 +122,50 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// At an opening `[` or `{`: the items `item` reads, separated by
+    /// commas, up to the closing `close` (consumed).
+    fn list<T>(
+        &mut self,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Result<T, JsonError>,
+    ) -> Result<Vec<T>, JsonError> {
+        self.i += 1;
+        let mut items = Vec::new();
+        self.ws();
+        if self.b.get(self.i) == Some(&close) {
+            self.i += 1;
+            return Ok(items);
+        }
+        loop {
+            items.push(item(self)?);
+            self.ws();
+            match self.b.get(self.i) {
+                Some(b',') => self.i += 1,
+                Some(&c) if c == close => {
+                    self.i += 1;
+                    return Ok(items);
+                }
+                _ if close == b']' => return Err(self.err("expected ',' or ']'")),
+                _ => return Err(self.err("expected ',' or '}'")),
+            }
+        }
+    }
+
+    /// One `"name": value` member of an object, its value at `depth`.
+    fn member(&mut self, depth: usize) -> Result<(Cow<'a, str>, Value<'a>), JsonError> {
+        self.ws();
+        if self.b.get(self.i) != Some(&b'"') {
+            return Err(self.err("expected a member name"));
+        }
+        let key = self.string()?;
+        self.ws();
+        if self.b.get(self.i) != Some(&b':') {
+            return Err(self.err("expected ':'"));
+        }
+        self.i += 1;
+        Ok((key, self.value(depth)?))
+    }
+
     fn value(&mut self, depth: usize) -> Result<Value<'a>, JsonError> {
         if depth > MAX_DEPTH {
             return Err(self.err("nested too deep"));
@@ -133,59 +177,8 @@ impl<'a> Parser<'a> {
             Some(b't') => self.lit("true", Value::Bool(true)),
             Some(b'f') => self.lit("false", Value::Bool(false)),
             Some(b'"') => Ok(Value::String(self.string()?)),
-            Some(b'[') => {
-                self.i += 1;
-                let mut items = Vec::new();
-                self.ws();
-                if self.b.get(self.i) == Some(&b']') {
-                    self.i += 1;
-                    return Ok(Value::Array(items));
-                }
-                loop {
-                    items.push(self.value(depth + 1)?);
-                    self.ws();
-                    match self.b.get(self.i) {
-                        Some(b',') => self.i += 1,
-                        Some(b']') => {
-                            self.i += 1;
-                            return Ok(Value::Array(items));
-                        }
-                        _ => return Err(self.err("expected ',' or ']'")),
-                    }
-                }
-            }
-            Some(b'{') => {
-                self.i += 1;
-                let mut members = Vec::new();
-                self.ws();
-                if self.b.get(self.i) == Some(&b'}') {
-                    self.i += 1;
-                    return Ok(Value::Object(members));
-                }
-                loop {
-                    self.ws();
-                    if self.b.get(self.i) != Some(&b'"') {
-                        return Err(self.err("expected a member name"));
-                    }
-                    let key = self.string()?;
-                    self.ws();
-                    if self.b.get(self.i) != Some(&b':') {
-                        return Err(self.err("expected ':'"));
-                    }
-                    self.i += 1;
-                    let v = self.value(depth + 1)?;
-                    members.push((key, v));
-                    self.ws();
-                    match self.b.get(self.i) {
-                        Some(b',') => self.i += 1,
-                        Some(b'}') => {
-                            self.i += 1;
-                            return Ok(Value::Object(members));
-                        }
-                        _ => return Err(self.err("expected ',' or '}'")),
-                    }
-                }
-            }
+            Some(b'[') => Ok(Value::Array(self.list(b']', |p| p.value(depth + 1))?)),
+            Some(b'{') => Ok(Value::Object(self.list(b'}', |p| p.member(depth + 1))?)),
             Some(b'-' | b'0'..=b'9') => {
                 let start = self.i;
                 while let Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') = self.b.get(self.i)
@@ -321,5 +314,25 @@ mod tests {
         }
         let deep = "[".repeat(10_000);
         assert!(parse(&deep).is_err());
+    }
+
+    #[test]
+    fn a_list_names_the_bracket_it_expected() {
+        for (bad, what) in [
+            ("[1 2]", "expected ',' or ']'"),
+            ("{\"a\": 1 \"b\": 2}", "expected ',' or '}'"),
+            ("{\"a\": 1, 2}", "expected a member name"),
+            ("{\"a\" 1}", "expected ':'"),
+        ] {
+            assert_eq!(
+                parse(bad).map(|_| ()).map_err(|e| e.what),
+                Err(what),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            parse("[[], {}, [{}]]").unwrap().as_array().unwrap().len(),
+            3
+        );
     }
 }

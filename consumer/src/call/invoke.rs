@@ -22,7 +22,7 @@
 //! client has seen part of an answer, and calling the model again would
 //! burn the GPU twice.
 
-use crate::call::stream::{self, codes, StreamConfig};
+use crate::call::stream::{self, ErrorCode, StreamConfig};
 use crate::call::usage::OutputCounter;
 use crate::metrics::Metrics;
 use crate::work::WorkItem;
@@ -254,7 +254,7 @@ pub(crate) enum CallEnd {
     /// Write this `error` entry; no retry.
     Failed {
         status: u16,
-        code: &'static str,
+        code: ErrorCode,
         message: String,
         kind: FailureKind,
     },
@@ -494,7 +494,7 @@ impl Invoker {
     async fn open(&self, item: &WorkItem) -> Result<(Incoming, tokio::time::Instant), CallEnd> {
         let request = self.request(item).map_err(|message| CallEnd::Failed {
             status: 400,
-            code: codes::INVALID_REQUEST,
+            code: ErrorCode::InvalidRequest,
             message,
             kind: FailureKind::InvalidRequest,
         })?;
@@ -547,7 +547,7 @@ impl Invoker {
                         sink.stats,
                         FailureKind::IdleTimeout,
                         504,
-                        codes::BACKEND_TIMEOUT,
+                        ErrorCode::BackendTimeout,
                         "the backend went silent",
                     );
                 }
@@ -561,7 +561,7 @@ impl Invoker {
                         Err(error) => {
                             return CallEnd::Failed {
                                 status: 502,
-                                code: codes::BACKEND_ERROR,
+                                code: ErrorCode::BackendError,
                                 message: error.to_string(),
                                 kind: FailureKind::StreamBroken,
                             }
@@ -610,7 +610,7 @@ impl Invoker {
         }
         CallEnd::Failed {
             status: client_status(status),
-            code: codes::BACKEND_ERROR,
+            code: ErrorCode::BackendError,
             message,
             kind: FailureKind::BackendStatus,
         }
@@ -665,7 +665,7 @@ impl Reading {
                 if let Some(error) = probe.error.filter(|e| !e.is_null()) {
                     end = Some(CallEnd::Failed {
                         status: 502,
-                        code: codes::BACKEND_ERROR,
+                        code: ErrorCode::BackendError,
                         message: error_message_of(&error)
                             .unwrap_or_else(|| "the backend sent an error event".into()),
                         kind: FailureKind::BackendStreamError,
@@ -713,7 +713,7 @@ impl Reading {
             sink.stats,
             FailureKind::StreamBroken,
             502,
-            codes::BACKEND_STREAM_BROKEN,
+            ErrorCode::BackendStreamBroken,
             "the backend's stream ended without [DONE]",
         )
     }
@@ -732,7 +732,7 @@ impl Reading {
             sink.stats,
             FailureKind::StreamBroken,
             502,
-            codes::BACKEND_STREAM_BROKEN,
+            ErrorCode::BackendStreamBroken,
             &format!("the backend's stream broke: {}", error_chain(error)),
         )
     }
@@ -759,7 +759,7 @@ fn expect_event_stream(headers: &HeaderMap) -> Result<(), CallEnd> {
     }
     Err(CallEnd::Failed {
         status: 502,
-        code: codes::BACKEND_ERROR,
+        code: ErrorCode::BackendError,
         message: format!("the backend answered {content_type:?}, not an event stream"),
         kind: FailureKind::NotStreaming,
     })
@@ -770,11 +770,11 @@ enum Step {
     End(CallEnd),
 }
 
+/// What the consumer reads of a stream chunk (serde takes a missing
+/// `Option` field as `None`).
 #[derive(Deserialize)]
 struct ChunkProbe {
-    #[serde(default)]
     usage: Option<serde_json::Value>,
-    #[serde(default)]
     error: Option<serde_json::Value>,
     #[serde(default)]
     choices: Vec<ChoiceProbe>,
@@ -782,24 +782,18 @@ struct ChunkProbe {
 
 #[derive(Deserialize)]
 struct ChoiceProbe {
-    #[serde(default)]
     finish_reason: Option<serde_json::Value>,
     /// Chat.
-    #[serde(default)]
     delta: Option<DeltaProbe>,
     /// Completions.
-    #[serde(default)]
     text: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
 struct DeltaProbe {
-    #[serde(default)]
     content: Option<serde_json::Value>,
-    #[serde(default)]
     tool_calls: Option<serde_json::Value>,
     /// vLLM's and SGLang's reasoning models.
-    #[serde(default)]
     reasoning_content: Option<serde_json::Value>,
 }
 
@@ -831,7 +825,7 @@ fn broken(
     stats: &CallStats,
     kind: FailureKind,
     status: u16,
-    code: &'static str,
+    code: ErrorCode,
     message: &str,
 ) -> CallEnd {
     if stats.chunks() == 0 {

@@ -5,7 +5,7 @@ use crate::call::idempotency::{Claim, Idempotency, IdempotencyConfig, Lease};
 use crate::call::invoke::{
     BackendConfig, CallEnd, CallStats, ConfigError, FailureKind, Invoker, Sink,
 };
-use crate::call::stream::{self, StreamConfig, Terminal};
+use crate::call::stream::{ErrorCode, StreamConfig, Terminal};
 use crate::keys;
 use crate::metrics::Metrics;
 use serde::{Deserialize, Serialize};
@@ -40,7 +40,7 @@ pub enum Outcome {
     /// started). No retry.
     Failed {
         status: u16,
-        code: &'static str,
+        code: ErrorCode,
         kind: FailureKind,
         chunks: u64,
     },
@@ -73,6 +73,16 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Run again at the runner's own pace (no Retry-After): `kind` failed,
+    /// `detail` says how.
+    pub(crate) fn retry_later(kind: FailureKind, detail: impl Into<String>) -> Outcome {
+        Outcome::RetryLater {
+            kind,
+            retry_after: None,
+            detail: detail.into(),
+        }
+    }
+
     pub fn disposition(&self, idempotency: &IdempotencyConfig) -> Disposition {
         match self {
             Outcome::RetryLater { retry_after, .. } => Disposition::Retry {
@@ -89,22 +99,22 @@ impl Outcome {
     /// this way is given up after its last attempt: the model backend's
     /// failures name the backend, Redis's name Sluice's store (a claim no
     /// replica took, a store that stayed down), not the backend.
-    pub fn give_up_reason(&self) -> (&'static str, String) {
+    pub fn give_up_reason(&self) -> (ErrorCode, String) {
         match self {
             Outcome::RetryLater {
                 kind: FailureKind::Redis,
                 detail,
                 ..
             } => (
-                stream::codes::STORE_UNAVAILABLE,
+                ErrorCode::StoreUnavailable,
                 format!("Sluice's store (Redis) stayed unavailable ({detail}); gave up"),
             ),
             Outcome::RetryLater { detail, .. } => (
-                stream::codes::BACKEND_UNREACHABLE,
+                ErrorCode::BackendUnreachable,
                 format!("the model backend stayed unavailable ({detail}); gave up"),
             ),
             _ => (
-                stream::codes::BACKEND_UNREACHABLE,
+                ErrorCode::BackendUnreachable,
                 "another attempt held the request until the attempts ran out; gave up".into(),
             ),
         }
@@ -253,7 +263,7 @@ impl Processor {
                 chunks,
             } => {
                 self.metrics.error(kind.as_str());
-                info!(req_id = %item.req_id, kind = kind.as_str(), status, code, chunks, "failed");
+                info!(req_id = %item.req_id, kind = kind.as_str(), status, code = code.as_str(), chunks, "failed");
             }
             Outcome::Cancelled { chunks } => {
                 self.metrics.cancels.inc();
@@ -433,11 +443,7 @@ impl Processor {
         if !matches!(self.idempotency.release(&mut conn, &lease).await, Ok(true)) {
             warn!(req_id = %item.req_id, "could not give the claim back; it goes stale");
         }
-        Err(Outcome::RetryLater {
-            kind: FailureKind::Redis,
-            retry_after: None,
-            detail,
-        })
+        Err(Outcome::retry_later(FailureKind::Redis, detail))
     }
 
     /// The model call, its chunks written as they come, while the lease is
@@ -504,7 +510,7 @@ impl Processor {
         &self,
         req_id: &str,
         status: u16,
-        code: &'static str,
+        code: ErrorCode,
         message: &str,
     ) -> Result<bool, redis::RedisError> {
         let mut conn = self.conn.clone();
@@ -560,7 +566,7 @@ fn ending(end: CallEnd, stats: &CallStats) -> Result<(Terminal, Outcome), CallEn
         CallEnd::Cancelled => Ok((
             Terminal::Error {
                 status: 499,
-                code: stream::codes::CANCELLED,
+                code: ErrorCode::Cancelled,
                 message: "the client went away; the model call was aborted".into(),
             },
             Outcome::Cancelled { chunks },
@@ -570,48 +576,40 @@ fn ending(end: CallEnd, stats: &CallStats) -> Result<(Terminal, Outcome), CallEn
 }
 
 fn redis_failure(what: &str, error: &redis::RedisError) -> Outcome {
-    Outcome::RetryLater {
-        kind: FailureKind::Redis,
-        retry_after: None,
-        detail: format!("{what}: {error}"),
-    }
+    Outcome::retry_later(FailureKind::Redis, format!("{what}: {error}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn retry_later(kind: FailureKind) -> Outcome {
-        Outcome::RetryLater {
-            kind,
-            retry_after: None,
-            detail: "the claim reached 0 of 1 replicas in 100 ms".into(),
-        }
-    }
+    const UNREPLICATED: &str = "the claim reached 0 of 1 replicas in 100 ms";
 
     #[test]
     fn a_request_given_up_names_what_failed() {
-        let (code, message) = retry_later(FailureKind::Redis).give_up_reason();
-        assert_eq!(code, "store_unavailable");
+        let (code, message) =
+            Outcome::retry_later(FailureKind::Redis, UNREPLICATED).give_up_reason();
+        assert_eq!(code.as_str(), "store_unavailable");
         assert!(message.contains("0 of 1 replicas"), "{message}");
-        let (code, message) = retry_later(FailureKind::Unreachable).give_up_reason();
-        assert_eq!(code, "backend_unreachable");
+        let (code, message) =
+            Outcome::retry_later(FailureKind::Unreachable, UNREPLICATED).give_up_reason();
+        assert_eq!(code.as_str(), "backend_unreachable");
         assert!(message.contains("model backend"), "{message}");
         let (code, _) = Outcome::InProgressElsewhere.give_up_reason();
-        assert_eq!(code, "backend_unreachable");
+        assert_eq!(code.as_str(), "backend_unreachable");
     }
 
     #[test]
     fn redis_failures_back_off_and_backend_failures_do_not() {
         let redis: Vec<u64> = (1..=6)
             .map(|attempt| {
-                retry_later(FailureKind::Redis)
+                Outcome::retry_later(FailureKind::Redis, "")
                     .retry_delay(attempt)
                     .as_secs()
             })
             .collect();
         assert_eq!(redis, [1, 2, 4, 8, 8, 8]);
-        let backend = retry_later(FailureKind::Unreachable).retry_delay(4);
+        let backend = Outcome::retry_later(FailureKind::Unreachable, "").retry_delay(4);
         assert_eq!(backend, Duration::from_secs(1));
     }
 }

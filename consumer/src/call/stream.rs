@@ -6,7 +6,7 @@
 //! does not stay forever); the terminal entry sets the final expiry.
 
 use serde::{Deserialize, Serialize};
-use sluice_contract::stream::{field, kind, StreamEvent};
+use sluice_contract::stream::{Field, Kind, StreamEvent};
 use sluice_redis::RedisConn;
 
 /// Settings of response streams.
@@ -40,33 +40,51 @@ pub enum Terminal {
     },
     Error {
         status: u16,
-        code: &'static str,
+        code: ErrorCode,
         message: String,
     },
 }
 
-/// Error codes written in `error` entries.
-pub mod codes {
+/// The codes written in `error` entries (their `code` field): a closed set,
+/// so a caller cannot write one that clients do not know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
     /// The backend answered an error (status passed through for client
     /// errors, 502 otherwise), or sent an error event in its stream.
-    pub const BACKEND_ERROR: &str = "backend_error";
+    BackendError,
     /// The backend's stream broke after output started.
-    pub const BACKEND_STREAM_BROKEN: &str = "backend_stream_broken";
+    BackendStreamBroken,
     /// The backend went silent for longer than the idle timeout after output started.
-    pub const BACKEND_TIMEOUT: &str = "backend_timeout";
+    BackendTimeout,
     /// The backend could not be reached (written only by [`crate::Processor::give_up`]).
-    pub const BACKEND_UNREACHABLE: &str = "backend_unreachable";
+    BackendUnreachable,
     /// Sluice's store (Redis) failed every attempt: down, or no replica
     /// took the claim (`claim_replicas`). Written only by
     /// [`crate::Processor::give_up`].
-    pub const STORE_UNAVAILABLE: &str = "store_unavailable";
+    StoreUnavailable,
     /// The work item cannot be sent (body not an object, path not allowed).
-    pub const INVALID_REQUEST: &str = "invalid_request";
+    InvalidRequest,
     /// The client went away (`cancel:{id}` was set).
-    pub const CANCELLED: &str = "cancelled";
+    Cancelled,
     /// A redelivery found an earlier attempt that died mid-call; the model
-    /// is not called a second time.
-    pub const INTERRUPTED: &str = "interrupted";
+    /// is not called a second time (written by the claim script).
+    Interrupted,
+}
+
+impl ErrorCode {
+    /// The code as the entry spells it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BackendError => "backend_error",
+            ErrorCode::BackendStreamBroken => "backend_stream_broken",
+            ErrorCode::BackendTimeout => "backend_timeout",
+            ErrorCode::BackendUnreachable => "backend_unreachable",
+            ErrorCode::StoreUnavailable => "store_unavailable",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::Cancelled => "cancelled",
+            ErrorCode::Interrupted => "interrupted",
+        }
+    }
 }
 
 impl Terminal {
@@ -82,7 +100,7 @@ impl Terminal {
                 message,
             } => StreamEvent::Error {
                 status: *status,
-                code: (*code).to_string(),
+                code: code.as_str().to_string(),
                 message: message.clone(),
             },
         }
@@ -97,7 +115,10 @@ impl Terminal {
     pub fn done_value(&self) -> &'static str {
         match self {
             Terminal::Done { .. } => "ok",
-            Terminal::Error { code, .. } if *code == codes::CANCELLED => "cancelled",
+            Terminal::Error {
+                code: ErrorCode::Cancelled,
+                ..
+            } => "cancelled",
             Terminal::Error { .. } => "error",
         }
     }
@@ -135,9 +156,9 @@ return redis.call('EXISTS', KEYS[2])
 static WRITE_CHUNKS_SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
     redis::Script::new(
         &WRITE_CHUNKS
-            .replace("{TYPE}", field::TYPE)
-            .replace("{CHUNK}", kind::CHUNK)
-            .replace("{DATA}", field::DATA),
+            .replace("{TYPE}", Field::Type.as_str())
+            .replace("{CHUNK}", Kind::Chunk.as_str())
+            .replace("{DATA}", Field::Data.as_str()),
     )
 });
 
@@ -194,7 +215,7 @@ mod tests {
         assert_eq!(Terminal::Done { usage: None }.fields().len(), 1);
         let error = Terminal::Error {
             status: 499,
-            code: codes::CANCELLED,
+            code: ErrorCode::Cancelled,
             message: "client went away".into(),
         };
         assert_eq!(error.fields()[1], ("status", "499".to_string()));

@@ -916,7 +916,7 @@ impl Runner {
         item.attempt = item.attempt.saturating_add(1);
         if item.attempt >= self.options.max_attempts {
             let (code, message) = outcome.give_up_reason();
-            tracing::warn!(req_id = %item.req_id, code, %message, "attempts ran out; gave up");
+            tracing::warn!(req_id = %item.req_id, code = code.as_str(), %message, "attempts ran out; gave up");
             let _ = self
                 .processor
                 .give_up(&item.req_id, 503, code, &message)

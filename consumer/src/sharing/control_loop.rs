@@ -45,38 +45,75 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Fields of the [`keys::controller`] hash.
-pub mod field {
+/// Fields of the [`keys::controller`] hash that hold the controller's
+/// state and the answers counted for it (besides the saturation fields and
+/// the per-instance [`IN_FLIGHT_PREFIX`] ones): a closed set, so a read
+/// cannot name a field no step writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
     /// The controller's limit (fractional).
-    pub const LIMIT: &str = "limit";
+    Limit,
     /// No increase before this time (ms).
-    pub const HOLD_UNTIL: &str = "hold_until_ms";
+    HoldUntil,
     /// An operator's limit: wins over the controller while set.
-    pub const OVERRIDE: &str = "override";
+    Override,
     /// 429 / 503 answers since the last step.
-    pub const OVERLOADED: &str = "overloaded";
+    Overloaded,
     /// The last such answer's Retry-After, ms.
-    pub const RETRY_AFTER: &str = "retry_after_ms";
+    RetryAfter,
     /// The server's waiting queue, smoothed over the steps.
-    pub const SMOOTHED_WAITING: &str = "smoothed_waiting";
+    SmoothedWaiting,
     /// The server's KV-cache usage, smoothed over the steps.
-    pub const SMOOTHED_KV_USAGE: &str = "smoothed_kv_usage";
+    SmoothedKvUsage,
     /// Where slow start ends (the limit the last decrease set).
-    pub const SLOW_START_UNTIL: &str = "slow_start_until";
+    SlowStartUntil,
     /// Consecutive increases (slow start's streak).
-    pub const INCREASES: &str = "increases";
+    Increases,
     /// No KV-cache decrease before this time (ms).
-    pub const HOLD_DECREASE_UNTIL: &str = "hold_decrease_until_ms";
+    HoldDecreaseUntil,
     /// 1 while slow start has ended on the cache with no decrease since.
-    pub const YOUNG_BATCH: &str = "young_batch";
+    YoungBatch,
     /// Times to first token of the answers since the last step, summed (ms)
     /// and counted, by every instance (with `ttft_target_ms` only).
-    pub const TTFT_SUM: &str = "ttft_sum_ms";
-    pub const TTFT_COUNT: &str = "ttft_count";
-    /// Prefix of one instance's calls in flight to the model
-    /// (`in_flight:<instance>`), written by every instance each interval.
-    pub const IN_FLIGHT_PREFIX: &str = "in_flight:";
+    TtftSum,
+    TtftCount,
 }
+
+impl Field {
+    /// The field's name in the hash.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Field::Limit => "limit",
+            Field::HoldUntil => "hold_until_ms",
+            Field::Override => "override",
+            Field::Overloaded => "overloaded",
+            Field::RetryAfter => "retry_after_ms",
+            Field::SmoothedWaiting => "smoothed_waiting",
+            Field::SmoothedKvUsage => "smoothed_kv_usage",
+            Field::SlowStartUntil => "slow_start_until",
+            Field::Increases => "increases",
+            Field::HoldDecreaseUntil => "hold_decrease_until_ms",
+            Field::YoungBatch => "young_batch",
+            Field::TtftSum => "ttft_sum_ms",
+            Field::TtftCount => "ttft_count",
+        }
+    }
+}
+
+impl redis::ToRedisArgs for Field {
+    fn write_redis_args<W>(&self, out: &mut W)
+    where
+        W: ?Sized + redis::RedisWrite,
+    {
+        out.write_arg(self.as_str().as_bytes());
+    }
+}
+
+impl redis::ToSingleRedisArg for Field {}
+
+/// Prefix of one instance's calls in flight to the model
+/// (`in_flight:<instance>`), written by every instance each interval.
+pub const IN_FLIGHT_PREFIX: &str = "in_flight:";
 
 /// Load of a model server, as its metrics endpoint reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -174,23 +211,24 @@ impl Answers {
 }
 
 impl Stored {
-    fn number(&self, field: &str) -> Option<f64> {
-        self.0.get(field).and_then(|v| v.parse::<f64>().ok())
+    fn number(&self, field: Field) -> Option<f64> {
+        self.0
+            .get(field.as_str())
+            .and_then(|v| v.parse::<f64>().ok())
     }
 
     /// The controller's state, `None` before its first step.
     fn state(&self) -> Option<ControllerState> {
         let number = |f| self.number(f);
         Some(ControllerState {
-            limit: number(field::LIMIT)?,
-            hold_increase_until_ms: number(field::HOLD_UNTIL).unwrap_or(0.0) as u64,
-            smoothed_waiting: number(field::SMOOTHED_WAITING),
-            smoothed_kv_usage: number(field::SMOOTHED_KV_USAGE),
-            slow_start_until: number(field::SLOW_START_UNTIL),
-            increases: number(field::INCREASES).unwrap_or(0.0).max(0.0) as u32,
-            hold_decrease_until_ms: number(field::HOLD_DECREASE_UNTIL).unwrap_or(0.0).max(0.0)
-                as u64,
-            young_batch: number(field::YOUNG_BATCH).is_some_and(|v| v > 0.0),
+            limit: number(Field::Limit)?,
+            hold_increase_until_ms: number(Field::HoldUntil).unwrap_or(0.0) as u64,
+            smoothed_waiting: number(Field::SmoothedWaiting),
+            smoothed_kv_usage: number(Field::SmoothedKvUsage),
+            slow_start_until: number(Field::SlowStartUntil),
+            increases: number(Field::Increases).unwrap_or(0.0).max(0.0) as u32,
+            hold_decrease_until_ms: number(Field::HoldDecreaseUntil).unwrap_or(0.0).max(0.0) as u64,
+            young_batch: number(Field::YoungBatch).is_some_and(|v| v > 0.0),
         })
     }
 
@@ -202,7 +240,7 @@ impl Stored {
         let mut own = None;
         let mut stale = Vec::new();
         for (name, value) in &self.0 {
-            let Some(instance) = name.strip_prefix(field::IN_FLIGHT_PREFIX) else {
+            let Some(instance) = name.strip_prefix(IN_FLIGHT_PREFIX) else {
                 continue;
             };
             if instance == me || live.iter().any(|m| m == instance) {
@@ -218,9 +256,9 @@ impl Stored {
     fn answers(&self) -> Answers {
         let count = |f| self.number(f).unwrap_or(0.0).max(0.0);
         Answers {
-            overloaded: count(field::OVERLOADED) as u64,
-            ttft_sum: count(field::TTFT_SUM) as i64,
-            ttft_count: count(field::TTFT_COUNT) as i64,
+            overloaded: count(Field::Overloaded) as u64,
+            ttft_sum: count(Field::TtftSum) as i64,
+            ttft_count: count(Field::TtftCount) as i64,
         }
     }
 }
@@ -242,37 +280,37 @@ fn write_step(
         write.hset(key, field, value).ignore();
     }
     write
-        .hset(key, field::LIMIT, next.limit)
+        .hset(key, Field::Limit, next.limit)
         .ignore()
-        .hset(key, field::HOLD_UNTIL, next.hold_increase_until_ms)
+        .hset(key, Field::HoldUntil, next.hold_increase_until_ms)
         .ignore()
-        .hset(key, field::INCREASES, next.increases)
+        .hset(key, Field::Increases, next.increases)
         .ignore()
-        .hset(key, field::HOLD_DECREASE_UNTIL, next.hold_decrease_until_ms)
+        .hset(key, Field::HoldDecreaseUntil, next.hold_decrease_until_ms)
         .ignore()
-        .hset(key, field::YOUNG_BATCH, u8::from(next.young_batch))
+        .hset(key, Field::YoungBatch, u8::from(next.young_batch))
         .ignore();
     if let Some(smoothed) = next.smoothed_waiting {
-        write.hset(key, field::SMOOTHED_WAITING, smoothed).ignore();
+        write.hset(key, Field::SmoothedWaiting, smoothed).ignore();
     }
     if let Some(until) = next.slow_start_until {
-        write.hset(key, field::SLOW_START_UNTIL, until).ignore();
+        write.hset(key, Field::SlowStartUntil, until).ignore();
     }
     if let Some(smoothed) = next.smoothed_kv_usage {
-        write.hset(key, field::SMOOTHED_KV_USAGE, smoothed).ignore();
+        write.hset(key, Field::SmoothedKvUsage, smoothed).ignore();
     }
     if seen.overloaded > 0 {
         write
-            .hincr(key, field::OVERLOADED, -(seen.overloaded as i64))
+            .hincr(key, Field::Overloaded, -(seen.overloaded as i64))
             .ignore()
-            .hdel(key, field::RETRY_AFTER)
+            .hdel(key, Field::RetryAfter)
             .ignore();
     }
     if seen.ttft_count > 0 {
         write
-            .hincr(key, field::TTFT_SUM, -seen.ttft_sum)
+            .hincr(key, Field::TtftSum, -seen.ttft_sum)
             .ignore()
-            .hincr(key, field::TTFT_COUNT, -seen.ttft_count)
+            .hincr(key, Field::TtftCount, -seen.ttft_count)
             .ignore();
     }
     write
@@ -383,7 +421,7 @@ impl Controls {
         // This instance's calls in flight, for the stepper (same hash tag as
         // the lease: one pipeline, one slot).
         let in_flight = self.limits.in_flight(model).unwrap_or(0);
-        let own_field = format!("{}{id}", field::IN_FLIGHT_PREFIX);
+        let own_field = format!("{}{id}", IN_FLIGHT_PREFIX);
         let (leased,): (Option<String>,) = redis::pipe()
             .hset(keys::controller(model), own_field, in_flight)
             .ignore()
@@ -411,7 +449,7 @@ impl Controls {
         let key = keys::controller(model);
         let mut redis = self.redis.clone();
         let stored = Stored(redis.hgetall(&key).await?);
-        if stored.number(field::OVERRIDE).is_some() {
+        if stored.number(Field::Override).is_some() {
             return Ok(());
         }
         let state = stored.state().unwrap_or_else(|| control.initial_state());
@@ -426,7 +464,7 @@ impl Controls {
             running: load.map(|l| l.running),
             kv_cache_usage: load.and_then(|l| l.kv_cache_usage),
             overloaded: answers.overloaded,
-            retry_after_ms: stored.number(field::RETRY_AFTER).map(|v| v as u64),
+            retry_after_ms: stored.number(Field::RetryAfter).map(|v| v as u64),
             ttft_ms: answers.ttft_ms(),
             own_in_flight,
         };
@@ -581,9 +619,9 @@ impl Controls {
             .inc();
         let key = keys::controller(model);
         let mut pipe = redis::pipe();
-        pipe.hincr(&key, field::OVERLOADED, 1).ignore();
+        pipe.hincr(&key, Field::Overloaded, 1).ignore();
         if let Some(after) = retry_after {
-            pipe.hset(&key, field::RETRY_AFTER, after.as_millis() as u64)
+            pipe.hset(&key, Field::RetryAfter, after.as_millis() as u64)
                 .ignore();
         }
         let mut redis = self.redis.clone();
@@ -596,9 +634,9 @@ impl Controls {
     async fn count_first_token(&self, model: &str, ttft_ms: u64) {
         let key = keys::controller(model);
         let mut pipe = redis::pipe();
-        pipe.hincr(&key, field::TTFT_SUM, ttft_ms as i64)
+        pipe.hincr(&key, Field::TtftSum, ttft_ms as i64)
             .ignore()
-            .hincr(&key, field::TTFT_COUNT, 1)
+            .hincr(&key, Field::TtftCount, 1)
             .ignore();
         let mut redis = self.redis.clone();
         if let Err(error) = pipe.query_async::<()>(&mut redis).await {
@@ -615,8 +653,8 @@ pub async fn set_override(
 ) -> Result<(), redis::RedisError> {
     let key = keys::controller(model);
     match limit {
-        Some(limit) => redis.hset(key, field::OVERRIDE, limit).await,
-        None => redis.hdel(key, field::OVERRIDE).await,
+        Some(limit) => redis.hset(key, Field::Override, limit).await,
+        None => redis.hdel(key, Field::Override).await,
     }
 }
 
@@ -639,7 +677,7 @@ pub async fn shared_state(
     model: &str,
 ) -> Result<(Option<f64>, Option<f64>), redis::RedisError> {
     redis
-        .hmget(keys::controller(model), &[field::LIMIT, field::OVERRIDE])
+        .hmget(keys::controller(model), &[Field::Limit, Field::Override])
         .await
 }
 

@@ -758,6 +758,14 @@ mod tests {
         }
     }
 
+    /// [`control`] without smoothing: each step reads its sample as it is.
+    fn unsmoothed() -> ModelControl {
+        ModelControl {
+            smoothing: 1.0,
+            ..control()
+        }
+    }
+
     fn load(waiting: f64, running: f64) -> CapacitySample {
         CapacitySample {
             waiting: Some(waiting),
@@ -775,10 +783,7 @@ mod tests {
 
     #[test]
     fn increases_under_target_when_the_limit_is_used_doubling_each_step() {
-        let config = ModelControl {
-            smoothing: 1.0,
-            ..control()
-        };
+        let config = unsmoothed();
         let mut s = state(10.0);
         let mut limits = Vec::new();
         for _ in 0..4 {
@@ -806,10 +811,7 @@ mod tests {
 
     #[test]
     fn above_the_last_decrease_increases_are_additive_before_doubling() {
-        let config = ModelControl {
-            smoothing: 1.0,
-            ..control()
-        };
+        let config = unsmoothed();
         // A queue of 8 with 12 running: down to 17, slow start ends there.
         let (mut s, reason) = step(&config, state(20.0), &load(8.0, 12.0), 0);
         assert_eq!(
@@ -830,10 +832,7 @@ mod tests {
 
     #[test]
     fn slow_start_ends_when_the_cache_holds_half_its_target() {
-        let config = ModelControl {
-            smoothing: 1.0,
-            ..control()
-        };
+        let config = unsmoothed();
         let sample = |running: f64, kv: f64| CapacitySample {
             kv_cache_usage: Some(kv),
             ..load(0.0, running)
@@ -855,9 +854,8 @@ mod tests {
     #[test]
     fn a_probe_reaches_towards_the_room_the_cache_shows() {
         let config = ModelControl {
-            smoothing: 1.0,
             target_kv_usage: Some(0.6),
-            ..control()
+            ..unsmoothed()
         };
         let probing = |limit| ControllerState {
             slow_start_until: Some(5.0),
@@ -885,8 +883,7 @@ mod tests {
         // Limit 7.9 applies a cap of 7; 7 at the server is the cap in use.
         let config = ModelControl {
             increase_step: 0.5,
-            smoothing: 1.0,
-            ..control()
+            ..unsmoothed()
         };
         let (next, reason) = step(&config, state(7.9), &load(0.0, 7.0), 0);
         assert_eq!((next.limit, reason), (8.4, Reason::Headroom));
@@ -905,10 +902,7 @@ mod tests {
 
     #[test]
     fn decreases_towards_the_running_batch_plus_target() {
-        let config = ModelControl {
-            smoothing: 1.0,
-            ..control()
-        };
+        let config = unsmoothed();
         // 20 in the server, 12 running: aim 14, gain 0.5 → 17.
         let (next, reason) = step(&config, state(20.0), &load(8.0, 12.0), 0);
         assert_eq!((next.limit, reason), (17.0, Reason::QueueAboveTarget));
@@ -991,10 +985,7 @@ mod tests {
 
     #[test]
     fn a_full_kv_cache_decreases_and_blocks_increases() {
-        let config = ModelControl {
-            smoothing: 1.0,
-            ..control()
-        };
+        let config = unsmoothed();
         let kv = |waiting, running, usage| CapacitySample {
             kv_cache_usage: Some(usage),
             ..load(waiting, running)
@@ -1282,10 +1273,7 @@ mod tests {
 
     #[test]
     fn foreign_requests_at_the_server_shrink_the_consumers_aim() {
-        let config = ModelControl {
-            smoothing: 1.0,
-            ..control()
-        };
+        let config = unsmoothed();
         // 12 running, 8 waiting; 14 of the 20 are the consumers' own, 6
         // came in quota straight to the server. The server holds 12 + 2 for
         // everyone, so the consumers' share is 14 − 6 = 8: halfway, 11.
@@ -1358,10 +1346,7 @@ mod tests {
 
     #[test]
     fn a_limit_is_in_use_only_by_the_consumers_own_calls() {
-        let config = ModelControl {
-            smoothing: 1.0,
-            ..control()
-        };
+        let config = unsmoothed();
         // 15 running, no queue, but only 5 of them are the consumers' own
         // under a cap of 10: the limit is not used, so no increase.
         let (next, reason) = step(&config, state(10.0), &shared(0.0, 15.0, 5.0), 0);

@@ -154,16 +154,30 @@ pub async fn set(conn: &mut RedisConn, key: &str, value: &str) {
         .unwrap();
 }
 
-pub async fn get(conn: &mut RedisConn, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query_async(conn).await.unwrap()
-}
-
-pub async fn exists(conn: &mut RedisConn, key: &str) -> bool {
-    redis::cmd("EXISTS")
+/// The answer to `command key` (a one-key read: GET, EXISTS, TTL, …).
+pub async fn key_query<T: redis::FromRedisValue>(
+    conn: &mut RedisConn,
+    command: &str,
+    key: &str,
+) -> T {
+    redis::cmd(command)
         .arg(key)
         .query_async(conn)
         .await
         .unwrap()
+}
+
+pub async fn get(conn: &mut RedisConn, key: &str) -> Option<String> {
+    key_query(conn, "GET", key).await
+}
+
+pub async fn exists(conn: &mut RedisConn, key: &str) -> bool {
+    key_query(conn, "EXISTS", key).await
+}
+
+/// The key's time to live, seconds (-1: none, -2: no key).
+pub async fn ttl_s(conn: &mut RedisConn, key: &str) -> i64 {
+    key_query(conn, "TTL", key).await
 }
 
 pub fn consumer(redis: &RedisServer, base_url: &str, headers: &[(&str, &str)]) -> Processor {
@@ -182,11 +196,7 @@ pub async fn entries(conn: &mut RedisConn, req_id: &str) -> Vec<(String, HashMap
 }
 
 pub async fn xlen(conn: &mut RedisConn, req_id: &str) -> u64 {
-    redis::cmd("XLEN")
-        .arg(sluice_consumer::keys::response(req_id))
-        .query_async(conn)
-        .await
-        .unwrap()
+    key_query(conn, "XLEN", &sluice_consumer::keys::response(req_id)).await
 }
 
 /// Waits until the stream has at least `n` entries.

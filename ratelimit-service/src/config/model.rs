@@ -33,56 +33,49 @@ pub struct DomainFile {
 /// A node of the descriptor tree. The keys are envoyproxy/ratelimit's
 /// (`src/config/config_impl.go`, `YamlDescriptor`), every one of them.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+// Every key may be absent: absent is the field's default.
+#[serde(default, deny_unknown_fields)]
 pub struct DescriptorNode {
-    #[serde(default, deserialize_with = "scalar_string")]
+    #[serde(deserialize_with = "scalar_string")]
     pub key: String,
     /// Exact value, a pattern with `*` wildcards (each matches any run of
     /// characters, the empty one included), or absent/empty to match any value.
-    #[serde(default, deserialize_with = "optional_value")]
+    #[serde(deserialize_with = "optional_value")]
     pub value: Option<String>,
-    #[serde(default)]
     pub rate_limit: Option<RateLimitSpec>,
-    #[serde(default, deserialize_with = "list_or_null")]
+    #[serde(deserialize_with = "list_or_null")]
     pub descriptors: Vec<DescriptorNode>,
     /// Count and report, but never answer OVER_LIMIT because of this limit.
-    #[serde(default)]
     pub shadow_mode: bool,
     /// Over this limit, the request is still allowed unless every quota-mode
     /// descriptor of the request is over (envoyproxy/ratelimit's quota mode).
-    #[serde(default)]
     pub quota_mode: bool,
     /// Per-value metrics for this node (label `descriptor` carries the full key).
-    #[serde(default)]
     pub detailed_metric: bool,
     /// Runtime values in metrics (Sluice: the `descriptor` label, as detailed_metric).
-    #[serde(default)]
     pub value_to_metric: bool,
     /// All values matching this node's wildcard share one counter.
-    #[serde(default)]
     pub share_threshold: bool,
     /// Returned, merged, in the response's dynamic metadata when the
     /// descriptor passes (with `--response-dynamic-metadata`).
-    #[serde(default, deserialize_with = "metadata_struct")]
+    #[serde(deserialize_with = "metadata_struct")]
     pub metadata: Option<Struct>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+// Every key may be absent: absent is the field's default.
+#[serde(default, deny_unknown_fields)]
 pub struct RateLimitSpec {
-    #[serde(default, deserialize_with = "optional_unit")]
+    #[serde(deserialize_with = "optional_unit")]
     pub unit: Option<Unit>,
     /// Absent means 0, as in envoyproxy/ratelimit (every request is over).
-    #[serde(default)]
     pub requests_per_unit: Option<u32>,
-    #[serde(default, deserialize_with = "optional_scalar_string")]
+    #[serde(deserialize_with = "optional_scalar_string")]
     pub name: Option<String>,
-    #[serde(default)]
     pub unlimited: bool,
-    #[serde(default, deserialize_with = "list_or_null")]
+    #[serde(deserialize_with = "list_or_null")]
     pub replaces: Vec<Replaces>,
     /// Sluice extension: what the filter should do with a request over this limit.
-    #[serde(default)]
     pub sluice: Option<SluiceExtension>,
 }
 
