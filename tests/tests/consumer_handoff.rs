@@ -100,7 +100,11 @@ async fn kill_and_replace(
 /// The broker keeps a killed consumer's subscriptions, and serves at most
 /// one "pending" client per 20 ms tick, so a dead subscriber with events
 /// starved a live one (rocketmq-rust 1.0.0): without the fix a starved
-/// consumer's bucket took ≥ 7 s for 20 messages (one per ~360 ms poll).
+/// consumer's bucket took ≥ 7 s for 20 messages (one per ~360 ms poll,
+/// whatever the load: the poll sets that pace). With it, 1.0–1.5 s, and
+/// 1.8–2.2 s beside two CPU hogs: the 5 s bound is far from both.
+/// Three dead members make the starvation likely without the fix: a live
+/// consumer escapes it only if the broker's hash set orders it first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buckets_keep_their_pace_after_members_die_and_are_replaced() {
     let mut sim = sluice_llm_sim::SimConfig::fast();
@@ -137,7 +141,7 @@ async fn buckets_keep_their_pace_after_members_die_and_are_replaced() {
     eprintln!("a: {:?}\nb: {:?}", a.lite.stats(), b.lite.stats());
     let slowest = took.iter().max().unwrap();
     assert!(
-        *slowest < Duration::from_secs(4),
+        *slowest < Duration::from_secs(5),
         "a bucket took {slowest:?} for 20 requests"
     );
     a.stop().await;
