@@ -706,8 +706,9 @@ impl LiteConsumer {
     }
 
     /// Book one broker's answer: its messages become ready; a failure marks
-    /// the broker (see [`LiteConsumer::mark_failed`]) and is returned (a
-    /// nudge's failure only logged: its long poll tells).
+    /// the broker (see [`LiteConsumer::mark_failed`]) and is returned. A
+    /// nudge's failure is only logged (as an empty answer): its long poll
+    /// tells how the broker is.
     fn record_outcome(&self, outcome: PopOutcome) -> Result<(), LiteError> {
         if let Some(poller) = lock(&self.brokers).get_mut(&outcome.broker) {
             match outcome.nudge {
@@ -727,7 +728,7 @@ impl LiteConsumer {
             }
             Err(e) if outcome.nudge => {
                 debug!(broker = %outcome.broker, error = %e, "nudge pop failed; the long poll goes on");
-                Err(e)
+                Ok(())
             }
             Err(e) => {
                 warn!(broker = %outcome.broker, error = %e, "pop failed; the other brokers go on");
