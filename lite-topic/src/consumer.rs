@@ -103,6 +103,18 @@ const REDISPATCH_QUIET: Duration = Duration::from_millis(500);
 /// ...and in any case this often, for LiteTopics stuck while others flow.
 const REDISPATCH_EVERY: Duration = Duration::from_secs(5);
 
+/// `NUDGE_AFTER_RELEASE`: a released LiteTopic's next message reaches a
+/// long poll already waiting only through the broker's replay of "pending"
+/// clients, which serves one client per 20 ms tick, the first of a hash
+/// set. A client that is always pending — a consumer killed without
+/// unsubscribing, whose subscriptions and events the broker keeps — can
+/// come first every tick: the live client then waits out its whole poll
+/// for each message (one message per ~370 ms after a consumer's SIGKILL,
+/// issue 29). So after a release while a long poll to that broker waits,
+/// a pop with no poll goes out beside it (on the control handle), which
+/// the broker answers at once from this client's events.
+const NUDGE_POLL_MS: u64 = 0;
+
 /// How long a broker that failed a pop (or its re-subscription) is left
 /// alone before it is tried again.
 const BROKER_RETRY: Duration = Duration::from_secs(1);
@@ -191,6 +203,10 @@ pub struct ConsumerStats {
     /// Pops whose poll was cut, or that waited locally, for a suspend's end
     /// (`WAKE_ON_SUSPEND_EXPIRY`).
     pub polls_capped: u64,
+    /// Pops sent beside a waiting long poll after a release
+    /// (`NUDGE_AFTER_RELEASE`), and the messages they brought.
+    pub nudges: u64,
+    pub nudged_messages: u64,
 }
 
 #[derive(Default)]
@@ -203,6 +219,8 @@ struct Counters {
     pop_time_retries: AtomicU64,
     max_pop_time_skew_ms: AtomicU64,
     polls_capped: AtomicU64,
+    nudges: AtomicU64,
+    nudged_messages: AtomicU64,
 }
 
 /// A consumer of the LiteTopics of one parent topic, in one consumer group,
@@ -224,8 +242,11 @@ pub struct LiteConsumer {
     route_read_at: Mutex<Option<Instant>>,
     /// Until when the route is read every `ROUTE_REFRESH_AFTER_LOSS`.
     watch_route_until: Mutex<Option<Instant>>,
-    /// Subscriptions, suspends, releases, routes (all brokers).
-    control: Remoting,
+    /// Subscriptions, suspends, releases, routes (all brokers), and the
+    /// pops of `NUDGE_AFTER_RELEASE`.
+    control: Arc<Remoting>,
+    /// Woken by every release (`NUDGE_AFTER_RELEASE`).
+    released: tokio::sync::Notify,
     request_timeout: Duration,
     subscriptions: Mutex<BTreeSet<String>>,
     subscription_version: AtomicI64,
@@ -248,6 +269,11 @@ struct BrokerPoller {
     /// `ONE_HANDLE_PER_POLLER`: long-poll pops to this broker only.
     poll: Arc<Remoting>,
     in_flight: bool,
+    /// `NUDGE_AFTER_RELEASE`: a LiteTopic of this broker was released while
+    /// the long poll waits; a nudge pop is due.
+    nudge_due: bool,
+    /// A nudge pop to this broker is in flight (at most one).
+    nudging: bool,
     /// Left alone until then after a failure.
     retry_at: Option<Instant>,
     /// Send it the whole subscription set before its next pop (it joined
@@ -261,6 +287,8 @@ struct BrokerPoller {
 /// The answer of one broker's pop task.
 struct PopOutcome {
     broker: String,
+    /// A pop of `NUDGE_AFTER_RELEASE` (the broker's long poll may still wait).
+    nudge: bool,
     result: Result<Vec<LiteMessage>, LiteError>,
 }
 
@@ -308,7 +336,8 @@ impl LiteConsumer {
             brokers: Mutex::new(brokers),
             route_read_at: Mutex::new(Some(Instant::now())),
             watch_route_until: Mutex::new(None),
-            control,
+            control: Arc::new(control),
+            released: tokio::sync::Notify::new(),
             request_timeout: client.config().request_timeout,
             subscriptions: Mutex::new(BTreeSet::new()),
             subscription_version: AtomicI64::new(0),
@@ -360,6 +389,8 @@ impl LiteConsumer {
             pop_time_retries: c.pop_time_retries.load(Ordering::Relaxed),
             max_pop_time_skew_ms: c.max_pop_time_skew_ms.load(Ordering::Relaxed),
             polls_capped: c.polls_capped.load(Ordering::Relaxed),
+            nudges: c.nudges.load(Ordering::Relaxed),
+            nudged_messages: c.nudged_messages.load(Ordering::Relaxed),
         }
     }
 
@@ -629,9 +660,16 @@ impl LiteConsumer {
             )));
         }
         loop {
-            let Some(outcome) = outcomes.recv().await else {
+            self.start_nudges(max, invisible_ms);
+            let outcome = tokio::select! {
+                outcome = outcomes.recv() => outcome,
+                // A release: maybe a nudge is due.
+                _ = self.released.notified() => continue,
+            };
+            let Some(outcome) = outcome else {
                 return Err(LiteError::Runtime("pop tasks gone".into()));
             };
+            let nudge = outcome.nudge;
             let answered = self.record_outcome(outcome);
             while let Ok(outcome) = outcomes.try_recv() {
                 let _ = self.record_outcome(outcome);
@@ -640,6 +678,8 @@ impl LiteConsumer {
                 return Ok(batch);
             }
             match answered {
+                // An empty nudge: the long poll still waits.
+                _ if nudge && self.in_flight() > 0 => {}
                 Ok(()) => return Ok(Vec::new()),
                 Err(e) if self.in_flight() == 0 => return Err(e),
                 Err(_) => {}
@@ -657,22 +697,37 @@ impl LiteConsumer {
         Some(ready.drain(..n).collect())
     }
 
+    /// Pops in flight, nudges included: each may bring committed messages.
     fn in_flight(&self) -> usize {
         lock(&self.brokers)
             .values()
-            .filter(|poller| poller.in_flight)
-            .count()
+            .map(|poller| usize::from(poller.in_flight) + usize::from(poller.nudging))
+            .sum()
     }
 
     /// Book one broker's answer: its messages become ready; a failure marks
-    /// the broker (see [`LiteConsumer::mark_failed`]) and is returned.
+    /// the broker (see [`LiteConsumer::mark_failed`]) and is returned. A
+    /// nudge's failure is only logged (as an empty answer): its long poll
+    /// tells how the broker is.
     fn record_outcome(&self, outcome: PopOutcome) -> Result<(), LiteError> {
         if let Some(poller) = lock(&self.brokers).get_mut(&outcome.broker) {
-            poller.in_flight = false;
+            match outcome.nudge {
+                true => poller.nudging = false,
+                false => poller.in_flight = false,
+            }
         }
         match outcome.result {
             Ok(messages) => {
+                if outcome.nudge {
+                    self.counters
+                        .nudged_messages
+                        .fetch_add(messages.len() as u64, Ordering::Relaxed);
+                }
                 lock(&self.ready).extend(messages);
+                Ok(())
+            }
+            Err(e) if outcome.nudge => {
+                debug!(broker = %outcome.broker, error = %e, "nudge pop failed; the long poll goes on");
                 Ok(())
             }
             Err(e) => {
@@ -704,12 +759,48 @@ impl LiteConsumer {
                 broker: Arc::clone(&poller.target),
                 timeout: Duration::from_millis(poll_ms) + self.request_timeout,
                 counters: Arc::clone(&self.counters),
+                nudge: false,
             };
             tokio::spawn(task.run(request, self.outcomes_tx.clone()));
             poller.in_flight = true;
+            poller.nudge_due = false;
             in_flight += 1;
         }
         in_flight
+    }
+
+    /// `NUDGE_AFTER_RELEASE`: a pop with no poll to every broker whose long
+    /// poll waits while one of its LiteTopics was released, one at a time.
+    fn start_nudges(&self, max: u32, invisible_ms: i64) {
+        let mut brokers = lock(&self.brokers);
+        for poller in brokers.values_mut() {
+            if !(poller.in_flight && poller.nudge_due) || poller.nudging {
+                continue;
+            }
+            let request = self.pop_request(&poller.target, max, invisible_ms, NUDGE_POLL_MS);
+            let task = PopTask {
+                poll: Arc::clone(&self.control),
+                broker: Arc::clone(&poller.target),
+                timeout: self.request_timeout,
+                counters: Arc::clone(&self.counters),
+                nudge: true,
+            };
+            tokio::spawn(task.run(request, self.outcomes_tx.clone()));
+            self.counters.nudges.fetch_add(1, Ordering::Relaxed);
+            poller.nudge_due = false;
+            poller.nudging = true;
+        }
+    }
+
+    /// `NUDGE_AFTER_RELEASE`: `broker`'s LiteTopic was released; if a long
+    /// poll to it waits, the pop loop sends a nudge.
+    fn released_at(&self, broker: &str) {
+        if let Some(poller) = lock(&self.brokers).get_mut(broker) {
+            if poller.in_flight {
+                poller.nudge_due = true;
+            }
+        }
+        self.released.notify_one();
     }
 
     fn pop_request(
@@ -893,6 +984,7 @@ impl LiteConsumer {
             Err(e) => return Err(e),
         }
         self.counters.releases.fetch_add(1, Ordering::Relaxed);
+        self.released_at(&handle.broker.name);
         Ok(())
     }
 
@@ -917,7 +1009,10 @@ impl LiteConsumer {
         for poller in pollers {
             poller.shutdown().await;
         }
-        self.control.shutdown().await;
+        match Arc::try_unwrap(self.control) {
+            Ok(control) => control.shutdown().await,
+            Err(_) => debug!("control handle still in use; closed when dropped"),
+        }
     }
 
     /// `WAKE_ON_SUSPEND_EXPIRY`: the broker does not wake a waiting pop when
@@ -1145,6 +1240,8 @@ struct PopTask {
     broker: Arc<BrokerTarget>,
     timeout: Duration,
     counters: Arc<Counters>,
+    /// A pop of `NUDGE_AFTER_RELEASE`.
+    nudge: bool,
 }
 
 impl PopTask {
@@ -1154,6 +1251,7 @@ impl PopTask {
         // nobody could take these messages anyway.
         let _ = outcomes.send(PopOutcome {
             broker: self.broker.name.clone(),
+            nudge: self.nudge,
             result,
         });
     }
@@ -1202,6 +1300,8 @@ impl BrokerPoller {
             target: Arc::new(target),
             poll: Arc::new(poll),
             in_flight: false,
+            nudge_due: false,
+            nudging: false,
             retry_at: None,
             resync,
             in_route: true,
