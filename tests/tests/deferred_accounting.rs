@@ -31,8 +31,13 @@ const MODEL: &str = "gpt-4o";
 const BROKEN_MODEL: &str = "gpt-4o-broken";
 /// Served by the same llm-sim, asked to answer without usage.
 const NO_USAGE_MODEL: &str = "gpt-4o-mini";
-/// Token pacing of every bucket: 20 tokens/s, one token = 50 ms of debt.
-const TOKENS_PER_SECOND: f64 = 20.0;
+/// Token pacing of every bucket: 2 tokens/s, one token = 500 ms of debt. A
+/// correction moves the debt exactly only while the bucket is still in
+/// debt when it comes: an estimate of 20 tokens is 10 s of debt, far beyond
+/// the ≈ 0.25 s call even on a loaded machine (at 20 tokens/s, 1 s of debt
+/// ran out before a correction beside a CPU hog, and the debt moved 98 ms
+/// more than the usage's difference: GCRA starts a paid-off debt at now).
+const TOKENS_PER_SECOND: f64 = 2.0;
 const MS_PER_TOKEN: f64 = 1000.0 / TOKENS_PER_SECOND;
 /// llm-sim's answers: 30 completion tokens at 120 tokens/s (≈ 0.25 s).
 const COMPLETION_TOKENS: u64 = 30;
@@ -199,8 +204,8 @@ async fn a_deferred_answer_moves_its_buckets_token_debt_to_the_real_usage() {
     let parts = start().await;
 
     // Estimated short: the debt grows by what the model really used beyond.
-    // (20 tokens = 1 s of debt, longer than the ≈ 0.25 s call, so the bucket
-    // is still in debt when the correction comes.)
+    // (20 tokens = 10 s of debt, far longer than the ≈ 0.25 s call, so the
+    // bucket is still in debt when the correction comes.)
     let (admitted, corrected, usage) = parts.run("short", 20).await;
     let real = usage.prompt_tokens + usage.completion_tokens;
     assert_eq!(usage.completion_tokens, COMPLETION_TOKENS);
