@@ -34,6 +34,22 @@ fn rps(r: f64) -> PacingConfig {
     }
 }
 
+/// The `acme` × `gpt` bucket, as an override's scope.
+const ACME_GPT: Scope = Scope::Bucket {
+    tenant: "acme",
+    model: "gpt",
+};
+/// The whole `gpt` column, as an override's scope.
+const GPT_COLUMN: Scope = Scope::Column { model: "gpt" };
+
+/// Sets the requests-per-second override of `scope` (`None`: unlimited).
+async fn set_requests_rate(pacer: &Pacer, scope: Scope<'_>, rate: Option<f64>) {
+    pacer
+        .set_rate(scope, Dimension::Requests, rate)
+        .await
+        .unwrap();
+}
+
 /// Checks every `step_ms` over `[from, to)`; returns the admit times.
 async fn run(
     pacer: &Pacer,
@@ -54,14 +70,20 @@ async fn run(
     admitted
 }
 
+/// Checks that `got` is `expected`, give or take one.
+#[track_caller]
+fn assert_about(got: f64, expected: f64, what: std::fmt::Arguments) {
+    assert!(
+        (got - expected).abs() <= 1.0,
+        "{what}: {got}, expected {expected} ± 1"
+    );
+}
+
 /// Checks that `admits` (from [`run`]) holds `expected` admissions, give or
 /// take one.
+#[track_caller]
 fn assert_admits_about(admits: &[u64], expected: i64) {
-    assert!(
-        (admits.len() as i64 - expected).abs() <= 1,
-        "{}",
-        admits.len()
-    );
+    assert_about(admits.len() as f64, expected as f64, format_args!("admits"));
 }
 
 /// The pacer's decision for a message of `tokens` in `bucket` at `now`.
@@ -97,15 +119,13 @@ async fn r_per_second_admits_r_per_second() {
         let bucket = BucketId::new(bucket, "m");
         let admits = run(&pacer, &bucket, 0, T0, T0 + 10_000, 7).await;
         let total = admits.len() as f64;
-        assert!(
-            (total - rate * 10.0).abs() <= 1.0,
-            "rate {rate}: {total} in 10 s"
-        );
+        assert_about(total, rate * 10.0, format_args!("rate {rate}: in 10 s"));
         if rate >= 1.0 {
             for count in per_second(&admits, T0, 10) {
-                assert!(
-                    (count as f64 - rate).abs() <= 1.0,
-                    "rate {rate}: {count} in one second"
+                assert_about(
+                    count as f64,
+                    rate,
+                    format_args!("rate {rate}: in one second"),
                 );
             }
         }
@@ -163,17 +183,7 @@ async fn runtime_rate_change_and_model_factor_take_effect_on_the_next_check() {
 
     // Raise this bucket to 100/s: the next check already uses it (the
     // outstanding 0.99 request drains in 9.9 ms).
-    pacer
-        .set_rate(
-            Scope::Bucket {
-                tenant: "acme",
-                model: "gpt",
-            },
-            Dimension::Requests,
-            Some(100.0),
-        )
-        .await
-        .unwrap();
+    set_requests_rate(&pacer, ACME_GPT, Some(100.0)).await;
     assert!(matches!(
         decide(&pacer, &bucket, 0, T0 + 10).await,
         PaceDecision::Wait { wait, .. } if wait == Duration::from_millis(10)
@@ -199,13 +209,7 @@ async fn runtime_rate_change_and_model_factor_take_effect_on_the_next_check() {
     // Clearing the factor and the override: back to the configured 1/s.
     pacer.clear_model_factor("gpt").await.unwrap();
     pacer
-        .clear_rate(
-            Scope::Bucket {
-                tenant: "acme",
-                model: "gpt",
-            },
-            Dimension::Requests,
-        )
+        .clear_rate(ACME_GPT, Dimension::Requests)
         .await
         .unwrap();
     assert_admits_about(
@@ -214,31 +218,18 @@ async fn runtime_rate_change_and_model_factor_take_effect_on_the_next_check() {
     );
 
     // A column override applies to every tenant of the model.
-    pacer
-        .set_rate(
-            Scope::Column { model: "gpt" },
-            Dimension::Requests,
-            Some(4.0),
-        )
-        .await
-        .unwrap();
+    set_requests_rate(&pacer, GPT_COLUMN, Some(4.0)).await;
     assert_admits_about(
         &run(&pacer, &other, 0, T0 + 50_000, T0 + 60_000, 10).await,
         40,
     );
 
     // Unlimited bucket override.
-    pacer
-        .set_rate(
-            Scope::Bucket {
-                tenant: "vip",
-                model: "gpt",
-            },
-            Dimension::Requests,
-            None,
-        )
-        .await
-        .unwrap();
+    let vip_scope = Scope::Bucket {
+        tenant: "vip",
+        model: "gpt",
+    };
+    set_requests_rate(&pacer, vip_scope, None).await;
     let vip = BucketId::new("vip", "gpt");
     let admits = run(&pacer, &vip, 0, T0, T0 + 100, 1).await;
     assert_eq!(admits.len(), 100);
@@ -270,11 +261,7 @@ async fn runtime_rate_change_and_model_factor_take_effect_on_the_next_check() {
     );
     assert!(pacer.set_model_factor("gpt", -1.0).await.is_err());
     assert!(pacer
-        .set_rate(
-            Scope::Column { model: "gpt" },
-            Dimension::Tokens,
-            Some(f64::NAN)
-        )
+        .set_rate(GPT_COLUMN, Dimension::Tokens, Some(f64::NAN))
         .await
         .is_err());
 

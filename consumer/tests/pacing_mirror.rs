@@ -126,6 +126,12 @@ struct Scenario<'a> {
 const DIMENSIONS: [Dimension; 2] = [Dimension::Requests, Dimension::Tokens];
 
 impl Scenario<'_> {
+    /// `what` a step does, with the clock and the mirror's state it starts
+    /// from.
+    fn describe(&self, what: std::fmt::Arguments) -> String {
+        format!("{what} now {} state {:?}", self.now, self.state)
+    }
+
     fn context(&self, step: usize, what: &str) -> String {
         format!(
             "seed {:#x} step {step}: {what} (replay: SLUICE_PACING_SEED={:#x}); config {:?}",
@@ -280,15 +286,12 @@ impl Scenario<'_> {
             ],
             self.config.paused_recheck_ms,
         );
+        let what = self.describe(format_args!("tokens {tokens} rates {rates:?}"));
         let script = self
             .pacer
             .check(&self.bucket, tokens, Some(self.now))
             .await
             .unwrap();
-        let what = format!(
-            "now {} tokens {tokens} rates {rates:?} state {:?}",
-            self.now, self.state
-        );
         let expected = decision_from_reply(&mirror.reply).unwrap();
         self.agree((step, &what), script, expected, &mirror);
         self.note(&mirror, tokens);
@@ -317,16 +320,13 @@ impl Scenario<'_> {
         } else {
             -magnitude
         };
+        let what = self.describe(format_args!("correction delta {delta} rate {rate:?}"));
         let mirror = gcra::correct(self.now as f64, rate, self.state[1], delta as f64);
         let written = self
             .pacer
             .correct(&self.bucket, delta, Some(self.now))
             .await
             .unwrap();
-        let what = format!(
-            "correction now {} delta {delta} rate {rate:?} state {:?}",
-            self.now, self.state
-        );
         self.agree((step, &what), written, mirror.is_some(), &mirror);
         match mirror {
             Some(_) if delta > 0 => self.seen.corrected_up += 1,

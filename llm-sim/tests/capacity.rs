@@ -80,9 +80,7 @@ async fn over_capacity_answers_429_with_retry_after() {
     let response = post(addr, "/v1/embeddings", &[], r#"{"model":"e","input":"x"}"#).await;
     assert_eq!(response.status, 429);
 
-    let stats = stats(addr).await;
-    assert_eq!(stats["rejected_over_capacity"], 2);
-    assert_eq!(stats["in_flight"], 1);
+    assert_stats(addr, &[("rejected_over_capacity", 2), ("in_flight", 1)]).await;
     assert_metrics(
         addr,
         &[
@@ -210,9 +208,9 @@ async fn generation_is_paced_by_tokens_per_second() {
 
 #[tokio::test]
 async fn client_disconnect_stops_generation() {
-    let server = start(at_100_tokens_per_second()).await;
+    let (server, mut stream) =
+        start_paced_stream("100000", &stream_body("long answer", true)).await;
     let addr = server.addr();
-    let mut stream = open_chat_stream(addr, "100000", &stream_body("long answer", true)).await;
     for _ in 0..4 {
         stream.next_event().await.unwrap();
     }

@@ -260,9 +260,7 @@ async fn bad_requests_get_openai_shaped_errors() {
     assert_openai_error(&response, 405, "invalid_request_error");
 
     // None of these reached the model.
-    let stats = stats(addr).await;
-    assert_eq!(stats["in_flight"], 0);
-    assert_eq!(stats["tokens_generated"], 0);
+    assert_stats(addr, &[("in_flight", 0), ("tokens_generated", 0)]).await;
     server.shutdown().await.unwrap();
 }
 
@@ -276,10 +274,15 @@ async fn injected_failure_before_output_is_a_500() {
     // Streaming requests fail before the stream starts, too.
     let response = chat(addr, &[("x-sim-fail", "before")], &stream_body("hi", true)).await;
     assert_openai_error(&response, 500, "server_error");
-    let stats = stats(addr).await;
-    assert_eq!(stats["injected_failures_before"], 2);
-    assert_eq!(stats["in_flight"], 0);
-    assert_eq!(stats["client_disconnects"], 0);
+    assert_stats(
+        addr,
+        &[
+            ("injected_failures_before", 2),
+            ("in_flight", 0),
+            ("client_disconnects", 0),
+        ],
+    )
+    .await;
     assert_metrics(
         addr,
         &[

@@ -274,22 +274,19 @@ async fn call_counts_keep_a_window_of_the_last_request_ids() {
     assert_eq!(calls_of("w-1").await, 0);
     assert_eq!(calls_of("w-2").await, 1);
     assert_eq!(calls_of("w-3").await, 1);
-    let stats = get(addr, "/sim/stats").await.json();
-    assert_eq!(stats["tracked_request_ids"], 2);
-    assert_eq!(stats["forgotten_request_ids"], 1);
-    let metrics = get(addr, "/metrics").await.text();
-    assert!(
-        metrics.contains("sluice_sim_tracked_request_ids 2"),
-        "{metrics}"
-    );
+    assert_stats(
+        addr,
+        &[("tracked_request_ids", 2), ("forgotten_request_ids", 1)],
+    )
+    .await;
+    assert_metrics(addr, &["sluice_sim_tracked_request_ids 2"]).await;
     server.shutdown().await.unwrap();
 }
 
 #[tokio::test]
 async fn shutdown_lets_streams_in_flight_finish() {
-    let server = start(at_100_tokens_per_second()).await;
+    let (server, mut stream) = start_paced_stream("20", &stream_body("finish me", false)).await;
     let addr = server.addr();
-    let mut stream = open_chat_stream(addr, "20", &stream_body("finish me", false)).await;
     stream.next_event().await.unwrap();
     let stopping = tokio::spawn(server.shutdown());
     let rest = stream.rest().await;

@@ -1164,15 +1164,19 @@ mod tests {
         hash.insert("rps:*".to_string(), "4".to_string());
         hash.insert("tps:a%20b".to_string(), "-1".to_string());
         hash.insert("name:a%20b".to_string(), "a b".to_string());
-        let overrides = parse_overrides(&hash);
-        assert_eq!(overrides.factor, Some(0.5));
-        assert_eq!(
-            overrides.column.requests_per_second,
-            Some(RateSetting::PerSecond(4.0))
-        );
-        assert_eq!(
-            overrides.buckets["a b"].tokens_per_second,
-            Some(RateSetting::Unlimited)
-        );
+        // The whole listing: nothing besides what was stored.
+        let a_b = ScopeOverrides {
+            requests_per_second: None,
+            tokens_per_second: Some(RateSetting::Unlimited),
+        };
+        let expected = ColumnOverrides {
+            factor: Some(0.5),
+            column: ScopeOverrides {
+                requests_per_second: Some(RateSetting::PerSecond(4.0)),
+                tokens_per_second: None,
+            },
+            buckets: BTreeMap::from([("a b".to_string(), a_b)]),
+        };
+        assert_eq!(parse_overrides(&hash), expected);
     }
 }

@@ -781,6 +781,18 @@ mod tests {
         }
     }
 
+    /// Checks one step from `limit` on `sample` (at time 0): the next limit, and why.
+    #[track_caller]
+    fn assert_step(
+        config: &ModelControl,
+        limit: f64,
+        sample: &CapacitySample,
+        want: (f64, Reason),
+    ) {
+        let (next, reason) = step(config, state(limit), sample, 0);
+        assert_eq!((next.limit, reason), want, "from {limit} on {sample:?}");
+    }
+
     #[test]
     fn increases_under_target_when_the_limit_is_used_doubling_each_step() {
         let config = unsmoothed();
@@ -805,8 +817,7 @@ mod tests {
         let (next, _) = step(&config, held, &load(0.0, 25.0), 0);
         assert_eq!(next.limit, 26.0);
         // An unused limit says nothing about capacity: held.
-        let (next, reason) = step(&control(), state(10.0), &load(0.0, 3.0), 0);
-        assert_eq!((next.limit, reason), (10.0, Reason::Hold));
+        assert_step(&control(), 10.0, &load(0.0, 3.0), (10.0, Reason::Hold));
     }
 
     #[test]
@@ -885,10 +896,8 @@ mod tests {
             increase_step: 0.5,
             ..unsmoothed()
         };
-        let (next, reason) = step(&config, state(7.9), &load(0.0, 7.0), 0);
-        assert_eq!((next.limit, reason), (8.4, Reason::Headroom));
-        let (next, reason) = step(&config, state(7.9), &load(0.0, 5.0), 0);
-        assert_eq!((next.limit, reason), (7.9, Reason::Hold));
+        assert_step(&config, 7.9, &load(0.0, 7.0), (8.4, Reason::Headroom));
+        assert_step(&config, 7.9, &load(0.0, 5.0), (7.9, Reason::Hold));
     }
 
     #[test]
@@ -904,8 +913,12 @@ mod tests {
     fn decreases_towards_the_running_batch_plus_target() {
         let config = unsmoothed();
         // 20 in the server, 12 running: aim 14, gain 0.5 → 17.
-        let (next, reason) = step(&config, state(20.0), &load(8.0, 12.0), 0);
-        assert_eq!((next.limit, reason), (17.0, Reason::QueueAboveTarget));
+        assert_step(
+            &config,
+            20.0,
+            &load(8.0, 12.0),
+            (17.0, Reason::QueueAboveTarget),
+        );
         // A huge queue is cut by at most the decrease factor in one step.
         let steep = ModelControl {
             gain: 1.0,
@@ -914,11 +927,9 @@ mod tests {
         let (next, _) = step(&steep, state(20.0), &load(100.0, 2.0), 0);
         assert_eq!(next.limit, 10.0);
         // At the target: held.
-        let (next, reason) = step(&config, state(14.0), &load(2.0, 12.0), 0);
-        assert_eq!((next.limit, reason), (14.0, Reason::Hold));
+        assert_step(&config, 14.0, &load(2.0, 12.0), (14.0, Reason::Hold));
         // The limit is at the aim already while the queue drains: no second cut.
-        let (next, reason) = step(&config, state(14.0), &load(6.0, 12.0), 0);
-        assert_eq!((next.limit, reason), (14.0, Reason::Hold));
+        assert_step(&config, 14.0, &load(6.0, 12.0), (14.0, Reason::Hold));
     }
 
     #[test]
@@ -958,8 +969,7 @@ mod tests {
             ttft_ms: Some(2500.0),
             ..load(0.0, 10.0)
         };
-        let (next, reason) = step(&control(), state(10.0), &slow, 0);
-        assert_eq!((next.limit, reason), (5.0, Reason::SlowFirstToken));
+        assert_step(&control(), 10.0, &slow, (5.0, Reason::SlowFirstToken));
     }
 
     #[test]
@@ -996,11 +1006,9 @@ mod tests {
         assert_eq!(reason, Reason::KvCacheAboveTarget);
         assert!((next.limit - 15.4).abs() < 1e-9, "{}", next.limit);
         // Near the target (± 0.05): held, though the queue is empty.
-        let (next, reason) = step(&config, state(12.0), &kv(0.0, 12.0, 0.83), 0);
-        assert_eq!((next.limit, reason), (12.0, Reason::Hold));
+        assert_step(&config, 12.0, &kv(0.0, 12.0, 0.83), (12.0, Reason::Hold));
         // Well under it: room.
-        let (next, reason) = step(&config, state(12.0), &kv(0.0, 12.0, 0.5), 0);
-        assert_eq!((next.limit, reason), (13.0, Reason::Headroom));
+        assert_step(&config, 12.0, &kv(0.0, 12.0, 0.5), (13.0, Reason::Headroom));
         // Smoothed under the target but full right now: no increase.
         let calm = step(&config, state(12.0), &kv(0.0, 12.0, 0.5), 0).0;
         let peak = ModelControl {
@@ -1277,13 +1285,16 @@ mod tests {
         // 12 running, 8 waiting; 14 of the 20 are the consumers' own, 6
         // came in quota straight to the server. The server holds 12 + 2 for
         // everyone, so the consumers' share is 14 − 6 = 8: halfway, 11.
-        let (next, reason) = step(&config, state(14.0), &shared(8.0, 12.0, 14.0), 0);
-        assert_eq!((next.limit, reason), (11.0, Reason::QueueAboveTarget));
+        assert_step(
+            &config,
+            14.0,
+            &shared(8.0, 12.0, 14.0),
+            (11.0, Reason::QueueAboveTarget),
+        );
         // Counted as the consumers' own (no count, the old law): the limit is
         // at running + target already and holds, and the 6 foreign requests
         // queue behind the consumers' calls for good.
-        let (next, reason) = step(&config, state(14.0), &load(8.0, 12.0), 0);
-        assert_eq!((next.limit, reason), (14.0, Reason::Hold));
+        assert_step(&config, 14.0, &load(8.0, 12.0), (14.0, Reason::Hold));
         // The cut drains without a second one: 3 own calls ended unreplaced,
         // 3 waiting took their places (11 own, 6 foreign, 12 running, 5
         // waiting): the aim is still 8, the limit 11 → 9.5, not lower.
@@ -1295,8 +1306,7 @@ mod tests {
             kv_cache_usage: Some(1.0),
             ..shared(0.0, 20.0, 14.0)
         };
-        let (next, reason) = step(&config, state(14.0), &kv, 0);
-        assert_eq!((next.limit, reason), (12.0, Reason::KvCacheAboveTarget));
+        assert_step(&config, 14.0, &kv, (12.0, Reason::KvCacheAboveTarget));
     }
 
     #[test]
@@ -1349,13 +1359,16 @@ mod tests {
         let config = unsmoothed();
         // 15 running, no queue, but only 5 of them are the consumers' own
         // under a cap of 10: the limit is not used, so no increase.
-        let (next, reason) = step(&config, state(10.0), &shared(0.0, 15.0, 5.0), 0);
-        assert_eq!((next.limit, reason), (10.0, Reason::Hold));
+        assert_step(&config, 10.0, &shared(0.0, 15.0, 5.0), (10.0, Reason::Hold));
         // Its own 10 in use beside 5 foreign, room at the server: grow
         // (work-conserving: light in-quota traffic leaves the batch to the
         // deferred work).
-        let (next, reason) = step(&config, state(10.0), &shared(0.0, 15.0, 10.0), 0);
-        assert_eq!((next.limit, reason), (11.0, Reason::Headroom));
+        assert_step(
+            &config,
+            10.0,
+            &shared(0.0, 15.0, 10.0),
+            (11.0, Reason::Headroom),
+        );
     }
 
     /// A server with `capacity` batch slots holding `foreign` requests that

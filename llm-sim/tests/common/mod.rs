@@ -299,6 +299,14 @@ pub async fn stats(addr: SocketAddr) -> Value {
     get(addr, "/sim/stats").await.json()
 }
 
+/// Checks that `GET /sim/stats` shows each `(counter, value)` of `expected`.
+pub async fn assert_stats(addr: SocketAddr, expected: &[(&str, u64)]) {
+    let stats = stats(addr).await;
+    for (counter, value) in expected {
+        assert_eq!(stats[*counter], *value, "{counter} in {stats}");
+    }
+}
+
 /// Polls `/sim/stats` until `check` holds (fails the test after 10 s).
 pub async fn wait_for_stats(addr: SocketAddr, check: impl Fn(&Value) -> bool) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -330,6 +338,14 @@ pub fn at_100_tokens_per_second() -> SimConfig {
         first_token_latency: Duration::ZERO,
         ..SimConfig::default()
     }
+}
+
+/// A simulator at 100 tokens a second with one streamed chat completion of
+/// `completion_tokens` tokens open on it.
+pub async fn start_paced_stream(completion_tokens: &str, body: &Value) -> (SimServer, EventReader) {
+    let server = start(at_100_tokens_per_second()).await;
+    let stream = open_chat_stream(server.addr(), completion_tokens, body).await;
+    (server, stream)
 }
 
 /// A streamed chat completion of `completion_tokens` tokens from `addr`.

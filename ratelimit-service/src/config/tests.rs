@@ -4,10 +4,19 @@ fn load(text: &str) -> Result<LimitsConfig, ConfigError> {
     LimitsConfig::from_sources(&[(PathBuf::from("limits.yaml"), text.to_string())])
 }
 
-fn limit_name(config: &LimitsConfig, domain: &str, entries: &[(&str, &str)]) -> Option<String> {
+/// What `entries` under `domain` match, if anything.
+fn matched<'a>(
+    config: &'a LimitsConfig,
+    domain: &str,
+    entries: &[(&str, &str)],
+) -> Option<&'a Matched> {
     config
         .lookup(domain, entries.iter().copied())
-        .map(|found| found.matched.name().to_string())
+        .map(|found| found.matched)
+}
+
+fn limit_name(config: &LimitsConfig, domain: &str, entries: &[(&str, &str)]) -> Option<String> {
+    matched(config, domain, entries).map(|matched| matched.name().to_string())
 }
 
 const NESTED: &str = r#"
@@ -79,10 +88,7 @@ fn only_the_last_entry_decides() {
 #[test]
 fn extensions_and_unlimited_are_parsed() {
     let config = load(NESTED).unwrap();
-    match config
-        .lookup("llm", [("tenant", "t"), ("model", "m")])
-        .map(|f| f.matched)
-    {
+    match matched(&config, "llm", &[("tenant", "t"), ("model", "m")]) {
         Some(Matched::Limited(limit)) => {
             assert_eq!(limit.unit, Unit::Second);
             assert_eq!(limit.sluice.over_limit, OverLimitAction::Defer);
@@ -91,9 +97,7 @@ fn extensions_and_unlimited_are_parsed() {
         other => panic!("unexpected {other:?}"),
     }
     assert!(matches!(
-        config
-            .lookup("llm", [("internal", "anything")])
-            .map(|f| f.matched),
+        matched(&config, "llm", &[("internal", "anything")]),
         Some(Matched::Unlimited { .. })
     ));
     assert_eq!(config.limit_count(), 7);
@@ -213,10 +217,7 @@ fn directory_loading_reads_yaml_files_only() {
 }
 
 fn limit_of(config: &LimitsConfig, domain: &str, entries: &[(&str, &str)]) -> Arc<Limit> {
-    match config
-        .lookup(domain, entries.iter().copied())
-        .map(|f| f.matched)
-    {
+    match matched(config, domain, entries) {
         Some(Matched::Limited(limit)) => limit.clone(),
         other => panic!("expected a limit for {entries:?}, got {other:?}"),
     }
@@ -336,10 +337,11 @@ descriptors:
         .warnings()
         .iter()
         .any(|w| w.contains("no requests_per_unit")));
-    match config.lookup("d", [("free", "x")]).map(|f| f.matched) {
-        Some(Matched::Unlimited { replaces, .. }) => assert_eq!(replaces, &["q".to_string()]),
-        other => panic!("{other:?}"),
-    }
+    let free = matched(&config, "d", &[("free", "x")]);
+    assert!(
+        matches!(free, Some(Matched::Unlimited { replaces, .. }) if replaces == &["q"]),
+        "{free:?}"
+    );
 }
 
 #[test]
