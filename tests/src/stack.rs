@@ -386,8 +386,10 @@ fn with_saturation_routing(limiter: Arc<Limiter>, url: &str) -> Arc<Limiter> {
         panic!("the limiter is already shared");
     };
     let source = RedisSaturation::new(redis_connection_at(url), Duration::from_millis(250));
-    let router = SaturationRouter::new(Arc::new(source), RoutingOptions::default());
-    Arc::new(limiter.with_saturation_routing(Arc::new(router)))
+    let metrics = limiter.metrics().saturation.clone();
+    let router =
+        SaturationRouter::start(Arc::new(source), RoutingOptions::default(), metrics).unwrap();
+    Arc::new(limiter.with_saturation_routing(router))
 }
 
 /// The deferral endpoint's config as the tests share it: [`PARENT`],

@@ -14,6 +14,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
+use sluice_contract::saturation::Route;
 use sluice_llm_sim::gpu::SchedulingPolicy;
 use sluice_testkit::stack::limits::{self, OverLimit};
 use sluice_testkit::stack::{chat_of, gpu_sim, redis_connection_at, unpaced, ConsumerSpec, Stack};
@@ -148,6 +149,21 @@ async fn controller_says(stack: &Stack, saturated: bool) {
     write.query_async::<()>(&mut conn).await.unwrap();
 }
 
+/// Waits until sluice-rls's saturation router routes `MODEL` as `want`:
+/// its background read has seen the state (the first call tracks the
+/// model, as a first request would).
+async fn router_sees(stack: &Stack, want: Route) {
+    let router = stack.rls.limiter.saturation_router().unwrap();
+    let asked = Instant::now();
+    while router.route(MODEL, sluice_contract::now_ms()) != want {
+        assert!(
+            asked.elapsed() < Duration::from_secs(30),
+            "sluice-rls never saw {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Saturation-aware admission through real Envoy: while the controller
 /// state says the model's server is saturated, sluice-rls answers an
 /// in-quota request with `route: queue` and the filter sends it through
@@ -175,6 +191,7 @@ async fn an_in_quota_request_goes_through_the_fair_queue_while_the_server_is_sat
     };
 
     controller_says(&stack, true).await;
+    router_sees(&stack, Route::Queue).await;
     let (queued, _) = chat(envoy, "light").await.unwrap();
     assert_eq!(queued.status, 200, "{queued:?}");
     let metrics = stack.rls.limiter.metrics();
@@ -189,9 +206,9 @@ async fn an_in_quota_request_goes_through_the_fair_queue_while_the_server_is_sat
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    // The server has room again (read after the router's 200 ms cache).
+    // The server has room again (read in the background within a refresh).
     controller_says(&stack, false).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    router_sees(&stack, Route::Direct).await;
     let (direct, _) = chat(envoy, "light").await.unwrap();
     assert_eq!(direct.status, 200, "{direct:?}");
     assert_eq!(metrics.in_quota_queued.get(), 1, "straight to the server");
