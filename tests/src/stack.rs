@@ -817,6 +817,39 @@ impl Stack {
             envoy_edit: None,
         }
     }
+
+    /// Writes `model`'s saturation into its controller hash, now, as the
+    /// consumers' controller does each interval (the contract's fields).
+    pub async fn controller_says(&self, model: &str, saturated: bool) {
+        let state = sluice_contract::saturation::Saturation {
+            saturated,
+            at_ms: sluice_contract::now_ms(),
+        };
+        let mut conn = redis_connection_at(&self.redis.url());
+        let mut write = redis::pipe();
+        for (field, value) in state.fields() {
+            write.hset(sluice_contract::keys::controller(model), field, value);
+        }
+        write.query_async::<()>(&mut conn).await.unwrap();
+    }
+
+    /// Waits until sluice-rls (`route_in_quota_when_saturated`) routes
+    /// `model`'s in-quota requests as `want`: its background read has seen
+    /// the state. The first call tracks the model, as a first request
+    /// would.
+    pub async fn rls_routes(&self, model: &str, want: sluice_contract::saturation::Route) {
+        let Some(router) = self.rls.limiter.saturation_router() else {
+            panic!("sluice-rls does not route by saturation");
+        };
+        let asked = std::time::Instant::now();
+        while router.route(model, sluice_contract::now_ms()) != want {
+            assert!(
+                asked.elapsed() < Duration::from_secs(30),
+                "sluice-rls never routed {model} as {want:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
 }
 
 impl StackBuilder {
