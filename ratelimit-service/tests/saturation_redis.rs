@@ -2,8 +2,8 @@
 //! router's in-memory snapshot and sends Redis nothing (counted with
 //! `INFO commandstats` around a batch of decisions); the background read
 //! is one pipelined `HMGET` per tracked model; a state the controller
-//! writes is picked up by the next refresh; with Redis gone, the last
-//! state counts until it is older than the max age.
+//! writes is picked up by the next read, and by the background task; with
+//! Redis gone, the last state counts until it is older than the max age.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 mod common;
@@ -147,6 +147,17 @@ async fn decisions_send_redis_nothing_and_one_pipeline_reads_every_model() {
     );
     assert_eq!(routed, 500, "every known saturated model, no new one");
     assert_eq!(limiter.metrics().in_quota_queued.get(), 500);
+
+    // The controller says model-0's server has room: the next read sees it.
+    let room = Saturation {
+        saturated: false,
+        at_ms: sluice_contract::now_ms(),
+    };
+    controller_says(&mut conn, &models[0], room).await;
+    assert!(queued(&limiter, &models[0]).await, "not read yet");
+    router.refresh(sluice_contract::now_ms()).await.unwrap();
+    assert!(!queued(&limiter, &models[0]).await);
+    assert!(queued(&limiter, &models[1]).await);
 }
 
 /// `probe`'s first `Some` (a guard of a minute against a hang: the
@@ -185,8 +196,10 @@ async fn the_background_refresh_picks_up_a_change_and_outlives_redis_until_the_m
         "no state"
     );
 
-    // The controller says "saturated": the next read that starts after
-    // the write sees it (the one under way may not), one refresh later.
+    // The controller says "saturated": the background task picks it up
+    // with no decision asking Redis (the next read that starts after the
+    // write sees it; how many reads the test's polling saw go by depends
+    // on the machine's load, so it is printed, not asserted).
     let state = saturated_now();
     let reads_at_write = metrics.read("ok").get();
     let written = Instant::now();
@@ -196,14 +209,10 @@ async fn the_background_refresh_picks_up_a_change_and_outlives_redis_until_the_m
         (router.route(hot, sluice_contract::now_ms()) == Route::Queue).then_some(reads)
     };
     let reads = eventually("picked up", picked_up).await;
-    assert!(
-        reads <= reads_at_write + 2,
-        "picked up only after {} reads",
-        reads - reads_at_write
-    );
     println!(
-        "picked up {:?} after the write (refresh every {} ms)",
+        "picked up {:?} and {} reads after the write (refresh every {} ms)",
         written.elapsed(),
+        reads - reads_at_write,
         options.refresh_ms
     );
 
