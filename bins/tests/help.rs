@@ -30,11 +30,13 @@ const NEW_ALIASES: [(&str, &str, &str); 0] = [];
 /// envoyproxy/ratelimit's key layout and metric names (issue 32), trace
 /// export (issue 29), the consumer's tokenizers (issue 30) and
 /// saturation-aware admission (issue 28).
-const NEW_FLAGS: [(&str, &str); 20] = [
+const NEW_FLAGS: [(&str, &str); 22] = [
     ("sluice-rls", "--route-in-quota-when-saturated"),
     ("sluice-rls", "--saturation-max-age-ms"),
+    ("sluice-rls", "--saturation-max-models"),
     ("sluice-allinone", "--route-in-quota-when-saturated"),
     ("sluice-allinone", "--saturation-max-age-ms"),
+    ("sluice-allinone", "--saturation-max-models"),
     ("sluice-rls", "--otlp-endpoint"),
     ("sluice-consumer", "--otlp-endpoint"),
     ("sluice-allinone", "--otlp-endpoint"),

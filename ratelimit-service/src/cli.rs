@@ -194,9 +194,17 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_RLS_ROUTE_IN_QUOTA_WHEN_SATURATED")]
     pub route_in_quota_when_saturated: bool,
 
-    /// Oldest controller state the route acts on, ms (older: not saturated).
-    #[arg(long, env = "SLUICE_RLS_SATURATION_MAX_AGE_MS", default_value_t = 1500)]
+    /// Oldest controller state the route acts on, ms (older: not
+    /// saturated). The state is read in the background every half of it.
+    #[arg(long, env = "SLUICE_RLS_SATURATION_MAX_AGE_MS", default_value_t = 1500,
+          value_parser = clap::value_parser!(u64).range(20..=600_000))]
     pub saturation_max_age_ms: u64,
+
+    /// Most models whose saturation state is tracked (model names come
+    /// from clients); a new model past it goes straight to the server.
+    #[arg(long, env = "SLUICE_RLS_SATURATION_MAX_MODELS", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub saturation_max_models: u64,
 
     /// Rate-limit headers in answers: `sluice` (RateLimit-Limit/-Remaining/
     /// -Reset/-Policy, Retry-After), `upstream` (envoyproxy/ratelimit's
@@ -445,14 +453,19 @@ fn with_saturation_routing(
         .context("--redis-url (for --route-in-quota-when-saturated)")?;
     let source = RedisSaturation::new(connection, Duration::from_millis(args.redis_timeout_ms));
     let options = RoutingOptions {
-        max_age_ms: args.saturation_max_age_ms,
-        ..RoutingOptions::default()
+        max_models: args.saturation_max_models as usize,
+        ..RoutingOptions::with_max_age(args.saturation_max_age_ms)
     };
+    let metrics = limiter.metrics().saturation.clone();
+    let router = SaturationRouter::start(Arc::new(source), options, metrics)
+        .context("--saturation-max-age-ms / --saturation-max-models")?;
     tracing::info!(
         max_age_ms = options.max_age_ms,
+        refresh_ms = options.refresh_ms,
+        max_models = options.max_models,
         "routing in-quota requests into the fair queue while their model's server is saturated"
     );
-    Ok(limiter.with_saturation_routing(Arc::new(SaturationRouter::new(Arc::new(source), options))))
+    Ok(limiter.with_saturation_routing(router))
 }
 
 /// A server to start beside the RLS once its limiter is up (sluice-rls's

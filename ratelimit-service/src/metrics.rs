@@ -49,6 +49,51 @@ pub struct LimitCounters {
     pub shadow_mode_hits: Counter,
 }
 
+/// The saturation router's metrics (saturation-aware admission): cloned
+/// handles of the registered ones, or unregistered in tests.
+#[derive(Clone, Debug, Default)]
+pub struct SaturationMetrics {
+    /// Models whose saturation is tracked now.
+    pub models: Gauge,
+    /// Models dropped (`idle`) or never tracked (`refused`).
+    pub dropped: Family<ReasonLabels, Counter>,
+    /// Background reads (one round trip each) by result (`ok`, `failed`).
+    pub reads: Family<ResultLabels, Counter>,
+}
+
+impl SaturationMetrics {
+    pub fn dropped(&self, reason: &'static str) -> Counter {
+        self.dropped.get_or_create(&ReasonLabels { reason }).clone()
+    }
+
+    pub fn read(&self, result: &'static str) -> Counter {
+        self.reads.get_or_create(&ResultLabels { result }).clone()
+    }
+
+    fn register(registry: &mut Registry) -> Self {
+        SaturationMetrics {
+            models: register(
+                registry,
+                "saturation_models",
+                "Models whose saturation state sluice-rls tracks (at most --saturation-max-models)",
+                Gauge::default(),
+            ),
+            dropped: register(
+                registry,
+                "saturation_models_dropped",
+                "Models left out of the saturation snapshot: idle (not asked for a minute) or refused (the snapshot full of models asked recently; routed straight to the server)",
+                Family::default(),
+            ),
+            reads: register(
+                registry,
+                "saturation_reads",
+                "Background reads of the tracked models' saturation state (one pipelined round trip each), by result (ok, failed)",
+                Family::default(),
+            ),
+        }
+    }
+}
+
 /// All metrics, registered once; cheap to update from any task.
 pub struct Metrics {
     pub registry: Registry,
@@ -62,6 +107,7 @@ pub struct Metrics {
     /// In-quota requests routed into the fair queue because their model's
     /// server was saturated (saturation-aware admission).
     pub in_quota_queued: Counter,
+    pub saturation: SaturationMetrics,
     pub detailed: Family<DetailedLabels, Counter>,
     pub store_errors: Family<StoreLabels, Counter>,
     pub cross_slot_decisions: Counter,
@@ -139,6 +185,7 @@ impl Metrics {
                 "In-quota requests answered OK with route=queue: their model's server was saturated with deferred work",
                 Counter::default(),
             ),
+            saturation: SaturationMetrics::register(&mut registry),
             detailed: register(
                 &mut registry,
                 "detailed_decisions",

@@ -386,8 +386,10 @@ fn with_saturation_routing(limiter: Arc<Limiter>, url: &str) -> Arc<Limiter> {
         panic!("the limiter is already shared");
     };
     let source = RedisSaturation::new(redis_connection_at(url), Duration::from_millis(250));
-    let router = SaturationRouter::new(Arc::new(source), RoutingOptions::default());
-    Arc::new(limiter.with_saturation_routing(Arc::new(router)))
+    let metrics = limiter.metrics().saturation.clone();
+    let router =
+        SaturationRouter::start(Arc::new(source), RoutingOptions::default(), metrics).unwrap();
+    Arc::new(limiter.with_saturation_routing(router))
 }
 
 /// The deferral endpoint's config as the tests share it: [`PARENT`],
@@ -813,6 +815,39 @@ impl Stack {
             redis: RedisKind::Single,
             route_in_quota: false,
             envoy_edit: None,
+        }
+    }
+
+    /// Writes `model`'s saturation into its controller hash, now, as the
+    /// consumers' controller does each interval (the contract's fields).
+    pub async fn controller_says(&self, model: &str, saturated: bool) {
+        let state = sluice_contract::saturation::Saturation {
+            saturated,
+            at_ms: sluice_contract::now_ms(),
+        };
+        let mut conn = redis_connection_at(&self.redis.url());
+        let mut write = redis::pipe();
+        for (field, value) in state.fields() {
+            write.hset(sluice_contract::keys::controller(model), field, value);
+        }
+        write.query_async::<()>(&mut conn).await.unwrap();
+    }
+
+    /// Waits until sluice-rls (`route_in_quota_when_saturated`) routes
+    /// `model`'s in-quota requests as `want`: its background read has seen
+    /// the state. The first call tracks the model, as a first request
+    /// would.
+    pub async fn rls_routes(&self, model: &str, want: sluice_contract::saturation::Route) {
+        let Some(router) = self.rls.limiter.saturation_router() else {
+            panic!("sluice-rls does not route by saturation");
+        };
+        let asked = std::time::Instant::now();
+        while router.route(model, sluice_contract::now_ms()) != want {
+            assert!(
+                asked.elapsed() < Duration::from_secs(30),
+                "sluice-rls never routed {model} as {want:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 }

@@ -14,9 +14,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
+use sluice_contract::saturation::Route;
 use sluice_llm_sim::gpu::SchedulingPolicy;
 use sluice_testkit::stack::limits::{self, OverLimit};
-use sluice_testkit::stack::{chat_of, gpu_sim, redis_connection_at, unpaced, ConsumerSpec, Stack};
+use sluice_testkit::stack::{chat_of, gpu_sim, unpaced, ConsumerSpec, Stack};
 use sluice_testkit::{get, HttpResponse};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -133,21 +134,6 @@ async fn an_in_quota_request_is_served_ahead_of_a_deferred_backlog_at_a_saturate
     assert_eq!(deferred, BACKLOG as f64);
 }
 
-/// Writes `model`'s saturation into its controller hash, as the
-/// controller's stepper does each interval (the fields of the contract).
-async fn controller_says(stack: &Stack, saturated: bool) {
-    let state = sluice_contract::saturation::Saturation {
-        saturated,
-        at_ms: sluice_contract::now_ms(),
-    };
-    let mut conn = redis_connection_at(&stack.redis.url());
-    let mut write = redis::pipe();
-    for (field, value) in state.fields() {
-        write.hset(sluice_contract::keys::controller(MODEL), field, value);
-    }
-    write.query_async::<()>(&mut conn).await.unwrap();
-}
-
 /// Saturation-aware admission through real Envoy: while the controller
 /// state says the model's server is saturated, sluice-rls answers an
 /// in-quota request with `route: queue` and the filter sends it through
@@ -174,7 +160,8 @@ async fn an_in_quota_request_goes_through_the_fair_queue_while_the_server_is_sat
             .counter("sluice_consumer_outcomes_total{outcome=\"completed\"}")
     };
 
-    controller_says(&stack, true).await;
+    stack.controller_says(MODEL, true).await;
+    stack.rls_routes(MODEL, Route::Queue).await;
     let (queued, _) = chat(envoy, "light").await.unwrap();
     assert_eq!(queued.status, 200, "{queued:?}");
     let metrics = stack.rls.limiter.metrics();
@@ -189,9 +176,9 @@ async fn an_in_quota_request_goes_through_the_fair_queue_while_the_server_is_sat
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    // The server has room again (read after the router's 200 ms cache).
-    controller_says(&stack, false).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The server has room again (read in the background within a refresh).
+    stack.controller_says(MODEL, false).await;
+    stack.rls_routes(MODEL, Route::Direct).await;
     let (direct, _) = chat(envoy, "light").await.unwrap();
     assert_eq!(direct.status, 200, "{direct:?}");
     assert_eq!(metrics.in_quota_queued.get(), 1, "straight to the server");

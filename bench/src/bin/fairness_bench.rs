@@ -511,7 +511,7 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
                 ..Request::default()
             });
             // Saturation-aware admission: sluice-rls's own decision on the
-            // saturation the controller last wrote (read through its cache:
+            // saturation the controller last wrote (its background read:
             // `--state-age-ms` old at most).
             let queued = policy.routes_in_quota()
                 && saturation::route_in_quota(saturation, now_ms, params.max_age_ms)

@@ -133,6 +133,11 @@ impl Limiter {
         self
     }
 
+    /// The saturation router, when routing is on.
+    pub fn saturation_router(&self) -> Option<&Arc<SaturationRouter>> {
+        self.routing.as_ref()
+    }
+
     pub fn response_options(&self) -> &ResponseOptions {
         &self.response
     }
@@ -318,16 +323,16 @@ impl Limiter {
         self.record(&request.domain, &answer.events);
         let mut response = answer.response;
         if timing.admission && response.overall_code == Code::Ok as i32 {
-            self.route_in_quota(request, &plan, &mut response, now)
-                .await;
+            self.route_in_quota(request, &plan, &mut response, now);
         }
         Ok(response)
     }
 
     /// Saturation-aware admission: an allowed request whose model's
     /// server is saturated with deferred work is marked for the fair queue
-    /// (the request stays charged: it is in quota).
-    async fn route_in_quota(
+    /// (the request stays charged: it is in quota). From the router's
+    /// in-memory snapshot: no I/O here.
+    fn route_in_quota(
         &self,
         request: &RateLimitRequest,
         plan: &plan::Plan,
@@ -345,7 +350,7 @@ impl Limiter {
         let Some(model) = sluice_admission::descriptors::model_of(entries) else {
             return;
         };
-        if router.route(model, now).await == Route::Queue {
+        if router.route(model, now) == Route::Queue {
             answer::mark_queued(response, priority);
             self.metrics.in_quota_queued.inc();
         }

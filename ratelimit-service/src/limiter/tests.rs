@@ -598,22 +598,32 @@ mod saturation_routing {
     use sluice_contract::saturation::Saturation;
     use std::sync::Arc;
 
-    fn routed(saturated: bool) -> (Limiter, Arc<Fixed>) {
+    /// A limiter whose router has read model "m"'s state once.
+    async fn routed(saturated: bool) -> (Limiter, Arc<SaturationRouter>) {
         let source = Arc::new(Fixed::default());
-        *source.state.lock().unwrap() = Some(Saturation {
+        source.set(Some(Saturation {
             saturated,
             at_ms: T0,
-        });
-        let router = SaturationRouter::new(source.clone(), RoutingOptions::default());
+        }));
+        let metrics = Arc::new(Metrics::new());
+        let router = SaturationRouter::new(
+            source,
+            RoutingOptions::default(),
+            metrics.saturation.clone(),
+        )
+        .unwrap();
+        router.route("m", T0);
+        router.refresh(T0).await.unwrap();
+        let router = Arc::new(router);
         let limiter = Limiter::new(
             config(),
             Arc::new(MemoryStore::new()),
             CountingMode::AllOrNothing,
             Arc::new(ManualClock::new(T0)),
-            Arc::new(Metrics::new()),
+            metrics,
         )
-        .with_saturation_routing(Arc::new(router));
-        (limiter, source)
+        .with_saturation_routing(router.clone());
+        (limiter, router)
     }
 
     async fn ask(limiter: &Limiter, descriptors: Vec<RateLimitDescriptor>) -> RateLimitResponse {
@@ -625,7 +635,7 @@ mod saturation_routing {
 
     #[tokio::test]
     async fn an_in_quota_request_of_a_deferring_tenant_is_queued_while_saturated() {
-        let (limiter, _) = routed(true);
+        let (limiter, _) = routed(true).await;
         let response = ask(&limiter, vec![tokens(10)]).await;
         assert_eq!(response.overall_code(), Code::Ok);
         assert_eq!(sluice_field(&response, "route").as_deref(), Some("queue"));
@@ -647,12 +657,12 @@ mod saturation_routing {
 
     #[tokio::test]
     async fn the_server_with_room_a_rejecting_limit_or_a_correction_go_direct() {
-        let (limiter, _) = routed(false);
+        let (limiter, _) = routed(false).await;
         let response = ask(&limiter, vec![tokens(10)]).await;
         assert_eq!(response.overall_code(), Code::Ok);
         assert_eq!(sluice_field(&response, "route"), None);
 
-        let (limiter, source) = routed(true);
+        let (limiter, router) = routed(true).await;
         // gpt4o-global does not defer: a request under no deferring limit
         // is never queued.
         let response = ask(&limiter, vec![descriptor(&[("model", "gpt-4o")])]).await;
@@ -663,9 +673,9 @@ mod saturation_routing {
         assert_eq!(sluice_field(&response.unwrap(), "route"), None);
         assert_eq!(limiter.metrics().in_quota_queued.get(), 0);
         assert_eq!(
-            source.reads.load(std::sync::atomic::Ordering::SeqCst),
-            0,
-            "no state is read for a request that cannot be queued"
+            router.models(),
+            1,
+            "no model tracked for a request that cannot be queued"
         );
     }
 }
