@@ -1164,8 +1164,10 @@ impl LiteConsumer {
                 .await?;
             match response.code() {
                 code::SUCCESS => return Ok(CitOutcome::Done),
-                // "ordered Lite ownership is missing or stale"
-                code::MESSAGE_ILLEGAL => return Ok(CitOutcome::Stale),
+                // "ordered Lite ownership is missing or stale"; or "Lite
+                // offset N exceeds queue maximum M": an offset carried past
+                // the queue's end (`LMQ_OFFSET_SHIFT`).
+                code::MESSAGE_ILLEGAL | code::NO_MESSAGE => return Ok(CitOutcome::Stale),
                 // "ordered Lite queue is owned by another in-flight request":
                 // a pop is reading this LiteTopic right now.
                 code::SYSTEM_BUSY if busy < BUSY_RETRIES => {
