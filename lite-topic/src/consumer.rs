@@ -85,6 +85,39 @@ fn pop_time_skew_window(round_trip: Duration) -> i64 {
         .clamp(MAX_POP_TIME_SKEW_MS, POP_TIME_SKEW_CAP_MS)
 }
 
+/// `LMQ_OFFSET_SHIFT`: the broker (rocketmq-store 1.0.0) reads a LiteTopic's
+/// next offset for a message's `INNER_MULTI_QUEUE_OFFSET` before the append
+/// and counts it up after, outside the append lock: sends to one LiteTopic
+/// from two connections at the same moment get the same offset. Its queue
+/// then files a message at its next place whatever offset it carries, or
+/// leaves it out when that offset is below the next place ("Build consume
+/// queue repeatedly": lost to the LiteTopic), and from then on messages
+/// carry offsets a place or two off their places ("[BUG]logic queue order
+/// maybe wrong"; at offset 0 every one is kept). The broker checks
+/// ChangeInvisibleTime against the place, so a release quoting the carried
+/// offset was refused as stale and the LiteTopic stayed blocked for the
+/// whole invisible time, message after message (issue 29: the deferred
+/// buckets after a Redis failover, when the consumers hand messages back
+/// in bursts). A refused handle is therefore tried again this many places
+/// either side of the shift last learned for its LiteTopic.
+const MAX_NEW_OFFSET_SHIFT: i64 = 2;
+
+/// How far below a handle's carried offset its place may lie, in the order
+/// tried: the shift learned for its LiteTopic, new collisions above it,
+/// the places above (shared first offset), and none at all (a restarted
+/// broker counts from its queue again).
+fn offset_shift_candidates(learned: i64) -> Vec<i64> {
+    let up = (1..=MAX_NEW_OFFSET_SHIFT).map(|k| learned.saturating_add(k));
+    let down = (1..=MAX_NEW_OFFSET_SHIFT).map(|k| learned.saturating_sub(k));
+    let mut shifts = vec![learned];
+    for shift in up.chain(down).chain([0]) {
+        if !shifts.contains(&shift) {
+            shifts.push(shift);
+        }
+    }
+    shifts
+}
+
 /// The broker ends a long poll this long before `born_time + poll_time`
 /// (`EARLY_WAKE_MILLIS` in its pop-lite deadline code); a poll time at or
 /// under it means "answer now".
@@ -207,6 +240,9 @@ pub struct ConsumerStats {
     /// (`NUDGE_AFTER_RELEASE`), and the messages they brought.
     pub nudges: u64,
     pub nudged_messages: u64,
+    /// ChangeInvisibleTimes that needed another offset than the one learned
+    /// for the LiteTopic (`LMQ_OFFSET_SHIFT`).
+    pub offset_shifts: u64,
 }
 
 #[derive(Default)]
@@ -221,6 +257,7 @@ struct Counters {
     polls_capped: AtomicU64,
     nudges: AtomicU64,
     nudged_messages: AtomicU64,
+    offset_shifts: AtomicU64,
 }
 
 /// A consumer of the LiteTopics of one parent topic, in one consumer group,
@@ -261,6 +298,9 @@ pub struct LiteConsumer {
     /// Popped messages not handed out yet (several brokers answered, or a
     /// `pop` was dropped before its answer came).
     ready: Mutex<VecDeque<LiteMessage>>,
+    /// `LMQ_OFFSET_SHIFT`: by (broker, LiteTopic), how far the offset its
+    /// last released message carried lay above its place in its queue.
+    offset_shifts: Mutex<HashMap<(String, String), i64>>,
 }
 
 /// One broker of the route and its pop handle.
@@ -347,6 +387,7 @@ impl LiteConsumer {
             outcomes_tx,
             outcomes: tokio::sync::Mutex::new(outcomes),
             ready: Mutex::new(VecDeque::new()),
+            offset_shifts: Mutex::new(HashMap::new()),
         })
     }
 
@@ -391,6 +432,7 @@ impl LiteConsumer {
             polls_capped: c.polls_capped.load(Ordering::Relaxed),
             nudges: c.nudges.load(Ordering::Relaxed),
             nudged_messages: c.nudged_messages.load(Ordering::Relaxed),
+            offset_shifts: c.offset_shifts.load(Ordering::Relaxed),
         }
     }
 
@@ -1052,63 +1094,139 @@ impl LiteConsumer {
     }
 
     /// ChangeInvisibleTime on the LiteTopic of `handle`, with the
-    /// `POP_TIME_SKEW` and busy-lock retries.
+    /// `LMQ_OFFSET_SHIFT`, `POP_TIME_SKEW` and busy-lock retries.
     async fn change_invisible_time(
         &self,
         handle: &MessageHandle,
         invisible_ms: i64,
         suspend: bool,
     ) -> Result<(), LiteError> {
+        let key = (handle.broker.name.clone(), handle.lite_topic.clone());
+        let learned = lock(&self.offset_shifts).get(&key).copied().unwrap_or(0);
         let hint = handle.skew_hint.load(Ordering::Relaxed);
-        let skews = std::iter::once(hint).chain((0..=handle.skew_window_ms).filter(|k| *k != hint));
+        let sweep: Vec<i64> = (0..=handle.skew_window_ms).filter(|k| *k != hint).collect();
+        // The likely popTime at every likely place first, then the sweep.
+        let attempts = [vec![hint], sweep].into_iter().flat_map(|skews| {
+            offset_shift_candidates(learned)
+                .into_iter()
+                .map(move |shift| (shift, skews.clone()))
+        });
         let mut tried = 0u64;
-        for skew in skews {
+        for (shift, skews) in attempts {
+            let offset = handle.queue_offset - shift;
+            if offset < 0 {
+                continue;
+            }
+            let done = self
+                .change_at_offset(handle, offset, &skews, invisible_ms, suspend, &mut tried)
+                .await?;
+            if done {
+                if shift != learned {
+                    self.learn_offset_shift(handle, key, shift);
+                }
+                return Ok(());
+            }
+            if handle.is_expired() {
+                break;
+            }
+        }
+        self.counters
+            .pop_time_retries
+            .fetch_add(tried, Ordering::Relaxed);
+        if handle.is_expired() {
+            debug!(lite_topic = %handle.lite_topic, offset = handle.queue_offset, "handle expired while its ChangeInvisibleTime was tried");
+            return Err(stale(handle));
+        }
+        warn!(
+            lite_topic = %handle.lite_topic,
+            offset = handle.queue_offset,
+            learned_shift = learned,
+            pop_time = handle.pop_time,
+            skew_window_ms = handle.skew_window_ms,
+            tried,
+            age_ms = handle.received_at.elapsed().as_millis() as u64,
+            suspend,
+            broker = %handle.broker.name,
+            "ChangeInvisibleTime refused as stale for every offset and popTime tried"
+        );
+        Err(stale(handle))
+    }
+
+    /// `LMQ_OFFSET_SHIFT`: remember `shift` for `handle`'s LiteTopic; a
+    /// warning the first time (the shift changes with each collision).
+    fn learn_offset_shift(&self, handle: &MessageHandle, key: (String, String), shift: i64) {
+        let first = lock(&self.offset_shifts).insert(key, shift).is_none();
+        self.counters.offset_shifts.fetch_add(1, Ordering::Relaxed);
+        let carried = handle.queue_offset;
+        let place = carried - shift;
+        let lite_topic = &handle.lite_topic;
+        let broker = &handle.broker.name;
+        if first {
+            warn!(%lite_topic, %broker, carried, place, "a LiteTopic's messages carry offsets off their queue places (the broker gave one offset to two sends): quoting the places");
+        } else {
+            debug!(%lite_topic, %broker, carried, place, "offset shift of a LiteTopic changed");
+        }
+    }
+
+    /// ChangeInvisibleTime at one queue offset with each popTime `skews`
+    /// below the answer's (`POP_TIME_SKEW`): true once the broker took one;
+    /// `tried` counts the refusals.
+    async fn change_at_offset(
+        &self,
+        handle: &MessageHandle,
+        offset: i64,
+        skews: &[i64],
+        invisible_ms: i64,
+        suspend: bool,
+        tried: &mut u64,
+    ) -> Result<bool, LiteError> {
+        for &skew in skews {
+            let pop_time = handle.pop_time - skew;
             match self
-                .change_invisible_time_once(handle, handle.pop_time - skew, invisible_ms, suspend)
+                .change_invisible_time_once(handle, offset, pop_time, invisible_ms, suspend)
                 .await?
             {
                 CitOutcome::Done => {
                     handle.skew_hint.store(skew, Ordering::Relaxed);
-                    if tried > 0 {
+                    if *tried > 0 {
                         self.counters
                             .pop_time_retries
-                            .fetch_add(tried, Ordering::Relaxed);
+                            .fetch_add(*tried, Ordering::Relaxed);
+                        *tried = 0;
                     }
                     self.counters
                         .max_pop_time_skew_ms
                         .fetch_max(skew as u64, Ordering::Relaxed);
-                    return Ok(());
+                    return Ok(true);
                 }
                 CitOutcome::Stale => {
-                    tried += 1;
+                    *tried += 1;
                     if handle.is_expired() {
                         break;
                     }
                 }
             }
         }
-        self.counters
-            .pop_time_retries
-            .fetch_add(tried, Ordering::Relaxed);
-        Err(stale(handle))
+        Ok(false)
     }
 
     async fn change_invisible_time_once(
         &self,
         handle: &MessageHandle,
+        offset: i64,
         pop_time: i64,
         invisible_ms: i64,
         suspend: bool,
     ) -> Result<CitOutcome, LiteError> {
         let extra_info = ExtraInfoUtil::build_extra_info_with_offset(
-            handle.queue_offset,
+            offset,
             pop_time,
             handle.invisible_time_ms,
             handle.revive_qid,
             &self.parent,
             &handle.broker.name,
             0,
-            handle.queue_offset,
+            offset,
         );
         let mut busy = 0;
         loop {
@@ -1117,7 +1235,7 @@ impl LiteConsumer {
                 topic: CheetahString::from_slice(&self.parent),
                 queue_id: 0,
                 extra_info: CheetahString::from_slice(&extra_info),
-                offset: handle.queue_offset,
+                offset,
                 invisible_time: invisible_ms,
                 lite_topic: Some(CheetahString::from_slice(&handle.lite_topic)),
                 suspend,
@@ -1141,8 +1259,10 @@ impl LiteConsumer {
                 .await?;
             match response.code() {
                 code::SUCCESS => return Ok(CitOutcome::Done),
-                // "ordered Lite ownership is missing or stale"
-                code::MESSAGE_ILLEGAL => return Ok(CitOutcome::Stale),
+                // "ordered Lite ownership is missing or stale"; or "Lite
+                // offset N exceeds queue maximum M": an offset carried past
+                // the queue's end (`LMQ_OFFSET_SHIFT`).
+                code::MESSAGE_ILLEGAL | code::NO_MESSAGE => return Ok(CitOutcome::Stale),
                 // "ordered Lite queue is owned by another in-flight request":
                 // a pop is reading this LiteTopic right now.
                 code::SYSTEM_BUSY if busy < BUSY_RETRIES => {
@@ -1401,6 +1521,14 @@ fn decode_answer_from(
             .map(|s| s.to_string())
             .unwrap_or_else(|| ext.msg_id().to_string());
         let properties = user_properties(props);
+        debug!(
+            %lite_topic,
+            queue_offset,
+            pop_time = answer.pop_time,
+            round_trip_ms = round_trip.as_millis() as u64,
+            broker = %broker.name,
+            "popped"
+        );
         messages.push(LiteMessage {
             handle: MessageHandle {
                 broker: Arc::clone(broker),
@@ -1470,6 +1598,13 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offset_shifts_are_tried_from_the_learned_one_then_either_side_then_none() {
+        assert_eq!(offset_shift_candidates(0), vec![0, 1, 2, -1, -2]);
+        assert_eq!(offset_shift_candidates(1), vec![1, 2, 3, 0, -1]);
+        assert_eq!(offset_shift_candidates(3), vec![3, 4, 5, 2, 1, 0]);
+    }
 
     #[test]
     fn the_pop_time_skew_window_follows_the_pops_round_trip_within_bounds() {

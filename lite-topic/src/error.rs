@@ -18,6 +18,7 @@ pub(crate) mod code {
     pub const TOPIC_NOT_EXIST: i32 = 17;
     pub const PULL_NOT_FOUND: i32 = 19;
     pub const SUBSCRIPTION_GROUP_NOT_EXIST: i32 = 26;
+    pub const NO_MESSAGE: i32 = 208;
     pub const POLLING_FULL: i32 = 209;
     pub const POLLING_TIMEOUT: i32 = 210;
 }
