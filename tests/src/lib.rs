@@ -1299,6 +1299,8 @@ pub mod redis_scenarios;
 #[cfg(feature = "rls")]
 pub mod rls;
 #[cfg(feature = "stack")]
+pub mod sse_resume;
+#[cfg(feature = "stack")]
 pub mod stack;
 
 /// Tries `attempt` every `pause` until it gives `Ok`: its value and how long

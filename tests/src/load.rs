@@ -14,12 +14,14 @@
 
 use crate::chart::{Chart, Panel, Series};
 pub use crate::process::{metric_sum, ProcessStack, ProcessStackOptions, Service};
+use crate::sse_resume::SseProgress;
 use crate::Resident;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use sluice_admission::deferral::RESUME_TOKEN_HEADER;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
@@ -104,6 +106,13 @@ impl RequestSpec {
 pub enum Outcome {
     /// A whole answer: JSON with `choices`, or a stream ending in `[DONE]`.
     Full,
+    /// A stream that broke (or ended without `[DONE]`) and was resumed with
+    /// its resume token and `Last-Event-ID` (`resumes` reconnects) to its
+    /// `[DONE]`, every event id after the one before it.
+    Resumed { resumes: u32 },
+    /// Resumed to its end, but an event id repeated or went back: a chunk
+    /// came twice.
+    ResumedDisordered,
     /// 429 with an error body.
     TooMany,
     /// Any other status with a JSON error body: (status, its `error.type`).
@@ -125,18 +134,26 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// A whole answer, or a 429 for a request meant to be rejected.
+    /// A whole answer (at once or resumed), or a 429 for a request meant
+    /// to be rejected.
     pub fn is_success_for(&self, class: Class) -> bool {
         match class {
             Class::Rejected => *self == Outcome::TooMany,
-            _ => *self == Outcome::Full,
+            _ => self.is_whole(),
         }
+    }
+
+    /// A whole answer, at once or resumed after a break.
+    pub fn is_whole(&self) -> bool {
+        matches!(self, Outcome::Full | Outcome::Resumed { .. })
     }
 
     /// A short label for tables.
     pub fn label(&self) -> String {
         match self {
             Outcome::Full => "answered fully".into(),
+            Outcome::Resumed { .. } => "resumed to a whole answer".into(),
+            Outcome::ResumedDisordered => "resumed, but an event id repeated".into(),
             Outcome::TooMany => "429".into(),
             Outcome::JsonError(status, kind) => format!("{status} JSON error {kind}"),
             Outcome::PlainError(status) => format!("{status} without JSON body"),
@@ -163,6 +180,10 @@ pub struct Record {
     pub outcome: Outcome,
     /// `x-sluice-request-id` of the answer (deferred requests).
     pub sluice_request_id: Option<String>,
+    /// A 200 SSE answer's text: its chunks' `delta.content`s joined.
+    pub content: Option<String>,
+    /// Why the last try to resume a broken stream failed, if the last one did.
+    pub resume_error: Option<String>,
 }
 
 impl Record {
@@ -187,6 +208,8 @@ pub struct LoadClient {
     target: SocketAddr,
     /// Prompt repeated in every request (its size sets the filter's work).
     prompt: Arc<str>,
+    /// Tries to resume one broken stream at most.
+    resume_tries: u32,
 }
 
 #[derive(Default)]
@@ -194,6 +217,24 @@ struct Progress {
     started: bool,
     status: u16,
     sluice_request_id: Option<String>,
+    content: Option<String>,
+    resume_error: Option<String>,
+}
+
+/// Tries to resume one broken stream at most, by default (a well-behaved
+/// SSE client gives up after a few), waiting [`RESUME_FIRST_WAIT`], doubling up to
+/// [`RESUME_MAX_WAIT`], before each: about 10 s in all, longer than a
+/// restarted process or proxy takes to come back. The request's deadline
+/// bounds them too.
+pub const RESUME_TRIES: u32 = 8;
+const RESUME_FIRST_WAIT: Duration = Duration::from_millis(250);
+const RESUME_MAX_WAIT: Duration = Duration::from_secs(2);
+
+/// The wait before resume try `attempt` (0-based).
+fn resume_wait(attempt: u32) -> Duration {
+    RESUME_FIRST_WAIT
+        .saturating_mul(1 << attempt.min(16))
+        .min(RESUME_MAX_WAIT)
 }
 
 impl LoadClient {
@@ -209,7 +250,15 @@ impl LoadClient {
             client,
             target,
             prompt: "hello ".repeat(prompt_words).into(),
+            resume_tries: RESUME_TRIES,
         }
+    }
+
+    /// As this client, trying to resume a broken stream `tries` times at
+    /// most (default [`RESUME_TRIES`]; 0: never).
+    pub fn with_resume_tries(mut self, tries: u32) -> LoadClient {
+        self.resume_tries = tries;
+        self
     }
 
     /// Sends request `number` as `spec`, waits up to `deadline` for its end.
@@ -234,6 +283,8 @@ impl LoadClient {
             latency: sent.elapsed(),
             outcome,
             sluice_request_id: progress.sluice_request_id,
+            content: progress.content,
+            resume_error: progress.resume_error,
         }
     }
 
@@ -270,11 +321,127 @@ impl LoadClient {
             .get(hyper::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
+        if progress.status == 200 && is_sse {
+            let token = response
+                .headers()
+                .get(RESUME_TOKEN_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let mut stream = SseProgress::default();
+            let whole = read_sse(response.into_body(), &mut stream).await;
+            let outcome = self
+                .resume_until_whole(spec, token.as_deref(), &mut stream, whole, progress)
+                .await;
+            progress.content = Some(crate::stack::chunk_content(&crate::stack::sse_data(
+                stream.text(),
+            )));
+            return outcome;
+        }
         let body = match response.into_body().collect().await {
             Ok(body) => body.to_bytes(),
             Err(_) => return Outcome::BodyBroken,
         };
         classify(progress.status, is_sse, &body)
+    }
+
+    /// A stream read so far (`whole`: its connection ended cleanly) as an
+    /// outcome; one that broke or ended without `[DONE]` is resumed with
+    /// `token` from its last event id, a few times at most.
+    async fn resume_until_whole(
+        &self,
+        spec: RequestSpec,
+        token: Option<&str>,
+        stream: &mut SseProgress,
+        mut whole: bool,
+        progress: &mut Progress,
+    ) -> Outcome {
+        let mut resumes = 0;
+        for attempt in 0..=self.resume_tries {
+            let outcome = match whole {
+                true => classify_stream(stream.text()),
+                false => Outcome::BodyBroken,
+            };
+            let cut = matches!(outcome, Outcome::BodyBroken | Outcome::StreamCut);
+            let Some(token) = token.filter(|_| cut && attempt < self.resume_tries) else {
+                return resumed_outcome(outcome, resumes, stream);
+            };
+            stream.broke();
+            tokio::time::sleep(resume_wait(attempt)).await;
+            match self.reopen(spec, token, stream.last_event_id()).await {
+                Ok(body) => {
+                    resumes += 1;
+                    progress.resume_error = None;
+                    whole = read_sse(body, stream).await;
+                }
+                Err(reason) => {
+                    progress.resume_error = Some(reason);
+                    whole = false;
+                }
+            }
+        }
+        Outcome::BodyBroken
+    }
+
+    /// `GET /v1/sluice/streams/<token>` through the same listener as the
+    /// request, with `Last-Event-ID`: the body of a 200 SSE answer, else
+    /// why not.
+    async fn reopen(
+        &self,
+        spec: RequestSpec,
+        token: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<hyper::body::Incoming, String> {
+        let mut request =
+            hyper::Request::get(format!("http://{}/v1/sluice/streams/{token}", self.target))
+                .header("x-tenant-id", spec.tenant());
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        let request = request
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| format!("bad request: {e}"))?;
+        let response = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| format!("connection failed ({})", connect_error_kind(&e)))?;
+        let status = response.status().as_u16();
+        if status == 200 {
+            return Ok(response.into_body());
+        }
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        Err(classify(status, false, &body).label())
+    }
+}
+
+/// Reads an SSE body into `stream` until it ends: true when it ended
+/// cleanly, false when the connection broke.
+async fn read_sse(mut body: hyper::body::Incoming, stream: &mut SseProgress) -> bool {
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Some(data) = frame.data_ref() {
+                    stream.feed(data);
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// `outcome` of a stream after `resumes` reconnects: a whole one counts as
+/// resumed when it needed any, and only when its event ids kept order.
+fn resumed_outcome(outcome: Outcome, resumes: u32, stream: &SseProgress) -> Outcome {
+    match outcome {
+        Outcome::Full if resumes > 0 && !stream.ids_increase() => Outcome::ResumedDisordered,
+        Outcome::Full if resumes > 0 => Outcome::Resumed { resumes },
+        other => other,
     }
 }
 
@@ -398,6 +565,8 @@ pub async fn run_open_loop(
                     latency: Duration::ZERO,
                     outcome: Outcome::Skipped,
                     sluice_request_id: None,
+                    content: None,
+                    resume_error: None,
                 });
             }
         }
@@ -695,6 +864,34 @@ mod tests {
             Outcome::SseError("interrupted".into())
         );
         assert_eq!(classify(200, true, b"data: {}\n\n"), Outcome::StreamCut);
+    }
+
+    #[test]
+    fn a_stream_counts_as_resumed_only_when_it_needed_it_and_kept_order() {
+        let mut ordered = SseProgress::default();
+        ordered.feed(b"id: 1-0\ndata: {}\n\nid: 2-0\ndata: {}\n\ndata: [DONE]\n\n");
+        assert_eq!(resumed_outcome(Outcome::Full, 0, &ordered), Outcome::Full);
+        assert_eq!(
+            resumed_outcome(Outcome::Full, 2, &ordered),
+            Outcome::Resumed { resumes: 2 }
+        );
+        let mut repeated = SseProgress::default();
+        repeated.feed(b"id: 1-0\ndata: {}\n\nid: 1-0\ndata: {}\n\ndata: [DONE]\n\n");
+        assert_eq!(
+            resumed_outcome(Outcome::Full, 1, &repeated),
+            Outcome::ResumedDisordered
+        );
+        let cancelled = Outcome::SseError("sluice_deferral/cancelled".into());
+        assert_eq!(resumed_outcome(cancelled.clone(), 1, &ordered), cancelled);
+        assert!(Outcome::Resumed { resumes: 1 }.is_success_for(Class::Deferred));
+        assert!(!Outcome::ResumedDisordered.is_success_for(Class::Deferred));
+    }
+
+    #[test]
+    fn resume_waits_double_up_to_two_seconds() {
+        let waits: Vec<u128> = (0..6).map(|n| resume_wait(n).as_millis()).collect();
+        assert_eq!(waits, [250, 500, 1000, 2000, 2000, 2000]);
+        assert_eq!(resume_wait(u32::MAX), RESUME_MAX_WAIT);
     }
 
     #[test]
