@@ -414,8 +414,8 @@ fn print_report(
     let skipped = count(&|r| r.outcome == Outcome::Skipped);
     let mut errors: BTreeMap<String, usize> = BTreeMap::new();
     for record in records {
-        let expected = record.outcome == Outcome::Full
-            || (record.spec.class == Class::Rejected && record.outcome == Outcome::TooMany);
+        let expected = record.outcome.is_success_for(record.spec.class)
+            || (record.spec.class == Class::Rejected && record.outcome == Outcome::Full);
         if !expected && !matches!(record.outcome, Outcome::Timeout { .. } | Outcome::Skipped) {
             *errors
                 .entry(format!(
@@ -440,11 +440,13 @@ fn print_report(
     let lost: Vec<&Record> = records
         .iter()
         .filter(|r| r.spec.class == Class::Deferred && r.sluice_request_id.is_some())
-        .filter(|r| r.outcome != Outcome::Full)
+        .filter(|r| !r.outcome.is_whole())
         .filter(|r| calls.get(&r.number) == Some(&0))
         .collect();
     let deferred_total = count(&|r| r.spec.class == Class::Deferred);
     let deferred_full = count(&|r| r.spec.class == Class::Deferred && r.outcome == Outcome::Full);
+    let deferred_resumed =
+        count(&|r| r.spec.class == Class::Deferred && matches!(r.outcome, Outcome::Resumed { .. }));
 
     println!(
         "chaos: {:.1} min at {} req/s, each part killed (SIGKILL) and restarted after {:.0} s",
@@ -454,6 +456,7 @@ fn print_report(
     println!("| sent | {sent} |");
     println!("| answered fully (whole JSON answer or SSE ending in [DONE]) | {full} |");
     println!("| rejected as meant: 429 with a JSON error | {rejected_429} |");
+    print_resumed(records);
     for (kind, n) in &errors {
         println!("| clear error: {kind} | {n} |");
     }
@@ -469,7 +472,9 @@ fn print_report(
         "| **deferred, accepted and then lost** (named by the endpoint, not answered fully, never run) | **{}** |",
         lost.len()
     );
-    println!("| deferred: sent / answered fully | {deferred_total} / {deferred_full} |");
+    println!(
+        "| deferred: sent / answered fully / resumed to a whole answer | {deferred_total} / {deferred_full} / {deferred_resumed} |"
+    );
     if let Some(first) = times.first() {
         // What "answered within" below compares to: a backlog shows here.
         let mut before: Vec<Duration> = records
@@ -531,6 +536,53 @@ fn print_report(
     print_fault_details(records, times);
 }
 
+/// The streams that broke and were resumed to their end: how many, and
+/// whether each one's text is the text of the streams that never broke
+/// (llm-sim answers every load request with the same words), so that a
+/// chunk lost or repeated at the resume shows. Then why resuming failed,
+/// for the streams it could not save.
+fn print_resumed(records: &[Record]) {
+    let resumed: Vec<&Record> = records
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Resumed { .. }))
+        .collect();
+    let mut texts: BTreeMap<&str, usize> = BTreeMap::new();
+    for record in records.iter().filter(|r| r.outcome == Outcome::Full) {
+        if let Some(text) = record.content.as_deref().filter(|t| !t.is_empty()) {
+            *texts.entry(text).or_default() += 1;
+        }
+    }
+    let reference = texts.iter().max_by_key(|(_, n)| **n).map(|(text, _)| *text);
+    let same = resumed
+        .iter()
+        .filter(|r| r.content.as_deref() == reference)
+        .count();
+    let reconnects: u32 = resumed
+        .iter()
+        .map(|r| match r.outcome {
+            Outcome::Resumed { resumes } => resumes,
+            _ => 0,
+        })
+        .sum();
+    println!(
+        "| broke mid-answer, **resumed to a whole answer** (resume token + Last-Event-ID through Envoy; {reconnects} reconnects) | {} |",
+        resumed.len()
+    );
+    println!(
+        "| of those, text equal to an unbroken stream's (nothing lost or repeated) | {same} / {} |",
+        resumed.len()
+    );
+    let mut why: BTreeMap<&str, usize> = BTreeMap::new();
+    for record in records.iter().filter(|r| !r.outcome.is_whole()) {
+        if let Some(reason) = record.resume_error.as_deref() {
+            *why.entry(reason).or_default() += 1;
+        }
+    }
+    for (reason, n) in why {
+        println!("| could not resume, last try: {reason} | {n} |");
+    }
+}
+
 /// Under the table, per fault: the deferred requests in flight at the kill
 /// that ended more than [`SLOW_AFTER_RESTART`] after the restart, and the
 /// deferred requests that did not get a whole answer and ended while this
@@ -549,7 +601,7 @@ fn print_fault_details(records: &[Record], times: &[FaultTimes]) {
         slow.sort_by_key(|r| std::cmp::Reverse(r.finished_at()));
         let failed: Vec<&Record> = records
             .iter()
-            .filter(|r| r.spec.class == Class::Deferred && r.outcome != Outcome::Full)
+            .filter(|r| r.spec.class == Class::Deferred && !r.outcome.is_whole())
             .filter(|r| r.finished_at() > fault.killed && r.finished_at() <= until)
             .collect();
         if slow.is_empty() && failed.is_empty() {
