@@ -2,9 +2,12 @@
 //! the load client (as a well-written SSE client) resumes the stream with
 //! its resume token and `Last-Event-ID` through Envoy, as a client would,
 //! and must get the whole answer — nothing lost or repeated, the model
-//! called once. Every part is a real process (`ProcessStack`: the binaries
-//! next to the test, or `$SLUICE_BIN_DIR`), so `kill -9` is real: no
-//! shutdown path runs in the killed process.
+//! called once. Every part is a real process (`ProcessStack`), so
+//! `kill -9` is real: no shutdown path runs in the killed process.
+//!
+//! Needs sluice-rls, sluice-consumer and sluice-llm-sim built
+//! (`cargo build --workspace --bins`, as `cargo test --workspace` does, or
+//! `SLUICE_BIN_DIR`), Envoy with the built filter, Redis and the broker.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use sluice_testkit::load::{
