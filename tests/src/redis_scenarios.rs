@@ -11,21 +11,24 @@ pub fn assert_no_cross_slot_commands() {
     );
 }
 
-/// Two tests of `scenario` (an `async fn(RedisKind)`): `$single` on a
-/// single Redis server, `$cluster` on a Redis Cluster followed by
-/// [`assert_no_cross_slot_commands`].
+/// Two tests of each `scenario` (an `async fn(RedisKind)`): `$single` on
+/// a single Redis server, `$cluster` on a Redis Cluster followed by
+/// [`assert_no_cross_slot_commands`]. Several scenarios, separated by `;`,
+/// make one table of what a file runs on both.
 #[macro_export]
 macro_rules! single_and_cluster_tests {
-    ($scenario:ident, $single:ident, $cluster:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $single() {
-            $scenario($crate::redis_topologies::RedisKind::Single).await;
-        }
+    ($($scenario:ident, $single:ident, $cluster:ident);+ $(;)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $single() {
+                $scenario($crate::redis_topologies::RedisKind::Single).await;
+            }
 
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $cluster() {
-            $scenario($crate::redis_topologies::RedisKind::Cluster).await;
-            $crate::redis_scenarios::assert_no_cross_slot_commands();
-        }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $cluster() {
+                $scenario($crate::redis_topologies::RedisKind::Cluster).await;
+                $crate::redis_scenarios::assert_no_cross_slot_commands();
+            }
+        )+
     };
 }

@@ -80,10 +80,17 @@ fn ids(prefix: &str, tenants: &[String], per_tenant: usize) -> Vec<(String, Stri
         .collect()
 }
 
+// Every scenario of this file, on a single Redis and on a Redis Cluster.
 sluice_testkit::single_and_cluster_tests!(
     instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on,
     instances_split_buckets_take_over_the_departed_and_hand_back_held_work,
-    instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on_a_redis_cluster
+    instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on_a_redis_cluster;
+    five_throttled_buckets_do_not_hold_up_forty_five_others_on,
+    five_throttled_buckets_do_not_hold_up_forty_five_others,
+    five_throttled_buckets_do_not_hold_up_forty_five_others_on_a_redis_cluster;
+    idle_buckets_are_retired_and_come_back_on_the_next_request_on,
+    idle_buckets_are_retired_and_come_back_on_the_next_request,
+    idle_buckets_are_retired_and_come_back_on_the_next_request_on_a_redis_cluster
 );
 
 async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_on(
@@ -180,12 +187,6 @@ async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_
     drop(stack);
 }
 
-sluice_testkit::single_and_cluster_tests!(
-    five_throttled_buckets_do_not_hold_up_forty_five_others_on,
-    five_throttled_buckets_do_not_hold_up_forty_five_others,
-    five_throttled_buckets_do_not_hold_up_forty_five_others_on_a_redis_cluster
-);
-
 async fn five_throttled_buckets_do_not_hold_up_forty_five_others_on(redis: RedisKind) {
     let stack = start(redis).await;
     let one = instance(&stack, "consumer-solo", RunnerOptions::default()).await;
@@ -229,12 +230,6 @@ async fn five_throttled_buckets_do_not_hold_up_forty_five_others_on(redis: Redis
     );
     one.stop().await;
 }
-
-sluice_testkit::single_and_cluster_tests!(
-    idle_buckets_are_retired_and_come_back_on_the_next_request_on,
-    idle_buckets_are_retired_and_come_back_on_the_next_request,
-    idle_buckets_are_retired_and_come_back_on_the_next_request_on_a_redis_cluster
-);
 
 async fn idle_buckets_are_retired_and_come_back_on_the_next_request_on(redis: RedisKind) {
     let stack = start(redis).await;
