@@ -52,6 +52,13 @@ pub const ROWS: &[KeyRow] = &[
         example: || keys::cancel("req-1"),
     },
     KeyRow {
+        pattern: "sluice:{r<shard>}:resumed:<id>",
+        kind: "string (counter)",
+        written_by: "deferral endpoint",
+        meaning: "resumes of the request's stream; a lost connection cancels the call only if none came within the cancel grace (expires with `cancel`)",
+        example: || keys::resumed("req-1"),
+    },
+    KeyRow {
         pattern: "sluice:{r<shard>}:done:<id>",
         kind: "string",
         written_by: "consumer",

@@ -56,6 +56,14 @@ pub fn cancel(req_id: &str) -> String {
     request_key("cancel", req_id)
 }
 
+/// How many times the request's stream was resumed (`INCR` by the
+/// deferral endpoint at each resume). A waiter whose connection closed
+/// cancels the model call only if no resume came after its own within the
+/// cancel grace: a proxy's restart looks like a client that left.
+pub fn resumed(req_id: &str) -> String {
+    request_key("resumed", req_id)
+}
+
 /// A terminal entry (`done` or `error`) was written.
 pub fn done(req_id: &str) -> String {
     request_key("done", req_id)

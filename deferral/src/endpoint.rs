@@ -56,6 +56,12 @@ pub struct EndpointOptions {
     pub body_timeout: Duration,
     /// `cancel:{id}` lifetime after a client disconnects.
     pub cancel_ttl: Duration,
+    /// How long after a client's connection closed mid-wait the model call
+    /// is cancelled, unless the stream was resumed meanwhile: a proxy that
+    /// restarts (Envoy) closes every connection as a client that left would,
+    /// and its clients resume (`Last-Event-ID`) a second or two later. A
+    /// client that really left keeps the GPU busy this much longer.
+    pub cancel_grace: Duration,
     /// Send an SSE comment saying the request is queued, first thing.
     pub announce_queued: bool,
     /// Low-priority requests fail fast (429) when their bucket already holds
@@ -99,6 +105,10 @@ pub struct EndpointOptions {
 /// default), within the 5 s recovery bound (issue 17).
 pub const DEFAULT_LEASE_CHECK_MS: u64 = 500;
 
+/// Default [`EndpointOptions::cancel_grace`]: longer than an Envoy restart
+/// (0.4–3 s in the chaos runs) plus a client's first reconnects.
+pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
+
 impl Default for EndpointOptions {
     fn default() -> Self {
         EndpointOptions {
@@ -108,6 +118,7 @@ impl Default for EndpointOptions {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             body_timeout: Duration::from_millis(DEFAULT_BODY_TIMEOUT_MS),
             cancel_ttl: Duration::from_secs(300),
+            cancel_grace: DEFAULT_CANCEL_GRACE,
             announce_queued: true,
             low_priority_max_backlog: 100,
             low_priority_timeout: Duration::from_secs(120),
@@ -950,6 +961,7 @@ async fn queue(
         local_seq: 0,
         held_back: None,
         finished: false,
+        resumes_seen: 0,
         _permit: Held::Places(places),
     };
     Ok((waiter, queue_position))
@@ -1026,6 +1038,9 @@ struct Waiter {
     /// A Redis entry that arrived while local chunks were still queued.
     held_back: Option<Entry>,
     finished: bool,
+    /// The resumes of this request's stream counted when this waiter began
+    /// (0 for the first): a later one keeps the call when this one goes.
+    resumes_seen: u64,
     _permit: Held,
 }
 
@@ -1035,28 +1050,52 @@ impl Drop for Waiter {
         if self.finished {
             return;
         }
-        // The client left before the end: tell the consumer to stop the GPU call.
+        // The client left before the end: tell the consumer to stop the GPU
+        // call, unless it resumes within the grace.
         self.state.metrics.cancelled.inc();
         let mut redis = self.state.redis.clone();
-        let key = keys::cancel(&self.req_id);
+        let req_id = self.req_id.clone();
+        let resumes_seen = self.resumes_seen;
+        let grace = self.state.options.cancel_grace;
         let ttl = self.state.options.cancel_ttl.as_secs().max(1);
         tokio::spawn(
             async move {
-                let result: Result<(), _> = redis::cmd("SET")
-                    .arg(&key)
-                    .arg(1)
-                    .arg("EX")
+                tokio::time::sleep(grace).await;
+                let result: Result<i64, _> = redis::Script::new(CANCEL_UNLESS_RESUMED)
+                    .key(keys::resumed(&req_id))
+                    .key(keys::cancel(&req_id))
+                    .arg(resumes_seen)
                     .arg(ttl)
-                    .query_async(&mut redis)
+                    .invoke_async(&mut redis)
                     .await;
-                if let Err(error) = result {
-                    tracing::warn!(%key, %error, "cannot record the cancel");
+                match result {
+                    Ok(0) => {
+                        tracing::info!("the client resumed the stream; the model call goes on")
+                    }
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(%error, "cannot record the cancel"),
                 }
             }
             .instrument(self.span.clone()),
         );
     }
 }
+
+/// Cancel a request's model call unless its stream was resumed since the
+/// waiter that left began.
+///
+/// KEYS[1]  `resumed:{id}`: the stream's resumes so far
+/// KEYS[2]  `cancel:{id}`
+/// ARGV[1]  the resumes the waiter that left had seen
+/// ARGV[2]  the cancel's lifetime, s
+///
+/// Returns 1 when cancelled, 0 when a resume came after.
+const CANCEL_UNLESS_RESUMED: &str = r#"
+local resumes = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+if resumes > tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
+return 1
+"#;
 
 enum Next {
     CheckLease,
@@ -1404,6 +1443,26 @@ async fn resumable_request(state: &EndpointState, token: &str) -> Result<String,
 
 /// `GET /v1/sluice/streams/{resume token}` with `Last-Event-ID`: pick a
 /// stream up again after a disconnect, while it still exists.
+/// One more resume of `req_id`'s stream; the count so far.
+async fn count_resume(state: &EndpointState, req_id: &str) -> Result<u64, Response> {
+    let mut redis = state.redis.clone();
+    let key = keys::resumed(req_id);
+    let counted: Result<(u64,), _> = redis::pipe()
+        .incr(&key, 1)
+        .expire(&key, state.options.cancel_ttl.as_secs().max(1) as i64)
+        .ignore()
+        .query_async(&mut redis)
+        .await;
+    counted.map(|(resumes,)| resumes).map_err(|e| {
+        tracing::warn!(%e, "cannot count a resume");
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            "try again shortly",
+        )
+    })
+}
+
 async fn resume(
     State(state): State<Arc<EndpointState>>,
     Path(token): Path<String>,
@@ -1460,6 +1519,12 @@ async fn resume(
             "too many waiting requests",
         );
     };
+    // Counted before the stream is read: a waiter that lost its connection
+    // then keeps the call (see `CANCEL_UNLESS_RESUMED`).
+    let resumes_seen = match count_resume(&state, &req_id).await {
+        Ok(resumes) => resumes,
+        Err(response) => return response,
+    };
     let subscription = state.hub.subscribe(&keys::response(&req_id), &from).await;
     state.metrics.in_flight.inc();
     // The resuming request's own trace context, if it sent one (the
@@ -1479,6 +1544,7 @@ async fn resume(
         local_seq: 0,
         held_back: None,
         finished: false,
+        resumes_seen,
         _permit: Held::Slot(permit),
     };
     // A resumed stream cannot know what the client asked: usage is sent.

@@ -316,17 +316,16 @@ async fn bad_markers_publish_nothing_and_errors_end_streams() {
     assert!(!response.body.contains("[DONE]"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn disconnect_cancels_and_streams_resume() {
-    let mut s = setup(EndpointOptions::default()).await;
-    // A client that goes away while queued: cancel:{id} is set for the consumer.
+/// Sends a streaming deferred request as `req_id`, reads its first bytes
+/// and goes away (the connection closed mid-wait).
+fn leave_while_queued(addr: std::net::SocketAddr, req_id: &str) {
     let body = r#"{"model": "gpt-4o", "stream": true, "messages": []}"#;
-    let mut stream = std::net::TcpStream::connect(s.addr).unwrap();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
     let mut request = format!(
         "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-length: {}\r\n",
         body.len()
     );
-    let mut gone = markers("req-gone", "echo");
+    let mut gone = markers(req_id, "echo");
     sign_deferral_headers(&mut gone, body.as_bytes());
     for (k, v) in gone {
         request.push_str(&format!("{k}: {v}\r\n"));
@@ -336,7 +335,59 @@ async fn disconnect_cancels_and_streams_resume() {
     stream.write_all(request.as_bytes()).unwrap();
     let mut first = [0u8; 64];
     let _ = stream.read(&mut first).unwrap();
-    drop(stream);
+}
+
+/// A client whose connection closed, then resumed within the cancel grace
+/// (as after an Envoy restart): the model call is not cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_resumed_within_the_cancel_grace_keeps_its_call() {
+    let grace = Duration::from_secs(1);
+    let mut s = setup(EndpointOptions {
+        cancel_grace: grace,
+        ..Default::default()
+    })
+    .await;
+    leave_while_queued(s.addr, "req-back");
+    answer(&mut s.redis, "req-back", &["one"]).await;
+    let token = deferral::resume_token(&example_deferral_secret(), "req-back", "echo");
+    let addr = s.addr;
+    let resumed = tokio::task::spawn_blocking(move || {
+        http_request(
+            addr,
+            "GET",
+            &format!("/v1/sluice/streams/{token}"),
+            &[("last-event-id", "0-0")],
+            b"",
+        )
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(resumed.status, 200, "{resumed:?}");
+    resumed.assert_body_contains("\"one\"");
+    // Past the grace of the waiter that left: no cancel.
+    tokio::time::sleep(grace * 2).await;
+    let cancelled: bool = s
+        .redis
+        .exists(sluice_contract::keys::cancel("req-back"))
+        .await
+        .unwrap();
+    assert!(
+        !cancelled,
+        "the call was cancelled although its stream was resumed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disconnect_cancels_and_streams_resume() {
+    let mut s = setup(EndpointOptions {
+        cancel_grace: Duration::from_millis(100),
+        ..Default::default()
+    })
+    .await;
+    // A client that goes away while queued and does not come back within
+    // the cancel grace: cancel:{id} is set for the consumer.
+    leave_while_queued(s.addr, "req-gone");
     let mut cancelled = false;
     for _ in 0..50 {
         if s.redis

@@ -41,7 +41,6 @@ async fn a_deferred_stream_cut_by_a_sluice_rls_kill_is_resumed_whole() {
 /// (found while building this test; a product change, see
 /// docs/operations.md's chaos section).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "product: a proxy's death cancels the model call (the endpoint cannot tell it from a client that left)"]
 async fn a_deferred_stream_cut_by_an_envoy_kill_is_resumed_whole() {
     cut_and_resume(ProcessStack::kill_envoy, |stack| {
         stack.restart_envoy().unwrap()
