@@ -316,6 +316,15 @@ async fn bad_markers_publish_nothing_and_errors_end_streams() {
     assert!(!response.body.contains("[DONE]"));
 }
 
+/// An endpoint that cancels a lost connection's call after `grace`.
+async fn setup_with_cancel_grace(grace: Duration) -> Setup {
+    setup(EndpointOptions {
+        cancel_grace: grace,
+        ..Default::default()
+    })
+    .await
+}
+
 /// Sends a streaming deferred request as `req_id`, reads its first bytes
 /// and goes away (the connection closed mid-wait).
 fn leave_while_queued(addr: std::net::SocketAddr, req_id: &str) {
@@ -342,11 +351,7 @@ fn leave_while_queued(addr: std::net::SocketAddr, req_id: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_resumed_within_the_cancel_grace_keeps_its_call() {
     let grace = Duration::from_secs(1);
-    let mut s = setup(EndpointOptions {
-        cancel_grace: grace,
-        ..Default::default()
-    })
-    .await;
+    let mut s = setup_with_cancel_grace(grace).await;
     leave_while_queued(s.addr, "req-back");
     answer(&mut s.redis, "req-back", &["one"]).await;
     let token = deferral::resume_token(&example_deferral_secret(), "req-back", "echo");
@@ -380,11 +385,7 @@ async fn a_stream_resumed_within_the_cancel_grace_keeps_its_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disconnect_cancels_and_streams_resume() {
-    let mut s = setup(EndpointOptions {
-        cancel_grace: Duration::from_millis(100),
-        ..Default::default()
-    })
-    .await;
+    let mut s = setup_with_cancel_grace(Duration::from_millis(100)).await;
     // A client that goes away while queued and does not come back within
     // the cancel grace: cancel:{id} is set for the consumer.
     leave_while_queued(s.addr, "req-gone");
