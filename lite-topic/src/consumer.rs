@@ -298,9 +298,10 @@ pub struct LiteConsumer {
     /// Popped messages not handed out yet (several brokers answered, or a
     /// `pop` was dropped before its answer came).
     ready: Mutex<VecDeque<LiteMessage>>,
-    /// `LMQ_OFFSET_SHIFT`: by (broker, LiteTopic), how far the offset its
-    /// last released message carried lay above its place in its queue.
-    offset_shifts: Mutex<HashMap<(String, String), i64>>,
+    /// `LMQ_OFFSET_SHIFT`: by broker, then LiteTopic, how far the offset
+    /// its last released message carried lay above its place in its queue
+    /// (looked up by `&str` on every release: no key is built then).
+    offset_shifts: Mutex<HashMap<String, HashMap<String, i64>>>,
 }
 
 /// One broker of the route and its pop handle.
@@ -1101,28 +1102,27 @@ impl LiteConsumer {
         invisible_ms: i64,
         suspend: bool,
     ) -> Result<(), LiteError> {
-        let key = (handle.broker.name.clone(), handle.lite_topic.clone());
-        let learned = lock(&self.offset_shifts).get(&key).copied().unwrap_or(0);
+        let learned = self.learned_offset_shift(handle);
         let hint = handle.skew_hint.load(Ordering::Relaxed);
-        let sweep: Vec<i64> = (0..=handle.skew_window_ms).filter(|k| *k != hint).collect();
+        let window = handle.skew_window_ms;
+        let shifts = offset_shift_candidates(learned);
         // The likely popTime at every likely place first, then the sweep.
-        let attempts = [vec![hint], sweep].into_iter().flat_map(|skews| {
-            offset_shift_candidates(learned)
-                .into_iter()
-                .map(move |shift| (shift, skews.clone()))
-        });
+        let hint_pass = shifts.iter().map(|&shift| (shift, false));
+        let sweep_pass = shifts.iter().map(|&shift| (shift, true));
         let mut tried = 0u64;
-        for (shift, skews) in attempts {
+        for (shift, sweep) in hint_pass.chain(sweep_pass) {
             let offset = handle.queue_offset - shift;
             if offset < 0 {
                 continue;
             }
+            let (first, last) = if sweep { (0, window) } else { (hint, hint) };
+            let skews = (first..=last).filter(move |k| !sweep || *k != hint);
             let done = self
-                .change_at_offset(handle, offset, &skews, invisible_ms, suspend, &mut tried)
+                .change_at_offset(handle, offset, skews, invisible_ms, suspend, &mut tried)
                 .await?;
             if done {
                 if shift != learned {
-                    self.learn_offset_shift(handle, key, shift);
+                    self.learn_offset_shift(handle, shift);
                 }
                 return Ok(());
             }
@@ -1152,10 +1152,23 @@ impl LiteConsumer {
         Err(stale(handle))
     }
 
+    /// `LMQ_OFFSET_SHIFT`: the shift last learned for `handle`'s LiteTopic.
+    fn learned_offset_shift(&self, handle: &MessageHandle) -> i64 {
+        lock(&self.offset_shifts)
+            .get(handle.broker.name.as_str())
+            .and_then(|topics| topics.get(handle.lite_topic.as_str()))
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// `LMQ_OFFSET_SHIFT`: remember `shift` for `handle`'s LiteTopic; a
     /// warning the first time (the shift changes with each collision).
-    fn learn_offset_shift(&self, handle: &MessageHandle, key: (String, String), shift: i64) {
-        let first = lock(&self.offset_shifts).insert(key, shift).is_none();
+    fn learn_offset_shift(&self, handle: &MessageHandle, shift: i64) {
+        let first = lock(&self.offset_shifts)
+            .entry(handle.broker.name.clone())
+            .or_default()
+            .insert(handle.lite_topic.clone(), shift)
+            .is_none();
         self.counters.offset_shifts.fetch_add(1, Ordering::Relaxed);
         let carried = handle.queue_offset;
         let place = carried - shift;
@@ -1175,12 +1188,12 @@ impl LiteConsumer {
         &self,
         handle: &MessageHandle,
         offset: i64,
-        skews: &[i64],
+        skews: impl Iterator<Item = i64>,
         invisible_ms: i64,
         suspend: bool,
         tried: &mut u64,
     ) -> Result<bool, LiteError> {
-        for &skew in skews {
+        for skew in skews {
             let pop_time = handle.pop_time - skew;
             match self
                 .change_invisible_time_once(handle, offset, pop_time, invisible_ms, suspend)
