@@ -37,7 +37,7 @@ use sluice_contract::local::{LocalBus, LocalReceiver};
 use sluice_contract::trace::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
 use sluice_contract::{now_ms, ClaimTiming, Priority, StreamEvent, TraceContext, WorkItem};
 use sluice_redis::RedisConn;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
@@ -1061,7 +1061,7 @@ impl Drop for Waiter {
         tokio::spawn(
             async move {
                 tokio::time::sleep(grace).await;
-                let result: Result<i64, _> = redis::Script::new(CANCEL_UNLESS_RESUMED)
+                let result: Result<i64, _> = CANCEL_UNLESS_RESUMED_SCRIPT
                     .key(keys::resumed(&req_id))
                     .key(keys::cancel(&req_id))
                     .arg(resumes_seen)
@@ -1096,6 +1096,10 @@ if resumes > tonumber(ARGV[1]) then return 0 end
 redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
 return 1
 "#;
+
+// Built once: `Script::new` hashes its source (as deferral/src/quota.rs).
+static CANCEL_UNLESS_RESUMED_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(CANCEL_UNLESS_RESUMED));
 
 enum Next {
     CheckLease,
