@@ -203,7 +203,7 @@ pub struct ServeArgs {
     /// Most models whose saturation state is tracked (model names come
     /// from clients); a new model past it goes straight to the server.
     #[arg(long, env = "SLUICE_RLS_SATURATION_MAX_MODELS", default_value_t = 1024,
-          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+          value_parser = clap::value_parser!(u64).range(1..=RoutingOptions::MAX_MODELS as u64))]
     pub saturation_max_models: u64,
 
     /// Rate-limit headers in answers: `sluice` (RateLimit-Limit/-Remaining/
