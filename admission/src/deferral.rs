@@ -41,6 +41,9 @@ pub const DEFAULT_MARKER_HEADER: &str = "x-sluice-deferred";
 pub const DEFERRAL_TOKEN_HEADER: &str = "x-sluice-deferral-token";
 /// Response header of a streamed deferred answer: the resume token.
 pub const RESUME_TOKEN_HEADER: &str = "x-sluice-resume-token";
+/// Where a client resumes a streamed deferred answer: this, then its resume
+/// token (`GET`, with `Last-Event-ID`).
+pub const RESUME_PATH_PREFIX: &str = "/v1/sluice/streams/";
 /// Response header of a streamed deferred answer: its place in the queue.
 pub const QUEUE_POSITION_HEADER: &str = "x-sluice-queue-position";
 /// The secret in the repository's example configs (`config/deferral-secret.example`,
@@ -333,6 +336,11 @@ pub fn resume_token(secret: &Secret, request_id: &str, tenant: &str) -> String {
         .finalize()
         .into_bytes();
     format!("{request_id}.{}", hex(&tag))
+}
+
+/// The path that resumes the stream of `resume_token`.
+pub fn resume_path(resume_token: &str) -> String {
+    format!("{RESUME_PATH_PREFIX}{resume_token}")
 }
 
 /// The request id a resume token names, before its MAC is checked (the

@@ -186,7 +186,7 @@ pub fn router_with_local(
     // holds for anything else that buffers a body here.
     let body_limit = DefaultBodyLimit::max(state.options.max_body_bytes);
     Router::new()
-        .route("/v1/sluice/streams/{resume_token}", get(resume))
+        .route(&deferral::resume_path("{resume_token}"), get(resume))
         .fallback(any(accept))
         .layer(body_limit)
         .with_state(state)

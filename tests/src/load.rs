@@ -21,7 +21,7 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use sluice_admission::deferral::RESUME_TOKEN_HEADER;
+use sluice_admission::deferral::{resume_path, RESUME_TOKEN_HEADER};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
@@ -392,7 +392,7 @@ impl LoadClient {
         last_event_id: Option<&str>,
     ) -> Result<hyper::body::Incoming, String> {
         let mut request =
-            hyper::Request::get(format!("http://{}/v1/sluice/streams/{token}", self.target))
+            hyper::Request::get(format!("http://{}{}", self.target, resume_path(token)))
                 .header("x-tenant-id", spec.tenant());
         if let Some(id) = last_event_id {
             request = request.header("last-event-id", id);

@@ -360,7 +360,7 @@ async fn a_stream_resumed_within_the_cancel_grace_keeps_its_call() {
         http_request(
             addr,
             "GET",
-            &format!("/v1/sluice/streams/{token}"),
+            &deferral::resume_path(&token),
             &[("last-event-id", "0-0")],
             b"",
         )
