@@ -95,26 +95,27 @@ impl StreamEvent {
 
     /// Field/value pairs of the entry, `type` first.
     pub fn fields(&self) -> Vec<(&'static str, String)> {
-        let mut fields = vec![(Field::Type, self.kind().as_str().to_string())];
+        let mut fields = vec![(Field::Type.as_str(), self.kind().as_str().to_string())];
         match self {
-            StreamEvent::Chunk { data } => fields.push((Field::Data, data.clone())),
+            StreamEvent::Chunk { data } => fields.push((Field::Data.as_str(), data.clone())),
             StreamEvent::Done { usage } => {
-                fields.extend(usage.iter().map(|usage| (Field::Usage, usage.clone())));
+                fields.extend(
+                    usage
+                        .iter()
+                        .map(|usage| (Field::Usage.as_str(), usage.clone())),
+                );
             }
             StreamEvent::Error {
                 status,
                 code,
                 message,
             } => fields.extend([
-                (Field::Status, status.to_string()),
-                (Field::Code, code.clone()),
-                (Field::Message, message.clone()),
+                (Field::Status.as_str(), status.to_string()),
+                (Field::Code.as_str(), code.clone()),
+                (Field::Message.as_str(), message.clone()),
             ]),
         }
         fields
-            .into_iter()
-            .map(|(field, value)| (field.as_str(), value))
-            .collect()
     }
 
     /// Reads an entry through `get` (field name → value). `None` when the
