@@ -885,10 +885,7 @@ pub struct RocketMq {
 
 impl RocketMq {
     pub fn start() -> anyhow::Result<Self> {
-        Self::start_in(broker_scratch_dir()?)
-    }
-
-    fn start_in(dir: tempfile::TempDir) -> anyhow::Result<Self> {
+        let dir = broker_scratch_dir()?;
         let namesrv_bin = rocketmq_binary("ROCKETMQ_NAMESRV_BIN", "rocketmq-namesrv-rust")?;
         let broker_bin = rocketmq_binary("ROCKETMQ_BROKER_BIN", "rocketmq-broker-rust")?;
         let home = dir.path().to_path_buf();
