@@ -32,11 +32,7 @@ pub struct ConsumerFlags {
     /// The consumer's admin API: /metrics, /healthz, and run-time rate
     /// changes. Loopback by default; bound elsewhere, writes need the admin
     /// token.
-    #[arg(
-        long,
-        env = "SLUICE_CONSUMER_ADMIN_ADDR",
-        default_value = "127.0.0.1:9092"
-    )]
+    #[arg(long, env = "SLUICE_CONSUMER_ADMIN_ADDR", default_value = "127.0.0.1:9092")]
     pub consumer_admin_addr: SocketAddr,
 
     /// Unique id of this instance in the consumer group (default: host name + pid).

@@ -81,11 +81,7 @@ pub struct DeferralArgs {
     pub deferral_owner_ttl_s: u64,
 
     /// Longest a high-priority deferred request waits for its answer, in seconds.
-    #[arg(
-        long,
-        env = "SLUICE_DEFERRAL_HIGH_PRIORITY_TIMEOUT_S",
-        default_value_t = 1800
-    )]
+    #[arg(long, env = "SLUICE_DEFERRAL_HIGH_PRIORITY_TIMEOUT_S", default_value_t = 1800)]
     pub deferral_high_priority_timeout_s: u64,
 
     /// Largest deferred request body; larger: 413 (same as the filter's max_body_bytes).

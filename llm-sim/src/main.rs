@@ -42,12 +42,7 @@ struct Cli {
     max_concurrency: usize,
 
     /// Beyond --max-concurrency: answer `429`, answer `503`, or `queue` until a slot frees.
-    #[arg(
-        long,
-        env = "SLUICE_SIM_OVER_CAPACITY",
-        value_enum,
-        default_value = "429"
-    )]
+    #[arg(long, env = "SLUICE_SIM_OVER_CAPACITY", value_enum, default_value = "429")]
     over_capacity: OverCapacityArg,
 
     /// Retry-After seconds of over-capacity answers.
@@ -55,11 +50,7 @@ struct Cli {
     retry_after_secs: u64,
 
     /// Tokens generated when the request does not cap them lower.
-    #[arg(
-        long,
-        env = "SLUICE_SIM_DEFAULT_COMPLETION_TOKENS",
-        default_value_t = 16
-    )]
+    #[arg(long, env = "SLUICE_SIM_DEFAULT_COMPLETION_TOKENS", default_value_t = 16)]
     default_completion_tokens: u64,
 
     /// Share of requests answered 500 before any output (0..1).
@@ -67,11 +58,7 @@ struct Cli {
     failure_rate: f64,
 
     /// Share of requests broken halfway (streams: connection closed, no [DONE]) (0..1).
-    #[arg(
-        long,
-        env = "SLUICE_SIM_MID_STREAM_FAILURE_RATE",
-        default_value_t = 0.0
-    )]
+    #[arg(long, env = "SLUICE_SIM_MID_STREAM_FAILURE_RATE", default_value_t = 0.0)]
     mid_stream_failure_rate: f64,
 
     /// Seed of the failure draws.
@@ -115,32 +102,18 @@ struct Cli {
     /// GPU model: vLLM's `--scheduling-policy`: `fcfs` (a request's
     /// `priority` other than 0 is refused, 400) or `priority` (waiting
     /// queue, admission and prefill by (priority, arrival), lower first).
-    #[arg(
-        long,
-        env = "SLUICE_SIM_SCHEDULING_POLICY",
-        value_enum,
-        default_value = "fcfs"
-    )]
+    #[arg(long, env = "SLUICE_SIM_SCHEDULING_POLICY", value_enum, default_value = "fcfs")]
     scheduling_policy: SchedulingPolicyArg,
 
     /// A model counted with its own tokenizer and chat template, as its
     /// server reports usage: `MODEL=PATH/tokenizer.json:TEMPLATE` (`llama3`,
     /// `llama3_1`, `qwen3`, `deepseek_v3`, `gpt_oss`, `mistral_v3_tekken`
     /// with a `tekken.json`); repeated for several models.
-    #[arg(
-        long = "tokenizer",
-        env = "SLUICE_SIM_TOKENIZERS",
-        value_delimiter = ','
-    )]
+    #[arg(long = "tokenizer", env = "SLUICE_SIM_TOKENIZERS", value_delimiter = ',')]
     tokenizers: Vec<String>,
 
     /// Log format.
-    #[arg(
-        long,
-        env = "SLUICE_SIM_LOG_FORMAT",
-        value_enum,
-        default_value = "text"
-    )]
+    #[arg(long, env = "SLUICE_SIM_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
 }
 

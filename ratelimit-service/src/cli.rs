@@ -48,11 +48,7 @@ pub struct ServeArgs {
 
     /// First wait before reconnecting to the xDS server, in milliseconds;
     /// doubles (with jitter) up to --xds-backoff-max-ms.
-    #[arg(
-        long,
-        env = "SLUICE_RLS_XDS_BACKOFF_INITIAL_MS",
-        default_value_t = 1000
-    )]
+    #[arg(long, env = "SLUICE_RLS_XDS_BACKOFF_INITIAL_MS", default_value_t = 1000)]
     pub xds_backoff_initial_ms: u64,
 
     #[arg(long, env = "SLUICE_RLS_XDS_BACKOFF_MAX_MS", default_value_t = 60_000)]
@@ -68,21 +64,11 @@ pub struct ServeArgs {
     pub xds_tls_ca: Option<PathBuf>,
 
     /// Client certificate for the xDS server (CONFIG_GRPC_XDS_CLIENT_TLS_CERT); needs --xds-tls-key.
-    #[arg(
-        long,
-        env = "SLUICE_RLS_XDS_TLS_CERT",
-        value_name = "PEM",
-        requires = "xds_tls_key"
-    )]
+    #[arg(long, env = "SLUICE_RLS_XDS_TLS_CERT", value_name = "PEM", requires = "xds_tls_key")]
     pub xds_tls_cert: Option<PathBuf>,
 
     /// (CONFIG_GRPC_XDS_CLIENT_TLS_KEY)
-    #[arg(
-        long,
-        env = "SLUICE_RLS_XDS_TLS_KEY",
-        value_name = "PEM",
-        requires = "xds_tls_cert"
-    )]
+    #[arg(long, env = "SLUICE_RLS_XDS_TLS_KEY", value_name = "PEM", requires = "xds_tls_cert")]
     pub xds_tls_key: Option<PathBuf>,
 
     /// Name the xDS server's certificate must carry, if not the host of
@@ -92,21 +78,11 @@ pub struct ServeArgs {
 
     /// TLS on the gRPC listener: certificate (GRPC_SERVER_USE_TLS +
     /// GRPC_SERVER_TLS_CERT); needs --grpc-tls-key.
-    #[arg(
-        long,
-        env = "SLUICE_RLS_GRPC_TLS_CERT",
-        value_name = "PEM",
-        requires = "grpc_tls_key"
-    )]
+    #[arg(long, env = "SLUICE_RLS_GRPC_TLS_CERT", value_name = "PEM", requires = "grpc_tls_key")]
     pub grpc_tls_cert: Option<PathBuf>,
 
     /// (GRPC_SERVER_TLS_KEY)
-    #[arg(
-        long,
-        env = "SLUICE_RLS_GRPC_TLS_KEY",
-        value_name = "PEM",
-        requires = "grpc_tls_cert"
-    )]
+    #[arg(long, env = "SLUICE_RLS_GRPC_TLS_KEY", value_name = "PEM", requires = "grpc_tls_cert")]
     pub grpc_tls_key: Option<PathBuf>,
 
     /// Require client certificates signed by this CA on the gRPC listener
@@ -154,12 +130,7 @@ pub struct ServeArgs {
 
     /// `all-or-nothing`: an over-limit request moves no counter;
     /// `increment-all`: envoyproxy/ratelimit's behaviour.
-    #[arg(
-        long,
-        env = "SLUICE_RLS_COUNTING",
-        value_enum,
-        default_value = "all-or-nothing"
-    )]
+    #[arg(long, env = "SLUICE_RLS_COUNTING", value_enum, default_value = "all-or-nothing")]
     pub counting: CountingMode,
 
     /// Counter key layout, CACHE_KEY_PREFIX and expiry jitter.
@@ -209,36 +180,19 @@ pub struct ServeArgs {
     /// Rate-limit headers in answers: `sluice` (RateLimit-Limit/-Remaining/
     /// -Reset/-Policy, Retry-After), `upstream` (envoyproxy/ratelimit's
     /// LIMIT_RESPONSE_HEADERS_ENABLED), `off`.
-    #[arg(
-        long,
-        env = "SLUICE_RLS_RESPONSE_HEADERS",
-        value_enum,
-        default_value = "sluice"
-    )]
+    #[arg(long, env = "SLUICE_RLS_RESPONSE_HEADERS", value_enum, default_value = "sluice")]
     pub response_headers: HeaderStyleKind,
 
     /// Header names of `--response-headers upstream` (LIMIT_LIMIT_HEADER).
-    #[arg(
-        long,
-        env = "SLUICE_RLS_LIMIT_HEADER",
-        default_value = "RateLimit-Limit"
-    )]
+    #[arg(long, env = "SLUICE_RLS_LIMIT_HEADER", default_value = "RateLimit-Limit")]
     pub limit_header: String,
 
     /// (LIMIT_REMAINING_HEADER)
-    #[arg(
-        long,
-        env = "SLUICE_RLS_REMAINING_HEADER",
-        default_value = "RateLimit-Remaining"
-    )]
+    #[arg(long, env = "SLUICE_RLS_REMAINING_HEADER", default_value = "RateLimit-Remaining")]
     pub remaining_header: String,
 
     /// (LIMIT_RESET_HEADER)
-    #[arg(
-        long,
-        env = "SLUICE_RLS_RESET_HEADER",
-        default_value = "RateLimit-Reset"
-    )]
+    #[arg(long, env = "SLUICE_RLS_RESET_HEADER", default_value = "RateLimit-Reset")]
     pub reset_header: String,
 
     /// Add envoyproxy/ratelimit's response dynamic metadata (domain,
@@ -261,12 +215,7 @@ pub struct ServeArgs {
     /// signed with a deferral secret (`x-sluice-charge-auth`); `any`, anyone
     /// who reaches the gRPC port, as envoyproxy/ratelimit (for migrations).
     /// Plain decisions (Envoy's own rate-limit filter) need no signature.
-    #[arg(
-        long,
-        env = "SLUICE_RLS_COUNTER_WRITES",
-        value_enum,
-        default_value = "signed"
-    )]
+    #[arg(long, env = "SLUICE_RLS_COUNTER_WRITES", value_enum, default_value = "signed")]
     pub counter_writes: CounterWritePolicy,
 
     /// Oldest counter-write signature accepted, in seconds (also the clock

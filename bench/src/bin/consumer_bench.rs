@@ -138,12 +138,7 @@ struct Args {
     #[command(flatten)]
     sim: SimKnobs,
     /// Pacing: the request bursts to run, comma-separated.
-    #[arg(
-        long,
-        env = "PACING_BURSTS",
-        value_delimiter = ',',
-        default_value = "1,2"
-    )]
+    #[arg(long, env = "PACING_BURSTS", value_delimiter = ',', default_value = "1,2")]
     pacing_bursts: Vec<f64>,
     /// Pacing: seconds of work per bucket.
     #[arg(long, env = "PACING_SECS", default_value_t = 20.0)]
@@ -151,12 +146,7 @@ struct Args {
     #[command(flatten)]
     iso: IsoShape,
     /// Isolation: the modes to run, comma-separated (live, backlog).
-    #[arg(
-        long,
-        env = "ISO_MODES",
-        value_delimiter = ',',
-        default_value = "live,backlog"
-    )]
+    #[arg(long, env = "ISO_MODES", value_delimiter = ',', default_value = "live,backlog")]
     iso_modes: Vec<String>,
     /// Scale: unlimited buckets.
     #[arg(long, env = "SCALE_BUCKETS", default_value_t = 1000)]
@@ -687,11 +677,7 @@ struct IsoShape {
     #[arg(long = "iso-per-bucket", env = "ISO_PER_BUCKET", default_value_t = 10)]
     per_bucket: usize,
     /// Isolation: the throttled neighbours' messages per second.
-    #[arg(
-        long = "iso-throttled-rate",
-        env = "ISO_THROTTLED_RATE",
-        default_value_t = 0.5
-    )]
+    #[arg(long = "iso-throttled-rate", env = "ISO_THROTTLED_RATE", default_value_t = 0.5)]
     throttled_rate: f64,
     /// Isolation, live: messages per second to the healthy buckets in all.
     #[arg(long = "iso-live-rps", env = "ISO_LIVE_RPS", default_value_t = 45.0)]

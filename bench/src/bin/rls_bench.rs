@@ -47,10 +47,7 @@ use tonic::transport::{Channel, Endpoint};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(
-    name = "sluice-rls-bench",
-    about = "Benchmark sluice-rls decisions over gRPC"
-)]
+#[command(name = "sluice-rls-bench", about = "Benchmark sluice-rls decisions over gRPC")]
 struct Args {
     /// Calls in flight at once.
     #[arg(long, default_value_t = 64)]

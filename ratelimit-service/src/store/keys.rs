@@ -58,12 +58,7 @@ pub struct KeyArgs {
     /// `sluice`: Sluice's keys (one Redis Cluster slot per tenant, values
     /// encoded); `upstream`: envoyproxy/ratelimit's, so that both share
     /// counters during a migration.
-    #[arg(
-        long,
-        env = "SLUICE_RLS_KEY_LAYOUT",
-        value_enum,
-        default_value = "sluice"
-    )]
+    #[arg(long, env = "SLUICE_RLS_KEY_LAYOUT", value_enum, default_value = "sluice")]
     pub key_layout: KeyLayoutName,
 
     /// Prefix of every key in the `upstream` layout (CACHE_KEY_PREFIX).
