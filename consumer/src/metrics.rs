@@ -82,6 +82,9 @@ pub struct ModelLabels {
     pub model: String,
 }
 
+/// One series of `M` per model (the label bounded by `max_models`).
+pub type PerModel<M> = Family<ModelLabels, M>;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TenantTokenLabels {
     /// Sanitized and bounded (the bucket bound).
@@ -171,21 +174,21 @@ pub struct ChangeLabels {
 #[derive(Debug, Default)]
 pub struct ControlMetrics {
     /// The shared limit of each model (the override when one is set).
-    pub limit: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+    pub limit: PerModel<Gauge<f64, AtomicU64>>,
     /// This instance's in-flight cap for the model (its share of the limit).
-    pub instance_cap: Family<ModelLabels, Gauge>,
+    pub instance_cap: PerModel<Gauge>,
     /// Changes of the limit, by reason.
     pub changes: Family<ChangeLabels, Counter>,
     /// Overload answers (429 / 503) from the model seen by this instance.
-    pub overload_answers: Family<ModelLabels, Counter>,
+    pub overload_answers: PerModel<Counter>,
     /// Requests waiting at the model server at the last sample.
-    pub server_waiting: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+    pub server_waiting: PerModel<Gauge<f64, AtomicU64>>,
     /// The consumers' calls in flight to the model, every instance
     /// together, as the stepper counted them at the last sample.
-    pub own_in_flight: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+    pub own_in_flight: PerModel<Gauge<f64, AtomicU64>>,
     /// Requests at the model server that are not the consumers' calls
     /// (in-quota traffic, other clients) at the last sample.
-    pub server_foreign: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+    pub server_foreign: PerModel<Gauge<f64, AtomicU64>>,
 }
 
 impl ControlMetrics {
@@ -238,6 +241,50 @@ impl ControlMetrics {
     }
 }
 
+/// The consumer group's buckets as this instance sees them.
+#[derive(Debug)]
+pub struct GroupMetrics {
+    /// Buckets this instance owns and is subscribed to.
+    pub buckets_owned: Gauge,
+    /// Live instances of the consumer group, as this instance last saw them.
+    pub members: Gauge,
+    /// Idle buckets this instance retired (unsubscribed, removed from the set).
+    pub buckets_retired: Counter,
+    /// Retired buckets whose queue this instance deleted at the broker.
+    pub buckets_reclaimed: Counter,
+}
+
+impl GroupMetrics {
+    fn registered(registry: &mut Registry) -> Self {
+        GroupMetrics {
+            buckets_owned: register(
+                registry,
+                "buckets_owned",
+                "Buckets (LiteTopics) this instance owns and is subscribed to",
+                Gauge::default(),
+            ),
+            members: register(
+                registry,
+                "group_members",
+                "Live consumer instances in the group, as last seen",
+                Gauge::default(),
+            ),
+            buckets_retired: register(
+                registry,
+                "buckets_retired",
+                "Idle buckets retired (unsubscribed and removed from the bucket set)",
+                Counter::default(),
+            ),
+            buckets_reclaimed: register(
+                registry,
+                "buckets_reclaimed",
+                "Retired buckets whose queue (LMQ consume-queue files) was deleted at the broker",
+                Counter::default(),
+            ),
+        }
+    }
+}
+
 /// All metrics of the consumer, registered once; cheap to update from any task.
 #[derive(Debug)]
 pub struct Metrics {
@@ -248,19 +295,19 @@ pub struct Metrics {
     /// Pacing decisions per bucket.
     pub pacing_decisions: Family<PacingLabels, Counter>,
     /// Waits returned by the pacer, per model.
-    pub pacing_wait_seconds: Family<ModelLabels, Histogram>,
+    pub pacing_wait_seconds: PerModel<Histogram>,
     /// Backend calls in flight, per model.
-    pub in_flight: Family<ModelLabels, Gauge>,
+    pub in_flight: PerModel<Gauge>,
     /// Try-acquire refusals of the in-flight cap, per model.
-    pub in_flight_refused: Family<ModelLabels, Counter>,
+    pub in_flight_refused: PerModel<Counter>,
     /// Time from enqueue to the start of the backend call, per model.
-    pub queue_wait_seconds: Family<ModelLabels, Histogram>,
+    pub queue_wait_seconds: PerModel<Histogram>,
     /// Time from the start of the call to the first chunk written, per model.
-    pub first_chunk_seconds: Family<ModelLabels, Histogram>,
+    pub first_chunk_seconds: PerModel<Histogram>,
     /// Round trip of one chunk write (XADD pipeline).
     pub chunk_write_seconds: Histogram,
     /// Chunks written, per model.
-    pub chunks: Family<ModelLabels, Counter>,
+    pub chunks: PerModel<Counter>,
     /// Calls aborted because the client cancelled.
     pub cancels: Counter,
     /// Claims given back because fewer than `claim_replicas` replicas
@@ -270,14 +317,8 @@ pub struct Metrics {
     pub errors: Family<KindLabels, Counter>,
     /// Outcomes (see [`crate::Outcome::as_str`]).
     pub outcomes: Family<OutcomeLabels, Counter>,
-    /// Buckets this instance owns and is subscribed to.
-    pub buckets_owned: Gauge,
-    /// Live instances of the consumer group, as this instance last saw them.
-    pub group_members: Gauge,
-    /// Idle buckets this instance retired (unsubscribed, removed from the set).
-    pub buckets_retired: Counter,
-    /// Retired buckets whose queue this instance deleted at the broker.
-    pub buckets_reclaimed: Counter,
+    /// The consumer group's buckets as this instance sees them.
+    pub group: GroupMetrics,
     /// LiteTopic → bucket label, to drop a bucket's series when it goes.
     bucket_topics: Mutex<HashMap<String, String>>,
     /// Time a popped message waited in this consumer for its bucket's slot.
@@ -384,30 +425,7 @@ impl Metrics {
                 "Outcomes of processed messages",
                 Family::default(),
             ),
-            buckets_owned: register(
-                &mut registry,
-                "buckets_owned",
-                "Buckets (LiteTopics) this instance owns and is subscribed to",
-                Gauge::default(),
-            ),
-            group_members: register(
-                &mut registry,
-                "group_members",
-                "Live consumer instances in the group, as last seen",
-                Gauge::default(),
-            ),
-            buckets_retired: register(
-                &mut registry,
-                "buckets_retired",
-                "Idle buckets retired (unsubscribed and removed from the bucket set)",
-                Counter::default(),
-            ),
-            buckets_reclaimed: register(
-                &mut registry,
-                "buckets_reclaimed",
-                "Retired buckets whose queue (LMQ consume-queue files) was deleted at the broker",
-                Counter::default(),
-            ),
+            group: GroupMetrics::registered(&mut registry),
             hold_seconds: register(
                 &mut registry,
                 "hold_seconds",

@@ -466,11 +466,16 @@ async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
     hold(false).await;
 
     let deadline = Instant::now() + Duration::from_secs(15);
-    while metrics.buckets_retired.get() == 0 && Instant::now() < deadline {
+    while metrics.group.buckets_retired.get() == 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(metrics.buckets_retired.get(), 1);
-    assert_eq!(metrics.buckets_reclaimed.get(), 1, "{}", metrics.encode());
+    assert_eq!(metrics.group.buckets_retired.get(), 1);
+    assert_eq!(
+        metrics.group.buckets_reclaimed.get(),
+        1,
+        "{}",
+        metrics.encode()
+    );
     assert!(
         !queue_dir.exists(),
         "the broker kept {}: {:?}",

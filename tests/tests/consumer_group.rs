@@ -103,7 +103,7 @@ async fn instances_split_buckets_take_over_the_departed_and_hand_back_held_work_
     let a = instance(&stack, "consumer-a", RunnerOptions::default()).await;
     let b = instance(&stack, "consumer-b", RunnerOptions::default()).await;
     wait_until("both members seen by both", Duration::from_secs(5), || {
-        a.metrics.group_members.get() == 2 && b.metrics.group_members.get() == 2
+        a.metrics.group.members.get() == 2 && b.metrics.group.members.get() == 2
     })
     .await;
 
@@ -264,7 +264,7 @@ async fn idle_buckets_are_retired_and_come_back_on_the_next_request_on(redis: Re
         .await
         .unwrap();
     assert!(!in_set && !marked, "retired bucket still announced");
-    assert_eq!(one.metrics.buckets_retired.get(), 1);
+    assert_eq!(one.metrics.group.buckets_retired.get(), 1);
 
     // The next request brings it back: the publish waits for the fresh
     // subscription and is answered.

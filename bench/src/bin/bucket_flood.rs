@@ -402,8 +402,8 @@ async fn main() -> anyhow::Result<()> {
     let after = stack.snapshot().await;
     println!(
         "after retirement ({} retired, {} reclaimed at the broker): {after}",
-        metrics.buckets_retired.get(),
-        metrics.buckets_reclaimed.get()
+        metrics.group.buckets_retired.get(),
+        metrics.group.buckets_reclaimed.get()
     );
     let per_tenant: u64 = redis::cmd("HLEN")
         .arg(keys::TENANT_BUCKET_COUNTS)

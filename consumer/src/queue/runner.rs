@@ -262,7 +262,8 @@ impl Runner {
         };
         let mine = assignment.share(self.id(), &members, &topics);
         self.metrics
-            .group_members
+            .group
+            .members
             .set(assignment.members().len() as i64);
         let (new, gone): (Vec<String>, Vec<String>) = {
             let owned = self.owned_set();
@@ -301,6 +302,7 @@ impl Runner {
             tracing::info!(count = chunk.len(), "subscribed to buckets");
         }
         self.metrics
+            .group
             .buckets_owned
             .set(self.owned_set().len() as i64);
     }
@@ -331,7 +333,7 @@ impl Runner {
                     self.drop_retired(&mut redis, &topic).await;
                     self.owned_set().remove(&topic);
                     self.metrics.forget_bucket(&topic);
-                    self.metrics.buckets_retired.inc();
+                    self.metrics.group.buckets_retired.inc();
                     tracing::info!(%topic, reclaimed = reclaim, "idle bucket retired");
                 }
                 Ok(false) => {}
@@ -339,6 +341,7 @@ impl Runner {
             }
         }
         self.metrics
+            .group
             .buckets_owned
             .set(self.owned_set().len() as i64);
     }
@@ -355,7 +358,7 @@ impl Runner {
         }
         match self.lite.delete_lite_topics(&[topic]).await {
             Ok(()) => {
-                self.metrics.buckets_reclaimed.inc();
+                self.metrics.group.buckets_reclaimed.inc();
             }
             Err(error) => {
                 self.metrics.error("reclaim");
@@ -459,7 +462,7 @@ impl Runner {
         if let Err(error) = self.lite.unsubscribe(&refs).await {
             tracing::warn!(%error, "unsubscribe at shutdown failed");
         }
-        self.metrics.buckets_owned.set(0);
+        self.metrics.group.buckets_owned.set(0);
         let deadline = Instant::now() + self.options.shutdown_grace;
         while self.active() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
