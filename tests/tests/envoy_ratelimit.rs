@@ -21,15 +21,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-const LIMITS: &str = r#"
-domain: sluice
-descriptors:
-  - key: tenant
-    rate_limit: { unit: minute, requests_per_unit: 3, name: tenant-rpm }
-    descriptors:
-      - key: model
-        rate_limit: { unit: minute, requests_per_unit: 100, name: tenant-model }
-"#;
+/// A tenant at 3 requests a minute, its model at 100.
+const LIMITS: &str = include_str!("../fixtures/envoy_ratelimit_limits.yaml");
 
 struct Stack {
     envoy: Envoy,
