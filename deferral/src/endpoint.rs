@@ -1445,8 +1445,6 @@ async fn resumable_request(state: &EndpointState, token: &str) -> Result<String,
     }
 }
 
-/// `GET /v1/sluice/streams/{resume token}` with `Last-Event-ID`: pick a
-/// stream up again after a disconnect, while it still exists.
 /// One more resume of `req_id`'s stream; the count so far.
 async fn count_resume(state: &EndpointState, req_id: &str) -> Result<u64, Response> {
     let mut redis = state.redis.clone();
@@ -1467,6 +1465,57 @@ async fn count_resume(state: &EndpointState, req_id: &str) -> Result<u64, Respon
     })
 }
 
+/// Where a resumed stream starts: the client's `Last-Event-ID` (a stream
+/// entry id), or the beginning.
+#[allow(clippy::result_large_err)] // the refusal is the answer itself, built once
+fn resume_point(headers: &HeaderMap) -> Result<String, Response> {
+    let from = header(headers, "last-event-id")
+        .unwrap_or("0-0")
+        .to_string();
+    if from.starts_with("local-") {
+        return Err(error(
+            StatusCode::CONFLICT,
+            "not_resumable",
+            "this stream was served in in-process mode; its chunks were not kept and it cannot be resumed",
+        ));
+    }
+    if !from.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "bad_last_event_id",
+            "Last-Event-ID must be a stream entry id",
+        ));
+    }
+    Ok(from)
+}
+
+/// The answer's stream is still in Redis (it expires after the answer).
+async fn stream_exists(state: &EndpointState, req_id: &str) -> Result<(), Response> {
+    let mut redis = state.redis.clone();
+    let exists: Result<bool, _> = redis::cmd("EXISTS")
+        .arg(keys::response(req_id))
+        .query_async(&mut redis)
+        .await;
+    match exists {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(error(
+            StatusCode::GONE,
+            "stream_gone",
+            "this response stream has expired or never existed; send the request again",
+        )),
+        Err(e) => {
+            tracing::warn!(%e, "cannot check a stream for resume");
+            Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "try again shortly",
+            ))
+        }
+    }
+}
+
+/// `GET /v1/sluice/streams/{resume token}` with `Last-Event-ID`: pick a
+/// stream up again after a disconnect, while it still exists.
 async fn resume(
     State(state): State<Arc<EndpointState>>,
     Path(token): Path<String>,
@@ -1476,45 +1525,12 @@ async fn resume(
         Ok(req_id) => req_id,
         Err(response) => return response,
     };
-    let from = header(&headers, "last-event-id")
-        .unwrap_or("0-0")
-        .to_string();
-    if from.starts_with("local-") {
-        return error(
-            StatusCode::CONFLICT,
-            "not_resumable",
-            "this stream was served in in-process mode; its chunks were not kept and it cannot be resumed",
-        );
-    }
-    if !from.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "bad_last_event_id",
-            "Last-Event-ID must be a stream entry id",
-        );
-    }
-    let mut redis = state.redis.clone();
-    let exists: Result<bool, _> = redis::cmd("EXISTS")
-        .arg(keys::response(&req_id))
-        .query_async(&mut redis)
-        .await;
-    match exists {
-        Ok(true) => {}
-        Ok(false) => {
-            return error(
-                StatusCode::GONE,
-                "stream_gone",
-                "this response stream has expired or never existed; send the request again",
-            )
-        }
-        Err(e) => {
-            tracing::warn!(%e, "cannot check a stream for resume");
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                "try again shortly",
-            );
-        }
+    let from = match resume_point(&headers) {
+        Ok(from) => from,
+        Err(response) => return response,
+    };
+    if let Err(response) = stream_exists(&state, &req_id).await {
+        return response;
     }
     let Ok(permit) = state.slots.clone().try_acquire_owned() else {
         return error(
