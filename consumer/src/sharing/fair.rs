@@ -170,6 +170,30 @@ impl FairQueue {
         self.attained.get(tenant).copied().unwrap_or(0.0)
     }
 
+    /// How far `tenant` is ahead of the least served active tenant (one
+    /// with a message waiting or a call running), in steps of `quantum`
+    /// service per unit of weight, at most `levels - 1`; 0 for the least
+    /// served, and always 0 unless ordered by attained service. Added to
+    /// the backend's `server_priority` (vLLM: lower first), it carries the
+    /// order by attained service into the server's own queue: a tenant that
+    /// received more waits there behind one that received less.
+    pub fn service_level(&self, tenant: &str, quantum: f64, levels: u32) -> u32 {
+        if self.order != Order::AttainedService || !(quantum.is_finite() && quantum > 0.0) {
+            return 0;
+        }
+        let least = self
+            .lanes
+            .iter()
+            .filter(|(_, lane)| !lane.waiting.is_empty())
+            .map(|(t, _)| t)
+            .chain(self.in_service.keys())
+            .map(|t| self.attained(t))
+            .reduce(f64::min);
+        let ahead = least.map_or(0.0, |least| (self.attained(tenant) - least).max(0.0));
+        let level = (ahead / quantum).floor();
+        (level.min(f64::from(levels.saturating_sub(1)))) as u32
+    }
+
     /// The least attained service among the tenants with messages waiting.
     fn least_waiting(&self) -> Option<f64> {
         self.lanes
@@ -934,6 +958,30 @@ mod tests {
         assert!(queue.start(b));
         queue.enqueue("idle", Priority::Normal, 1, 1.0);
         assert_eq!(queue.attained("idle"), 5000.0);
+    }
+
+    #[test]
+    fn service_level_counts_quanta_above_the_least_served_active_tenant() {
+        let mut queue = FairQueue::new(Order::AttainedService);
+        let a = queue.enqueue("a", Priority::Normal, 1, 1.0);
+        queue.enqueue("b", Priority::Normal, 1, 1.0);
+        queue.charge("a", 2500.0, 1.0);
+        queue.charge("b", 400.0, 1.0);
+        // a is 2100 ahead of b: two quanta of 1000; b is the least served.
+        assert_eq!(queue.service_level("a", 1000.0, 8), 2);
+        assert_eq!(queue.service_level("b", 1000.0, 8), 0);
+        // Capped at levels - 1.
+        assert_eq!(queue.service_level("a", 1000.0, 2), 1);
+        // A running call keeps its tenant active: b's counter is still the least.
+        assert!(queue.start(a));
+        assert_eq!(queue.service_level("a", 1000.0, 8), 2);
+        // An unknown tenant (never served) is at level 0; a bad quantum too.
+        assert_eq!(queue.service_level("c", 1000.0, 8), 0);
+        assert_eq!(queue.service_level("a", 0.0, 8), 0);
+        // Ordered by virtual finish: always 0.
+        let mut plain = FairQueue::default();
+        plain.enqueue("a", Priority::Normal, 1, 1.0);
+        assert_eq!(plain.service_level("a", 1.0, 8), 0);
     }
 
     #[test]
