@@ -72,6 +72,12 @@
 //!   too: what a filter that set the priority on the direct path would
 //!   give (not built: the counters live in the consumers).
 //!
+//! * `tenant-backlog`: `priority` without saturation-aware admission;
+//!   instead an in-quota request of a tenant that asked over its quota
+//!   within `--over-quota-memory-ms` goes into the fair queue (with its
+//!   over-quota backlog), the others straight to the server. Not built in
+//!   sluice-rls: what such a decision would give.
+//!
 //! `--count-direct false` (the default) counts in the fair queue's
 //! attained service only what the consumer's calls received, as the
 //! product does (the consumer never sees an in-quota request sent
@@ -165,6 +171,10 @@ struct Params {
     /// the server carry 0).
     #[arg(long, default_value_t = 1)]
     level_base: i64,
+    /// `tenant-backlog`: how long after a tenant's last over-quota
+    /// request its in-quota ones still go through the queue, ms.
+    #[arg(long, default_value_t = 10_000)]
+    over_quota_memory_ms: u64,
     /// Priority levels at most under the `*-level` policies
     /// (`fair.server_priority_levels.levels`).
     #[arg(long, default_value_t = 8)]
@@ -177,7 +187,7 @@ struct Params {
     count_direct: bool,
     /// Which policies run, comma-separated (all by default).
     #[arg(long, value_delimiter = ',', value_parser = Policy::parse,
-          default_value = "alone,reject,defer-old,defer-new,defer-new-vtc,admission,priority,admission-priority,admission-level,all-deferred,all-deferred-level,direct-level")]
+          default_value = "alone,reject,defer-old,defer-new,defer-new-vtc,admission,priority,admission-priority,admission-level,all-deferred,all-deferred-level,direct-level,tenant-backlog")]
     policies: Vec<Policy>,
 }
 
@@ -210,6 +220,7 @@ enum Policy {
     AllDeferred,
     AllDeferredLevel,
     DirectLevel,
+    TenantBacklog,
 }
 
 impl Policy {
@@ -227,6 +238,7 @@ impl Policy {
             "admission-level" => Policy::AdmissionLevel,
             "all-deferred-level" => Policy::AllDeferredLevel,
             "direct-level" => Policy::DirectLevel,
+            "tenant-backlog" => Policy::TenantBacklog,
             other => return Err(format!("unknown policy {other:?}")),
         })
     }
@@ -246,6 +258,7 @@ impl Policy {
             Policy::AdmissionLevel => "admission + server priority 1 + service level",
             Policy::AllDeferredLevel => "all deferred + server priority = service level",
             Policy::DirectLevel => "admission + service level on in-quota too (not built)",
+            Policy::TenantBacklog => "in quota of a tenant over quota lately queued (not built)",
         }
     }
 
@@ -272,6 +285,7 @@ impl Policy {
                 | Policy::AdmissionLevel
                 | Policy::AllDeferredLevel
                 | Policy::DirectLevel
+                | Policy::TenantBacklog
         )
     }
 
@@ -303,7 +317,10 @@ impl Policy {
     /// The server schedules by priority; the consumer's calls carry
     /// [`DEFERRED_PRIORITY`].
     fn server_priority(self) -> bool {
-        matches!(self, Policy::Priority | Policy::AdmissionPriority) || self.levels()
+        matches!(
+            self,
+            Policy::Priority | Policy::AdmissionPriority | Policy::TenantBacklog
+        ) || self.levels()
     }
 
     /// The `server_priority` of the consumer's calls (in-quota requests
@@ -572,6 +589,8 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
     let mut service = vec![vec![0.0; samples]; tenants];
     let mut backlogged = vec![vec![false; samples]; tenants];
     let (mut limit_sum, mut waiting_sum, mut overload_steps) = (0.0, 0.0, 0u64);
+    // When each tenant last asked over its quota.
+    let mut last_over_ms: Vec<Option<u64>> = vec![None; tenants];
     let mut next_arrival = 0;
     let mut now_ms = 0;
     let mut next_step_ms = 0;
@@ -611,9 +630,16 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
             // Saturation-aware admission: sluice-rls's own decision on the
             // saturation the controller last wrote (its background read:
             // `--state-age-ms` old at most).
-            let queued = policy.routes_in_quota()
+            let queued = (policy.routes_in_quota()
                 && saturation::route_in_quota(saturation, now_ms, params.max_age_ms)
-                    == Route::Queue;
+                    == Route::Queue)
+                || (policy == Policy::TenantBacklog
+                    && last_over_ms[arrival.tenant].is_some_and(|at| {
+                        now_ms.saturating_sub(at) <= params.over_quota_memory_ms
+                    }));
+            if !in_quota {
+                last_over_ms[arrival.tenant] = Some(now_ms);
+            }
             let deferred = !in_quota || queued || policy.all_deferred();
             if !deferred {
                 // Only where the in-quota path could set it (not built).

@@ -428,6 +428,24 @@ pub struct FairConfig {
     pub order: OrderConfig,
     /// How tokens count as service for `attained_service`.
     pub service_cost: ServiceCost,
+    /// Off (none) by default. With `order: attained_service` and a
+    /// backend's `server_priority`, each call's `priority` is that plus its
+    /// tenant's service level ([`FairQueue::service_level`]), so a server
+    /// with priority scheduling (vLLM: lower first) orders the consumers'
+    /// calls by attained service too. Measured in `fairness_bench`
+    /// (docs/operations.md, "Server-side priority"): it did not beat the
+    /// plain `server_priority`.
+    pub server_priority_levels: Option<ServerPriorityLevels>,
+}
+
+/// The consumer file's `fair.server_priority_levels`.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerPriorityLevels {
+    /// Service (per unit of weight, counted by `service_cost`) per level.
+    pub quantum: f64,
+    /// Levels at most (the worst is `server_priority + levels - 1`).
+    pub levels: u32,
 }
 
 /// [`Order`] as the consumer file spells it.
@@ -455,6 +473,11 @@ pub enum WeightError {
     Tenant { tenant: String },
     #[error("fair.service_cost: prompt and output must be finite, at least 0, not both 0")]
     ServiceCost,
+    #[error(
+        "fair.server_priority_levels: quantum must be a positive number, levels at least 1, \
+         and fair.order attained_service"
+    )]
+    ServerPriorityLevels,
 }
 
 impl FairConfig {
@@ -466,6 +489,12 @@ impl FairConfig {
             || cost.prompt + cost.output <= 0.0
         {
             return Err(WeightError::ServiceCost);
+        }
+        if let Some(levels) = self.server_priority_levels {
+            let usable = levels.quantum.is_finite() && levels.quantum > 0.0 && levels.levels >= 1;
+            if !usable || self.order != OrderConfig::AttainedService {
+                return Err(WeightError::ServerPriorityLevels);
+            }
         }
         match self.weights.iter().find(|(_, w)| !valid_weight(**w)) {
             Some((tenant, _)) => Err(WeightError::Tenant {
@@ -572,6 +601,7 @@ pub struct FairShare {
     weights: Arc<Weights>,
     order: Order,
     cost: ServiceCost,
+    levels: Option<ServerPriorityLevels>,
     models: Mutex<HashMap<String, Arc<ModelQueue>>>,
 }
 
@@ -590,6 +620,7 @@ impl FairShare {
             weights,
             order: Order::default(),
             cost: ServiceCost::default(),
+            levels: None,
             models: Mutex::new(HashMap::new()),
         }
     }
@@ -598,6 +629,13 @@ impl FairShare {
     pub fn with_order(mut self, order: Order, cost: ServiceCost) -> Self {
         self.order = order;
         self.cost = cost;
+        self
+    }
+
+    /// Calls carry their tenant's service level on top of the backend's
+    /// `server_priority` (none: level 0).
+    pub fn with_server_priority_levels(mut self, levels: Option<ServerPriorityLevels>) -> Self {
+        self.levels = levels;
         self
     }
 
@@ -651,6 +689,7 @@ impl FairShare {
             queue,
             tenant: tenant.to_string(),
             id,
+            levels: self.levels,
             done: false,
         }
     }
@@ -662,6 +701,7 @@ pub struct Ticketed {
     queue: Arc<ModelQueue>,
     tenant: String,
     id: TicketId,
+    levels: Option<ServerPriorityLevels>,
     done: bool,
 }
 
@@ -676,6 +716,15 @@ impl Ticketed {
     /// Whether the next free slot is this message's.
     pub fn is_next(&self, now_ms: u64) -> bool {
         self.queue.with(|q| q.pick(now_ms)) == Some(self.id)
+    }
+
+    /// Its tenant's service level now ([`FairQueue::service_level`]; 0
+    /// without `fair.server_priority_levels`): taken before it starts.
+    pub fn service_level(&self) -> u32 {
+        self.levels.map_or(0, |l| {
+            self.queue
+                .with(|q| q.service_level(&self.tenant, l.quantum, l.levels))
+        })
     }
 
     /// It got its slot: charged, out of the queue; the others look again.
@@ -982,6 +1031,30 @@ mod tests {
         let mut plain = FairQueue::default();
         plain.enqueue("a", Priority::Normal, 1, 1.0);
         assert_eq!(plain.service_level("a", 1.0, 8), 0);
+    }
+
+    #[test]
+    fn server_priority_levels_need_a_quantum_levels_and_attained_service() {
+        let levels = |quantum, levels| FairConfig {
+            order: OrderConfig::AttainedService,
+            server_priority_levels: Some(ServerPriorityLevels { quantum, levels }),
+            ..FairConfig::default()
+        };
+        assert_eq!(levels(2000.0, 4).validate(), Ok(()));
+        for bad in [levels(0.0, 4), levels(f64::NAN, 4), levels(2000.0, 0)] {
+            assert_eq!(bad.validate(), Err(WeightError::ServerPriorityLevels));
+        }
+        let by_finish = FairConfig {
+            order: OrderConfig::VirtualFinish,
+            ..levels(2000.0, 4)
+        };
+        assert_eq!(by_finish.validate(), Err(WeightError::ServerPriorityLevels));
+        let parsed: FairConfig = serde_yaml::from_str(
+            "order: attained_service\nserver_priority_levels: {quantum: 2000, levels: 4}\n",
+        )
+        .unwrap();
+        assert_eq!(parsed, levels(2000.0, 4));
+        assert_eq!(FairConfig::default().server_priority_levels, None);
     }
 
     #[test]
