@@ -75,8 +75,9 @@
 //! * `tenant-backlog`: `priority` without saturation-aware admission;
 //!   instead an in-quota request of a tenant that asked over its quota
 //!   within `--over-quota-memory-ms` goes into the fair queue (with its
-//!   over-quota backlog), the others straight to the server. Not built in
-//!   sluice-rls: what such a decision would give.
+//!   over-quota backlog), the others straight to the server: sluice-rls
+//!   `--route-in-quota-after-over-quota-ms`, its rule modelled here per
+//!   tenant (sluice-rls keeps it per deferring bucket; one per tenant here).
 //!
 //! `--count-direct false` (the default) counts in the fair queue's
 //! attained service only what the consumer's calls received, as the
@@ -258,7 +259,7 @@ impl Policy {
             Policy::AdmissionLevel => "admission + server priority 1 + service level",
             Policy::AllDeferredLevel => "all deferred + server priority = service level",
             Policy::DirectLevel => "admission + service level on in-quota too (not built)",
-            Policy::TenantBacklog => "in quota of a tenant over quota lately queued (not built)",
+            Policy::TenantBacklog => "server priority + in quota after over quota queued",
         }
     }
 
