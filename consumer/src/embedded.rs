@@ -191,7 +191,8 @@ pub fn adaptive(
     let fair = (!matches!(fair_models, crate::sharing::fair::FairModels::None)).then(|| {
         Arc::new(
             FairShare::new(fair_models, weights.clone())
-                .with_order(fair.order.into(), fair.service_cost),
+                .with_order(fair.order.into(), fair.service_cost)
+                .with_server_priority_levels(fair.server_priority_levels),
         )
     });
     let controls = Controls::new(

@@ -165,6 +165,17 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_RLS_ROUTE_IN_QUOTA_WHEN_SATURATED")]
     pub route_in_quota_when_saturated: bool,
 
+    /// Answer an in-quota request with `route: queue` when one of its
+    /// buckets under a limit that says `over_limit: defer` was answered
+    /// over quota by this instance within this many ms (issue 28): a
+    /// tenant × model deferring its overflow sends its in-quota requests
+    /// after that backlog through the token-fair queue, instead of ahead
+    /// of it at the model server. 0 (the default): off. Beside
+    /// `--route-in-quota-when-saturated` or alone (no Redis needed).
+    #[arg(long, env = "SLUICE_RLS_ROUTE_IN_QUOTA_AFTER_OVER_QUOTA_MS", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    pub route_in_quota_after_over_quota_ms: u64,
+
     /// Oldest controller state the route acts on, ms (older: not
     /// saturated). The state is read in the background every half of it.
     #[arg(long, env = "SLUICE_RLS_SATURATION_MAX_AGE_MS", default_value_t = 1500,
@@ -417,6 +428,20 @@ fn with_saturation_routing(
     Ok(limiter.with_saturation_routing(router))
 }
 
+/// The limiter routing in-quota requests of buckets over quota lately,
+/// when `--route-in-quota-after-over-quota-ms` is above 0.
+fn with_over_quota_routing(args: &ServeArgs, limiter: Limiter) -> Limiter {
+    let memory_ms = args.route_in_quota_after_over_quota_ms;
+    if memory_ms == 0 {
+        return limiter;
+    }
+    tracing::info!(
+        memory_ms,
+        "routing in-quota requests of buckets over quota lately into the fair queue"
+    );
+    limiter.with_over_quota_routing(memory_ms)
+}
+
 /// A server to start beside the RLS once its limiter is up (sluice-rls's
 /// deferral endpoint): awaited where the RLS would have built it itself, so
 /// the start-up order and its errors stay the RLS's.
@@ -494,7 +519,8 @@ pub async fn serve(
     )
     .with_response_options(args.response_options())
     .with_key_options(args.keys.options());
-    let limiter = Arc::new(with_saturation_routing(&args, limiter, &redis)?);
+    let limiter = with_saturation_routing(&args, limiter, &redis)?;
+    let limiter = Arc::new(with_over_quota_routing(&args, limiter));
     let guard = args.call_guard(secrets.clone());
     if let Some(warning) = guard.startup_warning() {
         tracing::warn!("{warning}");

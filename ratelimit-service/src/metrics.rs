@@ -182,7 +182,7 @@ impl Metrics {
             in_quota_queued: register(
                 &mut registry,
                 "in_quota_queued",
-                "In-quota requests answered OK with route=queue: their model's server was saturated with deferred work",
+                "In-quota requests answered OK with route=queue: their model's server was saturated with deferred work, or their bucket was over quota lately",
                 Counter::default(),
             ),
             saturation: SaturationMetrics::register(&mut registry),

@@ -382,14 +382,21 @@ pub fn redis_limiter(limits_yaml: &str, redis_url: &str, metrics: Metrics) -> Ar
 /// at `url`, as `sluice-rls --route-in-quota-when-saturated` does.
 fn with_saturation_routing(limiter: Arc<Limiter>, url: &str) -> Arc<Limiter> {
     use sluice_ratelimit::saturation::{RedisSaturation, RoutingOptions, SaturationRouter};
+    reshaped(limiter, |limiter| {
+        let source = RedisSaturation::new(redis_connection_at(url), Duration::from_millis(250));
+        let metrics = limiter.metrics().saturation.clone();
+        let router =
+            SaturationRouter::start(Arc::new(source), RoutingOptions::default(), metrics).unwrap();
+        limiter.with_saturation_routing(router)
+    })
+}
+
+/// `limiter` (not shared yet) changed by `change`.
+fn reshaped(limiter: Arc<Limiter>, change: impl FnOnce(Limiter) -> Limiter) -> Arc<Limiter> {
     let Ok(limiter) = Arc::try_unwrap(limiter) else {
         panic!("the limiter is already shared");
     };
-    let source = RedisSaturation::new(redis_connection_at(url), Duration::from_millis(250));
-    let metrics = limiter.metrics().saturation.clone();
-    let router =
-        SaturationRouter::start(Arc::new(source), RoutingOptions::default(), metrics).unwrap();
-    Arc::new(limiter.with_saturation_routing(router))
+    Arc::new(change(limiter))
 }
 
 /// The deferral endpoint's config as the tests share it: [`PARENT`],
@@ -780,6 +787,7 @@ pub struct StackBuilder {
     hot_reload: bool,
     redis: RedisKind,
     route_in_quota: bool,
+    over_quota_memory_ms: Option<u64>,
     envoy_edit: Option<EnvoyEdit>,
 }
 
@@ -814,6 +822,7 @@ impl Stack {
             hot_reload: false,
             redis: RedisKind::Single,
             route_in_quota: false,
+            over_quota_memory_ms: None,
             envoy_edit: None,
         }
     }
@@ -878,6 +887,14 @@ impl StackBuilder {
         self
     }
 
+    /// sluice-rls with `--route-in-quota-after-over-quota-ms`: in-quota
+    /// requests of a bucket over quota within `memory_ms` go into the fair
+    /// queue.
+    pub fn route_in_quota_after_over_quota(mut self, memory_ms: u64) -> Self {
+        self.over_quota_memory_ms = Some(memory_ms);
+        self
+    }
+
     /// Envoy's config (envoy/sluice-filter.yaml, ports set) edited by
     /// `edit` before Envoy starts.
     pub fn envoy_config(mut self, edit: impl FnOnce(String) -> String + Send + 'static) -> Self {
@@ -915,6 +932,9 @@ impl StackBuilder {
         let mut limiter = redis_limiter(&self.limits, &url, rls_metrics);
         if self.route_in_quota {
             limiter = with_saturation_routing(limiter, &url);
+        }
+        if let Some(memory_ms) = self.over_quota_memory_ms {
+            limiter = reshaped(limiter, |l| l.with_over_quota_routing(memory_ms));
         }
         let app = deferral_endpoint(EndpointConfig {
             metrics: endpoint_metrics.clone(),

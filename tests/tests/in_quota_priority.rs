@@ -17,7 +17,7 @@
 use sluice_contract::saturation::Route;
 use sluice_llm_sim::gpu::SchedulingPolicy;
 use sluice_testkit::stack::limits::{self, OverLimit};
-use sluice_testkit::stack::{chat_of, gpu_sim, unpaced, ConsumerSpec, Stack};
+use sluice_testkit::stack::{chat_of, gpu_sim, unpaced, ConsumerSpec, Stack, StackBuilder};
 use sluice_testkit::{get, HttpResponse};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -142,23 +142,9 @@ async fn an_in_quota_request_is_served_ahead_of_a_deferred_backlog_at_a_saturate
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_in_quota_request_goes_through_the_fair_queue_while_the_server_is_saturated() {
     sluice_testkit::init_test_tracing();
-    let mut sim = sluice_llm_sim::SimConfig::fast();
-    sim.default_completion_tokens = 5;
-    let stack = Stack::builder(limits())
-        .sim(sim)
-        .consumer(ConsumerSpec {
-            pacing: unpaced(),
-            ..ConsumerSpec::new("routing-consumer")
-        })
-        .route_in_quota_when_saturated()
-        .start()
-        .await;
+    let stack = fast_stack(limits(), StackBuilder::route_in_quota_when_saturated).await;
     let envoy = stack.envoy.listener;
-    let completed = || {
-        stack
-            .consumer
-            .counter("sluice_consumer_outcomes_total{outcome=\"completed\"}")
-    };
+    let completed = || completed(&stack);
 
     stack.controller_says(MODEL, true).await;
     stack.rls_routes(MODEL, Route::Queue).await;
@@ -183,4 +169,87 @@ async fn an_in_quota_request_goes_through_the_fair_queue_while_the_server_is_sat
     assert_eq!(direct.status, 200, "{direct:?}");
     assert_eq!(metrics.in_quota_queued.get(), 1, "straight to the server");
     assert_eq!(completed(), 1.0);
+}
+
+/// Routing by the bucket's recent over-quota answers, through real Envoy:
+/// once a tenant's request was deferred over its quota, its next in-quota
+/// request goes through the fair queue behind that backlog (the consumer
+/// answers it); a tenant never over quota goes straight to the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_in_quota_request_of_a_tenant_over_quota_lately_goes_through_the_fair_queue() {
+    sluice_testkit::init_test_tracing();
+    // `mixed`: 1000 tokens an hour (a request asking for 5000 is over, a
+    // small one in quota); `light`: plenty.
+    let limits = limits::file(&[
+        limits::tenant(Some("mixed"), 1000, 1000, OverLimit::Defer("normal")),
+        limits::tenant(Some("light"), 1000, 1_000_000, OverLimit::Defer("normal")),
+    ]);
+    let stack = fast_stack(limits, |builder| {
+        builder.route_in_quota_after_over_quota(600_000)
+    })
+    .await;
+    let envoy = stack.envoy.listener;
+    let completed = || completed(&stack);
+    let metrics = stack.rls.limiter.metrics();
+
+    // Never over: straight to the server.
+    let direct = chat_of_size(envoy, "mixed", (40, 20)).await;
+    assert_eq!(direct.status, 200, "{direct:?}");
+    assert_eq!(metrics.in_quota_queued.get(), 0);
+    // Over quota: deferred (the consumer answers it).
+    let deferred = chat_of_size(envoy, "mixed", (40, 5000)).await;
+    assert_eq!(deferred.status, 200, "{deferred:?}");
+    wait_for(|| completed() >= 1.0, "the deferred call").await;
+    // In quota again: through the fair queue (charged, answered by the
+    // consumer).
+    let queued = chat_of_size(envoy, "mixed", (40, 20)).await;
+    assert_eq!(queued.status, 200, "{queued:?}");
+    assert_eq!(metrics.in_quota_queued.get(), 1);
+    wait_for(|| completed() >= 2.0, "the routed in-quota call").await;
+    // Another tenant, never over: straight to the server.
+    let light = chat_of_size(envoy, "light", (40, 20)).await;
+    assert_eq!(light.status, 200, "{light:?}");
+    assert_eq!(metrics.in_quota_queued.get(), 1);
+    assert_eq!(
+        completed(),
+        2.0,
+        "the light request did not go through the consumer"
+    );
+}
+
+/// A stack on a fast llm-sim (5-token answers) with an unpaced consumer,
+/// sluice-rls routing in-quota requests as `routing` sets it.
+async fn fast_stack(limits: String, routing: impl FnOnce(StackBuilder) -> StackBuilder) -> Stack {
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.default_completion_tokens = 5;
+    let builder = Stack::builder(limits).sim(sim).consumer(ConsumerSpec {
+        pacing: unpaced(),
+        ..ConsumerSpec::new("routing-consumer")
+    });
+    routing(builder).start().await
+}
+
+/// Calls the consumer completed.
+fn completed(stack: &Stack) -> f64 {
+    stack
+        .consumer
+        .counter("sluice_consumer_outcomes_total{outcome=\"completed\"}")
+}
+
+/// A chat of `tenant` through Envoy with `(words, max_tokens)`.
+async fn chat_of_size(envoy: SocketAddr, tenant: &'static str, size: (usize, u64)) -> HttpResponse {
+    tokio::task::spawn_blocking(move || {
+        chat_of(envoy, tenant, MODEL, size).unwrap_or_else(|e| panic!("chat of {tenant}: {e:#}"))
+    })
+    .await
+    .unwrap()
+}
+
+/// Polls `done` every 20 ms for up to 30 s.
+async fn wait_for(done: impl Fn() -> bool, what: &str) {
+    let asked = Instant::now();
+    while !done() {
+        assert!(asked.elapsed() < Duration::from_secs(30), "no {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -39,8 +39,9 @@
 //! * `defer-new-vtc`: `defer-new`, and the deferred queue ordered by attained
 //!   service (the product's [`FairQueue`] with [`Order::AttainedService`]:
 //!   prompt + 2 × output, counted over both paths: a tenant's in-quota
-//!   answers count too; here charged as tokens are processed, the prompt
-//!   when the request reaches the server, as the VTC paper does).
+//!   answers count too with `--count-direct true`; here charged as tokens
+//!   are processed, the prompt when the request reaches the server, as the
+//!   VTC paper does, where the consumer charges a call's usage when it ends).
 //! * `admission`: `defer-new-vtc`, and saturation-aware admission with the
 //!   product's decision ([`sluice_contract::saturation`]): at each step
 //!   the controller's state gives `is_saturated` (smoothed server queue
@@ -59,6 +60,29 @@
 //!   carry 1 too).
 //! * `all-deferred`: every request through the VTC queue and the new law
 //!   (the reference for the service difference).
+//! * `admission-level`: `admission-priority`, the consumer's calls
+//!   carrying `--level-base` + their tenant's service level
+//!   ([`FairQueue::service_level`]: quanta of `--level-quantum` service
+//!   above the least served active tenant, at most `--levels` - 1), so
+//!   the server's own queue and prefill follow attained service too.
+//! * `all-deferred-level`: `all-deferred` on a priority server, every call
+//!   carrying its tenant's service level.
+//! * `direct-level`: `admission-level` with base 0, and the in-quota
+//!   requests sent straight to the server carrying their tenant's level
+//!   too: what a filter that set the priority on the direct path would
+//!   give (not built: the counters live in the consumers).
+//!
+//! * `tenant-backlog`: `priority` without saturation-aware admission;
+//!   instead an in-quota request of a tenant that asked over its quota
+//!   within `--over-quota-memory-ms` goes into the fair queue (with its
+//!   over-quota backlog), the others straight to the server: sluice-rls
+//!   `--route-in-quota-after-over-quota-ms`, its rule modelled here per
+//!   tenant (sluice-rls keeps it per deferring bucket; one per tenant here).
+//!
+//! `--count-direct false` (the default) counts in the fair queue's
+//! attained service only what the consumer's calls received, as the
+//! product does (the consumer never sees an in-quota request sent
+//! straight to the server); `true`: what both paths received.
 //!
 //! Figures over the overloaded phase: throughput (prompt + output tokens
 //! processed per second), rejected, never answered, the light tenants'
@@ -138,9 +162,33 @@ struct Params {
     /// Oldest saturation state sluice-rls acts on, ms (older: not saturated).
     #[arg(long, default_value_t = 1500)]
     max_age_ms: u64,
+    /// Service (prompt + 2 × output, per unit of weight) per server
+    /// priority level under the `*-level` policies (the consumer's
+    /// `fair.server_priority_levels.quantum`).
+    #[arg(long, default_value_t = 2000.0)]
+    level_quantum: f64,
+    /// The consumer's `server_priority` under `admission-level` (the
+    /// service level is added to it; in-quota requests sent straight to
+    /// the server carry 0).
+    #[arg(long, default_value_t = 1)]
+    level_base: i64,
+    /// `tenant-backlog`: how long after a tenant's last over-quota
+    /// request its in-quota ones still go through the queue, ms.
+    #[arg(long, default_value_t = 10_000)]
+    over_quota_memory_ms: u64,
+    /// Priority levels at most under the `*-level` policies
+    /// (`fair.server_priority_levels.levels`).
+    #[arg(long, default_value_t = 8)]
+    levels: u32,
+    /// Whether what in-quota requests sent straight to the server receive
+    /// counts in the fair queue's attained service. The product's consumer
+    /// only counts the calls it makes (deferred ones, and in-quota ones
+    /// routed into its queue): false is the product.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    count_direct: bool,
     /// Which policies run, comma-separated (all by default).
     #[arg(long, value_delimiter = ',', value_parser = Policy::parse,
-          default_value = "alone,reject,defer-old,defer-new,defer-new-vtc,admission,priority,admission-priority,all-deferred")]
+          default_value = "alone,reject,defer-old,defer-new,defer-new-vtc,admission,priority,admission-priority,admission-level,all-deferred,all-deferred-level,direct-level,tenant-backlog")]
     policies: Vec<Policy>,
 }
 
@@ -169,7 +217,11 @@ enum Policy {
     Admission,
     Priority,
     AdmissionPriority,
+    AdmissionLevel,
     AllDeferred,
+    AllDeferredLevel,
+    DirectLevel,
+    TenantBacklog,
 }
 
 impl Policy {
@@ -184,6 +236,10 @@ impl Policy {
             "priority" => Policy::Priority,
             "admission-priority" => Policy::AdmissionPriority,
             "all-deferred" => Policy::AllDeferred,
+            "admission-level" => Policy::AdmissionLevel,
+            "all-deferred-level" => Policy::AllDeferredLevel,
+            "direct-level" => Policy::DirectLevel,
+            "tenant-backlog" => Policy::TenantBacklog,
             other => return Err(format!("unknown policy {other:?}")),
         })
     }
@@ -200,11 +256,18 @@ impl Policy {
             Policy::Priority => "new law + VTC + server priority (deferred 1)",
             Policy::AdmissionPriority => "saturation-aware admission + server priority",
             Policy::AllDeferred => "all deferred (VTC, new law)",
+            Policy::AdmissionLevel => "admission + server priority 1 + service level",
+            Policy::AllDeferredLevel => "all deferred + server priority = service level",
+            Policy::DirectLevel => "admission + service level on in-quota too (not built)",
+            Policy::TenantBacklog => "server priority + in quota after over quota queued",
         }
     }
 
     fn quota(self) -> bool {
-        !matches!(self, Policy::Alone | Policy::Unloaded | Policy::AllDeferred)
+        !matches!(
+            self,
+            Policy::Alone | Policy::Unloaded | Policy::AllDeferred | Policy::AllDeferredLevel
+        )
     }
 
     /// Whether the controller counts its own calls (the new law).
@@ -220,18 +283,55 @@ impl Policy {
                 | Policy::Priority
                 | Policy::AdmissionPriority
                 | Policy::AllDeferred
+                | Policy::AdmissionLevel
+                | Policy::AllDeferredLevel
+                | Policy::DirectLevel
+                | Policy::TenantBacklog
         )
     }
 
     /// Saturation-aware admission (sluice-rls `--route-in-quota-when-saturated`).
     fn routes_in_quota(self) -> bool {
-        matches!(self, Policy::Admission | Policy::AdmissionPriority)
+        matches!(
+            self,
+            Policy::Admission
+                | Policy::AdmissionPriority
+                | Policy::AdmissionLevel
+                | Policy::DirectLevel
+        )
+    }
+
+    /// Every request through the consumer's queue.
+    fn all_deferred(self) -> bool {
+        matches!(self, Policy::AllDeferred | Policy::AllDeferredLevel)
+    }
+
+    /// The consumer's calls carry their tenant's service level
+    /// ([`FairQueue::service_level`]) on top of their `server_priority`.
+    fn levels(self) -> bool {
+        matches!(
+            self,
+            Policy::AdmissionLevel | Policy::AllDeferredLevel | Policy::DirectLevel
+        )
     }
 
     /// The server schedules by priority; the consumer's calls carry
     /// [`DEFERRED_PRIORITY`].
     fn server_priority(self) -> bool {
-        matches!(self, Policy::Priority | Policy::AdmissionPriority)
+        matches!(
+            self,
+            Policy::Priority | Policy::AdmissionPriority | Policy::TenantBacklog
+        ) || self.levels()
+    }
+
+    /// The `server_priority` of the consumer's calls (in-quota requests
+    /// sent straight to the server carry 0).
+    fn deferred_base(self, params: &Params) -> i64 {
+        match self {
+            Policy::AllDeferredLevel | Policy::DirectLevel => 0,
+            Policy::AdmissionLevel => params.level_base,
+            _ => DEFERRED_PRIORITY,
+        }
     }
 }
 
@@ -385,10 +485,22 @@ impl Queue {
         self.tickets.insert(ticket, index);
     }
 
-    fn pop(&mut self) -> Option<usize> {
+    /// The next request and its tenant's service level (`levels`:
+    /// quantum and levels), taken before it starts, as the consumer does.
+    fn pop(&mut self, requests: &[Request], levels: Option<(f64, u32)>) -> Option<(usize, u32)> {
         let ticket = self.queue.pick(0)?;
+        let index = *self.tickets.get(&ticket)?;
+        let level = self.level(requests[index].tenant, levels);
         self.queue.start(ticket);
-        self.tickets.remove(&ticket)
+        self.tickets.remove(&ticket);
+        Some((index, level))
+    }
+
+    fn level(&self, tenant: usize, levels: Option<(f64, u32)>) -> u32 {
+        levels.map_or(0, |(quantum, levels)| {
+            self.queue
+                .service_level(&tenant_name(tenant), quantum, levels)
+        })
     }
 
     /// A request of `tenant` that went through the queue ended.
@@ -478,17 +590,23 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
     let mut service = vec![vec![0.0; samples]; tenants];
     let mut backlogged = vec![vec![false; samples]; tenants];
     let (mut limit_sum, mut waiting_sum, mut overload_steps) = (0.0, 0.0, 0u64);
+    // When each tenant last asked over its quota.
+    let mut last_over_ms: Vec<Option<u64>> = vec![None; tenants];
     let mut next_arrival = 0;
     let mut now_ms = 0;
     let mut next_step_ms = 0;
-    // The consumer's calls carry its `server_priority` on a server that
-    // schedules by priority.
-    let submit = |server: &mut Scheduler, request: &Request| {
-        let priority = if request.queued && policy.server_priority() {
-            DEFERRED_PRIORITY
+    let levels = policy
+        .levels()
+        .then_some((params.level_quantum, params.levels));
+    // The consumer's calls carry its `server_priority` (+ their tenant's
+    // service level) on a server that schedules by priority.
+    let submit = |server: &mut Scheduler, request: &Request, level: u32| {
+        let base = if request.queued && policy.server_priority() {
+            policy.deferred_base(params)
         } else {
             0
         };
+        let priority = base + i64::from(level);
         server.submit(SeqSpec {
             prompt_tokens: request.prompt,
             completion_tokens: request.output,
@@ -513,17 +631,32 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
             // Saturation-aware admission: sluice-rls's own decision on the
             // saturation the controller last wrote (its background read:
             // `--state-age-ms` old at most).
-            let queued = policy.routes_in_quota()
+            let queued = (policy.routes_in_quota()
                 && saturation::route_in_quota(saturation, now_ms, params.max_age_ms)
-                    == Route::Queue;
-            let deferred = !in_quota || queued || policy == Policy::AllDeferred;
+                    == Route::Queue)
+                || (policy == Policy::TenantBacklog
+                    && last_over_ms[arrival.tenant].is_some_and(|at| {
+                        now_ms.saturating_sub(at) <= params.over_quota_memory_ms
+                    }));
+            if !in_quota {
+                last_over_ms[arrival.tenant] = Some(now_ms);
+            }
+            let deferred = !in_quota || queued || policy.all_deferred();
             if !deferred {
-                if let Ok(seq) = submit(&mut server, &requests[index]) {
+                // Only where the in-quota path could set it (not built).
+                let level = if policy == Policy::DirectLevel {
+                    queue.level(arrival.tenant, levels)
+                } else {
+                    0
+                };
+                if let Ok(seq) = submit(&mut server, &requests[index], level) {
                     at_server.insert(seq, index);
                     requests[index].submitted_ms = Some(now_ms);
                     pending[arrival.tenant] += 1;
                     unstarted[arrival.tenant] += 1;
-                    queue.serve(arrival.tenant, arrival.prompt, 0);
+                    if params.count_direct {
+                        queue.serve(arrival.tenant, arrival.prompt, 0);
+                    }
                 }
             } else if policy == Policy::Reject {
                 requests[index].rejected = true;
@@ -536,10 +669,10 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
         }
         // The consumer: calls under the cap.
         while own_in_flight < state.cap() {
-            let Some(index) = queue.pop() else {
+            let Some((index, level)) = queue.pop(&requests, levels) else {
                 break;
             };
-            if let Ok(seq) = submit(&mut server, &requests[index]) {
+            if let Ok(seq) = submit(&mut server, &requests[index], level) {
                 at_server.insert(seq, index);
                 requests[index].submitted_ms = Some(now_ms);
                 own_in_flight += 1;
@@ -569,7 +702,9 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
             processed[sample] += prompt + output;
             service[tenant][sample] += prompt + OUTPUT_WEIGHT * output;
             // The queue's counter took the prompt at the start.
-            queue.serve(tenant, 0, generated);
+            if request.queued || params.count_direct {
+                queue.serve(tenant, 0, generated);
+            }
             if update.finished {
                 request.finished_ms = Some(now_ms + params.dt_ms);
                 at_server.remove(&update.id);

@@ -429,8 +429,10 @@ impl Invoker {
         self.models.get(model).unwrap_or(&self.default)
     }
 
-    /// The request sent for `item` (also used by tests).
-    fn request(&self, item: &WorkItem) -> Result<Request<Full<Bytes>>, String> {
+    /// The request sent for `item` (also used by tests); `level` (its
+    /// tenant's service level, [`crate::fair::FairQueue::service_level`])
+    /// is added to the target's `server_priority`.
+    fn request(&self, item: &WorkItem, level: u32) -> Result<Request<Full<Bytes>>, String> {
         if !self.config.allowed_paths.iter().any(|p| p == &item.path) {
             return Err(format!("path {:?} is not allowed", item.path));
         }
@@ -438,7 +440,9 @@ impl Invoker {
         let body = prepare_body(
             item,
             target.upstream_model.as_deref(),
-            target.server_priority,
+            target
+                .server_priority
+                .map(|priority| priority.saturating_add(i64::from(level))),
         )?;
         let uri: Uri = format!("{}{}", target.base, item.path)
             .parse()
@@ -474,9 +478,14 @@ impl Invoker {
 
     /// Streams the call, writing each chunk; returns how it ended. Dropping
     /// the future aborts the backend call (the connection is closed).
-    pub(crate) async fn stream_call(&self, item: &WorkItem, sink: &mut Sink<'_>) -> CallEnd {
+    pub(crate) async fn stream_call(
+        &self,
+        item: &WorkItem,
+        level: u32,
+        sink: &mut Sink<'_>,
+    ) -> CallEnd {
         let opened = self
-            .open(item)
+            .open(item, level)
             .instrument(sluice_contract::trace_span!("consumer.model_call"))
             .await;
         match opened {
@@ -491,13 +500,19 @@ impl Invoker {
 
     /// Sends the request: the body of an event stream and the first-byte
     /// deadline, or how the call ended.
-    async fn open(&self, item: &WorkItem) -> Result<(Incoming, tokio::time::Instant), CallEnd> {
-        let request = self.request(item).map_err(|message| CallEnd::Failed {
-            status: 400,
-            code: ErrorCode::InvalidRequest,
-            message,
-            kind: FailureKind::InvalidRequest,
-        })?;
+    async fn open(
+        &self,
+        item: &WorkItem,
+        level: u32,
+    ) -> Result<(Incoming, tokio::time::Instant), CallEnd> {
+        let request = self
+            .request(item, level)
+            .map_err(|message| CallEnd::Failed {
+                status: 400,
+                code: ErrorCode::InvalidRequest,
+                message,
+                kind: FailureKind::InvalidRequest,
+            })?;
         let first_byte_deadline =
             tokio::time::Instant::now() + Duration::from_millis(self.config.first_byte_timeout_ms);
         let response = match timeout_at(first_byte_deadline, self.client.request(request)).await {
@@ -1012,7 +1027,7 @@ mod tests {
             },
         );
         let invoker = Invoker::new(config.clone()).unwrap();
-        let request = invoker.request(&item(json!({"messages": []}))).unwrap();
+        let request = invoker.request(&item(json!({"messages": []})), 0).unwrap();
         assert_eq!(request.uri(), "http://backend:8000/v1/chat/completions");
         assert_eq!(request.headers()["x-extra"], "1");
         assert_eq!(request.headers()["x-request-id"], "r");
@@ -1022,19 +1037,19 @@ mod tests {
         let mut traced = item(json!({"messages": []}));
         let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         traced.trace = sluice_contract::TraceContext::from_headers(Some(parent), Some("a=1,b=2"));
-        let request = invoker.request(&traced).unwrap();
+        let request = invoker.request(&traced, 0).unwrap();
         assert_eq!(request.headers()[TRACEPARENT_HEADER], parent);
         assert_eq!(request.headers()[TRACESTATE_HEADER], "a=1,b=2");
         let mut special = item(json!({"messages": []}));
         special.model = "special".into();
-        let request = invoker.request(&special).unwrap();
+        let request = invoker.request(&special, 0).unwrap();
         assert_eq!(
             request.uri(),
             "https://api.example.com/proxy/v1/chat/completions"
         );
         let mut bad_path = item(json!({}));
         bad_path.path = "/admin".into();
-        assert!(invoker.request(&bad_path).is_err());
+        assert!(invoker.request(&bad_path, 0).is_err());
 
         let mut bad = config.clone();
         bad.default.base_url = "backend:8000".into();
@@ -1042,6 +1057,27 @@ mod tests {
         let mut missing_key = config;
         missing_key.default.api_key_env = Some("SLUICE_CONSUMER_TEST_SURELY_UNSET".into());
         assert!(Invoker::new(missing_key).is_err());
+    }
+
+    /// The body `invoker` sends for `item` at `level`.
+    async fn body_at(invoker: &Invoker, level: u32) -> serde_json::Value {
+        let request = invoker
+            .request(&item(json!({"messages": []})), level)
+            .unwrap();
+        let bytes = request.into_body().collect().await.unwrap().to_bytes();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_service_level_is_added_to_the_server_priority() {
+        let mut config = BackendConfig::default();
+        let plain = Invoker::new(config.clone()).unwrap();
+        config.default.server_priority = Some(1);
+        let invoker = Invoker::new(config).unwrap();
+        assert_eq!(body_at(&invoker, 0).await["priority"], json!(1));
+        assert_eq!(body_at(&invoker, 3).await["priority"], json!(4));
+        // No server_priority: no priority is sent, whatever the level.
+        assert!(body_at(&plain, 3).await.get("priority").is_none());
     }
 
     #[test]
@@ -1053,7 +1089,7 @@ mod tests {
         let mut config = BackendConfig::default();
         config.default.api_key_file = Some(path);
         let invoker = Invoker::new(config).unwrap();
-        let request = invoker.request(&item(json!({}))).unwrap();
+        let request = invoker.request(&item(json!({})), 0).unwrap();
         let auth = &request.headers()[AUTHORIZATION];
         assert_eq!(auth, "Bearer sk-test");
         assert!(auth.is_sensitive());

@@ -249,7 +249,14 @@ impl Processor {
     /// future aborts the backend call (the claim then goes stale and a
     /// redelivery writes `interrupted`).
     pub async fn process(&self, item: &WorkItem) -> Outcome {
-        let outcome = self.process_inner(item).await;
+        self.process_at_level(item, 0).await
+    }
+
+    /// [`Processor::process`], the call's `priority` raised by `level`
+    /// above the backend's `server_priority` (its tenant's service level,
+    /// `fair.server_priority_levels`).
+    pub async fn process_at_level(&self, item: &WorkItem, level: u32) -> Outcome {
+        let outcome = self.process_inner(item, level).await;
         self.metrics.outcome(outcome.as_str());
         match &outcome {
             Outcome::RetryLater { kind, detail, .. } => {
@@ -300,7 +307,7 @@ impl Processor {
         Some(outcome)
     }
 
-    async fn process_inner(&self, item: &WorkItem) -> Outcome {
+    async fn process_inner(&self, item: &WorkItem, level: u32) -> Outcome {
         let claimed = self
             .claim(item)
             .instrument(sluice_contract::trace_span!("consumer.claim"))
@@ -317,7 +324,7 @@ impl Processor {
                 .observe(waited as f64 / 1000.0);
         }
         let stats = CallStats::new();
-        let end = self.call(item, &lease, &stats).await;
+        let end = self.call(item, level, &lease, &stats).await;
         let mut conn = self.conn.clone();
         let (terminal, outcome) = match ending(end, &stats) {
             Ok(ending) => ending,
@@ -448,7 +455,7 @@ impl Processor {
 
     /// The model call, its chunks written as they come, while the lease is
     /// kept alive.
-    async fn call(&self, item: &WorkItem, lease: &Lease, stats: &CallStats) -> CallEnd {
+    async fn call(&self, item: &WorkItem, level: u32, lease: &Lease, stats: &CallStats) -> CallEnd {
         let mut sink = Sink {
             conn: self.conn.clone(),
             config: &self.stream,
@@ -463,7 +470,7 @@ impl Processor {
         // Whichever ends first wins; the other future is dropped, which
         // for the call closes the backend connection.
         tokio::select! {
-            end = self.invoker.stream_call(item, &mut sink) => end,
+            end = self.invoker.stream_call(item, level, &mut sink) => end,
             end = self.heartbeat_loop(lease) => end,
         }
     }

@@ -542,7 +542,7 @@ impl Runner {
             Ok(StartGate::Run(permit)) => {
                 self.release(&message.handle).await;
                 let runner = self.clone();
-                self.spawn_active(runner.run_leased(item, permit));
+                self.spawn_active(runner.run_leased(item, permit, 0));
             }
             Ok(StartGate::Busy(_)) => {
                 // The model is at its cap: the message keeps its LiteTopic
@@ -674,7 +674,7 @@ impl Runner {
                         // The bucket's next message may be popped while this one runs.
                         self.release(handle).await;
                     }
-                    self.run_leased(item, permit).await;
+                    self.run_leased(item, permit, 0).await;
                     return Held::Ran;
                 }
                 Ok(StartGate::Busy(bound)) => pause = Pause::Slot(bound),
@@ -773,6 +773,8 @@ impl Runner {
             .await
             {
                 FairTurn::Run(permit) => {
+                    // Taken while it still waits in its lane, as fairness_bench does.
+                    let level = ticket.service_level();
                     ticket.started();
                     self.metrics
                         .hold_seconds
@@ -780,7 +782,7 @@ impl Runner {
                     if let Some(handle) = topic.take() {
                         self.release(&handle).await;
                     }
-                    self.run_leased(item, permit).await;
+                    self.run_leased(item, permit, level).await;
                     return;
                 }
                 FairTurn::Wait(wait) => wait,
@@ -872,8 +874,9 @@ impl Runner {
 
     /// The call, with the lease kept alive until it ends (the `processing`
     /// claim guards against a second call; the lease only tells the endpoint
-    /// the request is not lost).
-    async fn run_leased(self: Arc<Self>, item: WorkItem, permit: crate::ModelPermit) {
+    /// the request is not lost). `level`: its tenant's service level, added
+    /// to the backend's `server_priority`.
+    async fn run_leased(self: Arc<Self>, item: WorkItem, permit: crate::ModelPermit, level: u32) {
         // The refresh runs beside the call, both polled by one `select!`.
         // Awaiting a refresh in a `select!` arm left the call unpolled
         // meanwhile: a call parked mid-way through a Sentinel master lookup
@@ -887,7 +890,7 @@ impl Runner {
             }
         };
         let outcome = tokio::select! {
-            outcome = self.processor.process(&item) => outcome,
+            outcome = self.processor.process_at_level(&item, level) => outcome,
             never = refresh_forever => never,
         };
         drop(permit);

@@ -170,6 +170,30 @@ impl FairQueue {
         self.attained.get(tenant).copied().unwrap_or(0.0)
     }
 
+    /// How far `tenant` is ahead of the least served active tenant (one
+    /// with a message waiting or a call running), in steps of `quantum`
+    /// service per unit of weight, at most `levels - 1`; 0 for the least
+    /// served, and always 0 unless ordered by attained service. Added to
+    /// the backend's `server_priority` (vLLM: lower first), it carries the
+    /// order by attained service into the server's own queue: a tenant that
+    /// received more waits there behind one that received less.
+    pub fn service_level(&self, tenant: &str, quantum: f64, levels: u32) -> u32 {
+        if self.order != Order::AttainedService || !(quantum.is_finite() && quantum > 0.0) {
+            return 0;
+        }
+        let least = self
+            .lanes
+            .iter()
+            .filter(|(_, lane)| !lane.waiting.is_empty())
+            .map(|(t, _)| t)
+            .chain(self.in_service.keys())
+            .map(|t| self.attained(t))
+            .reduce(f64::min);
+        let ahead = least.map_or(0.0, |least| (self.attained(tenant) - least).max(0.0));
+        let level = (ahead / quantum).floor();
+        (level.min(f64::from(levels.saturating_sub(1)))) as u32
+    }
+
     /// The least attained service among the tenants with messages waiting.
     fn least_waiting(&self) -> Option<f64> {
         self.lanes
@@ -404,6 +428,24 @@ pub struct FairConfig {
     pub order: OrderConfig,
     /// How tokens count as service for `attained_service`.
     pub service_cost: ServiceCost,
+    /// Off (none) by default. With `order: attained_service` and a
+    /// backend's `server_priority`, each call's `priority` is that plus its
+    /// tenant's service level ([`FairQueue::service_level`]), so a server
+    /// with priority scheduling (vLLM: lower first) orders the consumers'
+    /// calls by attained service too. Measured in `fairness_bench`
+    /// (docs/operations.md, "Server-side priority"): it did not beat the
+    /// plain `server_priority`.
+    pub server_priority_levels: Option<ServerPriorityLevels>,
+}
+
+/// The consumer file's `fair.server_priority_levels`.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerPriorityLevels {
+    /// Service (per unit of weight, counted by `service_cost`) per level.
+    pub quantum: f64,
+    /// Levels at most (the worst is `server_priority + levels - 1`).
+    pub levels: u32,
 }
 
 /// [`Order`] as the consumer file spells it.
@@ -431,6 +473,11 @@ pub enum WeightError {
     Tenant { tenant: String },
     #[error("fair.service_cost: prompt and output must be finite, at least 0, not both 0")]
     ServiceCost,
+    #[error(
+        "fair.server_priority_levels: quantum must be a positive number, levels at least 1, \
+         and fair.order attained_service"
+    )]
+    ServerPriorityLevels,
 }
 
 impl FairConfig {
@@ -442,6 +489,12 @@ impl FairConfig {
             || cost.prompt + cost.output <= 0.0
         {
             return Err(WeightError::ServiceCost);
+        }
+        if let Some(levels) = self.server_priority_levels {
+            let usable = levels.quantum.is_finite() && levels.quantum > 0.0 && levels.levels >= 1;
+            if !usable || self.order != OrderConfig::AttainedService {
+                return Err(WeightError::ServerPriorityLevels);
+            }
         }
         match self.weights.iter().find(|(_, w)| !valid_weight(**w)) {
             Some((tenant, _)) => Err(WeightError::Tenant {
@@ -548,6 +601,7 @@ pub struct FairShare {
     weights: Arc<Weights>,
     order: Order,
     cost: ServiceCost,
+    levels: Option<ServerPriorityLevels>,
     models: Mutex<HashMap<String, Arc<ModelQueue>>>,
 }
 
@@ -566,6 +620,7 @@ impl FairShare {
             weights,
             order: Order::default(),
             cost: ServiceCost::default(),
+            levels: None,
             models: Mutex::new(HashMap::new()),
         }
     }
@@ -574,6 +629,13 @@ impl FairShare {
     pub fn with_order(mut self, order: Order, cost: ServiceCost) -> Self {
         self.order = order;
         self.cost = cost;
+        self
+    }
+
+    /// Calls carry their tenant's service level on top of the backend's
+    /// `server_priority` (none: level 0).
+    pub fn with_server_priority_levels(mut self, levels: Option<ServerPriorityLevels>) -> Self {
+        self.levels = levels;
         self
     }
 
@@ -627,6 +689,7 @@ impl FairShare {
             queue,
             tenant: tenant.to_string(),
             id,
+            levels: self.levels,
             done: false,
         }
     }
@@ -638,6 +701,7 @@ pub struct Ticketed {
     queue: Arc<ModelQueue>,
     tenant: String,
     id: TicketId,
+    levels: Option<ServerPriorityLevels>,
     done: bool,
 }
 
@@ -652,6 +716,15 @@ impl Ticketed {
     /// Whether the next free slot is this message's.
     pub fn is_next(&self, now_ms: u64) -> bool {
         self.queue.with(|q| q.pick(now_ms)) == Some(self.id)
+    }
+
+    /// Its tenant's service level now ([`FairQueue::service_level`]; 0
+    /// without `fair.server_priority_levels`): taken before it starts.
+    pub fn service_level(&self) -> u32 {
+        self.levels.map_or(0, |l| {
+            self.queue
+                .with(|q| q.service_level(&self.tenant, l.quantum, l.levels))
+        })
     }
 
     /// It got its slot: charged, out of the queue; the others look again.
@@ -934,6 +1007,54 @@ mod tests {
         assert!(queue.start(b));
         queue.enqueue("idle", Priority::Normal, 1, 1.0);
         assert_eq!(queue.attained("idle"), 5000.0);
+    }
+
+    #[test]
+    fn service_level_counts_quanta_above_the_least_served_active_tenant() {
+        let mut queue = FairQueue::new(Order::AttainedService);
+        let a = queue.enqueue("a", Priority::Normal, 1, 1.0);
+        queue.enqueue("b", Priority::Normal, 1, 1.0);
+        queue.charge("a", 2500.0, 1.0);
+        queue.charge("b", 400.0, 1.0);
+        // a is 2100 ahead of b: two quanta of 1000; b is the least served.
+        assert_eq!(queue.service_level("a", 1000.0, 8), 2);
+        assert_eq!(queue.service_level("b", 1000.0, 8), 0);
+        // Capped at levels - 1.
+        assert_eq!(queue.service_level("a", 1000.0, 2), 1);
+        // A running call keeps its tenant active: b's counter is still the least.
+        assert!(queue.start(a));
+        assert_eq!(queue.service_level("a", 1000.0, 8), 2);
+        // An unknown tenant (never served) is at level 0; a bad quantum too.
+        assert_eq!(queue.service_level("c", 1000.0, 8), 0);
+        assert_eq!(queue.service_level("a", 0.0, 8), 0);
+        // Ordered by virtual finish: always 0.
+        let mut plain = FairQueue::default();
+        plain.enqueue("a", Priority::Normal, 1, 1.0);
+        assert_eq!(plain.service_level("a", 1.0, 8), 0);
+    }
+
+    #[test]
+    fn server_priority_levels_need_a_quantum_levels_and_attained_service() {
+        let levels = |quantum, levels| FairConfig {
+            order: OrderConfig::AttainedService,
+            server_priority_levels: Some(ServerPriorityLevels { quantum, levels }),
+            ..FairConfig::default()
+        };
+        assert_eq!(levels(2000.0, 4).validate(), Ok(()));
+        for bad in [levels(0.0, 4), levels(f64::NAN, 4), levels(2000.0, 0)] {
+            assert_eq!(bad.validate(), Err(WeightError::ServerPriorityLevels));
+        }
+        let by_finish = FairConfig {
+            order: OrderConfig::VirtualFinish,
+            ..levels(2000.0, 4)
+        };
+        assert_eq!(by_finish.validate(), Err(WeightError::ServerPriorityLevels));
+        let parsed: FairConfig = serde_yaml::from_str(
+            "order: attained_service\nserver_priority_levels: {quantum: 2000, levels: 4}\n",
+        )
+        .unwrap();
+        assert_eq!(parsed, levels(2000.0, 4));
+        assert_eq!(FairConfig::default().server_priority_levels, None);
     }
 
     #[test]

@@ -6,11 +6,13 @@
 mod answer;
 mod error;
 mod options;
+mod over_quota;
 mod plan;
 
 pub use answer::METADATA_NAMESPACE;
 pub use error::DecisionError;
 pub use options::{HeaderStyle, ResponseOptions, UpstreamHeaderNames};
+pub use over_quota::OverQuotaMemory;
 pub use plan::Charge;
 
 use answer::MetricEvent;
@@ -87,6 +89,9 @@ pub struct Limiter {
     keys: KeyOptions,
     /// Saturation-aware admission, when on.
     routing: Option<Arc<SaturationRouter>>,
+    /// In-quota requests of a bucket over quota lately go to the fair
+    /// queue, when on.
+    over_quota: Option<OverQuotaMemory>,
     /// Serialises config updates (file reloads and xDS), so that neither
     /// loses the other's change.
     updating: std::sync::Mutex<()>,
@@ -110,6 +115,7 @@ impl Limiter {
             response: ResponseOptions::default(),
             keys: KeyOptions::default(),
             routing: None,
+            over_quota: None,
             updating: std::sync::Mutex::new(()),
         }
     }
@@ -130,6 +136,14 @@ impl Limiter {
     /// saturation (see [`crate::saturation`]).
     pub fn with_saturation_routing(mut self, router: Arc<SaturationRouter>) -> Self {
         self.routing = Some(router);
+        self
+    }
+
+    /// The same limiter routing an in-quota request into the fair queue
+    /// when one of its deferring buckets was over quota within
+    /// `memory_ms` (see [`OverQuotaMemory`]).
+    pub fn with_over_quota_routing(mut self, memory_ms: u64) -> Self {
+        self.over_quota = Some(OverQuotaMemory::new(memory_ms));
         self
     }
 
@@ -322,38 +336,49 @@ impl Limiter {
         let answer = answer::answer(request, &plan, &outcome, &self.response);
         self.record(&request.domain, &answer.events);
         let mut response = answer.response;
-        if timing.admission && response.overall_code == Code::Ok as i32 {
-            self.route_in_quota(request, &plan, &mut response, now);
+        if timing.admission {
+            let over_lately = self
+                .over_quota
+                .as_ref()
+                .is_some_and(|memory| memory.observe(request, &plan, &response, now));
+            if response.overall_code == Code::Ok as i32 {
+                self.route_in_quota(request, &plan, &mut response, (now, over_lately));
+            }
         }
         Ok(response)
     }
 
     /// Saturation-aware admission: an allowed request whose model's
-    /// server is saturated with deferred work is marked for the fair queue
-    /// (the request stays charged: it is in quota). From the router's
-    /// in-memory snapshot: no I/O here.
+    /// server is saturated with deferred work, or one of whose deferring
+    /// buckets was over quota lately (`over_lately`), is marked for the
+    /// fair queue (the request stays charged: it is in quota). From
+    /// in-memory state: no I/O here.
     fn route_in_quota(
         &self,
         request: &RateLimitRequest,
         plan: &plan::Plan,
         response: &mut RateLimitResponse,
-        now: u64,
+        (now, over_lately): (u64, bool),
     ) {
-        let Some(router) = &self.routing else {
-            return;
-        };
         let Some(priority) = answer::queue_priority(plan) else {
             return;
         };
-        let entries = request.descriptors.iter().flat_map(|d| &d.entries);
-        let entries = entries.map(|e| (e.key.as_str(), e.value.as_str()));
-        let Some(model) = sluice_admission::descriptors::model_of(entries) else {
-            return;
-        };
-        if router.route(model, now) == Route::Queue {
+        if over_lately || self.saturated(request, now) {
             answer::mark_queued(response, priority);
             self.metrics.in_quota_queued.inc();
         }
+    }
+
+    /// Whether the request's model's server is saturated, by the router's
+    /// snapshot (false when routing by saturation is off).
+    fn saturated(&self, request: &RateLimitRequest, now: u64) -> bool {
+        let Some(router) = &self.routing else {
+            return false;
+        };
+        let entries = request.descriptors.iter().flat_map(|d| &d.entries);
+        let entries = entries.map(|e| (e.key.as_str(), e.value.as_str()));
+        sluice_admission::descriptors::model_of(entries)
+            .is_some_and(|model| router.route(model, now) == Route::Queue)
     }
 
     fn record(&self, domain: &str, events: &[MetricEvent<'_>]) {

@@ -656,6 +656,42 @@ mod saturation_routing {
     }
 
     #[tokio::test]
+    async fn an_in_quota_request_of_a_bucket_over_quota_lately_is_queued() {
+        let clock = Arc::new(ManualClock::new(T0));
+        let limiter = Limiter::new(
+            config(),
+            Arc::new(MemoryStore::new()),
+            CountingMode::AllOrNothing,
+            clock.clone(),
+            Arc::new(Metrics::new()),
+        )
+        .with_over_quota_routing(10_000);
+        // Never over: straight to the server.
+        let response = ask(&limiter, vec![tokens(10)]).await;
+        assert_eq!(response.overall_code(), Code::Ok);
+        assert_eq!(sluice_field(&response, "route"), None);
+        // Over acme-tpm (defer): remembered; the answer itself defers.
+        let over = ask(&limiter, vec![tokens(2000)]).await;
+        assert_eq!(over.overall_code(), Code::OverLimit);
+        assert_eq!(sluice_field(&over, "action").as_deref(), Some("defer"));
+        assert_eq!(sluice_field(&over, "route"), None);
+        // In quota again within the memory: into the fair queue, at
+        // acme-tpm's class.
+        clock.advance(10_000);
+        let queued = ask(&limiter, vec![tokens(10)]).await;
+        assert_eq!(queued.overall_code(), Code::Ok);
+        assert_eq!(sluice_field(&queued, "route").as_deref(), Some("queue"));
+        assert_eq!(sluice_field(&queued, "priority").as_deref(), Some("high"));
+        assert_eq!(limiter.metrics().in_quota_queued.get(), 1);
+        // Past the memory: straight again.
+        clock.advance(1);
+        let direct = ask(&limiter, vec![tokens(10)]).await;
+        assert_eq!(direct.overall_code(), Code::Ok);
+        assert_eq!(sluice_field(&direct, "route"), None);
+        assert_eq!(limiter.metrics().in_quota_queued.get(), 1);
+    }
+
+    #[tokio::test]
     async fn the_server_with_room_a_rejecting_limit_or_a_correction_go_direct() {
         let (limiter, _) = routed(false).await;
         let response = ask(&limiter, vec![tokens(10)]).await;

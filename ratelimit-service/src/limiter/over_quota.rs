@@ -1,0 +1,109 @@
+//! In-quota requests of a bucket over quota lately (issue 28): while a
+//! tenant × model asks over its quota and defers, its in-quota requests
+//! join its deferred backlog in the token-fair queue instead of
+//! overtaking it at the model server; a bucket that has not been over
+//! within the memory goes straight to the server as before.
+//!
+//! Measured in `fairness_bench` (policy `tenant-backlog`): the heavy
+//! tenants' in-quota bursts at the start of each quota window no longer
+//! jump the fair queue, and the light tenants (never over) never take the
+//! queue hop. Per sluice-rls instance, in memory: with several instances
+//! each remembers the over-quota answers it gave (a tenant over quota
+//! sends many requests, and every instance sees some of them).
+
+use super::plan::{Plan, Resolved};
+use crate::config::OverLimitAction;
+use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Buckets remembered at most (bucket names come from clients).
+pub const MAX_BUCKETS: usize = 100_000;
+
+/// When each deferring bucket last answered over quota.
+#[derive(Debug)]
+pub struct OverQuotaMemory {
+    memory_ms: u64,
+    last_over: Mutex<HashMap<String, u64>>,
+}
+
+impl OverQuotaMemory {
+    /// Remembers a bucket's over-quota answer for `memory_ms`.
+    pub fn new(memory_ms: u64) -> Self {
+        OverQuotaMemory {
+            memory_ms,
+            last_over: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Notes the deferring buckets `response` found over quota, and says
+    /// whether one of the deferring buckets of an allowed `response` was
+    /// over within the memory (then it goes into the fair queue).
+    pub fn observe(
+        &self,
+        request: &RateLimitRequest,
+        plan: &Plan,
+        response: &RateLimitResponse,
+        now_ms: u64,
+    ) -> bool {
+        let allowed = response.overall_code == Code::Ok as i32;
+        let mut last_over = self
+            .last_over
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut lately = false;
+        for (bucket, over) in deferring_buckets(request, plan, response) {
+            if over {
+                remember(&mut last_over, bucket, now_ms, self.memory_ms);
+            } else if allowed {
+                lately |= last_over
+                    .get(&bucket)
+                    .is_some_and(|at| now_ms.saturating_sub(*at) <= self.memory_ms);
+            }
+        }
+        lately
+    }
+}
+
+/// Notes `bucket` over at `now_ms`; a full map first forgets what is past
+/// the memory, and takes nothing new if that frees no room.
+fn remember(last_over: &mut HashMap<String, u64>, bucket: String, now_ms: u64, memory_ms: u64) {
+    if last_over.len() >= MAX_BUCKETS && !last_over.contains_key(&bucket) {
+        last_over.retain(|_, at| now_ms.saturating_sub(*at) <= memory_ms);
+        if last_over.len() >= MAX_BUCKETS {
+            return;
+        }
+    }
+    last_over.insert(bucket, now_ms);
+}
+
+/// The request's buckets under a limit that says `over_limit: defer`
+/// (domain, limit, descriptor entries), each with whether it is over.
+fn deferring_buckets<'a>(
+    request: &'a RateLimitRequest,
+    plan: &'a Plan,
+    response: &'a RateLimitResponse,
+) -> impl Iterator<Item = (String, bool)> + 'a {
+    request
+        .descriptors
+        .iter()
+        .zip(&plan.resolved)
+        .zip(&response.statuses)
+        .filter_map(move |((descriptor, resolved), status)| {
+            let Resolved::Limited(applied) = resolved else {
+                return None;
+            };
+            if applied.limit.sluice.over_limit != OverLimitAction::Defer {
+                return None;
+            }
+            let mut bucket = format!("{}\u{1f}{}", request.domain, applied.limit.name);
+            for entry in &descriptor.entries {
+                bucket.push('\u{1f}');
+                bucket.push_str(&entry.key);
+                bucket.push('=');
+                bucket.push_str(&entry.value);
+            }
+            Some((bucket, status.code == Code::OverLimit as i32))
+        })
+}
