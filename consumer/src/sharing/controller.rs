@@ -352,6 +352,19 @@ impl Reason {
 
 /// Half a request: a queue this close to the target is at the target.
 const DEADBAND: f64 = 0.5;
+/// A smoothed queue this short is empty: room whatever the target.
+const NEARLY_EMPTY: f64 = 0.05;
+
+/// The smoothed queue is short enough to grow: half a request under the
+/// target, or under half of a target below one request, or empty. (Half a
+/// request under a target of 0.5 or less is below zero, so the limit never
+/// grew there.)
+fn queue_has_room(waiting: f64, target_waiting: f64) -> bool {
+    waiting
+        < (target_waiting - DEADBAND)
+            .max(target_waiting / 2.0)
+            .max(NEARLY_EMPTY)
+}
 /// A KV-cache usage this close to its target is at the target.
 const KV_DEADBAND: f64 = 0.05;
 /// Additive increases above the last decrease before they double again
@@ -386,7 +399,7 @@ pub fn step(
     if let Some((aim, reason)) = load.aim() {
         return step.decrease(&load, aim, reason).unwrap_or(held);
     }
-    if load.excess < -DEADBAND && step.cache_has_room(&load) {
+    if queue_has_room(waiting, config.target_waiting) && step.cache_has_room(&load) {
         return step.grow(&load).unwrap_or(held);
     }
     held
@@ -409,8 +422,6 @@ struct Step<'a> {
 
 /// The server's load against the targets, from the smoothed queue.
 struct Load {
-    /// Requests waiting above the target (negative: below).
-    excess: f64,
     /// Requests in the server: waiting (now) and running.
     in_server: f64,
     /// Of those, the ones that are not the consumers' own calls.
@@ -530,7 +541,6 @@ impl<'a> Step<'a> {
             .filter(|(over, _, usage)| *over > KV_DEADBAND && *usage > 0.0)
             .map(|(_, target, usage)| in_server * target / usage - foreign);
         Load {
-            excess,
             in_server,
             foreign,
             kv_excess,
@@ -887,6 +897,40 @@ mod tests {
         // Never more than × max_growth in one probe.
         let (s, _) = step(&config, probing(6.0), &sample(6.0, 0.05), 0);
         assert_eq!(s.limit, 9.0);
+    }
+
+    #[test]
+    fn a_target_of_half_a_request_or_less_still_grows_on_an_empty_queue() {
+        for target_waiting in [0.0, 0.25, 0.5] {
+            let config = ModelControl {
+                target_waiting,
+                increase_step: 0.5,
+                ..unsmoothed()
+            };
+            let (next, reason) = step(&config, state(8.0), &load(0.0, 8.0), 0);
+            assert!(
+                next.limit > 8.0,
+                "target {target_waiting}: {reason:?} at {}",
+                next.limit
+            );
+            // A queue of a whole request is over these targets: no growth.
+            let (next, _) = step(&config, state(8.0), &load(1.0, 8.0), 0);
+            assert!(
+                next.limit <= 8.0,
+                "target {target_waiting}: grew to {}",
+                next.limit
+            );
+        }
+    }
+
+    #[test]
+    fn the_room_to_grow_is_unchanged_for_targets_of_a_request_or_more() {
+        for (target, room_below) in [(1.0, 0.5), (2.0, 1.5), (4.0, 3.5)] {
+            assert!(queue_has_room(room_below - 0.01, target));
+            assert!(!queue_has_room(room_below, target));
+        }
+        assert!(queue_has_room(0.2, 0.5) && !queue_has_room(0.25, 0.5));
+        assert!(queue_has_room(0.04, 0.0) && !queue_has_room(0.05, 0.0));
     }
 
     #[test]
