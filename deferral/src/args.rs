@@ -99,6 +99,13 @@ pub struct DeferralArgs {
           value_parser = clap::value_parser!(u64).range(10..))]
     pub deferral_lease_check_ms: u64,
 
+    /// A waiting deferred request that no consumer has picked up (no lease,
+    /// no claim) this many seconds after its publish is published again,
+    /// once: the broker can leave a message out of its queue (rocketmq-store
+    /// 1.0.0, two sends on one offset). 0: never.
+    #[arg(long, env = "SLUICE_DEFERRAL_UNCLAIMED_REPUBLISH_S", default_value_t = crate::endpoint::DEFAULT_UNCLAIMED_REPUBLISH_S)]
+    pub deferral_unclaimed_republish_s: u64,
+
     /// The consumers' `idempotency.lease_ms`: a claim heartbeat older than
     /// this plus one interval belongs to a dead consumer. Must match the
     /// consumers' config (sluice-allinone takes its own consumer's).
@@ -311,6 +318,8 @@ impl DeferralArgs {
             high_priority_timeout: Duration::from_secs(self.deferral_high_priority_timeout_s),
             marker_header: self.deferral_marker_header.clone(),
             lease_check: Duration::from_millis(self.deferral_lease_check_ms),
+            unclaimed_republish_after: (self.deferral_unclaimed_republish_s > 0)
+                .then(|| Duration::from_secs(self.deferral_unclaimed_republish_s)),
             budget: self.budget_limits()?,
             max_tenant_bytes_per_minute: self.deferral_max_tenant_bytes_per_minute,
             claim_timing: claim_timing.unwrap_or(ClaimTiming {

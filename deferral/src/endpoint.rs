@@ -77,6 +77,15 @@ pub struct EndpointOptions {
     /// up to this much to the recovery after a consumer's death
     /// (`claim_timing.stale_after()`).
     pub lease_check: Duration,
+    /// A waiting request that no consumer has picked up (no lease seen, no
+    /// claim, no answer) this long after its publish is published again,
+    /// once (`None`: never). rocketmq-store 1.0.0 can leave a message out
+    /// of its LiteTopic's queue when two sends collide on an offset; it is
+    /// never popped, and its client waited for `timeout`. The claim keeps
+    /// the model call single when the first copy was only queued behind
+    /// others; the cost is one more message for each request that waits
+    /// longer than this in its bucket's backlog.
+    pub unclaimed_republish_after: Option<Duration>,
     /// The consumers' heartbeat settings: a `processing` claim older than
     /// `claim_timing.stale_after_ms()` belongs to a dead consumer.
     pub claim_timing: ClaimTiming,
@@ -105,6 +114,11 @@ pub struct EndpointOptions {
 /// default), within the 5 s recovery bound (issue 17).
 pub const DEFAULT_LEASE_CHECK_MS: u64 = 500;
 
+/// Default [`EndpointOptions::unclaimed_republish_after`], seconds: far above
+/// a pop's usual wait on a bucket that moves, far below the deferral
+/// timeouts (60 s and more).
+pub const DEFAULT_UNCLAIMED_REPUBLISH_S: u64 = 30;
+
 /// Default [`EndpointOptions::cancel_grace`]: longer than an Envoy restart
 /// (0.4–3 s in the chaos runs) plus a client's first reconnects.
 pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
@@ -124,6 +138,7 @@ impl Default for EndpointOptions {
             low_priority_timeout: Duration::from_secs(120),
             high_priority_timeout: Duration::from_secs(1800),
             lease_check: Duration::from_millis(DEFAULT_LEASE_CHECK_MS),
+            unclaimed_republish_after: Some(Duration::from_secs(DEFAULT_UNCLAIMED_REPUBLISH_S)),
             claim_timing: ClaimTiming::default(),
             secrets: Vec::new(),
             token_max_age: Duration::from_secs(30),
@@ -951,6 +966,7 @@ async fn queue(
             deferred.tenant.clone(),
             deferred.model.clone(),
             prepared.work.clone(),
+            state.options.unclaimed_republish_after,
         )),
         timeout,
         req_id: req_id.clone(),

@@ -1283,6 +1283,8 @@ mod rocketmq_tests {
     }
 }
 
+#[cfg(feature = "stack")]
+pub mod broker_liveness;
 #[cfg(feature = "chart")]
 pub mod chart;
 #[cfg(feature = "stack")]

@@ -16,7 +16,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
-use sluice_litetopic::probe::{probe, ProbeOptions};
+use sluice_litetopic::probe::probe;
+use sluice_testkit::broker_liveness::{self, LivenessPolicy};
 use sluice_testkit::stack::{limits, patient_chat, sse_data, Stack};
 use sluice_testkit::{retry_until, signal, HttpResponse};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,10 +47,11 @@ async fn a_frozen_broker_is_detected_and_restarted_and_no_accepted_request_is_lo
         .start()
         .await;
     let namesrv = stack.broker.namesrv_addr();
-    let options = ProbeOptions {
-        deadline: PROBE_DEADLINE,
-        ..ProbeOptions::default()
-    };
+    let mut policy = LivenessPolicy::chart();
+    policy.period = Duration::from_secs(1);
+    policy.failure_threshold = FAILURES_BEFORE_RESTART;
+    policy.probe.deadline = PROBE_DEADLINE;
+    let options = policy.probe.clone();
     let live = probe(&namesrv, &options)
         .await
         .expect("the probe passes on a live broker");
@@ -96,33 +98,13 @@ async fn a_frozen_broker_is_detected_and_restarted_and_no_accepted_request_is_lo
     let accepted_at_freeze = accepted(&stack);
 
     // Kubernetes: probe every second; two failures in a row restart it.
-    let mut failures = 0;
-    let mut first_failure: Option<Duration> = None;
-    let mut longest_failed_probe = Duration::ZERO;
-    while failures < FAILURES_BEFORE_RESTART {
-        let started = Instant::now();
-        match probe(&namesrv, &options).await {
-            Ok(report) => {
-                assert!(
-                    frozen_at.elapsed() < Duration::from_secs(60),
-                    "the probe still passes a minute after the freeze"
-                );
-                println!("probe passed while frozen?! {report:?}");
-                failures = 0;
-            }
-            Err(error) => {
-                let took = started.elapsed();
-                longest_failed_probe = longest_failed_probe.max(took);
-                first_failure.get_or_insert(frozen_at.elapsed());
-                failures += 1;
-                println!(
-                    "probe failed after {took:?} ({failures}/{FAILURES_BEFORE_RESTART}): {error}"
-                );
-            }
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    let detected_after = frozen_at.elapsed();
+    let detection =
+        broker_liveness::until_restart_due(&namesrv, &policy, frozen_at, Duration::from_secs(60))
+            .await
+            .expect("the probe fails on the frozen broker");
+    let (first_failure, longest_failed_probe) =
+        (detection.first_failure, detection.longest_failed_probe);
+    let detected_after = detection.decided;
     // SIGKILL works on a stopped process; the broker starts again on its
     // ports and store.
     tokio::task::block_in_place(|| stack.broker.restart_broker()).expect("the broker restarts");
@@ -187,7 +169,6 @@ async fn a_frozen_broker_is_detected_and_restarted_and_no_accepted_request_is_lo
         answered_after_restart > 0,
         "nothing answered after the restart"
     );
-    let first_failure = first_failure.unwrap();
     assert!(
         longest_failed_probe < PROBE_DEADLINE + Duration::from_secs(5),
         "a failing probe took {longest_failed_probe:?}, deadline {PROBE_DEADLINE:?}"

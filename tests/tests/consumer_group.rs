@@ -39,6 +39,18 @@ async fn publish(stack: &QueueParts, tenant: &str, req_id: &str) {
     stack.publish(&work_item(tenant, MODEL, req_id, 10)).await;
 }
 
+/// Publishes `req_id` to `tenant`'s bucket, waits for its answer and checks
+/// that `one` owns that bucket and no other; the bucket's LiteTopic.
+async fn answered_by(stack: &QueueParts, one: &Instance, tenant: &str, req_id: &str) -> String {
+    publish(stack, tenant, req_id).await;
+    stack
+        .wait_done(&[req_id.into()], Duration::from_secs(10))
+        .await;
+    let topic = lite_topic_name(tenant, MODEL);
+    assert_eq!(one.runner.owned(), vec![topic.clone()]);
+    topic
+}
+
 /// Paces `tenant`'s bucket at `per_second` requests (through `instance`'s pacer: Redis, so every instance).
 async fn throttle(instance: &Instance, tenant: &str, per_second: f64) {
     let bucket = Scope::Bucket {
@@ -243,12 +255,7 @@ async fn idle_buckets_are_retired_and_come_back_on_the_next_request_on(redis: Re
         },
     )
     .await;
-    let topic = lite_topic_name("sleepy", MODEL);
-    publish(&stack, "sleepy", "idle-1").await;
-    stack
-        .wait_done(&["idle-1".into()], Duration::from_secs(10))
-        .await;
-    assert_eq!(one.runner.owned(), vec![topic.clone()]);
+    let topic = answered_by(&stack, &one, "sleepy", "idle-1").await;
 
     wait_until("bucket retired", Duration::from_secs(10), || {
         one.runner.owned().is_empty()
@@ -268,10 +275,54 @@ async fn idle_buckets_are_retired_and_come_back_on_the_next_request_on(redis: Re
 
     // The next request brings it back: the publish waits for the fresh
     // subscription and is answered.
-    publish(&stack, "sleepy", "idle-2").await;
-    stack
-        .wait_done(&["idle-2".into()], Duration::from_secs(10))
-        .await;
-    assert_eq!(one.runner.owned(), vec![topic]);
+    answered_by(&stack, &one, "sleepy", "idle-2").await;
+    one.stop().await;
+}
+
+/// Redis comes back empty while a consumer keeps its bucket, and the
+/// endpoint announces the bucket again before the consumer looks (so the
+/// consumer never sees it leave and subscribe anew): the consumer writes
+/// the bucket's subscription mark again. Without it the endpoint waited its
+/// first-subscribe wait (3 s) on every publish to the bucket for good — a
+/// chaos run with `--volatile-redis` showed 564 such waits after the Redis
+/// kill (issue 29).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_keeps_its_subscription_mark_across_an_empty_redis_restart() {
+    let stack = start(RedisKind::Single).await;
+    let one = instance(&stack, "consumer-flushed", RunnerOptions::default()).await;
+    let topic = answered_by(&stack, &one, "phoenix", "flush-1").await;
+
+    // Everything gone, and the bucket announced again, in one step.
+    let mut conn = stack.conn.clone();
+    let () = redis::pipe()
+        .atomic()
+        .cmd("FLUSHALL")
+        .ignore()
+        .cmd("SADD")
+        .arg(keys::BUCKETS)
+        .arg(&topic)
+        .ignore()
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        let marked: bool = redis::cmd("EXISTS")
+            .arg(keys::subscribed(&topic))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if marked {
+            break;
+        }
+        // Many discovery rounds (500 ms each): the mark never comes back
+        // without the fix, however loaded the machine.
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the owned bucket's subscription mark was not written again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    answered_by(&stack, &one, "phoenix", "flush-2").await;
     one.stop().await;
 }

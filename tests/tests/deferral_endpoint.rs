@@ -491,6 +491,26 @@ async fn low_priority_fails_fast_when_its_bucket_is_backed_up() {
     assert_eq!(normal.await.unwrap().status, 200);
 }
 
+/// An endpoint with `options`, and one deferred request of `tenant` waiting
+/// on it (its bucket subscribed), posted at the returned instant.
+async fn one_waiting_request(
+    options: EndpointOptions,
+    tenant: &str,
+    req_id: &str,
+) -> (
+    Setup,
+    tokio::task::JoinHandle<HttpResponse>,
+    std::time::Instant,
+) {
+    let mut s = setup(options).await;
+    watch(&s.consumer, tenant).await;
+    mark_subscribed(&mut s.redis, tenant).await;
+    let body = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}"#;
+    let posted = std::time::Instant::now();
+    let client = post(s.addr, markers(req_id, tenant), body);
+    (s, client, posted)
+}
+
 /// A consumer pops a request, takes its lease, and dies before calling the
 /// model (this broker never redelivers): the endpoint holding the client
 /// publishes it again once the lease lapses, and the answer still arrives.
@@ -500,11 +520,8 @@ async fn request_lost_between_pop_and_call_is_published_again() {
         lease_check: Duration::from_millis(100),
         ..Default::default()
     };
-    let mut s = setup(options).await;
-    watch(&s.consumer, "foxtrot").await;
-    mark_subscribed(&mut s.redis, "foxtrot").await;
+    let (mut s, client, _) = one_waiting_request(options, "foxtrot", "req-lost").await;
     let body = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}"#;
-    let client = post(s.addr, markers("req-lost", "foxtrot"), body);
 
     // The doomed consumer: pop, lease for 400 ms, then nothing.
     let (message, _) = pop_work(&s.consumer, "foxtrot").await;
@@ -569,6 +586,62 @@ async fn request_lost_between_pop_and_call_is_published_again() {
         .unwrap();
     let response = client.await.unwrap();
     assert_answer(&response, 502, "interrupted");
+}
+
+/// A message that left the queue with no consumer ever taking it — as
+/// rocketmq-store 1.0.0 does when two sends collide on one LiteTopic offset
+/// (the message is left out of the queue, never popped). Here the test pops
+/// it and acknowledges it without a lease, claim or answer: from the
+/// endpoint's side the same trace (none). No lease ever lapses, so only the
+/// unclaimed bound saves it: published again once, its answer arrives. With
+/// the bound off the broker holds nothing more for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_no_consumer_picked_up_is_published_again() {
+    const BOUND: Duration = Duration::from_secs(2);
+    let options = EndpointOptions {
+        lease_check: Duration::from_millis(100),
+        unclaimed_republish_after: Some(BOUND),
+        ..Default::default()
+    };
+    let (mut s, client, posted) = one_waiting_request(options, "golf", "req-left-out").await;
+    let (message, work) = pop_work(&s.consumer, "golf").await;
+    assert_eq!(work["req_id"], "req-left-out");
+    // Gone from the queue, no trace in Redis.
+    s.consumer.release(&message.handle).await.unwrap();
+
+    let (message, work) = pop_work(&s.consumer, "golf").await;
+    s.consumer.release(&message.handle).await.unwrap();
+    assert_eq!(work["req_id"], "req-left-out");
+    assert!(
+        posted.elapsed() >= BOUND,
+        "published again {:?} after the post, within the bound ({BOUND:?})",
+        posted.elapsed()
+    );
+    assert_eq!(s.metrics.republished_unclaimed.get(), 1);
+    assert_eq!(s.metrics.republished.get(), 0);
+    answer(&mut s.redis, "req-left-out", &["found"]).await;
+    assert_answer(&client.await.unwrap(), 200, "found");
+    // Once: the copy was answered, nothing more is published.
+    assert_nothing_queued(&s.consumer).await;
+}
+
+/// With the bound off, a request that left the queue untouched is not
+/// published again (what happened before the bound: its client waited for
+/// the endpoint's timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_unclaimed_bound_a_left_out_request_waits_for_its_timeout() {
+    let options = EndpointOptions {
+        lease_check: Duration::from_millis(100),
+        unclaimed_republish_after: None,
+        high_priority_timeout: Duration::from_secs(4),
+        ..Default::default()
+    };
+    let (s, client, _) = one_waiting_request(options, "hotel", "req-waits").await;
+    let (message, _) = pop_work(&s.consumer, "hotel").await;
+    s.consumer.release(&message.handle).await.unwrap();
+    let response = client.await.unwrap();
+    assert_eq!(response.status, 504, "{response:?}");
+    assert_eq!(s.metrics.republished_unclaimed.get(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

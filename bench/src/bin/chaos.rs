@@ -21,8 +21,17 @@
 //! nothing on disk), its fault kills the master (the sentinels promote the
 //! replica, which may lack the last writes) and the consumers wait for a
 //! replica to hold each claim before the model call (`claim_replicas: 1`).
+//!
+//! `--faults broker-freeze` (not in the default set) freezes the broker
+//! with SIGSTOP instead: the process lives on with its ports open and
+//! answers nothing, as rocketmq-rust 1.0.0's store deadlock leaves it. The
+//! run then does what kubelet does with the chart's liveness probe
+//! ([`sluice_testkit::broker_liveness`]: a send-and-pop round trip every
+//! 10 s, 5 s deadline, three failures in a row) and restarts the broker
+//! (SIGKILL, started again on its ports and store) once the probe says so.
 
 use clap::Parser;
+use sluice_testkit::broker_liveness::{self, Detection, LivenessPolicy};
 use sluice_testkit::load::{
     model_calls, quantile, run_open_loop, Class, LoadClient, OpenLoop, Outcome, ProcessStack,
     ProcessStackOptions, Record, RequestSpec,
@@ -86,9 +95,12 @@ impl Args {
 
     /// The faults of this run, in the usual order.
     fn faults(&self) -> Vec<Fault> {
+        if self.faults.is_empty() {
+            return Fault::DEFAULT.to_vec();
+        }
         Fault::ALL
             .into_iter()
-            .filter(|f| self.faults.is_empty() || self.faults.contains(f))
+            .filter(|f| self.faults.contains(f))
             .collect()
     }
 
@@ -159,15 +171,26 @@ enum Fault {
     Rls,
     Redis,
     Broker,
+    /// SIGSTOP, found by the liveness probe, then restarted.
+    BrokerFreeze,
     Envoy,
 }
 
 impl Fault {
-    const ALL: [Fault; 5] = [
+    /// A run without `--faults`: every part killed once.
+    const DEFAULT: [Fault; 5] = [
         Fault::Consumer,
         Fault::Rls,
         Fault::Redis,
         Fault::Broker,
+        Fault::Envoy,
+    ];
+    const ALL: [Fault; 6] = [
+        Fault::Consumer,
+        Fault::Rls,
+        Fault::Redis,
+        Fault::Broker,
+        Fault::BrokerFreeze,
         Fault::Envoy,
     ];
 
@@ -177,6 +200,7 @@ impl Fault {
             Fault::Rls => "sluice-rls",
             Fault::Redis => "redis",
             Fault::Broker => "broker",
+            Fault::BrokerFreeze => "broker-freeze",
             Fault::Envoy => "envoy",
         }
     }
@@ -186,7 +210,9 @@ impl Fault {
             .into_iter()
             .find(|f| f.name() == name || (name == "consumer" && *f == Fault::Consumer))
             .ok_or_else(|| {
-                format!("unknown fault {name:?} (consumer, sluice-rls, redis, broker, envoy)")
+                format!(
+                    "unknown fault {name:?} (consumer, sluice-rls, redis, broker, broker-freeze, envoy)"
+                )
             })
     }
 
@@ -196,9 +222,50 @@ impl Fault {
             Fault::Rls => stack.rls.kill9(),
             Fault::Redis => return stack.redis.fail(),
             Fault::Broker => stack.mq.kill_broker(),
+            Fault::BrokerFreeze => {
+                let pid = stack
+                    .mq
+                    .broker_pid()
+                    .ok_or_else(|| anyhow::anyhow!("the broker is not running"))?;
+                sluice_testkit::signal(pid, "STOP");
+            }
             Fault::Envoy => stack.kill_envoy(),
         }
         Ok(())
+    }
+
+    /// How the fault is dealt: SIGKILL, or SIGSTOP for a freeze.
+    fn signal(self) -> &'static str {
+        match self {
+            Fault::BrokerFreeze => "kill -STOP",
+            _ => "kill -9",
+        }
+    }
+
+    /// Between the fault and the restart: `down` for a killed part; for a
+    /// frozen broker, until the liveness probe run as kubelet runs it says
+    /// to restart it (or a minute passes: then it is restarted anyway and
+    /// the run says the probe missed it).
+    fn wait_for_restart(
+        self,
+        stack: &ProcessStack,
+        since: Instant,
+        down: Duration,
+    ) -> Option<anyhow::Result<Detection>> {
+        if self != Fault::BrokerFreeze {
+            std::thread::sleep(down);
+            return None;
+        }
+        let namesrv = stack.mq.namesrv_addr();
+        let policy = LivenessPolicy::chart();
+        Some(
+            tokio::runtime::Handle::current().block_on(broker_liveness::until_restart_due(
+                &namesrv,
+                &policy,
+                since,
+                Duration::from_secs(60),
+            )),
+        )
     }
 
     fn restart(self, stack: &mut ProcessStack) -> anyhow::Result<()> {
@@ -206,7 +273,7 @@ impl Fault {
             Fault::Consumer => stack.consumers[0].restart(),
             Fault::Rls => stack.rls.restart(),
             Fault::Redis => stack.redis.restart(),
-            Fault::Broker => stack.mq.restart_broker(),
+            Fault::Broker | Fault::BrokerFreeze => stack.mq.restart_broker(),
             Fault::Envoy => stack.restart_envoy(),
         }
     }
@@ -223,6 +290,12 @@ struct FaultTimes {
     restarted: Duration,
 }
 
+/// What the liveness probe saw of a frozen broker, timed from the freeze.
+struct FreezeDetection {
+    frozen: Duration,
+    detection: anyhow::Result<Detection>,
+}
+
 /// The endpoint's counters, summed over sluice-rls's lives (a restart
 /// zeroes them).
 #[derive(Default, Debug)]
@@ -230,12 +303,14 @@ struct EndpointCounts {
     accepted: f64,
     republished: f64,
     timed_out: f64,
+    republished_unclaimed: f64,
 }
 
-const ENDPOINT_METRICS: [&str; 3] = [
+const ENDPOINT_METRICS: [&str; 4] = [
     "sluice_rls_deferral_accepted_total",
     "sluice_rls_deferral_republished_total",
     "sluice_rls_deferral_timed_out_total",
+    "sluice_rls_deferral_republished_unclaimed_total",
 ];
 
 impl EndpointCounts {
@@ -244,9 +319,19 @@ impl EndpointCounts {
             self.accepted += v[0];
             self.republished += v[1];
             self.timed_out += v[2];
+            self.republished_unclaimed += v[3];
         }
     }
 }
+
+/// What [`run_faults`] hands back: the stack, when each fault happened, the
+/// endpoint's counts and what the broker's liveness probe saw of a freeze.
+type FaultRun = (
+    ProcessStack,
+    Vec<FaultTimes>,
+    EndpointCounts,
+    Option<FreezeDetection>,
+);
 
 /// Kills and restarts every part in turn, `gap` apart after `lead`.
 fn run_faults(
@@ -256,9 +341,10 @@ fn run_faults(
     lead: Duration,
     gap: Duration,
     down: Duration,
-) -> (ProcessStack, Vec<FaultTimes>, EndpointCounts) {
+) -> FaultRun {
     let mut times = Vec::new();
     let mut counts = EndpointCounts::default();
+    let mut freeze = None;
     let mut next = start + lead;
     for fault in faults {
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
@@ -271,11 +357,19 @@ fn run_faults(
             eprintln!("chaos: killing {} failed: {error:#}", fault.name());
         }
         eprintln!(
-            "chaos: {:>6.1} s kill -9 {}",
+            "chaos: {:>6.1} s {} {}",
             killed.as_secs_f64(),
+            fault.signal(),
             fault.name()
         );
-        std::thread::sleep(down);
+        let since = Instant::now();
+        if let Some(detection) = fault.wait_for_restart(&stack, since, down) {
+            report_detection(&detection);
+            freeze = Some(FreezeDetection {
+                frozen: killed,
+                detection,
+            });
+        }
         let restarting = start.elapsed();
         if let Err(error) = fault.restart(&mut stack) {
             eprintln!("chaos: restarting {} failed: {error:#}", fault.name());
@@ -295,7 +389,18 @@ fn run_faults(
         });
         next += gap;
     }
-    (stack, times, counts)
+    (stack, times, counts, freeze)
+}
+
+fn report_detection(detection: &anyhow::Result<Detection>) {
+    match detection {
+        Ok(d) => eprintln!(
+            "chaos: liveness probe: first failure {:.1} s after the freeze, restart due after {:.1} s",
+            d.first_failure.as_secs_f64(),
+            d.decided.as_secs_f64()
+        ),
+        Err(error) => eprintln!("chaos: liveness probe missed the freeze: {error:#}"),
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -362,7 +467,7 @@ async fn main() -> anyhow::Result<()> {
         deadline,
     };
     let records = run_open_loop(&client, plan, start, chaos_mix).await;
-    let (mut stack, times, mut counts) = faults.await?;
+    let (mut stack, times, mut counts, freeze) = faults.await?;
     counts.add_scrape(&stack);
     eprintln!(
         "chaos: traffic over after {:.0} s; asking llm-sim for its calls",
@@ -371,6 +476,7 @@ async fn main() -> anyhow::Result<()> {
 
     let calls = model_calls_per_request(sim, &records).await;
     print_report(&args, &records, &calls, &times, &counts);
+    print_freeze(freeze.as_ref(), &times);
     stack.kill_envoy();
     Ok(())
 }
@@ -439,9 +545,7 @@ fn print_report(
     // answer and the model never ran it.
     let lost: Vec<&Record> = records
         .iter()
-        .filter(|r| r.spec.class == Class::Deferred && r.sluice_request_id.is_some())
-        .filter(|r| !r.outcome.is_whole())
-        .filter(|r| calls.get(&r.number) == Some(&0))
+        .filter(|r| accepted_then_lost(r, calls))
         .collect();
     let deferred_total = count(&|r| r.spec.class == Class::Deferred);
     let deferred_full = count(&|r| r.spec.class == Class::Deferred && r.outcome == Outcome::Full);
@@ -490,8 +594,8 @@ fn print_report(
         );
     }
     println!(
-        "| endpoint: accepted / published again after a lapsed lease / timed out (sum over sluice-rls's lives) | {:.0} / {:.0} / {:.0} |",
-        counts.accepted, counts.republished, counts.timed_out
+        "| endpoint: accepted / published again after a lapsed lease / published again, picked up by no consumer in time / timed out (sum over sluice-rls's lives) | {:.0} / {:.0} / {:.0} / {:.0} |",
+        counts.accepted, counts.republished, counts.republished_unclaimed, counts.timed_out
     );
     for record in records
         .iter()
@@ -533,7 +637,80 @@ fn print_report(
             in_flight.map_or("none".into(), |d| format!("{:.1} s", d.as_secs_f64()))
         );
     }
+    print_fault_outcomes(records, calls, times);
     print_fault_details(records, times);
+}
+
+/// Per fault, the requests that ended while it was the latest (from its
+/// kill to the next one; before the first fault its own row): deferred
+/// streams that broke mid-answer, of those resumed to a whole answer and
+/// left broken; requests the model ran more than once; never answered;
+/// deferred accepted and then lost.
+fn print_fault_outcomes(records: &[Record], calls: &BTreeMap<u64, u64>, times: &[FaultTimes]) {
+    println!(
+        "\n| requests that ended while this fault was the latest | deferred streams broken mid-answer / resumed whole / left broken | model called more than once | never answered | deferred accepted and then lost |\n|---|---:|---:|---:|---:|"
+    );
+    let first = times.first().map_or(Duration::MAX, |t| t.killed);
+    let mut rows = vec![("before the first fault".to_string(), Duration::ZERO, first)];
+    for (index, fault) in times.iter().enumerate() {
+        let until = times
+            .get(index + 1)
+            .map_or(Duration::MAX, |next| next.killed);
+        rows.push((
+            format!(
+                "{} ({:.0} s)",
+                fault.fault.name(),
+                fault.killed.as_secs_f64()
+            ),
+            fault.killed,
+            until,
+        ));
+    }
+    for (name, from, until) in rows {
+        let ended: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.outcome != Outcome::Skipped)
+            .filter(|r| r.finished_at() > from && r.finished_at() <= until)
+            .collect();
+        let deferred = || ended.iter().filter(|r| r.spec.class == Class::Deferred);
+        let broke = deferred().filter(|r| broke_mid_answer(&r.outcome)).count();
+        let resumed = deferred()
+            .filter(|r| matches!(r.outcome, Outcome::Resumed { .. }))
+            .count();
+        let twice = ended
+            .iter()
+            .filter(|r| calls.get(&r.number).is_some_and(|n| *n > 1))
+            .count();
+        let never = ended
+            .iter()
+            .filter(|r| r.outcome == Outcome::Timeout { started: false })
+            .count();
+        let lost = deferred().filter(|r| accepted_then_lost(r, calls)).count();
+        println!(
+            "| {name} | {broke} / {resumed} / {} | {twice} | {never} | {lost} |",
+            broke - resumed
+        );
+    }
+}
+
+/// A stream that broke after its headers: resumed (whole or not), or left
+/// cut.
+fn broke_mid_answer(outcome: &Outcome) -> bool {
+    matches!(
+        outcome,
+        Outcome::Resumed { .. }
+            | Outcome::ResumedDisordered
+            | Outcome::BodyBroken
+            | Outcome::StreamCut
+    )
+}
+
+/// Named by the endpoint, no whole answer, and the model never ran it.
+fn accepted_then_lost(record: &Record, calls: &BTreeMap<u64, u64>) -> bool {
+    record.spec.class == Class::Deferred
+        && record.sluice_request_id.is_some()
+        && !record.outcome.is_whole()
+        && calls.get(&record.number) == Some(&0)
 }
 
 /// The streams that broke and were resumed to their end: how many, and
@@ -673,4 +850,30 @@ fn describe(record: &Record) -> String {
         record.latency.as_secs_f64(),
         record.sluice_request_id
     )
+}
+
+/// Under the tables, for a `broker-freeze` fault: when the liveness probe
+/// (run as kubelet runs the chart's) first failed and decided on the
+/// restart, and when the broker was back — all after the SIGSTOP.
+fn print_freeze(freeze: Option<&FreezeDetection>, times: &[FaultTimes]) {
+    let Some(freeze) = freeze else {
+        return;
+    };
+    let back = times
+        .iter()
+        .find(|t| t.fault == Fault::BrokerFreeze)
+        .map(|t| t.restarted.saturating_sub(freeze.frozen).as_secs_f64());
+    let back = back.map_or("never".into(), |s| format!("{s:.1} s"));
+    match &freeze.detection {
+        Ok(d) => println!(
+            "\nbroker-freeze (SIGSTOP): liveness probe (every 10 s, 5 s deadline, 3 failures in a row) first failed {:.1} s after the freeze (slowest failing probe {:.1} s; {} passed meanwhile), restart due {:.1} s, broker back {back}",
+            d.first_failure.as_secs_f64(),
+            d.longest_failed_probe.as_secs_f64(),
+            d.passed,
+            d.decided.as_secs_f64()
+        ),
+        Err(error) => println!(
+            "\nbroker-freeze (SIGSTOP): **the liveness probe did not find it** ({error:#}); restarted anyway, back {back}"
+        ),
+    }
 }

@@ -246,7 +246,12 @@ impl Runner {
     /// moved to another member.
     async fn discover(&self, assignment: &mut Assignment) {
         let members = match self.membership.beat().await {
-            Ok(members) => members,
+            Ok(beat) => {
+                if beat.rejoined {
+                    self.mark_owned_subscribed().await;
+                }
+                beat.members
+            }
             Err(error) => {
                 tracing::warn!(%error, "membership heartbeat failed; keeping the current buckets");
                 return;
@@ -305,6 +310,29 @@ impl Runner {
             .group
             .buckets_owned
             .set(self.owned_set().len() as i64);
+    }
+
+    /// This instance's member entry was gone (Redis lost its data): its
+    /// buckets' subscription marks are gone with it, and nothing else writes
+    /// them again while it keeps the buckets — without them the endpoint
+    /// waited its first-subscribe wait (3 s) on every publish to them
+    /// (chaos run with an empty Redis restart, issue 29).
+    async fn mark_owned_subscribed(&self) {
+        let owned: Vec<String> = self.owned_set().iter().cloned().collect();
+        if owned.is_empty() {
+            return;
+        }
+        let mut redis = self.redis.clone();
+        for chunk in owned.chunks(SUBSCRIBE_CHUNK) {
+            if let Err(error) = bookkeeping::mark_subscribed(&mut redis, chunk).await {
+                tracing::warn!(%error, "cannot mark buckets subscribed again; the endpoint waits a little on them");
+                return;
+            }
+        }
+        tracing::info!(
+            count = owned.len(),
+            "rejoined the group (Redis lost the member set): marked the owned buckets subscribed again"
+        );
     }
 
     /// Retire this instance's buckets that saw no publish for `idle_ttl` and

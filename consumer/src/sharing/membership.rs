@@ -98,6 +98,14 @@ impl Assignment {
     }
 }
 
+/// What one heartbeat found.
+pub(crate) struct Beat {
+    /// The live members.
+    pub(crate) members: Vec<String>,
+    /// This instance's entry was missing and was written again.
+    pub(crate) rejoined: bool,
+}
+
 /// One instance's heartbeat in the group's member set.
 pub(crate) struct Membership {
     id: String,
@@ -137,17 +145,19 @@ impl Membership {
     }
 
     /// Beat, drop members that stopped beating, and read the live ones
-    /// (one round trip).
-    pub(crate) async fn beat(&self) -> Result<Vec<String>, redis::RedisError> {
+    /// (one round trip). [`Beat::rejoined`]: this instance was not in the
+    /// set — its first beat, or Redis lost the set (a restart without its
+    /// data, a failover that lost writes) or dropped this member after a
+    /// stall; what it wrote for its buckets may be gone too.
+    pub(crate) async fn beat(&self) -> Result<Beat, redis::RedisError> {
         let now = crate::now_ms();
         let cutoff = live_since(now, self.ttl);
         let mut redis = self.redis.clone();
-        let (members,): (Vec<String>,) = redis::pipe()
+        let (added, members): (u64, Vec<String>) = redis::pipe()
             .cmd("ZADD")
             .arg(keys::CONSUMERS)
             .arg(now)
             .arg(&self.id)
-            .ignore()
             .cmd("ZREMRANGEBYSCORE")
             .arg(keys::CONSUMERS)
             .arg("-inf")
@@ -159,7 +169,10 @@ impl Membership {
             .arg(-1)
             .query_async(&mut redis)
             .await?;
-        Ok(members)
+        Ok(Beat {
+            members,
+            rejoined: added > 0,
+        })
     }
 
     /// Leave the group at once (graceful shutdown): the others pick up this
