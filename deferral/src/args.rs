@@ -102,7 +102,8 @@ pub struct DeferralArgs {
     /// A waiting deferred request that no consumer has picked up (no lease,
     /// no claim) this many seconds after its publish is published again,
     /// once: the broker can leave a message out of its queue (rocketmq-store
-    /// 1.0.0, two sends on one offset). 0: never.
+    /// 1.0.0, two sends on one offset). 0 (the default): never; set it above
+    /// the longest queue wait (a request still queued is published again too).
     #[arg(long, env = "SLUICE_DEFERRAL_UNCLAIMED_REPUBLISH_S", default_value_t = crate::endpoint::DEFAULT_UNCLAIMED_REPUBLISH_S)]
     pub deferral_unclaimed_republish_s: u64,
 

@@ -114,10 +114,14 @@ pub struct EndpointOptions {
 /// default), within the 5 s recovery bound (issue 17).
 pub const DEFAULT_LEASE_CHECK_MS: u64 = 500;
 
-/// Default [`EndpointOptions::unclaimed_republish_after`], seconds: far above
-/// a pop's usual wait on a bucket that moves, far below the deferral
-/// timeouts (60 s and more).
-pub const DEFAULT_UNCLAIMED_REPUBLISH_S: u64 = 30;
+/// Default [`EndpointOptions::unclaimed_republish_after`], seconds: off.
+/// A request queued behind a paced backlog longer than the bound is
+/// published again too: its copy adds to the bucket's backlog count (which
+/// the backlog caps read) and, popped while the first copy's call runs,
+/// takes a pacing charge of its own. Until the endpoint can tell a message
+/// left out of its queue from one still queued, this is for operators who
+/// see the broker's gap, with a bound above their longest queue wait.
+pub const DEFAULT_UNCLAIMED_REPUBLISH_S: u64 = 0;
 
 /// Default [`EndpointOptions::cancel_grace`]: longer than an Envoy restart
 /// (0.4–3 s in the chaos runs) plus a client's first reconnects.
@@ -138,7 +142,7 @@ impl Default for EndpointOptions {
             low_priority_timeout: Duration::from_secs(120),
             high_priority_timeout: Duration::from_secs(1800),
             lease_check: Duration::from_millis(DEFAULT_LEASE_CHECK_MS),
-            unclaimed_republish_after: Some(Duration::from_secs(DEFAULT_UNCLAIMED_REPUBLISH_S)),
+            unclaimed_republish_after: None,
             claim_timing: ClaimTiming::default(),
             secrets: Vec::new(),
             token_max_age: Duration::from_secs(30),

@@ -418,9 +418,13 @@ async fn main() -> anyhow::Result<()> {
             sim_args: ProcessStackOptions::sim_pace(50, 20),
             consumer_config: args.consumer_config(),
             dir: args.workdir(),
+            // The unclaimed bound (off by default) on: the broker's offset
+            // collision can leave a message out of its queue (issue 29).
             rls_args: vec![
                 "--deferral-timeout-s".into(),
                 DEFERRAL_TIMEOUT_S.to_string(),
+                "--deferral-unclaimed-republish-s".into(),
+                "30".into(),
             ],
             redis_kind: args.redis_kind(),
             redis: args.redis(),
