@@ -222,6 +222,8 @@ pub struct Scratch {
     /// Per symbol: (id, prev, next, alive).
     syms: Vec<(Id, usize, usize, bool)>,
     heap: BinaryHeap<Merge>,
+    /// The linear merge's, for vocabularies of tiktoken's rule.
+    pub linear: crate::bpe::Scratch,
 }
 
 /// Merges `piece` (bytes), whose single bytes have the ids `byte_ids`,
