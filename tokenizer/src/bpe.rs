@@ -4,6 +4,7 @@ use alloc::borrow::Cow;
 use alloc::collections::BinaryHeap;
 use alloc::vec::Vec;
 use core::cmp::Reverse;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 pub type Rank = u32;
 const NONE: Rank = Rank::MAX;
@@ -102,6 +103,13 @@ pub struct Ranks {
     pshift: u32,
     /// One bit per byte pair: some token of 3 bytes or more starts with it.
     extends: Vec<u64>,
+    /// Compatibility of pairs of ranks (see [`Ranks::compatible`]), shared
+    /// by all calls: an entry is `(key + 1) << 1 | compatible`, 0 when
+    /// empty. Each entry is one atomic word holding its own key, so
+    /// concurrent callers at worst overwrite each other's entries (a
+    /// miss later), never read a wrong answer; it is a memo of a pure
+    /// function, so what it holds never changes a result.
+    compatible: Vec<AtomicU64>,
 }
 
 /// A slot of the prefix table: the longest token that is a prefix of the
@@ -124,6 +132,7 @@ impl Ranks {
         Self::build(Cow::Borrowed(data), order, data.len() / 8).0
     }
 
+    #[cfg(feature = "hf")]
     /// Builds the table of a loaded vocabulary: its tokens in rank order
     /// (the ranks are `0..tokens.len()`). `None` where the tables cannot
     /// hold it: a token empty or longer than 255 bytes, a byte that is not
@@ -153,6 +162,7 @@ impl Ranks {
         (complete && distinct && ranks.bytes.iter().all(|&r| r != NONE)).then_some(ranks)
     }
 
+    #[cfg(feature = "hf")]
     /// The tokens in rank order.
     fn tokens(&self) -> impl Iterator<Item = &[u8]> + '_ {
         let data: &[u8] = &self.data;
@@ -183,6 +193,7 @@ impl Ranks {
             pmask: 0,
             pshift: 0,
             extends: alloc::vec![0; 1 << 10],
+            compatible: (0..1 << CACHE_BITS).map(|_| AtomicU64::new(0)).collect(),
         };
         let mut i = 0;
         let mut rank: u64 = 0;
@@ -433,6 +444,7 @@ impl Ranks {
         (1, self.bytes[b[0] as usize])
     }
 
+    #[cfg(feature = "hf")]
     /// Heap memory held by the tables, in bytes (the token data too where
     /// it is not embedded).
     pub fn memory_bytes(&self) -> usize {
@@ -442,6 +454,15 @@ impl Ranks {
         };
         data + (self.table.capacity() + self.prefixes.capacity() + self.extends.capacity()) * 8
             + self.pairs.capacity() * 4
+            + self.compatible.capacity() * 8
+    }
+
+    /// Empties the compatibility cache, so that a benchmark counting the
+    /// same text again measures it cold.
+    pub fn clear_cache(&self) {
+        for e in &self.compatible {
+            e.store(0, Relaxed);
+        }
     }
 
     /// Length in bytes of the longest token.
@@ -546,7 +567,7 @@ impl Ranks {
     ///
     /// Compatibility is decided by running tiktoken's own merge
     /// ([`Ranks::merge_short`]) on the two tokens' bytes (at most 256), and
-    /// remembered per pair of ranks in a small cache.
+    /// remembered per pair of ranks in a cache shared by all calls.
     pub fn merge_linear(&self, piece: &[u8], s: &mut Scratch, mut emit: impl FnMut(&[u8])) {
         let n = piece.len();
         if n == 0 {
@@ -555,9 +576,6 @@ impl Ranks {
         s.alive.clear();
         s.alive.resize(n / 64 + 1, u64::MAX);
         s.stack.clear();
-        if s.cache.is_empty() {
-            s.cache = alloc::vec![0; 1 << CACHE_BITS];
-        }
         let mut pos = 0;
         let mut next = self.longest_match(piece);
         loop {
@@ -568,14 +586,9 @@ impl Ranks {
                 let ok = alive
                     && match s.stack.last() {
                         None => true,
-                        Some(&(start, plen, prank)) => self.compatible(
-                            &piece[start..end],
-                            plen,
-                            prank,
-                            rank,
-                            &mut s.cache,
-                            &mut s.parts,
-                        ),
+                        Some(&(start, plen, prank)) => {
+                            self.compatible(&piece[start..end], plen, prank, rank, &mut s.parts)
+                        }
                     };
                 if ok {
                     s.stack.push((pos, len, rank));
@@ -621,12 +634,11 @@ impl Ranks {
         split: usize,
         left: Rank,
         right: Rank,
-        cache: &mut [u64],
         parts: &mut Vec<(usize, Rank)>,
     ) -> bool {
         let key = ((left as u64) << RANK_BITS) | right as u64;
         let idx = (key.wrapping_mul(K) >> (64 - CACHE_BITS)) as usize & ((1 << CACHE_BITS) - 1);
-        let entry = cache.get(idx).copied().unwrap_or(0);
+        let entry = self.compatible.get(idx).map_or(0, |e| e.load(Relaxed));
         if entry >> 1 == key + 1 {
             return entry & 1 != 0;
         }
@@ -643,8 +655,8 @@ impl Ranks {
             });
             count == 2 && first == split
         };
-        if let Some(e) = cache.get_mut(idx) {
-            *e = ((key + 1) << 1) | ok as u64;
+        if let Some(e) = self.compatible.get(idx) {
+            e.store(((key + 1) << 1) | ok as u64, Relaxed);
         }
         ok
     }
@@ -783,13 +795,12 @@ pub struct Scratch {
     stack: Vec<(usize, usize, Rank)>,
     /// Positions of the piece not (yet) known to be dead ends.
     alive: Vec<u64>,
-    /// Compatibility of pairs of ranks (see [`Ranks::compatible`]): an
-    /// entry is `(key + 1) << 1 | compatible`, 0 when empty.
-    cache: Vec<u64>,
 }
 
-/// log2 of the entries of the compatibility cache (32 KiB).
-const CACHE_BITS: u32 = 12;
+/// log2 of the entries of the compatibility cache (512 KiB per
+/// vocabulary: shared by all calls, it stays warm from one prompt to the
+/// next, where a cache per call started cold on every prompt).
+const CACHE_BITS: u32 = 16;
 
 #[derive(Clone, Copy)]
 struct Prefix(u64);

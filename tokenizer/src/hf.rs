@@ -739,6 +739,16 @@ impl HfTokenizer {
         n
     }
 
+    /// Empties the linear merge's cache of pairs of tokens (see
+    /// `Tokenizer::clear_cache`); nothing to do for the heap merge. Not
+    /// part of the supported API.
+    #[doc(hidden)]
+    pub fn clear_cache(&self) {
+        if let Some(r) = &self.ranked {
+            r.ranks.clear_cache();
+        }
+    }
+
     /// Whether this vocabulary is merged with the linear merge of the
     /// OpenAI encodings (tiktoken's rule: Mistral's tekken), not with the
     /// heap merge. Not part of the supported API.
