@@ -7,7 +7,9 @@
 //!
 //! ```text
 //! magic            8 bytes  "SLVOCAB1"
-//! rule, normalizer, ignore_merges, 0   4 × u8
+//! rule, normalizer, ignore_merges, tiktoken_rule   4 × u8
+//!                  (tiktoken_rule: 1 if merged by tiktoken's rule, with
+//!                  the linear merge (tekken); 0 in files written before)
 //! max_token_bytes  u32
 //! tokens           u32 n, n × u32 id, n × u16 length, the bytes of all
 //! merges           u32 m, m × (u32 left, u32 right, u32 merged), by rank
