@@ -325,6 +325,52 @@ fn bench_classes(args: &[String]) {
     }
 }
 
+/// `bench prompts [KIB] [ROUNDS] [o200k|cl100k]`: each class cut into
+/// prompts of about 4 KiB (at character boundaries), all counted in turn by
+/// one tokenizer, as a filter counts request after request: MB/s, fastest
+/// of ROUNDS, the linear merge's pair cache emptied before each round (so
+/// what it holds comes from the earlier prompts of the same round only).
+fn bench_prompts(args: &[String]) {
+    let kib: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(256);
+    let rounds: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(3);
+    let e = match args.get(4).map(String::as_str) {
+        Some("cl100k") => Encoding::Cl100kBase,
+        _ => Encoding::O200kBase,
+    };
+    let tok = Tokenizer::new(e);
+    println!(
+        "{}: {kib} KiB per class in prompts of about 4 KiB, fastest of {rounds}",
+        e.name()
+    );
+    println!("| class | prompts | tokens | MB/s |");
+    println!("|---|---:|---:|---:|");
+    for (name, text) in classes(kib * 1024) {
+        let mut prompts = Vec::new();
+        let mut start = 0;
+        while start < text.len() {
+            let mut end = (start + 4096).min(text.len());
+            while !text.is_char_boundary(end) {
+                end += 1;
+            }
+            prompts.push(&text[start..end]);
+            start = end;
+        }
+        let mut n = 0;
+        let (best, _) = times(rounds, || {
+            tok.clear_cache();
+            n = prompts
+                .iter()
+                .map(|p| tok.count(black_box(p)))
+                .sum::<usize>();
+        });
+        println!(
+            "| {name} | {} | {n} | {:.1} |",
+            prompts.len(),
+            text.len() as f64 / 1e6 / best.as_secs_f64()
+        );
+    }
+}
+
 fn main() {
     // `bench profile [cl100k]`: just count the mixed text in a loop, for perf.
     // `bench dump DIR`: write the texts and tiktoken-rs's counts of them, for
@@ -354,6 +400,10 @@ fn main() {
     }
     if args.get(1).map(String::as_str) == Some("classes") {
         bench_classes(&args);
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("prompts") {
+        bench_prompts(&args);
         return;
     }
     if args.get(1).map(String::as_str) == Some("dump") {
