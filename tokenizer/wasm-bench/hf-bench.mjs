@@ -52,8 +52,8 @@ for (const model of ["llama3", "qwen3", "deepseek_v3", "gptoss", "mistral_tekken
   for (const [name, body] of [["mixed", text], ["CJK, one piece", cjk]]) {
     const tp = x.buf_new(body.length);
     new Uint8Array(x.memory.buffer, tp, body.length).set(body);
-    const [ms, n] = median(x.hf_count, tok, tp, body.length);
-    const [heapMs, heapN] = median(x.hf_count_heap, tok, tp, body.length);
+    const [ms, n] = median((...a) => x.hf_count(...a, 0), tok, tp, body.length);
+    const [heapMs, heapN] = median((...a) => x.hf_count(...a, 1), tok, tp, body.length);
     console.log(
       `${model} ${name}: ${file} ${(json.length / 1048576).toFixed(1)} MiB; load ${loadMs.toFixed(0)} ms, ` +
         `memory grew ${grew.toFixed(1)} MiB; count ${body.length} bytes -> ${n} tokens` +

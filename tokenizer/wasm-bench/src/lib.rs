@@ -40,25 +40,21 @@ pub unsafe extern "C" fn hf_new(
     }
 }
 
-/// Token count of the UTF-8 text at `ptr` with a loaded tokenizer.
+/// Token count of the UTF-8 text at `ptr` with a loaded tokenizer: by
+/// `count` (`heap` 0), or (`heap` 1) with the heap merge, the engine of
+/// before where the linear merge now serves (tekken), for the old-vs-new
+/// figures.
 #[no_mangle]
 pub unsafe extern "C" fn hf_count(
     tok: *const sluice_tokenizer::HfTokenizer,
     ptr: *const u8,
     len: usize,
+    heap: u32,
 ) -> u32 {
-    count_utf8(ptr, len, |text| (*tok).count(text))
-}
-
-/// `hf_count` with the heap merge (the engine of before where the linear
-/// merge now serves: tekken), for the old-vs-new figures.
-#[no_mangle]
-pub unsafe extern "C" fn hf_count_heap(
-    tok: *const sluice_tokenizer::HfTokenizer,
-    ptr: *const u8,
-    len: usize,
-) -> u32 {
-    count_utf8(ptr, len, |text| (*tok).count_with_heap_merge(text))
+    count_utf8(ptr, len, |text| match heap {
+        0 => (*tok).count(text),
+        _ => (*tok).count_with_heap_merge(text),
+    })
 }
 
 /// Empties the linear merge's pair cache (shared by all calls), so that a
