@@ -1,8 +1,10 @@
 //! The rank table (bytes -> rank) and tiktoken's byte-pair merge.
 
+use alloc::borrow::Cow;
 use alloc::collections::BinaryHeap;
 use alloc::vec::Vec;
 use core::cmp::Reverse;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 pub type Rank = u32;
 const NONE: Rank = Rank::MAX;
@@ -80,7 +82,9 @@ fn hash(s: &[u8]) -> u64 {
 
 #[derive(Debug)]
 pub struct Ranks {
-    data: &'static [u8],
+    /// The tokens, length-prefixed, in rank order: embedded (OpenAI's
+    /// encodings) or built from a loaded vocabulary (Mistral's tekken).
+    data: Cow<'static, [u8]>,
     /// Open addressing, linear probing; see `RANK_BITS` for the slots.
     table: Vec<u64>,
     mask: usize,
@@ -99,6 +103,13 @@ pub struct Ranks {
     pshift: u32,
     /// One bit per byte pair: some token of 3 bytes or more starts with it.
     extends: Vec<u64>,
+    /// Compatibility of pairs of ranks (see [`Ranks::compatible`]), shared
+    /// by all calls: an entry is `(key + 1) << 1 | compatible`, 0 when
+    /// empty. Each entry is one atomic word holding its own key, so
+    /// concurrent callers at worst overwrite each other's entries (a
+    /// miss later), never read a wrong answer; it is a memo of a pure
+    /// function, so what it holds never changes a result.
+    compatible: Vec<AtomicU64>,
 }
 
 /// A slot of the prefix table: the longest token that is a prefix of the
@@ -117,13 +128,61 @@ impl Ranks {
     /// it is not that, the order is computed here instead, slower).
     pub fn new(data: &'static [u8], order: &[u8]) -> Ranks {
         // About the number of tokens (average length 6.4 and 7.0 bytes, plus
-        // the length byte); the table is the power of two above 1.25 times
-        // that: a load of about 0.76 for both vocabularies, which measured
-        // faster than a sparser (bigger, so less cache-friendly) table.
-        let n = data.len() / 8;
+        // the length byte).
+        Self::build(Cow::Borrowed(data), order, data.len() / 8).0
+    }
+
+    #[cfg(feature = "hf")]
+    /// Builds the table of a loaded vocabulary: its tokens in rank order
+    /// (the ranks are `0..tokens.len()`). `None` where the tables cannot
+    /// hold it: a token empty or longer than 255 bytes, a byte that is not
+    /// a token, a token listed twice, 2^18 tokens or more, or 2 MiB of
+    /// token bytes or more (the offsets of the prefix table).
+    pub fn from_tokens<'a>(tokens: impl ExactSizeIterator<Item = &'a [u8]>) -> Option<Ranks> {
+        let n = tokens.len();
+        if n as u64 >= RANK_MASK {
+            return None;
+        }
+        let mut data = Vec::new();
+        for t in tokens {
+            if t.is_empty() || t.len() > 255 {
+                return None;
+            }
+            data.push(t.len() as u8);
+            data.extend_from_slice(t);
+        }
+        if data.len() >= 1 << P_OFFSET_BITS {
+            return None;
+        }
+        let (ranks, complete) = Self::build(Cow::Owned(data), &[], n);
+        let distinct = ranks
+            .tokens()
+            .enumerate()
+            .all(|(r, t)| ranks.get(t) == Some(r as Rank));
+        (complete && distinct && ranks.bytes.iter().all(|&r| r != NONE)).then_some(ranks)
+    }
+
+    #[cfg(feature = "hf")]
+    /// The tokens in rank order.
+    fn tokens(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let data: &[u8] = &self.data;
+        let mut i = 0;
+        core::iter::from_fn(move || {
+            let len = *data.get(i)? as usize;
+            let t = data.get(i + 1..i + 1 + len)?;
+            i += 1 + len;
+            Some(t)
+        })
+    }
+
+    /// The tables of about `n` tokens; whether every token went in.
+    fn build(data: Cow<'static, [u8]>, order: &[u8], n: usize) -> (Ranks, bool) {
+        // The table is the power of two above 1.25 times the tokens: a load
+        // of about 0.76 for both OpenAI vocabularies, which measured faster
+        // than a sparser (bigger, so less cache-friendly) table.
         let bits = (n + n / 4).next_power_of_two().trailing_zeros().max(4);
         let mut ranks = Ranks {
-            data,
+            data: Cow::Borrowed(&[]),
             table: alloc::vec![EMPTY; 1 << bits],
             mask: (1 << bits) - 1,
             shift: 64 - bits,
@@ -134,13 +193,18 @@ impl Ranks {
             pmask: 0,
             pshift: 0,
             extends: alloc::vec![0; 1 << 10],
+            compatible: (0..1 << CACHE_BITS).map(|_| AtomicU64::new(0)).collect(),
         };
         let mut i = 0;
         let mut rank: u64 = 0;
+        let mut complete = true;
         while let Some(&len) = data.get(i) {
             let start = i + 1;
             i = start + len as usize;
-            let Some(t) = data.get(start..i) else { break };
+            let Some(t) = data.get(start..i) else {
+                complete = false;
+                break;
+            };
             // None of this happens with the embedded data; the last check
             // keeps empty slots, which end every probe sequence.
             if len == 0
@@ -148,6 +212,7 @@ impl Ranks {
                 || rank >= RANK_MASK
                 || rank >= (ranks.mask as u64) * 7 / 8
             {
+                complete = false;
                 break;
             }
             let h = hash(t);
@@ -167,6 +232,7 @@ impl Ranks {
             ranks.max_len = ranks.max_len.max(len as usize);
             rank += 1;
         }
+        ranks.data = data;
         // About one prefix of 3 bytes or more per token (measured: 1.49 per
         // token for cl100k_base, 1.44 for o200k_base): a table of the power
         // of two above 2.5 times the tokens, doubled until the prefixes fit
@@ -180,11 +246,14 @@ impl Ranks {
             match ranks.build_prefixes(bits, order) {
                 Built::Yes => break,
                 Built::TooFull if bits < 30 => bits += 1,
-                Built::TooFull => break,
+                Built::TooFull => {
+                    complete = false;
+                    break;
+                }
                 Built::NotInOrder => order = None,
             }
         }
-        ranks
+        (ranks, complete)
     }
 
     /// Fills the prefix table with `1 << bits` slots; false if it got too
@@ -202,7 +271,7 @@ impl Ranks {
         self.prefixes = alloc::vec![EMPTY; size];
         self.pmask = size - 1;
         self.pshift = 64 - bits;
-        let data = self.data;
+        let data: &[u8] = &self.data;
         // (offset, length) of every token, in rank order.
         let mut tokens: Vec<(u32, u32)> = Vec::new();
         let mut i = 0;
@@ -304,7 +373,7 @@ impl Ranks {
             return false;
         }
         let start = ((slot >> P_OFFSET_SHIFT) & ((1 << P_OFFSET_BITS) - 1)) as usize;
-        match self.data.get(start..start + key.len()) {
+        match self.data.as_ref().get(start..start + key.len()) {
             Some(t) => eq(t, key),
             None => false,
         }
@@ -375,6 +444,27 @@ impl Ranks {
         (1, self.bytes[b[0] as usize])
     }
 
+    #[cfg(feature = "hf")]
+    /// Heap memory held by the tables, in bytes (the token data too where
+    /// it is not embedded).
+    pub fn memory_bytes(&self) -> usize {
+        let data = match &self.data {
+            Cow::Borrowed(_) => 0,
+            Cow::Owned(d) => d.capacity(),
+        };
+        data + (self.table.capacity() + self.prefixes.capacity() + self.extends.capacity()) * 8
+            + self.pairs.capacity() * 4
+            + self.compatible.capacity() * 8
+    }
+
+    /// Empties the compatibility cache, so that a benchmark counting the
+    /// same text again measures it cold.
+    pub fn clear_cache(&self) {
+        for e in &self.compatible {
+            e.store(0, Relaxed);
+        }
+    }
+
     /// Length in bytes of the longest token.
     pub fn max_len(&self) -> usize {
         self.max_len
@@ -400,7 +490,7 @@ impl Ranks {
             }
             if slot & CHECK == want {
                 let start = ((slot >> OFFSET_SHIFT) & ((1 << 24) - 1)) as usize;
-                if let Some(t) = self.data.get(start..start + key.len()) {
+                if let Some(t) = self.data.as_ref().get(start..start + key.len()) {
                     if eq(t, key) {
                         return Some((slot & RANK_MASK) as Rank);
                     }
@@ -477,7 +567,7 @@ impl Ranks {
     ///
     /// Compatibility is decided by running tiktoken's own merge
     /// ([`Ranks::merge_short`]) on the two tokens' bytes (at most 256), and
-    /// remembered per pair of ranks in a small cache.
+    /// remembered per pair of ranks in a cache shared by all calls.
     pub fn merge_linear(&self, piece: &[u8], s: &mut Scratch, mut emit: impl FnMut(&[u8])) {
         let n = piece.len();
         if n == 0 {
@@ -486,9 +576,6 @@ impl Ranks {
         s.alive.clear();
         s.alive.resize(n / 64 + 1, u64::MAX);
         s.stack.clear();
-        if s.cache.is_empty() {
-            s.cache = alloc::vec![0; 1 << CACHE_BITS];
-        }
         let mut pos = 0;
         let mut next = self.longest_match(piece);
         loop {
@@ -499,14 +586,9 @@ impl Ranks {
                 let ok = alive
                     && match s.stack.last() {
                         None => true,
-                        Some(&(start, plen, prank)) => self.compatible(
-                            &piece[start..end],
-                            plen,
-                            prank,
-                            rank,
-                            &mut s.cache,
-                            &mut s.parts,
-                        ),
+                        Some(&(start, plen, prank)) => {
+                            self.compatible(&piece[start..end], plen, prank, rank, &mut s.parts)
+                        }
                     };
                 if ok {
                     s.stack.push((pos, len, rank));
@@ -552,12 +634,11 @@ impl Ranks {
         split: usize,
         left: Rank,
         right: Rank,
-        cache: &mut [u64],
         parts: &mut Vec<(usize, Rank)>,
     ) -> bool {
         let key = ((left as u64) << RANK_BITS) | right as u64;
         let idx = (key.wrapping_mul(K) >> (64 - CACHE_BITS)) as usize & ((1 << CACHE_BITS) - 1);
-        let entry = cache.get(idx).copied().unwrap_or(0);
+        let entry = self.compatible.get(idx).map_or(0, |e| e.load(Relaxed));
         if entry >> 1 == key + 1 {
             return entry & 1 != 0;
         }
@@ -574,8 +655,8 @@ impl Ranks {
             });
             count == 2 && first == split
         };
-        if let Some(e) = cache.get_mut(idx) {
-            *e = ((key + 1) << 1) | ok as u64;
+        if let Some(e) = self.compatible.get(idx) {
+            e.store(((key + 1) << 1) | ok as u64, Relaxed);
         }
         ok
     }
@@ -714,13 +795,12 @@ pub struct Scratch {
     stack: Vec<(usize, usize, Rank)>,
     /// Positions of the piece not (yet) known to be dead ends.
     alive: Vec<u64>,
-    /// Compatibility of pairs of ranks (see [`Ranks::compatible`]): an
-    /// entry is `(key + 1) << 1 | compatible`, 0 when empty.
-    cache: Vec<u64>,
 }
 
-/// log2 of the entries of the compatibility cache (32 KiB).
-const CACHE_BITS: u32 = 12;
+/// log2 of the entries of the compatibility cache (512 KiB per
+/// vocabulary: shared by all calls, it stays warm from one prompt to the
+/// next, where a cache per call started cold on every prompt).
+const CACHE_BITS: u32 = 16;
 
 #[derive(Clone, Copy)]
 struct Prefix(u64);

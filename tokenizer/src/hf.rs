@@ -267,6 +267,52 @@ pub struct HfTokenizer {
     added_raw: Added,
     added_normalized: Added,
     max_token_bytes: usize,
+    /// The linear merge of `bpe.rs`, for vocabularies that merge by
+    /// tiktoken's rule (Mistral's tekken): `None` for the others, which
+    /// `hf_bpe::merge` serves.
+    ranked: Option<Ranked>,
+}
+
+/// A tiktoken-rule vocabulary in `bpe.rs`'s tables: ids are ranks plus
+/// `first_id`.
+#[derive(Debug)]
+pub(crate) struct Ranked {
+    ranks: crate::bpe::Ranks,
+    first_id: Id,
+}
+
+impl Ranked {
+    /// The tables of `tokens` (bytes, id), whose ids must be consecutive
+    /// in this order (the ranks); `None` if they are not, or if `bpe.rs`'s
+    /// tables cannot hold them ([`crate::bpe::Ranks::from_tokens`]).
+    pub(crate) fn of<'a>(tokens: impl Iterator<Item = (&'a [u8], Id)>) -> Option<Ranked> {
+        let tokens: Vec<(&[u8], Id)> = tokens.collect();
+        let first_id = tokens.first()?.1;
+        let consecutive = tokens
+            .iter()
+            .enumerate()
+            .all(|(i, t)| t.1.checked_sub(first_id) == Some(i as Id));
+        if !consecutive {
+            return None;
+        }
+        let ranks = crate::bpe::Ranks::from_tokens(tokens.iter().map(|t| t.0))?;
+        Some(Ranked { ranks, first_id })
+    }
+
+    /// Calls `f` with the ids of `piece`: the piece if it is a token, else
+    /// its linear merge.
+    #[inline]
+    fn piece(&self, piece: &[u8], s: &mut crate::bpe::Scratch, f: &mut impl FnMut(Id)) {
+        if let Some(r) = self.ranks.get(piece) {
+            f(r + self.first_id);
+            return;
+        }
+        self.ranks.merge(piece, s, |t| {
+            if let Some(r) = self.ranks.get(t) {
+                f(r + self.first_id);
+            }
+        });
+    }
 }
 
 /// The JSON document of a vocabulary file.
@@ -364,6 +410,7 @@ impl HfTokenizer {
             added_raw: Added::new(Vec::new()),
             added_normalized: Added::new(Vec::new()),
             max_token_bytes: tokens.iter().map(|t| t.0.len()).max().unwrap_or(1),
+            ranked: Ranked::of(tokens.iter().map(|(t, id)| (t.as_slice(), *id))),
         })
     }
 
@@ -526,6 +573,7 @@ impl HfTokenizer {
             added_raw,
             added_normalized,
             max_token_bytes: header.max_token_bytes,
+            ranked: None,
         })
     }
 
@@ -610,9 +658,16 @@ impl HfTokenizer {
     /// true; `piece_cost` is told each pre-tokenized piece before it is
     /// merged and may stop there (returning false). Returns false if
     /// stopped.
-    fn run(
+    fn run(&self, text: &str, piece_cost: impl FnMut(usize) -> bool, f: impl FnMut(Id)) -> bool {
+        self.run_with(text, self.ranked.as_ref(), piece_cost, f)
+    }
+
+    /// [`HfTokenizer::run`], merging with `ranked` if given, else with
+    /// `hf_bpe::merge`.
+    fn run_with(
         &self,
         text: &str,
+        ranked: Option<&Ranked>,
         mut piece_cost: impl FnMut(usize) -> bool,
         mut f: impl FnMut(Id),
     ) -> bool {
@@ -636,7 +691,10 @@ impl HfTokenizer {
                         if !piece_cost(piece.len()) {
                             return false;
                         }
-                        self.piece(piece, &mut scratch, &mut f);
+                        match ranked {
+                            Some(r) => r.piece(piece, &mut scratch.linear, &mut f),
+                            None => self.piece(piece, &mut scratch, &mut f),
+                        }
                         true
                     }),
                 })
@@ -668,6 +726,35 @@ impl HfTokenizer {
         let mut n = 0;
         self.run(text, |_| true, |_| n += 1);
         n
+    }
+
+    /// [`HfTokenizer::count`] with `hf_bpe`'s heap merge even where the
+    /// linear one serves this vocabulary: the engine of before, for the
+    /// benchmark and as a second reference in the tests. Not part of the
+    /// supported API.
+    #[doc(hidden)]
+    pub fn count_with_heap_merge(&self, text: &str) -> usize {
+        let mut n = 0;
+        self.run_with(text, None, |_| true, |_| n += 1);
+        n
+    }
+
+    /// Empties the linear merge's cache of pairs of tokens (see
+    /// `Tokenizer::clear_cache`); nothing to do for the heap merge. Not
+    /// part of the supported API.
+    #[doc(hidden)]
+    pub fn clear_cache(&self) {
+        if let Some(r) = &self.ranked {
+            r.ranks.clear_cache();
+        }
+    }
+
+    /// Whether this vocabulary is merged with the linear merge of the
+    /// OpenAI encodings (tiktoken's rule: Mistral's tekken), not with the
+    /// heap merge. Not part of the supported API.
+    #[doc(hidden)]
+    pub fn merges_linearly(&self) -> bool {
+        self.ranked.is_some()
     }
 
     /// As [`crate::Tokenizer::count_within`]: exact while the pieces merged
@@ -730,7 +817,9 @@ impl HfTokenizer {
 
     /// Heap memory held by the tables, in bytes (approximate).
     pub fn memory_bytes(&self) -> usize {
-        self.vocab.memory_bytes() + self.pairs.memory_bytes()
+        self.vocab.memory_bytes()
+            + self.pairs.memory_bytes()
+            + self.ranked.as_ref().map_or(0, |r| r.ranks.memory_bytes())
     }
 
     /// The pre-tokenization of `text` without added tokens or

@@ -197,6 +197,9 @@ struct Merge {
     rank: u32,
     pos: usize,
     new: Id,
+    /// The pair it was looked up for: if the symbols at `pos` are still
+    /// these, the entry is current without looking the pair up again.
+    pair: (Id, Id),
 }
 
 impl Ord for Merge {
@@ -222,6 +225,8 @@ pub struct Scratch {
     /// Per symbol: (id, prev, next, alive).
     syms: Vec<(Id, usize, usize, bool)>,
     heap: BinaryHeap<Merge>,
+    /// The linear merge's, for vocabularies of tiktoken's rule.
+    pub linear: crate::bpe::Scratch,
 }
 
 /// Merges `piece` (bytes), whose single bytes have the ids `byte_ids`,
@@ -249,35 +254,59 @@ pub fn merge(
         return;
     }
     for i in 0..n - 1 {
-        if let Some((rank, new)) = pairs.get(s.syms[i].0, s.syms[i + 1].0) {
-            s.heap.push(Merge { rank, pos: i, new });
+        let pair = (s.syms[i].0, s.syms[i + 1].0);
+        if let Some((rank, new)) = pairs.get(pair.0, pair.1) {
+            s.heap.push(Merge {
+                rank,
+                pos: i,
+                new,
+                pair,
+            });
         }
     }
-    while let Some(Merge { rank: _, pos, new }) = s.heap.pop() {
+    while let Some(Merge {
+        rank: _,
+        pos,
+        new,
+        pair,
+    }) = s.heap.pop()
+    {
         let (left, prev, next, alive) = s.syms[pos];
         if !alive || next >= n {
             continue;
         }
         let right = s.syms[next].0;
-        match pairs.get(left, right) {
-            Some((_, id)) if id == new => {}
-            _ => continue, // stale
+        // Current if the pair is the one it was made for; else the check
+        // of `tokenizers` (the pair now there merges to the same id).
+        if (left, right) != pair {
+            match pairs.get(left, right) {
+                Some((_, id)) if id == new => {}
+                _ => continue, // stale
+            }
         }
         let after = s.syms[next].2;
         s.syms[next].3 = false;
         s.syms[pos] = (new, prev, after, true);
         if after < n {
             s.syms[after].1 = pos;
-            if let Some((rank, id)) = pairs.get(new, s.syms[after].0) {
-                s.heap.push(Merge { rank, pos, new: id });
+            let pair = (new, s.syms[after].0);
+            if let Some((rank, id)) = pairs.get(pair.0, pair.1) {
+                s.heap.push(Merge {
+                    rank,
+                    pos,
+                    new: id,
+                    pair,
+                });
             }
         }
         if prev < n {
-            if let Some((rank, id)) = pairs.get(s.syms[prev].0, new) {
+            let pair = (s.syms[prev].0, new);
+            if let Some((rank, id)) = pairs.get(pair.0, pair.1) {
                 s.heap.push(Merge {
                     rank,
                     pos: prev,
                     new: id,
+                    pair,
                 });
             }
         }

@@ -7,7 +7,9 @@
 //!
 //! ```text
 //! magic            8 bytes  "SLVOCAB1"
-//! rule, normalizer, ignore_merges, 0   4 × u8
+//! rule, normalizer, ignore_merges, tiktoken_rule   4 × u8
+//!                  (tiktoken_rule: 1 if merged by tiktoken's rule, with
+//!                  the linear merge (tekken); 0 in files written before)
 //! max_token_bytes  u32
 //! tokens           u32 n, n × u32 id, n × u16 length, the bytes of all
 //! merges           u32 m, m × (u32 left, u32 right, u32 merged), by rank
@@ -175,7 +177,9 @@ impl HfTokenizer {
             code_of(&RULES, &self.rule),
             code_of(&NORMALIZERS, &self.normalizer),
             self.ignore_merges as u8,
-            0,
+            // Merged by tiktoken's rule (the linear merge): 1 (a file of
+            // before, with 0 here, is merged with the heap merge: also exact).
+            self.ranked.is_some() as u8,
         ]);
         put_u32(&mut out, self.max_token_bytes as u32);
         let tokens: Vec<(&[u8], Id)> = self.vocab.iter().collect();
@@ -228,7 +232,7 @@ impl HfTokenizer {
             .get(r.u8()? as usize)
             .ok_or(LoadError::Compact("unknown normalizer"))?;
         let ignore_merges = r.u8()? != 0;
-        r.u8()?;
+        let tiktoken_rule = r.u8()? != 0;
         let max_token_bytes = r.u32()? as usize;
         let vocab =
             TokenMap::new(&r.tokens()?).ok_or(LoadError::Compact("a token is listed twice"))?;
@@ -248,11 +252,16 @@ impl HfTokenizer {
         Ok(HfTokenizer {
             rule,
             normalizer,
-            vocab,
             pairs,
             byte_ids,
             ignore_merges,
             added_raw,
+            ranked: if tiktoken_rule {
+                super::Ranked::of(vocab.iter())
+            } else {
+                None
+            },
+            vocab,
             added_normalized,
             max_token_bytes,
         })

@@ -245,6 +245,15 @@ impl Tokenizer {
         count
     }
 
+    /// Empties the linear merge's cache of pairs of tokens, which all calls
+    /// share: for benchmarks that count one text several times (the
+    /// second time would find every pair there). Not part of the supported
+    /// API.
+    #[doc(hidden)]
+    pub fn clear_cache(&self) {
+        self.ranks.clear_cache();
+    }
+
     /// [`Tokenizer::count`] with the engine of before the linear merge:
     /// tiktoken's merge, its heap-based version for pieces of
     /// [`bpe::LARGE_PIECE`] bytes or more (O(n log n) per piece). For the bench and
@@ -531,6 +540,51 @@ mod tests {
                 }
             }
             assert!(compared > 3000);
+        }
+    }
+
+    /// The cache of pairs is shared by all calls and threads: counts with
+    /// it warm (from the same text, from other texts, from other threads
+    /// at the same time) equal the counts with it cold, and tiktoken's.
+    #[test]
+    fn the_shared_pair_cache_never_changes_a_count() {
+        extern crate std;
+        let mut rng = Rng(0x5eed_cace);
+        let texts: Vec<alloc::string::String> = (0..40)
+            .map(|i| {
+                let alphabet: &[char] = if i % 2 == 0 {
+                    &['a', 'b', 'c', 'd', 'e', 'n', 'r', 's', 't']
+                } else {
+                    &['中', '文', '字', '国', '人', '的', 'a']
+                };
+                (0..300 + rng.below(700))
+                    .map(|_| alphabet[rng.below(alphabet.len())])
+                    .collect()
+            })
+            .collect();
+        for e in [Encoding::Cl100kBase, Encoding::O200kBase] {
+            let t = Tokenizer::new(e);
+            let want: Vec<usize> = texts
+                .iter()
+                .map(|s| t.count_with_tiktoken_merge(s))
+                .collect();
+            let cold: Vec<usize> = texts
+                .iter()
+                .map(|s| {
+                    t.clear_cache();
+                    t.count(s)
+                })
+                .collect();
+            assert_eq!(cold, want, "{e:?}: cold");
+            let counts =
+                |t: &Tokenizer| -> Vec<usize> { texts.iter().map(|s| t.count(s)).collect() };
+            assert_eq!(counts(&t), want, "{e:?}: warm");
+            std::thread::scope(|scope| {
+                let runs: Vec<_> = (0..4).map(|_| scope.spawn(|| counts(&t))).collect();
+                for r in runs {
+                    assert_eq!(r.join().ok(), Some(want.clone()), "{e:?}: threads");
+                }
+            });
         }
     }
 

@@ -251,14 +251,16 @@ fn run(texts: &[String], count: &dyn Fn(&str) -> usize) -> (f64, usize) {
 /// The best of `rounds` runs of each counter over `texts`, the two taking
 /// turns (a load that drifts during the run weighs on both): seconds and
 /// total count of each.
-fn time_both(
+fn time_all<const N: usize>(
     rounds: usize,
     texts: &[String],
-    counters: [&dyn Fn(&str) -> usize; 2],
-) -> [(f64, usize); 2] {
-    let mut best = [(f64::MAX, 0); 2];
+    counters: [&dyn Fn(&str) -> usize; N],
+    reset: &dyn Fn(),
+) -> [(f64, usize); N] {
+    let mut best = [(f64::MAX, 0); N];
     for _ in 0..rounds {
         for (b, count) in best.iter_mut().zip(counters) {
+            reset();
             let (s, n) = run(texts, count);
             *b = (b.0.min(s), n);
         }
@@ -280,7 +282,15 @@ fn main() -> Result<(), String> {
     // Texts of 4 KiB: a prompt's size, and tiktoken's merge is quadratic in
     // a piece, so one piece of a MiB (repeated characters) would take minutes.
     let classes = classes(kib * 1024, 4096);
-    let models = ["llama3", "qwen3", "deepseek_v3", "gptoss", "mistral_tekken"];
+    let all = ["llama3", "qwen3", "deepseek_v3", "gptoss", "mistral_tekken"];
+    // A third argument picks vocabularies: `mistral_tekken,llama3`.
+    let models: Vec<&str> = match args.get(3) {
+        Some(pick) => all
+            .into_iter()
+            .filter(|m| pick.split(',').any(|p| p == *m))
+            .collect(),
+        None => all.to_vec(),
+    };
     let mut speed = Vec::new();
     let mut memory = Vec::new();
     for model in models {
@@ -314,18 +324,34 @@ fn main() -> Result<(), String> {
         ));
         for (class, texts) in &classes {
             let bytes: usize = texts.iter().map(String::len).sum();
-            let [(ours_s, ours_n), (ref_s, ref_n)] =
-                time_both(rounds, texts, [&|t| ours.count(t), &|t| reference.count(t)]);
-            let same = if ours_n == ref_n {
+            // Sluice, Sluice's engine of before (the heap merge, where the
+            // linear merge now serves: tekken; else the same engine twice),
+            // the reference.
+            let [(ours_s, ours_n), (old_s, old_n), (ref_s, ref_n)] = time_all(
+                rounds,
+                texts,
+                [
+                    &|t| ours.count(t),
+                    &|t| ours.count_with_heap_merge(t),
+                    &|t| reference.count(t),
+                ],
+                // Cold per round: the linear merge's cache of pairs is
+                // shared by all calls (and rounds) and would otherwise hold
+                // every pair of these texts in the next round.
+                &|| ours.clear_cache(),
+            );
+            let same = if ours_n == ref_n && old_n == ref_n {
                 ""
             } else {
                 " **counts differ**"
             };
             speed.push(format!(
-                "| {model} | {class} | {:.1} | {:.1} | {:.2}×{same} |",
+                "| {model} | {class} | {:.1} | {:.1} | {:.1} | {:.2}×{same} | {:.2}× |",
                 bytes as f64 / 1e6 / ours_s,
+                bytes as f64 / 1e6 / old_s,
                 bytes as f64 / 1e6 / ref_s,
-                ref_s / ours_s
+                ref_s / ours_s,
+                old_s / ours_s,
             ));
             eprintln!("{}", speed.last().map_or("", |s| s.as_str()));
         }
@@ -336,8 +362,10 @@ fn main() -> Result<(), String> {
     println!(
         "{kib} KiB per class in texts of 4 KiB, best of {rounds} rounds taken in turns, one thread\n"
     );
-    println!("| vocabulary | text | Sluice MB/s | reference MB/s | Sluice / reference |");
-    println!("|---|---|---:|---:|---:|");
+    println!(
+        "| vocabulary | text | Sluice MB/s | Sluice heap merge MB/s | reference MB/s | Sluice / reference | Sluice / heap merge |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
     speed.iter().for_each(|r| println!("{r}"));
     println!("\n| vocabulary | Sluice load ms | Sluice heap MiB | reference load ms | reference heap MiB | reference / Sluice heap |");
     println!("|---|---:|---:|---:|---:|---:|");

@@ -26,28 +26,42 @@ pub unsafe extern "C" fn tok_count(tok: *const Tokenizer, ptr: *const u8, len: u
     count_utf8(ptr, len, |text| (*tok).count(text))
 }
 
-/// Loads a Hugging Face tokenizer.json from the `len` bytes at `ptr`; null
-/// if it is refused. Never freed.
+/// Loads a Hugging Face tokenizer.json or a Mistral tekken.json from the
+/// `len` bytes at `ptr`; null if it is refused. Never freed.
 #[no_mangle]
 pub unsafe extern "C" fn hf_new(
     ptr: *const u8,
     len: usize,
 ) -> *const sluice_tokenizer::HfTokenizer {
     let bytes = std::slice::from_raw_parts(ptr, len);
-    match sluice_tokenizer::HfTokenizer::from_json(bytes) {
+    match sluice_tokenizer::HfTokenizer::from_vocabulary_file(bytes) {
         Ok(t) => Box::into_raw(Box::new(t)),
         Err(_) => std::ptr::null(),
     }
 }
 
-/// Token count of the UTF-8 text at `ptr` with a loaded tokenizer.
+/// Token count of the UTF-8 text at `ptr` with a loaded tokenizer: by
+/// `count` (`heap` 0), or (`heap` 1) with the heap merge, the engine of
+/// before where the linear merge now serves (tekken), for the old-vs-new
+/// figures.
 #[no_mangle]
 pub unsafe extern "C" fn hf_count(
     tok: *const sluice_tokenizer::HfTokenizer,
     ptr: *const u8,
     len: usize,
+    heap: u32,
 ) -> u32 {
-    count_utf8(ptr, len, |text| (*tok).count(text))
+    count_utf8(ptr, len, |text| match heap {
+        0 => (*tok).count(text),
+        _ => (*tok).count_with_heap_merge(text),
+    })
+}
+
+/// Empties the linear merge's pair cache (shared by all calls), so that a
+/// timed count of a text counted before is cold.
+#[no_mangle]
+pub unsafe extern "C" fn hf_clear(tok: *const sluice_tokenizer::HfTokenizer) {
+    (*tok).clear_cache()
 }
 
 /// The same count with the engine of before the linear merge (tiktoken's
