@@ -229,6 +229,18 @@ pub struct Scratch {
     pub linear: crate::bpe::Scratch,
 }
 
+/// Queues the merge of `pair` at `pos` when the vocabulary ranks it.
+fn push_if_ranked(heap: &mut BinaryHeap<Merge>, pairs: &PairMap, pos: usize, pair: (Id, Id)) {
+    if let Some((rank, new)) = pairs.get(pair.0, pair.1) {
+        heap.push(Merge {
+            rank,
+            pos,
+            new,
+            pair,
+        });
+    }
+}
+
 /// Merges `piece` (bytes), whose single bytes have the ids `byte_ids`,
 /// calling `emit` with each resulting id. Bytes without an id are dropped,
 /// as `tokenizers` drops characters missing from the vocabulary when there is
@@ -254,15 +266,7 @@ pub fn merge(
         return;
     }
     for i in 0..n - 1 {
-        let pair = (s.syms[i].0, s.syms[i + 1].0);
-        if let Some((rank, new)) = pairs.get(pair.0, pair.1) {
-            s.heap.push(Merge {
-                rank,
-                pos: i,
-                new,
-                pair,
-            });
-        }
+        push_if_ranked(&mut s.heap, pairs, i, (s.syms[i].0, s.syms[i + 1].0));
     }
     while let Some(Merge {
         rank: _,
@@ -289,26 +293,10 @@ pub fn merge(
         s.syms[pos] = (new, prev, after, true);
         if after < n {
             s.syms[after].1 = pos;
-            let pair = (new, s.syms[after].0);
-            if let Some((rank, id)) = pairs.get(pair.0, pair.1) {
-                s.heap.push(Merge {
-                    rank,
-                    pos,
-                    new: id,
-                    pair,
-                });
-            }
+            push_if_ranked(&mut s.heap, pairs, pos, (new, s.syms[after].0));
         }
         if prev < n {
-            let pair = (s.syms[prev].0, new);
-            if let Some((rank, id)) = pairs.get(pair.0, pair.1) {
-                s.heap.push(Merge {
-                    rank,
-                    pos: prev,
-                    new: id,
-                    pair,
-                });
-            }
+            push_if_ranked(&mut s.heap, pairs, prev, (s.syms[prev].0, new));
         }
     }
     let mut i = 0;
