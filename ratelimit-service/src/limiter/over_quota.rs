@@ -21,11 +21,23 @@ use std::sync::Mutex;
 /// Buckets remembered at most (bucket names come from clients).
 pub const MAX_BUCKETS: usize = 100_000;
 
+/// How often a full memory is swept for answers past the memory, at most:
+/// a sweep reads every entry under the lock, and a tenant spraying new
+/// over-quota bucket names would otherwise have one swept per decision.
+const SWEEP_EVERY_MS: u64 = 1_000;
+
 /// When each deferring bucket last answered over quota.
 #[derive(Debug)]
 pub struct OverQuotaMemory {
     memory_ms: u64,
-    last_over: Mutex<HashMap<String, u64>>,
+    last_over: Mutex<LastOver>,
+}
+
+/// The remembered answers, and when a full map was last swept.
+#[derive(Debug, Default)]
+struct LastOver {
+    at: HashMap<String, u64>,
+    swept_ms: u64,
 }
 
 impl OverQuotaMemory {
@@ -33,7 +45,7 @@ impl OverQuotaMemory {
     pub fn new(memory_ms: u64) -> Self {
         OverQuotaMemory {
             memory_ms,
-            last_over: Mutex::new(HashMap::new()),
+            last_over: Mutex::new(LastOver::default()),
         }
     }
 
@@ -58,6 +70,7 @@ impl OverQuotaMemory {
                 remember(&mut last_over, bucket, now_ms, self.memory_ms);
             } else if allowed {
                 lately |= last_over
+                    .at
                     .get(&bucket)
                     .is_some_and(|at| now_ms.saturating_sub(*at) <= self.memory_ms);
             }
@@ -67,15 +80,21 @@ impl OverQuotaMemory {
 }
 
 /// Notes `bucket` over at `now_ms`; a full map first forgets what is past
-/// the memory, and takes nothing new if that frees no room.
-fn remember(last_over: &mut HashMap<String, u64>, bucket: String, now_ms: u64, memory_ms: u64) {
-    if last_over.len() >= MAX_BUCKETS && !last_over.contains_key(&bucket) {
-        last_over.retain(|_, at| now_ms.saturating_sub(*at) <= memory_ms);
-        if last_over.len() >= MAX_BUCKETS {
+/// the memory (at most once per [`SWEEP_EVERY_MS`]), and takes nothing new
+/// if that frees no room.
+fn remember(last_over: &mut LastOver, bucket: String, now_ms: u64, memory_ms: u64) {
+    if last_over.at.len() >= MAX_BUCKETS && !last_over.at.contains_key(&bucket) {
+        if now_ms.saturating_sub(last_over.swept_ms) >= SWEEP_EVERY_MS {
+            last_over.swept_ms = now_ms;
+            last_over
+                .at
+                .retain(|_, at| now_ms.saturating_sub(*at) <= memory_ms);
+        }
+        if last_over.at.len() >= MAX_BUCKETS {
             return;
         }
     }
-    last_over.insert(bucket, now_ms);
+    last_over.at.insert(bucket, now_ms);
 }
 
 /// The request's buckets under a limit that says `over_limit: defer`
@@ -106,4 +125,43 @@ fn deferring_buckets<'a>(
             }
             Some((bucket, status.code == Code::OverLimit as i32))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full(at_ms: u64) -> LastOver {
+        let mut last_over = LastOver::default();
+        for i in 0..MAX_BUCKETS {
+            last_over.at.insert(format!("b{i}"), at_ms);
+        }
+        last_over
+    }
+
+    #[test]
+    fn a_full_memory_is_swept_at_most_once_a_second() {
+        // Remembered for 10 ms, all at 0: past the memory from 11 ms on.
+        let mut last_over = full(0);
+        last_over.swept_ms = 0;
+        // Within a second of the last sweep: no sweep, no room, not taken.
+        remember(&mut last_over, "early".into(), 500, 10);
+        assert_eq!(last_over.at.len(), MAX_BUCKETS);
+        assert!(!last_over.at.contains_key("early"));
+        // A second on: swept, the new bucket taken.
+        remember(&mut last_over, "late".into(), 1_000, 10);
+        assert_eq!(last_over.at.len(), 1);
+        assert!(last_over.at.contains_key("late"));
+    }
+
+    #[test]
+    fn a_full_memory_of_live_answers_takes_nothing_new() {
+        let mut last_over = full(5_000);
+        remember(&mut last_over, "new".into(), 5_005, 10);
+        assert_eq!(last_over.at.len(), MAX_BUCKETS);
+        assert!(!last_over.at.contains_key("new"));
+        // A bucket already remembered is refreshed whatever the room.
+        remember(&mut last_over, "b7".into(), 5_006, 10);
+        assert_eq!(last_over.at.get("b7"), Some(&5_006));
+    }
 }
