@@ -342,7 +342,7 @@ impl Limiter {
                 .as_ref()
                 .is_some_and(|memory| memory.observe(request, &plan, &response, now));
             if response.overall_code == Code::Ok as i32 {
-                self.route_in_quota(request, &plan, &mut response, (now, over_lately));
+                self.route_in_quota(request, &plan, &mut response, now, over_lately);
             }
         }
         Ok(response)
@@ -358,7 +358,8 @@ impl Limiter {
         request: &RateLimitRequest,
         plan: &plan::Plan,
         response: &mut RateLimitResponse,
-        (now, over_lately): (u64, bool),
+        now: u64,
+        over_lately: bool,
     ) {
         let Some(priority) = answer::queue_priority(plan) else {
             return;
