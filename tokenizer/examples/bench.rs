@@ -217,6 +217,19 @@ fn classes(size: usize) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The classes named in `SLUICE_BENCH_CLASSES` (comma-separated), all
+/// where it is not set: to time a few classes side by side with another
+/// build.
+fn selected(classes: Vec<(&'static str, String)>) -> Vec<(&'static str, String)> {
+    match std::env::var("SLUICE_BENCH_CLASSES") {
+        Ok(names) => classes
+            .into_iter()
+            .filter(|(n, _)| names.split(',').any(|w| w == *n))
+            .collect(),
+        Err(_) => classes,
+    }
+}
+
 /// tiktoken-rs's count, or None where it panics (fancy-regex gives up on
 /// long whitespace runs).
 fn tiktoken_count(reference: &tiktoken_rs::CoreBPE, text: &str) -> Option<usize> {
@@ -253,7 +266,7 @@ fn bench_classes(args: &[String]) {
             "| class | bytes | tokens | old MB/s | new MB/s | tiktoken-rs MB/s | new/old | new/tiktoken-rs |"
         );
         println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-        for (name, text) in classes(size) {
+        for (name, text) in selected(classes(size)) {
             let n = tok.count(&text);
             assert_eq!(
                 n,
@@ -302,7 +315,7 @@ fn bench_classes(args: &[String]) {
         );
         println!("| class | count ms | MB/s | count_within ms | exact |");
         println!("|---|---:|---:|---:|---|");
-        for (name, text) in classes(4 << 20) {
+        for (name, text) in selected(classes(4 << 20)) {
             let (fastest, median) = times(rounds, || {
                 tok.clear_cache();
                 tok.count(black_box(&text))
