@@ -89,6 +89,16 @@ pub struct Ranks {
     table: Vec<u64>,
     mask: usize,
     shift: u32,
+    /// One bit per hash value of the tokens of 3 bytes or more (8 to 16
+    /// bits per token, `filter_shift` selecting hash bits that neither the
+    /// slot index nor the tag uses): most look-ups of strings that are not
+    /// tokens, which are most of the merges' look-ups in random text,
+    /// stop at this bit (a table of 128-256 KiB, mostly in cache) instead
+    /// of walking the probe sequence to an empty slot (about 9 slots at
+    /// the table's load, in a table of megabytes).
+    filter: Vec<u64>,
+    filter_shift: u32,
+    filter_mask: usize,
     /// Rank of every two-byte token, `NONE` for the other pairs.
     pairs: Vec<Rank>,
     /// Rank of every single byte.
@@ -186,6 +196,9 @@ impl Ranks {
             table: alloc::vec![EMPTY; 1 << bits],
             mask: (1 << bits) - 1,
             shift: 64 - bits,
+            filter: alloc::vec![0; 1 << (bits + 3 - 6)],
+            filter_shift: 64 - bits - TAG_BITS - (bits + 3),
+            filter_mask: (1 << (bits + 3)) - 1,
             pairs: alloc::vec![NONE; 1 << 16],
             bytes: [NONE; 256],
             max_len: 0,
@@ -227,7 +240,10 @@ impl Ranks {
             match *t {
                 [a] => ranks.bytes[a as usize] = rank as Rank,
                 [a, b] => ranks.pairs[((a as usize) << 8) | b as usize] = rank as Rank,
-                _ => {}
+                _ => {
+                    let f = ranks.filter_bit(h);
+                    ranks.filter[f >> 6] |= 1 << (f & 63);
+                }
             }
             ranks.max_len = ranks.max_len.max(len as usize);
             rank += 1;
@@ -452,7 +468,11 @@ impl Ranks {
             Cow::Borrowed(_) => 0,
             Cow::Owned(d) => d.capacity(),
         };
-        data + (self.table.capacity() + self.prefixes.capacity() + self.extends.capacity()) * 8
+        data + (self.table.capacity()
+            + self.filter.capacity()
+            + self.prefixes.capacity()
+            + self.extends.capacity())
+            * 8
             + self.pairs.capacity() * 4
             + self.compatible.capacity() * 8
     }
@@ -480,6 +500,10 @@ impl Ranks {
             _ => {}
         }
         let h = hash(key);
+        let f = self.filter_bit(h);
+        if self.filter.get(f >> 6).is_none_or(|w| w & (1 << (f & 63)) == 0) {
+            return None;
+        }
         let want = ((tag(h, self.shift) as u64) << TAG_SHIFT) | ((key.len() as u64) << LEN_SHIFT);
         const CHECK: u64 = !((1 << TAG_SHIFT) - 1) | (0xff << LEN_SHIFT);
         let mut idx = (h >> self.shift) as usize;
@@ -498,6 +522,12 @@ impl Ranks {
             }
             idx = (idx + 1) & self.mask;
         }
+    }
+
+    /// The bit of `filter` for a hash.
+    #[inline(always)]
+    fn filter_bit(&self, h: u64) -> usize {
+        (h >> self.filter_shift) as usize & self.filter_mask
     }
 
     #[inline(always)]
