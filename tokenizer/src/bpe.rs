@@ -120,6 +120,10 @@ pub struct Ranks {
     /// miss later), never read a wrong answer; it is a memo of a pure
     /// function, so what it holds never changes a result.
     compatible: Vec<AtomicU64>,
+    /// The last merge of each token (see [`Ranks::split_of`]), filled on
+    /// first use and shared by all calls like `compatible`: 0 while not
+    /// known, else a [`Split`] entry.
+    splits: Vec<AtomicU64>,
 }
 
 /// A slot of the prefix table: the longest token that is a prefix of the
@@ -172,7 +176,7 @@ impl Ranks {
         (complete && distinct && ranks.bytes.iter().all(|&r| r != NONE)).then_some(ranks)
     }
 
-    #[cfg(feature = "hf")]
+    #[cfg(any(test, feature = "hf"))]
     /// The tokens in rank order.
     fn tokens(&self) -> impl Iterator<Item = &[u8]> + '_ {
         let data: &[u8] = &self.data;
@@ -207,6 +211,7 @@ impl Ranks {
             pshift: 0,
             extends: alloc::vec![0; 1 << 10],
             compatible: (0..1 << CACHE_BITS).map(|_| AtomicU64::new(0)).collect(),
+            splits: Vec::new(),
         };
         let mut i = 0;
         let mut rank: u64 = 0;
@@ -249,6 +254,7 @@ impl Ranks {
             rank += 1;
         }
         ranks.data = data;
+        ranks.splits = (0..rank).map(|_| AtomicU64::new(0)).collect();
         // About one prefix of 3 bytes or more per token (measured: 1.49 per
         // token for cl100k_base, 1.44 for o200k_base): a table of the power
         // of two above 2.5 times the tokens, doubled until the prefixes fit
@@ -474,13 +480,13 @@ impl Ranks {
             + self.extends.capacity())
             * 8
             + self.pairs.capacity() * 4
-            + self.compatible.capacity() * 8
+            + (self.compatible.capacity() + self.splits.capacity()) * 8
     }
 
     /// Empties the compatibility cache, so that a benchmark counting the
     /// same text again measures it cold.
     pub fn clear_cache(&self) {
-        for e in &self.compatible {
+        for e in self.compatible.iter().chain(&self.splits) {
             e.store(0, Relaxed);
         }
     }
@@ -501,7 +507,11 @@ impl Ranks {
         }
         let h = hash(key);
         let f = self.filter_bit(h);
-        if self.filter.get(f >> 6).is_none_or(|w| w & (1 << (f & 63)) == 0) {
+        if self
+            .filter
+            .get(f >> 6)
+            .is_none_or(|w| w & (1 << (f & 63)) == 0)
+        {
             return None;
         }
         let want = ((tag(h, self.shift) as u64) << TAG_SHIFT) | ((key.len() as u64) << LEN_SHIFT);
@@ -672,7 +682,10 @@ impl Ranks {
         if entry >> 1 == key + 1 {
             return entry & 1 != 0;
         }
-        let ok = if pair.len() < LARGE_PIECE {
+        let by_trees = self.compatible_by_trees(pair, split, left, right, parts);
+        let ok = if let Some(ok) = by_trees {
+            ok
+        } else if pair.len() < LARGE_PIECE {
             self.merges_to_pair(pair, split, parts)
         } else {
             let mut count = 0;
@@ -689,6 +702,83 @@ impl Ranks {
             e.store(((key + 1) << 1) | ok as u64, Relaxed);
         }
         ok
+    }
+
+    /// Whether BPE leaves the tokens `pair[..split]` (rank `left`) and
+    /// `pair[split..]` (rank `right`) as that pair, decided from the two
+    /// tokens' own merge trees instead of a merge of their bytes: the
+    /// `bpe` crate's `is_valid_token_pair`. BPE on the pair joins the two
+    /// sides iff some token across the split is formed, from the two
+    /// subtrees that meet there, before those subtrees are completed: so
+    /// the trees are taken apart from the top, the higher-ranked (later)
+    /// merge first, and at each step the two innermost subtrees are
+    /// checked for a token that merges exactly them with a rank below the
+    /// merge taken apart last (below or equal for the right side's:
+    /// tiktoken merges the leftmost of equal ranks first). Each step is a
+    /// look-up of the span across the split (mostly stopped by the
+    /// filter) and a read of one token's split; a merge of the bytes makes
+    /// about two look-ups per byte. `None` where a token met is not the
+    /// result of its own merge ([`Ranks::split_of`]): the caller merges.
+    fn compatible_by_trees(
+        &self,
+        pair: &[u8],
+        split: usize,
+        mut left: Rank,
+        mut right: Rank,
+        parts: &mut Vec<(usize, Rank)>,
+    ) -> Option<bool> {
+        // The two subtrees are pair[a..split] (rank `left`) and
+        // pair[split..b] (rank `right`).
+        let (mut a, mut b) = (0, pair.len());
+        let mut limit = NONE;
+        loop {
+            if let Some(across) = self.get(pair.get(a..b)?) {
+                if across < limit && self.split_of(across, &pair[a..b], parts)?.len == split - a {
+                    return Some(false);
+                }
+            }
+            // The later merge of the two is undone first; a single byte
+            // has none.
+            let left_first = left > right && split - a > 1 || b - split == 1;
+            if left_first && split - a > 1 {
+                limit = left;
+                let s = self.split_of(left, &pair[a..split], parts)?;
+                a += s.len;
+                left = s.right;
+            } else if b - split > 1 {
+                limit = right.saturating_add(1);
+                let s = self.split_of(right, &pair[split..b], parts)?;
+                b = split + s.len;
+                right = s.left;
+            } else {
+                return Some(true);
+            }
+        }
+    }
+
+    /// The last merge that forms token `rank` (whose bytes are `token`, 2
+    /// or more) when BPE runs on its own bytes, remembered in `splits`;
+    /// `None` if BPE does not form it (the token is reached only as a
+    /// whole piece) or forms it from a token of a higher rank, where the
+    /// merge trees do not describe the merge order.
+    fn split_of(&self, rank: Rank, token: &[u8], parts: &mut Vec<(usize, Rank)>) -> Option<Split> {
+        let memo = self.splits.get(rank as usize)?;
+        let known = Split::decode(memo.load(Relaxed));
+        if let Some(known) = known {
+            return known;
+        }
+        let formed = !self.merge_parts(token, parts, |parts, _| parts.len() == 3);
+        let split = parts.get(1).map(|p| p.0).filter(|_| formed).and_then(|k| {
+            let left = self.get(token.get(..k)?)?;
+            let right = self.get(token.get(k..)?)?;
+            (left < rank && right < rank).then_some(Split {
+                len: k,
+                left,
+                right,
+            })
+        });
+        memo.store(Split::encode(split), Relaxed);
+        split
     }
 
     /// tiktoken's `_byte_pair_merge` start: `parts[i]` is (start of part i,
@@ -832,6 +922,50 @@ pub struct Scratch {
 /// next, where a cache per call started cold on every prompt).
 const CACHE_BITS: u32 = 16;
 
+/// The last merge of a token: its left part's length and rank, and its
+/// right part's rank.
+#[derive(Clone, Copy)]
+struct Split {
+    len: usize,
+    left: Rank,
+    right: Rank,
+}
+
+impl Split {
+    const KNOWN: u64 = 1 << 63;
+    const NOT_A_MERGE: u64 = 1 << 62;
+
+    /// An entry of `Ranks::splits`: `left | right << 18 | len << 36`,
+    /// with `KNOWN` set (and `NOT_A_MERGE` for `None`).
+    fn encode(split: Option<Split>) -> u64 {
+        match split {
+            Some(s) => {
+                Self::KNOWN
+                    | s.left as u64
+                    | (s.right as u64) << RANK_BITS
+                    | (s.len as u64) << (2 * RANK_BITS)
+            }
+            None => Self::KNOWN | Self::NOT_A_MERGE,
+        }
+    }
+
+    /// The split an entry holds, `None` while unknown.
+    #[inline(always)]
+    fn decode(entry: u64) -> Option<Option<Split>> {
+        if entry & Self::KNOWN == 0 {
+            return None;
+        }
+        if entry & Self::NOT_A_MERGE != 0 {
+            return Some(None);
+        }
+        Some(Some(Split {
+            len: ((entry >> (2 * RANK_BITS)) & 0xff) as usize,
+            left: (entry & RANK_MASK) as Rank,
+            right: ((entry >> RANK_BITS) & RANK_MASK) as Rank,
+        }))
+    }
+}
+
 #[derive(Clone, Copy)]
 struct Prefix(u64);
 
@@ -879,4 +1013,90 @@ fn eq(a: &[u8], b: &[u8]) -> bool {
 struct Merge {
     rank: Rank,
     start: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    extern crate std;
+    use crate::testing::Rng;
+
+    /// The merge-tree pair check against tiktoken's merge of the pair's
+    /// bytes: on random pairs of tokens (of any length, and of 4 bytes or
+    /// less, the tokens of the pathological classes), and on every way to
+    /// cut each two neighbouring tokens of random letters, random CJK and
+    /// random bytes into two tokens (near misses of real boundaries).
+    fn pair_check_is_tiktokens(ranks: &Ranks) {
+        let tokens: Vec<&[u8]> = ranks.tokens().collect();
+        let short: Vec<&[u8]> = tokens.iter().copied().filter(|t| t.len() <= 4).collect();
+        let mut rng = Rng(31);
+        let mut pairs: Vec<Vec<u8>> = Vec::new();
+        for pool in [&tokens, &short] {
+            for _ in 0..20_000 {
+                let a = pool[rng.below(pool.len())];
+                let b = pool[rng.below(pool.len())];
+                pairs.push([a, b].concat());
+            }
+        }
+        let texts: [Vec<u8>; 3] = [
+            (0..20_000).map(|_| b'a' + rng.below(26) as u8).collect(),
+            (0..7_000)
+                .flat_map(|_| {
+                    let c = char::from_u32(0x4e00 + rng.below(0x5000) as u32).unwrap_or('中');
+                    let mut buf = [0u8; 4];
+                    c.encode_utf8(&mut buf).as_bytes().to_vec()
+                })
+                .collect(),
+            (0..20_000).map(|_| rng.below(256) as u8).collect(),
+        ];
+        let mut scratch = Scratch::default();
+        for text in &texts {
+            let mut merged: Vec<Vec<u8>> = Vec::new();
+            ranks.merge_linear(text, &mut scratch, |t| merged.push(t.to_vec()));
+            for w in merged.windows(2) {
+                pairs.push([w[0].as_slice(), &w[1]].concat());
+            }
+        }
+        let mut parts = Vec::new();
+        let (mut checked, mut answered, mut compatible) = (0, 0, 0);
+        for pair in pairs.iter().filter(|p| p.len() < LARGE_PIECE) {
+            for split in 1..pair.len() {
+                let (Some(left), Some(right)) =
+                    (ranks.get(&pair[..split]), ranks.get(&pair[split..]))
+                else {
+                    continue;
+                };
+                let want = ranks.merges_to_pair(pair, split, &mut parts);
+                checked += 1;
+                compatible += want as usize;
+                if let Some(got) = ranks.compatible_by_trees(pair, split, left, right, &mut parts) {
+                    answered += 1;
+                    assert_eq!(got, want, "{pair:?} split at {split}");
+                }
+            }
+        }
+        // Every token of both vocabularies is formed by BPE on its own
+        // bytes, from two tokens of lower ranks: the fallback to the merge
+        // is there for loaded vocabularies.
+        for (r, t) in tokens.iter().enumerate().filter(|(_, t)| t.len() >= 2) {
+            assert!(ranks.split_of(r as Rank, t, &mut parts).is_some(), "{t:?}");
+        }
+        // The check answers always here, and the pairs hold both answers
+        // (about 8 % are not compatible).
+        assert_eq!(answered, checked);
+        assert!(
+            compatible * 10 >= checked && compatible * 20 <= checked * 19,
+            "{compatible} of {checked}"
+        );
+    }
+
+    #[test]
+    fn merge_tree_pair_check_is_tiktokens_cl100k() {
+        pair_check_is_tiktokens(&Ranks::new(crate::CL100K_BASE, crate::CL100K_BASE_ORDER));
+    }
+
+    #[test]
+    fn merge_tree_pair_check_is_tiktokens_o200k() {
+        pair_check_is_tiktokens(&Ranks::new(crate::O200K_BASE, crate::O200K_BASE_ORDER));
+    }
 }
