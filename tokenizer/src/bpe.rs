@@ -111,6 +111,13 @@ pub struct Ranks {
     prefixes: Vec<u64>,
     pmask: usize,
     pshift: u32,
+    /// One bit per hash value of the prefixes, as `filter` for the
+    /// tokens: the walk of a longest match ends with a look-up of a string
+    /// that begins no token, which this stops (4 bits per slot of
+    /// `prefixes`, about 7 per prefix).
+    pfilter: Vec<u64>,
+    pfilter_shift: u32,
+    pfilter_mask: usize,
     /// One bit per byte pair: some token of 3 bytes or more starts with it.
     extends: Vec<u64>,
     /// Compatibility of pairs of ranks (see [`Ranks::compatible`]), shared
@@ -209,6 +216,9 @@ impl Ranks {
             prefixes: Vec::new(),
             pmask: 0,
             pshift: 0,
+            pfilter: Vec::new(),
+            pfilter_shift: 0,
+            pfilter_mask: 0,
             extends: alloc::vec![0; 1 << 10],
             compatible: (0..1 << CACHE_BITS).map(|_| AtomicU64::new(0)).collect(),
             splits: Vec::new(),
@@ -293,6 +303,10 @@ impl Ranks {
         self.prefixes = alloc::vec![EMPTY; size];
         self.pmask = size - 1;
         self.pshift = 64 - bits;
+        let filter_bits = bits + 2;
+        self.pfilter = alloc::vec![0; 1 << (filter_bits - 6)];
+        self.pfilter_shift = (64 - bits - P_TAG_BITS).saturating_sub(filter_bits);
+        self.pfilter_mask = (1 << filter_bits) - 1;
         let data: &[u8] = &self.data;
         // (offset, length) of every token, in rank order.
         let mut tokens: Vec<(u32, u32)> = Vec::new();
@@ -368,6 +382,8 @@ impl Ranks {
                     return Built::TooFull;
                 }
                 let h = hash(&t[..k]);
+                let f = self.pfilter_bit(h);
+                self.pfilter[f >> 6] |= 1 << (f & 63);
                 let mut idx = (h >> self.pshift) as usize;
                 while self.prefixes[idx] != EMPTY {
                     idx = (idx + 1) & self.pmask;
@@ -406,6 +422,14 @@ impl Ranks {
     #[inline]
     fn prefix(&self, key: &[u8]) -> Option<(usize, Rank)> {
         let h = hash(key);
+        let f = self.pfilter_bit(h);
+        if self
+            .pfilter
+            .get(f >> 6)
+            .is_none_or(|w| w & (1 << (f & 63)) == 0)
+        {
+            return None;
+        }
         let mut idx = (h >> self.pshift) as usize;
         loop {
             let slot = *self.prefixes.get(idx)?;
@@ -477,6 +501,7 @@ impl Ranks {
         data + (self.table.capacity()
             + self.filter.capacity()
             + self.prefixes.capacity()
+            + self.pfilter.capacity()
             + self.extends.capacity())
             * 8
             + self.pairs.capacity() * 4
@@ -532,6 +557,12 @@ impl Ranks {
             }
             idx = (idx + 1) & self.mask;
         }
+    }
+
+    /// The bit of `pfilter` for a hash.
+    #[inline(always)]
+    fn pfilter_bit(&self, h: u64) -> usize {
+        (h >> self.pfilter_shift) as usize & self.pfilter_mask
     }
 
     /// The bit of `filter` for a hash.
