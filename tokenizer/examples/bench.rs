@@ -390,10 +390,15 @@ fn main() {
     // the Wasm bench (wasm-bench/).
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("one") {
-        // `bench one CLASS [KIB]`: count one class in a loop, for perf.
+        // `bench one CLASS [KIB] [cl100k]`: count one class in a loop, for
+        // perf, or to compare builds by CPU time (`time`); each count cold,
+        // as in `classes`.
         let kib: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(1024);
         let t = Instant::now();
-        let tok = Tokenizer::new(Encoding::O200kBase);
+        let tok = Tokenizer::new(match args.get(4).map(String::as_str) {
+            Some("cl100k") => Encoding::Cl100kBase,
+            _ => Encoding::O200kBase,
+        });
         println!("new: {:.1} ms", ms(t.elapsed()));
         let text = classes(kib * 1024)
             .into_iter()
@@ -403,6 +408,7 @@ fn main() {
         let t = Instant::now();
         let mut n = 0;
         for _ in 0..5 {
+            tok.clear_cache();
             n += tok.count(black_box(&text));
         }
         println!(
