@@ -89,13 +89,14 @@ pub struct Ranks {
     table: Vec<u64>,
     mask: usize,
     shift: u32,
-    /// One bit per hash value of the tokens of 3 bytes or more (8 to 16
-    /// bits per token, `filter_shift` selecting hash bits that neither the
-    /// slot index nor the tag uses): most look-ups of strings that are not
-    /// tokens, which are most of the merges' look-ups in random text,
-    /// stop at this bit (a table of 128-256 KiB, mostly in cache) instead
-    /// of walking the probe sequence to an empty slot (about 9 slots at
-    /// the table's load, in a table of megabytes).
+    /// One bit per hash value of the tokens of 3 bytes or more (8 bits
+    /// per slot of `table`, 10 to 20 per token; `filter_shift` selects
+    /// hash bits that neither the slot index nor the tag uses): most
+    /// look-ups of strings that are not tokens, which are most of the
+    /// merges' look-ups in random text, stop at this bit (a table of
+    /// 128-256 KiB, mostly in cache) instead of walking the probe sequence
+    /// to an empty slot (about 9 slots at the table's load, in a table of
+    /// megabytes).
     filter: Vec<u64>,
     filter_shift: u32,
     filter_mask: usize,
@@ -636,9 +637,11 @@ impl Ranks {
     /// piece (in practice the longest token is nearly always the right
     /// one).
     ///
-    /// Compatibility is decided by running tiktoken's own merge
-    /// ([`Ranks::merge_short`]) on the two tokens' bytes (at most 256), and
-    /// remembered per pair of ranks in a cache shared by all calls.
+    /// Compatibility is decided from the two tokens' merge trees
+    /// ([`Ranks::compatible_by_trees`]), or where those do not describe the
+    /// merge by tiktoken's own merge ([`Ranks::merge_short`]) of the two
+    /// tokens' bytes, and remembered per pair of ranks in a cache shared by
+    /// all calls.
     pub fn merge_linear(&self, piece: &[u8], s: &mut Scratch, mut emit: impl FnMut(&[u8])) {
         let n = piece.len();
         if n == 0 {
