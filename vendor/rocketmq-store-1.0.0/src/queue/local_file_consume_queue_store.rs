@@ -791,53 +791,42 @@ impl ConsumeQueueStore {
         // Collect candidates without dropping their active-table retry identity.
         let mut queues_to_destroy = Vec::new();
 
-        {
-            let consume_queue_table = self.inner.consume_queue_table.lock();
-            let topics: Vec<CheetahString> = consume_queue_table.keys().cloned().collect();
+        // Sluice patch store-cq-lock-order: each queue is locked after the
+        // table's mutex is released (tracked_queues says why).
+        for (topic, queue_id, consume_queue_handle) in self.tracked_queues() {
+            // Skip system topics
+            if TopicValidator::is_system_topic(&topic) {
+                continue;
+            }
 
-            for topic in topics {
-                // Skip system topics
-                if TopicValidator::is_system_topic(&topic) {
-                    continue;
-                }
+            let consume_queue = consume_queue_handle.read();
+            let max_cl_offset_in_queue = consume_queue.get_max_physic_offset();
+            let message_total_in_queue = consume_queue.get_message_total_in_queue();
+            let queue_trimmed_to_empty = message_total_in_queue <= 0 && consume_queue.get_min_offset_in_queue() > 0;
 
-                if let Some(queue_table) = consume_queue_table.get(&topic) {
-                    let queue_ids: Vec<i32> = queue_table.keys().cloned().collect();
+            if max_cl_offset_in_queue == -1 {
+                tracing::warn!(
+                    "maybe ConsumeQueue was created just now. topic={} queueId={} maxPhysicOffset={} \
+                     minLogicOffset={}.",
+                    consume_queue.get_topic(),
+                    consume_queue.get_queue_id(),
+                    consume_queue.get_max_physic_offset(),
+                    consume_queue.get_min_logic_offset()
+                );
+            } else if max_cl_offset_in_queue < min_commit_log_offset || queue_trimmed_to_empty {
+                tracing::info!(
+                    "cleanExpiredConsumerQueue: {} {} consumer queue eligible for destruction, minCommitLogOffset: {} \
+                     maxCLOffsetInConsumeQueue: {} messageTotalInQueue: {} minOffsetInQueue: {}",
+                    topic,
+                    queue_id,
+                    min_commit_log_offset,
+                    max_cl_offset_in_queue,
+                    message_total_in_queue,
+                    consume_queue.get_min_offset_in_queue()
+                );
 
-                    for queue_id in queue_ids {
-                        if let Some(consume_queue_handle) = queue_table.get(&queue_id) {
-                            let consume_queue = consume_queue_handle.read();
-                            let max_cl_offset_in_queue = consume_queue.get_max_physic_offset();
-                            let message_total_in_queue = consume_queue.get_message_total_in_queue();
-                            let queue_trimmed_to_empty =
-                                message_total_in_queue <= 0 && consume_queue.get_min_offset_in_queue() > 0;
-
-                            if max_cl_offset_in_queue == -1 {
-                                tracing::warn!(
-                                    "maybe ConsumeQueue was created just now. topic={} queueId={} maxPhysicOffset={} \
-                                     minLogicOffset={}.",
-                                    consume_queue.get_topic(),
-                                    consume_queue.get_queue_id(),
-                                    consume_queue.get_max_physic_offset(),
-                                    consume_queue.get_min_logic_offset()
-                                );
-                            } else if max_cl_offset_in_queue < min_commit_log_offset || queue_trimmed_to_empty {
-                                tracing::info!(
-                                    "cleanExpiredConsumerQueue: {} {} consumer queue eligible for destruction, minCommitLogOffset: \
-                                     {} maxCLOffsetInConsumeQueue: {} messageTotalInQueue: {} minOffsetInQueue: {}",
-                                    topic,
-                                    queue_id,
-                                    min_commit_log_offset,
-                                    max_cl_offset_in_queue,
-                                    message_total_in_queue,
-                                    consume_queue.get_min_offset_in_queue()
-                                );
-
-                                queues_to_destroy.push((topic.clone(), queue_id, consume_queue_handle.clone()));
-                            }
-                        }
-                    }
-                }
+                drop(consume_queue);
+                queues_to_destroy.push((topic, queue_id, consume_queue_handle));
             }
         }
 
@@ -912,6 +901,24 @@ impl ConsumeQueueStore {
                 );
             }
         }
+    }
+
+    /// Sluice patch store-cq-lock-order: every tracked queue, cloned out of the
+    /// table so the caller locks queues after the table's mutex is released.
+    /// The send path locks a queue, then the table (a LiteTopic's multi-dispatch
+    /// finds or creates its LMQ queue while holding the base queue's write
+    /// lock); a table-wide reader locking queues under the table's mutex
+    /// deadlocks against it.
+    fn tracked_queues(&self) -> Vec<(CheetahString, i32, ArcConsumeQueue)> {
+        let table = self.inner.consume_queue_table.lock();
+        table
+            .iter()
+            .flat_map(|(topic, queues)| {
+                queues
+                    .iter()
+                    .map(move |(queue_id, consume_queue)| (topic.clone(), *queue_id, consume_queue.clone()))
+            })
+            .collect()
     }
 
     fn find_consume_queue(&self, topic: &CheetahString, queue_id: i32) -> Option<ArcConsumeQueue> {
@@ -1256,15 +1263,12 @@ impl ConsumeQueueStoreTrait for ConsumeQueueStore {
     }
 
     fn get_max_phy_offset_in_consume_queue(&self, topic: &CheetahString, queue_id: i32) -> Option<i64> {
-        let mut max_physic_offset = -1i64;
-        for (topic, consume_queue_table) in self.inner.consume_queue_table.lock().iter() {
-            for (queue_id, consume_queue) in consume_queue_table.iter() {
-                let max_physic_offset_in_consume_queue = consume_queue.read().get_max_physic_offset();
-                if max_physic_offset_in_consume_queue > max_physic_offset {
-                    max_physic_offset = max_physic_offset_in_consume_queue;
-                }
-            }
-        }
+        // Sluice patch store-cq-lock-order: no queue lock under the table's mutex.
+        let max_physic_offset = self
+            .tracked_queues()
+            .iter()
+            .map(|(_, _, consume_queue)| consume_queue.read().get_max_physic_offset())
+            .fold(-1i64, i64::max);
         Some(max_physic_offset)
     }
 
@@ -1277,16 +1281,11 @@ impl ConsumeQueueStoreTrait for ConsumeQueueStore {
     }
 
     fn get_max_phy_offset_in_consume_queue_global(&self) -> i64 {
-        let mut max_physic_offset = -1i64;
-        for (topic, consume_queue_table) in self.inner.consume_queue_table.lock().iter() {
-            for (queue_id, consume_queue) in consume_queue_table.iter() {
-                let max_physic_offset_in_consume_queue = consume_queue.read().get_max_physic_offset();
-                if max_physic_offset_in_consume_queue > max_physic_offset {
-                    max_physic_offset = max_physic_offset_in_consume_queue;
-                }
-            }
-        }
-        max_physic_offset
+        // Sluice patch store-cq-lock-order: no queue lock under the table's mutex.
+        self.tracked_queues()
+            .iter()
+            .map(|(_, _, consume_queue)| consume_queue.read().get_max_physic_offset())
+            .fold(-1i64, i64::max)
     }
 
     fn get_min_offset_in_queue(&self, topic: &CheetahString, queue_id: i32) -> i64 {
@@ -1329,13 +1328,11 @@ impl ConsumeQueueStoreTrait for ConsumeQueueStore {
     }
 
     fn get_total_size(&self) -> i64 {
-        let mut total_size = 0;
-        for consume_queue_table in self.inner.consume_queue_table.lock().values() {
-            for consume_queue in consume_queue_table.values() {
-                total_size += consume_queue.read().get_total_size();
-            }
-        }
-        total_size
+        // Sluice patch store-cq-lock-order: no queue lock under the table's mutex.
+        self.tracked_queues()
+            .iter()
+            .map(|(_, _, consume_queue)| consume_queue.read().get_total_size())
+            .sum()
     }
 
     fn get_store_time(&self, cq_unit: &CqUnit) -> i64 {
@@ -1937,6 +1934,60 @@ mod tests {
             states.push(state);
         }
         (store, states)
+    }
+
+    /// Sluice patch store-cq-lock-order. The send path holds a queue's write
+    /// lock while it looks up another queue in the table (a LiteTopic's
+    /// multi-dispatch to its LMQ queue); `reader` runs meanwhile. Unpatched,
+    /// the reader holds the table's mutex while it waits for the queue and
+    /// neither finishes: the test fails after its timeout instead of hanging.
+    fn assert_reader_lets_the_send_path_finish(name: &str, reader: fn(&ConsumeQueueStore)) {
+        let (store, _) = tracking_store(2, Duration::ZERO, None);
+        let store = Arc::new(store);
+        let appended = CheetahString::from_static_str("TrackingTopic0");
+        let dispatched = CheetahString::from_static_str("TrackingTopic1");
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (sent_tx, sent_rx) = std::sync::mpsc::channel();
+        let send_store = store.clone();
+        std::thread::spawn(move || {
+            let queue = send_store.find_consume_queue(&appended, 0).expect("tracked queue");
+            let _append = queue.write();
+            held_tx.send(()).expect("test alive");
+            go_rx.recv().expect("test alive");
+            send_store.find_or_create_consume_queue(&dispatched, 1);
+            sent_tx.send(()).expect("test alive");
+        });
+        held_rx.recv().expect("send path started");
+        let (read_tx, read_rx) = std::sync::mpsc::channel();
+        let read_store = store.clone();
+        std::thread::spawn(move || {
+            reader(&read_store);
+            read_tx.send(()).expect("test alive");
+        });
+        // Long enough for the reader to reach the held queue's lock.
+        std::thread::sleep(Duration::from_millis(300));
+        go_tx.send(()).expect("send path alive");
+        let deadline = Duration::from_secs(5);
+        assert!(
+            sent_rx.recv_timeout(deadline).is_ok(),
+            "{name}: the send path is stuck behind the table's mutex (lock-order deadlock)"
+        );
+        assert!(read_rx.recv_timeout(deadline).is_ok(), "{name}: the reader never finished");
+    }
+
+    #[test]
+    fn table_wide_readers_do_not_deadlock_the_send_path() {
+        assert_reader_lets_the_send_path_finish("clean_expired_sync", |store| store.clean_expired_sync(0));
+        assert_reader_lets_the_send_path_finish("get_total_size", |store| {
+            store.get_total_size();
+        });
+        assert_reader_lets_the_send_path_finish("get_max_phy_offset_in_consume_queue_global", |store| {
+            store.get_max_phy_offset_in_consume_queue_global();
+        });
+        assert_reader_lets_the_send_path_finish("get_max_phy_offset_in_consume_queue", |store| {
+            store.get_max_phy_offset_in_consume_queue(&CheetahString::from_static_str("TrackingTopic0"), 0);
+        });
     }
 
     fn recovery_offsets(store: &ConsumeQueueStore) -> Vec<(String, i32, i64, i64, i64)> {
