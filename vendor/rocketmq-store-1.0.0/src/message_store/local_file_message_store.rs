@@ -237,6 +237,7 @@ mod composition;
 mod dispatch;
 mod health;
 mod lifecycle;
+mod lmq_offset_lock;
 mod lmq_quota;
 mod managed_recovery;
 mod mapped_file_retirement_service;
@@ -450,6 +451,10 @@ impl TimerMessageWriteHandle {
                 return result;
             }
         }
+        // Sluice patch `store-lmq-offset-order`: held until the offsets are counted.
+        let multi_dispatch = msg.property(MessageConst::PROPERTY_INNER_MULTI_DISPATCH);
+        let _lmq_offset_guard =
+            lmq_offset_lock::lock_lmq_offsets(multi_dispatch.as_ref().map(|queues| queues.as_str())).await;
         let lmq_dispatch_queue_keys = self.prepare_lmq_dispatch(&mut msg);
         let lmq_quota_reservation = match self.reserve_lmq_quota(&lmq_dispatch_queue_keys) {
             Some(reservation) => reservation,

@@ -177,6 +177,10 @@ impl LocalFileMessageStore {
                 return result;
             }
         }
+        // Sluice patch `store-lmq-offset-order`: held until the offsets are counted.
+        let multi_dispatch = msg.property(MessageConst::PROPERTY_INNER_MULTI_DISPATCH);
+        let _lmq_offset_guard =
+            lmq_offset_lock::lock_lmq_offsets(multi_dispatch.as_ref().map(|queues| queues.as_str())).await;
         let lmq_dispatch_queue_keys = self.prepare_lmq_dispatch(&mut msg);
         let lmq_quota_reservation = match self.reserve_lmq_quota(&lmq_dispatch_queue_keys) {
             Some(reservation) => reservation,
@@ -245,6 +249,10 @@ impl LocalFileMessageStore {
                 return result;
             }
         }
+        // Sluice patch `store-lmq-offset-order`: held until the offsets are counted.
+        let multi_dispatch = message_ext_batch.message_ext_broker_inner.property(MessageConst::PROPERTY_INNER_MULTI_DISPATCH);
+        let _lmq_offset_guard =
+            lmq_offset_lock::lock_lmq_offsets(multi_dispatch.as_ref().map(|queues| queues.as_str())).await;
         let lmq_dispatch_queue_keys = self.prepare_lmq_dispatch(&mut message_ext_batch.message_ext_broker_inner);
         let lmq_quota_reservation = match self.reserve_lmq_quota(&lmq_dispatch_queue_keys) {
             Some(reservation) => reservation,
