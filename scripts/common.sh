@@ -7,6 +7,12 @@ KUBERNETES_VALIDATE_VERSION="1.37.0"
 # registries this project installs from.
 HELM_PYTHON_SDK_VERSION="0.2.2"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+# The release build of scripts/setup and scripts/install-broker: what ships,
+# what the demo runs, and the broker, in one cargo invocation. Both ask for
+# the same set: cargo unifies dependency features across the packages asked
+# for, so `-p sluice-broker` alone would build the shared crates again.
+RELEASE_BUILD=(cargo build --release --locked --bins
+  -p sluice-bins -p sluice-llm-sim -p sluice-demo -p sluice-broker)
 # The Hugging Face tokenizer.json files and their reference ids
 # (scripts/fetch-hf-tokenizers): a cache beside cargo's, outside the checkout,
 # so a fresh clone on the same machine does not fetch and generate them again.

@@ -1,22 +1,25 @@
-# RocketMQ name server + broker for Sluice's LiteTopics: rocketmq-rust 1.0.0
-# (the version scripts/install-broker pins), with this repository's broker
-# config templates (lite-topic/broker/*.toml.in: LMQ and multi-dispatch on,
-# which LiteTopics need).
+# RocketMQ name server + broker for Sluice's LiteTopics: rocketmq-rust 1.0.0,
+# built from this workspace (package sluice-broker: upstream's binaries, the
+# workspace's Cargo.lock, the store's lock-order fix in vendor/PATCHES.md),
+# with this repository's broker config templates (lite-topic/broker/*.toml.in:
+# LMQ and multi-dispatch on, which LiteTopics need).
 #
 #   docker build -f deploy/docker/rocketmq.Dockerfile -t sluice-rocketmq .
 #   docker run sluice-rocketmq namesrv
 #   docker run -e BROKER_IP=... -e NAMESRV_ADDR=...:9876 sluice-rocketmq broker
 #
-# The compile takes about 11 minutes on 2 cores.
+# The compile is the broker part of scripts/setup's release build.
 
 FROM debian:bookworm AS build
-ARG ROCKETMQ_VERSION=1.0.0
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       rustc-web cargo-web build-essential cmake pkg-config zlib1g-dev ca-certificates \
  && rm -rf /var/lib/apt/lists/*
-RUN cargo install --locked --root /opt/rocketmq \
-      "rocketmq-namesrv@${ROCKETMQ_VERSION}" "rocketmq-broker@${ROCKETMQ_VERSION}"
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked -p sluice-broker --bins \
+ && install -D -m 0755 -t /opt/rocketmq/bin \
+      target/release/rocketmq-namesrv-rust target/release/rocketmq-broker-rust
 
 FROM debian:bookworm-slim
 ARG ROCKETMQ_VERSION=1.0.0

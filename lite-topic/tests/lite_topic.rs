@@ -422,38 +422,33 @@ fn topics_of(msgs: &[sluice_litetopic::LiteMessage]) -> Vec<&str> {
     msgs.iter().map(|m| m.lite_topic.as_str()).collect()
 }
 
-/// `LMQ_OFFSET_SHIFT` (issue 29): sends to one LiteTopic from several
-/// connections at the same moment can get one offset from the broker; one
-/// of them is left out of the LiteTopic's queue and every later message
-/// carries an offset one above its place. Its release must still free the
-/// LiteTopic (before the fix it was refused as stale and the LiteTopic
-/// stayed blocked for the invisible time, message after message).
+/// Issue 29: sends to one LiteTopic from several connections at the same
+/// moment each get their own offset. rocketmq-store 1.0.0 as published read
+/// the LiteTopic's next offset before the append and counted it up after,
+/// unlocked: two such sends took one offset and one message was left out of
+/// the LiteTopic's queue, never delivered (two deferral endpoints sending to
+/// one bucket, `redis_scale_out`'s two-instance test). The workspace's broker
+/// carries the fix (vendor/PATCHES.md, `store-lmq-offset-order`); against
+/// the published broker this test fails, usually in its first round.
+/// (`LMQ_OFFSET_SHIFT`, the client's search for a shifted offset, stays
+/// for brokers without the patch.)
 ///
-/// One process sends over one connection, which the broker serves in order
-/// (640 concurrent sends from this process never collided), so the sends
-/// come from `SENDERS` copies of this test binary running `burst_sender`.
+/// One process sends over one connection, which the broker serves in order,
+/// so the sends come from `SENDERS` copies of this test binary running
+/// `burst_sender`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn releases_free_the_lite_topic_after_two_sends_shared_an_offset() {
+async fn concurrent_sends_from_several_connections_each_get_their_own_offset() {
     const SENDERS: usize = 4;
     const PER_SENDER: usize = 64;
-    const MAX_ROUNDS: usize = 6;
+    const ROUNDS: usize = 3;
     let (env, producer, consumer) = Env::start_subscribed(&["a"]).await;
-    // Past offset 0 first (the broker places sends that share offset 0
-    // differently; see `LMQ_OFFSET_SHIFT`).
     producer
         .send(&env.parent, "a", b"first", &[])
         .await
         .unwrap();
     let mut sent = 1;
-    let mut popped: Vec<i64> = pop_n(&consumer, 1, Duration::from_secs(10))
-        .await
-        .unwrap()
-        .iter()
-        .map(|m| m.queue_offset)
-        .collect();
-    let mut rounds = 0;
-    while rounds < MAX_ROUNDS && !has_gap(&popped) {
-        rounds += 1;
+    let mut popped = pop_released_until(&consumer, sent, Vec::new()).await;
+    for round in 1..=ROUNDS {
         let spec = format!("{} {} {PER_SENDER}", env.mq.namesrv_addr(), env.parent);
         let senders: Vec<_> = (0..SENDERS)
             .map(|_| {
@@ -468,35 +463,18 @@ async fn releases_free_the_lite_topic_after_two_sends_shared_an_offset() {
             assert!(status.await.unwrap().success(), "a burst sender failed");
             sent += PER_SENDER;
         }
-        popped.extend(pop_released_until_quiet(&consumer).await);
+        popped = pop_released_until(&consumer, sent, popped).await;
+        let mut offsets = popped.clone();
+        offsets.sort_unstable();
+        assert_eq!(
+            offsets,
+            (0..sent as i64).collect::<Vec<_>>(),
+            "round {round}: {sent} sent; the offsets popped (sorted) must be 0..{sent}, each once"
+        );
     }
-    assert!(
-        has_gap(&popped),
-        "{rounds} rounds of {SENDERS} × {PER_SENDER} concurrent sends never made the broker hand one offset to two sends"
-    );
-    // Past the collision: each message comes as soon as the one before it
-    // is released (a stale release blocks "a" for INVISIBLE, 30 s).
-    for i in 0..5 {
-        producer
-            .send(&env.parent, "a", format!("after {i}").as_bytes(), &[])
-            .await
-            .unwrap();
-        sent += 1;
-    }
-    let t = Instant::now();
-    let after = pop_n(&consumer, 5, Duration::from_secs(20)).await.unwrap();
-    assert_eq!(
-        after.len(),
-        5,
-        "the messages after the collision, in {:?}",
-        t.elapsed()
-    );
     let stats = consumer.stats();
-    eprintln!(
-        "{rounds} rounds, {sent} sent, {} popped; {stats:?}",
-        popped.len() + after.len()
-    );
-    assert!(stats.offset_shifts >= 1, "{stats:?}");
+    eprintln!("{ROUNDS} rounds, {sent} sent, {} popped; {stats:?}", popped.len());
+    assert_eq!(stats.offset_shifts, 0, "{stats:?}");
     env.shutdown_with(consumer, producer).await;
 }
 
@@ -504,11 +482,11 @@ async fn releases_free_the_lite_topic_after_two_sends_shared_an_offset() {
 const BURST_SENDER: &str = "SLUICE_TEST_BURST_SENDER";
 
 /// Not a test: the sender process of
-/// `releases_free_the_lite_topic_after_two_sends_shared_an_offset`, which
+/// `concurrent_sends_from_several_connections_each_get_their_own_offset`, which
 /// runs it with `BURST_SENDER` set; sends `count` messages to LiteTopic "a",
 /// eight at a time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "run as a child process by releases_free_the_lite_topic_after_two_sends_shared_an_offset"]
+#[ignore = "run as a child process by concurrent_sends_from_several_connections_each_get_their_own_offset"]
 async fn burst_sender() {
     let spec = std::env::var(BURST_SENDER).expect("BURST_SENDER: namesrv parent count");
     let [namesrv, parent, count] = spec.split(' ').collect::<Vec<_>>()[..] else {
@@ -545,25 +523,25 @@ async fn burst_sender() {
 }
 
 /// Whether the carried offsets skip one (in order of popping).
-fn has_gap(offsets: &[i64]) -> bool {
-    offsets.windows(2).any(|w| w[1] > w[0] + 1)
-}
-
-/// Pop one message at a time and release it, until a pop comes back empty;
-/// the carried offsets.
-async fn pop_released_until_quiet(consumer: &sluice_litetopic::LiteConsumer) -> Vec<i64> {
-    let mut offsets = Vec::new();
-    loop {
+/// Pop one message at a time and release it, adding the carried offsets to
+/// `offsets`, until it holds `count` or no message came for 10 s (what a
+/// loaded machine can take; a message the broker left out never comes).
+async fn pop_released_until(
+    consumer: &sluice_litetopic::LiteConsumer,
+    count: usize,
+    mut offsets: Vec<i64>,
+) -> Vec<i64> {
+    let mut last_message = Instant::now();
+    while offsets.len() < count && last_message.elapsed() < Duration::from_secs(10) {
         let batch = consumer
             .pop(1, INVISIBLE, Duration::from_millis(1500))
             .await
             .unwrap();
-        if batch.is_empty() {
-            return offsets;
-        }
         for msg in batch {
             consumer.release(&msg.handle).await.unwrap();
             offsets.push(msg.queue_offset);
+            last_message = Instant::now();
         }
     }
+    offsets
 }

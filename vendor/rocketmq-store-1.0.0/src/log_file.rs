@@ -1,0 +1,24 @@
+// Copyright 2023 The RocketMQ Rust Authors
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+pub(crate) mod cold_data_check_service;
+pub mod commit_log;
+pub(crate) mod commit_log_loader;
+pub(crate) mod commit_log_path_set;
+pub mod commit_log_recovery;
+pub mod flush_manager_impl;
+pub mod group_commit_request;
+pub mod mapped_file;
+
+pub const MAX_PULL_MSG_SIZE: i32 = 128 * 1024 * 1024;
