@@ -196,11 +196,10 @@ async fn requests_left(limiter: &sluice_ratelimit::limiter::Limiter, tenant: &st
     limiter.should_rate_limit(&request).await.unwrap().statuses[0].limit_remaining
 }
 
-// Passes alone (`cargo test -p sluice-testkit --test redis_scale_out -- --ignored`),
-// but after the failover tests on a loaded 2-core machine some deferred
-// requests time out at the broker (3 s) or wait over 30 s: not understood
-// yet, so it does not run in the suite until it is.
-#[ignore = "flaky under load after the failover tests; run with --ignored"]
+// Ignored from session 5 to 18 as "flaky under load": two endpoints sending
+// to one bucket at once made the published broker give two messages one
+// LiteTopic offset, and one deferred request was never delivered (vendor/
+// PATCHES.md, `store-lmq-offset-order`); the workspace's broker is patched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_rls_and_two_consumers_share_one_cluster_behind_one_envoy() {
     let _serial = ONE_AT_A_TIME.lock().await;
