@@ -473,7 +473,10 @@ async fn concurrent_sends_from_several_connections_each_get_their_own_offset() {
         );
     }
     let stats = consumer.stats();
-    eprintln!("{ROUNDS} rounds, {sent} sent, {} popped; {stats:?}", popped.len());
+    eprintln!(
+        "{ROUNDS} rounds, {sent} sent, {} popped; {stats:?}",
+        popped.len()
+    );
     assert_eq!(stats.offset_shifts, 0, "{stats:?}");
     env.shutdown_with(consumer, producer).await;
 }
