@@ -199,11 +199,12 @@ async fn requests_left(limiter: &sluice_ratelimit::limiter::Limiter, tenant: &st
 // Two endpoints sending to one bucket at once. Two broker defects showed
 // here: the published broker gave two concurrent sends one LiteTopic offset
 // and one deferred request was never delivered (fixed: vendor/PATCHES.md,
-// `store-lmq-offset-order`); and, still open, the first two sends to a new
-// LiteTopic from two connections at once: one gets no answer within the
-// endpoint's 3 s send timeout (503 queue_unavailable), 3 of 5 runs with the
-// patched broker on a loaded 2-core machine (issue 29).
-#[ignore = "a concurrent first send to a new LiteTopic times out at the broker (issue 29); run with --ignored"]
+// `store-lmq-offset-order`). Still open (issue 29), 5 of 6 runs with the
+// patched broker on a loaded 2-core machine: 3 times a send (the first two
+// to the new LiteTopic, from two connections at once) got no answer within
+// the endpoint's 3 s (503 queue_unavailable), twice a deferred request was
+// not answered within 30 s.
+#[ignore = "concurrent sends from two endpoints still fail at the broker (issue 29); run with --ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_rls_and_two_consumers_share_one_cluster_behind_one_envoy() {
     let _serial = ONE_AT_A_TIME.lock().await;
