@@ -258,7 +258,7 @@ impl Ranks {
                 [a, b] => ranks.pairs[((a as usize) << 8) | b as usize] = rank as Rank,
                 _ => {
                     let f = ranks.filter_bit(h);
-                    ranks.filter[f >> 6] |= 1 << (f & 63);
+                    set_bit(&mut ranks.filter, f);
                 }
             }
             ranks.max_len = ranks.max_len.max(len as usize);
@@ -384,7 +384,7 @@ impl Ranks {
                 }
                 let h = hash(&t[..k]);
                 let f = self.pfilter_bit(h);
-                self.pfilter[f >> 6] |= 1 << (f & 63);
+                set_bit(&mut self.pfilter, f);
                 let mut idx = (h >> self.pshift) as usize;
                 while self.prefixes[idx] != EMPTY {
                     idx = (idx + 1) & self.pmask;
@@ -423,12 +423,7 @@ impl Ranks {
     #[inline]
     fn prefix(&self, key: &[u8]) -> Option<(usize, Rank)> {
         let h = hash(key);
-        let f = self.pfilter_bit(h);
-        if self
-            .pfilter
-            .get(f >> 6)
-            .is_none_or(|w| w & (1 << (f & 63)) == 0)
-        {
+        if !bit_is_set(&self.pfilter, self.pfilter_bit(h)) {
             return None;
         }
         let mut idx = (h >> self.pshift) as usize;
@@ -532,12 +527,7 @@ impl Ranks {
             _ => {}
         }
         let h = hash(key);
-        let f = self.filter_bit(h);
-        if self
-            .filter
-            .get(f >> 6)
-            .is_none_or(|w| w & (1 << (f & 63)) == 0)
-        {
+        if !bit_is_set(&self.filter, self.filter_bit(h)) {
             return None;
         }
         let want = ((tag(h, self.shift) as u64) << TAG_SHIFT) | ((key.len() as u64) << LEN_SHIFT);
@@ -796,7 +786,11 @@ impl Ranks {
         if let Some(known) = known {
             return known;
         }
-        let formed = !self.merge_parts(token, parts, |parts, _| parts.len() == 3);
+        // A part holds its start in `START_BITS`: a longer token (none in
+        // the embedded vocabularies; loaded ones may have them) is left to
+        // the caller's merge.
+        let formed = token.len() <= START_MASK as usize
+            && !self.merge_parts(token, parts, |parts, _| parts.len() == 3);
         let split = parts
             .get(1)
             .map(|&p| start(p))
@@ -947,16 +941,29 @@ enum Built {
 /// long random words.
 type Part = u32;
 const START_BITS: u32 = 8;
+const START_MASK: u32 = (1 << START_BITS) - 1;
 const NO_MERGE: u32 = u32::MAX >> START_BITS;
 
 #[inline(always)]
 fn part(start: usize, rank: Rank) -> Part {
-    (rank.min(NO_MERGE) << START_BITS) | (start as u32 & 0xff)
+    (rank.min(NO_MERGE) << START_BITS) | (start as u32 & START_MASK)
 }
 
 #[inline(always)]
 fn start(p: Part) -> usize {
-    (p & 0xff) as usize
+    (p & START_MASK) as usize
+}
+
+/// Whether bit `f` of a bit filter is set (out of range: not set).
+#[inline(always)]
+fn bit_is_set(bits: &[u64], f: usize) -> bool {
+    bits.get(f >> 6).is_some_and(|w| w & (1 << (f & 63)) != 0)
+}
+
+/// Sets bit `f` of a bit filter, which is sized for every `f` its mask
+/// gives (indexed, as before: a bit left unset would drop a token).
+fn set_bit(bits: &mut [u64], f: usize) {
+    bits[f >> 6] |= 1 << (f & 63);
 }
 
 /// Reusable buffers of the merges (one per counting call).
