@@ -66,6 +66,22 @@ pub(crate) struct ClientInner {
     pub(crate) runtime: Arc<ClientRuntime>,
     owner: Mutex<Option<RuntimeOwner>>,
     next_domain: AtomicU64,
+    /// This client's part of the client id the broker sees (`ip@instance`).
+    instance_name: String,
+}
+
+/// A client id part no other client shares. The broker (rocketmq-broker
+/// 1.0.0) closes the connection of a producer whose client id another
+/// connection's heartbeat claims, and the sends in flight on it are never
+/// answered: two clients in one process (two endpoints, an endpoint beside a
+/// consumer) or two processes with one pid on one address (containers on the
+/// host network) must not share `ip@sluice-<pid>`.
+fn instance_name() -> String {
+    format!(
+        "sluice-{}-{}",
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
 }
 
 impl LiteClient {
@@ -94,6 +110,7 @@ impl LiteClient {
                 runtime,
                 owner: Mutex::new(Some(owner)),
                 next_domain: AtomicU64::new(1),
+                instance_name: instance_name(),
             }),
         })
     }
@@ -107,10 +124,7 @@ impl LiteClient {
         config.set_namesrv_addr(CheetahString::from_string(
             self.inner.config.namesrv_addr.clone(),
         ));
-        config.set_instance_name(CheetahString::from_string(format!(
-            "sluice-{}",
-            std::process::id()
-        )));
+        config.set_instance_name(CheetahString::from_string(self.inner.instance_name.clone()));
         config
     }
 
@@ -309,4 +323,24 @@ fn sorted_masters<'a>(brokers: impl Iterator<Item = &'a BrokerData>) -> Vec<Brok
         .collect();
     masters.sort_by(|a, b| a.name.cmp(&b.name));
     masters
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_clients_in_one_process_have_different_client_ids() {
+        let config = || LiteConfig::new("127.0.0.1:9876");
+        let (Ok(a), Ok(b)) = (LiteClient::connect(config()), LiteClient::connect(config())) else {
+            panic!("clients need no broker to be built");
+        };
+        let (a_id, b_id) = (
+            a.client_config().build_mq_client_id(),
+            b.client_config().build_mq_client_id(),
+        );
+        assert_ne!(a_id, b_id);
+        // One client's producer and remoting handles share its id.
+        assert_eq!(a_id, a.client_config().build_mq_client_id());
+    }
 }
