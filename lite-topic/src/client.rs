@@ -70,13 +70,14 @@ pub(crate) struct ClientInner {
     instance_name: String,
 }
 
-/// A client id part no other client shares. The broker (rocketmq-broker
-/// 1.0.0) closes the connection of a producer whose client id another
-/// connection's heartbeat claims, and the sends in flight on it are never
-/// answered: two clients in one process (two endpoints, an endpoint beside a
-/// consumer) or two processes with one pid on one address (containers on the
-/// host network) must not share `ip@sluice-<pid>`.
-fn instance_name() -> String {
+/// A name no other client shares, `sluice-<pid>-<12 random hex>`: the
+/// client id part of a `LiteClient` and a consumer's pop client id. The
+/// broker (rocketmq-broker 1.0.0) closes the connection of a producer whose
+/// client id another connection's heartbeat claims, and the sends in flight
+/// on it are never answered: two clients in one process (two endpoints, an
+/// endpoint beside a consumer) or two processes with one pid on one address
+/// (containers on the host network) must not share `ip@sluice-<pid>`.
+pub(crate) fn unique_client_name() -> String {
     format!(
         "sluice-{}-{}",
         std::process::id(),
@@ -110,7 +111,7 @@ impl LiteClient {
                 runtime,
                 owner: Mutex::new(Some(owner)),
                 next_domain: AtomicU64::new(1),
-                instance_name: instance_name(),
+                instance_name: unique_client_name(),
             }),
         })
     }

@@ -362,11 +362,7 @@ impl LiteConsumer {
                 }
             }
         }
-        let client_id = format!(
-            "sluice-{}-{}",
-            std::process::id(),
-            &uuid::Uuid::new_v4().simple().to_string()[..12]
-        );
+        let client_id = crate::client::unique_client_name();
         debug!(group, parent, %client_id, brokers = ?brokers.keys().collect::<Vec<_>>(), "LiteTopic consumer ready");
         let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
         Ok(LiteConsumer {
