@@ -30,7 +30,9 @@ const NEW_ALIASES: [(&str, &str, &str); 0] = [];
 /// envoyproxy/ratelimit's key layout and metric names (issue 32), trace
 /// export (issue 29), the consumer's tokenizers (issue 30) and
 /// saturation-aware admission (issue 28).
-const NEW_FLAGS: [(&str, &str); 26] = [
+const NEW_FLAGS: [(&str, &str); 28] = [
+    ("sluice-rls", "--redis-max-decisions-per-call"),
+    ("sluice-allinone", "--redis-max-decisions-per-call"),
     ("sluice-rls", "--route-in-quota-after-over-quota-ms"),
     ("sluice-allinone", "--route-in-quota-after-over-quota-ms"),
     ("sluice-rls", "--deferral-unclaimed-republish-s"),

@@ -122,6 +122,13 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_REDIS_TIMEOUT_MS", default_value_t = 250)]
     pub redis_timeout_ms: u64,
 
+    /// Most decisions one Redis script call carries: decisions that arrive
+    /// while every connection has a call in flight share the next one
+    /// (standalone and Sentinel). 1: a call per decision.
+    #[arg(long, env = "SLUICE_REDIS_MAX_DECISIONS_PER_CALL", default_value_t = 32,
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub redis_max_decisions_per_call: u64,
+
     /// Remember counters that reached their limit, up to this many bytes, and
     /// answer requests whose every counter is over without asking the store
     /// until the window ends (LOCAL_CACHE_SIZE_IN_BYTES). 0: off.
@@ -385,10 +392,13 @@ async fn redis_store(
         redis,
         connections: args.redis_connections,
         timeout: Duration::from_millis(args.redis_timeout_ms),
+        // At most 1024 by its parser.
+        max_decisions_per_call: args.redis_max_decisions_per_call as usize,
     };
     let store = RedisStore::new(&options)
         .context("--redis-url")?
-        .with_cross_slot_counter(metrics.cross_slot_decisions.clone());
+        .with_cross_slot_counter(metrics.cross_slot_decisions.clone())
+        .with_decisions_per_call_histogram(metrics.redis_decisions_per_call.clone());
     let redis = store.describe().to_string();
     match store.preload().await {
         Ok(()) => tracing::info!(%redis, "connected to Redis"),

@@ -111,6 +111,7 @@ pub struct Metrics {
     pub detailed: Family<DetailedLabels, Counter>,
     pub store_errors: Family<StoreLabels, Counter>,
     pub cross_slot_decisions: Counter,
+    pub redis_decisions_per_call: Histogram,
     pub config_reloads: Family<ResultLabels, Counter>,
     pub config_limits: Gauge,
     pub ext_authz_events: Family<EventLabels, Counter>,
@@ -203,6 +204,14 @@ impl Metrics {
                 "cross_slot_decisions",
                 "Redis Cluster decisions whose counters spanned hash slots (decided per slot, not atomic across them)",
                 Counter::default(),
+            ),
+            // 1 .. 128: one decision per call when quiet, up to the
+            // --redis-max-decisions-per-call cap under load.
+            redis_decisions_per_call: register(
+                &mut registry,
+                "redis_decisions_per_call",
+                "Decisions carried by each Redis script call (decisions that arrive together share one)",
+                Histogram::new(exponential_buckets(1.0, 2.0, 8)),
             ),
             config_reloads: register(
                 &mut registry,

@@ -438,6 +438,7 @@ async fn redis_down_is_unavailable_and_recovers() {
             redis: sluice_redis::RedisOptions::from_url(server.url()),
             connections: 1,
             timeout: std::time::Duration::from_millis(300),
+            ..Default::default()
         })
         .unwrap(),
     );
@@ -560,4 +561,73 @@ async fn cluster_store_matches_memory_store_on_random_cross_slot_ops() {
         }
     }
     assert!(cross_slot > 200, "only {cross_slot} cross-slot decisions");
+}
+
+#[tokio::test]
+async fn redis_decisions_that_arrive_together_share_calls_and_answer_as_if_alone() {
+    // One connection, 8 decisions per call at most: of 30 decisions asked at
+    // once the first goes alone and the others wait and share calls. The
+    // test's runtime has one thread, so they queue in the order asked, and
+    // each must be answered exactly as that sequence through the memory
+    // store answers it: a shared call changes nothing but the call count.
+    let server = RedisServer::start().unwrap();
+    let metrics = Metrics::new();
+    let redis = RedisStore::new(&RedisStoreOptions {
+        redis: sluice_redis::RedisOptions::from_url(server.url()),
+        connections: 1,
+        max_decisions_per_call: 8,
+        ..Default::default()
+    })
+    .unwrap()
+    .with_decisions_per_call_histogram(metrics.redis_decisions_per_call.clone());
+    let memory = MemoryStore::new();
+    let mut next = random_below(0x51_7CC1_B727_220Au64);
+    let mut decisions = 0;
+    for mode in [CountingMode::AllOrNothing, CountingMode::IncrementAll] {
+        for round in 0..10 {
+            let asked: Vec<Vec<CounterOp>> = (0..30)
+                .map(|_| {
+                    (0..1 + next(3))
+                        .map(|i| CounterOp {
+                            key: format!("sluice:{{t}}:{mode:?}:{}", next(4) + i * 4),
+                            hits: next(9) as i64 - 3,
+                            limit: 12,
+                            enforced: next(5) != 0,
+                            ttl_secs: 60,
+                        })
+                        .collect()
+                })
+                .collect();
+            decisions += asked.len();
+            let together = futures::future::join_all(
+                asked
+                    .iter()
+                    .map(|ops| redis.apply(Batch::new(ops, mode, T0))),
+            )
+            .await;
+            for (index, (ops, answer)) in asked.iter().zip(together).enumerate() {
+                let alone = memory.apply(Batch::new(ops, mode, T0)).await.unwrap();
+                assert_eq!(
+                    answer.unwrap(),
+                    alone,
+                    "{mode:?} round {round} decision {index}: {ops:?}"
+                );
+            }
+        }
+    }
+    // 20 rounds of 30: [1, 8, 8, 8, 5] calls each.
+    let text = metrics.encode();
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{name} not in {text}"))
+    };
+    assert_eq!(
+        value("sluice_rls_redis_decisions_per_call_sum"),
+        decisions as f64
+    );
+    assert_eq!(
+        value("sluice_rls_redis_decisions_per_call_count"),
+        20.0 * 5.0
+    );
 }

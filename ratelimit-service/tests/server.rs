@@ -162,6 +162,7 @@ async fn redis_outage_maps_to_unavailable_and_readyz() {
         redis: sluice_redis::RedisOptions::from_url(redis.url()),
         connections: 2,
         timeout: Duration::from_millis(300),
+        ..Default::default()
     })
     .unwrap();
     let server = start(&path, Arc::new(store), Duration::ZERO).await;

@@ -131,6 +131,7 @@ async fn redis_down_lets_envoy_failure_mode_decide() {
         redis: sluice_redis::RedisOptions::from_url(redis.url()),
         connections: 1,
         timeout: Duration::from_millis(100),
+        ..Default::default()
     })
     .unwrap();
     let stack = stack(Arc::new(store)).await;

@@ -102,6 +102,7 @@ async fn measure(url: &str, before: Duration, kill: impl FnOnce()) -> Figures {
         redis: options.clone(),
         connections: 2,
         timeout: Duration::from_millis(300),
+        ..Default::default()
     })
     .unwrap();
     store.preload().await.unwrap();

@@ -58,9 +58,10 @@ struct Args {
     /// Measured seconds per phase (after a 1 s warm-up).
     #[arg(long, default_value_t = 5)]
     seconds: u64,
-    /// Which targets: noop, memory, redis, redis-over (every caller over
-    /// its limit), redis-over-cache (the same with the over-limit local
-    /// cache) (comma separated).
+    /// Which targets: noop, memory, redis, redis-per-call (the Redis store
+    /// with one decision per script call, as before decisions shared
+    /// calls), redis-over (every caller over its limit), redis-over-cache
+    /// (the same with the over-limit local cache) (comma separated).
     #[arg(long, value_delimiter = ',', default_value = "noop,memory,redis")]
     targets: Vec<String>,
     /// Use this Redis instead of starting a private redis-server.
@@ -69,6 +70,10 @@ struct Args {
     /// Multiplexed Redis connections of the Redis store.
     #[arg(long, default_value_t = 4)]
     redis_connections: usize,
+    /// Most decisions one Redis script call carries (1: a call per
+    /// decision, as before decisions shared calls).
+    #[arg(long, default_value_t = 32)]
+    redis_max_decisions_per_call: usize,
     /// Open-loop load as a fraction of each target's measured maximum.
     #[arg(long, default_value_t = 0.7)]
     open_loop_fraction: f64,
@@ -157,6 +162,24 @@ struct Figures {
     errors: u64,
     /// Open loop: share of calls sent over 2 ms behind schedule.
     late_percent: f64,
+    /// CPU time per decision of this process (client and service) and of
+    /// the private redis-server, in µs, over the measured run.
+    cpu_us: f64,
+    redis_cpu_us: Option<f64>,
+}
+
+/// CPU seconds (user + system) process `pid` has used: fields 14 and 15
+/// of /proc/<pid>/stat, in clock ticks (100 per second on Linux).
+fn cpu_seconds(pid: Option<u32>) -> Option<f64> {
+    let path = match pid {
+        Some(pid) => format!("/proc/{pid}/stat"),
+        None => "/proc/self/stat".into(),
+    };
+    let stat = std::fs::read_to_string(path).ok()?;
+    // The command name (field 2) may hold spaces: count from after its ')'.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
 }
 
 async fn serve<S>(service: RateLimitServiceServer<S>) -> anyhow::Result<SocketAddr>
@@ -195,6 +218,7 @@ async fn drive(
     args: &Args,
     domain: &'static str,
     rate: Option<f64>,
+    redis_pid: Option<u32>,
 ) -> Figures {
     let run = |seconds: u64, record: bool| {
         let mut tasks = Vec::new();
@@ -253,10 +277,20 @@ async fn drive(
     };
     run(1, false).await;
     let started = Instant::now();
+    let (cpu, redis_cpu) = (
+        cpu_seconds(None),
+        redis_pid.and_then(|p| cpu_seconds(Some(p))),
+    );
     let (histogram, calls, errors, late) = run(args.seconds, true).await;
     let elapsed = started.elapsed().as_secs_f64();
+    let per_call =
+        |before: Option<f64>, pid| Some((cpu_seconds(pid)? - before?) * 1e6 / calls.max(1) as f64);
+    let cpu_us = per_call(cpu, None).unwrap_or(f64::NAN);
+    let redis_cpu_us = redis_pid.and_then(|pid| per_call(redis_cpu, Some(pid)));
     let ms = |q: f64| histogram.value_at_quantile(q) as f64 / 1000.0;
     Figures {
+        cpu_us,
+        redis_cpu_us,
         rate: calls as f64 / elapsed,
         p50: ms(0.5),
         p99: ms(0.99),
@@ -352,8 +386,12 @@ fn redis_benchmark(port: u16, args: &Args, sha: &str) -> anyhow::Result<f64> {
             "sluice:{bench}:hour:0:tenant=__rand_int__",
             "sluice:{bench}:hour:0:tenant=__rand_int__/model=m",
         ])
+        // One decision (the script's call format: decisions, then per
+        // decision its mode and key count, then four values per key).
         .args([
             "1",
+            "1",
+            "2",
             "1",
             "4000000000",
             "1",
@@ -397,7 +435,7 @@ async fn main() -> anyhow::Result<()> {
             ),
         ])
     };
-    let mut redis_guard = None;
+    let mut redis_guard: Option<PrivateRedis> = None;
     println!(
         "sluice-rls-bench: concurrency {} over {} connection(s), {} s per phase, {} CPU(s)",
         args.concurrency,
@@ -409,31 +447,47 @@ async fn main() -> anyhow::Result<()> {
     );
     println!();
     println!(
-        "{:<28} {:>12} {:>8} {:>8} {:>9} {:>8} {:>7} {:>6}",
-        "target", "decisions/s", "p50 ms", "p99 ms", "p99.9 ms", "vs noop", "errors", "late"
+        "{:<28} {:>12} {:>8} {:>8} {:>9} {:>8} {:>7} {:>6} {:>7} {:>8}",
+        "target",
+        "decisions/s",
+        "p50 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "vs noop",
+        "errors",
+        "late",
+        "cpu µs",
+        "redis µs"
     );
     let mut noop_rate = None;
     let mut results = Vec::new();
     for target in &args.targets {
         let addr = match target.as_str() {
             "noop" => serve(RateLimitServiceServer::new(NoopRls)).await?,
-            "memory" | "redis" | "redis-over" | "redis-over-cache" => {
+            "memory" | "redis" | "redis-per-call" | "redis-over" | "redis-over-cache" => {
                 let store: Arc<dyn CounterStore> = if target == "memory" {
                     Arc::new(MemoryStore::new())
                 } else {
-                    let url = match &args.redis_url {
-                        Some(url) => url.clone(),
-                        None => {
+                    let url = match (&args.redis_url, &redis_guard) {
+                        (Some(url), _) => url.clone(),
+                        (None, Some(redis)) => redis.url.clone(),
+                        (None, None) => {
                             let redis = start_redis()?;
                             let url = redis.url.clone();
                             redis_guard = Some(redis);
                             url
                         }
                     };
+                    let max_decisions_per_call = if target == "redis-per-call" {
+                        1
+                    } else {
+                        args.redis_max_decisions_per_call
+                    };
                     let store = RedisStore::new(&RedisStoreOptions {
                         redis: sluice_redis::RedisOptions::from_url(url),
                         connections: args.redis_connections,
                         timeout: Duration::from_secs(1),
+                        max_decisions_per_call,
                     })?;
                     store.preload().await?;
                     Arc::new(store)
@@ -458,7 +512,7 @@ async fn main() -> anyhow::Result<()> {
                 serve(RlsService::new(limiter, CallGuard::default()).into_server()).await?
             }
             other => bail!(
-                "unknown target '{other}' (noop, memory, redis, redis-over, redis-over-cache)"
+                "unknown target '{other}' (noop, memory, redis, redis-per-call, redis-over, redis-over-cache)"
             ),
         };
         let chans = channels(addr, args.connections).await?;
@@ -467,25 +521,33 @@ async fn main() -> anyhow::Result<()> {
         } else {
             "bench"
         };
-        let max = drive(&chans, &args, domain, None).await;
+        let redis_pid = redis_guard.as_ref().map(|r| r.child.id());
+        let max = drive(&chans, &args, domain, None, redis_pid).await;
         if target == "noop" {
             noop_rate = Some(max.rate);
         }
         let ratio = noop_rate
             .map(|n| format!("{:.0}%", 100.0 * max.rate / n))
             .unwrap_or_else(|| "-".into());
+        // CPU per decision: this process (client and service together) and
+        // the private redis-server, over the closed-loop run.
         println!(
-            "{:<28} {:>12.0} {:>8.3} {:>8.3} {:>9.3} {:>8} {:>7}",
+            "{:<28} {:>12.0} {:>8.3} {:>8.3} {:>9.3} {:>8} {:>7} {:>6} {:>7.1} {:>8}",
             format!("{target} (max)"),
             max.rate,
             max.p50,
             max.p99,
             max.p999,
             ratio,
-            max.errors
+            max.errors,
+            "",
+            max.cpu_us,
+            max.redis_cpu_us
+                .map(|us| format!("{us:.1}"))
+                .unwrap_or_else(|| "-".into())
         );
         let target_rate = max.rate * args.open_loop_fraction;
-        let open = drive(&chans, &args, domain, Some(target_rate)).await;
+        let open = drive(&chans, &args, domain, Some(target_rate), None).await;
         println!(
             "{:<28} {:>12.0} {:>8.3} {:>8.3} {:>9.3} {:>8} {:>7} {:>5.1}%",
             format!("{target} (open @{:.0}%)", 100.0 * args.open_loop_fraction),

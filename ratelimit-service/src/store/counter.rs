@@ -82,7 +82,7 @@ pub struct CounterOutcome {
 }
 
 /// Store failure.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     /// The store could not be reached or did not answer in time; a retry may work.
     #[error("counter store unavailable: {0}")]

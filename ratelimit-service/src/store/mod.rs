@@ -3,6 +3,7 @@
 //! Both stores implement the same decision rule ([`CounterOp`] docs) so the
 //! scenario suite runs unchanged against each of them.
 
+mod coalesce;
 mod counter;
 mod keys;
 mod local_cache;

@@ -1,12 +1,16 @@
-//! Counters in Redis: one Lua script call per decision.
+//! Counters in Redis: one Lua script call decides one decision, or several
+//! that arrived together (`coalesce`).
 
+use super::coalesce::{add_decisions, split_reply, Coalescer, Decision};
 use super::counter::{Batch, CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
 use super::keys::hash_tag;
 use super::scripts;
 use futures::future::BoxFuture;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
 use sluice_redis::{RedisClient, RedisConn, RedisOptions};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Connection settings of the Redis store.
@@ -22,6 +26,11 @@ pub struct RedisStoreOptions {
     /// Upper bound for one decision's round trip; beyond it the decision fails
     /// as unavailable and Envoy's failure mode decides.
     pub timeout: Duration,
+    /// Most decisions one script call carries. Above 1, decisions that
+    /// arrive while every connection has a call in flight wait for the
+    /// next call and share it (standalone and Sentinel; a Redis Cluster
+    /// call always carries one decision). 1: a call per decision, pipelined.
+    pub max_decisions_per_call: usize,
 }
 
 impl Default for RedisStoreOptions {
@@ -30,14 +39,18 @@ impl Default for RedisStoreOptions {
             redis: RedisOptions::default(),
             connections: 4,
             timeout: Duration::from_millis(250),
+            max_decisions_per_call: 32,
         }
     }
 }
 
 pub struct RedisStore {
-    connections: Vec<RedisConn>,
-    next: AtomicUsize,
+    connections: Arc<Connections>,
     script: redis::Script,
+    /// Where decisions wait to share a script call; `None` in a Redis
+    /// Cluster or with `max_decisions_per_call` 1.
+    coalescer: Option<Arc<Coalescer>>,
+    max_decisions_per_call: usize,
     timeout: Duration,
     /// Decisions whose counters lie in more than one hash slot (see [`RedisStore::run`]).
     cross_slot: Counter,
@@ -68,10 +81,25 @@ impl RedisStore {
             .map(|_| client.connect())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| StoreError::Failed(e.to_string()))?;
+        let connections = Arc::new(Connections {
+            all: connections,
+            next: AtomicUsize::new(0),
+        });
+        let script = redis::Script::new(scripts::DECIDE);
+        let max_decisions_per_call = options.max_decisions_per_call.max(1);
+        let coalescer = (!client.is_cluster() && max_decisions_per_call > 1).then(|| {
+            coalescer(
+                &connections,
+                &script,
+                max_decisions_per_call,
+                Histogram::new([]),
+            )
+        });
         Ok(RedisStore {
             connections,
-            next: AtomicUsize::new(0),
-            script: redis::Script::new(scripts::DECIDE),
+            script,
+            coalescer,
+            max_decisions_per_call,
             timeout: options.timeout,
             cross_slot: Counter::default(),
             cluster: client.is_cluster(),
@@ -90,9 +118,22 @@ impl RedisStore {
         self
     }
 
+    /// Observes the decisions each script call carries into `histogram` (a
+    /// metric; with a Redis Cluster or one decision per call, nothing).
+    pub fn with_decisions_per_call_histogram(mut self, histogram: Histogram) -> Self {
+        if self.coalescer.is_some() {
+            self.coalescer = Some(coalescer(
+                &self.connections,
+                &self.script,
+                self.max_decisions_per_call,
+                histogram,
+            ));
+        }
+        self
+    }
+
     fn connection(&self) -> RedisConn {
-        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.connections.len();
-        self.connections[index].clone()
+        self.connections.next()
     }
 
     /// Loads the decision script so the first decision needs no NOSCRIPT retry.
@@ -188,7 +229,8 @@ impl RedisStore {
         }
     }
 
-    /// One script call over counters of one slot.
+    /// One decision over counters of one slot: in the next shared script
+    /// call, or in a call of its own.
     async fn run_group(
         &self,
         ops: &[CounterOp],
@@ -200,19 +242,16 @@ impl RedisStore {
                 before: Vec::new(),
             });
         }
-        let mut invocation = self.script.prepare_invoke();
-        invocation.arg(match mode {
-            CountingMode::AllOrNothing => "1",
-            CountingMode::IncrementAll => "0",
-        });
-        for op in ops {
-            invocation
-                .key(op.key.as_str())
-                .arg(op.hits)
-                .arg(op.limit)
-                .arg(if op.enforced { "1" } else { "0" })
-                .arg(op.ttl_secs);
+        let decision = Decision {
+            ops: ops.to_vec(),
+            mode,
+        };
+        if let Some(coalescer) = &self.coalescer {
+            return coalescer.decide(decision).await;
         }
+        let decisions = [&decision];
+        let mut invocation = self.script.prepare_invoke();
+        add_decisions(&mut invocation, &decisions);
         let mut connection = self.connection();
         // The connection's response timeout (set in `new`) bounds the round
         // trip; no second timer per decision.
@@ -220,18 +259,43 @@ impl RedisStore {
             .invoke_async(&mut connection)
             .await
             .map_err(map_error)?;
-        match reply.split_first() {
-            Some((&applied, before)) if before.len() == ops.len() => Ok(CounterOutcome {
-                applied: applied == 1,
-                before: before.iter().map(|&v| v.max(0) as u64).collect(),
-            }),
-            _ => Err(StoreError::Failed(format!(
-                "decision script returned {} values for {} keys",
-                reply.len(),
-                ops.len()
-            ))),
-        }
+        split_reply(&reply, &decisions)
+            .map_err(StoreError::Failed)?
+            .pop()
+            .ok_or_else(|| StoreError::Failed("decision script returned nothing".into()))
     }
+}
+
+/// The store's connections, handed out in turn.
+struct Connections {
+    all: Vec<RedisConn>,
+    next: AtomicUsize,
+}
+
+impl Connections {
+    fn next(&self) -> RedisConn {
+        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.all.len();
+        self.all[index].clone()
+    }
+}
+
+/// One script call in flight per connection; decisions arriving meanwhile
+/// wait for the next call and share it.
+fn coalescer(
+    connections: &Arc<Connections>,
+    script: &redis::Script,
+    max_decisions_per_call: usize,
+    decisions_per_call: Histogram,
+) -> Arc<Coalescer> {
+    let depth = connections.all.len();
+    let connections = Arc::clone(connections);
+    Coalescer::new(
+        Arc::new(move || connections.next()),
+        script.clone(),
+        depth,
+        max_decisions_per_call,
+        decisions_per_call,
+    )
 }
 
 /// Op indices grouped by hash tag, in order of first appearance.
@@ -281,7 +345,7 @@ impl CounterStore for RedisStore {
     }
 }
 
-fn map_error(error: redis::RedisError) -> StoreError {
+pub(super) fn map_error(error: redis::RedisError) -> StoreError {
     let transient = error.is_io_error()
         || error.is_connection_refusal()
         || error.is_timeout()
