@@ -77,6 +77,12 @@ struct Args {
     /// Open-loop load as a fraction of each target's measured maximum.
     #[arg(long, default_value_t = 0.7)]
     open_loop_fraction: f64,
+    /// Run the targets this many times in turn; each target's rate is
+    /// compared with the noop rate of its own round, and the summary gives
+    /// the median and range of those ratios (this machine's speed drifts
+    /// between rounds more than the stores differ).
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
 }
 
 /// Domain `domain`: requests an hour per tenant and tokens an hour per
@@ -364,6 +370,39 @@ fn start_redis() -> anyhow::Result<PrivateRedis> {
     bail!("redis-server did not come up on port {port}")
 }
 
+/// Per target: the median, lowest and highest of its per-round ratios to
+/// the same round's noop rate.
+fn print_ratio_summary(targets: &[String], ratios: &[(String, f64)]) {
+    println!(
+        "\n{:<28} {:>8} {:>8} {:>8} {:>7}",
+        "vs noop, per round", "median", "min", "max", "rounds"
+    );
+    for target in targets.iter().filter(|t| *t != "noop") {
+        let mut mine: Vec<f64> = ratios
+            .iter()
+            .filter(|(t, _)| t == target)
+            .map(|(_, r)| *r)
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        mine.sort_by(f64::total_cmp);
+        let median = if mine.len() % 2 == 1 {
+            mine[mine.len() / 2]
+        } else {
+            (mine[mine.len() / 2 - 1] + mine[mine.len() / 2]) / 2.0
+        };
+        println!(
+            "{:<28} {:>7.0}% {:>7.0}% {:>7.0}% {:>7}",
+            target,
+            100.0 * median,
+            100.0 * mine[0],
+            100.0 * mine[mine.len() - 1],
+            mine.len()
+        );
+    }
+}
+
 /// Redis alone running the decision script at the store's pipelining depth.
 fn redis_benchmark(port: u16, args: &Args, sha: &str) -> anyhow::Result<f64> {
     let connections = args.redis_connections.max(1);
@@ -461,7 +500,14 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut noop_rate = None;
     let mut results = Vec::new();
-    for target in &args.targets {
+    // (target, its max rate ÷ the same round's noop max rate) per round.
+    let mut ratios: Vec<(String, f64)> = Vec::new();
+    let rounds = args.rounds.max(1);
+    let planned: Vec<&String> = (0..rounds).flat_map(|_| args.targets.iter()).collect();
+    for (index, target) in planned.into_iter().enumerate() {
+        if index % args.targets.len().max(1) == 0 && rounds > 1 {
+            println!("-- round {}", 1 + index / args.targets.len().max(1));
+        }
         let addr = match target.as_str() {
             "noop" => serve(RateLimitServiceServer::new(NoopRls)).await?,
             "memory" | "redis" | "redis-per-call" | "redis-over" | "redis-over-cache" => {
@@ -521,7 +567,10 @@ async fn main() -> anyhow::Result<()> {
         } else {
             "bench"
         };
-        let redis_pid = redis_guard.as_ref().map(|r| r.child.id());
+        let redis_pid = redis_guard
+            .as_ref()
+            .filter(|_| target.starts_with("redis"))
+            .map(|r| r.child.id());
         let max = drive(&chans, &args, domain, None, redis_pid).await;
         if target == "noop" {
             noop_rate = Some(max.rate);
@@ -559,7 +608,13 @@ async fn main() -> anyhow::Result<()> {
             open.errors,
             open.late_percent
         );
+        if let Some(noop) = noop_rate.filter(|_| target != "noop") {
+            ratios.push((target.clone(), max.rate / noop));
+        }
         results.push((target.clone(), max.rate));
+    }
+    if rounds > 1 {
+        print_ratio_summary(&args.targets, &ratios);
     }
     if let Some(redis) = &redis_guard {
         let sha = {
