@@ -133,7 +133,7 @@ impl Coalescer {
                 }
                 Err(error) => answer_all(call, StoreError::Failed(error)),
             },
-            Err(error) => answer_all(call, super::redis::map_error(error)),
+            Err(error) => answer_all(call, map_error(error)),
         }
     }
 }
@@ -141,6 +141,28 @@ impl Coalescer {
 fn answer_all(call: Vec<Waiting>, error: StoreError) {
     for waiting in call {
         let _ = waiting.answer.send(Err(error.clone()));
+    }
+}
+
+/// A Redis failure as a store error: transient (a retry may work) or not.
+pub(super) fn map_error(error: redis::RedisError) -> StoreError {
+    let transient = error.is_io_error()
+        || error.is_connection_refusal()
+        || error.is_timeout()
+        || error.is_connection_dropped()
+        || matches!(
+            error.kind(),
+            redis::ErrorKind::Server(
+                redis::ServerErrorKind::BusyLoading
+                    | redis::ServerErrorKind::TryAgain
+                    | redis::ServerErrorKind::ClusterDown
+                    | redis::ServerErrorKind::MasterDown
+            )
+        );
+    if transient {
+        StoreError::Unavailable(error.to_string())
+    } else {
+        StoreError::Failed(error.to_string())
     }
 }
 

@@ -1,7 +1,7 @@
 //! Counters in Redis: one Lua script call decides one decision, or several
 //! that arrived together (`coalesce`).
 
-use super::coalesce::{add_decisions, split_reply, Coalescer, Decision};
+use super::coalesce::{add_decisions, map_error, split_reply, Coalescer, Decision};
 use super::counter::{Batch, CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
 use super::keys::hash_tag;
 use super::scripts;
@@ -342,27 +342,6 @@ impl CounterStore for RedisStore {
 
     fn kind(&self) -> &'static str {
         "redis"
-    }
-}
-
-pub(super) fn map_error(error: redis::RedisError) -> StoreError {
-    let transient = error.is_io_error()
-        || error.is_connection_refusal()
-        || error.is_timeout()
-        || error.is_connection_dropped()
-        || matches!(
-            error.kind(),
-            redis::ErrorKind::Server(
-                redis::ServerErrorKind::BusyLoading
-                    | redis::ServerErrorKind::TryAgain
-                    | redis::ServerErrorKind::ClusterDown
-                    | redis::ServerErrorKind::MasterDown
-            )
-        );
-    if transient {
-        StoreError::Unavailable(error.to_string())
-    } else {
-        StoreError::Failed(error.to_string())
     }
 }
 
