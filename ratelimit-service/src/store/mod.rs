@@ -9,6 +9,7 @@ mod keys;
 mod local_cache;
 mod memory;
 mod redis;
+mod script_call;
 pub mod scripts;
 
 pub use self::redis::{redact_url, RedisStore, RedisStoreOptions};

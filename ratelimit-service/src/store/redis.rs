@@ -1,15 +1,15 @@
 //! Counters in Redis: one Lua script call decides one decision, or several
 //! that arrived together (`coalesce`).
 
-use super::coalesce::{add_decisions, map_error, split_reply, Coalescer, Decision};
+use super::coalesce::Coalescer;
 use super::counter::{Batch, CounterOp, CounterOutcome, CounterStore, CountingMode, StoreError};
 use super::keys::hash_tag;
+use super::script_call::{self, map_error, Connections};
 use super::scripts;
 use futures::future::BoxFuture;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use sluice_redis::{RedisClient, RedisConn, RedisOptions};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,7 +50,6 @@ pub struct RedisStore {
     /// Where decisions wait to share a script call; `None` in a Redis
     /// Cluster or with `max_decisions_per_call` 1.
     coalescer: Option<Arc<Coalescer>>,
-    max_decisions_per_call: usize,
     timeout: Duration,
     /// Decisions whose counters lie in more than one hash slot (see [`RedisStore::run`]).
     cross_slot: Counter,
@@ -81,17 +80,13 @@ impl RedisStore {
             .map(|_| client.connect())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| StoreError::Failed(e.to_string()))?;
-        let connections = Arc::new(Connections {
-            all: connections,
-            next: AtomicUsize::new(0),
-        });
+        let connections = Arc::new(Connections::new(connections));
         let script = redis::Script::new(scripts::DECIDE);
-        let max_decisions_per_call = options.max_decisions_per_call.max(1);
-        let coalescer = (!client.is_cluster() && max_decisions_per_call > 1).then(|| {
-            coalescer(
-                &connections,
-                &script,
-                max_decisions_per_call,
+        let coalescer = (!client.is_cluster() && options.max_decisions_per_call > 1).then(|| {
+            Coalescer::new(
+                Arc::clone(&connections),
+                script.clone(),
+                options.max_decisions_per_call,
                 Histogram::new([]),
             )
         });
@@ -99,7 +94,6 @@ impl RedisStore {
             connections,
             script,
             coalescer,
-            max_decisions_per_call,
             timeout: options.timeout,
             cross_slot: Counter::default(),
             cluster: client.is_cluster(),
@@ -121,14 +115,7 @@ impl RedisStore {
     /// Observes the decisions each script call carries into `histogram` (a
     /// metric; with a Redis Cluster or one decision per call, nothing).
     pub fn with_decisions_per_call_histogram(mut self, histogram: Histogram) -> Self {
-        if self.coalescer.is_some() {
-            self.coalescer = Some(coalescer(
-                &self.connections,
-                &self.script,
-                self.max_decisions_per_call,
-                histogram,
-            ));
-        }
+        self.coalescer = self.coalescer.map(|c| c.observed_into(histogram));
         self
     }
 
@@ -242,60 +229,14 @@ impl RedisStore {
                 before: Vec::new(),
             });
         }
-        let decision = Decision {
-            ops: ops.to_vec(),
-            mode,
-        };
         if let Some(coalescer) = &self.coalescer {
-            return coalescer.decide(decision).await;
+            return coalescer.decide(ops, mode).await;
         }
-        let decisions = [&decision];
-        let mut invocation = self.script.prepare_invoke();
-        add_decisions(&mut invocation, &decisions);
-        let mut connection = self.connection();
-        // The connection's response timeout (set in `new`) bounds the round
-        // trip; no second timer per decision.
-        let reply: Vec<i64> = invocation
-            .invoke_async(&mut connection)
-            .await
-            .map_err(map_error)?;
-        split_reply(&reply, &decisions)
-            .map_err(StoreError::Failed)?
+        script_call::decide(&self.script, &self.connections, &[(ops, mode)])
+            .await?
             .pop()
             .ok_or_else(|| StoreError::Failed("decision script returned nothing".into()))
     }
-}
-
-/// The store's connections, handed out in turn.
-struct Connections {
-    all: Vec<RedisConn>,
-    next: AtomicUsize,
-}
-
-impl Connections {
-    fn next(&self) -> RedisConn {
-        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.all.len();
-        self.all[index].clone()
-    }
-}
-
-/// One script call in flight per connection; decisions arriving meanwhile
-/// wait for the next call and share it.
-fn coalescer(
-    connections: &Arc<Connections>,
-    script: &redis::Script,
-    max_decisions_per_call: usize,
-    decisions_per_call: Histogram,
-) -> Arc<Coalescer> {
-    let depth = connections.all.len();
-    let connections = Arc::clone(connections);
-    Coalescer::new(
-        Arc::new(move || connections.next()),
-        script.clone(),
-        depth,
-        max_decisions_per_call,
-        decisions_per_call,
-    )
 }
 
 /// Op indices grouped by hash tag, in order of first appearance.
