@@ -60,6 +60,10 @@
 //!   carry 1 too).
 //! * `all-deferred`: every request through the VTC queue and the new law
 //!   (the reference for the service difference).
+//! * `all-deferred-vf`: every request through the queue in the fair
+//!   queue's default order (virtual finish, `fair.order` unset) and the new
+//!   law: the "every request deferred" setup as issue 28 measured it,
+//!   before the order by attained service existed.
 //! * `admission-level`: `admission-priority`, the consumer's calls
 //!   carrying `--level-base` + their tenant's service level
 //!   ([`FairQueue::service_level`]: quanta of `--level-quantum` service
@@ -83,6 +87,12 @@
 //! attained service only what the consumer's calls received, as the
 //! product does (the consumer never sees an in-quota request sent
 //! straight to the server); `true`: what both paths received.
+//!
+//! `--in-quota-reserve N` caps the consumers' calls at `--max-batch` − N
+//! (the controller's `ceiling`), so N slots of the batch stay free for
+//! in-quota requests sent straight to the server: without it the
+//! controller fills the batch (it aims at running + `target_waiting` −
+//! foreign) and an in-quota request waits for a call to end.
 //!
 //! Figures over the overloaded phase: throughput (prompt + output tokens
 //! processed per second), rejected, never answered, the light tenants'
@@ -186,9 +196,15 @@ struct Params {
     /// routed into its queue): false is the product.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     count_direct: bool,
+    /// Slots of the server's batch (`--max-batch`) the consumers leave to
+    /// in-quota requests: the controller's ceiling (the consumer's
+    /// `controller.models.<m>.ceiling`) is `max_batch` less this. 0: no
+    /// reserve (ceiling 512).
+    #[arg(long, default_value_t = 0)]
+    in_quota_reserve: usize,
     /// Which policies run, comma-separated (all by default).
     #[arg(long, value_delimiter = ',', value_parser = Policy::parse,
-          default_value = "alone,reject,defer-old,defer-new,defer-new-vtc,admission,priority,admission-priority,admission-level,all-deferred,all-deferred-level,direct-level,tenant-backlog")]
+          default_value = "alone,reject,defer-old,defer-new,defer-new-vtc,admission,priority,admission-priority,admission-level,all-deferred,all-deferred-vf,all-deferred-level,direct-level,tenant-backlog")]
     policies: Vec<Policy>,
 }
 
@@ -219,6 +235,7 @@ enum Policy {
     AdmissionPriority,
     AdmissionLevel,
     AllDeferred,
+    AllDeferredVirtualFinish,
     AllDeferredLevel,
     DirectLevel,
     TenantBacklog,
@@ -236,6 +253,7 @@ impl Policy {
             "priority" => Policy::Priority,
             "admission-priority" => Policy::AdmissionPriority,
             "all-deferred" => Policy::AllDeferred,
+            "all-deferred-vf" => Policy::AllDeferredVirtualFinish,
             "admission-level" => Policy::AdmissionLevel,
             "all-deferred-level" => Policy::AllDeferredLevel,
             "direct-level" => Policy::DirectLevel,
@@ -256,6 +274,7 @@ impl Policy {
             Policy::Priority => "new law + VTC + server priority (deferred 1)",
             Policy::AdmissionPriority => "saturation-aware admission + server priority",
             Policy::AllDeferred => "all deferred (VTC, new law)",
+            Policy::AllDeferredVirtualFinish => "all deferred (virtual finish, the default order)",
             Policy::AdmissionLevel => "admission + server priority 1 + service level",
             Policy::AllDeferredLevel => "all deferred + server priority = service level",
             Policy::DirectLevel => "admission + service level on in-quota too (not built)",
@@ -266,13 +285,17 @@ impl Policy {
     fn quota(self) -> bool {
         !matches!(
             self,
-            Policy::Alone | Policy::Unloaded | Policy::AllDeferred | Policy::AllDeferredLevel
+            Policy::Alone
+                | Policy::Unloaded
+                | Policy::AllDeferred
+                | Policy::AllDeferredVirtualFinish
+                | Policy::AllDeferredLevel
         )
     }
 
     /// Whether the controller counts its own calls (the new law).
     fn counts_own(self) -> bool {
-        self.vtc() || self == Policy::DeferNew
+        self.vtc() || matches!(self, Policy::DeferNew | Policy::AllDeferredVirtualFinish)
     }
 
     fn vtc(self) -> bool {
@@ -303,7 +326,10 @@ impl Policy {
 
     /// Every request through the consumer's queue.
     fn all_deferred(self) -> bool {
-        matches!(self, Policy::AllDeferred | Policy::AllDeferredLevel)
+        matches!(
+            self,
+            Policy::AllDeferred | Policy::AllDeferredVirtualFinish | Policy::AllDeferredLevel
+        )
     }
 
     /// The consumer's calls carry their tenant's service level
@@ -400,7 +426,17 @@ impl Params {
                 } else {
                     self.heavy_rate
                 };
-                t += rng.gap_ms(rate);
+                let gap = rng.gap_ms(rate);
+                let change = self.overload().0 as f64;
+                if t < change && t + gap >= change && !self.is_light(tenant) {
+                    // The rate changes here: the process is memoryless, so
+                    // the next gap starts afresh at the new rate (a gap
+                    // drawn at the warm-up rate would start the overload
+                    // seconds late).
+                    t = change;
+                    continue;
+                }
+                t += gap;
                 if t as u64 >= end_ms {
                     break;
                 }
@@ -423,7 +459,11 @@ impl Params {
         ModelControl {
             signal: controller::SignalConfig::Responses,
             floor: 1,
-            ceiling: 512,
+            ceiling: if self.in_quota_reserve == 0 {
+                512
+            } else {
+                self.max_batch.saturating_sub(self.in_quota_reserve).max(1) as u32
+            },
             initial: None,
             target_waiting: self.target_waiting,
             // The KV cache is sized never to bind (see `capacity`).
