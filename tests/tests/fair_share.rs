@@ -499,6 +499,49 @@ async fn the_stepper_counts_every_live_instances_calls_as_its_own_and_the_rest_a
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_in_quota_reserve_keeps_slots_of_the_servers_batch_free_through_the_control_loop() {
+    let redis = RedisServer::start_off_runtime().await.unwrap();
+    let mut conn = redis_connection(&redis);
+    let control = ModelControl {
+        signal: SignalConfig::Prometheus {
+            url: "http://unused/metrics".into(),
+        },
+        floor: 1,
+        ceiling: 40,
+        initial: Some(20),
+        target_waiting: 1.0,
+        interval_ms: 300,
+        server_max_running: Some(32),
+        in_quota_reserve: 4,
+        ..ModelControl::default()
+    };
+    // The server runs 24 and queues nothing: room to grow, by the queue.
+    let server = Arc::new(FixedLoad(control_loop::ServerLoad {
+        waiting: 0.0,
+        running: 24.0,
+        kv_cache_usage: None,
+    }));
+    let (controls, limits, metrics) = controls(&conn, &control);
+    let controls = Arc::try_unwrap(controls).ok().unwrap().with_source(server);
+    beat(&mut conn, "a").await;
+    // 6 of the 24 are the consumer's calls, 18 came in quota straight to
+    // the server: room for 32 − 4 − 18 = 10 calls of the consumer's.
+    let _held: Vec<_> = (0..6).map(|_| limits.try_acquire(MODEL)).collect();
+    controls.tick(MODEL, &control, "a").await.unwrap();
+    let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+    assert_eq!(limit, Some(10.0));
+    let text = metrics.encode();
+    assert!(
+        text.lines().any(
+            |l| l.starts_with("sluice_consumer_controller_changes_total")
+                && l.contains(r#"reason="in_quota_reserve""#)
+                && l.ends_with(" 1")
+        ),
+        "{text}"
+    );
+}
+
 /// A consumer whose answers-only controller on [`MODEL`] starts at 12
 /// against `sim`, under a backlog: waits until the limit has halved
 /// (at least once) and checks it changed for `reason`. The parts are

@@ -88,11 +88,12 @@
 //! product does (the consumer never sees an in-quota request sent
 //! straight to the server); `true`: what both paths received.
 //!
-//! `--in-quota-reserve N` caps the consumers' calls at `--max-batch` − N
-//! (the controller's `ceiling`), so N slots of the batch stay free for
-//! in-quota requests sent straight to the server: without it the
-//! controller fills the batch (it aims at running + `target_waiting` −
+//! `--in-quota-reserve N` keeps N slots of the batch free for in-quota
+//! requests sent straight to the server (the controller's
+//! `in_quota_reserve`, `server_max_running` = `--max-batch`): without it
+//! the controller fills the batch (it aims at running + `target_waiting` −
 //! foreign) and an in-quota request waits for a call to end.
+//! `--static-reserve true` keeps it with a fixed `ceiling` instead.
 //!
 //! Figures over the overloaded phase: throughput (prompt + output tokens
 //! processed per second), rejected, never answered, the light tenants'
@@ -196,12 +197,18 @@ struct Params {
     /// routed into its queue): false is the product.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     count_direct: bool,
-    /// Slots of the server's batch (`--max-batch`) the consumers leave to
-    /// in-quota requests: the controller's ceiling (the consumer's
-    /// `controller.models.<m>.ceiling`) is `max_batch` less this. 0: no
-    /// reserve (ceiling 512).
+    /// Slots of the server's batch (`--max-batch`) kept free for in-quota
+    /// requests: the controller's `in_quota_reserve` with
+    /// `server_max_running` = `--max-batch` (the consumers' limit stays at
+    /// or below the batch less this less the foreign requests there). 0:
+    /// none. Only the policies whose controller counts its own calls (all
+    /// but `defer-old`) can tell foreign requests from their own.
     #[arg(long, default_value_t = 0)]
     in_quota_reserve: usize,
+    /// Keep the reserve with a fixed ceiling instead (`ceiling` =
+    /// `--max-batch` − `--in-quota-reserve`), whatever the foreign load.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    static_reserve: bool,
     /// Which policies run, comma-separated (all by default).
     #[arg(long, value_delimiter = ',', value_parser = Policy::parse,
           default_value = "alone,reject,defer-old,defer-new,defer-new-vtc,admission,priority,admission-priority,admission-level,all-deferred,all-deferred-vf,all-deferred-level,direct-level,tenant-backlog")]
@@ -459,10 +466,16 @@ impl Params {
         ModelControl {
             signal: controller::SignalConfig::Responses,
             floor: 1,
-            ceiling: if self.in_quota_reserve == 0 {
-                512
-            } else {
+            ceiling: if self.static_reserve {
                 self.max_batch.saturating_sub(self.in_quota_reserve).max(1) as u32
+            } else {
+                512
+            },
+            server_max_running: Some(self.max_batch as u32),
+            in_quota_reserve: if self.static_reserve {
+                0
+            } else {
+                self.in_quota_reserve as u32
             },
             initial: None,
             target_waiting: self.target_waiting,

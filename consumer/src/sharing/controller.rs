@@ -125,6 +125,17 @@ pub struct ModelControl {
     pub ttft_target_ms: Option<u64>,
     /// Step period, ms.
     pub interval_ms: u64,
+    /// Requests the model server runs at once (vLLM `--max-num-seqs`,
+    /// SGLang `--max-running-requests`); with `in_quota_reserve`, the batch
+    /// the reserve is kept in.
+    pub server_max_running: Option<u32>,
+    /// Slots of `server_max_running` kept free for requests that are not
+    /// the consumers' (in-quota ones sent straight to the server): the
+    /// limit stays at or below `server_max_running − in_quota_reserve −
+    /// foreign` (never below the floor), so an in-quota request finds a
+    /// free slot instead of waiting for a deferred call to end. 0: none.
+    /// Needs the server's gauges (`signal.kind: prometheus`).
+    pub in_quota_reserve: u32,
 }
 
 impl Default for ModelControl {
@@ -143,6 +154,8 @@ impl Default for ModelControl {
             target_kv_usage: Some(0.8),
             ttft_target_ms: None,
             interval_ms: 1000,
+            server_max_running: None,
+            in_quota_reserve: 0,
         }
     }
 }
@@ -190,6 +203,19 @@ impl ModelControl {
             Some("target_kv_usage must lie in (0, 1]")
         } else if self.interval_ms < 50 {
             Some("interval_ms must be at least 50")
+        } else if self.server_max_running == Some(0) {
+            Some("server_max_running must be at least 1")
+        } else if self.in_quota_reserve > 0 && self.server_max_running.is_none() {
+            Some("in_quota_reserve needs server_max_running (the server's batch)")
+        } else if self
+            .server_max_running
+            .is_some_and(|max| self.in_quota_reserve >= max)
+        {
+            Some("in_quota_reserve must be below server_max_running")
+        } else if self.in_quota_reserve > 0
+            && !matches!(self.signal, SignalConfig::Prometheus { .. })
+        {
+            Some("in_quota_reserve needs the server's gauges (signal.kind: prometheus)")
         } else {
             None
         };
@@ -200,6 +226,22 @@ impl ModelControl {
             }),
             None => Ok(()),
         }
+    }
+
+    /// The most calls the consumers may have in flight while
+    /// `in_quota_reserve` slots of the server's batch stay free for the
+    /// foreign requests to come: the batch less the reserve less the
+    /// foreign requests there now (running or waiting). `None` without a
+    /// reserve, or without the gauges and the consumers' count that tell
+    /// foreign from own.
+    pub fn reserve_room(&self, sample: &CapacitySample) -> Option<f64> {
+        let max = self
+            .server_max_running
+            .filter(|_| self.in_quota_reserve > 0)?;
+        sample.waiting?;
+        sample.running?;
+        sample.own_in_flight?;
+        Some(f64::from(max) - f64::from(self.in_quota_reserve) - sample.foreign())
     }
 
     /// The state a model starts from.
@@ -324,10 +366,13 @@ pub enum Reason {
     Hold,
     /// An operator's override (not a controller step).
     Override,
+    /// Lowered to keep `in_quota_reserve` slots of the server's batch free
+    /// for foreign requests.
+    InQuotaReserve,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 7] = [
+    pub const ALL: [Reason; 8] = [
         Reason::Overloaded,
         Reason::SlowFirstToken,
         Reason::QueueAboveTarget,
@@ -335,6 +380,7 @@ impl Reason {
         Reason::Headroom,
         Reason::Hold,
         Reason::Override,
+        Reason::InQuotaReserve,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -346,6 +392,7 @@ impl Reason {
             Reason::Headroom => "headroom",
             Reason::Hold => "hold",
             Reason::Override => "override",
+            Reason::InQuotaReserve => "in_quota_reserve",
         }
     }
 }
@@ -374,8 +421,55 @@ pub const ADDITIVE_STEPS: u32 = 4;
 /// One controller step: the next state and why. In order: pushed back
 /// (overload answers, slow first tokens) cuts; without server gauges, grow
 /// while the limit is in use; a queue or cache above target cuts towards
-/// it; below both, grow.
+/// it; below both, grow. Then the in-quota reserve caps the result
+/// ([`ModelControl::reserve_room`]).
 pub fn step(
+    config: &ModelControl,
+    state: ControllerState,
+    sample: &CapacitySample,
+    now_ms: u64,
+) -> (ControllerState, Reason) {
+    let (next, reason) = law(config, state, sample, now_ms);
+    keep_reserve(config, state, sample, next, reason)
+}
+
+/// `next` capped at the room the in-quota reserve leaves: the cap follows
+/// the foreign requests at each step (a burst of in-quota requests lowers
+/// it at once, their end raises it again), so it is applied outside the
+/// law and leaves the law's own state (slow start, streak) as it was.
+fn keep_reserve(
+    config: &ModelControl,
+    state: ControllerState,
+    sample: &CapacitySample,
+    next: ControllerState,
+    reason: Reason,
+) -> (ControllerState, Reason) {
+    let Some(room) = config.reserve_room(sample) else {
+        return (next, reason);
+    };
+    let room = room.max(f64::from(config.floor));
+    if next.limit <= room {
+        return (next, reason);
+    }
+    let before = state
+        .limit
+        .clamp(f64::from(config.floor), f64::from(config.ceiling));
+    let reason = if room < before {
+        Reason::InQuotaReserve
+    } else {
+        Reason::Hold
+    };
+    (
+        ControllerState {
+            limit: room,
+            ..next
+        },
+        reason,
+    )
+}
+
+/// The law of one step, before the in-quota reserve.
+fn law(
     config: &ModelControl,
     state: ControllerState,
     sample: &CapacitySample,
@@ -765,6 +859,8 @@ mod tests {
             target_kv_usage: Some(0.8),
             ttft_target_ms: Some(2000),
             interval_ms: 1000,
+            server_max_running: None,
+            in_quota_reserve: 0,
         }
     }
 
@@ -1351,6 +1447,137 @@ mod tests {
             ..shared(0.0, 20.0, 14.0)
         };
         assert_step(&config, 14.0, &kv, (12.0, Reason::KvCacheAboveTarget));
+    }
+
+    /// [`unsmoothed`] on the server's gauges, a batch of 32, 4 slots
+    /// reserved for in-quota requests.
+    fn reserving() -> ModelControl {
+        ModelControl {
+            signal: SignalConfig::Prometheus {
+                url: "http://gpu:8000/metrics".into(),
+            },
+            server_max_running: Some(32),
+            in_quota_reserve: 4,
+            ..unsmoothed()
+        }
+    }
+
+    #[test]
+    fn the_in_quota_reserve_lowers_the_limit_as_foreign_requests_arrive() {
+        let config = reserving();
+        // 30 running, none waiting; 20 are the consumers' calls, 10
+        // in-quota ones: room for 32 − 4 − 10 = 18 of theirs, though the
+        // queue alone would let them grow.
+        assert_step(
+            &config,
+            20.0,
+            &shared(0.0, 30.0, 20.0),
+            (18.0, Reason::InQuotaReserve),
+        );
+        // The in-quota ones wait too (the batch is full): they count.
+        assert_step(
+            &config,
+            20.0,
+            &shared(3.0, 32.0, 20.0),
+            (13.0, Reason::InQuotaReserve),
+        );
+        // A batch full of foreign requests leaves the consumers their floor.
+        assert_step(
+            &config,
+            20.0,
+            &shared(10.0, 32.0, 1.0),
+            (2.0, Reason::InQuotaReserve),
+        );
+    }
+
+    #[test]
+    fn the_in_quota_reserve_lets_deferred_work_fill_the_rest() {
+        let config = reserving();
+        // Nothing foreign: the consumers grow up to 32 − 4 = 28, no further
+        // (doubling from 20 would reach 21, 23, 27, 35).
+        let mut s = state(20.0);
+        let mut limits = Vec::new();
+        for _ in 0..6 {
+            let own = s.cap() as f64;
+            let (next, _) = step(&config, s, &shared(0.0, own, own), 0);
+            limits.push(next.limit);
+            s = next;
+        }
+        assert_eq!(limits, vec![21.0, 23.0, 27.0, 28.0, 28.0, 28.0]);
+        // At the room, growing is holding.
+        assert_step(
+            &config,
+            28.0,
+            &shared(0.0, 28.0, 28.0),
+            (28.0, Reason::Hold),
+        );
+        // The in-quota requests end: the room comes back at once.
+        assert_step(
+            &config,
+            18.0,
+            &shared(0.0, 18.0, 18.0),
+            (19.0, Reason::Headroom),
+        );
+        // The law's own cuts still apply under the room: 8 foreign of 32
+        // leave room for 20; the queue's aim is 24 + 2 − 8 = 18, halfway 19.
+        assert_step(
+            &config,
+            20.0,
+            &shared(8.0, 24.0, 24.0),
+            (19.0, Reason::QueueAboveTarget),
+        );
+    }
+
+    #[test]
+    fn without_the_consumers_count_or_the_gauges_the_reserve_does_nothing() {
+        let config = reserving();
+        // Gauges without the consumers' count: foreign unknown, the law alone.
+        assert_eq!(config.reserve_room(&load(0.0, 30.0)), None);
+        assert_eq!(
+            step(&config, state(20.0), &load(0.0, 30.0), 0),
+            step(&unsmoothed(), state(20.0), &load(0.0, 30.0), 0),
+        );
+        // No reserve: the law alone.
+        let plain = ModelControl {
+            in_quota_reserve: 0,
+            ..reserving()
+        };
+        assert_eq!(plain.reserve_room(&shared(0.0, 30.0, 20.0)), None);
+    }
+
+    #[test]
+    fn the_in_quota_reserve_is_validated() {
+        let problem = |config: ModelControl| config.validate("m").err().map(|e| e.problem);
+        assert_eq!(problem(reserving()), None);
+        assert_eq!(
+            problem(ModelControl {
+                server_max_running: None,
+                ..reserving()
+            }),
+            Some("in_quota_reserve needs server_max_running (the server's batch)")
+        );
+        assert_eq!(
+            problem(ModelControl {
+                in_quota_reserve: 32,
+                ..reserving()
+            }),
+            Some("in_quota_reserve must be below server_max_running")
+        );
+        assert_eq!(
+            problem(ModelControl {
+                signal: SignalConfig::Responses,
+                ..reserving()
+            }),
+            Some("in_quota_reserve needs the server's gauges (signal.kind: prometheus)")
+        );
+        assert_eq!(
+            problem(ModelControl {
+                server_max_running: Some(0),
+                in_quota_reserve: 0,
+                ..reserving()
+            }),
+            Some("server_max_running must be at least 1")
+        );
     }
 
     #[test]
