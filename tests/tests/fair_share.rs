@@ -379,6 +379,37 @@ async fn two_instances_share_one_controller_state() {
 /// A model server that always reports the same load.
 struct FixedLoad(control_loop::ServerLoad);
 
+/// A controller on the server's gauges (never scraped: the tests give
+/// [`controls_on`] the load instead), from 20 between 1 and 40.
+fn on_gauges() -> ModelControl {
+    ModelControl {
+        signal: SignalConfig::Prometheus {
+            url: "http://unused/metrics".into(),
+        },
+        floor: 1,
+        ceiling: 40,
+        initial: Some(20),
+        interval_ms: 300,
+        ..ModelControl::default()
+    }
+}
+
+/// [`controls`] reading a server that queues `waiting` and runs `running`.
+fn controls_on(
+    redis: &sluice_redis::RedisConn,
+    control: &ModelControl,
+    (waiting, running): (f64, f64),
+) -> (Arc<Controls>, Arc<InFlightLimits>, Arc<Metrics>) {
+    let (controls, limits, metrics) = controls(redis, control);
+    let server = Arc::new(FixedLoad(control_loop::ServerLoad {
+        waiting,
+        running,
+        kv_cache_usage: None,
+    }));
+    let controls = Arc::try_unwrap(controls).ok().unwrap().with_source(server);
+    (Arc::new(controls), limits, metrics)
+}
+
 impl control_loop::CapacitySource for FixedLoad {
     fn sample<'a>(
         &'a self,
@@ -398,30 +429,11 @@ async fn the_stepper_counts_every_live_instances_calls_as_its_own_and_the_rest_a
     let redis = RedisServer::start_off_runtime().await.unwrap();
     let mut conn = redis_connection(&redis);
     let control = ModelControl {
-        signal: SignalConfig::Prometheus {
-            url: "http://unused/metrics".into(),
-        },
-        floor: 1,
-        ceiling: 40,
-        initial: Some(20),
         decrease_factor: 0.5,
-        interval_ms: 300,
-        ..ModelControl::default()
+        ..on_gauges()
     };
     // The server runs 12 and queues 8.
-    let server = Arc::new(FixedLoad(control_loop::ServerLoad {
-        waiting: 8.0,
-        running: 12.0,
-        kv_cache_usage: None,
-    }));
-    let instance = || {
-        let (controls, limits, metrics) = controls(&conn, &control);
-        let controls = Arc::try_unwrap(controls)
-            .ok()
-            .unwrap()
-            .with_source(server.clone());
-        (Arc::new(controls), limits, metrics)
-    };
+    let instance = || controls_on(&conn, &control, (8.0, 12.0));
     let (a, limits_a, _) = instance();
     let (b, limits_b, metrics_b) = instance();
     beat(&mut conn, "a").await;
@@ -504,26 +516,13 @@ async fn the_in_quota_reserve_keeps_slots_of_the_servers_batch_free_through_the_
     let redis = RedisServer::start_off_runtime().await.unwrap();
     let mut conn = redis_connection(&redis);
     let control = ModelControl {
-        signal: SignalConfig::Prometheus {
-            url: "http://unused/metrics".into(),
-        },
-        floor: 1,
-        ceiling: 40,
-        initial: Some(20),
         target_waiting: 1.0,
-        interval_ms: 300,
         server_max_running: Some(32),
         in_quota_reserve: 4,
-        ..ModelControl::default()
+        ..on_gauges()
     };
     // The server runs 24 and queues nothing: room to grow, by the queue.
-    let server = Arc::new(FixedLoad(control_loop::ServerLoad {
-        waiting: 0.0,
-        running: 24.0,
-        kv_cache_usage: None,
-    }));
-    let (controls, limits, metrics) = controls(&conn, &control);
-    let controls = Arc::try_unwrap(controls).ok().unwrap().with_source(server);
+    let (controls, limits, metrics) = controls_on(&conn, &control, (0.0, 24.0));
     beat(&mut conn, "a").await;
     // 6 of the 24 are the consumer's calls, 18 came in quota straight to
     // the server: room for 32 − 4 − 18 = 10 calls of the consumer's.
@@ -540,6 +539,55 @@ async fn the_in_quota_reserve_keeps_slots_of_the_servers_batch_free_through_the_
         ),
         "{text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_in_quota_reserve_holds_deferred_work_to_the_batch_less_the_reserve_on_real_gauges() {
+    // 3 slots sharing 150 tokens/s, 50 tokens an answer: about 1 s a call
+    // with 3 running.
+    let sim = sluice_testkit::stack::gpu_sim(150.0, 3, 50);
+    let stack = QueueParts::start(RedisKind::Single, sim).await;
+    let control = ModelControl {
+        signal: SignalConfig::Prometheus {
+            url: format!("http://{}/metrics", stack.backend),
+        },
+        floor: 1,
+        ceiling: 16,
+        initial: Some(1),
+        target_waiting: 1.0,
+        interval_ms: 200,
+        server_max_running: Some(3),
+        in_quota_reserve: 1,
+        ..ModelControl::default()
+    };
+    let consumer = member(&stack, "c1", controlled(unpaced(), control)).await;
+    let ids = backlog_of_normal(&stack, &["t1", "t2"], 15).await;
+    // The deferred work takes all but the reserved slot, and no more
+    // (without the reserve the limit climbs past the 3 slots, to keep one
+    // waiting at the server).
+    limit_reaches(&stack, |limit| limit >= 2.0, Duration::from_secs(20)).await;
+    let mut conn = stack.conn.clone();
+    let highest = |limits: &[f64]| limits.iter().copied().fold(0.0, f64::max);
+    let mut limits = Vec::new();
+    for _ in 0..10 {
+        let (limit, _) = control_loop::shared_state(&mut conn, MODEL).await.unwrap();
+        limits.extend(limit);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(highest(&limits) <= 2.0, "{limits:?}");
+    // A request straight to the server, as an in-quota one goes: while it
+    // runs, the consumers make room for the next (3 − 1 − 1 = 1).
+    let backend = stack.backend;
+    let direct = tokio::task::spawn_blocking(move || {
+        sluice_testkit::stack::chat_of(backend, "in-quota", MODEL, (40, 50))
+    });
+    let low = limit_reaches(&stack, |limit| limit < 2.0, Duration::from_secs(20)).await;
+    let response = direct.await.unwrap().unwrap();
+    assert_eq!(response.status, 200, "{response:?}");
+    assert!(low.is_some_and(|limit| limit <= 1.0), "{low:?}");
+    // Work-conserving: the backlog is answered all the same.
+    stack.wait_done(&ids, Duration::from_secs(60)).await;
+    consumer.stop().await;
 }
 
 /// A consumer whose answers-only controller on [`MODEL`] starts at 12

@@ -134,7 +134,8 @@ pub struct ModelControl {
     /// limit stays at or below `server_max_running − in_quota_reserve −
     /// foreign` (never below the floor), so an in-quota request finds a
     /// free slot instead of waiting for a deferred call to end. 0: none.
-    /// Needs the server's gauges (`signal.kind: prometheus`).
+    /// Needs the server's gauges (`signal.kind: prometheus`); a step
+    /// without a server sample holds the limit (no growth).
     pub in_quota_reserve: u32,
 }
 
@@ -235,13 +236,16 @@ impl ModelControl {
     /// reserve, or without the gauges and the consumers' count that tell
     /// foreign from own.
     pub fn reserve_room(&self, sample: &CapacitySample) -> Option<f64> {
-        let max = self
-            .server_max_running
-            .filter(|_| self.in_quota_reserve > 0)?;
+        let max = self.server_max_running.filter(|_| self.keeps_reserve())?;
         sample.waiting?;
         sample.running?;
         sample.own_in_flight?;
         Some(f64::from(max) - f64::from(self.in_quota_reserve) - sample.foreign())
+    }
+
+    /// Whether slots of the server's batch are kept for in-quota requests.
+    pub fn keeps_reserve(&self) -> bool {
+        self.in_quota_reserve > 0 && self.server_max_running.is_some()
     }
 
     /// The state a model starts from.
@@ -444,16 +448,28 @@ fn keep_reserve(
     next: ControllerState,
     reason: Reason,
 ) -> (ControllerState, Reason) {
+    let before = state
+        .limit
+        .clamp(f64::from(config.floor), f64::from(config.ceiling));
     let Some(room) = config.reserve_room(sample) else {
+        // A reserve whose room is unknown this step (no server sample:
+        // the scrape failed) holds the limit where it was: growing on the
+        // answers alone could take the reserved slots.
+        if config.keeps_reserve() && next.limit > before {
+            return (
+                ControllerState {
+                    limit: before,
+                    ..next
+                },
+                Reason::Hold,
+            );
+        }
         return (next, reason);
     };
     let room = room.max(f64::from(config.floor));
     if next.limit <= room {
         return (next, reason);
     }
-    let before = state
-        .limit
-        .clamp(f64::from(config.floor), f64::from(config.ceiling));
     let reason = if room < before {
         Reason::InQuotaReserve
     } else {
@@ -1529,14 +1545,45 @@ mod tests {
     }
 
     #[test]
-    fn without_the_consumers_count_or_the_gauges_the_reserve_does_nothing() {
+    fn a_reserve_without_a_server_sample_holds_the_limit() {
         let config = reserving();
-        // Gauges without the consumers' count: foreign unknown, the law alone.
+        // The scrape failed: answers only, none refused. The law alone
+        // grows a limit in use; the reserve cannot tell its room, so holds.
+        let answers_only = CapacitySample {
+            own_in_flight: Some(20.0),
+            ..CapacitySample::default()
+        };
+        let plain = ModelControl {
+            in_quota_reserve: 0,
+            ..reserving()
+        };
+        assert!(step(&plain, state(20.0), &answers_only, 0).0.limit > 20.0);
+        assert_step(&config, 20.0, &answers_only, (20.0, Reason::Hold));
+        // Cuts still go through.
+        let refused = CapacitySample {
+            overloaded: 1,
+            ..answers_only
+        };
+        assert_step(&config, 20.0, &refused, (10.0, Reason::Overloaded));
+    }
+
+    #[test]
+    fn without_the_consumers_count_the_reserve_only_holds() {
+        let config = reserving();
+        // Gauges without the consumers' count: foreign unknown, no room
+        // to compute. The law's cut goes through; its growth is held.
         assert_eq!(config.reserve_room(&load(0.0, 30.0)), None);
         assert_eq!(
-            step(&config, state(20.0), &load(0.0, 30.0), 0),
-            step(&unsmoothed(), state(20.0), &load(0.0, 30.0), 0),
+            step(&config, state(20.0), &load(8.0, 12.0), 0),
+            step(&unsmoothed(), state(20.0), &load(8.0, 12.0), 0),
         );
+        assert!(
+            step(&unsmoothed(), state(20.0), &load(0.0, 30.0), 0)
+                .0
+                .limit
+                > 20.0
+        );
+        assert_step(&config, 20.0, &load(0.0, 30.0), (20.0, Reason::Hold));
         // No reserve: the law alone.
         let plain = ModelControl {
             in_quota_reserve: 0,
