@@ -12,7 +12,7 @@
 #![recursion_limit = "256"] // rocketmq-client futures are deeply nested
 
 use sluice_consumer::control_loop::{self, Controls};
-use sluice_consumer::controller::{ControllerConfig, ModelControl, SignalConfig};
+use sluice_consumer::controller::{ControllerConfig, InQuotaReserve, ModelControl, SignalConfig};
 use sluice_consumer::fair::{FairConfig, OrderConfig};
 use sluice_consumer::{keys, InFlightConfig, InFlightLimits, Metrics, Outcome, PacingConfig};
 use sluice_contract::saturation::{self, Saturation};
@@ -394,6 +394,22 @@ fn on_gauges() -> ModelControl {
     }
 }
 
+/// A controller on the gauges of `stack`'s llm-sim, from 1 between 1 and
+/// 16, one request waiting at the server as its target, a step every 200 ms.
+fn on_sim_gauges(stack: &QueueParts) -> ModelControl {
+    ModelControl {
+        signal: SignalConfig::Prometheus {
+            url: format!("http://{}/metrics", stack.backend),
+        },
+        floor: 1,
+        ceiling: 16,
+        initial: Some(1),
+        target_waiting: 1.0,
+        interval_ms: 200,
+        ..ModelControl::default()
+    }
+}
+
 /// [`controls`] reading a server that queues `waiting` and runs `running`.
 fn controls_on(
     redis: &sluice_redis::RedisConn,
@@ -513,14 +529,16 @@ async fn the_stepper_counts_every_live_instances_calls_as_its_own_and_the_rest_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_in_quota_reserve_keeps_slots_of_the_servers_batch_free_through_the_control_loop() {
-    let redis = RedisServer::start_off_runtime().await.unwrap();
-    let mut conn = redis_connection(&redis);
     let control = ModelControl {
         target_waiting: 1.0,
-        server_max_running: Some(32),
-        in_quota_reserve: 4,
+        in_quota_reserve: Some(InQuotaReserve {
+            server_max_running: 32,
+            slots: 4,
+        }),
         ..on_gauges()
     };
+    let redis = RedisServer::start_off_runtime().await.unwrap();
+    let mut conn = redis_connection(&redis);
     // The server runs 24 and queues nothing: room to grow, by the queue.
     let (controls, limits, metrics) = controls_on(&conn, &control, (0.0, 24.0));
     beat(&mut conn, "a").await;
@@ -548,17 +566,11 @@ async fn the_in_quota_reserve_holds_deferred_work_to_the_batch_less_the_reserve_
     let sim = sluice_testkit::stack::gpu_sim(150.0, 3, 50);
     let stack = QueueParts::start(RedisKind::Single, sim).await;
     let control = ModelControl {
-        signal: SignalConfig::Prometheus {
-            url: format!("http://{}/metrics", stack.backend),
-        },
-        floor: 1,
-        ceiling: 16,
-        initial: Some(1),
-        target_waiting: 1.0,
-        interval_ms: 200,
-        server_max_running: Some(3),
-        in_quota_reserve: 1,
-        ..ModelControl::default()
+        in_quota_reserve: Some(InQuotaReserve {
+            server_max_running: 3,
+            slots: 1,
+        }),
+        ..on_sim_gauges(&stack)
     };
     let consumer = member(&stack, "c1", controlled(unpaced(), control)).await;
     let ids = backlog_of_normal(&stack, &["t1", "t2"], 15).await;
@@ -700,18 +712,7 @@ async fn the_controller_follows_a_capacity_change_read_from_the_servers_gauges()
     // call with 4 running.
     let sim = sluice_testkit::stack::gpu_sim(200.0, 4, 50);
     let stack = QueueParts::start(RedisKind::Single, sim).await;
-    let control = ModelControl {
-        signal: SignalConfig::Prometheus {
-            url: format!("http://{}/metrics", stack.backend),
-        },
-        floor: 1,
-        ceiling: 16,
-        initial: Some(1),
-        target_waiting: 1.0,
-        interval_ms: 200,
-        ..ModelControl::default()
-    };
-    let spec = controlled(unpaced(), control);
+    let spec = controlled(unpaced(), on_sim_gauges(&stack));
     let consumer = member(&stack, "c1", spec).await;
     backlog_of_normal(&stack, &["t1", "t2", "t3"], 30).await;
     let mut conn = stack.conn.clone();

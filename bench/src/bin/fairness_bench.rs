@@ -90,7 +90,7 @@
 //!
 //! `--in-quota-reserve N` keeps N slots of the batch free for in-quota
 //! requests sent straight to the server (the controller's
-//! `in_quota_reserve`, `server_max_running` = `--max-batch`): without it
+//! `in_quota_reserve`, its `server_max_running` = `--max-batch`): without it
 //! the controller fills the batch (it aims at running + `target_waiting` −
 //! foreign) and an in-quota request waits for a call to end.
 //! `--static-reserve true` keeps it with a fixed `ceiling` instead.
@@ -107,7 +107,9 @@
 //! Prints one table (Markdown); asserts nothing.
 
 use clap::Parser;
-use sluice_consumer::controller::{self, CapacitySample, ControllerState, ModelControl};
+use sluice_consumer::controller::{
+    self, CapacitySample, ControllerState, InQuotaReserve, ModelControl,
+};
 use sluice_consumer::fair::{FairQueue, Order, ServiceCost, TicketId};
 use sluice_contract::saturation::{self, Route, Saturation};
 use sluice_contract::Priority;
@@ -198,7 +200,7 @@ struct Params {
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     count_direct: bool,
     /// Slots of the server's batch (`--max-batch`) kept free for in-quota
-    /// requests: the controller's `in_quota_reserve` with
+    /// requests: the controller's `in_quota_reserve.slots`, its
     /// `server_max_running` = `--max-batch` (the consumers' limit stays at
     /// or below the batch less this less the foreign requests there). 0:
     /// none. Only the policies whose controller counts its own calls (all
@@ -471,12 +473,12 @@ impl Params {
             } else {
                 512
             },
-            server_max_running: Some(self.max_batch as u32),
-            in_quota_reserve: if self.static_reserve {
-                0
-            } else {
-                self.in_quota_reserve as u32
-            },
+            in_quota_reserve: (!self.static_reserve && self.in_quota_reserve > 0).then_some(
+                InQuotaReserve {
+                    server_max_running: self.max_batch as u32,
+                    slots: self.in_quota_reserve as u32,
+                },
+            ),
             initial: None,
             target_waiting: self.target_waiting,
             // The KV cache is sized never to bind (see `capacity`).
@@ -618,7 +620,12 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
         } else {
             SchedulingPolicy::Fcfs
         });
-    let control = params.control();
+    let mut control = params.control();
+    if !policy.counts_own() {
+        // The old law does not tell its own calls from foreign ones, so a
+        // reserve could only hold its limit: none (it predates them both).
+        control.in_quota_reserve = None;
+    }
     let mut state: ControllerState = control.initial_state();
     let mut queue = Queue::new(if policy.vtc() {
         Order::AttainedService

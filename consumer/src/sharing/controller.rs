@@ -125,18 +125,25 @@ pub struct ModelControl {
     pub ttft_target_ms: Option<u64>,
     /// Step period, ms.
     pub interval_ms: u64,
-    /// Requests the model server runs at once (vLLM `--max-num-seqs`,
-    /// SGLang `--max-running-requests`); with `in_quota_reserve`, the batch
-    /// the reserve is kept in.
-    pub server_max_running: Option<u32>,
-    /// Slots of `server_max_running` kept free for requests that are not
-    /// the consumers' (in-quota ones sent straight to the server): the
-    /// limit stays at or below `server_max_running − in_quota_reserve −
-    /// foreign` (never below the floor), so an in-quota request finds a
-    /// free slot instead of waiting for a deferred call to end. 0: none.
-    /// Needs the server's gauges (`signal.kind: prometheus`); a step
-    /// without a server sample holds the limit (no growth).
-    pub in_quota_reserve: u32,
+    /// Slots of the server's batch kept free for in-quota requests
+    /// (`None`: none).
+    pub in_quota_reserve: Option<InQuotaReserve>,
+}
+
+/// Slots of the model server's batch kept free for requests that are not
+/// the consumers' (in-quota ones sent straight to the server): the limit
+/// stays at or below `server_max_running − slots − foreign` (never below
+/// the floor), so an in-quota request finds a free slot instead of waiting
+/// for a deferred call to end, and deferred work fills the rest. Needs the
+/// server's gauges (`signal.kind: prometheus`); a step without a server
+/// sample holds the limit (no growth).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InQuotaReserve {
+    /// Requests the server runs at once: vLLM `--max-num-seqs`, SGLang
+    /// `--max-running-requests`.
+    pub server_max_running: u32,
+    pub slots: u32,
 }
 
 impl Default for ModelControl {
@@ -155,8 +162,7 @@ impl Default for ModelControl {
             target_kv_usage: Some(0.8),
             ttft_target_ms: None,
             interval_ms: 1000,
-            server_max_running: None,
-            in_quota_reserve: 0,
+            in_quota_reserve: None,
         }
     }
 }
@@ -204,21 +210,9 @@ impl ModelControl {
             Some("target_kv_usage must lie in (0, 1]")
         } else if self.interval_ms < 50 {
             Some("interval_ms must be at least 50")
-        } else if self.server_max_running == Some(0) {
-            Some("server_max_running must be at least 1")
-        } else if self.in_quota_reserve > 0 && self.server_max_running.is_none() {
-            Some("in_quota_reserve needs server_max_running (the server's batch)")
-        } else if self
-            .server_max_running
-            .is_some_and(|max| self.in_quota_reserve >= max)
-        {
-            Some("in_quota_reserve must be below server_max_running")
-        } else if self.in_quota_reserve > 0
-            && !matches!(self.signal, SignalConfig::Prometheus { .. })
-        {
-            Some("in_quota_reserve needs the server's gauges (signal.kind: prometheus)")
         } else {
-            None
+            self.in_quota_reserve
+                .and_then(|reserve| reserve.problem(&self.signal))
         };
         match problem {
             Some(problem) => Err(ControlConfigError {
@@ -229,31 +223,39 @@ impl ModelControl {
         }
     }
 
-    /// The most calls the consumers may have in flight while
-    /// `in_quota_reserve` slots of the server's batch stay free for the
-    /// foreign requests to come: the batch less the reserve less the
-    /// foreign requests there now (running or waiting). `None` without a
-    /// reserve, or without the gauges and the consumers' count that tell
-    /// foreign from own.
-    pub fn reserve_room(&self, sample: &CapacitySample) -> Option<f64> {
-        let max = self.server_max_running.filter(|_| self.keeps_reserve())?;
-        sample.waiting?;
-        sample.running?;
-        sample.own_in_flight?;
-        Some(f64::from(max) - f64::from(self.in_quota_reserve) - sample.foreign())
-    }
-
-    /// Whether slots of the server's batch are kept for in-quota requests.
-    pub fn keeps_reserve(&self) -> bool {
-        self.in_quota_reserve > 0 && self.server_max_running.is_some()
-    }
-
     /// The state a model starts from.
     pub fn initial_state(&self) -> ControllerState {
         ControllerState {
             limit: f64::from(self.initial.unwrap_or(self.floor)),
             ..ControllerState::default()
         }
+    }
+}
+
+impl InQuotaReserve {
+    /// What is wrong with it under `signal`, if anything.
+    fn problem(&self, signal: &SignalConfig) -> Option<&'static str> {
+        if self.slots < 1 {
+            Some("in_quota_reserve.slots must be at least 1")
+        } else if self.slots >= self.server_max_running {
+            Some("in_quota_reserve.slots must be below server_max_running")
+        } else if !matches!(signal, SignalConfig::Prometheus { .. }) {
+            Some("in_quota_reserve needs the server's gauges (signal.kind: prometheus)")
+        } else {
+            None
+        }
+    }
+
+    /// The most calls the consumers may have in flight while `slots` of
+    /// the server's batch stay free for the foreign requests to come: the
+    /// batch less the slots less the foreign requests there now (running
+    /// or waiting). `None` without the gauges and the consumers' count
+    /// that tell foreign from own.
+    pub fn room(&self, sample: &CapacitySample) -> Option<f64> {
+        sample.waiting?;
+        sample.running?;
+        sample.own_in_flight?;
+        Some(f64::from(self.server_max_running) - f64::from(self.slots) - sample.foreign())
     }
 }
 
@@ -426,7 +428,7 @@ pub const ADDITIVE_STEPS: u32 = 4;
 /// (overload answers, slow first tokens) cuts; without server gauges, grow
 /// while the limit is in use; a queue or cache above target cuts towards
 /// it; below both, grow. Then the in-quota reserve caps the result
-/// ([`ModelControl::reserve_room`]).
+/// ([`InQuotaReserve::room`]).
 pub fn step(
     config: &ModelControl,
     state: ControllerState,
@@ -448,14 +450,17 @@ fn keep_reserve(
     next: ControllerState,
     reason: Reason,
 ) -> (ControllerState, Reason) {
+    let Some(reserve) = config.in_quota_reserve else {
+        return (next, reason);
+    };
     let before = state
         .limit
         .clamp(f64::from(config.floor), f64::from(config.ceiling));
-    let Some(room) = config.reserve_room(sample) else {
+    let Some(room) = reserve.room(sample) else {
         // A reserve whose room is unknown this step (no server sample:
         // the scrape failed) holds the limit where it was: growing on the
         // answers alone could take the reserved slots.
-        if config.keeps_reserve() && next.limit > before {
+        if next.limit > before {
             return (
                 ControllerState {
                     limit: before,
@@ -875,8 +880,7 @@ mod tests {
             target_kv_usage: Some(0.8),
             ttft_target_ms: Some(2000),
             interval_ms: 1000,
-            server_max_running: None,
-            in_quota_reserve: 0,
+            in_quota_reserve: None,
         }
     }
 
@@ -1472,8 +1476,10 @@ mod tests {
             signal: SignalConfig::Prometheus {
                 url: "http://gpu:8000/metrics".into(),
             },
-            server_max_running: Some(32),
-            in_quota_reserve: 4,
+            in_quota_reserve: Some(InQuotaReserve {
+                server_max_running: 32,
+                slots: 4,
+            }),
             ..unsmoothed()
         }
     }
@@ -1481,67 +1487,50 @@ mod tests {
     #[test]
     fn the_in_quota_reserve_lowers_the_limit_as_foreign_requests_arrive() {
         let config = reserving();
-        // 30 running, none waiting; 20 are the consumers' calls, 10
-        // in-quota ones: room for 32 − 4 − 10 = 18 of theirs, though the
-        // queue alone would let them grow.
-        assert_step(
-            &config,
-            20.0,
-            &shared(0.0, 30.0, 20.0),
-            (18.0, Reason::InQuotaReserve),
-        );
-        // The in-quota ones wait too (the batch is full): they count.
-        assert_step(
-            &config,
-            20.0,
-            &shared(3.0, 32.0, 20.0),
-            (13.0, Reason::InQuotaReserve),
-        );
-        // A batch full of foreign requests leaves the consumers their floor.
-        assert_step(
-            &config,
-            20.0,
-            &shared(10.0, 32.0, 1.0),
-            (2.0, Reason::InQuotaReserve),
-        );
+        // (waiting, running, own) at a batch of 32 with 4 reserved; from 20.
+        let cases = [
+            // 10 of 30 running are in-quota requests: room for 32 − 4 − 10
+            // = 18 calls of the consumers', though the queue alone would
+            // let them grow.
+            ((0.0, 30.0, 20.0), (18.0, Reason::InQuotaReserve)),
+            // In-quota requests waiting (the batch is full) count too.
+            ((3.0, 32.0, 20.0), (13.0, Reason::InQuotaReserve)),
+            // A batch full of foreign requests leaves the consumers their floor.
+            ((10.0, 32.0, 1.0), (2.0, Reason::InQuotaReserve)),
+            // The law's own cuts still apply under the room: 8 foreign leave
+            // room for 20; the queue's aim is 24 + 2 − 8 = 18, halfway 19.
+            ((8.0, 24.0, 24.0), (19.0, Reason::QueueAboveTarget)),
+        ];
+        for ((waiting, running, own), want) in cases {
+            assert_step(&config, 20.0, &shared(waiting, running, own), want);
+        }
     }
 
     #[test]
     fn the_in_quota_reserve_lets_deferred_work_fill_the_rest() {
         let config = reserving();
         // Nothing foreign: the consumers grow up to 32 − 4 = 28, no further
-        // (doubling from 20 would reach 21, 23, 27, 35).
-        let mut s = state(20.0);
-        let mut limits = Vec::new();
-        for _ in 0..6 {
+        // (doubling from 20 would reach 21, 23, 27, 35); there, growing is
+        // holding.
+        let in_use = |s: &ControllerState| {
             let own = s.cap() as f64;
-            let (next, _) = step(&config, s, &shared(0.0, own, own), 0);
-            limits.push(next.limit);
-            s = next;
-        }
-        assert_eq!(limits, vec![21.0, 23.0, 27.0, 28.0, 28.0, 28.0]);
-        // At the room, growing is holding.
-        assert_step(
-            &config,
-            28.0,
-            &shared(0.0, 28.0, 28.0),
-            (28.0, Reason::Hold),
+            step(&config, *s, &shared(0.0, own, own), 0)
+        };
+        let steps: Vec<(f64, Reason)> =
+            std::iter::successors(Some(in_use(&state(20.0))), |(s, _)| Some(in_use(s)))
+                .take(6)
+                .map(|(s, reason)| (s.limit, reason))
+                .collect();
+        let held = (28.0, Reason::Hold);
+        assert_eq!(
+            steps[..3],
+            [21.0, 23.0, 27.0].map(|l| (l, Reason::Headroom))
         );
+        assert_eq!(steps[3].0, 28.0);
+        assert_eq!(steps[4..], [held, held]);
         // The in-quota requests end: the room comes back at once.
-        assert_step(
-            &config,
-            18.0,
-            &shared(0.0, 18.0, 18.0),
-            (19.0, Reason::Headroom),
-        );
-        // The law's own cuts still apply under the room: 8 foreign of 32
-        // leave room for 20; the queue's aim is 24 + 2 − 8 = 18, halfway 19.
-        assert_step(
-            &config,
-            20.0,
-            &shared(8.0, 24.0, 24.0),
-            (19.0, Reason::QueueAboveTarget),
-        );
+        let back = (19.0, Reason::Headroom);
+        assert_step(&config, 18.0, &shared(0.0, 18.0, 18.0), back);
     }
 
     #[test]
@@ -1554,7 +1543,7 @@ mod tests {
             ..CapacitySample::default()
         };
         let plain = ModelControl {
-            in_quota_reserve: 0,
+            in_quota_reserve: None,
             ..reserving()
         };
         assert!(step(&plain, state(20.0), &answers_only, 0).0.limit > 20.0);
@@ -1570,60 +1559,47 @@ mod tests {
     #[test]
     fn without_the_consumers_count_the_reserve_only_holds() {
         let config = reserving();
+        let reserve = config.in_quota_reserve.unwrap();
         // Gauges without the consumers' count: foreign unknown, no room
         // to compute. The law's cut goes through; its growth is held.
-        assert_eq!(config.reserve_room(&load(0.0, 30.0)), None);
+        assert_eq!(reserve.room(&load(0.0, 30.0)), None);
         assert_eq!(
             step(&config, state(20.0), &load(8.0, 12.0), 0),
             step(&unsmoothed(), state(20.0), &load(8.0, 12.0), 0),
         );
-        assert!(
-            step(&unsmoothed(), state(20.0), &load(0.0, 30.0), 0)
-                .0
-                .limit
-                > 20.0
-        );
+        let grown = step(&unsmoothed(), state(20.0), &load(0.0, 30.0), 0).0;
+        assert!(grown.limit > 20.0, "{grown:?}");
         assert_step(&config, 20.0, &load(0.0, 30.0), (20.0, Reason::Hold));
-        // No reserve: the law alone.
-        let plain = ModelControl {
-            in_quota_reserve: 0,
-            ..reserving()
-        };
-        assert_eq!(plain.reserve_room(&shared(0.0, 30.0, 20.0)), None);
+        // With the count: the batch less the slots less the foreign ones.
+        assert_eq!(reserve.room(&shared(0.0, 30.0, 20.0)), Some(18.0));
     }
 
     #[test]
     fn the_in_quota_reserve_is_validated() {
-        let problem = |config: ModelControl| config.validate("m").err().map(|e| e.problem);
-        assert_eq!(problem(reserving()), None);
-        assert_eq!(
-            problem(ModelControl {
-                server_max_running: None,
+        let problem = |slots: u32, signal: SignalConfig| {
+            let config = ModelControl {
+                signal,
+                in_quota_reserve: Some(InQuotaReserve {
+                    server_max_running: 32,
+                    slots,
+                }),
                 ..reserving()
-            }),
-            Some("in_quota_reserve needs server_max_running (the server's batch)")
+            };
+            config.validate("m").err().map(|e| e.problem)
+        };
+        let gauges = reserving().signal;
+        assert_eq!(problem(4, gauges.clone()), None);
+        assert_eq!(
+            problem(0, gauges.clone()),
+            Some("in_quota_reserve.slots must be at least 1")
         );
         assert_eq!(
-            problem(ModelControl {
-                in_quota_reserve: 32,
-                ..reserving()
-            }),
-            Some("in_quota_reserve must be below server_max_running")
+            problem(32, gauges),
+            Some("in_quota_reserve.slots must be below server_max_running")
         );
         assert_eq!(
-            problem(ModelControl {
-                signal: SignalConfig::Responses,
-                ..reserving()
-            }),
+            problem(4, SignalConfig::Responses),
             Some("in_quota_reserve needs the server's gauges (signal.kind: prometheus)")
-        );
-        assert_eq!(
-            problem(ModelControl {
-                server_max_running: Some(0),
-                in_quota_reserve: 0,
-                ..reserving()
-            }),
-            Some("server_max_running must be at least 1")
         );
     }
 
