@@ -1,5 +1,7 @@
 //! The endpoint's [`Publisher`] over RocketMQ LiteTopics: one LiteTopic per
 //! tenant × model under one parent topic, created by the broker on first send.
+//! Sends go through [`PRODUCER_LANES`] producers, a bucket always through
+//! the same one.
 
 use super::caps::{BucketCaps, PublishError};
 use axum::body::Bytes;
@@ -29,8 +31,19 @@ pub trait Publisher: Send + Sync + 'static {
 /// subscribe (a LiteTopic subscription does not see earlier messages).
 const FIRST_SUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// Producers a publisher sends through. One [`LiteProducer`] has one send
+/// at the broker at a time (rocketmq-client-rust 1.0.0's producer), about
+/// 1.4 ms each on this 2-core machine kind, so it tops out near 690
+/// publishes/s however many requests wait. A bucket always goes through the
+/// same lane, so its messages reach the broker in the order they came, as
+/// with one producer; different buckets go in parallel. Measured (one
+/// broker, debug client, 2,000 sends to 1,000 LiteTopics, 16 at once): 1
+/// lane 681/s, 4 lanes 1,795/s, 8 lanes 1,837/s (CPU-bound from 4).
+pub const PRODUCER_LANES: usize = 4;
+
 pub struct LitePublisher {
-    producer: LiteProducer,
+    /// [`PRODUCER_LANES`] producers; a bucket's lane is [`lane_of`] its LiteTopic.
+    producers: Vec<LiteProducer>,
     parent: String,
     redis: RedisConn,
     /// Caps on new buckets, checked as a bucket is announced.
@@ -56,9 +69,9 @@ impl LitePublisher {
             .ensure_setup(parent, consumer_group, sluice_litetopic::SETUP_PATIENCE)
             .await?;
         admin.shutdown().await;
-        let producer = LiteProducer::new(&client, "sluice-deferral").await?;
+        let producers = start_producers(&client).await?;
         Ok(LitePublisher {
-            producer,
+            producers,
             parent: parent.to_string(),
             redis,
             caps: BucketCaps::default(),
@@ -111,6 +124,40 @@ impl LitePublisher {
     }
 }
 
+/// [`PRODUCER_LANES`] producers, in producer groups of their own
+/// (`sluice-deferral`, `sluice-deferral-1`, …: a group names the sender).
+async fn start_producers(
+    client: &LiteClient,
+) -> Result<Vec<LiteProducer>, sluice_litetopic::LiteError> {
+    let mut producers = Vec::with_capacity(PRODUCER_LANES);
+    for lane in 0..PRODUCER_LANES {
+        let group = match lane {
+            0 => "sluice-deferral".to_string(),
+            lane => format!("sluice-deferral-{lane}"),
+        };
+        match LiteProducer::new(client, &group).await {
+            Ok(producer) => producers.push(producer),
+            Err(error) => {
+                for producer in producers {
+                    producer.shutdown().await;
+                }
+                return Err(error);
+            }
+        }
+    }
+    Ok(producers)
+}
+
+/// The lane of LiteTopic `topic` among `lanes`: the same for every publish
+/// of a bucket, spread evenly over buckets.
+fn lane_of(topic: &str, lanes: usize) -> usize {
+    use std::hash::{Hash, Hasher};
+    // Fixed keys: the lane must not change while the process runs.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    topic.hash(&mut hasher);
+    (hasher.finish() % lanes.max(1) as u64) as usize
+}
+
 impl Publisher for LitePublisher {
     fn publish<'a>(
         &'a self,
@@ -122,7 +169,7 @@ impl Publisher for LitePublisher {
         Box::pin(async move {
             let topic = lite_topic_name(tenant, model);
             self.announce(tenant, &topic).await?;
-            self.producer
+            self.producers[lane_of(&topic, self.producers.len())]
                 .send(&self.parent, &topic, &work, &[("reqId", req_id)])
                 .await
                 .map_err(|e| PublishError::Failed(e.to_string()))?;
@@ -137,5 +184,27 @@ impl Publisher for LitePublisher {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_keeps_its_lane_and_buckets_spread_over_the_lanes() {
+        let mut per_lane = [0usize; PRODUCER_LANES];
+        for bucket in 0..1000 {
+            let topic = sluice_litetopic::lite_topic_name(&format!("tenant-{bucket}"), "gpt-4o");
+            let lane = lane_of(&topic, PRODUCER_LANES);
+            assert_eq!(lane, lane_of(&topic, PRODUCER_LANES));
+            per_lane[lane] += 1;
+        }
+        // 250 each on average; a skewed hash would leave a lane idle.
+        assert!(
+            per_lane.iter().all(|n| (180..=320).contains(n)),
+            "{per_lane:?}"
+        );
+        assert_eq!(lane_of("any", 1), 0);
     }
 }
