@@ -76,6 +76,9 @@ struct Stack {
     /// client would have received.
     direct: SocketAddr,
     limiter: Arc<Limiter>,
+    /// When the stack started (Unix ms): the first of the windows its
+    /// requests can be charged in.
+    started_ms: u64,
     _redis: RedisServer,
     _rls: Rls,
 }
@@ -87,6 +90,7 @@ async fn stack() -> Stack {
 /// `plugin_options`: more keys for the filter's plugin configuration
 /// (`, "key": value` JSON text).
 async fn stack_with(plugin_options: &str) -> Stack {
+    let started_ms = now_millis();
     let redis = RedisServer::start().unwrap();
     let limiter = redis_limiter(&limits(), &redis.url(), Metrics::new());
     let rls = start_rls(limiter.clone(), RlsParts::default()).await;
@@ -114,6 +118,7 @@ async fn stack_with(plugin_options: &str) -> Stack {
         backend,
         direct,
         limiter,
+        started_ms,
         _redis: redis,
         _rls: rls,
     }
@@ -145,16 +150,27 @@ impl Stack {
         self.budget_used(tenant, model, "total").await
     }
 
+    /// Tokens used in the tenant's hour windows since the stack started:
+    /// one window, or two when an hour turned meanwhile. A request is
+    /// charged, and its correction lands, in the window it was admitted in,
+    /// so reading only the window of now reads 0 after the turn.
     async fn budget_used(&self, tenant: &str, model: &str, budget: &str) -> u64 {
+        const HOUR_MS: u64 = 3_600_000;
+        let now = now_millis();
+        let mut used = self
+            .used_in_window_at(tenant, model, budget, self.started_ms)
+            .await;
+        if now / HOUR_MS != self.started_ms / HOUR_MS {
+            used += self.used_in_window_at(tenant, model, budget, now).await;
+        }
+        used
+    }
+
+    /// Tokens used in the window holding `at_ms`, charging nothing.
+    async fn used_in_window_at(&self, tenant: &str, model: &str, budget: &str, at_ms: u64) -> u64 {
         let request = tokens_probe(tenant, model, budget);
-        let left = self
-            .limiter
-            .should_rate_limit(&request)
-            .await
-            .unwrap()
-            .statuses[0]
-            .limit_remaining;
-        TOKEN_LIMIT - u64::from(left)
+        let response = self.limiter.correct(&request, Some(at_ms)).await.unwrap();
+        TOKEN_LIMIT - u64::from(response.statuses[0].limit_remaining)
     }
 
     /// Waits for the window to reach `expected` (reconciliation is sent after
