@@ -184,8 +184,30 @@ async fn deferred_requests_through_a_failover(kind: RedisKind) {
     assert_no_cross_slot_commands();
 }
 
-/// Requests left in `tenant`'s hourly budget, as any instance sees it.
-async fn requests_left(limiter: &sluice_ratelimit::limiter::Limiter, tenant: &str) -> u32 {
+/// Requests counted in `tenant`'s hourly budget, as any instance sees it,
+/// in the windows from `since_ms` to now: one, or two when an hour turned
+/// in between (a request counts in the window it was admitted in, so the
+/// window of now alone reads 0 after the turn).
+async fn requests_used(
+    limiter: &sluice_ratelimit::limiter::Limiter,
+    tenant: &str,
+    since_ms: u64,
+) -> u64 {
+    const HOUR_MS: u64 = 3_600_000;
+    let now = sluice_contract::now_ms();
+    let mut used = requests_used_at(limiter, tenant, since_ms).await;
+    if now / HOUR_MS != since_ms / HOUR_MS {
+        used += requests_used_at(limiter, tenant, now).await;
+    }
+    used
+}
+
+/// Requests counted in the window holding `at_ms`, charging nothing.
+async fn requests_used_at(
+    limiter: &sluice_ratelimit::limiter::Limiter,
+    tenant: &str,
+    at_ms: u64,
+) -> u64 {
     let request = sluice_testkit::rls::request(
         "sluice",
         vec![sluice_testkit::rls::with_hits(
@@ -193,7 +215,13 @@ async fn requests_left(limiter: &sluice_ratelimit::limiter::Limiter, tenant: &st
             0,
         )],
     );
-    limiter.should_rate_limit(&request).await.unwrap().statuses[0].limit_remaining
+    let response = limiter.correct(&request, Some(at_ms)).await.unwrap();
+    let status = &response.statuses[0];
+    let limit = status
+        .current_limit
+        .as_ref()
+        .map_or(0, |l| l.requests_per_unit);
+    u64::from(limit.saturating_sub(status.limit_remaining))
 }
 
 // Two endpoints sending to one bucket at once. Two broker defects showed
@@ -293,8 +321,9 @@ async fn two_rls_and_two_consumers_share_one_cluster_behind_one_envoy() {
     };
 
     // N admitted requests through two instances: the shared counter is exact.
-    const N: u32 = 40;
-    let before = requests_left(&instances[0].limiter, "free").await;
+    const N: u64 = 40;
+    let since = sluice_contract::now_ms();
+    let before = requests_used(&instances[0].limiter, "free", since).await;
     let handles: Vec<_> = (0..N).map(|_| chat("free")).collect();
     for handle in handles {
         let response = handle.await.unwrap();
@@ -302,8 +331,8 @@ async fn two_rls_and_two_consumers_share_one_cluster_behind_one_envoy() {
     }
     for instance in &instances {
         assert_eq!(
-            requests_left(&instance.limiter, "free").await,
-            before - N,
+            requests_used(&instance.limiter, "free", since).await,
+            before + N,
             "both instances see exactly {N} requests counted"
         );
     }
