@@ -13,6 +13,7 @@ use crate::{
     example_deferral_secret, free_port, sluice_filter_envoy_config, Envoy, RedisServer, RocketMq,
     SluiceFilterPorts,
 };
+use anyhow::Context;
 use sluice_consumer::{
     connect, InFlightConfig, InFlightLimits, Metrics as ConsumerMetrics, Pacer, PacingConfig,
     Processor, ProcessorConfig, Rates, RedisOptions, WorkItem,
@@ -366,6 +367,45 @@ pub fn limiter(limits_yaml: &str, store: Arc<dyn CounterStore>, metrics: Metrics
 pub async fn tokens_left(limiter: &Limiter, tenant: &str, model: &str) -> u32 {
     let request = crate::rls::tokens_probe(tenant, model, "total");
     limiter.should_rate_limit(&request).await.unwrap().statuses[0].limit_remaining
+}
+
+/// What `probe` (a request charging nothing) has used of its first
+/// descriptor's limit in the windows of `window_ms` from `since_ms` to now:
+/// one window, or two when one turned in between. A request is charged,
+/// and its correction lands, in the window it was admitted in, so the
+/// window of now alone reads 0 after a turn. Tests last less than a window.
+pub async fn used_since(
+    limiter: &Limiter,
+    probe: &sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest,
+    since_ms: u64,
+    window_ms: u64,
+) -> anyhow::Result<u64> {
+    let now = sluice_contract::now_ms();
+    let mut used = used_in_window_at(limiter, probe, since_ms).await?;
+    if now / window_ms != since_ms / window_ms {
+        used += used_in_window_at(limiter, probe, now).await?;
+    }
+    Ok(used)
+}
+
+/// What `probe` has used of its first descriptor's limit in the window
+/// holding `at_ms` (a correction of no hits: it charges nothing).
+pub async fn used_in_window_at(
+    limiter: &Limiter,
+    probe: &sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest,
+    at_ms: u64,
+) -> anyhow::Result<u64> {
+    let response = limiter.correct(probe, Some(at_ms)).await?;
+    let status = response
+        .statuses
+        .first()
+        .context("no status in the answer")?;
+    let limit = status
+        .current_limit
+        .as_ref()
+        .context("the probe matched no limit")?
+        .requests_per_unit;
+    Ok(u64::from(limit.saturating_sub(status.limit_remaining)))
 }
 
 /// [`limiter`] on the Redis at `redis_url`.

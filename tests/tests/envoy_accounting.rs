@@ -18,7 +18,8 @@ use sluice_ratelimit::metrics::Metrics;
 use sluice_testkit::rls::tokens_probe;
 use sluice_testkit::stack::limits::{self, OverLimit};
 use sluice_testkit::stack::{
-    redis_limiter, start_filter_envoy_edited, start_llm_sim, start_rls, FilterEnvoy, Rls, RlsParts,
+    redis_limiter, start_filter_envoy_edited, start_llm_sim, start_rls, used_in_window_at,
+    used_since, FilterEnvoy, Rls, RlsParts,
 };
 use sluice_testkit::{free_port, get, http_request, read_until, HttpResponse, RedisServer};
 use std::collections::BTreeMap;
@@ -150,27 +151,13 @@ impl Stack {
         self.budget_used(tenant, model, "total").await
     }
 
-    /// Tokens used in the tenant's hour windows since the stack started:
-    /// one window, or two when an hour turned meanwhile. A request is
-    /// charged, and its correction lands, in the window it was admitted in,
-    /// so reading only the window of now reads 0 after the turn.
+    /// Tokens used in the tenant's hour windows since the stack started
+    /// (see [`used_since`]).
     async fn budget_used(&self, tenant: &str, model: &str, budget: &str) -> u64 {
-        const HOUR_MS: u64 = 3_600_000;
-        let now = now_millis();
-        let mut used = self
-            .used_in_window_at(tenant, model, budget, self.started_ms)
-            .await;
-        if now / HOUR_MS != self.started_ms / HOUR_MS {
-            used += self.used_in_window_at(tenant, model, budget, now).await;
-        }
-        used
-    }
-
-    /// Tokens used in the window holding `at_ms`, charging nothing.
-    async fn used_in_window_at(&self, tenant: &str, model: &str, budget: &str, at_ms: u64) -> u64 {
-        let request = tokens_probe(tenant, model, budget);
-        let response = self.limiter.correct(&request, Some(at_ms)).await.unwrap();
-        TOKEN_LIMIT - u64::from(response.statuses[0].limit_remaining)
+        let probe = tokens_probe(tenant, model, budget);
+        used_since(&self.limiter, &probe, self.started_ms, 3_600_000)
+            .await
+            .unwrap()
     }
 
     /// Waits for the window to reach `expected` (reconciliation is sent after
@@ -478,15 +465,12 @@ async fn a_correction_goes_to_the_window_of_admission() {
     let content = "Across the boundary.";
     let body = stream_body(content);
     let tick = |tenant_window_at: u64| {
-        let stack = &stack;
+        let probe = tokens_probe("tick", "gpt-4o", "total");
+        let limiter = stack.limiter.clone();
         async move {
-            let request = tokens_probe("tick", "gpt-4o", "total");
-            let response = stack
-                .limiter
-                .correct(&request, Some(tenant_window_at))
+            used_in_window_at(&limiter, &probe, tenant_window_at)
                 .await
-                .unwrap();
-            TOKEN_LIMIT - u64::from(response.statuses[0].limit_remaining)
+                .unwrap()
         }
     };
     for _attempt in 0..5 {

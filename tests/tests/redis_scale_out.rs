@@ -184,44 +184,23 @@ async fn deferred_requests_through_a_failover(kind: RedisKind) {
     assert_no_cross_slot_commands();
 }
 
-/// Requests counted in `tenant`'s hourly budget, as any instance sees it,
-/// in the windows from `since_ms` to now: one, or two when an hour turned
-/// in between (a request counts in the window it was admitted in, so the
-/// window of now alone reads 0 after the turn).
+/// Requests counted in `tenant`'s hourly budget since `since_ms`, as any
+/// instance sees it (see [`sluice_testkit::stack::used_since`]).
 async fn requests_used(
     limiter: &sluice_ratelimit::limiter::Limiter,
     tenant: &str,
     since_ms: u64,
 ) -> u64 {
-    const HOUR_MS: u64 = 3_600_000;
-    let now = sluice_contract::now_ms();
-    let mut used = requests_used_at(limiter, tenant, since_ms).await;
-    if now / HOUR_MS != since_ms / HOUR_MS {
-        used += requests_used_at(limiter, tenant, now).await;
-    }
-    used
-}
-
-/// Requests counted in the window holding `at_ms`, charging nothing.
-async fn requests_used_at(
-    limiter: &sluice_ratelimit::limiter::Limiter,
-    tenant: &str,
-    at_ms: u64,
-) -> u64 {
-    let request = sluice_testkit::rls::request(
+    let probe = sluice_testkit::rls::request(
         "sluice",
         vec![sluice_testkit::rls::with_hits(
             sluice_testkit::rls::descriptor(&[("tenant", tenant), ("model", MODEL)]),
             0,
         )],
     );
-    let response = limiter.correct(&request, Some(at_ms)).await.unwrap();
-    let status = &response.statuses[0];
-    let limit = status
-        .current_limit
-        .as_ref()
-        .map_or(0, |l| l.requests_per_unit);
-    u64::from(limit.saturating_sub(status.limit_remaining))
+    sluice_testkit::stack::used_since(limiter, &probe, since_ms, 3_600_000)
+        .await
+        .unwrap()
 }
 
 // Two endpoints sending to one bucket at once. Two broker defects showed
