@@ -7,7 +7,7 @@ use super::caps::{BucketCaps, PublishError};
 use axum::body::Bytes;
 use futures::future::BoxFuture;
 use sluice_contract::bookkeeping;
-use sluice_litetopic::{lite_topic_name, LiteAdmin, LiteClient, LiteConfig, LiteProducer};
+use sluice_litetopic::{lane_of, lite_topic_name, LiteAdmin, LiteClient, LiteConfig, LiteProducer};
 use sluice_redis::RedisConn;
 
 /// Queues a deferred request (the LiteTopic producer in production).
@@ -148,16 +148,6 @@ async fn start_producers(
     Ok(producers)
 }
 
-/// The lane of LiteTopic `topic` among `lanes`: the same for every publish
-/// of a bucket, spread evenly over buckets.
-fn lane_of(topic: &str, lanes: usize) -> usize {
-    use std::hash::{Hash, Hasher};
-    // Fixed keys: the lane must not change while the process runs.
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    topic.hash(&mut hasher);
-    (hasher.finish() % lanes.max(1) as u64) as usize
-}
-
 impl Publisher for LitePublisher {
     fn publish<'a>(
         &'a self,
@@ -184,27 +174,5 @@ impl Publisher for LitePublisher {
                 }
             }
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_bucket_keeps_its_lane_and_buckets_spread_over_the_lanes() {
-        let mut per_lane = [0usize; PRODUCER_LANES];
-        for bucket in 0..1000 {
-            let topic = sluice_litetopic::lite_topic_name(&format!("tenant-{bucket}"), "gpt-4o");
-            let lane = lane_of(&topic, PRODUCER_LANES);
-            assert_eq!(lane, lane_of(&topic, PRODUCER_LANES));
-            per_lane[lane] += 1;
-        }
-        // 250 each on average; a skewed hash would leave a lane idle.
-        assert!(
-            per_lane.iter().all(|n| (180..=320).contains(n)),
-            "{per_lane:?}"
-        );
-        assert_eq!(lane_of("any", 1), 0);
     }
 }

@@ -153,6 +153,21 @@ impl LiteClient {
 
     /// Stop the client runtime. Shut the admin, producers and consumers down
     /// first.
+    /// `n` handles (at least one) for calls that may run side by side.
+    pub(crate) async fn lanes(&self, role: &'static str, n: usize) -> Result<Lanes, LiteError> {
+        let mut lanes = Vec::with_capacity(n.max(1));
+        for _ in 0..n.max(1) {
+            match self.remoting(role).await {
+                Ok(remoting) => lanes.push(Arc::new(remoting)),
+                Err(e) => {
+                    Lanes(lanes).shutdown().await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Lanes(lanes))
+    }
+
     pub async fn shutdown(self) {
         let report = Box::pin(self.inner.runtime.shutdown()).await;
         if !report.is_healthy() {
@@ -181,11 +196,51 @@ impl LiteClient {
 /// Workaround `ONE_HANDLE_PER_POLLER` (facts sheet): a handle runs one call
 /// at a time behind an async mutex, so a long-poll pop waiting for up to its
 /// poll time would hold up every suspend, release or subscribe sent through
-/// the same handle. Each consumer therefore owns two: one only for pops, one
-/// for everything else.
+/// the same handle. Each consumer therefore keeps pops and everything else
+/// on handles of their own, and several of each ([`Lanes`]).
 pub(crate) struct Remoting {
     handle: ClientInstanceHandle,
     pub(crate) timeout: Duration,
+}
+
+/// Several [`Remoting`] handles used side by side: one handle runs one call
+/// at a time (about a millisecond each on loopback), so one handle caps a
+/// consumer at about a thousand suspends and releases a second, whatever
+/// the broker could take. A LiteTopic's calls always go through the same
+/// handle ([`crate::lane_of`]), so they reach the broker in the order made.
+pub(crate) struct Lanes(Vec<Arc<Remoting>>);
+
+impl Lanes {
+    /// The handle for calls not tied to one LiteTopic (routes,
+    /// subscriptions, dispatch triggers).
+    pub(crate) fn first(&self) -> &Arc<Remoting> {
+        &self.0[0]
+    }
+
+    /// The handle of LiteTopic `lite_topic`.
+    pub(crate) fn of(&self, lite_topic: &str) -> &Arc<Remoting> {
+        &self.0[crate::lane_of(lite_topic, self.0.len())]
+    }
+
+    /// Lanes of handles taken apart earlier (at least one).
+    pub(crate) fn from_handles(handles: Vec<Arc<Remoting>>) -> Self {
+        Lanes(handles)
+    }
+
+    pub(crate) fn into_iter(self) -> impl Iterator<Item = Arc<Remoting>> {
+        self.0.into_iter()
+    }
+
+    /// Close every handle no call holds any more (the others close when
+    /// their last call drops them).
+    pub(crate) async fn shutdown(self) {
+        for lane in self.0 {
+            match Arc::try_unwrap(lane) {
+                Ok(remoting) => remoting.shutdown().await,
+                Err(_) => debug!("remoting handle still in use; closed when dropped"),
+            }
+        }
+    }
 }
 
 impl Remoting {

@@ -15,8 +15,9 @@
 //! Several brokers: each broker of the parent topic's route keeps its own
 //! LiteTopic queues, subscriptions and blocks, so the consumer subscribes
 //! on every broker of the route, pops from each of them at the same time
-//! (one pop in flight per broker, each on a handle of its own), and sends
-//! suspend / release to the broker the message came from. The route is read
+//! (`POP_LANES` pops in flight per broker, each on a handle of its own), and
+//! sends suspend / release to the broker the message came from (over
+//! `CONTROL_LANES` handles, a LiteTopic always on the same one). The route is read
 //! again every `ROUTE_REFRESH` and after a broker fails; a broker that
 //! failed, or joined the route, gets the whole subscription set again
 //! (CompleteAdd) before its next pop, since a restarted broker has lost it.
@@ -51,7 +52,7 @@ use rocketmq_protocol::rpc::topic_request_header::TopicRequestHeader;
 use tokio::sync::mpsc;
 use tracing::{debug, instrument, trace, warn};
 
-use crate::client::{broker_error, now_millis, BrokerTarget, LiteClient, Remoting};
+use crate::client::{broker_error, now_millis, BrokerTarget, Lanes, LiteClient, Remoting};
 use crate::error::{code, LiteError};
 use crate::naming::{lmq_name, validate_group, validate_lite_topic, validate_parent_topic};
 use crate::producer::{MessageId, BROKER_INTERNAL_PROPERTIES};
@@ -59,6 +60,19 @@ use crate::routing::ROUTE_REFRESH;
 
 /// Most messages one pop may return (broker limit).
 pub const MAX_POP_BATCH: u32 = 32;
+
+/// Pops in flight to one broker, each on a handle of its own
+/// (`ONE_HANDLE_PER_POLLER`). A pop takes about a millisecond on loopback
+/// and, at one message per pop (the consumer's pacing), one pop at a time
+/// capped a consumer near a thousand messages a second with the machine
+/// half idle. The broker keeps a popped LiteTopic blocked until its
+/// release, so pops side by side never take two messages of one LiteTopic.
+const POP_LANES: usize = 4;
+
+/// Handles for suspends, releases and the other control calls: each
+/// message is released or suspended once, and one handle runs one call at
+/// a time.
+const CONTROL_LANES: usize = 4;
 
 /// `POP_TIME_SKEW`: how far below the popTime of the pop answer the popTime
 /// the broker recorded for a LiteTopic may lie. The broker stamps each
@@ -280,8 +294,9 @@ pub struct LiteConsumer {
     /// Until when the route is read every `ROUTE_REFRESH_AFTER_LOSS`.
     watch_route_until: Mutex<Option<Instant>>,
     /// Subscriptions, suspends, releases, routes (all brokers), and the
-    /// pops of `NUDGE_AFTER_RELEASE`.
-    control: Arc<Remoting>,
+    /// pops of `NUDGE_AFTER_RELEASE`; a LiteTopic's suspends and releases
+    /// on its own lane.
+    control: Lanes,
     /// Woken by every release (`NUDGE_AFTER_RELEASE`).
     released: tokio::sync::Notify,
     request_timeout: Duration,
@@ -304,12 +319,12 @@ pub struct LiteConsumer {
     offset_shifts: Mutex<HashMap<String, HashMap<String, i64>>>,
 }
 
-/// One broker of the route and its pop handle.
+/// One broker of the route and its pop handles.
 struct BrokerPoller {
     target: Arc<BrokerTarget>,
-    /// `ONE_HANDLE_PER_POLLER`: long-poll pops to this broker only.
-    poll: Arc<Remoting>,
-    in_flight: bool,
+    /// `ONE_HANDLE_PER_POLLER`: long-poll pops to this broker only,
+    /// `POP_LANES` of them side by side.
+    lanes: Vec<PopLane>,
     /// `NUDGE_AFTER_RELEASE`: a LiteTopic of this broker was released while
     /// the long poll waits; a nudge pop is due.
     nudge_due: bool,
@@ -325,9 +340,17 @@ struct BrokerPoller {
     in_route: bool,
 }
 
+/// One pop handle of a broker and whether a pop on it is in flight.
+struct PopLane {
+    poll: Arc<Remoting>,
+    in_flight: bool,
+}
+
 /// The answer of one broker's pop task.
 struct PopOutcome {
     broker: String,
+    /// The pop lane it ran on (a nudge's is not one).
+    lane: usize,
     /// A pop of `NUDGE_AFTER_RELEASE` (the broker's long poll may still wait).
     nudge: bool,
     result: Result<Vec<LiteMessage>, LiteError>,
@@ -339,8 +362,8 @@ impl LiteConsumer {
     pub async fn new(client: &LiteClient, group: &str, parent: &str) -> Result<Self, LiteError> {
         validate_group(group)?;
         validate_parent_topic(parent)?;
-        let control = client.remoting("consumer-control").await?;
-        let route = match control.topic_masters(parent).await {
+        let control = client.lanes("consumer-control", CONTROL_LANES).await?;
+        let route = match control.first().topic_masters(parent).await {
             Ok(route) => route,
             Err(e) => {
                 control.shutdown().await;
@@ -349,9 +372,9 @@ impl LiteConsumer {
         };
         let mut brokers = BTreeMap::new();
         for target in route {
-            match client.remoting("consumer-poll").await {
-                Ok(poll) => {
-                    brokers.insert(target.name.clone(), BrokerPoller::new(target, poll, false));
+            match client.lanes("consumer-poll", POP_LANES).await {
+                Ok(polls) => {
+                    brokers.insert(target.name.clone(), BrokerPoller::new(target, polls, false));
                 }
                 Err(e) => {
                     for poller in brokers.into_values() {
@@ -373,7 +396,7 @@ impl LiteConsumer {
             brokers: Mutex::new(brokers),
             route_read_at: Mutex::new(Some(Instant::now())),
             watch_route_until: Mutex::new(None),
-            control: Arc::new(control),
+            control,
             released: tokio::sync::Notify::new(),
             request_timeout: client.config().request_timeout,
             subscriptions: Mutex::new(BTreeSet::new()),
@@ -514,6 +537,7 @@ impl LiteConsumer {
                 topic_request_header: None,
             };
             self.control
+                .first()
                 .request_ok(
                     "delete lite topic",
                     &broker.addr,
@@ -599,8 +623,9 @@ impl LiteConsumer {
     /// the route answered; while one does, a failing broker is only logged
     /// and retried after `BROKER_RETRY`.
     ///
-    /// Every broker of the route is popped at the same time, one pop in
-    /// flight per broker; this returns as soon as one answers with messages.
+    /// Every broker of the route is popped at the same time, `POP_LANES`
+    /// pops in flight per broker; this returns as soon as one answers with
+    /// messages.
     /// Pops still in flight then, and messages beyond `max`, are kept for the
     /// next call: the broker commits what it answers (at-most-once), so
     /// before dropping the consumer call [`LiteConsumer::finish_pops`] and
@@ -740,7 +765,7 @@ impl LiteConsumer {
     fn in_flight(&self) -> usize {
         lock(&self.brokers)
             .values()
-            .map(|poller| usize::from(poller.in_flight) + usize::from(poller.nudging))
+            .map(|poller| poller.pops_in_flight() + usize::from(poller.nudging))
             .sum()
     }
 
@@ -752,7 +777,11 @@ impl LiteConsumer {
         if let Some(poller) = lock(&self.brokers).get_mut(&outcome.broker) {
             match outcome.nudge {
                 true => poller.nudging = false,
-                false => poller.in_flight = false,
+                false => {
+                    if let Some(lane) = poller.lanes.get_mut(outcome.lane) {
+                        lane.in_flight = false;
+                    }
+                }
             }
         }
         match outcome.result {
@@ -777,33 +806,36 @@ impl LiteConsumer {
         }
     }
 
-    /// Start a pop task on every broker of the route that has none in flight
-    /// and is not waiting out a failure. Returns how many are in flight.
+    /// Start a pop task on every idle lane of every broker of the route
+    /// that is not waiting out a failure. Returns how many are in flight.
     fn start_pops(&self, max: u32, invisible_ms: i64, poll_ms: u64) -> usize {
         let now = Instant::now();
         let mut brokers = lock(&self.brokers);
         let mut in_flight = 0;
         for poller in brokers.values_mut() {
-            if poller.in_flight {
-                in_flight += 1;
-                continue;
-            }
+            in_flight += poller.pops_in_flight();
             let resting = poller.retry_at.is_some_and(|at| at > now);
             if !poller.in_route || poller.resync || resting {
                 continue;
             }
-            let request = self.pop_request(&poller.target, max, invisible_ms, poll_ms);
-            let task = PopTask {
-                poll: Arc::clone(&poller.poll),
-                broker: Arc::clone(&poller.target),
-                timeout: Duration::from_millis(poll_ms) + self.request_timeout,
-                counters: Arc::clone(&self.counters),
-                nudge: false,
-            };
-            tokio::spawn(task.run(request, self.outcomes_tx.clone()));
-            poller.in_flight = true;
-            poller.nudge_due = false;
-            in_flight += 1;
+            for (index, lane) in poller.lanes.iter_mut().enumerate() {
+                if lane.in_flight {
+                    continue;
+                }
+                let request = self.pop_request(&poller.target, max, invisible_ms, poll_ms);
+                let task = PopTask {
+                    poll: Arc::clone(&lane.poll),
+                    broker: Arc::clone(&poller.target),
+                    lane: index,
+                    timeout: Duration::from_millis(poll_ms) + self.request_timeout,
+                    counters: Arc::clone(&self.counters),
+                    nudge: false,
+                };
+                tokio::spawn(task.run(request, self.outcomes_tx.clone()));
+                lane.in_flight = true;
+                poller.nudge_due = false;
+                in_flight += 1;
+            }
         }
         in_flight
     }
@@ -813,13 +845,14 @@ impl LiteConsumer {
     fn start_nudges(&self, max: u32, invisible_ms: i64) {
         let mut brokers = lock(&self.brokers);
         for poller in brokers.values_mut() {
-            if !(poller.in_flight && poller.nudge_due) || poller.nudging {
+            if !(poller.pops_in_flight() > 0 && poller.nudge_due) || poller.nudging {
                 continue;
             }
             let request = self.pop_request(&poller.target, max, invisible_ms, NUDGE_POLL_MS);
             let task = PopTask {
-                poll: Arc::clone(&self.control),
+                poll: Arc::clone(self.control.first()),
                 broker: Arc::clone(&poller.target),
+                lane: 0,
                 timeout: self.request_timeout,
                 counters: Arc::clone(&self.counters),
                 nudge: true,
@@ -835,7 +868,7 @@ impl LiteConsumer {
     /// poll to it waits, the pop loop sends a nudge.
     fn released_at(&self, broker: &str) {
         if let Some(poller) = lock(&self.brokers).get_mut(broker) {
-            if poller.in_flight {
+            if poller.pops_in_flight() > 0 {
                 poller.nudge_due = true;
             }
         }
@@ -882,7 +915,7 @@ impl LiteConsumer {
             return;
         }
         *lock(&self.route_read_at) = Some(Instant::now());
-        match self.control.topic_masters(&self.parent).await {
+        match self.control.first().topic_masters(&self.parent).await {
             Ok(route) => self.follow_route(route).await,
             Err(error) => {
                 warn!(%error, parent = %self.parent, "cannot read the route; keeping the last one")
@@ -913,10 +946,10 @@ impl LiteConsumer {
                 // taken up once that pop ends.
                 continue;
             }
-            match self.client.remoting("consumer-poll").await {
-                Ok(poll) => {
+            match self.client.lanes("consumer-poll", POP_LANES).await {
+                Ok(polls) => {
                     debug!(broker = %target.name, "broker joined the route");
-                    let poller = BrokerPoller::new(target, poll, true);
+                    let poller = BrokerPoller::new(target, polls, true);
                     lock(&self.brokers).insert(poller.target.name.clone(), poller);
                 }
                 Err(error) => warn!(%error, broker = %target.name, "cannot reach a new broker"),
@@ -929,7 +962,7 @@ impl LiteConsumer {
             let mut brokers = lock(&self.brokers);
             let names: Vec<String> = brokers
                 .iter()
-                .filter(|(_, p)| !p.in_route && !p.in_flight)
+                .filter(|(_, p)| !p.in_route && p.pops_in_flight() == 0)
                 .map(|(name, _)| name.clone())
                 .collect();
             names
@@ -953,7 +986,7 @@ impl LiteConsumer {
         let now = Instant::now();
         let due: Vec<Arc<BrokerTarget>> = lock(&self.brokers)
             .values()
-            .filter(|p| p.in_route && p.resync && !p.in_flight)
+            .filter(|p| p.in_route && p.resync && p.pops_in_flight() == 0)
             .filter(|p| p.retry_at.is_none_or(|at| at <= now))
             .map(|p| Arc::clone(&p.target))
             .collect();
@@ -1048,10 +1081,7 @@ impl LiteConsumer {
         for poller in pollers {
             poller.shutdown().await;
         }
-        match Arc::try_unwrap(self.control) {
-            Ok(control) => control.shutdown().await,
-            Err(_) => debug!("control handle still in use; closed when dropped"),
-        }
+        self.control.shutdown().await;
     }
 
     /// `WAKE_ON_SUSPEND_EXPIRY`: the broker does not wake a waiting pop when
@@ -1259,6 +1289,7 @@ impl LiteConsumer {
             );
             let response = self
                 .control
+                .of(&handle.lite_topic)
                 .invoke(
                     "change invisible time",
                     &handle.broker.addr,
@@ -1334,6 +1365,7 @@ impl LiteConsumer {
             RemotingCommand::create_request_command(RequestCode::LiteSubscriptionCtl, header)
                 .set_body(body);
         self.control
+            .first()
             .invoke_ok("lite subscription", &broker.addr, request)
             .await?;
         Ok(())
@@ -1351,6 +1383,7 @@ impl LiteConsumer {
             client_id: Some(CheetahString::from_slice(&self.client_id)),
         };
         self.control
+            .first()
             .request_ok(
                 "trigger lite dispatch",
                 &broker.addr,
@@ -1367,6 +1400,7 @@ impl LiteConsumer {
 struct PopTask {
     poll: Arc<Remoting>,
     broker: Arc<BrokerTarget>,
+    lane: usize,
     timeout: Duration,
     counters: Arc<Counters>,
     /// A pop of `NUDGE_AFTER_RELEASE`.
@@ -1380,6 +1414,7 @@ impl PopTask {
         // nobody could take these messages anyway.
         let _ = outcomes.send(PopOutcome {
             broker: self.broker.name.clone(),
+            lane: self.lane,
             nudge: self.nudge,
             result,
         });
@@ -1424,11 +1459,16 @@ impl PopTask {
 }
 
 impl BrokerPoller {
-    fn new(target: BrokerTarget, poll: Remoting, resync: bool) -> Self {
+    fn new(target: BrokerTarget, polls: Lanes, resync: bool) -> Self {
         BrokerPoller {
             target: Arc::new(target),
-            poll: Arc::new(poll),
-            in_flight: false,
+            lanes: polls
+                .into_iter()
+                .map(|poll| PopLane {
+                    poll,
+                    in_flight: false,
+                })
+                .collect(),
             nudge_due: false,
             nudging: false,
             retry_at: None,
@@ -1437,14 +1477,15 @@ impl BrokerPoller {
         }
     }
 
-    /// Close its pop handle (once no pop task holds it any more).
+    /// Pops in flight to this broker (nudges not counted).
+    fn pops_in_flight(&self) -> usize {
+        self.lanes.iter().filter(|lane| lane.in_flight).count()
+    }
+
+    /// Close its pop handles (once no pop task holds them any more).
     async fn shutdown(self) {
-        match Arc::try_unwrap(self.poll) {
-            Ok(poll) => poll.shutdown().await,
-            Err(_) => {
-                debug!(broker = %self.target.name, "pop handle still in use; closed when dropped")
-            }
-        }
+        let polls = self.lanes.into_iter().map(|lane| lane.poll).collect();
+        Lanes::from_handles(polls).shutdown().await;
     }
 }
 

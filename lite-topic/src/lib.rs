@@ -58,7 +58,7 @@ pub use consumer::{
 };
 pub use error::LiteError;
 pub use naming::{
-    lite_topic_name, validate_group, validate_lite_topic, validate_parent_topic, MAX_GROUP_LEN,
-    MAX_LITE_TOPIC_LEN, MAX_PARENT_TOPIC_LEN,
+    lane_of, lite_topic_name, validate_group, validate_lite_topic, validate_parent_topic,
+    MAX_GROUP_LEN, MAX_LITE_TOPIC_LEN, MAX_PARENT_TOPIC_LEN,
 };
 pub use producer::{LiteProducer, MessageId, MAX_BODY_LEN};

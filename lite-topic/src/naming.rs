@@ -94,6 +94,17 @@ pub fn validate_group(name: &str) -> Result<(), LiteError> {
     check_name("group", name, MAX_GROUP_LEN)
 }
 
+/// The lane of LiteTopic `lite_topic` among `lanes` (handles, producers):
+/// the same for every call about a LiteTopic while the process runs, so its
+/// calls keep their order, and spread evenly over LiteTopics.
+pub fn lane_of(lite_topic: &str, lanes: usize) -> usize {
+    use std::hash::{Hash, Hasher};
+    // Fixed keys: the lane must not change while the process runs.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    lite_topic.hash(&mut hasher);
+    (hasher.finish() % lanes.max(1) as u64) as usize
+}
+
 fn check_name(what: &str, name: &str, max: usize) -> Result<(), LiteError> {
     if name.is_empty() || name.len() > max {
         return Err(LiteError::InvalidArgument(format!(
@@ -162,6 +173,24 @@ fn pair_hash(tenant: &str, model: &str) -> String {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    #[test]
+    fn a_lite_topic_keeps_its_lane_and_lite_topics_spread_over_the_lanes() {
+        let mut per_lane = [0usize; 4];
+        for bucket in 0..1000 {
+            let topic = lite_topic_name(&format!("tenant-{bucket}"), "gpt-4o");
+            let lane = lane_of(&topic, 4);
+            assert_eq!(lane, lane_of(&topic, 4));
+            per_lane[lane] += 1;
+        }
+        // 250 each on average; a skewed hash would leave a lane idle.
+        assert!(
+            per_lane.iter().all(|n| (180..=320).contains(n)),
+            "{per_lane:?}"
+        );
+        assert_eq!(lane_of("any", 1), 0);
+        assert_eq!(lane_of("any", 0), 0);
+    }
 
     #[test]
     fn lmq_names_are_the_brokers() {
