@@ -132,6 +132,46 @@ fn offset_shift_candidates(learned: i64) -> Vec<i64> {
     shifts
 }
 
+/// `POP_TIME_SKEW`: skews this close to the hint are tried at the learned
+/// place before any other place. Under load the gap moves by a
+/// millisecond or two from pop to pop, while another place is needed only
+/// after a broker bug (`LMQ_OFFSET_SHIFT`).
+const NEAR_SKEW_MS: i64 = 2;
+
+/// The (offset shift, popTime skew) pairs a ChangeInvisibleTime tries, in
+/// order, each once: at the learned place (`shifts[0]`) the hint, then the
+/// skews near it; every other place at the hint; then every place across
+/// the whole window `0..=window`.
+fn change_attempts(
+    shifts: &[i64],
+    hint: i64,
+    window: i64,
+) -> impl Iterator<Item = (i64, i64)> + '_ {
+    let learned = shifts.first().copied();
+    let near = move |skew: i64| (skew - hint).abs() <= NEAR_SKEW_MS && (0..=window).contains(&skew);
+    let near_hint = (1..=NEAR_SKEW_MS).flat_map(move |k| [hint + k, hint - k]);
+    let at_learned = learned.into_iter().flat_map(move |shift| {
+        std::iter::once(hint)
+            .chain(near_hint.clone())
+            .filter(move |&k| near(k))
+            .map(move |k| (shift, k))
+    });
+    let others_at_hint = shifts.iter().skip(1).map(move |&shift| (shift, hint));
+    let sweep = shifts.iter().flat_map(move |&shift| {
+        (0..=window)
+            .filter(move |&skew| {
+                let tried = if Some(shift) == learned {
+                    near(skew) || skew == hint
+                } else {
+                    skew == hint
+                };
+                !tried
+            })
+            .map(move |skew| (shift, skew))
+    });
+    at_learned.chain(others_at_hint).chain(sweep)
+}
+
 /// The broker ends a long poll this long before `born_time + poll_time`
 /// (`EARLY_WAKE_MILLIS` in its pop-lite deadline code); a poll time at or
 /// under it means "answer now".
@@ -307,6 +347,10 @@ pub struct LiteConsumer {
     /// `REDISPATCH_WHEN_QUIET`: when the brokers were last asked.
     last_redispatch: Mutex<Instant>,
     counters: Arc<Counters>,
+    /// `POP_TIME_SKEW`: the skew that worked last, for any message: a pop of
+    /// one message has no other message to learn it from, and the gap
+    /// follows the broker's load, which changes slowly.
+    last_skew: Arc<AtomicI64>,
     /// Answers of the per-broker pop tasks.
     outcomes_tx: mpsc::UnboundedSender<PopOutcome>,
     outcomes: tokio::sync::Mutex<mpsc::UnboundedReceiver<PopOutcome>>,
@@ -404,6 +448,7 @@ impl LiteConsumer {
             suspend_ends: Mutex::new(BinaryHeap::new()),
             last_redispatch: Mutex::new(Instant::now()),
             counters: Arc::new(Counters::default()),
+            last_skew: Arc::new(AtomicI64::new(0)),
             outcomes_tx,
             outcomes: tokio::sync::Mutex::new(outcomes),
             ready: Mutex::new(VecDeque::new()),
@@ -829,6 +874,7 @@ impl LiteConsumer {
                     lane: index,
                     timeout: Duration::from_millis(poll_ms) + self.request_timeout,
                     counters: Arc::clone(&self.counters),
+                    last_skew: Arc::clone(&self.last_skew),
                     nudge: false,
                 };
                 tokio::spawn(task.run(request, self.outcomes_tx.clone()));
@@ -855,6 +901,7 @@ impl LiteConsumer {
                 lane: 0,
                 timeout: self.request_timeout,
                 counters: Arc::clone(&self.counters),
+                last_skew: Arc::clone(&self.last_skew),
                 nudge: true,
             };
             tokio::spawn(task.run(request, self.outcomes_tx.clone()));
@@ -1121,7 +1168,8 @@ impl LiteConsumer {
     }
 
     /// ChangeInvisibleTime on the LiteTopic of `handle`, with the
-    /// `LMQ_OFFSET_SHIFT`, `POP_TIME_SKEW` and busy-lock retries.
+    /// `LMQ_OFFSET_SHIFT`, `POP_TIME_SKEW` and busy-lock retries, in the
+    /// order of [`change_attempts`].
     async fn change_invisible_time(
         &self,
         handle: &MessageHandle,
@@ -1130,30 +1178,28 @@ impl LiteConsumer {
     ) -> Result<(), LiteError> {
         let learned = self.learned_offset_shift(handle);
         let hint = handle.skew_hint.load(Ordering::Relaxed);
-        let window = handle.skew_window_ms;
         let shifts = offset_shift_candidates(learned);
-        // The likely popTime at every likely place first, then the sweep.
-        let hint_pass = shifts.iter().map(|&shift| (shift, false));
-        let sweep_pass = shifts.iter().map(|&shift| (shift, true));
         let mut tried = 0u64;
-        for (shift, sweep) in hint_pass.chain(sweep_pass) {
+        for (shift, skew) in change_attempts(&shifts, hint, handle.skew_window_ms) {
             let offset = handle.queue_offset - shift;
             if offset < 0 {
                 continue;
             }
-            let (first, last) = if sweep { (0, window) } else { (hint, hint) };
-            let skews = (first..=last).filter(move |k| !sweep || *k != hint);
-            let done = self
-                .change_at_offset(handle, offset, skews, invisible_ms, suspend, &mut tried)
-                .await?;
-            if done {
-                if shift != learned {
-                    self.learn_offset_shift(handle, shift);
+            let pop_time = handle.pop_time - skew;
+            match self
+                .change_invisible_time_once(handle, offset, pop_time, invisible_ms, suspend)
+                .await?
+            {
+                CitOutcome::Done => {
+                    self.took_change(handle, shift, learned, skew, tried);
+                    return Ok(());
                 }
-                return Ok(());
-            }
-            if handle.is_expired() {
-                break;
+                CitOutcome::Stale => {
+                    tried += 1;
+                    if handle.is_expired() {
+                        break;
+                    }
+                }
             }
         }
         self.counters
@@ -1207,46 +1253,20 @@ impl LiteConsumer {
         }
     }
 
-    /// ChangeInvisibleTime at one queue offset with each popTime `skews`
-    /// below the answer's (`POP_TIME_SKEW`): true once the broker took one;
-    /// `tried` counts the refusals.
-    async fn change_at_offset(
-        &self,
-        handle: &MessageHandle,
-        offset: i64,
-        skews: impl Iterator<Item = i64>,
-        invisible_ms: i64,
-        suspend: bool,
-        tried: &mut u64,
-    ) -> Result<bool, LiteError> {
-        for skew in skews {
-            let pop_time = handle.pop_time - skew;
-            match self
-                .change_invisible_time_once(handle, offset, pop_time, invisible_ms, suspend)
-                .await?
-            {
-                CitOutcome::Done => {
-                    handle.skew_hint.store(skew, Ordering::Relaxed);
-                    if *tried > 0 {
-                        self.counters
-                            .pop_time_retries
-                            .fetch_add(*tried, Ordering::Relaxed);
-                        *tried = 0;
-                    }
-                    self.counters
-                        .max_pop_time_skew_ms
-                        .fetch_max(skew as u64, Ordering::Relaxed);
-                    return Ok(true);
-                }
-                CitOutcome::Stale => {
-                    *tried += 1;
-                    if handle.is_expired() {
-                        break;
-                    }
-                }
-            }
+    /// A ChangeInvisibleTime was taken at `shift` and `skew` after `tried`
+    /// refusals: remember both for the next ones.
+    fn took_change(&self, handle: &MessageHandle, shift: i64, learned: i64, skew: i64, tried: u64) {
+        handle.skew_hint.store(skew, Ordering::Relaxed);
+        self.last_skew.store(skew, Ordering::Relaxed);
+        self.counters
+            .pop_time_retries
+            .fetch_add(tried, Ordering::Relaxed);
+        self.counters
+            .max_pop_time_skew_ms
+            .fetch_max(skew as u64, Ordering::Relaxed);
+        if shift != learned {
+            self.learn_offset_shift(handle, shift);
         }
-        Ok(false)
     }
 
     async fn change_invisible_time_once(
@@ -1403,6 +1423,8 @@ struct PopTask {
     lane: usize,
     timeout: Duration,
     counters: Arc<Counters>,
+    /// `POP_TIME_SKEW`: the consumer's last skew that worked.
+    last_skew: Arc<AtomicI64>,
     /// A pop of `NUDGE_AFTER_RELEASE`.
     nudge: bool,
 }
@@ -1445,6 +1467,7 @@ impl PopTask {
         let arrival = Arrival {
             received_at,
             round_trip: received_at - sent_at,
+            skew_hint: self.last_skew.load(Ordering::Relaxed),
         };
         let messages = decode_answer_from(&mut response, arrival, &self.broker)?;
         self.counters
@@ -1518,6 +1541,7 @@ pub fn decode_pop_answer(
     let arrival = Arrival {
         received_at,
         round_trip: Duration::ZERO,
+        skew_hint: 0,
     };
     decode_answer_from(response, arrival, &unknown)
 }
@@ -1526,6 +1550,8 @@ pub fn decode_pop_answer(
 struct Arrival {
     received_at: Instant,
     round_trip: Duration,
+    /// `POP_TIME_SKEW`: the skew tried first for its messages.
+    skew_hint: i64,
 }
 
 /// [`decode_pop_answer`] for an answer of `broker` (its messages are
@@ -1538,6 +1564,7 @@ fn decode_answer_from(
     let Arrival {
         received_at,
         round_trip,
+        skew_hint,
     } = arrival;
     let answer = response
         .decode_command_custom_header::<PopLiteMessageResponseHeader>()
@@ -1548,7 +1575,7 @@ fn decode_answer_from(
     let Some(mut body) = response.take_body() else {
         return Ok(Vec::new());
     };
-    let skew_hint = Arc::new(AtomicI64::new(0));
+    let skew_hint = Arc::new(AtomicI64::new(skew_hint));
     let mut messages = Vec::new();
     // Never decompressed: the size an LZ4 body claims is allocated up front
     // (a 661-byte answer asked for 2.6 GB under fuzzing), and Sluice's
@@ -1648,6 +1675,21 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_change_tries_the_skews_near_the_hint_at_the_learned_place_first_and_every_pair_once() {
+        let shifts = offset_shift_candidates(0);
+        let attempts: Vec<(i64, i64)> = change_attempts(&shifts, 3, 40).collect();
+        assert_eq!(attempts[..5], [(0, 3), (0, 4), (0, 2), (0, 5), (0, 1)]);
+        assert_eq!(attempts[5..9], [(1, 3), (2, 3), (-1, 3), (-2, 3)]);
+        assert_eq!(attempts[9..12], [(0, 0), (0, 6), (0, 7)]);
+        let unique: HashSet<(i64, i64)> = attempts.iter().copied().collect();
+        assert_eq!(unique.len(), attempts.len(), "a pair tried twice");
+        assert_eq!(attempts.len(), shifts.len() * 41, "a pair left out");
+        // Near the window's edges: nothing below 0 or past the window.
+        let edge: Vec<(i64, i64)> = change_attempts(&[0], 0, 1).collect();
+        assert_eq!(edge, [(0, 0), (0, 1)]);
+    }
 
     #[test]
     fn offset_shifts_are_tried_from_the_learned_one_then_either_side_then_none() {
