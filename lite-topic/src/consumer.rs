@@ -347,10 +347,6 @@ pub struct LiteConsumer {
     /// `REDISPATCH_WHEN_QUIET`: when the brokers were last asked.
     last_redispatch: Mutex<Instant>,
     counters: Arc<Counters>,
-    /// `POP_TIME_SKEW`: the skew that worked last, for any message: a pop of
-    /// one message has no other message to learn it from, and the gap
-    /// follows the broker's load, which changes slowly.
-    last_skew: Arc<AtomicI64>,
     /// Answers of the per-broker pop tasks.
     outcomes_tx: mpsc::UnboundedSender<PopOutcome>,
     outcomes: tokio::sync::Mutex<mpsc::UnboundedReceiver<PopOutcome>>,
@@ -448,7 +444,6 @@ impl LiteConsumer {
             suspend_ends: Mutex::new(BinaryHeap::new()),
             last_redispatch: Mutex::new(Instant::now()),
             counters: Arc::new(Counters::default()),
-            last_skew: Arc::new(AtomicI64::new(0)),
             outcomes_tx,
             outcomes: tokio::sync::Mutex::new(outcomes),
             ready: Mutex::new(VecDeque::new()),
@@ -874,7 +869,6 @@ impl LiteConsumer {
                     lane: index,
                     timeout: Duration::from_millis(poll_ms) + self.request_timeout,
                     counters: Arc::clone(&self.counters),
-                    last_skew: Arc::clone(&self.last_skew),
                     nudge: false,
                 };
                 tokio::spawn(task.run(request, self.outcomes_tx.clone()));
@@ -901,7 +895,6 @@ impl LiteConsumer {
                 lane: 0,
                 timeout: self.request_timeout,
                 counters: Arc::clone(&self.counters),
-                last_skew: Arc::clone(&self.last_skew),
                 nudge: true,
             };
             tokio::spawn(task.run(request, self.outcomes_tx.clone()));
@@ -1257,7 +1250,6 @@ impl LiteConsumer {
     /// refusals: remember both for the next ones.
     fn took_change(&self, handle: &MessageHandle, shift: i64, learned: i64, skew: i64, tried: u64) {
         handle.skew_hint.store(skew, Ordering::Relaxed);
-        self.last_skew.store(skew, Ordering::Relaxed);
         self.counters
             .pop_time_retries
             .fetch_add(tried, Ordering::Relaxed);
@@ -1423,8 +1415,6 @@ struct PopTask {
     lane: usize,
     timeout: Duration,
     counters: Arc<Counters>,
-    /// `POP_TIME_SKEW`: the consumer's last skew that worked.
-    last_skew: Arc<AtomicI64>,
     /// A pop of `NUDGE_AFTER_RELEASE`.
     nudge: bool,
 }
@@ -1467,7 +1457,6 @@ impl PopTask {
         let arrival = Arrival {
             received_at,
             round_trip: received_at - sent_at,
-            skew_hint: self.last_skew.load(Ordering::Relaxed),
         };
         let messages = decode_answer_from(&mut response, arrival, &self.broker)?;
         self.counters
@@ -1541,7 +1530,6 @@ pub fn decode_pop_answer(
     let arrival = Arrival {
         received_at,
         round_trip: Duration::ZERO,
-        skew_hint: 0,
     };
     decode_answer_from(response, arrival, &unknown)
 }
@@ -1550,8 +1538,6 @@ pub fn decode_pop_answer(
 struct Arrival {
     received_at: Instant,
     round_trip: Duration,
-    /// `POP_TIME_SKEW`: the skew tried first for its messages.
-    skew_hint: i64,
 }
 
 /// [`decode_pop_answer`] for an answer of `broker` (its messages are
@@ -1564,7 +1550,6 @@ fn decode_answer_from(
     let Arrival {
         received_at,
         round_trip,
-        skew_hint,
     } = arrival;
     let answer = response
         .decode_command_custom_header::<PopLiteMessageResponseHeader>()
@@ -1575,7 +1560,7 @@ fn decode_answer_from(
     let Some(mut body) = response.take_body() else {
         return Ok(Vec::new());
     };
-    let skew_hint = Arc::new(AtomicI64::new(skew_hint));
+    let skew_hint = Arc::new(AtomicI64::new(0));
     let mut messages = Vec::new();
     // Never decompressed: the size an LZ4 body claims is allocated up front
     // (a 661-byte answer asked for 2.6 GB under fuzzing), and Sluice's
