@@ -7,12 +7,39 @@ KUBERNETES_VALIDATE_VERSION="1.37.0"
 # registries this project installs from.
 HELM_PYTHON_SDK_VERSION="0.2.2"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-# The release build of scripts/setup and scripts/install-broker: what ships,
-# what the demo runs, and the broker, in one cargo invocation. Both ask for
-# the same set: cargo unifies dependency features across the packages asked
-# for, so `-p sluice-broker` alone would build the shared crates again.
-RELEASE_BUILD=(cargo build --release --locked --bins
-  -p sluice-bins -p sluice-llm-sim -p sluice-demo -p sluice-broker)
+# The release build of scripts/setup, scripts/install-broker, scripts/demo,
+# scripts/soak and scripts/chaos: what ships and the broker, in one cargo
+# invocation, as few LTO links as can be (each re-optimises every crate it
+# links, minutes each): `sluice` (sluice-rls, sluice-consumer and
+# sluice-allinone in one binary, run by those names), sluice-llm-sim and
+# `sluice-rocketmq` (the name server and the broker; scripts/install-broker
+# installs it under both names). Every caller asks for the same packages:
+# cargo unifies dependency features across the packages asked for, so a
+# different set (`-p sluice-broker` alone, the demo alone) would build the
+# shared crates again. `-p sluice-demo` is in the set for that reason only:
+# none of its targets is built here, and scripts/demo's `--bin sluice-demo`
+# then builds the demo alone.
+RELEASE_PACKAGES=(-p sluice-bins -p sluice-llm-sim -p sluice-broker -p sluice-demo)
+# Explicit --bin flags: cargo cannot mix --bins with --bin (scripts/demo adds one).
+RELEASE_BINS=(--bin sluice --bin sluice-llm-sim --bin sluice-rocketmq)
+# The names `sluice` answers to: release_build makes each a hard link to
+# target/release/sluice, where the scripts, benchmarks and images look.
+SLUICE_PROGRAMS=(sluice-rls sluice-consumer sluice-allinone)
+
+# The release build above, then target/release/{sluice-rls,sluice-consumer,
+# sluice-allinone} as hard links to target/release/sluice, each replaced at
+# once (linked beside, then renamed over). Extra arguments go to cargo
+# (scripts/demo: --bin sluice-demo). A later `cargo build --release -p
+# sluice-bins --bins` writes real binaries over the links (cargo removes a
+# file before it writes one): harmless, the same programs.
+release_build() {
+  cargo build --release --locked "${RELEASE_PACKAGES[@]}" "${RELEASE_BINS[@]}" "$@" || return
+  local release="$TARGET_DIR/release" name
+  for name in "${SLUICE_PROGRAMS[@]}"; do
+    ln -f "$release/sluice" "$release/.$name.new" || return
+    mv -f "$release/.$name.new" "$release/$name" || return
+  done
+}
 # The Hugging Face tokenizer.json files and their reference ids
 # (scripts/fetch-hf-tokenizers): a cache beside cargo's, outside the checkout,
 # so a fresh clone on the same machine does not fetch and generate them again.

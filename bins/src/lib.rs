@@ -9,6 +9,11 @@
 //! The flags two of them share ([`RedisArgs`], [`BrokerArgs`]) are declared
 //! here once; each library declares its own (`ServeArgs`, `DeferralArgs`,
 //! `ConsumerFlags`). Each `src/bin/` file is a `main` over [`run_main`].
+//!
+//! `sluice` is all three in one binary, run by the name it is called by
+//! ([`program_of`]): set-up's release build links it once instead of three
+//! times and names it `sluice-rls`, `sluice-consumer` and `sluice-allinone`
+//! (hard links; scripts/common.sh `release_build`).
 
 pub mod allinone;
 pub mod consumer;
@@ -16,8 +21,9 @@ mod probe;
 pub mod rls;
 
 use sluice_redis::RedisOptions;
+use std::ffi::OsStr;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Redis, as every process names it.
@@ -98,10 +104,128 @@ pub fn run_main(name: &str, run: impl Future<Output = anyhow::Result<()>>) -> Ex
     }
 }
 
+/// One of the three processes, as the multi-call `sluice` binary picks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Program {
+    Rls,
+    Consumer,
+    Allinone,
+}
+
+impl Program {
+    /// Every program, in the order the usage message lists them.
+    pub const ALL: [Program; 3] = [Program::Rls, Program::Consumer, Program::Allinone];
+
+    /// The binary name the program is installed and run under.
+    pub fn name(self) -> &'static str {
+        match self {
+            Program::Rls => "sluice-rls",
+            Program::Consumer => "sluice-consumer",
+            Program::Allinone => "sluice-allinone",
+        }
+    }
+
+    /// Runs the program as its own binary does: the command line is read by
+    /// the program itself, unchanged (argv[0] included).
+    pub fn run_main(self) -> ExitCode {
+        match self {
+            Program::Rls => run_main(self.name(), rls::run()),
+            Program::Consumer => run_main(self.name(), consumer::run()),
+            Program::Allinone => run_main(self.name(), allinone::run()),
+        }
+    }
+}
+
+/// The program `argv0` (the process's `argv[0]`) names by its file name, so
+/// `/usr/local/bin/sluice-rls` and a bare `sluice-rls` (a `PATH` lookup)
+/// both pick sluice-rls. Any other name, none, or one that is not UTF-8
+/// names none.
+pub fn program_of(argv0: Option<&OsStr>) -> Option<Program> {
+    let name = Path::new(argv0?).file_name()?;
+    Program::ALL
+        .into_iter()
+        .find(|program| name == program.name())
+}
+
+/// What `sluice` prints (with exit status 2) when run by a name that is no
+/// program's.
+pub fn usage(argv0: Option<&OsStr>) -> String {
+    let shown = argv0.map_or_else(|| "(none)".into(), OsStr::to_string_lossy);
+    let names: Vec<&str> = Program::ALL.iter().map(|p| p.name()).collect();
+    format!(
+        "sluice: run as {} (e.g. through a link of that name); the program is \
+         chosen by the name it is run by, and this one was {shown:?}",
+        names.join(", ")
+    )
+}
+
 /// Selects rustls's process-wide crypto provider (ring): the build links two
 /// (through different dependencies), so rustls cannot pick one itself, and
 /// every TLS user (rediss:// URLs, https backends, the gRPC listener, the
 /// xDS client) needs one. Done once, before anything else runs.
 fn install_rustls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn program(argv0: &str) -> Option<Program> {
+        program_of(Some(OsStr::new(argv0)))
+    }
+
+    #[test]
+    fn full_paths_pick_the_program_by_file_name() {
+        assert_eq!(program("/usr/local/bin/sluice-rls"), Some(Program::Rls));
+        assert_eq!(
+            program("/work/target/release/sluice-consumer"),
+            Some(Program::Consumer)
+        );
+        assert_eq!(program("./sluice-allinone"), Some(Program::Allinone));
+    }
+
+    #[test]
+    fn bare_names_pick_the_program() {
+        for p in Program::ALL {
+            assert_eq!(program(p.name()), Some(p));
+        }
+    }
+
+    #[test]
+    fn other_names_pick_none() {
+        assert_eq!(program_of(None), None);
+        assert_eq!(program(""), None);
+        assert_eq!(program("sluice"), None);
+        assert_eq!(program("/usr/local/bin/sluice"), None);
+        // A directory of that name, a prefix, a suffix, another case.
+        assert_eq!(program("/opt/sluice-rls/sluice"), None);
+        assert_eq!(program("sluice-r"), None);
+        assert_eq!(program("sluice-rls-bench"), None);
+        assert_eq!(program("sluice-rls.exe"), None);
+        assert_eq!(program("SLUICE-RLS"), None);
+        assert_eq!(program("/"), None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn non_utf8_names_pick_none_and_are_shown_lossily() {
+        use std::os::unix::ffi::OsStrExt;
+        let name = OsStr::from_bytes(b"/bin/sluice-rls\xff");
+        assert_eq!(program_of(Some(name)), None);
+        // The program is found by the file name even when a directory above is not UTF-8.
+        let dir = OsStr::from_bytes(b"/opt/\xff/sluice-consumer");
+        assert_eq!(program_of(Some(dir)), Some(Program::Consumer));
+        assert!(usage(Some(name)).contains("sluice-rls\u{FFFD}"));
+    }
+
+    #[test]
+    fn usage_names_every_program_and_what_it_was_run_as() {
+        let text = usage(Some(OsStr::new("/tmp/sluice")));
+        for p in Program::ALL {
+            assert!(text.contains(p.name()), "{text}");
+        }
+        assert!(text.contains("\"/tmp/sluice\""), "{text}");
+        assert!(usage(None).contains("(none)"));
+    }
 }

@@ -1,7 +1,15 @@
 //! What the two copied upstream mains share in this workspace: which build
-//! this is. `--version` keeps upstream's lines (component, then
-//! `version=1.0.0`, which `scripts/install-broker` reads) and adds one that
-//! tells this build apart from a plain `cargo install` of upstream.
+//! this is, and which of the two a process is. `--version` keeps upstream's
+//! lines (component, then `version=1.0.0`, which `scripts/install-broker`
+//! reads) and adds one that tells this build apart from a plain `cargo
+//! install` of upstream.
+//!
+//! Both mains are linked into one binary, `sluice-rocketmq` (one release
+//! LTO link instead of two), installed under upstream's two names; the name
+//! it is run by picks the main ([`role_of`]).
+
+use std::ffi::OsStr;
+use std::path::Path;
 
 /// The rocketmq-rust release these binaries are built from (the `=` pins in
 /// Cargo.toml); upstream prints its own crate version, ours is Sluice's.
@@ -16,9 +24,106 @@ pub fn build_line() -> String {
     format!("build=sluice-workspace patched={PATCHES}")
 }
 
+/// The name the name server is installed and run under.
+pub const NAMESRV_NAME: &str = "rocketmq-namesrv-rust";
+
+/// The name the broker is installed and run under.
+pub const BROKER_NAME: &str = "rocketmq-broker-rust";
+
+/// Which upstream program a process of `sluice-rocketmq` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    NameServer,
+    Broker,
+}
+
+/// The role `argv0` (the process's `argv[0]`) names by its file name, so
+/// `/usr/local/bin/rocketmq-broker-rust` and a bare `rocketmq-broker-rust`
+/// (a `PATH` lookup) both pick the broker. Any other name, none, or one that
+/// is not UTF-8 names no role.
+pub fn role_of(argv0: Option<&OsStr>) -> Option<Role> {
+    let name = Path::new(argv0?).file_name()?;
+    if name == NAMESRV_NAME {
+        Some(Role::NameServer)
+    } else if name == BROKER_NAME {
+        Some(Role::Broker)
+    } else {
+        None
+    }
+}
+
+/// What `sluice-rocketmq` prints (with exit status 2) when run by a name
+/// that is neither role's.
+pub fn usage(argv0: Option<&OsStr>) -> String {
+    let shown = argv0.map_or_else(|| "(none)".into(), OsStr::to_string_lossy);
+    format!(
+        "sluice-rocketmq: run as {NAMESRV_NAME} (the name server) or {BROKER_NAME} \
+         (the broker), e.g. through a link of that name; the role is chosen by \
+         the program name, and this one was {shown:?}"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn role(argv0: &str) -> Option<Role> {
+        role_of(Some(OsStr::new(argv0)))
+    }
+
+    #[test]
+    fn full_paths_pick_the_role_by_file_name() {
+        assert_eq!(
+            role("/usr/local/bin/rocketmq-namesrv-rust"),
+            Some(Role::NameServer)
+        );
+        assert_eq!(
+            role("/home/u/.cargo/bin/rocketmq-broker-rust"),
+            Some(Role::Broker)
+        );
+        assert_eq!(role("./rocketmq-broker-rust"), Some(Role::Broker));
+    }
+
+    #[test]
+    fn bare_names_pick_the_role() {
+        assert_eq!(role("rocketmq-namesrv-rust"), Some(Role::NameServer));
+        assert_eq!(role("rocketmq-broker-rust"), Some(Role::Broker));
+    }
+
+    #[test]
+    fn other_names_pick_none() {
+        assert_eq!(role_of(None), None);
+        assert_eq!(role(""), None);
+        assert_eq!(role("sluice-rocketmq"), None);
+        assert_eq!(role("/usr/local/bin/sluice-rocketmq"), None);
+        // A directory of that name, a prefix, a suffix, another case.
+        assert_eq!(role("/opt/rocketmq-broker-rust/sluice-rocketmq"), None);
+        assert_eq!(role("rocketmq-broker"), None);
+        assert_eq!(role("rocketmq-broker-rust.new"), None);
+        assert_eq!(role("ROCKETMQ-BROKER-RUST"), None);
+        assert_eq!(role("/"), None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn non_utf8_names_pick_none_and_are_shown_lossily() {
+        use std::os::unix::ffi::OsStrExt;
+        let name = OsStr::from_bytes(b"/bin/rocketmq-broker-rust\xff");
+        assert_eq!(role_of(Some(name)), None);
+        // The role is found by the file name even when a directory above is not UTF-8.
+        let dir = OsStr::from_bytes(b"/opt/\xff/rocketmq-namesrv-rust");
+        assert_eq!(role_of(Some(dir)), Some(Role::NameServer));
+        assert!(usage(Some(name)).contains("rocketmq-broker-rust\u{FFFD}"));
+    }
+
+    #[test]
+    fn usage_names_both_roles_and_what_it_was_run_as() {
+        let text = usage(Some(OsStr::new("/tmp/sluice-rocketmq")));
+        assert!(text.contains("rocketmq-namesrv-rust"), "{text}");
+        assert!(text.contains("rocketmq-broker-rust"), "{text}");
+        assert!(text.contains("\"/tmp/sluice-rocketmq\""), "{text}");
+        assert!(usage(None).contains("(none)"));
+    }
 
     #[test]
     fn build_line_names_the_workspace_build_and_its_patches() {

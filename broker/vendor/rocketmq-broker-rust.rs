@@ -3,7 +3,9 @@
 // workspace's dependency builds and Cargo.lock. Changes from upstream: `--version`
 // prints upstream's version plus Sluice's build line (sluice_broker::build_line),
 // no unwrap/expect (the workspace's lints), and upstream's test module is left out
-// (it reads files of upstream's repository).
+// (it reads files of upstream's repository). Built as a module of
+// broker/src/bin/sluice-rocketmq.rs (one binary for both mains, picked by argv[0]):
+// `fn main` is `pub(crate)`, and `#![recursion_limit = "512"]` moved to that file.
 // Copyright 2023 The RocketMQ Rust Authors
 //
 // Licensed under the Apache License, Version 2.0 (the "License");
@@ -17,8 +19,6 @@
 // WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 // See the License for the specific language governing permissions and
 // limitations under the License.
-
-#![recursion_limit = "512"]
 
 use std::net::IpAddr;
 use std::net::SocketAddr;
@@ -100,7 +100,7 @@ fn print_release_version_if_requested(component: &str) -> bool {
 /// Set by the Windows process test to read the main thread's stack peak.
 const MAIN_STACK_REPORT_ENV: &str = "ROCKETMQ_REPORT_MAIN_STACK";
 
-fn main() {
+pub(crate) fn main() {
     let result = try_main();
     report_main_stack_if_requested();
     if let Err(source) = result {

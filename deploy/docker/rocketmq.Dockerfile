@@ -17,9 +17,9 @@ RUN apt-get update -qq \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p sluice-broker --bins \
- && install -D -m 0755 -t /opt/rocketmq/bin \
-      target/release/rocketmq-namesrv-rust target/release/rocketmq-broker-rust
+# One binary, sluice-rocketmq, for both: the name it is run by picks the main.
+RUN cargo build --release --locked -p sluice-broker --bin sluice-rocketmq \
+ && install -D -m 0755 target/release/sluice-rocketmq /opt/rocketmq/bin/sluice-rocketmq
 
 FROM debian:bookworm-slim
 ARG ROCKETMQ_VERSION=1.0.0
@@ -31,7 +31,10 @@ RUN apt-get update -qq \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 rocketmq \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/rocketmq --create-home rocketmq
-COPY --from=build /opt/rocketmq/bin/rocketmq-namesrv-rust /opt/rocketmq/bin/rocketmq-broker-rust /usr/local/bin/
+# By upstream's two names; the name server's is a symlink, so the image
+# carries the binary once.
+COPY --from=build /opt/rocketmq/bin/sluice-rocketmq /usr/local/bin/rocketmq-broker-rust
+RUN ln -s rocketmq-broker-rust /usr/local/bin/rocketmq-namesrv-rust
 COPY lite-topic/broker/namesrv.toml.in lite-topic/broker/broker.toml.in /opt/sluice/broker/
 COPY deploy/docker/rocketmq-entrypoint.sh /usr/local/bin/rocketmq-entrypoint.sh
 USER 10001:10001

@@ -26,13 +26,14 @@ WORKDIR /src
 
 # Native services: release build of the binaries, chosen by binary name
 # (not package), so moving a binary between crates does not change this file.
+# `sluice` is sluice-rls, sluice-consumer and sluice-allinone in one binary
+# (one LTO link, not three): each image below installs it by the name of the
+# program it runs, which is how it picks that program.
 FROM toolchain AS build
 COPY . .
-RUN cargo build --release --locked \
-      --bin sluice-rls --bin sluice-consumer --bin sluice-allinone --bin sluice-llm-sim \
+RUN cargo build --release --locked --bin sluice --bin sluice-llm-sim \
  && mkdir -p /out \
- && cp target/release/sluice-rls target/release/sluice-consumer \
-       target/release/sluice-allinone target/release/sluice-llm-sim /out/
+ && cp target/release/sluice target/release/sluice-llm-sim /out/
 
 # The Wasm filter, exactly as scripts/build-wasm builds it.
 FROM toolchain AS filter-build
@@ -81,7 +82,7 @@ EXPOSE 8080
 ENTRYPOINT ["busybox", "httpd", "-f", "-v", "-p", "8080", "-h", "/srv"]
 
 FROM runtime AS rls
-COPY --from=build /out/sluice-rls /usr/local/bin/sluice-rls
+COPY --from=build /out/sluice /usr/local/bin/sluice-rls
 # gRPC (RLS v3, ext_authz), admin (/metrics /healthz /readyz), deferral endpoint.
 # The admin port binds 127.0.0.1 unless --admin-addr / SLUICE_RLS_ADMIN_ADDR
 # says otherwise (0.0.0.0:9091 for Prometheus and probes).
@@ -89,7 +90,7 @@ EXPOSE 8081 9091 8090
 ENTRYPOINT ["/usr/local/bin/sluice-rls"]
 
 FROM runtime AS consumer
-COPY --from=build /out/sluice-consumer /usr/local/bin/sluice-consumer
+COPY --from=build /out/sluice /usr/local/bin/sluice-consumer
 # Admin: /metrics /healthz and the rates API. Binds 127.0.0.1 unless
 # SLUICE_CONSUMER_ADMIN_ADDR says otherwise; bound elsewhere, rate changes
 # need the token (SLUICE_ADMIN_TOKEN_FILE or SLUICE_ADMIN_TOKEN).
@@ -97,7 +98,7 @@ EXPOSE 9092
 ENTRYPOINT ["/usr/local/bin/sluice-consumer"]
 
 FROM runtime AS allinone
-COPY --from=build /out/sluice-allinone /usr/local/bin/sluice-allinone
+COPY --from=build /out/sluice /usr/local/bin/sluice-allinone
 EXPOSE 8081 9091 8090 9092
 ENTRYPOINT ["/usr/local/bin/sluice-allinone"]
 
