@@ -36,6 +36,9 @@ release_build() {
   cargo build --release --locked "${RELEASE_PACKAGES[@]}" "${RELEASE_BINS[@]}" "$@" || return
   local release="$TARGET_DIR/release" name
   for name in "${SLUICE_PROGRAMS[@]}"; do
+    # Already this build (a second call after a fresh build): GNU mv refuses
+    # to move a link over another link of the same file.
+    [ "$release/$name" -ef "$release/sluice" ] && continue
     ln -f "$release/sluice" "$release/.$name.new" || return
     mv -f "$release/.$name.new" "$release/$name" || return
   done
