@@ -27,7 +27,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -185,10 +185,63 @@ const SUSPEND_END_LEAD_MS: u64 = 25;
 /// held by a pop that is reading it right now).
 const BUSY_RETRIES: u32 = 20;
 
-/// `REDISPATCH_WHEN_QUIET`: after an empty pop, at most this often...
+/// `REDISPATCH_WHEN_QUIET`: after an empty pop, at most this often while
+/// the last redispatch brought messages...
+const REDISPATCH_QUIET_MIN: Duration = Duration::from_millis(50);
+/// ...doubling up to this while redispatches bring none (an idle consumer)...
 const REDISPATCH_QUIET: Duration = Duration::from_millis(500);
 /// ...and in any case this often, for LiteTopics stuck while others flow.
 const REDISPATCH_EVERY: Duration = Duration::from_secs(5);
+
+/// `REDISPATCH_WHEN_QUIET`: when the next redispatch is due.
+///
+/// The broker hands a client at most `maxClientEventCount` (100) ready
+/// LiteTopics at a time and, for LiteTopics whose messages were already
+/// waiting, refills them only when asked: 10,000 buckets of one queued
+/// message each drained at 200–400 messages a second, one refill per
+/// 500 ms. So while redispatches bring messages the consumer asks again
+/// after `REDISPATCH_QUIET_MIN`, and backs off to `REDISPATCH_QUIET` while
+/// they bring none.
+#[derive(Debug)]
+struct Redispatch {
+    last: Instant,
+    quiet: Duration,
+    /// Messages popped in all, at the last redispatch.
+    messages_then: u64,
+}
+
+impl Redispatch {
+    fn new(now: Instant) -> Self {
+        Redispatch {
+            last: now,
+            quiet: REDISPATCH_QUIET,
+            messages_then: 0,
+        }
+    }
+
+    /// Whether to redispatch now, after an `empty` answer or not, with
+    /// `messages` popped in all; if so, counted as done.
+    fn due(&mut self, now: Instant, empty: bool, messages: u64) -> bool {
+        let since = now.saturating_duration_since(self.last);
+        let brought = messages > self.messages_then;
+        let quiet = if brought {
+            REDISPATCH_QUIET_MIN
+        } else {
+            self.quiet
+        };
+        if !((empty && since >= quiet) || since >= REDISPATCH_EVERY) {
+            return false;
+        }
+        self.quiet = if brought {
+            REDISPATCH_QUIET_MIN
+        } else {
+            (self.quiet * 2).min(REDISPATCH_QUIET)
+        };
+        self.last = now;
+        self.messages_then = messages;
+        true
+    }
+}
 
 /// `NUDGE_AFTER_RELEASE`: a released LiteTopic's next message reaches a
 /// long poll already waiting only through the broker's replay of "pending"
@@ -345,7 +398,9 @@ pub struct LiteConsumer {
     /// `WAKE_ON_SUSPEND_EXPIRY`: when the suspends in force end.
     suspend_ends: Mutex<BinaryHeap<Reverse<Instant>>>,
     /// `REDISPATCH_WHEN_QUIET`: when the brokers were last asked.
-    last_redispatch: Mutex<Instant>,
+    last_redispatch: Mutex<Redispatch>,
+    /// A pop (not a nudge) answered empty since `pop` last looked.
+    answered_empty: AtomicBool,
     counters: Arc<Counters>,
     /// Answers of the per-broker pop tasks.
     outcomes_tx: mpsc::UnboundedSender<PopOutcome>,
@@ -442,7 +497,8 @@ impl LiteConsumer {
             subscriptions: Mutex::new(BTreeSet::new()),
             subscription_version: AtomicI64::new(0),
             suspend_ends: Mutex::new(BinaryHeap::new()),
-            last_redispatch: Mutex::new(Instant::now()),
+            last_redispatch: Mutex::new(Redispatch::new(Instant::now())),
+            answered_empty: AtomicBool::new(false),
             counters: Arc::new(Counters::default()),
             outcomes_tx,
             outcomes: tokio::sync::Mutex::new(outcomes),
@@ -716,19 +772,15 @@ impl LiteConsumer {
     /// `REDISPATCH_WHEN_QUIET`: this broker can leave a released LiteTopic
     /// that still holds messages un-ready for the client until a new message
     /// arrives in it (1,000 LiteTopics × 2 queued messages: 400 delivered,
-    /// then nothing). After an empty pop (at most every 500 ms), and every
-    /// 5 s in any case, ask it to make every subscribed LiteTopic with
-    /// waiting messages ready again: one control request per broker.
+    /// then nothing). After an empty pop (see [`Redispatch`] for how often),
+    /// and every 5 s in any case, ask it to make every subscribed LiteTopic
+    /// with waiting messages ready again: one control request per broker.
     async fn redispatch_if_due(&self, empty: bool) {
-        let due = {
-            let mut last = lock(&self.last_redispatch);
-            let since = last.elapsed();
-            let due = (empty && since >= REDISPATCH_QUIET) || since >= REDISPATCH_EVERY;
-            if due {
-                *last = Instant::now();
-            }
-            due
-        };
+        // An empty answer of any lane counts, even when another lane's
+        // messages made this call's result.
+        let empty = self.answered_empty.swap(false, Ordering::Relaxed) || empty;
+        let messages = self.counters.messages.load(Ordering::Relaxed);
+        let due = lock(&self.last_redispatch).due(Instant::now(), empty, messages);
         if due && !lock(&self.subscriptions).is_empty() {
             if let Err(error) = self.trigger_dispatch().await {
                 tracing::debug!(%error, "redispatch failed; next time");
@@ -826,6 +878,9 @@ impl LiteConsumer {
         }
         match outcome.result {
             Ok(messages) => {
+                if messages.is_empty() && !outcome.nudge {
+                    self.answered_empty.store(true, Ordering::Relaxed);
+                }
                 if outcome.nudge {
                     self.counters
                         .nudged_messages
@@ -1674,6 +1729,37 @@ mod tests {
         // Near the window's edges: nothing below 0 or past the window.
         let edge: Vec<(i64, i64)> = change_attempts(&[0], 0, 1).collect();
         assert_eq!(edge, [(0, 0), (0, 1)]);
+    }
+
+    #[test]
+    fn redispatches_come_quickly_while_they_bring_messages_and_back_off_while_they_bring_none() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut redispatch = Redispatch::new(start);
+        // Idle at first: an empty pop waits out the 500 ms.
+        assert!(!redispatch.due(at(100), true, 0));
+        assert!(redispatch.due(at(500), true, 0));
+        // Nothing came since: still 500 ms.
+        assert!(!redispatch.due(at(900), true, 0));
+        assert!(redispatch.due(at(1000), true, 0));
+        // Messages came since the last one: the next is due after 50 ms.
+        assert!(!redispatch.due(at(1040), true, 100));
+        assert!(redispatch.due(at(1050), true, 100));
+        assert!(redispatch.due(at(1100), true, 200));
+        // None since: 50 ms once more, then 100, 200, 400, back to 500 ms.
+        assert!(redispatch.due(at(1150), true, 200));
+        assert!(!redispatch.due(at(1249), true, 200));
+        assert!(redispatch.due(at(1250), true, 200));
+        assert!(!redispatch.due(at(1449), true, 200));
+        assert!(redispatch.due(at(1450), true, 200));
+        assert!(redispatch.due(at(1850), true, 200));
+        assert!(!redispatch.due(at(2349), true, 200));
+        assert!(redispatch.due(at(2350), true, 200));
+        assert!(!redispatch.due(at(2849), true, 200));
+        assert!(redispatch.due(at(2850), true, 200));
+        // Without an empty pop only every 5 s, messages or not.
+        assert!(!redispatch.due(at(7849), false, 300));
+        assert!(redispatch.due(at(7850), false, 300));
     }
 
     #[test]
