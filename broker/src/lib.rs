@@ -67,62 +67,49 @@ pub fn usage(argv0: Option<&OsStr>) -> String {
 mod tests {
     use super::*;
 
-    fn role(argv0: &str) -> Option<Role> {
-        role_of(Some(OsStr::new(argv0)))
-    }
-
     #[test]
-    fn full_paths_pick_the_role_by_file_name() {
-        assert_eq!(
-            role("/usr/local/bin/rocketmq-namesrv-rust"),
-            Some(Role::NameServer)
-        );
-        assert_eq!(
-            role("/home/u/.cargo/bin/rocketmq-broker-rust"),
-            Some(Role::Broker)
-        );
-        assert_eq!(role("./rocketmq-broker-rust"), Some(Role::Broker));
-    }
-
-    #[test]
-    fn bare_names_pick_the_role() {
-        assert_eq!(role("rocketmq-namesrv-rust"), Some(Role::NameServer));
-        assert_eq!(role("rocketmq-broker-rust"), Some(Role::Broker));
-    }
-
-    #[test]
-    fn other_names_pick_none() {
+    fn the_file_name_picks_the_role_and_nothing_else_does() {
+        let picks = [
+            ("/usr/bin/rocketmq-namesrv-rust", Some(Role::NameServer)),
+            ("/root/rocketmq-broker-rust", Some(Role::Broker)),
+            ("./rocketmq-broker-rust", Some(Role::Broker)),
+            ("rocketmq-namesrv-rust", Some(Role::NameServer)),
+            ("rocketmq-broker-rust", Some(Role::Broker)),
+            // Its own name, a directory of a role's name, a prefix, a
+            // suffix, another case, no file name.
+            ("", None),
+            ("sluice-rocketmq", None),
+            ("/usr/local/bin/sluice-rocketmq", None),
+            ("/opt/rocketmq-broker-rust/sluice-rocketmq", None),
+            ("rocketmq-broker", None),
+            ("rocketmq-broker-rust.new", None),
+            ("ROCKETMQ-BROKER-RUST", None),
+            ("/", None),
+        ];
+        for (argv0, want) in picks {
+            assert_eq!(role_of(Some(OsStr::new(argv0))), want, "{argv0}");
+        }
         assert_eq!(role_of(None), None);
-        assert_eq!(role(""), None);
-        assert_eq!(role("sluice-rocketmq"), None);
-        assert_eq!(role("/usr/local/bin/sluice-rocketmq"), None);
-        // A directory of that name, a prefix, a suffix, another case.
-        assert_eq!(role("/opt/rocketmq-broker-rust/sluice-rocketmq"), None);
-        assert_eq!(role("rocketmq-broker"), None);
-        assert_eq!(role("rocketmq-broker-rust.new"), None);
-        assert_eq!(role("ROCKETMQ-BROKER-RUST"), None);
-        assert_eq!(role("/"), None);
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn non_utf8_names_pick_none_and_are_shown_lossily() {
-        use std::os::unix::ffi::OsStrExt;
-        let name = OsStr::from_bytes(b"/bin/rocketmq-broker-rust\xff");
-        assert_eq!(role_of(Some(name)), None);
-        // The role is found by the file name even when a directory above is not UTF-8.
-        let dir = OsStr::from_bytes(b"/opt/\xff/rocketmq-namesrv-rust");
-        assert_eq!(role_of(Some(dir)), Some(Role::NameServer));
-        assert!(usage(Some(name)).contains("rocketmq-broker-rust\u{FFFD}"));
     }
 
     #[test]
-    fn usage_names_both_roles_and_what_it_was_run_as() {
+    fn usage_names_both_roles_and_what_it_was_run_as_even_not_utf8() {
         let text = usage(Some(OsStr::new("/tmp/sluice-rocketmq")));
-        assert!(text.contains("rocketmq-namesrv-rust"), "{text}");
-        assert!(text.contains("rocketmq-broker-rust"), "{text}");
-        assert!(text.contains("\"/tmp/sluice-rocketmq\""), "{text}");
+        for name in [NAMESRV_NAME, BROKER_NAME, "\"/tmp/sluice-rocketmq\""] {
+            assert!(text.contains(name), "{text}");
+        }
         assert!(usage(None).contains("(none)"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            // Found by the file name even below a directory that is not
+            // UTF-8; a file name that is not names no role, shown lossily.
+            let dir = OsStr::from_bytes(b"/opt/\xff/rocketmq-namesrv-rust");
+            assert_eq!(role_of(Some(dir)), Some(Role::NameServer));
+            let name = OsStr::from_bytes(b"/bin/rocketmq-broker-rust\xff");
+            assert_eq!(role_of(Some(name)), None);
+            assert!(usage(Some(name)).contains("rocketmq-broker-rust\u{FFFD}"));
+        }
     }
 
     #[test]

@@ -1734,32 +1734,41 @@ mod tests {
     #[test]
     fn redispatches_come_quickly_while_they_bring_messages_and_back_off_while_they_bring_none() {
         let start = Instant::now();
-        let at = |ms: u64| start + Duration::from_millis(ms);
         let mut redispatch = Redispatch::new(start);
-        // Idle at first: an empty pop waits out the 500 ms.
-        assert!(!redispatch.due(at(100), true, 0));
-        assert!(redispatch.due(at(500), true, 0));
-        // Nothing came since: still 500 ms.
-        assert!(!redispatch.due(at(900), true, 0));
-        assert!(redispatch.due(at(1000), true, 0));
-        // Messages came since the last one: the next is due after 50 ms.
-        assert!(!redispatch.due(at(1040), true, 100));
-        assert!(redispatch.due(at(1050), true, 100));
-        assert!(redispatch.due(at(1100), true, 200));
-        // None since: 50 ms once more, then 100, 200, 400, back to 500 ms.
-        assert!(redispatch.due(at(1150), true, 200));
-        assert!(!redispatch.due(at(1249), true, 200));
-        assert!(redispatch.due(at(1250), true, 200));
-        assert!(!redispatch.due(at(1449), true, 200));
-        assert!(redispatch.due(at(1450), true, 200));
-        assert!(redispatch.due(at(1850), true, 200));
-        assert!(!redispatch.due(at(2349), true, 200));
-        assert!(redispatch.due(at(2350), true, 200));
-        assert!(!redispatch.due(at(2849), true, 200));
-        assert!(redispatch.due(at(2850), true, 200));
-        // Without an empty pop only every 5 s, messages or not.
-        assert!(!redispatch.due(at(7849), false, 300));
-        assert!(redispatch.due(at(7850), false, 300));
+        // (ms since start, an empty pop, messages popped in all, due)
+        let steps = [
+            // Idle at first: an empty pop waits out the 500 ms, twice.
+            (100, true, 0, false),
+            (500, true, 0, true),
+            (900, true, 0, false),
+            (1000, true, 0, true),
+            // Messages came since the last one: due after 50 ms.
+            (1040, true, 100, false),
+            (1050, true, 100, true),
+            (1100, true, 200, true),
+            // None since: 50 ms once more, then 100, 200, 400, 500, 500.
+            (1150, true, 200, true),
+            (1249, true, 200, false),
+            (1250, true, 200, true),
+            (1449, true, 200, false),
+            (1450, true, 200, true),
+            (1850, true, 200, true),
+            (2349, true, 200, false),
+            (2350, true, 200, true),
+            (2849, true, 200, false),
+            (2850, true, 200, true),
+            // Without an empty pop only every 5 s, messages or not.
+            (7849, false, 300, false),
+            (7850, false, 300, true),
+        ];
+        for (ms, empty, messages, due) in steps {
+            let now = start + Duration::from_millis(ms);
+            assert_eq!(
+                redispatch.due(now, empty, messages),
+                due,
+                "at {ms} ms: {redispatch:?}"
+            );
+        }
     }
 
     #[test]
