@@ -1,6 +1,7 @@
 # RocketMQ name server + broker for Sluice's LiteTopics: rocketmq-rust 1.0.0,
 # built from this workspace (package sluice-broker: upstream's binaries, the
-# workspace's Cargo.lock, the store's two fixes in vendor/PATCHES.md),
+# workspace's Cargo.lock, the store's two fixes and the broker's one in
+# vendor/PATCHES.md),
 # with this repository's broker config templates (lite-topic/broker/*.toml.in:
 # LMQ and multi-dispatch on, which LiteTopics need).
 #
