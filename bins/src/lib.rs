@@ -8,7 +8,7 @@
 //!
 //! The flags two of them share ([`RedisArgs`], [`BrokerArgs`]) are declared
 //! here once; each library declares its own (`ServeArgs`, `DeferralArgs`,
-//! `ConsumerFlags`). Each `src/bin/` file is a `main` over [`run_main`].
+//! `ConsumerFlags`). Each `src/bin/` file is a `main` over [`Program::run_main`].
 //!
 //! `sluice` is all three in one binary, run by the name it is called by
 //! ([`program_of`]): set-up's release build links it once instead of three

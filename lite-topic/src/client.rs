@@ -151,8 +151,6 @@ impl LiteClient {
         })
     }
 
-    /// Stop the client runtime. Shut the admin, producers and consumers down
-    /// first.
     /// `n` handles (at least one) for calls that may run side by side.
     pub(crate) async fn lanes(&self, role: &'static str, n: usize) -> Result<Lanes, LiteError> {
         let mut lanes = Vec::with_capacity(n.max(1));
@@ -168,6 +166,8 @@ impl LiteClient {
         Ok(Lanes(lanes))
     }
 
+    /// Stop the client runtime. Shut the admin, producers and consumers down
+    /// first.
     pub async fn shutdown(self) {
         let report = Box::pin(self.inner.runtime.shutdown()).await;
         if !report.is_healthy() {
@@ -222,13 +222,9 @@ impl Lanes {
         &self.0[crate::lane_of(lite_topic, self.0.len())]
     }
 
-    /// Lanes of handles taken apart earlier (at least one).
-    pub(crate) fn from_handles(handles: Vec<Arc<Remoting>>) -> Self {
-        Lanes(handles)
-    }
-
-    pub(crate) fn into_iter(self) -> impl Iterator<Item = Arc<Remoting>> {
-        self.0.into_iter()
+    /// Every handle, in lane order.
+    pub(crate) fn all(&self) -> &[Arc<Remoting>] {
+        &self.0
     }
 
     /// Close every handle no call holds any more (the others close when

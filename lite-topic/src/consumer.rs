@@ -419,7 +419,9 @@ struct BrokerPoller {
     target: Arc<BrokerTarget>,
     /// `ONE_HANDLE_PER_POLLER`: long-poll pops to this broker only,
     /// `POP_LANES` of them side by side.
-    lanes: Vec<PopLane>,
+    polls: Lanes,
+    /// Whether a pop is in flight on each of `polls`.
+    in_flight: Vec<bool>,
     /// `NUDGE_AFTER_RELEASE`: a LiteTopic of this broker was released while
     /// the long poll waits; a nudge pop is due.
     nudge_due: bool,
@@ -435,19 +437,12 @@ struct BrokerPoller {
     in_route: bool,
 }
 
-/// One pop handle of a broker and whether a pop on it is in flight.
-struct PopLane {
-    poll: Arc<Remoting>,
-    in_flight: bool,
-}
-
 /// The answer of one broker's pop task.
 struct PopOutcome {
     broker: String,
-    /// The pop lane it ran on (a nudge's is not one).
-    lane: usize,
-    /// A pop of `NUDGE_AFTER_RELEASE` (the broker's long poll may still wait).
-    nudge: bool,
+    /// The pop lane it ran on; `None` for a pop of `NUDGE_AFTER_RELEASE`
+    /// (the broker's long poll may still wait).
+    lane: Option<usize>,
     result: Result<Vec<LiteMessage>, LiteError>,
 }
 
@@ -825,7 +820,7 @@ impl LiteConsumer {
             let Some(outcome) = outcome else {
                 return Err(LiteError::Runtime("pop tasks gone".into()));
             };
-            let nudge = outcome.nudge;
+            let nudge = outcome.lane.is_none();
             let answered = self.record_outcome(outcome);
             while let Ok(outcome) = outcomes.try_recv() {
                 let _ = self.record_outcome(outcome);
@@ -867,21 +862,22 @@ impl LiteConsumer {
     /// tells how the broker is.
     fn record_outcome(&self, outcome: PopOutcome) -> Result<(), LiteError> {
         if let Some(poller) = lock(&self.brokers).get_mut(&outcome.broker) {
-            match outcome.nudge {
-                true => poller.nudging = false,
-                false => {
-                    if let Some(lane) = poller.lanes.get_mut(outcome.lane) {
-                        lane.in_flight = false;
+            match outcome.lane {
+                None => poller.nudging = false,
+                Some(lane) => {
+                    if let Some(in_flight) = poller.in_flight.get_mut(lane) {
+                        *in_flight = false;
                     }
                 }
             }
         }
+        let nudge = outcome.lane.is_none();
         match outcome.result {
             Ok(messages) => {
-                if messages.is_empty() && !outcome.nudge {
+                if messages.is_empty() && !nudge {
                     self.answered_empty.store(true, Ordering::Relaxed);
                 }
-                if outcome.nudge {
+                if nudge {
                     self.counters
                         .nudged_messages
                         .fetch_add(messages.len() as u64, Ordering::Relaxed);
@@ -889,7 +885,7 @@ impl LiteConsumer {
                 lock(&self.ready).extend(messages);
                 Ok(())
             }
-            Err(e) if outcome.nudge => {
+            Err(e) if nudge => {
                 debug!(broker = %outcome.broker, error = %e, "nudge pop failed; the long poll goes on");
                 Ok(())
             }
@@ -913,21 +909,20 @@ impl LiteConsumer {
             if !poller.in_route || poller.resync || resting {
                 continue;
             }
-            for (index, lane) in poller.lanes.iter_mut().enumerate() {
-                if lane.in_flight {
+            for (lane, poll) in poller.polls.all().iter().enumerate() {
+                if poller.in_flight[lane] {
                     continue;
                 }
                 let request = self.pop_request(&poller.target, max, invisible_ms, poll_ms);
                 let task = PopTask {
-                    poll: Arc::clone(&lane.poll),
+                    poll: Arc::clone(poll),
                     broker: Arc::clone(&poller.target),
-                    lane: index,
+                    lane: Some(lane),
                     timeout: Duration::from_millis(poll_ms) + self.request_timeout,
                     counters: Arc::clone(&self.counters),
-                    nudge: false,
                 };
                 tokio::spawn(task.run(request, self.outcomes_tx.clone()));
-                lane.in_flight = true;
+                poller.in_flight[lane] = true;
                 poller.nudge_due = false;
                 in_flight += 1;
             }
@@ -947,10 +942,9 @@ impl LiteConsumer {
             let task = PopTask {
                 poll: Arc::clone(self.control.first()),
                 broker: Arc::clone(&poller.target),
-                lane: 0,
+                lane: None,
                 timeout: self.request_timeout,
                 counters: Arc::clone(&self.counters),
-                nudge: true,
             };
             tokio::spawn(task.run(request, self.outcomes_tx.clone()));
             self.counters.nudges.fetch_add(1, Ordering::Relaxed);
@@ -1467,11 +1461,10 @@ impl LiteConsumer {
 struct PopTask {
     poll: Arc<Remoting>,
     broker: Arc<BrokerTarget>,
-    lane: usize,
+    /// Its lane; `None` for a pop of `NUDGE_AFTER_RELEASE`.
+    lane: Option<usize>,
     timeout: Duration,
     counters: Arc<Counters>,
-    /// A pop of `NUDGE_AFTER_RELEASE`.
-    nudge: bool,
 }
 
 impl PopTask {
@@ -1482,7 +1475,6 @@ impl PopTask {
         let _ = outcomes.send(PopOutcome {
             broker: self.broker.name.clone(),
             lane: self.lane,
-            nudge: self.nudge,
             result,
         });
     }
@@ -1529,13 +1521,8 @@ impl BrokerPoller {
     fn new(target: BrokerTarget, polls: Lanes, resync: bool) -> Self {
         BrokerPoller {
             target: Arc::new(target),
-            lanes: polls
-                .into_iter()
-                .map(|poll| PopLane {
-                    poll,
-                    in_flight: false,
-                })
-                .collect(),
+            in_flight: vec![false; polls.all().len()],
+            polls,
             nudge_due: false,
             nudging: false,
             retry_at: None,
@@ -1546,13 +1533,12 @@ impl BrokerPoller {
 
     /// Pops in flight to this broker (nudges not counted).
     fn pops_in_flight(&self) -> usize {
-        self.lanes.iter().filter(|lane| lane.in_flight).count()
+        self.in_flight.iter().filter(|&&busy| busy).count()
     }
 
     /// Close its pop handles (once no pop task holds them any more).
     async fn shutdown(self) {
-        let polls = self.lanes.into_iter().map(|lane| lane.poll).collect();
-        Lanes::from_handles(polls).shutdown().await;
+        self.polls.shutdown().await;
     }
 }
 

@@ -6,5 +6,5 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    sluice_bins::run_main("sluice-allinone", sluice_bins::allinone::run())
+    sluice_bins::Program::Allinone.run_main()
 }

@@ -6,5 +6,5 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    sluice_bins::run_main("sluice-consumer", sluice_bins::consumer::run())
+    sluice_bins::Program::Consumer.run_main()
 }

@@ -6,5 +6,5 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    sluice_bins::run_main("sluice-rls", sluice_bins::rls::run())
+    sluice_bins::Program::Rls.run_main()
 }
