@@ -305,6 +305,10 @@ pub struct MessageHandle {
     skew_hint: Arc<AtomicI64>,
     /// `POP_TIME_SKEW`: offsets up to this are tried ([`pop_time_skew_window`]).
     skew_window_ms: i64,
+    /// Released already (shared by its clones): a second release is a
+    /// no-op. With pops side by side another pop may hold the LiteTopic's
+    /// next message by then, and the broker would refuse it as stale.
+    released: Arc<AtomicBool>,
 }
 
 impl MessageHandle {
@@ -1130,13 +1134,14 @@ impl LiteConsumer {
 
     /// Free `handle`'s LiteTopic now, so its next message can be popped.
     /// Every message of a batch must be released (or the batch suspended)
-    /// before the LiteTopic moves on; an expired handle is already free.
+    /// before the LiteTopic moves on; an expired handle is already free, and
+    /// a handle released once is not released again.
     ///
     /// `RELEASE_NOT_ACK`: AckMessage with a LiteTopic answers success but
     /// leaves the LiteTopic blocked; ChangeInvisibleTime to 0 frees it.
     #[instrument(skip(self, handle), fields(lite_topic = %handle.lite_topic, offset = handle.queue_offset))]
     pub async fn release(&self, handle: &MessageHandle) -> Result<(), LiteError> {
-        if handle.is_expired() {
+        if handle.is_expired() || handle.released.load(Ordering::Relaxed) {
             return Ok(());
         }
         match self.change_invisible_time(handle, 0, false).await {
@@ -1144,6 +1149,7 @@ impl LiteConsumer {
             Err(LiteError::StaleHandle { .. }) if handle.is_expired() => {}
             Err(e) => return Err(e),
         }
+        handle.released.store(true, Ordering::Relaxed);
         self.counters.releases.fetch_add(1, Ordering::Relaxed);
         self.released_at(&handle.broker.name);
         Ok(())
@@ -1643,6 +1649,7 @@ fn decode_answer_from(
                 received_at,
                 skew_hint: Arc::clone(&skew_hint),
                 skew_window_ms: pop_time_skew_window(round_trip),
+                released: Arc::new(AtomicBool::new(false)),
             },
             lite_topic,
             body: ext.body().unwrap_or_default(),
