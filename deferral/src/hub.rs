@@ -75,7 +75,14 @@ enum Command {
 struct Reader {
     commands: mpsc::UnboundedSender<Command>,
     wake_key: String,
+    /// True once the reader's connection has answered once: from then on,
+    /// an outage fails its next read, and the hub sees it.
+    connected: tokio::sync::watch::Receiver<bool>,
 }
+
+/// How long `subscribe` waits for its reader's first connection (Redis down
+/// at start-up): past it, the watch is kept and read once Redis answers.
+const FIRST_CONNECTION_WAIT: Duration = Duration::from_secs(2);
 
 /// The shared reader pool.
 pub struct StreamHub {
@@ -150,14 +157,20 @@ impl StreamHub {
             let (commands, receiver) = mpsc::unbounded_channel();
             // In the slot of the shards this reader serves (on a cluster: its one shard).
             let wake_key = keys::wake(index as u16, &instance);
+            let (connected_tx, connected) = tokio::sync::watch::channel(false);
             tokio::spawn(run_reader(
                 blocking.connect()?,
                 wake_key.clone(),
                 receiver,
                 options.block,
                 last_failure.clone(),
+                connected_tx,
             ));
-            readers.push(Reader { commands, wake_key });
+            readers.push(Reader {
+                commands,
+                wake_key,
+                connected,
+            });
         }
         Ok(Arc::new(StreamHub {
             readers,
@@ -170,16 +183,23 @@ impl StreamHub {
     /// When a reader last saw Redis fail. Every reader waits on Redis all
     /// the time, so it sees even an outage too short for a waiting request's
     /// own look at Redis to meet: a Redis that restarted empty in between
-    /// shows every lease and claim as gone.
+    /// shows every lease and claim as gone. On a Cluster, redis-rs retries
+    /// a failed read on a fresh connection by itself: a master that
+    /// restarts faster than those retries (3, 50 ms–1 s apart) is not seen.
     pub fn last_redis_failure(&self) -> Option<std::time::Instant> {
         self.last_failure.last()
     }
 
     /// Watch `key` for entries after `from` (`0-0` for all of them).
     /// `key` is a per-request key of the contract (its shard picks the reader).
+    /// Once it returns, a Redis outage is seen by the hub
+    /// ([`StreamHub::last_redis_failure`]): the reader's connection is up
+    /// (or Redis did not answer within [`FIRST_CONNECTION_WAIT`]).
     pub async fn subscribe(&self, key: &str, from: &str) -> Subscription {
         let shard = keys::shard_of_key(key).unwrap_or(0);
         let reader = &self.readers[usize::from(shard) % self.readers.len()];
+        let mut connected = reader.connected.clone();
+        let _ = tokio::time::timeout(FIRST_CONNECTION_WAIT, connected.wait_for(|up| *up)).await;
         let (sender, entries) = mpsc::channel(self.buffer);
         let _ = reader.commands.send(Command::Watch {
             key: key.to_string(),
@@ -228,7 +248,15 @@ async fn run_reader(
     mut commands: mpsc::UnboundedReceiver<Command>,
     block: Duration,
     last_failure: Arc<FailureClock>,
+    connected: tokio::sync::watch::Sender<bool>,
 ) {
+    // Connect now, not at the first watch: a connection made after a Redis
+    // restart cannot fail, so a restart between a request's first write and
+    // its reader's first read would go unseen.
+    if !first_connection(&mut conn, &commands).await {
+        return;
+    }
+    connected.send_replace(true);
     let mut watches: HashMap<String, Watch> = HashMap::new();
     let mut wake_cursor = "0-0".to_string();
     let mut backoff = Duration::from_millis(50);
@@ -288,6 +316,27 @@ async fn run_reader(
                 // answers of requests in flight at an outage wait on it).
                 backoff = (backoff * 2).min(Duration::from_millis(500));
             }
+        }
+    }
+}
+
+/// PINGs until Redis answers once; false if the hub is gone first. A failure
+/// here is not recorded: this reader had not seen that Redis yet.
+async fn first_connection(
+    conn: &mut RedisConn,
+    commands: &mpsc::UnboundedReceiver<Command>,
+) -> bool {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let pong: Result<String, _> = redis::cmd("PING").query_async(conn).await;
+        match pong {
+            Ok(_) => return true,
+            Err(error) if !commands.is_closed() => {
+                tracing::warn!(%error, "stream reader: Redis does not answer yet; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+            }
+            Err(_) => return false,
         }
     }
 }

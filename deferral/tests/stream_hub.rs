@@ -146,3 +146,25 @@ async fn a_short_redis_restart_is_seen_by_the_hub() {
     }
     assert!(hub.last_redis_failure().unwrap() >= before);
 }
+
+/// A restart while nobody waits is seen too, at the next watch: the reader
+/// connected when the hub started, and that connection fails once. A reader
+/// that connected only after the restart could not tell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_while_nobody_waits_is_seen_at_the_next_watch() {
+    let mut redis = RedisServer::start().unwrap();
+    let (hub, _writer) = hub_and_writer(&redis, 1, Duration::from_millis(200)).await;
+    // Returns once the reader's connection is up; then nobody waits (the
+    // reader's last read ends within its 200 ms block).
+    drop(hub.subscribe(&keys::response("first"), "0-0").await);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = Instant::now();
+    tokio::task::block_in_place(|| redis.restart()).unwrap();
+    let _waiting = hub.subscribe(&keys::response("second"), "0-0").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while hub.last_redis_failure().is_none() {
+        assert!(Instant::now() < deadline, "the hub did not see the restart");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(hub.last_redis_failure().unwrap() >= before);
+}
