@@ -16,7 +16,8 @@ use std::path::Path;
 pub const UPSTREAM_VERSION: &str = "1.0.0";
 
 /// The patches this build carries, by id (vendor/PATCHES.md).
-pub const PATCHES: &str = "store-cq-lock-order,store-lmq-offset-order,broker-lite-pop-time";
+pub const PATCHES: &str =
+    "store-cq-lock-order,store-lmq-offset-order,broker-lite-pop-time,transport-reqwest-no-tls";
 
 /// The line after upstream's `version=` one: `scripts/install-broker` skips a
 /// rebuild only when it finds this exact line.
@@ -116,7 +117,8 @@ mod tests {
     fn build_line_names_the_workspace_build_and_its_patches() {
         assert_eq!(
             build_line(),
-            "build=sluice-workspace patched=store-cq-lock-order,store-lmq-offset-order,broker-lite-pop-time"
+            "build=sluice-workspace patched=store-cq-lock-order,store-lmq-offset-order,\
+             broker-lite-pop-time,transport-reqwest-no-tls"
         );
     }
 }

@@ -1,0 +1,23 @@
+// Copyright 2023 The RocketMQ Rust Authors
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+pub mod client_metadata;
+pub mod rpc_client;
+pub mod rpc_client_hook;
+pub mod rpc_client_impl;
+pub mod rpc_client_utils;
+pub mod rpc_request;
+pub use rocketmq_protocol::rpc::rpc_request_header;
+pub mod rpc_response;
+pub use rocketmq_protocol::rpc::topic_request_header;
