@@ -151,7 +151,8 @@ pub fn program_of(argv0: Option<&OsStr>) -> Option<Program> {
 /// program's.
 pub fn usage(argv0: Option<&OsStr>) -> String {
     let shown = argv0.map_or_else(|| "(none)".into(), OsStr::to_string_lossy);
-    let names: Vec<&str> = Program::ALL.iter().map(|p| p.name()).collect();
+    let mut names: Vec<&str> = Program::ALL.iter().map(|p| p.name()).collect();
+    names.extend([sluice_broker::NAMESRV_NAME, sluice_broker::BROKER_NAME]);
     format!(
         "sluice: run as {} (e.g. through a link of that name); the program is \
          chosen by the name it is run by, and this one was {shown:?}",
@@ -224,6 +225,9 @@ mod tests {
         let text = usage(Some(OsStr::new("/tmp/sluice")));
         for p in Program::ALL {
             assert!(text.contains(p.name()), "{text}");
+        }
+        for name in [sluice_broker::NAMESRV_NAME, sluice_broker::BROKER_NAME] {
+            assert!(text.contains(name), "{text}");
         }
         assert!(text.contains("\"/tmp/sluice\""), "{text}");
         assert!(usage(None).contains("(none)"));

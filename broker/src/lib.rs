@@ -4,12 +4,37 @@
 //! reads) and adds one that tells this build apart from a plain `cargo
 //! install` of upstream.
 //!
-//! Both mains are linked into one binary, `sluice-rocketmq` (one release
-//! LTO link instead of two), installed under upstream's two names; the name
-//! it is run by picks the main ([`role_of`]).
+//! Both mains live here ([`run`]), picked by the name a process is run by
+//! ([`role_of`]). The `sluice` multi-call binary (sluice-bins) links them
+//! beside Sluice's own programs: set-up's release build makes one LTO link
+//! for all of them instead of one per binary, and `sluice-rocketmq` (a link
+//! to `sluice`) is installed under upstream's two names. This crate's own
+//! `sluice-rocketmq` binary runs the same mains, for a build of the broker
+//! alone.
+
+// Upstream's mains build deeply nested futures; the limit is the crate's, so
+// it moved here from the top of each copied file.
+#![recursion_limit = "512"]
+
+// The copied mains name this crate as their binaries did.
+extern crate self as sluice_broker;
+
+#[path = "../vendor/rocketmq-broker-rust.rs"]
+mod broker_main;
+#[path = "../vendor/rocketmq-namesrv-rust.rs"]
+mod namesrv_main;
 
 use std::ffi::OsStr;
 use std::path::Path;
+
+/// Runs upstream's main for `role`: it reads the command line itself and
+/// exits the process on a fatal error, as upstream's binary does.
+pub fn run(role: Role) {
+    match role {
+        Role::NameServer => namesrv_main::main(),
+        Role::Broker => broker_main::main(),
+    }
+}
 
 /// The rocketmq-rust release these binaries are built from (the `=` pins in
 /// Cargo.toml); upstream prints its own crate version, ours is Sluice's.

@@ -4,8 +4,9 @@
 // prints upstream's version plus Sluice's build line (sluice_broker::build_line),
 // no unwrap/expect (the workspace's lints), and upstream's test module is left out
 // (it reads files of upstream's repository). Built as a module of
-// broker/src/bin/sluice-rocketmq.rs (one binary for both mains, picked by argv[0]):
-// `fn main` is `pub(crate)`, and `#![recursion_limit = "512"]` moved to that file.
+// broker/src/lib.rs (both mains in one library, run by the `sluice` and
+// `sluice-rocketmq` binaries by argv[0]): `fn main` is `pub(crate)`, and
+// `#![recursion_limit = "512"]` moved to that file.
 // Copyright 2023 The RocketMQ Rust Authors
 //
 // Licensed under the Apache License, Version 2.0 (the "License");
