@@ -160,10 +160,11 @@ pub fn usage(argv0: Option<&OsStr>) -> String {
     )
 }
 
-/// Selects rustls's process-wide crypto provider (ring): the build links two
-/// (through different dependencies), so rustls cannot pick one itself, and
-/// every TLS user (rediss:// URLs, https backends, the gRPC listener, the
-/// xDS client) needs one. Done once, before anything else runs.
+/// Selects rustls's process-wide crypto provider (ring) by name: rustls
+/// picks one itself only while exactly one is linked, and a dependency that
+/// turns on another (reqwest's default TLS did, vendor/PATCHES.md) would
+/// leave every TLS user (rediss:// URLs, https backends, the gRPC listener,
+/// the xDS client) without one. Done once, before anything else runs.
 fn install_rustls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
