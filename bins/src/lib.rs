@@ -10,10 +10,12 @@
 //! here once; each library declares its own (`ServeArgs`, `DeferralArgs`,
 //! `ConsumerFlags`). Each `src/bin/` file is a `main` over [`Program::run_main`].
 //!
-//! `sluice` is all three in one binary, run by the name it is called by
-//! ([`program_of`]): set-up's release build links it once instead of three
-//! times and names it `sluice-rls`, `sluice-consumer` and `sluice-allinone`
-//! (hard links; scripts/common.sh `release_build`).
+//! `sluice` is all three in one binary, with the RocketMQ name server and
+//! broker, run by the name it is called by ([`program_of`]): set-up's
+//! release build links it once and names it `sluice-rls`,
+//! `sluice-consumer`, `sluice-allinone` and `sluice-rocketmq` (hard links;
+//! scripts/common.sh `release_build`; scripts/install-broker installs it
+//! under the broker's two names).
 
 pub mod allinone;
 pub mod consumer;
@@ -104,17 +106,26 @@ pub fn run_main(name: &str, run: impl Future<Output = anyhow::Result<()>>) -> Ex
     }
 }
 
-/// One of the three processes, as the multi-call `sluice` binary picks it.
+/// One of the programs the multi-call `sluice` binary runs: Sluice's three
+/// processes, and the RocketMQ name server and broker (sluice-broker's
+/// copies of upstream's mains).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Program {
     Rls,
     Consumer,
     Allinone,
+    Rocketmq(sluice_broker::Role),
 }
 
 impl Program {
     /// Every program, in the order the usage message lists them.
-    pub const ALL: [Program; 3] = [Program::Rls, Program::Consumer, Program::Allinone];
+    pub const ALL: [Program; 5] = [
+        Program::Rls,
+        Program::Consumer,
+        Program::Allinone,
+        Program::Rocketmq(sluice_broker::Role::NameServer),
+        Program::Rocketmq(sluice_broker::Role::Broker),
+    ];
 
     /// The binary name the program is installed and run under.
     pub fn name(self) -> &'static str {
@@ -122,16 +133,23 @@ impl Program {
             Program::Rls => "sluice-rls",
             Program::Consumer => "sluice-consumer",
             Program::Allinone => "sluice-allinone",
+            Program::Rocketmq(sluice_broker::Role::NameServer) => sluice_broker::NAMESRV_NAME,
+            Program::Rocketmq(sluice_broker::Role::Broker) => sluice_broker::BROKER_NAME,
         }
     }
 
     /// Runs the program as its own binary does: the command line is read by
-    /// the program itself, unchanged (argv[0] included).
+    /// the program itself, unchanged (argv[0] included). Upstream's mains
+    /// build their own runtime and exit the process on a fatal error.
     pub fn run_main(self) -> ExitCode {
         match self {
             Program::Rls => run_main(self.name(), rls::run()),
             Program::Consumer => run_main(self.name(), consumer::run()),
             Program::Allinone => run_main(self.name(), allinone::run()),
+            Program::Rocketmq(role) => {
+                sluice_broker::run(role);
+                ExitCode::SUCCESS
+            }
         }
     }
 }
@@ -151,8 +169,7 @@ pub fn program_of(argv0: Option<&OsStr>) -> Option<Program> {
 /// program's.
 pub fn usage(argv0: Option<&OsStr>) -> String {
     let shown = argv0.map_or_else(|| "(none)".into(), OsStr::to_string_lossy);
-    let mut names: Vec<&str> = Program::ALL.iter().map(|p| p.name()).collect();
-    names.extend([sluice_broker::NAMESRV_NAME, sluice_broker::BROKER_NAME]);
+    let names: Vec<&str> = Program::ALL.iter().map(|p| p.name()).collect();
     format!(
         "sluice: run as {} (e.g. through a link of that name); the program is \
          chosen by the name it is run by, and this one was {shown:?}",
