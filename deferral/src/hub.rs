@@ -198,8 +198,10 @@ impl StreamHub {
     pub async fn subscribe(&self, key: &str, from: &str) -> Subscription {
         let shard = keys::shard_of_key(key).unwrap_or(0);
         let reader = &self.readers[usize::from(shard) % self.readers.len()];
-        let mut connected = reader.connected.clone();
-        let _ = tokio::time::timeout(FIRST_CONNECTION_WAIT, connected.wait_for(|up| *up)).await;
+        if !*reader.connected.borrow() {
+            let mut connected = reader.connected.clone();
+            let _ = tokio::time::timeout(FIRST_CONNECTION_WAIT, connected.wait_for(|up| *up)).await;
+        }
         let (sender, entries) = mpsc::channel(self.buffer);
         let _ = reader.commands.send(Command::Watch {
             key: key.to_string(),
