@@ -22,6 +22,7 @@
 //! client has seen part of an answer, and calling the model again would
 //! burn the GPU twice.
 
+use crate::call::sent::{OnSent, SentBody};
 use crate::call::stream::{self, ErrorCode, StreamConfig};
 use crate::call::usage::OutputCounter;
 use crate::metrics::Metrics;
@@ -29,7 +30,7 @@ use crate::work::WorkItem;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{Method, Request, StatusCode, Uri};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -389,7 +390,7 @@ impl Sink<'_> {
     }
 }
 
-type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type HttpClient = Client<HttpsConnector<HttpConnector>, SentBody>;
 
 /// The backend client.
 #[derive(Clone)]
@@ -432,7 +433,12 @@ impl Invoker {
     /// The request sent for `item` (also used by tests); `level` (its
     /// tenant's service level, [`crate::fair::FairQueue::service_level`])
     /// is added to the target's `server_priority`.
-    fn request(&self, item: &WorkItem, level: u32) -> Result<Request<Full<Bytes>>, String> {
+    fn request(
+        &self,
+        item: &WorkItem,
+        level: u32,
+        on_sent: OnSent,
+    ) -> Result<Request<SentBody>, String> {
         if !self.config.allowed_paths.iter().any(|p| p == &item.path) {
             return Err(format!("path {:?} is not allowed", item.path));
         }
@@ -468,7 +474,7 @@ impl Invoker {
             }
         }
         let mut request = builder
-            .body(Full::new(Bytes::from(body)))
+            .body(SentBody::new(Bytes::from(body), on_sent))
             .map_err(|e| e.to_string())?;
         for (name, value) in &target.headers {
             request.headers_mut().insert(name, value.clone());
@@ -482,10 +488,11 @@ impl Invoker {
         &self,
         item: &WorkItem,
         level: u32,
+        on_sent: OnSent,
         sink: &mut Sink<'_>,
     ) -> CallEnd {
         let opened = self
-            .open(item, level)
+            .open(item, level, on_sent)
             .instrument(sluice_contract::trace_span!("consumer.model_call"))
             .await;
         match opened {
@@ -504,9 +511,10 @@ impl Invoker {
         &self,
         item: &WorkItem,
         level: u32,
+        on_sent: OnSent,
     ) -> Result<(Incoming, tokio::time::Instant), CallEnd> {
         let request = self
-            .request(item, level)
+            .request(item, level, on_sent)
             .map_err(|message| CallEnd::Failed {
                 status: 400,
                 code: ErrorCode::InvalidRequest,
@@ -1027,7 +1035,9 @@ mod tests {
             },
         );
         let invoker = Invoker::new(config.clone()).unwrap();
-        let request = invoker.request(&item(json!({"messages": []})), 0).unwrap();
+        let request = invoker
+            .request(&item(json!({"messages": []})), 0, OnSent::default())
+            .unwrap();
         assert_eq!(request.uri(), "http://backend:8000/v1/chat/completions");
         assert_eq!(request.headers()["x-extra"], "1");
         assert_eq!(request.headers()["x-request-id"], "r");
@@ -1037,19 +1047,19 @@ mod tests {
         let mut traced = item(json!({"messages": []}));
         let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         traced.trace = sluice_contract::TraceContext::from_headers(Some(parent), Some("a=1,b=2"));
-        let request = invoker.request(&traced, 0).unwrap();
+        let request = invoker.request(&traced, 0, OnSent::default()).unwrap();
         assert_eq!(request.headers()[TRACEPARENT_HEADER], parent);
         assert_eq!(request.headers()[TRACESTATE_HEADER], "a=1,b=2");
         let mut special = item(json!({"messages": []}));
         special.model = "special".into();
-        let request = invoker.request(&special, 0).unwrap();
+        let request = invoker.request(&special, 0, OnSent::default()).unwrap();
         assert_eq!(
             request.uri(),
             "https://api.example.com/proxy/v1/chat/completions"
         );
         let mut bad_path = item(json!({}));
         bad_path.path = "/admin".into();
-        assert!(invoker.request(&bad_path, 0).is_err());
+        assert!(invoker.request(&bad_path, 0, OnSent::default()).is_err());
 
         let mut bad = config.clone();
         bad.default.base_url = "backend:8000".into();
@@ -1062,7 +1072,7 @@ mod tests {
     /// The body `invoker` sends for `item` at `level`.
     async fn body_at(invoker: &Invoker, level: u32) -> serde_json::Value {
         let request = invoker
-            .request(&item(json!({"messages": []})), level)
+            .request(&item(json!({"messages": []})), level, OnSent::default())
             .unwrap();
         let bytes = request.into_body().collect().await.unwrap().to_bytes();
         serde_json::from_slice(&bytes).unwrap()
@@ -1089,7 +1099,9 @@ mod tests {
         let mut config = BackendConfig::default();
         config.default.api_key_file = Some(path);
         let invoker = Invoker::new(config).unwrap();
-        let request = invoker.request(&item(json!({})), 0).unwrap();
+        let request = invoker
+            .request(&item(json!({})), 0, OnSent::default())
+            .unwrap();
         let auth = &request.headers()[AUTHORIZATION];
         assert_eq!(auth, "Bearer sk-test");
         assert!(auth.is_sensitive());

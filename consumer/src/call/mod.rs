@@ -8,5 +8,6 @@ pub(crate) mod http_client;
 pub(crate) mod idempotency;
 pub(crate) mod invoke;
 pub(crate) mod processor;
+pub(crate) mod sent;
 pub(crate) mod stream;
 pub(crate) mod usage;

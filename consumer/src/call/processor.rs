@@ -5,6 +5,7 @@ use crate::call::idempotency::{Claim, Idempotency, IdempotencyConfig, Lease};
 use crate::call::invoke::{
     BackendConfig, CallEnd, CallStats, ConfigError, FailureKind, Invoker, Sink,
 };
+use crate::call::sent::OnSent;
 use crate::call::stream::{ErrorCode, StreamConfig, Terminal};
 use crate::keys;
 use crate::metrics::Metrics;
@@ -249,14 +250,15 @@ impl Processor {
     /// future aborts the backend call (the claim then goes stale and a
     /// redelivery writes `interrupted`).
     pub async fn process(&self, item: &WorkItem) -> Outcome {
-        self.process_at_level(item, 0).await
+        self.process_at_level(item, 0, OnSent::default()).await
     }
 
     /// [`Processor::process`], the call's `priority` raised by `level`
     /// above the backend's `server_priority` (its tenant's service level,
-    /// `fair.server_priority_levels`).
-    pub async fn process_at_level(&self, item: &WorkItem, level: u32) -> Outcome {
-        let outcome = self.process_inner(item, level).await;
+    /// `fair.server_priority_levels`). `on_sent` fires when the model
+    /// call's request is being written, or is dropped when none goes out.
+    pub async fn process_at_level(&self, item: &WorkItem, level: u32, on_sent: OnSent) -> Outcome {
+        let outcome = self.process_inner(item, level, on_sent).await;
         self.metrics.outcome(outcome.as_str());
         match &outcome {
             Outcome::RetryLater { kind, detail, .. } => {
@@ -307,7 +309,7 @@ impl Processor {
         Some(outcome)
     }
 
-    async fn process_inner(&self, item: &WorkItem, level: u32) -> Outcome {
+    async fn process_inner(&self, item: &WorkItem, level: u32, on_sent: OnSent) -> Outcome {
         let claimed = self
             .claim(item)
             .instrument(sluice_contract::trace_span!("consumer.claim"))
@@ -324,7 +326,7 @@ impl Processor {
                 .observe(waited as f64 / 1000.0);
         }
         let stats = CallStats::new();
-        let end = self.call(item, level, &lease, &stats).await;
+        let end = self.call(item, level, on_sent, &lease, &stats).await;
         let mut conn = self.conn.clone();
         let (terminal, outcome) = match ending(end, &stats) {
             Ok(ending) => ending,
@@ -455,7 +457,14 @@ impl Processor {
 
     /// The model call, its chunks written as they come, while the lease is
     /// kept alive.
-    async fn call(&self, item: &WorkItem, level: u32, lease: &Lease, stats: &CallStats) -> CallEnd {
+    async fn call(
+        &self,
+        item: &WorkItem,
+        level: u32,
+        on_sent: OnSent,
+        lease: &Lease,
+        stats: &CallStats,
+    ) -> CallEnd {
         let mut sink = Sink {
             conn: self.conn.clone(),
             config: &self.stream,
@@ -470,7 +479,7 @@ impl Processor {
         // Whichever ends first wins; the other future is dropped, which
         // for the call closes the backend connection.
         tokio::select! {
-            end = self.invoker.stream_call(item, level, &mut sink) => end,
+            end = self.invoker.stream_call(item, level, on_sent, &mut sink) => end,
             end = self.heartbeat_loop(lease) => end,
         }
     }

@@ -30,8 +30,10 @@
 //!   off after that is answered `interrupted` through the endpoint's lease
 //!   watch by another instance — never by calling the model again.
 
+use crate::call::sent::OnSent;
 use crate::queue::gate::FairTurn;
 use crate::sharing::control_loop::Adaptive;
+use crate::sharing::fair::Sending;
 use crate::sharing::membership::{self, Assignment, Membership, DEFAULT_MEMBERSHIP_TTL};
 use crate::{
     gate, Disposition, InFlightLimits, Metrics, Outcome, Pacer, Processor, StartGate, WorkItem,
@@ -149,6 +151,24 @@ impl Active {
 impl Drop for Active {
     fn drop(&mut self) {
         self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What keeps a bucket's next message back until this one's request is on
+/// its way to the model server (`call::sent`): its LiteTopic (the next
+/// message is not popped) and its lane in the fair queue (not chosen).
+/// Let go only then, so the bucket's calls reach the server in its order.
+struct HeldBack {
+    topic: Option<MessageHandle>,
+    lane: Option<Sending>,
+}
+
+impl HeldBack {
+    fn topic(handle: MessageHandle) -> HeldBack {
+        HeldBack {
+            topic: Some(handle),
+            lane: None,
+        }
     }
 }
 
@@ -568,9 +588,9 @@ impl Runner {
         }
         match gate(&self.limits, &self.pacer, &item, self.options.suspend_floor).await {
             Ok(StartGate::Run(permit)) => {
-                self.release(&message.handle).await;
                 let runner = self.clone();
-                self.spawn_active(runner.run_leased(item, permit, 0));
+                let held = HeldBack::topic(message.handle);
+                self.spawn_active(runner.run_leased(item, permit, 0, held));
             }
             Ok(StartGate::Busy(_)) => {
                 // The model is at its cap: the message keeps its LiteTopic
@@ -615,6 +635,14 @@ impl Runner {
             }
             .in_current_span(),
         );
+    }
+
+    /// Lets the bucket's next message start: this one's request is on its way.
+    async fn let_go(&self, held: HeldBack) {
+        drop(held.lane);
+        if let Some(handle) = held.topic {
+            self.release(&handle).await;
+        }
     }
 
     /// Frees the message's LiteTopic for its next message. A failure is
@@ -698,11 +726,13 @@ impl Runner {
                     self.metrics
                         .hold_seconds
                         .observe(started.elapsed().as_secs_f64());
-                    if let Some(handle) = handle {
-                        // The bucket's next message may be popped while this one runs.
-                        self.release(handle).await;
-                    }
-                    self.run_leased(item, permit, 0).await;
+                    // The bucket's next message may be popped once this
+                    // one's request is on its way.
+                    let held = HeldBack {
+                        topic: handle.cloned(),
+                        lane: None,
+                    };
+                    self.run_leased(item, permit, 0, held).await;
                     return Held::Ran;
                 }
                 Ok(StartGate::Busy(bound)) => pause = Pause::Slot(bound),
@@ -803,14 +833,15 @@ impl Runner {
                 FairTurn::Run(permit) => {
                     // Taken while it still waits in its lane, as fairness_bench does.
                     let level = ticket.service_level();
-                    ticket.started();
+                    let lane = ticket.started();
                     self.metrics
                         .hold_seconds
                         .observe(started.elapsed().as_secs_f64());
-                    if let Some(handle) = topic.take() {
-                        self.release(&handle).await;
-                    }
-                    self.run_leased(item, permit, level).await;
+                    let held = HeldBack {
+                        topic: topic.take(),
+                        lane: Some(lane),
+                    };
+                    self.run_leased(item, permit, level, held).await;
                     return;
                 }
                 FairTurn::Wait(wait) => wait,
@@ -904,7 +935,20 @@ impl Runner {
     /// claim guards against a second call; the lease only tells the endpoint
     /// the request is not lost). `level`: its tenant's service level, added
     /// to the backend's `server_priority`.
-    async fn run_leased(self: Arc<Self>, item: WorkItem, permit: crate::ModelPermit, level: u32) {
+    async fn run_leased(
+        self: Arc<Self>,
+        item: WorkItem,
+        permit: crate::ModelPermit,
+        level: u32,
+        held: HeldBack,
+    ) {
+        let (on_sent, sent) = OnSent::new();
+        let runner = self.clone();
+        self.spawn_active(async move {
+            // Fired when the request is written, or dropped when none goes out.
+            let _ = sent.await;
+            runner.let_go(held).await;
+        });
         // The refresh runs beside the call, both polled by one `select!`.
         // Awaiting a refresh in a `select!` arm left the call unpolled
         // meanwhile: a call parked mid-way through a Sentinel master lookup
@@ -918,7 +962,7 @@ impl Runner {
             }
         };
         let outcome = tokio::select! {
-            outcome = self.processor.process_at_level(&item, level) => outcome,
+            outcome = self.processor.process_at_level(&item, level, on_sent) => outcome,
             never = refresh_forever => never,
         };
         drop(permit);

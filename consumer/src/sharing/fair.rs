@@ -90,6 +90,9 @@ struct Lane {
     /// time and starve a light lane).
     head_start: f64,
     waiting: VecDeque<Ticket>,
+    /// Started requests not yet handed to their connection
+    /// ([`FairQueue::sending`]): the lane's next head waits for them.
+    sending: usize,
 }
 
 /// How tokens count as service: `prompt · prompt_tokens + output ·
@@ -236,6 +239,7 @@ impl FairQueue {
             last_finish: virtual_time,
             head_start: virtual_time.get(priority),
             waiting: VecDeque::new(),
+            sending: 0,
         });
         lane.weight = sanitize_weight(weight);
         if lane.waiting.is_empty() {
@@ -259,7 +263,8 @@ impl FairQueue {
             .iter()
             .filter_map(|(tenant, lane)| {
                 let head = lane.waiting.front()?;
-                (head.eligible_at_ms <= now_ms).then(|| (head, self.lane_key(tenant, lane, head)))
+                (head.eligible_at_ms <= now_ms && lane.sending == 0)
+                    .then(|| (head, self.lane_key(tenant, lane, head)))
             })
             .min_by(|(a, fa), (b, fb)| {
                 b.priority
@@ -313,6 +318,25 @@ impl FairQueue {
         if self.order == Order::AttainedService {
             self.forget_idle_counters();
         }
+    }
+
+    /// A started request of `tenant` is on its way to the model server: its
+    /// lane's next head is not chosen until [`FairQueue::sent`], so the
+    /// bucket's calls reach the server in its order (a call whose request
+    /// is not yet written could be overtaken by the next one's).
+    pub fn sending(&mut self, tenant: &str) {
+        if let Some(lane) = self.lanes.get_mut(tenant) {
+            lane.sending += 1;
+        }
+    }
+
+    /// The request [`FairQueue::sending`] announced is written, or will
+    /// not be.
+    pub fn sent(&mut self, tenant: &str) {
+        if let Some(lane) = self.lanes.get_mut(tenant) {
+            lane.sending = lane.sending.saturating_sub(1);
+        }
+        self.forget_idle_lane(tenant);
     }
 
     /// A message of `tenant` waits, or one it started still runs.
@@ -377,7 +401,7 @@ impl FairQueue {
         if self
             .lanes
             .get(tenant)
-            .is_some_and(|l| l.waiting.is_empty() && passed(l))
+            .is_some_and(|l| l.waiting.is_empty() && l.sending == 0 && passed(l))
         {
             self.lanes.remove(tenant);
         }
@@ -728,10 +752,26 @@ impl Ticketed {
     }
 
     /// It got its slot: charged, out of the queue; the others look again.
-    pub fn started(mut self) {
-        self.queue.with(|q| q.start(self.id));
+    /// Its lane's next message waits until the returned [`Sending`] is
+    /// dropped, once this call's request is written.
+    #[must_use = "the lane waits until the Sending is dropped"]
+    pub fn started(mut self) -> Sending {
+        // Announced before the start, which may forget an emptied lane.
+        let started = self.queue.with(|q| {
+            q.sending(&self.tenant);
+            let started = q.start(self.id);
+            if !started {
+                q.sent(&self.tenant);
+            }
+            started
+        });
         self.done = true;
         self.queue.changed.notify_waiters();
+        Sending {
+            queue: self.queue.clone(),
+            tenant: std::mem::take(&mut self.tenant),
+            started,
+        }
     }
 
     /// Its bucket is paced until `until_ms`: the others go first meanwhile.
@@ -742,6 +782,24 @@ impl Ticketed {
 
     pub fn queue(&self) -> &Arc<ModelQueue> {
         &self.queue
+    }
+}
+
+/// A started message's request not yet written: its lane's next message
+/// is not chosen while this lives.
+#[derive(Debug)]
+pub struct Sending {
+    queue: Arc<ModelQueue>,
+    tenant: String,
+    started: bool,
+}
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        if self.started {
+            self.queue.with(|q| q.sent(&self.tenant));
+            self.queue.changed.notify_waiters();
+        }
     }
 }
 
@@ -826,6 +884,45 @@ mod tests {
         assert!(queue.start(a1));
         assert_eq!(queue.ahead_in_lane("a", a3), Some(1));
         assert_eq!(queue.ahead_in_lane("a", a1), None);
+    }
+
+    #[test]
+    fn a_lane_waits_while_its_started_request_is_sent_and_the_others_go_on() {
+        let mut queue = FairQueue::default();
+        let a1 = queue.enqueue("a", Priority::Normal, 10, 1.0);
+        let a2 = queue.enqueue("a", Priority::Normal, 10, 1.0);
+        let b1 = queue.enqueue("b", Priority::Normal, 50, 1.0);
+        assert_eq!(queue.pick(0), Some(a1));
+        queue.sending("a");
+        assert!(queue.start(a1));
+        // a2 is the cheaper head, but a1's request is not written yet.
+        assert_eq!(queue.pick(0), Some(b1));
+        queue.sent("a");
+        assert_eq!(queue.pick(0), Some(a2));
+        // The last message of a lane: the lane is kept until it is sent,
+        // so one queued meanwhile still waits for it.
+        queue.sending("a");
+        assert!(queue.start(a2));
+        let a3 = queue.enqueue("a", Priority::Normal, 1, 1.0);
+        assert_eq!(queue.pick(0), Some(b1));
+        queue.sent("a");
+        assert_eq!(queue.pick(0), Some(a3));
+    }
+
+    #[test]
+    fn a_started_ticket_holds_its_lane_until_its_sending_is_dropped() {
+        let share = FairShare::new(FairModels::All, Arc::new(Weights::default()));
+        let first = share.enqueue("a", "m", Priority::Normal, 10);
+        let second = share.enqueue("a", "m", Priority::Normal, 10);
+        assert!(first.is_next(0));
+        let sending = first.started();
+        assert_eq!(second.ahead_in_lane(), 0);
+        assert!(
+            !second.is_next(0),
+            "the first call's request is not written yet"
+        );
+        drop(sending);
+        assert!(second.is_next(0));
     }
 
     #[test]
