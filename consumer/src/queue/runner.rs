@@ -15,7 +15,8 @@
 //!   broker (`reclaim_retired`: the broker keeps an LMQ's files forever
 //!   otherwise) and its metric series dropped.
 //! * **Pacing**: for each popped message, [`gate`]; `Run` → a task calls the
-//!   model and the LiteTopic is released for its next message; `Suspend(d)` →
+//!   model and the LiteTopic is released for its next message once the
+//!   call's request is written (`HeldBack`); `Suspend(d)` →
 //!   the broker stops delivering that LiteTopic for `d` while the message waits
 //!   in a task of its own (never in this loop); `WaitLocally(d)` below the
 //!   broker's suspend floor; `Busy` (the model at its in-flight cap) → the

@@ -889,9 +889,8 @@ mod tests {
     #[test]
     fn a_lane_waits_while_its_started_request_is_sent_and_the_others_go_on() {
         let mut queue = FairQueue::default();
-        let a1 = queue.enqueue("a", Priority::Normal, 10, 1.0);
-        let a2 = queue.enqueue("a", Priority::Normal, 10, 1.0);
-        let b1 = queue.enqueue("b", Priority::Normal, 50, 1.0);
+        let [a1, a2, b1] = [("a", 10), ("a", 10), ("b", 50)]
+            .map(|(t, c)| queue.enqueue(t, Priority::Normal, c, 1.0));
         assert_eq!(queue.pick(0), Some(a1));
         queue.sending("a");
         assert!(queue.start(a1));
