@@ -133,8 +133,7 @@ impl Program {
             Program::Rls => "sluice-rls",
             Program::Consumer => "sluice-consumer",
             Program::Allinone => "sluice-allinone",
-            Program::Rocketmq(sluice_broker::Role::NameServer) => sluice_broker::NAMESRV_NAME,
-            Program::Rocketmq(sluice_broker::Role::Broker) => sluice_broker::BROKER_NAME,
+            Program::Rocketmq(role) => role.name(),
         }
     }
 

@@ -63,19 +63,26 @@ pub enum Role {
     Broker,
 }
 
+impl Role {
+    /// Both roles.
+    pub const ALL: [Role; 2] = [Role::NameServer, Role::Broker];
+
+    /// The name the role's program is installed and run under.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::NameServer => NAMESRV_NAME,
+            Role::Broker => BROKER_NAME,
+        }
+    }
+}
+
 /// The role `argv0` (the process's `argv[0]`) names by its file name, so
 /// `/usr/local/bin/rocketmq-broker-rust` and a bare `rocketmq-broker-rust`
 /// (a `PATH` lookup) both pick the broker. Any other name, none, or one that
 /// is not UTF-8 names no role.
 pub fn role_of(argv0: Option<&OsStr>) -> Option<Role> {
     let name = Path::new(argv0?).file_name()?;
-    if name == NAMESRV_NAME {
-        Some(Role::NameServer)
-    } else if name == BROKER_NAME {
-        Some(Role::Broker)
-    } else {
-        None
-    }
+    Role::ALL.into_iter().find(|role| name == role.name())
 }
 
 /// What `sluice-rocketmq` prints (with exit status 2) when run by a name

@@ -943,13 +943,18 @@ impl Runner {
         level: u32,
         held: HeldBack,
     ) {
-        let (on_sent, sent) = OnSent::new();
-        let runner = self.clone();
-        self.spawn_active(async move {
-            // Fired when the request is written, or dropped when none goes out.
-            let _ = sent.await;
-            runner.let_go(held).await;
-        });
+        let on_sent = if held.topic.is_none() && held.lane.is_none() {
+            OnSent::default() // nothing held back (a suspended message)
+        } else {
+            let (on_sent, sent) = OnSent::new();
+            let runner = self.clone();
+            self.spawn_active(async move {
+                // Fired when the request is written, or dropped when none goes out.
+                let _ = sent.await;
+                runner.let_go(held).await;
+            });
+            on_sent
+        };
         // The refresh runs beside the call, both polled by one `select!`.
         // Awaiting a refresh in a `select!` arm left the call unpolled
         // meanwhile: a call parked mid-way through a Sentinel master lookup
