@@ -9,11 +9,11 @@ HELM_PYTHON_SDK_VERSION="0.2.2"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 # The release build of scripts/setup, scripts/install-broker, scripts/demo,
 # scripts/soak and scripts/chaos: what ships and the broker, in one cargo
-# invocation, as few LTO links as can be (each re-optimises every crate it
-# links, minutes each): `sluice` (sluice-rls, sluice-consumer,
-# sluice-allinone, and the RocketMQ name server and broker, in one binary,
-# run by those names; scripts/install-broker installs it under the broker's
-# two names) and sluice-llm-sim. Every caller asks for the same packages:
+# invocation, one LTO link (each link re-optimises every crate it links,
+# minutes each): `sluice` (sluice-rls, sluice-consumer, sluice-allinone, the
+# RocketMQ name server and broker, and sluice-llm-sim, in one binary, run by
+# those names; scripts/install-broker installs it under the broker's two
+# names). Every caller asks for the same packages:
 # cargo unifies dependency features across the packages asked for, so a
 # different set (`-p sluice-broker` alone, the demo alone) would build the
 # shared crates again. `-p sluice-demo` is in the set for that reason only:
@@ -21,12 +21,12 @@ TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 # then builds the demo alone.
 RELEASE_PACKAGES=(-p sluice-bins -p sluice-llm-sim -p sluice-broker -p sluice-demo)
 # Explicit --bin flags: cargo cannot mix --bins with --bin (scripts/demo adds one).
-RELEASE_BINS=(--bin sluice --bin sluice-llm-sim)
+RELEASE_BINS=(--bin sluice)
 # The names `sluice` answers to: release_build makes each a hard link to
 # target/release/sluice, where the scripts, benchmarks and images look
 # (sluice-rocketmq runs the name server or the broker by the name it is
 # installed under: scripts/install-broker).
-SLUICE_PROGRAMS=(sluice-rls sluice-consumer sluice-allinone sluice-rocketmq)
+SLUICE_PROGRAMS=(sluice-rls sluice-consumer sluice-allinone sluice-rocketmq sluice-llm-sim)
 
 # The release build above, then target/release/{sluice-rls,sluice-consumer,
 # sluice-allinone,sluice-rocketmq} as hard links to target/release/sluice, each replaced at

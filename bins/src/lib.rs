@@ -11,9 +11,10 @@
 //! `ConsumerFlags`). Each `src/bin/` file is a `main` over [`Program::run_main`].
 //!
 //! `sluice` is all three in one binary, with the RocketMQ name server and
-//! broker, run by the name it is called by ([`program_of`]): set-up's
-//! release build links it once and names it `sluice-rls`,
-//! `sluice-consumer`, `sluice-allinone` and `sluice-rocketmq` (hard links;
+//! broker and the simulated model server, run by the name it is called by
+//! ([`program_of`]): set-up's release build links it once and names it
+//! `sluice-rls`, `sluice-consumer`, `sluice-allinone`, `sluice-rocketmq`
+//! and `sluice-llm-sim` (hard links;
 //! scripts/common.sh `release_build`; scripts/install-broker installs it
 //! under the broker's two names).
 
@@ -107,24 +108,27 @@ pub fn run_main(name: &str, run: impl Future<Output = anyhow::Result<()>>) -> Ex
 }
 
 /// One of the programs the multi-call `sluice` binary runs: Sluice's three
-/// processes, and the RocketMQ name server and broker (sluice-broker's
-/// copies of upstream's mains).
+/// processes, the RocketMQ name server and broker (sluice-broker's copies of
+/// upstream's mains), and the simulated model server of the tests, demo and
+/// benchmarks (in this binary so that set-up's build makes one LTO link).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Program {
     Rls,
     Consumer,
     Allinone,
     Rocketmq(sluice_broker::Role),
+    LlmSim,
 }
 
 impl Program {
     /// Every program, in the order the usage message lists them.
-    pub const ALL: [Program; 5] = [
+    pub const ALL: [Program; 6] = [
         Program::Rls,
         Program::Consumer,
         Program::Allinone,
         Program::Rocketmq(sluice_broker::Role::NameServer),
         Program::Rocketmq(sluice_broker::Role::Broker),
+        Program::LlmSim,
     ];
 
     /// The binary name the program is installed and run under.
@@ -134,6 +138,7 @@ impl Program {
             Program::Consumer => "sluice-consumer",
             Program::Allinone => "sluice-allinone",
             Program::Rocketmq(role) => role.name(),
+            Program::LlmSim => "sluice-llm-sim",
         }
     }
 
@@ -145,6 +150,7 @@ impl Program {
             Program::Rls => run_main(self.name(), rls::run()),
             Program::Consumer => run_main(self.name(), consumer::run()),
             Program::Allinone => run_main(self.name(), allinone::run()),
+            Program::LlmSim => run_main(self.name(), sluice_llm_sim::cli::run()),
             Program::Rocketmq(role) => {
                 sluice_broker::run(role);
                 ExitCode::SUCCESS
@@ -201,6 +207,10 @@ mod tests {
             Some(Program::Consumer)
         );
         assert_eq!(program("./sluice-allinone"), Some(Program::Allinone));
+        assert_eq!(
+            program("/usr/local/bin/sluice-llm-sim"),
+            Some(Program::LlmSim)
+        );
     }
 
     #[test]

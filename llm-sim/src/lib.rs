@@ -17,6 +17,7 @@
 //! ```
 
 pub mod call_counts;
+pub mod cli;
 mod config;
 pub mod gpu;
 pub mod ledger;
