@@ -28,7 +28,7 @@ RELEASE_BINS=(--bin sluice)
 # installed under: scripts/install-broker).
 SLUICE_PROGRAMS=(sluice-rls sluice-consumer sluice-allinone sluice-rocketmq sluice-llm-sim)
 
-# The release build above, then target/release/{sluice-rls,sluice-consumer,
+# The release build above, then target/release/{sluice-rls,sluice-consumer,sluice-llm-sim,
 # sluice-allinone,sluice-rocketmq} as hard links to target/release/sluice, each replaced at
 # once (linked beside, then renamed over). Extra arguments go to cargo
 # (scripts/demo: --bin sluice-demo). A later `cargo build --release -p
