@@ -3,7 +3,8 @@
 //! optional part on; its rendering is the kustomize base in deploy/kubernetes,
 //! and every selector in it matches exactly one workload. Helm here is PyPI's
 //! helm-python-sdk (the Helm v4 library) behind scripts/helm; the validator
-//! is kubernetes-validate; both are installed by ./scripts/setup. No cluster.
+//! is kubernetes-validate; both are installed by scripts/install-test-tools
+//! (scripts/test runs it). No cluster.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail loudly
 
 use sluice_testkit::workspace_root;

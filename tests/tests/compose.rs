@@ -1,6 +1,7 @@
 //! docker-compose.yml stays in step with the rest of the repository, checked
 //! without containers: Debian's docker-compose (1.29, installed by
-//! ./scripts/setup) must accept the file, and everything the file names —
+//! scripts/install-test-tools) must accept the file, and everything the file
+//! names —
 //! build contexts, Dockerfiles and their stages, mounted files, ports, the
 //! Envoy upstreams, the broker addresses, the LiteTopic parent and group,
 //! Prometheus targets — must exist and agree with the configs the services
@@ -25,7 +26,7 @@ fn docker_compose(args: &[&str]) -> std::process::Output {
         .current_dir(&root)
         .output()
         .unwrap_or_else(|e| {
-            panic!("cannot run docker-compose ({e}): run ./scripts/setup (it installs Debian's docker-compose)")
+            panic!("cannot run docker-compose ({e}): run scripts/install-test-tools (it installs Debian's docker-compose)")
         })
 }
 

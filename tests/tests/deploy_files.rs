@@ -202,7 +202,7 @@ fn limits_envoyfilter_is_scoped_to_the_llm_routes() {
 
 /// The Kubernetes base (deploy/kubernetes): every manifest the
 /// kustomization lists passes a real Kubernetes schema validator
-/// (`kubernetes-validate --strict`, installed by ./scripts/setup from PyPI;
+/// (`kubernetes-validate --strict`, installed by scripts/install-test-tools from PyPI;
 /// no cluster needed).
 #[test]
 fn kubernetes_manifests_pass_the_schema_validator() {

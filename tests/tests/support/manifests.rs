@@ -20,14 +20,14 @@ impl Manifest {
     }
 }
 
-/// `kubernetes-validate --strict` (installed by ./scripts/setup from PyPI;
+/// `kubernetes-validate --strict` (installed by scripts/install-test-tools from PyPI;
 /// no cluster needed) on `files`, relative to `dir`: fails the test with its
 /// report unless every document passes; returns how many resources it
 /// checked, and the report.
 pub fn validate_strict(dir: &std::path::Path, files: &[String], what: &str) -> (usize, String) {
     let validator = sluice_testkit::find_binary("KUBERNETES_VALIDATE", "kubernetes-validate")
         .expect(
-            "kubernetes-validate not found: run ./scripts/setup (pip install kubernetes-validate)",
+            "kubernetes-validate not found: run scripts/install-test-tools",
         );
     let output = std::process::Command::new(validator)
         .arg("--strict")
