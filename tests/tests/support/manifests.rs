@@ -26,9 +26,7 @@ impl Manifest {
 /// checked, and the report.
 pub fn validate_strict(dir: &std::path::Path, files: &[String], what: &str) -> (usize, String) {
     let validator = sluice_testkit::find_binary("KUBERNETES_VALIDATE", "kubernetes-validate")
-        .expect(
-            "kubernetes-validate not found: run scripts/install-test-tools",
-        );
+        .expect("kubernetes-validate not found: run scripts/install-test-tools");
     let output = std::process::Command::new(validator)
         .arg("--strict")
         .args(files)
