@@ -28,9 +28,10 @@ RELEASE_BINS=(--bin sluice)
 # installed under: scripts/install-broker).
 SLUICE_PROGRAMS=(sluice-rls sluice-consumer sluice-allinone sluice-rocketmq sluice-llm-sim)
 
-# The release build above, then target/release/{sluice-rls,sluice-consumer,sluice-llm-sim,
-# sluice-allinone,sluice-rocketmq} as hard links to target/release/sluice, each replaced at
-# once (linked beside, then renamed over). Extra arguments go to cargo
+# The release build above, then target/release/{sluice-rls,sluice-consumer,
+# sluice-allinone,sluice-rocketmq,sluice-llm-sim} as hard links to
+# target/release/sluice, each replaced at once (linked beside, then renamed
+# over). Extra arguments go to cargo
 # (scripts/demo: --bin sluice-demo). A later `cargo build --release -p
 # sluice-bins --bins` writes real binaries over the links (cargo removes a
 # file before it writes one): harmless, the same programs.
@@ -70,6 +71,15 @@ find_envoy() {
   scripts="$(python3 -c 'import site; print(site.USER_BASE)' 2>/dev/null || true)/bin"
   if [ -x "$scripts/envoy" ]; then echo "$scripts/envoy"; return; fi
   command -v envoy 2>/dev/null || true
+}
+
+# pip install of the requirements given, into the user's Python (falling back
+# to --break-system-packages where Debian's Python refuses); pyenv's shims
+# then learn the new scripts.
+pip_install() {
+  python3 -m pip install --quiet --disable-pip-version-check "$@" \
+    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "$@"
+  command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
 }
 
 # A script pip installed ($1): PATH, or pip's scripts folders.
