@@ -85,6 +85,49 @@ async fn streams_chunks_then_done_with_usage() {
     sim.shutdown().await.unwrap();
 }
 
+/// A backend that streams faster than Redis takes writes: the chunks read
+/// while a write is in flight go together in the next one, every chunk
+/// once, in order, with consecutive ids.
+#[tokio::test]
+async fn chunks_read_during_a_write_share_the_next_write() {
+    let (redis, sim) = redis_and_sim().await;
+    let consumer = consumer(&redis, &sim.url(), &[("x-sim-completion-tokens", "300")]);
+    let mut conn = conn(&redis);
+    let outcome = consumer.process(&item("fast-1")).await;
+    let Outcome::Completed { chunks, .. } = &outcome else {
+        panic!("{outcome:?}")
+    };
+    // role chunk + 300 tokens + finish chunk + usage chunk
+    assert_eq!(*chunks, 303);
+    let entries = entries(&mut conn, "fast-1").await;
+    assert_eq!(entries.len(), 304);
+    let mut text = String::new();
+    for (at, (id, fields)) in entries[..303].iter().enumerate() {
+        assert_eq!(fields["type"], "chunk");
+        let seq = id.rsplit('-').next().unwrap();
+        assert_eq!(seq, (at + 1).to_string(), "chunk ids in order, none twice");
+        let chunk: serde_json::Value = serde_json::from_str(&fields["data"]).unwrap();
+        if let Some(content) = chunk["choices"][0]["delta"]["content"].as_str() {
+            text.push_str(content);
+        }
+    }
+    assert_eq!(text, sluice_llm_sim::text::completion_text(300));
+    assert_eq!(entries[303].1["type"], "done");
+    let metrics = consumer.metrics().encode();
+    let writes: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("sluice_consumer_chunk_write_seconds_count "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        (1..303).contains(&writes),
+        "303 chunks in {writes} writes: one write per chunk"
+    );
+    sim.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn client_asking_without_stream_still_gets_chunks() {
     let (redis, sim) = redis_and_sim().await;

@@ -31,7 +31,7 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
+use hyper::body::{Frame, Incoming};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -324,8 +324,9 @@ pub(crate) struct Sink<'a> {
 }
 
 impl Sink<'_> {
-    /// Writes a batch; `Err(end)` when the call must stop.
-    async fn write(&mut self, chunks: &mut Vec<String>, model: &str) -> Result<(), CallEnd> {
+    /// Writes a batch; `Err(end)` when the call must stop. Only one write
+    /// of a call runs at a time (the chunks' ids follow `stats.chunks()`).
+    async fn write(&self, chunks: Vec<String>, model: &str) -> Result<(), CallEnd> {
         if chunks.is_empty() {
             return Ok(());
         }
@@ -382,7 +383,6 @@ impl Sink<'_> {
             .chunks
             .get_or_create(&labels)
             .inc_by(chunks.len() as u64);
-        chunks.clear();
         if cancelled {
             return Err(CallEnd::Cancelled);
         }
@@ -558,46 +558,40 @@ impl Invoker {
             output: OutputCounter::for_model(&item.model),
             ..Reading::default()
         };
+        let model = item.model.as_str();
+        // The write in flight, if any; the next one takes every chunk read
+        // meanwhile (`reading.pending`), so a backend that streams faster
+        // than Redis takes writes gets fewer, larger writes.
+        let mut writing = None;
+        let mut stopped: Option<Stop> = None;
         loop {
-            let deadline = if sink.stats.chunks() == 0 {
-                first_byte_deadline
-            } else {
-                tokio::time::Instant::now() + idle
+            if writing.is_none() && !reading.pending.is_empty() {
+                let batch = reading.take_pending();
+                writing = Some(Box::pin(sink.write(batch, model)));
+            }
+            let Some(write) = writing.as_mut() else {
+                if let Some(stop) = stopped {
+                    return reading.finish(stop, sink.stats, model, &mut body).await;
+                }
+                // Nothing in flight: wait for the backend alone.
+                let deadline = reading.deadline(sink.stats, first_byte_deadline, idle);
+                let frame = timeout_at(deadline, body.frame()).await;
+                stopped = reading.take_frame(frame, sink.stats, model);
+                continue;
             };
-            let payloads = match timeout_at(deadline, body.frame()).await {
-                Err(_) => {
-                    return broken(
-                        sink.stats,
-                        FailureKind::IdleTimeout,
-                        504,
-                        ErrorCode::BackendTimeout,
-                        "the backend went silent",
-                    );
+            let deadline = reading.deadline(sink.stats, first_byte_deadline, idle);
+            let room = reading.has_room();
+            tokio::select! {
+                biased;
+                written = write => {
+                    writing = None;
+                    if let Err(end) = written {
+                        return end;
+                    }
                 }
-                Ok(None) => return reading.end_of_body(sink, &item.model).await,
-                Ok(Some(Err(error))) => {
-                    return reading.stream_broke(&error, sink, &item.model).await
+                frame = timeout_at(deadline, body.frame()), if stopped.is_none() && room => {
+                    stopped = reading.take_frame(frame, sink.stats, model);
                 }
-                Ok(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => match reading.read(&data) {
-                        Ok(payloads) => payloads,
-                        Err(error) => {
-                            return CallEnd::Failed {
-                                status: 502,
-                                code: ErrorCode::BackendError,
-                                message: error.to_string(),
-                                kind: FailureKind::StreamBroken,
-                            }
-                        }
-                    },
-                    Err(_trailers) => continue,
-                },
-            };
-            if let Step::End(end) = reading.handle(payloads, sink, &item.model).await {
-                if matches!(end, CallEnd::Completed { .. }) {
-                    drain(&mut body).await;
-                }
-                return end;
             }
         }
     }
@@ -648,6 +642,10 @@ struct Reading {
     pending: Vec<String>,
     /// The last usage the backend reported.
     usage: Option<String>,
+    /// Bytes of `pending`.
+    pending_bytes: usize,
+    /// Any event came.
+    read_any: bool,
     /// A choice carried a `finish_reason`.
     finished: bool,
     /// The output, counted when the answer carries no usage.
@@ -674,26 +672,83 @@ impl Reading {
         }
     }
 
-    /// Handles the payloads of one read: queue chunks, stop at `[DONE]` or an
-    /// error event, then write the batch in one round trip.
-    async fn handle(&mut self, payloads: Vec<String>, sink: &mut Sink<'_>, model: &str) -> Step {
-        let mut end = None;
+    /// The chunks read and not written yet.
+    fn take_pending(&mut self) -> Vec<String> {
+        self.pending_bytes = 0;
+        std::mem::take(&mut self.pending)
+    }
+
+    /// The backend's deadline for its next frame: the first-byte deadline
+    /// until any event came, then the idle timeout.
+    fn deadline(
+        &self,
+        stats: &CallStats,
+        first_byte_deadline: tokio::time::Instant,
+        idle: Duration,
+    ) -> tokio::time::Instant {
+        if stats.chunks() == 0 && !self.read_any {
+            first_byte_deadline
+        } else {
+            tokio::time::Instant::now() + idle
+        }
+    }
+
+    /// Whether more events may be read before the write in flight ends
+    /// (one write carries at most [`MAX_EVENTS_PER_WRITE`] events, or about
+    /// [`MAX_BYTES_PER_WRITE`]; past that the backend waits, as it would
+    /// for one write per frame).
+    fn has_room(&self) -> bool {
+        self.pending.len() < MAX_EVENTS_PER_WRITE && self.pending_bytes < MAX_BYTES_PER_WRITE
+    }
+
+    /// Takes one frame's events (or how the body stopped): `Some` when
+    /// reading is over.
+    fn take_frame(
+        &mut self,
+        frame: Result<Option<Result<Frame<Bytes>, hyper::Error>>, tokio::time::error::Elapsed>,
+        stats: &CallStats,
+        model: &str,
+    ) -> Option<Stop> {
+        let frame = match frame {
+            Err(_) => return Some(Stop::Silent),
+            Ok(None) => {
+                // An event without its blank line still counts.
+                let last = self.parser.finish().into_iter().collect();
+                return Some(
+                    self.queue(last, stats, model)
+                        .map_or(Stop::Ended, Stop::End),
+                );
+            }
+            Ok(Some(Err(error))) => return Some(Stop::Broke(error_chain(&error))),
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(data) = frame.into_data() else {
+            return None; // trailers
+        };
+        match self.read(&data) {
+            Ok(payloads) => self.queue(payloads, stats, model).map(Stop::End),
+            Err(error) => Some(Stop::TooLarge(error.to_string())),
+        }
+    }
+
+    /// Queues the chunks of `payloads` for writing; `Some(end)` at `[DONE]`
+    /// or an error event (what follows it is not read).
+    fn queue(&mut self, payloads: Vec<String>, stats: &CallStats, model: &str) -> Option<CallEnd> {
         for payload in payloads {
+            self.read_any = true;
             if sse::is_done(&payload) {
-                end = Some(self.completed(model));
-                break;
+                return Some(self.completed(model));
             }
             let probe = serde_json::from_str::<ChunkProbe>(&payload).ok();
             if let Some(probe) = probe {
                 if let Some(error) = probe.error.filter(|e| !e.is_null()) {
-                    end = Some(CallEnd::Failed {
+                    return Some(CallEnd::Failed {
                         status: 502,
                         code: ErrorCode::BackendError,
                         message: error_message_of(&error)
                             .unwrap_or_else(|| "the backend sent an error event".into()),
                         kind: FailureKind::BackendStreamError,
                     });
-                    break;
                 }
                 if let Some(u) = probe.usage.filter(|u| !u.is_null()) {
                     self.usage = Some(u.to_string());
@@ -706,60 +761,80 @@ impl Reading {
                     self.finished = true;
                 }
                 if probe.choices.iter().any(ChoiceProbe::carries_output) {
-                    sink.stats.saw_first_token();
+                    stats.saw_first_token();
                 }
             }
+            self.pending_bytes += payload.len();
             self.pending.push(payload);
         }
-        if let Err(stop) = sink.write(&mut self.pending, model).await {
-            return Step::End(stop);
-        }
-        match end {
-            Some(end) => Step::End(end),
-            None => Step::Continue,
-        }
+        None
     }
 
-    /// The body ended: complete if the answer finished, else broken.
-    async fn end_of_body(&mut self, sink: &mut Sink<'_>, model: &str) -> CallEnd {
-        // An event without its blank line still counts.
-        let last: Vec<String> = self.parser.finish().into_iter().collect();
-        if let Step::End(end) = self.handle(last, sink, model).await {
-            return end;
-        }
-        if self.finished {
+    /// Reading stopped and every chunk read is written: how the call ended
+    /// (a broken stream counts the chunks written, so it is judged after
+    /// them).
+    async fn finish(
+        &mut self,
+        stop: Stop,
+        stats: &CallStats,
+        model: &str,
+        body: &mut Incoming,
+    ) -> CallEnd {
+        let broke =
+            |kind, message: &str| broken(stats, kind, 502, ErrorCode::BackendStreamBroken, message);
+        match stop {
+            Stop::End(end) => {
+                if matches!(end, CallEnd::Completed { .. }) {
+                    drain(body).await;
+                }
+                end
+            }
+            Stop::Silent => broken(
+                stats,
+                FailureKind::IdleTimeout,
+                504,
+                ErrorCode::BackendTimeout,
+                "the backend went silent",
+            ),
             // A backend that closes after its last chunk without `[DONE]`
             // still answered completely.
-            return self.completed(model);
+            Stop::Ended if self.finished => self.completed(model),
+            Stop::Ended => broke(
+                FailureKind::StreamBroken,
+                "the backend's stream ended without [DONE]",
+            ),
+            Stop::Broke(error) => broke(
+                FailureKind::StreamBroken,
+                &format!("the backend's stream broke: {error}"),
+            ),
+            Stop::TooLarge(message) => CallEnd::Failed {
+                status: 502,
+                code: ErrorCode::BackendError,
+                message,
+                kind: FailureKind::StreamBroken,
+            },
         }
-        broken(
-            sink.stats,
-            FailureKind::StreamBroken,
-            502,
-            ErrorCode::BackendStreamBroken,
-            "the backend's stream ended without [DONE]",
-        )
-    }
-
-    /// The body failed: what was read is written, then the call is broken.
-    async fn stream_broke(
-        &mut self,
-        error: &hyper::Error,
-        sink: &mut Sink<'_>,
-        model: &str,
-    ) -> CallEnd {
-        if let Err(end) = sink.write(&mut self.pending, model).await {
-            return end;
-        }
-        broken(
-            sink.stats,
-            FailureKind::StreamBroken,
-            502,
-            ErrorCode::BackendStreamBroken,
-            &format!("the backend's stream broke: {}", error_chain(error)),
-        )
     }
 }
+
+/// Why reading a stream stopped.
+enum Stop {
+    /// `[DONE]` or an error event.
+    End(CallEnd),
+    /// No frame within the first-byte or idle timeout.
+    Silent,
+    /// The body ended.
+    Ended,
+    /// The body failed.
+    Broke(String),
+    /// An event over the parser's limit.
+    TooLarge(String),
+}
+
+/// Most events one chunk write carries, and about the most bytes (a
+/// frame's events are never split): one script call stays small.
+const MAX_EVENTS_PER_WRITE: usize = 64;
+const MAX_BYTES_PER_WRITE: usize = 256 * 1024;
 
 /// Reads the (normally empty) rest of a completed body briefly so the
 /// connection can go back to the pool.
@@ -786,11 +861,6 @@ fn expect_event_stream(headers: &HeaderMap) -> Result<(), CallEnd> {
         message: format!("the backend answered {content_type:?}, not an event stream"),
         kind: FailureKind::NotStreaming,
     })
-}
-
-enum Step {
-    Continue,
-    End(CallEnd),
 }
 
 /// What the consumer reads of a stream chunk (serde takes a missing
