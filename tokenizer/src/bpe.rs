@@ -34,8 +34,16 @@ pub const LARGE_PIECE: usize = 128;
 /// Arabic words count about 1.35x faster, Hindi 1.1-1.7x, CJK the same (and
 /// 3x faster than with 128, CJK sentences being long pieces); on random
 /// ASCII letters the linear merge is slower than the simple loop up to about
-/// 128 bytes, hence ASCII pieces stay on the loop until then.
+/// 128 bytes, hence ASCII pieces stay on the loop until then (re-measured
+/// 2026-12-06 with [`Ranks::merge_small`]: on words of 24 to 120 random
+/// letters the linear merge runs at 0.36-0.46x of it).
 pub const LINEAR_PIECE: usize = 8;
+
+/// Pieces at least this long (and shorter than [`LARGE_PIECE`]) are
+/// merged by [`Ranks::merge_small`], the shorter ones by tiktoken's loop
+/// as tiktoken writes it, cheaper to set up (the two measured even at
+/// about 9-13 bytes of random letters).
+const SMALL_PIECE: usize = 12;
 
 const K: u64 = 0x9e37_79b9_7f4a_7c15;
 
@@ -100,10 +108,22 @@ pub struct Ranks {
     filter: Vec<u64>,
     filter_shift: u32,
     filter_mask: usize,
-    /// Rank of every two-byte token, `NONE` for the other pairs.
-    pairs: Vec<Rank>,
+    /// Per pair of bytes: the rank of the two-byte token (`PAIR_NONE` if
+    /// it is none), and above it (`BLOCK_SHIFT`) one more than the index
+    /// of the pair's block of [`Trigrams`] (0 if no token of three bytes
+    /// begins with the pair).
+    pairs: Vec<u32>,
     /// Rank of every single byte.
     bytes: [Rank; 256],
+    /// The tokens of three bytes, the most frequent look-up of the merges
+    /// of short pieces, without hashing (see [`Trigrams`]).
+    trigrams: Trigrams,
+    /// A bit filter of the tokens of four bytes alone (8 to 16 bits per
+    /// token, 16-32 KiB: mostly in the first-level cache), with a cheaper
+    /// hash than `filter`'s: most look-ups of four bytes are of strings
+    /// that are no token.
+    quad_filter: Vec<u64>,
+    quad_shift: u32,
     max_len: usize,
     /// The prefixes of the tokens, for the linear merge of long pieces:
     /// every string of 3 bytes or more that is a proper prefix of some
@@ -211,8 +231,11 @@ impl Ranks {
             filter: alloc::vec![0; 1 << (bits + 3 - 6)],
             filter_shift: 64 - bits - TAG_BITS - (bits + 3),
             filter_mask: (1 << (bits + 3)) - 1,
-            pairs: alloc::vec![NONE; 1 << 16],
+            pairs: alloc::vec![PAIR_NONE; 1 << 16],
             bytes: [NONE; 256],
+            trigrams: Trigrams::default(),
+            quad_filter: Vec::new(),
+            quad_shift: 0,
             max_len: 0,
             prefixes: Vec::new(),
             pmask: 0,
@@ -227,6 +250,8 @@ impl Ranks {
         let mut i = 0;
         let mut rank: u64 = 0;
         let mut complete = true;
+        let mut three = Vec::new();
+        let mut four = Vec::new();
         while let Some(&len) = data.get(i) {
             let start = i + 1;
             i = start + len as usize;
@@ -256,6 +281,8 @@ impl Ranks {
             match *t {
                 [a] => ranks.bytes[a as usize] = rank as Rank,
                 [a, b] => ranks.pairs[((a as usize) << 8) | b as usize] = rank as Rank,
+                [a, b, c] => three.push(((a, b, c), rank as Rank)),
+                [a, b, c, d] => four.push(u32::from_le_bytes([a, b, c, d])),
                 _ => {
                     let f = ranks.filter_bit(h);
                     set_bit(&mut ranks.filter, f);
@@ -263,6 +290,20 @@ impl Ranks {
             }
             ranks.max_len = ranks.max_len.max(len as usize);
             rank += 1;
+        }
+        ranks.trigrams = Trigrams::new(&three, &mut ranks.pairs);
+        if ranks.trigrams.hashed {
+            for &((a, b, c), _) in &three {
+                let f = ranks.filter_bit(hash(&[a, b, c]));
+                set_bit(&mut ranks.filter, f);
+            }
+        }
+        let quad_bits = (four.len() * 8).next_power_of_two().max(1 << 12);
+        ranks.quad_filter = alloc::vec![0; quad_bits / 64];
+        ranks.quad_shift = 64 - quad_bits.trailing_zeros();
+        for &k in &four {
+            let f = ranks.quad_bit(k);
+            set_bit(&mut ranks.quad_filter, f);
         }
         ranks.data = data;
         ranks.splits = (0..rank).map(|_| AtomicU64::new(0)).collect();
@@ -496,11 +537,13 @@ impl Ranks {
         };
         data + (self.table.capacity()
             + self.filter.capacity()
+            + self.quad_filter.capacity()
             + self.prefixes.capacity()
             + self.pfilter.capacity()
             + self.extends.capacity())
             * 8
             + self.pairs.capacity() * 4
+            + self.trigrams.memory_bytes()
             + (self.compatible.capacity() + self.splits.capacity()) * 8
     }
 
@@ -520,14 +563,56 @@ impl Ranks {
     /// Rank of a byte string, if it is a token.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<Rank> {
-        match key.len() {
-            1 => return Some(self.bytes[key[0] as usize]).filter(|&r| r != NONE),
-            2 => return self.pair(key[0], key[1]),
-            n if n > self.max_len => return None,
-            _ => {}
+        self.get_inline(key)
+    }
+
+    /// [`Ranks::get`], its short cases inlined (the merge of short
+    /// pieces), the hash look-up not.
+    #[inline(always)]
+    fn get_inline(&self, key: &[u8]) -> Option<Rank> {
+        match *key {
+            [a] => Some(self.bytes[a as usize]).filter(|&r| r != NONE),
+            [a, b] => self.pair(a, b),
+            _ => self.get_long(key),
         }
+    }
+
+    /// [`Ranks::get_inline`] of a key of three bytes or more (what the
+    /// merge of short pieces looks up: two parts, one merged).
+    #[inline(always)]
+    fn get_long(&self, key: &[u8]) -> Option<Rank> {
+        match *key {
+            [a, b, c] => {
+                let block = self.pairs[((a as usize) << 8) | b as usize] >> BLOCK_SHIFT;
+                if block != 0 {
+                    self.trigrams.get(block as usize - 1, c)
+                } else if self.trigrams.hashed {
+                    self.get_hashed(key)
+                } else {
+                    None
+                }
+            }
+            [a, b, c, d] => {
+                if bit_is_set(
+                    &self.quad_filter,
+                    self.quad_bit(u32::from_le_bytes([a, b, c, d])),
+                ) {
+                    self.get_hashed(key)
+                } else {
+                    None
+                }
+            }
+            _ if key.len() > self.max_len => None,
+            _ => self.get_hashed(key),
+        }
+    }
+
+    /// The look-up of `key` in the hash table (behind `filter`, but for
+    /// keys of four bytes, whose filter is `quad_filter`).
+    #[inline(never)]
+    fn get_hashed(&self, key: &[u8]) -> Option<Rank> {
         let h = hash(key);
-        if !bit_is_set(&self.filter, self.filter_bit(h)) {
+        if key.len() != 4 && !bit_is_set(&self.filter, self.filter_bit(h)) {
             return None;
         }
         let want = ((tag(h, self.shift) as u64) << TAG_SHIFT) | ((key.len() as u64) << LEN_SHIFT);
@@ -556,6 +641,12 @@ impl Ranks {
         (h >> self.pfilter_shift) as usize & self.pfilter_mask
     }
 
+    /// The bit of `quad_filter` for a key of four bytes.
+    #[inline(always)]
+    fn quad_bit(&self, key: u32) -> usize {
+        ((key as u64 | 1 << 40).wrapping_mul(K) >> self.quad_shift) as usize
+    }
+
     /// The bit of `filter` for a hash.
     #[inline(always)]
     fn filter_bit(&self, h: u64) -> usize {
@@ -564,7 +655,8 @@ impl Ranks {
 
     #[inline(always)]
     fn pair(&self, a: u8, b: u8) -> Option<Rank> {
-        Some(self.pairs[((a as usize) << 8) | b as usize]).filter(|&r| r != NONE)
+        let r = self.pairs[((a as usize) << 8) | b as usize] & PAIR_NONE;
+        (r != PAIR_NONE).then_some(r)
     }
 
     #[inline(always)]
@@ -574,22 +666,113 @@ impl Ranks {
 
     /// Splits a piece that is not itself a token as tiktoken does, calling
     /// `emit` with each resulting token's bytes: tiktoken's merge for short
-    /// pieces, the linear one ([`Ranks::merge_linear`]) for long ones (see
-    /// [`LINEAR_PIECE`]).
+    /// pieces (its loop as written under [`SMALL_PIECE`] bytes,
+    /// [`Ranks::merge_small`] above), the linear one
+    /// ([`Ranks::merge_linear`]) for long ones (see [`LINEAR_PIECE`]).
     #[inline]
     pub fn merge(&self, piece: &[u8], scratch: &mut Scratch, emit: impl FnMut(&[u8])) {
         let n = piece.len();
         if n >= LARGE_PIECE || n >= LINEAR_PIECE && piece[n - 1] >= 0x80 {
             self.merge_linear(piece, scratch, emit);
+        } else if n >= SMALL_PIECE {
+            if n < 32 {
+                self.merge_small::<32, 4>(piece, emit);
+            } else if n < 64 {
+                self.merge_small::<64, 8>(piece, emit);
+            } else {
+                self.merge_small::<128, 16>(piece, emit);
+            }
         } else {
             self.merge_short(piece, &mut scratch.parts, emit);
+        }
+    }
+
+    /// tiktoken's simple loop on a piece of fewer than `N` bytes (`N` a
+    /// power of two up to 128, `G = N / 8` groups), the same merges in the
+    /// same order, with the parts kept in place: part `i` starts at byte
+    /// `i` for as long as it lives (a merged part is marked `DEAD`, not
+    /// removed), so the lowest part's start is its index (no search for
+    /// it, no move of the later parts), and neighbours are found by links.
+    /// The minimum is kept in two levels: the lowest part of each group of
+    /// 8, and of each quarter of the groups. A merge changes at most three
+    /// parts, so at most three groups and quarters are recomputed, where a
+    /// scan of all the parts cost a third of the instructions on long
+    /// random words. (Scalar: lows stored one by one and then read as a
+    /// vector stalled on the stores, measured 5-20 % slower.)
+    #[inline]
+    fn merge_small<const N: usize, const G: usize>(
+        &self,
+        piece: &[u8],
+        mut emit: impl FnMut(&[u8]),
+    ) {
+        let m = N - 1;
+        let n = piece.len().min(m);
+        let mut parts = [[DEAD; 8]; G];
+        let mut lows = [DEAD; G];
+        let mut next = [0u8; N];
+        let mut prev = [0u8; N];
+        next.copy_from_slice(&NEXT[..N]);
+        prev.copy_from_slice(&PREV[..N]);
+        let flat = parts.as_flattened_mut();
+        for (i, (w, p)) in piece.windows(2).zip(flat.iter_mut()).enumerate() {
+            *p = small_part(i, self.pair(w[0], w[1]).unwrap_or(NONE));
+        }
+        if let Some(last) = flat.get_mut(n.wrapping_sub(1)) {
+            *last = small_part(n - 1, NONE);
+        }
+        for (low, group) in lows.iter_mut().zip(&parts) {
+            *low = min8(group);
+        }
+        let mut tops = [DEAD; 4];
+        for (t, quad) in tops.iter_mut().zip(lows.chunks_exact(G / 4)) {
+            *t = quad.iter().copied().min().unwrap_or(DEAD);
+        }
+        loop {
+            let lowest = tops[0].min(tops[1]).min(tops[2].min(tops[3]));
+            if lowest >> START_BITS >= SMALL_NO_MERGE {
+                break;
+            }
+            let i = lowest as usize & m;
+            let j = next[i] as usize & m;
+            let k = next[j] as usize;
+            parts[j >> 3][j & 7] = DEAD;
+            next[i] = k as u8;
+            parts[i >> 3][i & 7] = small_part(
+                i,
+                if k < n {
+                    prev[k & m] = i as u8;
+                    let key = piece.get(i..next[k & m] as usize).unwrap_or(&[]);
+                    self.get_long(key).unwrap_or(NONE)
+                } else {
+                    NONE
+                },
+            );
+            let p = prev[i] as usize & m;
+            if i > 0 {
+                let key = piece.get(p..k).unwrap_or(&[]);
+                parts[p >> 3][p & 7] = small_part(p, self.get_long(key).unwrap_or(NONE));
+            }
+            for g in [p >> 3, i >> 3, j >> 3] {
+                let g = g & (G - 1);
+                lows[g] = min8(&parts[g]);
+                let q = g / (G / 4);
+                let quad = &lows[q * (G / 4)..(q + 1) * (G / 4)];
+                tops[q & 3] = quad.iter().copied().fold(DEAD, i32::min);
+            }
+        }
+        let mut i = 0;
+        while i < n {
+            let j = next[i & m] as usize;
+            emit(piece.get(i..j).unwrap_or(&[]));
+            i = j;
         }
     }
 
     /// tiktoken's merge itself: its simple loop (quadratic, fastest on short
     /// pieces), and from [`LARGE_PIECE`] bytes on its heap-based version
     /// (O(n log n)). The engine before [`Ranks::merge_linear`]; still used
-    /// for short pieces, and to check pairs of tokens.
+    /// for pieces under [`SMALL_PIECE`] bytes, to check pairs of tokens, and
+    /// as the reference of [`Ranks::merge_small`].
     #[inline]
     pub fn merge_short(&self, piece: &[u8], parts: &mut Vec<Part>, mut emit: impl FnMut(&[u8])) {
         if piece.len() < 2 {
@@ -943,6 +1126,48 @@ type Part = u32;
 const START_BITS: u32 = 8;
 const START_MASK: u32 = (1 << START_BITS) - 1;
 const NO_MERGE: u32 = u32::MAX >> START_BITS;
+/// The links of [`Ranks::merge_small`] before any merge: part `i` is
+/// followed by `i + 1` and preceded by `i - 1` (wrapping, unused).
+const NEXT: [u8; LARGE_PIECE] = {
+    let mut a = [0u8; LARGE_PIECE];
+    let mut i = 0;
+    while i < LARGE_PIECE {
+        a[i] = (i + 1) as u8;
+        i += 1;
+    }
+    a
+};
+const PREV: [u8; LARGE_PIECE] = {
+    let mut a = [0u8; LARGE_PIECE];
+    let mut i = 0;
+    while i < LARGE_PIECE {
+        a[i] = (i as u8).wrapping_sub(1);
+        i += 1;
+    }
+    a
+};
+
+/// A part of [`Ranks::merge_small`]: as a [`Part`], but an `i32` (a signed
+/// minimum is one SSE2 instruction per 4 parts where an unsigned one takes
+/// three), hence `SMALL_NO_MERGE` below 2^23, and `DEAD` above all.
+const SMALL_NO_MERGE: i32 = i32::MAX >> START_BITS;
+/// A merged part in [`Ranks::merge_small`]: above every live one.
+const DEAD: i32 = i32::MAX;
+
+/// The lowest of a group of parts.
+#[inline(always)]
+fn min8(group: &[i32; 8]) -> i32 {
+    let mut low = [DEAD; 4];
+    for (k, l) in low.iter_mut().enumerate() {
+        *l = group[k].min(group[k + 4]);
+    }
+    low[0].min(low[1]).min(low[2].min(low[3]))
+}
+
+#[inline(always)]
+fn small_part(start: usize, rank: Rank) -> i32 {
+    ((rank.min(SMALL_NO_MERGE as u32) as i32) << START_BITS) | (start as i32 & START_MASK as i32)
+}
 
 #[inline(always)]
 fn part(start: usize, rank: Rank) -> Part {
@@ -952,6 +1177,115 @@ fn part(start: usize, rank: Rank) -> Part {
 #[inline(always)]
 fn start(p: Part) -> usize {
     (p & START_MASK) as usize
+}
+
+/// The tokens of three bytes `abc`: for each pair `ab` that begins one
+/// (its block, numbered in `Ranks::pairs`), a bitmap of the third bytes
+/// and the index of its first token in `ranks`, which lists the tokens in
+/// that order. A look-up reads the pair's entry, its block and the rank
+/// (o200k: 2 796 pairs, 18 185 tokens, 185 KB), where a hash look-up reads
+/// a bit filter, then a slot of the rank table and the token's bytes (in
+/// tables of megabytes).
+#[derive(Debug, Default)]
+struct Trigrams {
+    /// Per pair: the bitmap of the third bytes (4 words), then the index
+    /// in `ranks` of its first token, with the set bits before each of the
+    /// four words in the bytes above (8 bits each, from bit 32).
+    blocks: Vec<[u64; 5]>,
+    ranks: Vec<Rank>,
+    /// More pairs than `Ranks::pairs` can number (none in the embedded
+    /// vocabularies): the tokens of three bytes are looked up by hash.
+    hashed: bool,
+}
+
+/// Where `Ranks::pairs` holds a pair's block of [`Trigrams`].
+const BLOCK_SHIFT: u32 = RANK_BITS;
+/// A pair of bytes that is no token, in `Ranks::pairs`.
+const PAIR_NONE: u32 = RANK_MASK as u32;
+
+impl Trigrams {
+    /// The blocks of `tokens`, numbered in `pairs`.
+    fn new(tokens: &[((u8, u8, u8), Rank)], pairs: &mut [u32]) -> Trigrams {
+        let mut blocks: Vec<[u64; 5]> = Vec::new();
+        for &((a, b, c), _) in tokens {
+            let Some(e) = pairs.get_mut(((a as usize) << 8) | b as usize) else {
+                continue;
+            };
+            if *e >> BLOCK_SHIFT == 0 {
+                if blocks.len() + 1 >= 1 << (32 - BLOCK_SHIFT) {
+                    for e in pairs.iter_mut() {
+                        *e &= PAIR_NONE;
+                    }
+                    return Trigrams {
+                        hashed: true,
+                        ..Trigrams::default()
+                    };
+                }
+                blocks.push([0; 5]);
+                *e |= (blocks.len() as u32) << BLOCK_SHIFT;
+            }
+            if let Some(block) = blocks.get_mut((*e >> BLOCK_SHIFT) as usize - 1) {
+                block[c as usize >> 6] |= 1 << (c & 63);
+            }
+        }
+        blocks.shrink_to_fit();
+        let mut first = 0u64;
+        for block in &mut blocks {
+            let mut seen = 0u64;
+            let mut bases = 0u64;
+            for (k, w) in block.iter().take(4).enumerate() {
+                bases |= seen << (32 + 8 * k);
+                seen += w.count_ones() as u64;
+            }
+            block[4] = first | bases;
+            first += seen;
+        }
+        let mut t = Trigrams {
+            blocks,
+            ranks: alloc::vec![NONE; first as usize],
+            hashed: false,
+        };
+        for &((a, b, c), rank) in tokens {
+            let block = pairs[((a as usize) << 8) | b as usize] >> BLOCK_SHIFT;
+            if let Some(slot) = t
+                .index(block as usize - 1, c)
+                .and_then(|i| t.ranks.get_mut(i))
+            {
+                *slot = rank;
+            }
+        }
+        t
+    }
+
+    /// The index in `ranks` of the token made of the pair of `block` and
+    /// `c`, if it is one.
+    #[inline(always)]
+    fn index(&self, block: usize, c: u8) -> Option<usize> {
+        let block = self.blocks.get(block)?;
+        let k = c as usize >> 6;
+        let w = block[k];
+        let bit = 1u64 << (c & 63);
+        if w & bit == 0 {
+            return None;
+        }
+        let head = block[4];
+        Some(
+            (head as u32) as usize
+                + ((head >> (32 + 8 * k)) & 0xff) as usize
+                + (w & (bit - 1)).count_ones() as usize,
+        )
+    }
+
+    #[inline(always)]
+    fn get(&self, block: usize, c: u8) -> Option<Rank> {
+        let r = *self.ranks.get(self.index(block, c)?)?;
+        (r != NONE).then_some(r)
+    }
+
+    #[cfg(feature = "hf")]
+    fn memory_bytes(&self) -> usize {
+        self.blocks.capacity() * 40 + self.ranks.capacity() * 4
+    }
 }
 
 /// Whether bit `f` of a bit filter is set (out of range: not set).
@@ -1157,5 +1491,147 @@ mod tests {
     #[test]
     fn merge_tree_pair_check_is_tiktokens_o200k() {
         pair_check_is_tiktokens(&Ranks::new(crate::O200K_BASE, crate::O200K_BASE_ORDER));
+    }
+
+    /// `get` (the tokens of three bytes in their own tables, those of four
+    /// behind their own filter) against a plain map of the vocabulary: every
+    /// token, every string of three bytes that begins with a pair that
+    /// begins a token of three bytes, and random strings of 3 to 6 bytes
+    /// (letters, and any bytes).
+    fn lookups_are_the_vocabularys(ranks: &Ranks) {
+        let tokens: Vec<&[u8]> = ranks.tokens().collect();
+        for (r, &t) in tokens.iter().enumerate() {
+            assert_eq!(ranks.get(t), Some(r as Rank), "{t:?}");
+        }
+        let three: std::collections::HashMap<[u8; 3], Rank> = tokens
+            .iter()
+            .enumerate()
+            .filter_map(|(r, t)| Some(((*t).try_into().ok()?, r as Rank)))
+            .collect();
+        let mut pairs: Vec<[u8; 2]> = three.keys().map(|k| [k[0], k[1]]).collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        let mut found = 0;
+        for [a, b] in pairs {
+            for c in 0..=255u8 {
+                let key = [a, b, c];
+                let want = three.get(&key).copied();
+                assert_eq!(ranks.get(&key), want, "{key:?}");
+                found += want.is_some() as usize;
+            }
+        }
+        assert_eq!(found, three.len());
+        let short: std::collections::HashMap<&[u8], Rank> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| (3..=6).contains(&t.len()))
+            .map(|(r, &t)| (t, r as Rank))
+            .collect();
+        let mut rng = Rng(0x3a4b);
+        let mut key = Vec::new();
+        let mut found = 0;
+        for _ in 0..100_000 {
+            let n = 3 + rng.below(4);
+            key.clear();
+            if rng.below(2) == 0 {
+                key.extend((0..n).map(|_| b'a' + rng.below(26) as u8));
+            } else {
+                key.extend((0..n).map(|_| rng.below(256) as u8));
+            }
+            let want = short.get(key.as_slice()).copied();
+            assert_eq!(ranks.get(&key), want, "{key:?}");
+            found += want.is_some() as usize;
+        }
+        assert!(found > 1_000, "{found}");
+    }
+
+    #[test]
+    fn lookups_are_the_vocabularys_cl100k() {
+        lookups_are_the_vocabularys(&Ranks::new(crate::CL100K_BASE, crate::CL100K_BASE_ORDER));
+    }
+
+    #[test]
+    fn lookups_are_the_vocabularys_o200k() {
+        lookups_are_the_vocabularys(&Ranks::new(crate::O200K_BASE, crate::O200K_BASE_ORDER));
+    }
+
+    /// A vocabulary with more pairs beginning tokens of three bytes than
+    /// `Ranks::pairs` can number: those tokens are found by hash.
+    #[test]
+    fn too_many_pairs_for_the_trigram_blocks_fall_back_to_the_hash() {
+        let mut data = Vec::new();
+        for b in 0..=255u8 {
+            data.extend_from_slice(&[1, b]);
+        }
+        let pairs = 1usize << (32 - BLOCK_SHIFT);
+        for ab in 0..pairs {
+            data.extend_from_slice(&[3, (ab >> 8) as u8, ab as u8, b'x']);
+        }
+        let (ranks, complete) = Ranks::build(Cow::Owned(data), &[], 256 + pairs);
+        assert!(complete && ranks.trigrams.hashed);
+        for ab in 0..pairs {
+            let key = [(ab >> 8) as u8, ab as u8, b'x'];
+            assert_eq!(ranks.get(&key), Some((256 + ab) as Rank), "{key:?}");
+            assert_eq!(ranks.get(&[key[0], key[1], b'y']), None);
+        }
+    }
+
+    /// [`Ranks::merge_small`] (at every size it is built for) against
+    /// tiktoken's loop as written ([`Ranks::merge_short`]), on byte strings
+    /// of every length it takes, from small alphabets, letters and any
+    /// bytes, and on runs of one byte.
+    #[test]
+    fn in_place_merge_is_tiktokens_loop() {
+        let alphabets: [&[u8]; 6] = [
+            b"ab",
+            b"aeinrst",
+            b"abcdefghijklmnopqrstuvwxyz",
+            b" \t\n-=a",
+            "中文字国人的".as_bytes(),
+            &[0xe4, 0xb8, 0xad, 0x80, 0xff, 0x20, 0x61, 0x00],
+        ];
+        let mut rng = Rng(0x1_0ace);
+        for ranks in [
+            Ranks::new(crate::CL100K_BASE, crate::CL100K_BASE_ORDER),
+            Ranks::new(crate::O200K_BASE, crate::O200K_BASE_ORDER),
+        ] {
+            let mut parts = Vec::new();
+            let mut pieces: Vec<Vec<u8>> = Vec::new();
+            for n in 2..LARGE_PIECE {
+                for alphabet in alphabets {
+                    for _ in 0..3 {
+                        pieces.push(
+                            (0..n)
+                                .map(|_| alphabet[rng.below(alphabet.len())])
+                                .collect(),
+                        );
+                    }
+                }
+                pieces.push((0..n).map(|_| rng.below(256) as u8).collect());
+                for b in [b'a', b' ', 0x80] {
+                    pieces.push(alloc::vec![b; n]);
+                }
+            }
+            for piece in &pieces {
+                let mut want: Vec<Vec<u8>> = Vec::new();
+                ranks.merge_short(piece, &mut parts, |t| want.push(t.to_vec()));
+                let n = piece.len();
+                let mut got: [Vec<Vec<u8>>; 3] = Default::default();
+                if n < 32 {
+                    ranks.merge_small::<32, 4>(piece, |t| got[0].push(t.to_vec()));
+                } else {
+                    got[0] = want.clone();
+                }
+                if n < 64 {
+                    ranks.merge_small::<64, 8>(piece, |t| got[1].push(t.to_vec()));
+                } else {
+                    got[1] = want.clone();
+                }
+                ranks.merge_small::<128, 16>(piece, |t| got[2].push(t.to_vec()));
+                for g in &got {
+                    assert_eq!(g, &want, "{piece:?}");
+                }
+            }
+        }
     }
 }
