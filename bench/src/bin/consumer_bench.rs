@@ -209,7 +209,12 @@ struct Stack {
     arrivals: Arrivals,
     /// `PacingConfig::request_burst` of the pacers made here (1 = the default).
     request_burst: f64,
+    /// EXISTS commands `wait_done` sent (its polling, not the consumer's work).
+    polls: std::sync::atomic::AtomicU64,
 }
+
+/// Redis's `INFO commandstats`: calls and microseconds per command.
+type CommandStats = HashMap<String, (u64, u64)>;
 
 impl Stack {
     async fn start(knobs: SimKnobs) -> anyhow::Result<Stack> {
@@ -256,6 +261,7 @@ impl Stack {
             conn,
             arrivals,
             request_burst: 1.0,
+            polls: Default::default(),
         })
     }
 
@@ -374,6 +380,8 @@ impl Stack {
                 for id in chunk {
                     pipe.exists(keys::done(id));
                 }
+                self.polls
+                    .fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 let done: Vec<bool> = pipe.query_async(&mut conn).await?;
                 still.extend(
                     chunk
@@ -389,6 +397,16 @@ impl Stack {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// What Redis has run so far, per command.
+    async fn command_stats(&self) -> anyhow::Result<CommandStats> {
+        let mut conn = self.conn.clone();
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await?;
+        Ok(parse_command_stats(&info))
     }
 
     /// Unix ms of each request's terminal stream entry (its Redis stream id).
@@ -983,6 +1001,42 @@ fn metric_value(text: &str, name: &str) -> Option<f64> {
         .ok()
 }
 
+/// `cmdstat_<name>:calls=N,usec=M,...` lines of `INFO commandstats`.
+fn parse_command_stats(info: &str) -> CommandStats {
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let field = |key: &str| {
+                rest.split(',')
+                    .find_map(|kv| kv.strip_prefix(key)?.parse::<u64>().ok())
+            };
+            Some((name.to_string(), (field("calls=")?, field("usec=")?)))
+        })
+        .collect()
+}
+
+/// Redis's work per message between two `INFO commandstats`: script calls,
+/// their time (the commands inside included), and every command (those run
+/// inside scripts included, the bench's own `polls` EXISTS not).
+fn print_redis_work(before: &CommandStats, after: &CommandStats, polls: u64, messages: usize) {
+    let delta = |name: &str| {
+        let (calls, usec) = after.get(name).copied().unwrap_or_default();
+        let (calls0, usec0) = before.get(name).copied().unwrap_or_default();
+        (calls.saturating_sub(calls0), usec.saturating_sub(usec0))
+    };
+    let (scripts, script_usec) = delta("evalsha");
+    let commands: u64 = after.keys().map(|name| delta(name).0).sum::<u64>();
+    let commands = commands.saturating_sub(polls);
+    let per = |v: u64| v as f64 / messages.max(1) as f64;
+    println!(
+        "redis per message (consume phase): {:.2} script calls, {:.0} µs of script time, \
+         {:.1} commands (inside scripts included; the bench's {polls} EXISTS polls not)",
+        per(scripts),
+        per(script_usec),
+        per(commands),
+    );
+}
+
 async fn scale(args: &Args, csv: &Csv) -> anyhow::Result<()> {
     let (buckets, per_bucket) = (args.scale_buckets, args.scale_per_bucket);
     println!("\n== scale: {buckets} unlimited buckets × {per_bucket} messages, one runner ==");
@@ -1002,12 +1056,16 @@ async fn scale(args: &Args, csv: &Csv) -> anyhow::Result<()> {
         items.len() as f64 / published.as_secs_f64()
     );
     let t0 = wall_ms();
+    let redis_before = stack.command_stats().await?;
+    let polls_before = stack.polls.load(std::sync::atomic::Ordering::Relaxed);
     let one = stack.runner("bench-scale").await?;
     let ids = ids_of(&items);
     let missing = stack
         .wait_done(&ids, Duration::from_secs(args.scale_timeout_s))
         .await?;
     let drained = wall_ms() - t0;
+    let redis_after = stack.command_stats().await?;
+    let polls = stack.polls.load(std::sync::atomic::Ordering::Relaxed) - polls_before;
     let metrics = one.metrics.encode();
     println!("  runner's broker client: {:?}", one.lite.stats());
     one.stop().await;
@@ -1065,6 +1123,7 @@ async fn scale(args: &Args, csv: &Csv) -> anyhow::Result<()> {
         ms(histogram_quantile(&metrics, name, 0.99)),
         if count > 0.0 { sum / count * 1000.0 } else { f64::NAN }
     );
+    print_redis_work(&redis_before, &redis_after, polls, items.len());
     let rows: Vec<String> = items
         .iter()
         .filter_map(|i| {
