@@ -39,6 +39,22 @@ fn assert_acked(outcome: &Outcome, processor: &Processor) {
     assert_eq!(disposition, Disposition::Ack, "{outcome:?}");
 }
 
+/// A fresh Redis, llm-sim answering `tokens` tokens, a consumer of both and
+/// a connection to the Redis.
+async fn answering(
+    tokens: &str,
+) -> (
+    RedisServer,
+    sluice_llm_sim::SimServer,
+    Processor,
+    sluice_redis::RedisConn,
+) {
+    let (redis, sim) = redis_and_sim().await;
+    let consumer = consumer(&redis, &sim.url(), &[("x-sim-completion-tokens", tokens)]);
+    let conn = conn(&redis);
+    (redis, sim, consumer, conn)
+}
+
 #[tokio::test]
 async fn streams_chunks_then_done_with_usage() {
     let (redis, sim) = redis_and_sim().await;
@@ -90,9 +106,7 @@ async fn streams_chunks_then_done_with_usage() {
 /// once, in order, with consecutive ids.
 #[tokio::test]
 async fn chunks_read_during_a_write_share_the_next_write() {
-    let (redis, sim) = redis_and_sim().await;
-    let consumer = consumer(&redis, &sim.url(), &[("x-sim-completion-tokens", "300")]);
-    let mut conn = conn(&redis);
+    let (_redis, sim, consumer, mut conn) = answering("300").await;
     let outcome = consumer.process(&item("fast-1")).await;
     let Outcome::Completed { chunks, .. } = &outcome else {
         panic!("{outcome:?}")
@@ -374,9 +388,7 @@ async fn cancel_before_start_never_calls_the_model() {
 
 #[tokio::test]
 async fn same_item_twice_is_skipped() {
-    let (redis, sim) = redis_and_sim().await;
-    let consumer = consumer(&redis, &sim.url(), &[("x-sim-completion-tokens", "3")]);
-    let mut conn = conn(&redis);
+    let (_redis, sim, consumer, mut conn) = answering("3").await;
     assert!(matches!(
         consumer.process(&item("twice-1")).await,
         Outcome::Completed { .. }

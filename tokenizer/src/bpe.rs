@@ -1498,7 +1498,7 @@ mod tests {
     /// token, every string of three bytes that begins with a pair that
     /// begins a token of three bytes, and random strings of 3 to 6 bytes
     /// (letters, and any bytes).
-    fn lookups_are_the_vocabularys(ranks: &Ranks) {
+    fn lookups_match_the_vocabulary(ranks: &Ranks) {
         let tokens: Vec<&[u8]> = ranks.tokens().collect();
         for (r, &t) in tokens.iter().enumerate() {
             assert_eq!(ranks.get(t), Some(r as Rank), "{t:?}");
@@ -1546,13 +1546,13 @@ mod tests {
     }
 
     #[test]
-    fn lookups_are_the_vocabularys_cl100k() {
-        lookups_are_the_vocabularys(&Ranks::new(crate::CL100K_BASE, crate::CL100K_BASE_ORDER));
-    }
-
-    #[test]
-    fn lookups_are_the_vocabularys_o200k() {
-        lookups_are_the_vocabularys(&Ranks::new(crate::O200K_BASE, crate::O200K_BASE_ORDER));
+    fn lookups_are_the_vocabularys() {
+        for (base, order) in [
+            (crate::CL100K_BASE, crate::CL100K_BASE_ORDER),
+            (crate::O200K_BASE, crate::O200K_BASE_ORDER),
+        ] {
+            lookups_match_the_vocabulary(&Ranks::new(base, order));
+        }
     }
 
     /// A vocabulary with more pairs beginning tokens of three bytes than
