@@ -1,13 +1,13 @@
 //! The endpoint's [`Publisher`] over RocketMQ LiteTopics: one LiteTopic per
 //! tenant × model under one parent topic, created by the broker on first send.
-//! Sends go through [`PRODUCER_LANES`] producers, a bucket always through
-//! the same one.
+//! Sends go through [`PRODUCER_LANES`] lanes of one producer, a bucket
+//! always through the same one.
 
 use super::caps::{BucketCaps, PublishError};
 use axum::body::Bytes;
 use futures::future::BoxFuture;
 use sluice_contract::bookkeeping;
-use sluice_litetopic::{lane_of, lite_topic_name, LiteAdmin, LiteClient, LiteConfig, LiteProducer};
+use sluice_litetopic::{lite_topic_name, LiteAdmin, LiteClient, LiteConfig, LiteProducer};
 use sluice_redis::RedisConn;
 
 /// Queues a deferred request (the LiteTopic producer in production).
@@ -31,19 +31,18 @@ pub trait Publisher: Send + Sync + 'static {
 /// subscribe (a LiteTopic subscription does not see earlier messages).
 const FIRST_SUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// Producers a publisher sends through. One [`LiteProducer`] has one send
-/// at the broker at a time (rocketmq-client-rust 1.0.0's producer), about
-/// 1.4 ms each on this 2-core machine kind, so it tops out near 690
-/// publishes/s however many requests wait. A bucket always goes through the
-/// same lane, so its messages reach the broker in the order they came, as
-/// with one producer; different buckets go in parallel. Measured (one
-/// broker, debug client, 2,000 sends to 1,000 LiteTopics, 16 at once): 1
-/// lane 681/s, 4 lanes 1,795/s, 8 lanes 1,837/s (CPU-bound from 4).
-pub const PRODUCER_LANES: usize = 4;
+/// Lanes a publisher sends through. One lane has one send at the broker at
+/// a time, each after the answer to the one before, about 1.4 ms on this
+/// 2-core machine kind, so one lane tops out near 700 publishes/s however
+/// many requests wait. A bucket always goes through the same lane, so its
+/// messages reach the broker in the order they came; different buckets go in
+/// parallel, over one connection per broker.
+pub const PRODUCER_LANES: usize = 16;
 
 pub struct LitePublisher {
-    /// [`PRODUCER_LANES`] producers; a bucket's lane is [`lane_of`] its LiteTopic.
-    producers: Vec<LiteProducer>,
+    /// Sends through [`PRODUCER_LANES`] lanes; a bucket's lane is
+    /// [`sluice_litetopic::lane_of`] its LiteTopic.
+    producer: LiteProducer,
     parent: String,
     redis: RedisConn,
     /// Caps on new buckets, checked as a bucket is announced.
@@ -69,9 +68,9 @@ impl LitePublisher {
             .ensure_setup(parent, consumer_group, sluice_litetopic::SETUP_PATIENCE)
             .await?;
         admin.shutdown().await;
-        let producers = start_producers(&client).await?;
+        let producer = LiteProducer::with_lanes(&client, PRODUCER_GROUP, PRODUCER_LANES).await?;
         Ok(LitePublisher {
-            producers,
+            producer,
             parent: parent.to_string(),
             redis,
             caps: BucketCaps::default(),
@@ -124,29 +123,8 @@ impl LitePublisher {
     }
 }
 
-/// [`PRODUCER_LANES`] producers, in producer groups of their own
-/// (`sluice-deferral`, `sluice-deferral-1`, …: a group names the sender).
-async fn start_producers(
-    client: &LiteClient,
-) -> Result<Vec<LiteProducer>, sluice_litetopic::LiteError> {
-    let mut producers = Vec::with_capacity(PRODUCER_LANES);
-    for lane in 0..PRODUCER_LANES {
-        let group = match lane {
-            0 => "sluice-deferral".to_string(),
-            lane => format!("sluice-deferral-{lane}"),
-        };
-        match LiteProducer::new(client, &group).await {
-            Ok(producer) => producers.push(producer),
-            Err(error) => {
-                for producer in producers {
-                    producer.shutdown().await;
-                }
-                return Err(error);
-            }
-        }
-    }
-    Ok(producers)
-}
+/// The producer group the endpoint sends in (a group only names the sender).
+const PRODUCER_GROUP: &str = "sluice-deferral";
 
 impl Publisher for LitePublisher {
     fn publish<'a>(
@@ -159,7 +137,7 @@ impl Publisher for LitePublisher {
         Box::pin(async move {
             let topic = lite_topic_name(tenant, model);
             self.announce(tenant, &topic).await?;
-            self.producers[lane_of(&topic, self.producers.len())]
+            self.producer
                 .send(&self.parent, &topic, &work, &[("reqId", req_id)])
                 .await
                 .map_err(|e| PublishError::Failed(e.to_string()))?;

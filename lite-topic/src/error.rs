@@ -1,8 +1,11 @@
 //! Errors of the LiteTopic client: each knows whether trying again later can
 //! help ([`LiteError::is_transient`]).
 
-use rocketmq_client_rust::ClientError;
 use rocketmq_error::RecoveryHint;
+use rocketmq_transport::api::{
+    OutboundRequestContractReason, OutboundRequestRejectionReason, OutboundRequestStage,
+    TransportError,
+};
 
 /// Remoting response codes this crate looks at (values of the RocketMQ wire
 /// protocol, `ResponseCode` in rocketmq-protocol).
@@ -39,12 +42,13 @@ pub enum LiteError {
         remark: String,
     },
 
-    /// The rocketmq client failed (connection, timeout, route, ...).
+    /// The request got no answer: no connection, a timeout, the client
+    /// stopping (rocketmq-transport's outcome).
     #[error("{operation}: {source}")]
-    Client {
+    Transport {
         operation: &'static str,
         #[source]
-        source: ClientError,
+        source: TransportFailure,
     },
 
     /// No broker serves the topic (yet): the name server has no route.
@@ -83,10 +87,7 @@ impl LiteError {
     pub fn is_transient(&self) -> bool {
         match self {
             LiteError::Broker { code, .. } => is_transient_code(*code),
-            LiteError::Client { source, .. } => !matches!(
-                source.descriptor().recovery_hint(),
-                RecoveryHint::Never | RecoveryHint::OperatorAction
-            ),
+            LiteError::Transport { source, .. } => source.is_transient(),
             LiteError::NoRoute(_) => true,
             LiteError::InvalidArgument(_)
             | LiteError::Conflict(_)
@@ -101,13 +102,62 @@ impl LiteError {
     pub fn broker_code(&self) -> Option<i32> {
         match self {
             LiteError::Broker { code, .. } => Some(*code),
-            LiteError::Client { source, .. } => source.broker_response_code(),
             _ => None,
         }
     }
 
-    pub(crate) fn client(operation: &'static str, source: ClientError) -> Self {
-        LiteError::Client { operation, source }
+    pub(crate) fn transport(operation: &'static str, source: impl Into<TransportFailure>) -> Self {
+        LiteError::Transport {
+            operation,
+            source: source.into(),
+        }
+    }
+}
+
+/// Why a request got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportFailure {
+    /// The transport gave up on it (rocketmq-transport's rejection: the
+    /// deadline passed, the connection closed or could not be made, the
+    /// write queue was full, the client is stopping).
+    #[error("no answer ({reason:?} at {stage:?})")]
+    Rejected {
+        reason: OutboundRequestRejectionReason,
+        stage: OutboundRequestStage,
+    },
+    /// A name-server request with no name server configured.
+    #[error("no name server address")]
+    NoNameServer,
+    /// The transport failed (socket, codec, signing).
+    #[error(transparent)]
+    Failed(#[from] TransportError),
+    /// The transport could not be built or started.
+    #[error(transparent)]
+    Setup(#[from] rocketmq_error::SharedError),
+}
+
+impl TransportFailure {
+    fn is_transient(&self) -> bool {
+        match self {
+            TransportFailure::Rejected { reason, .. } => {
+                *reason != OutboundRequestRejectionReason::ClientStopping
+            }
+            TransportFailure::NoNameServer | TransportFailure::Setup(_) => false,
+            TransportFailure::Failed(e) => !matches!(
+                e.recovery_hint(),
+                RecoveryHint::Never | RecoveryHint::OperatorAction
+            ),
+        }
+    }
+}
+
+impl From<OutboundRequestContractReason> for TransportFailure {
+    fn from(reason: OutboundRequestContractReason) -> Self {
+        match reason {
+            OutboundRequestContractReason::NameServerEndpointMissing => {
+                TransportFailure::NoNameServer
+            }
+        }
     }
 }
 

@@ -12,14 +12,20 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use cheetah_string::CheetahString;
-use rocketmq_client_rust::{DefaultMQProducer, SendStatus};
+use rocketmq_model::common::message::message_client_id_setter::MessageClientIDSetter;
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_model::common::message::{MessageConst, MessageTrait};
-use rocketmq_model::message::MessageQueue;
+use rocketmq_protocol::code::request_code::RequestCode;
+use rocketmq_protocol::common::message::message_decoder::message_properties_to_string;
+use rocketmq_protocol::protocol::header::message_operation_header::send_message_request_header::SendMessageRequestHeader;
+use rocketmq_protocol::protocol::header::message_operation_header::send_message_request_header_v2::SendMessageRequestHeaderV2;
+use rocketmq_protocol::protocol::remoting_command::RemotingCommand;
+use rocketmq_protocol::rpc::rpc_request_header::RpcRequestHeader;
+use rocketmq_protocol::rpc::topic_request_header::TopicRequestHeader;
 use tracing::{debug, instrument, warn};
 
-use crate::client::{BrokerTarget, LiteClient, Remoting};
-use crate::error::LiteError;
+use crate::client::{broker_error, now_millis, BrokerTarget, Lanes, LiteClient, Remoting};
+use crate::error::{code, LiteError};
 use crate::naming::{validate_group, validate_lite_topic, validate_parent_topic};
 use crate::routing::{broker_preference, CachedRoute};
 
@@ -31,6 +37,12 @@ const PARENT_QUEUE_ID: i32 = 0;
 /// may list a dead broker for a while: its connection to the broker must
 /// close first, or the broker's registration expire).
 const AVOID_FAILED_BROKER: Duration = Duration::from_secs(5);
+
+/// The topic a broker copies a new topic's settings from when a send creates
+/// it (RocketMQ's `TBW102`; Sluice's parent topics exist before any send).
+const CREATE_TOPIC_KEY: &str = "TBW102";
+/// Queues of a topic a send creates (RocketMQ's producer default).
+const CREATE_TOPIC_QUEUES: i32 = 4;
 
 /// Largest body the broker takes by default (4 MiB).
 pub const MAX_BODY_LEN: usize = 4 * 1024 * 1024;
@@ -49,9 +61,19 @@ impl fmt::Display for MessageId {
 
 /// Sends messages to LiteTopics. Clone-free but `&self` everywhere: share it
 /// behind an `Arc`.
+///
+/// A LiteTopic's sends go one at a time, each after the answer to the one
+/// before, through the LiteTopic's lane ([`crate::lane_of`]; a
+/// [`Remoting`] handle), as with rocketmq-client-rust's producer: so its
+/// messages are stored in the order sent. Different lanes send side by side
+/// ([`LiteProducer::with_lanes`]).
 pub struct LiteProducer {
-    producer: DefaultMQProducer,
-    timeout_ms: u64,
+    /// The producer group of each lane: `group`, `group-1`, `group-2`, ….
+    /// The broker (rocketmq-broker 1.0.0, `processor/request_ordering.rs`)
+    /// runs one connection's sends of one group to one queue one after the
+    /// other, so lanes sharing a group would not send side by side.
+    groups: Vec<CheetahString>,
+    sends: Lanes,
     /// Name-server lookups of parent topic routes.
     routes_remoting: Remoting,
     routes: Mutex<HashMap<String, CachedRoute>>,
@@ -63,30 +85,29 @@ impl LiteProducer {
     /// Start a producer in producer group `group` (the group only names the
     /// sender to the broker).
     pub async fn new(client: &LiteClient, group: &str) -> Result<Self, LiteError> {
-        validate_group(group)?;
-        let mut producer = DefaultMQProducer::builder(client.inner.runtime.clone())
-            .client_config(client.client_config())
-            .producer_group(group.to_owned())
-            .name_server_addr(client.config().namesrv_addr.clone())
-            .send_msg_timeout(client.config().request_timeout.as_millis() as u32)
-            // Never compress: the consumer refuses compressed bodies (a
-            // hostile size claim would be allocated up front; see
-            // consumer::decode_pop_answer), and request bodies are small.
-            .compress_msg_body_over_howmuch(u32::MAX)
-            .build();
-        Box::pin(producer.start())
-            .await
-            .map_err(|e| LiteError::client("start producer", e))?;
+        Self::with_lanes(client, group, 1).await
+    }
+
+    /// A producer that sends through `lanes` lanes (at least one) side by
+    /// side, over one connection to each broker, in producer groups `group`,
+    /// `group-1`, `group-2`, … (a group only names the sender).
+    pub async fn with_lanes(
+        client: &LiteClient,
+        group: &str,
+        lanes: usize,
+    ) -> Result<Self, LiteError> {
+        let groups = lane_groups(group, lanes)?;
+        let sends = client.lanes("producer-sends", lanes).await?;
         let routes_remoting = match client.remoting("producer-routes").await {
             Ok(remoting) => remoting,
             Err(e) => {
-                Box::pin(producer.shutdown()).await;
+                sends.shutdown().await;
                 return Err(e);
             }
         };
         Ok(LiteProducer {
-            producer,
-            timeout_ms: client.config().request_timeout.as_millis() as u64,
+            groups,
+            sends,
             routes_remoting,
             routes: Mutex::new(HashMap::new()),
             failed: Mutex::new(HashMap::new()),
@@ -132,6 +153,9 @@ impl LiteProducer {
             CheetahString::from_static_str(MessageConst::PROPERTY_LITE_TOPIC),
             CheetahString::from_slice(lite_topic),
         );
+        // The id the consumer sees (`UNIQ_KEY`), the same on every broker
+        // tried.
+        MessageClientIDSetter::set_uniq_id(&mut message);
         self.send_routed(parent, lite_topic, message).await
     }
 
@@ -147,7 +171,7 @@ impl LiteProducer {
         let route = self.route(parent).await?;
         let mut last_error = None;
         for broker in self.send_order(lite_topic, &route) {
-            match self.send_to(parent, broker, message.clone()).await {
+            match self.send_to(lite_topic, broker, &message).await {
                 Ok(id) => {
                     if last_error.is_some() {
                         debug!(broker = %broker.name, "sent after failing over");
@@ -178,44 +202,67 @@ impl LiteProducer {
         healthy.into_iter().chain(avoided).collect()
     }
 
-    /// One send to `parent`'s queue on `broker`. Ok only when the broker
-    /// answered that it stored the message.
+    /// One send to the parent topic's queue on `broker`. Ok only when the
+    /// broker answered that it stored the message.
     async fn send_to(
         &self,
-        parent: &str,
+        lite_topic: &str,
         broker: &BrokerTarget,
-        message: Message,
+        message: &Message,
     ) -> Result<MessageId, LiteError> {
-        let queue = MessageQueue::from_parts(
-            CheetahString::from_slice(parent),
-            CheetahString::from_slice(&broker.name),
-            PARENT_QUEUE_ID,
-        );
-        let result = Box::pin(self.producer.send_to_queue_with_timeout(
-            message,
-            queue,
-            self.timeout_ms,
-        ))
-        .await
-        .map_err(|e| LiteError::client("send", e))?
-        .ok_or_else(|| LiteError::Decode {
-            operation: "send",
-            detail: "no send result".into(),
+        const OPERATION: &str = "send";
+        let id = MessageClientIDSetter::get_uniq_id(message).ok_or_else(|| LiteError::Decode {
+            operation: OPERATION,
+            detail: "message without a unique id".into(),
         })?;
-        if result.send_status != SendStatus::SendOk {
+        let lane = self.sends.index_of(lite_topic);
+        let header = SendMessageRequestHeader {
+            producer_group: self.groups[lane].clone(),
+            topic: message.topic().clone(),
+            default_topic: CheetahString::from_static_str(CREATE_TOPIC_KEY),
+            default_topic_queue_nums: CREATE_TOPIC_QUEUES,
+            queue_id: PARENT_QUEUE_ID,
+            sys_flag: 0,
+            born_timestamp: now_millis(),
+            flag: message.get_flag(),
+            properties: Some(message_properties_to_string(message.get_properties())),
+            reconsume_times: Some(0),
+            unit_mode: Some(false),
+            batch: Some(false),
+            topic_request_header: Some(TopicRequestHeader {
+                rpc_request_header: Some(RpcRequestHeader {
+                    broker_name: Some(CheetahString::from_slice(&broker.name)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut request = RemotingCommand::create_request_command(
+            RequestCode::SendMessageV2,
+            SendMessageRequestHeaderV2::create_send_message_request_header_v2(&header),
+        );
+        if let Some(body) = message.get_body() {
+            request.set_body_mut_ref(body.clone());
+        }
+        let lane = self.sends.of(lite_topic);
+        let response = lane
+            .invoke(OPERATION, &broker.addr, request, lane.timeout)
+            .await?;
+        match response.code() {
+            code::SUCCESS => {}
             // Stored on the master but not flushed or replicated as asked:
             // the message exists, so this is not an error to retry on.
-            warn!(status = ?result.send_status, "LiteTopic send not fully acknowledged");
+            code::FLUSH_DISK_TIMEOUT | code::FLUSH_SLAVE_TIMEOUT | code::SLAVE_NOT_AVAILABLE => {
+                warn!(
+                    code = response.code(),
+                    "LiteTopic send not fully acknowledged"
+                );
+            }
+            _ => return Err(broker_error(OPERATION, &broker.addr, &response)),
         }
-        let id = result
-            .msg_id
-            .map(|id| MessageId(id.to_string()))
-            .ok_or_else(|| LiteError::Decode {
-                operation: "send",
-                detail: "send result without a message id".into(),
-            })?;
         debug!(%id, broker = %broker.name, "sent");
-        Ok(id)
+        Ok(MessageId(id.to_string()))
     }
 
     /// The brokers serving `parent`, from the cache while it is fresh.
@@ -232,10 +279,22 @@ impl LiteProducer {
         lock(&self.routes).remove(parent);
     }
 
-    pub async fn shutdown(mut self) {
-        Box::pin(self.producer.shutdown()).await;
+    pub async fn shutdown(self) {
+        self.sends.shutdown().await;
         self.routes_remoting.shutdown().await;
     }
+}
+
+/// The producer group of each of `lanes` lanes (at least one): `group`,
+/// `group-1`, `group-2`, …, each a valid group name.
+fn lane_groups(group: &str, lanes: usize) -> Result<Vec<CheetahString>, LiteError> {
+    (0..lanes.max(1))
+        .map(|lane| match lane {
+            0 => group.to_owned(),
+            lane => format!("{group}-{lane}"),
+        })
+        .map(|group| validate_group(&group).map(|()| CheetahString::from_string(group)))
+        .collect()
 }
 
 /// Properties the broker acts on that the client crate's reserved-name check
@@ -268,4 +327,28 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::naming::MAX_GROUP_LEN;
+
+    #[test]
+    fn each_lane_sends_in_a_group_of_its_own() {
+        let groups = lane_groups("sluice-deferral", 3).unwrap_or_default();
+        assert_eq!(
+            groups,
+            ["sluice-deferral", "sluice-deferral-1", "sluice-deferral-2"]
+        );
+        assert_eq!(lane_groups("g", 0).unwrap_or_default(), ["g"]);
+        // A name that fits alone but not with a lane's number is refused
+        // before anything is sent.
+        let longest = "g".repeat(MAX_GROUP_LEN);
+        assert!(lane_groups(&longest, 1).is_ok());
+        assert!(matches!(
+            lane_groups(&longest, 2),
+            Err(LiteError::InvalidArgument(_))
+        ));
+    }
 }

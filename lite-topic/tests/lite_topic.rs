@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice_litetopic::{lite_topic_name, LiteAdmin, LiteError, MAX_LITE_TOPIC_LEN};
+use sluice_litetopic::{lite_topic_name, LiteAdmin, LiteError, LiteProducer, MAX_LITE_TOPIC_LEN};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_up_is_idempotent_and_refuses_conflicts() {
@@ -183,6 +183,59 @@ async fn send_to_two_lite_topics_and_pop_them_back() {
     }
 
     env.shutdown_with(consumer, producer).await;
+}
+
+/// A producer's lanes send side by side over one connection, in groups of
+/// their own; each LiteTopic's messages, sent at once in one order, are
+/// stored in that order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producers_lanes_keep_each_lite_topics_order() {
+    const TOPICS: usize = 8;
+    const PER_TOPIC: usize = 6;
+    let topics: Vec<String> = (0..TOPICS).map(|t| format!("lane-{t}")).collect();
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let (env, one_lane, consumer) = Env::start_subscribed(&names).await;
+    let producer = LiteProducer::with_lanes(&env.client, "sluice-test-lanes", 4)
+        .await
+        .unwrap();
+    // The parent's route is known before the sends below (else each would
+    // look it up, and reach its lane in the order the answers came).
+    producer
+        .send(&env.parent, "lane-warm-up", b"warm-up", &[])
+        .await
+        .unwrap();
+    // Every send of every topic is made before any is answered; a topic's
+    // sends are made in the order of their numbers.
+    let (producer_ref, parent) = (&producer, env.parent.as_str());
+    let sends = topics.iter().flat_map(|topic| {
+        (0..PER_TOPIC).map(move |n| async move {
+            let body = format!("{topic} {n}");
+            producer_ref.send(parent, topic, body.as_bytes(), &[]).await
+        })
+    });
+    for sent in futures::future::join_all(sends).await {
+        sent.unwrap();
+    }
+    let got = pop_n(&consumer, TOPICS * PER_TOPIC, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(got.len(), TOPICS * PER_TOPIC, "{got:#?}");
+    let mut per_topic: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
+    for msg in &got {
+        let body = String::from_utf8_lossy(&msg.body).into_owned();
+        per_topic
+            .entry(msg.lite_topic.clone())
+            .or_default()
+            .push((msg.queue_offset, body));
+    }
+    for (topic, mut stored) in per_topic {
+        stored.sort();
+        let bodies: Vec<String> = stored.into_iter().map(|(_, body)| body).collect();
+        let sent: Vec<String> = (0..PER_TOPIC).map(|n| format!("{topic} {n}")).collect();
+        assert_eq!(bodies, sent, "stored in the order sent");
+    }
+    producer.shutdown().await;
+    env.shutdown_with(consumer, one_lane).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
