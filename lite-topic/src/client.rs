@@ -217,8 +217,9 @@ pub(crate) struct Remoting {
 /// Several [`Remoting`] handles used side by side, over shared connections:
 /// one handle runs one call at a time (about a millisecond each on
 /// loopback), so one handle caps a consumer at about a thousand suspends and
-/// releases a second, whatever the broker could take. A LiteTopic's calls always go through the same
-/// handle ([`crate::lane_of`]), so they reach the broker in the order made.
+/// releases a second, whatever the broker could take. A LiteTopic's calls
+/// always go through the same handle ([`crate::lane_of`]), so they reach
+/// the broker in the order made.
 pub(crate) struct Lanes(Vec<Arc<Remoting>>);
 
 impl Lanes {

@@ -1,4 +1,4 @@
-//! The LiteTopic consumer rocketmq-client-rust 1.0.0 lacks: dynamic
+//! The LiteTopic consumer (rocketmq-client-rust 1.0.0 has none): dynamic
 //! subscription, long-poll pop, and suspend / release of one LiteTopic.
 //!
 //! Broker behaviour this is written against (rocketmq-rust broker 1.0.0,

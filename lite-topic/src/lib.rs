@@ -7,8 +7,8 @@
 //! the LiteTopic for as long as its pacing policy says, while the others keep
 //! flowing.
 //!
-//! Built on `rocketmq-client-rust` 1.0.0 (remoting protocol; it has no
-//! LiteTopic consumer of its own) against the rocketmq-rust broker 1.0.0
+//! Built on `rocketmq-transport` 1.0.0 (the remoting protocol; every call
+//! is a raw remoting request) against the rocketmq-rust broker 1.0.0
 //! with `enableLmq` and `enableMultiDispatch`. Delivery is **at most once**
 //! with that broker: a popped message is never delivered again, so callers
 //! keep their own lease and re-publish (see `README.md`).

@@ -297,7 +297,7 @@ fn lane_groups(group: &str, lanes: usize) -> Result<Vec<CheetahString>, LiteErro
         .collect()
 }
 
-/// Properties the broker acts on that the client crate's reserved-name check
+/// Properties the broker acts on that rocketmq-model's reserved-name check
 /// lets through: `INNER_MULTI_DISPATCH` names the queues a message is copied
 /// into, so a caller-controlled one could write into any LiteTopic.
 pub(crate) const BROKER_INTERNAL_PROPERTIES: [&str; 3] = [
