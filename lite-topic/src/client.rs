@@ -179,12 +179,7 @@ impl LiteClient {
     /// Stop the client runtime. Shut the admin, producers and consumers down
     /// first.
     pub async fn shutdown(self) {
-        let owner = self
-            .inner
-            .owner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take();
+        let owner = lock(&self.inner.owner).take();
         if let Some(owner) = owner {
             let report = Box::pin(owner.shutdown_tasks()).await;
             if !report.is_healthy() {
@@ -436,6 +431,14 @@ pub(crate) fn broker_error(
         code: response.code(),
         remark: response.remark().map(|r| r.to_string()).unwrap_or_default(),
     }
+}
+
+/// The guarded value, also after a panic elsewhere poisoned the mutex (its
+/// state is still whole: no code here panics while holding one).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Milliseconds since the Unix epoch (the broker's clock unit).

@@ -52,7 +52,7 @@ use rocketmq_protocol::rpc::topic_request_header::TopicRequestHeader;
 use tokio::sync::mpsc;
 use tracing::{debug, instrument, trace, warn};
 
-use crate::client::{broker_error, now_millis, BrokerTarget, Lanes, LiteClient, Remoting};
+use crate::client::{broker_error, lock, now_millis, BrokerTarget, Lanes, LiteClient, Remoting};
 use crate::error::{code, LiteError};
 use crate::naming::{lmq_name, validate_group, validate_lite_topic, validate_parent_topic};
 use crate::producer::{MessageId, BROKER_INTERNAL_PROPERTIES};
@@ -1700,12 +1700,6 @@ fn checked_set(lite_topics: &[&str]) -> Result<Vec<String>, LiteError> {
         set.insert((*topic).to_owned());
     }
     Ok(set.into_iter().collect())
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

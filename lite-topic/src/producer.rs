@@ -24,7 +24,7 @@ use rocketmq_protocol::rpc::rpc_request_header::RpcRequestHeader;
 use rocketmq_protocol::rpc::topic_request_header::TopicRequestHeader;
 use tracing::{debug, instrument, warn};
 
-use crate::client::{broker_error, now_millis, BrokerTarget, Lanes, LiteClient, Remoting};
+use crate::client::{broker_error, lock, now_millis, BrokerTarget, Lanes, LiteClient, Remoting};
 use crate::error::{code, LiteError};
 use crate::naming::{validate_group, validate_lite_topic, validate_parent_topic};
 use crate::routing::{broker_preference, CachedRoute};
@@ -321,12 +321,6 @@ fn check_property(name: &str, value: &str) -> Result<(), LiteError> {
         )));
     }
     Ok(())
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -200,10 +200,7 @@ async fn a_producers_lanes_keep_each_lite_topics_order() {
         .unwrap();
     // The parent's route is known before the sends below (else each would
     // look it up, and reach its lane in the order the answers came).
-    producer
-        .send(&env.parent, "lane-warm-up", b"warm-up", &[])
-        .await
-        .unwrap();
+    send_each(&producer, &env.parent, "lane-warm-up", &[b"warm-up"]).await;
     // Every send of every topic is made before any is answered; a topic's
     // sends are made in the order of their numbers.
     let (producer_ref, parent) = (&producer, env.parent.as_str());
@@ -357,14 +354,7 @@ async fn delivery_is_at_most_once() {
     // message popped and never released nor suspended is not redelivered
     // when its invisible time passes: the LiteTopic moves on.
     let (env, producer, consumer) = Env::start_subscribed(&["a"]).await;
-    producer
-        .send(&env.parent, "a", b"first", &[])
-        .await
-        .unwrap();
-    producer
-        .send(&env.parent, "a", b"second", &[])
-        .await
-        .unwrap();
+    send_each(&producer, &env.parent, "a", &[b"first", b"second"]).await;
     let short = Duration::from_millis(1000);
     let first = loop {
         let got = consumer

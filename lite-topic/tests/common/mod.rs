@@ -97,6 +97,16 @@ impl Env {
     }
 }
 
+/// Send `bodies` to LiteTopic `lite_topic` of `parent`, one after the other.
+pub async fn send_each(producer: &LiteProducer, parent: &str, lite_topic: &str, bodies: &[&[u8]]) {
+    for body in bodies {
+        producer
+            .send(parent, lite_topic, body, &[])
+            .await
+            .expect("send");
+    }
+}
+
 /// Pop until `want` messages arrived or `timeout` passed, releasing each.
 pub async fn pop_n(
     consumer: &LiteConsumer,
