@@ -123,7 +123,9 @@ impl LitePublisher {
     }
 }
 
-/// The producer group the endpoint sends in (a group only names the sender).
+/// The producer group of the endpoint's first lane; lane `n` sends in
+/// `sluice-deferral-<n>` ([`LiteProducer::with_lanes`]; a group only names
+/// the sender).
 const PRODUCER_GROUP: &str = "sluice-deferral";
 
 impl Publisher for LitePublisher {

@@ -222,6 +222,9 @@ impl LiteProducer {
             default_topic: CheetahString::from_static_str(CREATE_TOPIC_KEY),
             default_topic_queue_nums: CREATE_TOPIC_QUEUES,
             queue_id: PARENT_QUEUE_ID,
+            // Never compressed: the consumer refuses compressed bodies (a
+            // hostile size claim would be allocated up front; see
+            // consumer::decode_pop_answer).
             sys_flag: 0,
             born_timestamp: now_millis(),
             flag: message.get_flag(),
