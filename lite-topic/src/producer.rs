@@ -156,7 +156,13 @@ impl LiteProducer {
         // The id the consumer sees (`UNIQ_KEY`), the same on every broker
         // tried.
         MessageClientIDSetter::set_uniq_id(&mut message);
-        self.send_routed(parent, lite_topic, message).await
+        let id = MessageClientIDSetter::get_uniq_id(&message).ok_or_else(|| LiteError::Decode {
+            operation: "send",
+            detail: "message without a unique id".into(),
+        })?;
+        self.send_routed(parent, lite_topic, &message).await?;
+        debug!(%id, "sent");
+        Ok(MessageId(id.to_string()))
     }
 
     /// Try the route's brokers in the LiteTopic's order until one stores the
@@ -166,17 +172,17 @@ impl LiteProducer {
         &self,
         parent: &str,
         lite_topic: &str,
-        message: Message,
-    ) -> Result<MessageId, LiteError> {
+        message: &Message,
+    ) -> Result<(), LiteError> {
         let route = self.route(parent).await?;
         let mut last_error = None;
         for broker in self.send_order(lite_topic, &route) {
-            match self.send_to(lite_topic, broker, &message).await {
-                Ok(id) => {
+            match self.send_to(lite_topic, broker, message).await {
+                Ok(()) => {
                     if last_error.is_some() {
                         debug!(broker = %broker.name, "sent after failing over");
                     }
-                    return Ok(id);
+                    return Ok(());
                 }
                 Err(e) if e.is_transient() => {
                     warn!(broker = %broker.name, error = %e, "send failed; trying the next broker");
@@ -209,12 +215,8 @@ impl LiteProducer {
         lite_topic: &str,
         broker: &BrokerTarget,
         message: &Message,
-    ) -> Result<MessageId, LiteError> {
+    ) -> Result<(), LiteError> {
         const OPERATION: &str = "send";
-        let id = MessageClientIDSetter::get_uniq_id(message).ok_or_else(|| LiteError::Decode {
-            operation: OPERATION,
-            detail: "message without a unique id".into(),
-        })?;
         let lane = self.sends.index_of(lite_topic);
         let header = SendMessageRequestHeader {
             producer_group: self.groups[lane].clone(),
@@ -248,9 +250,9 @@ impl LiteProducer {
         if let Some(body) = message.get_body() {
             request.set_body_mut_ref(body.clone());
         }
-        let lane = self.sends.of(lite_topic);
-        let response = lane
-            .invoke(OPERATION, &broker.addr, request, lane.timeout)
+        let remoting = &self.sends.all()[lane];
+        let response = remoting
+            .invoke(OPERATION, &broker.addr, request, remoting.timeout)
             .await?;
         match response.code() {
             code::SUCCESS => {}
@@ -264,8 +266,8 @@ impl LiteProducer {
             }
             _ => return Err(broker_error(OPERATION, &broker.addr, &response)),
         }
-        debug!(%id, broker = %broker.name, "sent");
-        Ok(MessageId(id.to_string()))
+        debug!(broker = %broker.name, "stored");
+        Ok(())
     }
 
     /// The brokers serving `parent`, from the cache while it is fresh.
