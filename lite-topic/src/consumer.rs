@@ -198,13 +198,14 @@ const REDISPATCH_EVERY: Duration = Duration::from_secs(5);
 
 /// `REDISPATCH_WHEN_QUIET`: when the next redispatch is due.
 ///
-/// The broker hands a client at most `maxClientEventCount` (100) ready
-/// LiteTopics at a time and, for LiteTopics whose messages were already
-/// waiting, refills them only when asked: 10,000 buckets of one queued
-/// message each drained at 200–400 messages a second, one refill per
-/// 500 ms. So while redispatches bring messages the consumer asks again
-/// after `REDISPATCH_QUIET_MIN`, and backs off to `REDISPATCH_QUIET` while
-/// they bring none.
+/// The broker hands a client at most `maxClientEventCount` ready LiteTopics
+/// at a time (upstream's default 100; 10,000 in Sluice's broker config)
+/// and, for LiteTopics whose messages were already waiting, refills them
+/// only when asked: with 100, 10,000 buckets of one queued message each
+/// drained at 200–400 messages a second, one refill per 500 ms. So while
+/// redispatches bring messages the consumer asks again after
+/// `REDISPATCH_QUIET_MIN`, and backs off to `REDISPATCH_QUIET` while they
+/// bring none.
 #[derive(Debug)]
 struct Redispatch {
     last: Instant,

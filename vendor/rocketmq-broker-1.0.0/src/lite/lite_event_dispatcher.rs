@@ -49,6 +49,9 @@ const DEFAULT_CLIENT_EVENT_LIMIT: usize = 10_000;
 const DEFAULT_EVENT_MEMORY_BYTES: usize = 16 * 1024 * 1024;
 const MAX_EVENT_AGE: Duration = Duration::from_secs(30);
 const MAX_CLIENT_IDLE_AGE: Duration = Duration::from_secs(300);
+/// Sluice patch `broker-lite-event-batches`: see `scan`.
+const STALE_SCAN_EVERY_MS: u64 = 1_000;
+const NEVER: u64 = u64::MAX;
 
 #[derive(Debug)]
 struct ClientAccessState {
@@ -206,6 +209,9 @@ pub(crate) struct LiteEventDispatcher {
     client_access_budget: ResourceBudget,
     next_reservation_id: Arc<AtomicU64>,
     reservation_metrics: Arc<LiteEventReservationMetrics>,
+    /// Sluice patch `broker-lite-event-batches`: when `scan` last looked
+    /// for stale events (ms of the event budget's clock; `NEVER` before).
+    last_stale_scan: Arc<AtomicU64>,
 }
 
 impl Default for LiteEventDispatcher {
@@ -265,6 +271,7 @@ impl LiteEventDispatcher {
             client_access_budget,
             next_reservation_id: Arc::new(AtomicU64::new(1)),
             reservation_metrics: Arc::new(LiteEventReservationMetrics::default()),
+            last_stale_scan: Arc::new(AtomicU64::new(NEVER)),
         })
     }
 
@@ -484,6 +491,14 @@ impl LiteEventDispatcher {
             .sum()
     }
 
+    /// Sluice patch `broker-lite-event-batches`: how many events of
+    /// `client_id` are queued (not reserved).
+    pub(crate) fn queued_event_count(&self, client_id: &CheetahString) -> usize {
+        self.client_events
+            .get(client_id)
+            .map_or(0, |entry| entry.events.len())
+    }
+
     pub(crate) fn pending_events(&self, client_id: &CheetahString) -> Vec<CheetahString> {
         self.scan(current_millis());
         self.client_events
@@ -521,7 +536,17 @@ impl LiteEventDispatcher {
     }
 
     fn scan(&self, now: u64) {
-        self.drop_stale_events(self.event_budget.monotonic_now());
+        // Sluice patch `broker-lite-event-batches`: stale events (30 s old)
+        // are looked for at most once per `STALE_SCAN_EVERY_MS`. Upstream
+        // looked on every arrival and every pop, and the look reads every
+        // queued event of every client: O(queued events) per message.
+        let monotonic_now = self.event_budget.monotonic_now();
+        let now_ms = u64::try_from(monotonic_now.as_millis()).unwrap_or(u64::MAX);
+        let last = self.last_stale_scan.load(std::sync::atomic::Ordering::Relaxed);
+        if last == NEVER || now_ms.saturating_sub(last) >= STALE_SCAN_EVERY_MS {
+            self.last_stale_scan.store(now_ms, std::sync::atomic::Ordering::Relaxed);
+            self.drop_stale_events(monotonic_now);
+        }
         self.prune_stale_client_access(self.client_access_budget.monotonic_now());
         let due_clients = self
             .deferred_dispatches
@@ -830,6 +855,43 @@ mod tests {
         assert_eq!(dispatcher.event_map_size(), 1);
         assert_eq!(dispatcher.pending_events(&client_id).len(), 2);
         assert!(dispatcher.get_client_last_access_time(&client_id) > 0);
+    }
+
+    // Sluice patch `broker-lite-event-batches`.
+    #[test]
+    fn a_pop_reserves_a_bounded_prefix_and_requeues_behind_the_rest() {
+        let dispatcher = LiteEventDispatcher::default();
+        let client_id = CheetahString::from_static_str("client-a");
+        let group = CheetahString::from_static_str("group-a");
+        let names = (0..1_000)
+            .map(|i| CheetahString::from(format!("%LMQ%$parent$child-{i:04}")))
+            .collect::<Vec<_>>();
+        let lmq_names = names.iter().cloned().collect::<HashSet<_>>();
+        assert_eq!(
+            dispatcher.do_full_dispatch_with_limit(&client_id, &group, &lmq_names, 10_000, 10_000),
+            1_000
+        );
+
+        let batch = dispatcher
+            .reserve_pending_events(&client_id)
+            .expect("queued events are reserved")
+            .commit();
+        assert_eq!(batch.event_names(), names[..reservation::RESERVE_LIMIT].to_vec());
+        assert_eq!(
+            dispatcher.pending_events(&client_id),
+            names[reservation::RESERVE_LIMIT..].to_vec(),
+            "the events after the reserved prefix stay queued"
+        );
+
+        // The pop fetched from the first LiteTopic and hands the others back.
+        let requeue = names[1..reservation::RESERVE_LIMIT].iter().cloned().collect::<HashSet<_>>();
+        batch.complete_with_limit(&requeue, 10_000, 10_000);
+        let expected = names[reservation::RESERVE_LIMIT..]
+            .iter()
+            .chain(&names[1..reservation::RESERVE_LIMIT])
+            .cloned()
+            .collect::<Vec<_>>();
+        assert_eq!(dispatcher.pending_events(&client_id), expected);
     }
 
     #[test]

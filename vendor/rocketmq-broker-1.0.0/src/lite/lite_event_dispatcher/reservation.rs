@@ -29,6 +29,16 @@ use super::ClientEventState;
 use super::LiteEventDispatcher;
 use super::DEFAULT_CLIENT_EVENT_LIMIT;
 
+/// Sluice patch `broker-lite-event-batches`: the most queued events one
+/// reservation takes. Upstream took all of them, so every pop cost O(queued
+/// events) (drained, committed, requeued, re-inserted) while it fetched at
+/// most `maxMsgNum` messages: with a client limit (`maxClientEventCount`) of
+/// 10,000, a pop of one message handled 10,000 events. The events after the
+/// first `RESERVE_LIMIT` stay queued, ahead of those the pop requeues, so
+/// successive pops go round the whole queue; a pop that found nothing in
+/// its reservation takes another (`PopLiteMessageProcessor::process_shared`).
+pub(super) const RESERVE_LIMIT: usize = 32;
+
 #[derive(Debug)]
 pub(super) struct LiteEventRecord {
     event: CheetahString,
@@ -97,7 +107,7 @@ impl ClientEventState {
         if self.reserved.is_some() || self.events.is_empty() {
             return false;
         }
-        let records = self.drain_records();
+        let records = self.drain_records(RESERVE_LIMIT);
         self.reserved = Some(ReservedEventBatch {
             id,
             group: self.group.clone(),
@@ -107,10 +117,15 @@ impl ClientEventState {
     }
 
     fn append_pending_to_reservation(&mut self, id: u64) {
-        if self.events.is_empty() {
+        let room = self
+            .reserved
+            .as_ref()
+            .filter(|reserved| reserved.id == id)
+            .map_or(0, |reserved| RESERVE_LIMIT.saturating_sub(reserved.records.len()));
+        if self.events.is_empty() || room == 0 {
             return;
         }
-        let records = self.drain_records();
+        let records = self.drain_records(room);
         let reserved = self
             .reserved
             .as_mut()
@@ -119,9 +134,11 @@ impl ClientEventState {
         reserved.records.extend(records);
     }
 
-    fn drain_records(&mut self) -> VecDeque<LiteEventRecord> {
+    /// The first `limit` queued events, in their order.
+    fn drain_records(&mut self, limit: usize) -> VecDeque<LiteEventRecord> {
+        let limit = limit.min(self.events.len());
         self.events
-            .drain(..)
+            .drain(..limit)
             .map(|event| {
                 let permit = self
                     .permits

@@ -84,9 +84,21 @@ where
 
         let dispatcher = &self.context.lite_event_dispatcher;
         dispatcher.touch_client(&request_header.client_id);
-        let result = match dispatcher.reserve_pending_events(&request_header.client_id) {
-            Some(reservation) => self.execute_pop_lite_batch(&request_header, reservation.commit()).await,
-            None => self.execute_pop_lite_without_events(&request_header).await,
+        // Sluice patch `broker-lite-event-batches`: a reservation holds at
+        // most `RESERVE_LIMIT` events, so a pop that found nothing in one
+        // takes the next, until it has tried as many as were queued.
+        let queued = dispatcher.queued_event_count(&request_header.client_id);
+        let mut tried = 0;
+        let result = loop {
+            let Some(reservation) = dispatcher.reserve_pending_events(&request_header.client_id) else {
+                break self.execute_pop_lite_without_events(&request_header).await;
+            };
+            let batch = reservation.commit();
+            tried += batch.event_count();
+            let result = self.execute_pop_lite_batch(&request_header, batch).await;
+            if result.body.is_some() || tried >= queued {
+                break result;
+            }
         };
         if result.body.is_some() {
             return Ok(ResponseAction::Reply(self.compose_pop_lite_response(
