@@ -505,3 +505,26 @@ async fn a_retired_bucket_is_reclaimed_at_the_broker_and_comes_back() {
 
     consumer.stop().await;
 }
+
+/// The broker queues up to `maxClientEventCount` ready LiteTopics per
+/// consumer client and refills the rest only when the client asks again
+/// (lite-topic/README.md): below the endpoint's default bucket cap, a
+/// consumer of that many one-message buckets gets them a slice at a time
+/// (10,000 buckets at 100: about 400 messages/s, docs/benchmarks.md).
+#[test]
+fn the_broker_readies_as_many_lite_topics_per_consumer_as_the_default_bucket_cap() {
+    let path = sluice_testkit::workspace_root().join("lite-topic/broker/broker.toml.in");
+    let template = std::fs::read_to_string(&path).unwrap();
+    let values: Vec<u64> = template
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("maxClientEventCount"))
+        .map(|rest| rest.trim().trim_start_matches('=').trim().parse().unwrap())
+        .collect();
+    assert_eq!(values.len(), 1, "one maxClientEventCount in {}", path.display());
+    assert!(
+        values[0] >= sluice_deferral::caps::DEFAULT_MAX_BUCKETS,
+        "maxClientEventCount {} < the default bucket cap {}",
+        values[0],
+        sluice_deferral::caps::DEFAULT_MAX_BUCKETS
+    );
+}

@@ -857,43 +857,6 @@ mod tests {
         assert!(dispatcher.get_client_last_access_time(&client_id) > 0);
     }
 
-    // Sluice patch `broker-lite-event-batches`.
-    #[test]
-    fn a_pop_reserves_a_bounded_prefix_and_requeues_behind_the_rest() {
-        let dispatcher = LiteEventDispatcher::default();
-        let client_id = CheetahString::from_static_str("client-a");
-        let group = CheetahString::from_static_str("group-a");
-        let names = (0..1_000)
-            .map(|i| CheetahString::from(format!("%LMQ%$parent$child-{i:04}")))
-            .collect::<Vec<_>>();
-        let lmq_names = names.iter().cloned().collect::<HashSet<_>>();
-        assert_eq!(
-            dispatcher.do_full_dispatch_with_limit(&client_id, &group, &lmq_names, 10_000, 10_000),
-            1_000
-        );
-
-        let batch = dispatcher
-            .reserve_pending_events(&client_id)
-            .expect("queued events are reserved")
-            .commit();
-        assert_eq!(batch.event_names(), names[..reservation::RESERVE_LIMIT].to_vec());
-        assert_eq!(
-            dispatcher.pending_events(&client_id),
-            names[reservation::RESERVE_LIMIT..].to_vec(),
-            "the events after the reserved prefix stay queued"
-        );
-
-        // The pop fetched from the first LiteTopic and hands the others back.
-        let requeue = names[1..reservation::RESERVE_LIMIT].iter().cloned().collect::<HashSet<_>>();
-        batch.complete_with_limit(&requeue, 10_000, 10_000);
-        let expected = names[reservation::RESERVE_LIMIT..]
-            .iter()
-            .chain(&names[1..reservation::RESERVE_LIMIT])
-            .cloned()
-            .collect::<Vec<_>>();
-        assert_eq!(dispatcher.pending_events(&client_id), expected);
-    }
-
     #[test]
     fn take_pending_events_drains_client_event_state() {
         let dispatcher = LiteEventDispatcher::default();
