@@ -42,7 +42,7 @@ pub const UPSTREAM_VERSION: &str = "1.0.0";
 
 /// The patches this build carries, by id (vendor/PATCHES.md).
 pub const PATCHES: &str =
-    "store-cq-lock-order,store-lmq-offset-order,broker-lite-pop-time,broker-lite-event-batches,transport-reqwest-no-tls";
+    "store-cq-lock-order,store-lmq-offset-order,broker-lite-pop-time,broker-lite-event-batches,broker-send-permits,transport-reqwest-no-tls";
 
 /// The line after upstream's `version=` one: `scripts/install-broker` skips a
 /// rebuild only when it finds this exact line.
