@@ -24,8 +24,9 @@
 //!    same `Processor::process`). Completion = the ms of the terminal entry of
 //!    `response:{id}` (Redis stream id), from the consumer's start.
 //! 3. `scale`: `SCALE_BUCKETS` (1000) unlimited buckets × `SCALE_PER_BUCKET`
-//!    (5) messages on one runner: admits/s and the consumer's
-//!    `chunk_write_seconds` histogram.
+//!    (5) messages, queued `SCALE_PUBLISH_CONCURRENCY` (16) at a time
+//!    through the endpoint's publisher (publishes/s), on one runner:
+//!    admits/s and the consumer's `chunk_write_seconds` histogram.
 //! 4. `subscriptions`: a runner over `SUBS` (10,000) announced buckets: time
 //!    until it owns them all, RSS of this process and of the broker before
 //!    and after, and a message through one of them afterwards.
@@ -154,6 +155,10 @@ struct Args {
     /// Scale: messages per bucket.
     #[arg(long, env = "SCALE_PER_BUCKET", default_value_t = 5)]
     scale_per_bucket: usize,
+    /// Scale: publishes in flight through the endpoint's publisher (as
+    /// many deferred requests arriving at once).
+    #[arg(long, env = "SCALE_PUBLISH_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    scale_publish_concurrency: u64,
     /// Scale: seconds to wait for every answer.
     #[arg(long, env = "SCALE_TIMEOUT_S", default_value_t = 300)]
     scale_timeout_s: u64,
@@ -211,6 +216,8 @@ struct Stack {
     request_burst: f64,
     /// EXISTS commands `wait_done` sent (its polling, not the consumer's work).
     polls: std::sync::atomic::AtomicU64,
+    /// Publishes `publish_all` keeps in flight.
+    publish_concurrency: usize,
 }
 
 /// Redis's `INFO commandstats`: calls and microseconds per command.
@@ -262,6 +269,7 @@ impl Stack {
             arrivals,
             request_burst: 1.0,
             polls: Default::default(),
+            publish_concurrency: 16,
         })
     }
 
@@ -327,8 +335,8 @@ impl Stack {
         Ok(())
     }
 
-    /// Queues every item through the endpoint's publisher, 16 at a time,
-    /// each bucket's items in order. Returns how long it took.
+    /// Queues every item through the endpoint's publisher,
+    /// `publish_concurrency` at a time, each bucket's items in order. Returns how long it took.
     async fn publish_all(&self, items: &[WorkItem]) -> anyhow::Result<Duration> {
         let mut by_bucket: Vec<(String, Vec<WorkItem>)> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
@@ -358,7 +366,7 @@ impl Stack {
                     Ok(())
                 }
             })
-            .buffer_unordered(16)
+            .buffer_unordered(self.publish_concurrency)
             .collect()
             .await;
         for result in results {
@@ -1040,7 +1048,8 @@ fn print_redis_work(before: &CommandStats, after: &CommandStats, polls: u64, mes
 async fn scale(args: &Args, csv: &Csv) -> anyhow::Result<()> {
     let (buckets, per_bucket) = (args.scale_buckets, args.scale_per_bucket);
     println!("\n== scale: {buckets} unlimited buckets × {per_bucket} messages, one runner ==");
-    let stack = Stack::start(args.sim).await?;
+    let mut stack = Stack::start(args.sim).await?;
+    stack.publish_concurrency = usize::try_from(args.scale_publish_concurrency)?;
     let mut items = Vec::new();
     for i in 0..per_bucket {
         for b in 0..buckets {
@@ -1050,10 +1059,11 @@ async fn scale(args: &Args, csv: &Csv) -> anyhow::Result<()> {
     }
     let published = stack.publish_all(&items).await?;
     println!(
-        "queued {} messages in {:.1} s ({:.0}/s through the endpoint's publisher); starting the consumer",
+        "queued {} messages in {:.1} s ({:.0}/s through the endpoint's publisher, {} in flight); starting the consumer",
         items.len(),
         published.as_secs_f64(),
-        items.len() as f64 / published.as_secs_f64()
+        items.len() as f64 / published.as_secs_f64(),
+        stack.publish_concurrency
     );
     let t0 = wall_ms();
     let redis_before = stack.command_stats().await?;
