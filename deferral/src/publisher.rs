@@ -36,8 +36,12 @@ const FIRST_SUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs
 /// 2-core machine kind, so one lane tops out near 700 publishes/s however
 /// many requests wait. A bucket always goes through the same lane, so its
 /// messages reach the broker in the order they came; different buckets go in
-/// parallel, over one connection per broker.
-pub const PRODUCER_LANES: usize = 16;
+/// parallel, over one connection per broker. Each lane sends in a producer
+/// group of its own (the broker runs one group's sends to one queue over
+/// one connection one after the other). With 64 requests arriving at once,
+/// 64 lanes published 5,695–6,213/s against 16 lanes' 4,398–4,990/s
+/// (docs/benchmarks.md, session 29); idle lanes cost nothing at the broker.
+pub const PRODUCER_LANES: usize = 64;
 
 pub struct LitePublisher {
     /// Sends through [`PRODUCER_LANES`] lanes; a bucket's lane is
