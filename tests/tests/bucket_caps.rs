@@ -520,7 +520,12 @@ fn the_broker_readies_as_many_lite_topics_per_consumer_as_the_default_bucket_cap
         .filter_map(|line| line.trim().strip_prefix("maxClientEventCount"))
         .map(|rest| rest.trim().trim_start_matches('=').trim().parse().unwrap())
         .collect();
-    assert_eq!(values.len(), 1, "one maxClientEventCount in {}", path.display());
+    assert_eq!(
+        values.len(),
+        1,
+        "one maxClientEventCount in {}",
+        path.display()
+    );
     assert!(
         values[0] >= sluice_deferral::caps::DEFAULT_MAX_BUCKETS,
         "maxClientEventCount {} < the default bucket cap {}",
