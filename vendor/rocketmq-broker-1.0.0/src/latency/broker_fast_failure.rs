@@ -842,8 +842,8 @@ fn permits_for(kind: FastFailureQueueKind) -> usize {
     match kind {
         // Sluice patch `broker-send-permits`: a send holds its permit while it
         // waits for the CommitLog's append worker (which appends whatever
-        // sends are queued as one micro-batch) and the flush hand-off, about a
-        // millisecond of waiting to a third of one of CPU here. One permit per
+        // sends are queued as one micro-batch) and the flush hand-off: about
+        // 1.3 ms of wall time for a third of a millisecond of CPU here. One permit per
         // CPU capped a broker on 2 CPUs at ~1,500 sends/s with the machine
         // three quarters idle, whatever the producers' concurrency.
         FastFailureQueueKind::Send => (cpus * 8).clamp(16, 64),
