@@ -62,6 +62,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+// The allocator of the shipped binaries (`sluice consumer`, bins/): the
+// consumer measured here is the one that runs. With glibc's malloc, malloc
+// and free were 18 % of this process's CPU in the scale section.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const MODEL: &str = "gpt-4o";
 
 /// Wall clock, Unix ms with sub-ms precision (comparable with Redis stream
