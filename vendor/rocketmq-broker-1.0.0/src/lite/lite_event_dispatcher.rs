@@ -499,6 +499,16 @@ impl LiteEventDispatcher {
             .map_or(0, |entry| entry.events.len())
     }
 
+    /// Sluice patch `broker-lite-event-batches`: whether `client_id` has
+    /// queued events, as `!pending_events(client_id).is_empty()` without
+    /// copying them (the long-poll replay asks on every arrival and pop).
+    pub(crate) fn has_pending_events(&self, client_id: &CheetahString) -> bool {
+        self.scan(current_millis());
+        self.client_events
+            .get(client_id)
+            .is_some_and(|entry| !entry.is_empty())
+    }
+
     pub(crate) fn pending_events(&self, client_id: &CheetahString) -> Vec<CheetahString> {
         self.scan(current_millis());
         self.client_events

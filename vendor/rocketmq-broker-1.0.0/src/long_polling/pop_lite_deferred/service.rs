@@ -479,11 +479,11 @@ fn observe_event_producer(
     dispatcher: &LiteEventDispatcher,
     client_id: &CheetahString,
 ) -> PopLiteReplayObservation {
-    if closed.load(Ordering::Acquire) || dispatcher.pending_events(client_id).is_empty() {
+    if closed.load(Ordering::Acquire) || !dispatcher.has_pending_events(client_id) {
         return PopLiteReplayObservation::NoEvent;
     }
     let mut state = replay_state.lock();
-    if closed.load(Ordering::Acquire) || dispatcher.pending_events(client_id).is_empty() {
+    if closed.load(Ordering::Acquire) || !dispatcher.has_pending_events(client_id) {
         return PopLiteReplayObservation::NoEvent;
     }
     if state.active.contains(client_id) || state.pending.contains(client_id) {
@@ -502,7 +502,7 @@ fn queue_replay(
     #[cfg(test)] replay_insert_hook: &Mutex<Option<ReplayInsertHook>>,
 ) -> bool {
     #[cfg(test)]
-    if !closed.load(Ordering::Acquire) && !dispatcher.pending_events(client_id).is_empty() {
+    if !closed.load(Ordering::Acquire) && dispatcher.has_pending_events(client_id) {
         if let Some(hook) = replay_insert_hook.lock().take() {
             hook.checked.wait();
             hook.resume.wait();
@@ -510,7 +510,7 @@ fn queue_replay(
     }
     let mut state = replay_state.lock();
     state.active.remove(client_id);
-    if closed.load(Ordering::Acquire) || dispatcher.pending_events(client_id).is_empty() {
+    if closed.load(Ordering::Acquire) || !dispatcher.has_pending_events(client_id) {
         state.pending.remove(client_id);
         return false;
     }
