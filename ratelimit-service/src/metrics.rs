@@ -9,11 +9,103 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 use sluice_runtime::metrics::{register, register_build_info};
 pub use sluice_runtime::metrics::{ReasonLabels, ResultLabels};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DecisionLabels {
     pub domain: String,
     pub code: &'static str,
+}
+
+/// A decision's overall answer, the `code` label of `decisions`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecisionCode {
+    Ok,
+    OverLimit,
+    Invalid,
+    Error,
+}
+
+impl DecisionCode {
+    const ALL: usize = 4;
+
+    pub fn label(self) -> &'static str {
+        match self {
+            DecisionCode::Ok => "ok",
+            DecisionCode::OverLimit => "over_limit",
+            DecisionCode::Invalid => "invalid",
+            DecisionCode::Error => "error",
+        }
+    }
+}
+
+/// `decisions`, counted without the family's look-up on every decision (it
+/// takes a lock every worker shares and wants the domain as an owned
+/// label): each domain's handles are kept in a copy-on-write map, added on
+/// the domain's first decision, and each code's counter is made on its
+/// first use (so `/metrics` lists the same series as before). Only
+/// configured domains and "unknown" are ever added: the map stays as small
+/// as the config.
+pub struct DecisionCounts {
+    family: Family<DecisionLabels, Counter>,
+    domains: arc_swap::ArcSwap<HashMap<String, Arc<DomainCounts>>>,
+    adding: Mutex<()>,
+}
+
+#[derive(Default)]
+struct DomainCounts {
+    by_code: [OnceLock<Counter>; DecisionCode::ALL],
+}
+
+impl DecisionCounts {
+    fn new(family: Family<DecisionLabels, Counter>) -> Self {
+        DecisionCounts {
+            family,
+            domains: Default::default(),
+            adding: Mutex::new(()),
+        }
+    }
+
+    /// Counts one decision of `domain` answered `code`.
+    pub fn inc(&self, domain: &str, code: DecisionCode) {
+        if let Some(counts) = self.domains.load().get(domain) {
+            self.counter(counts, domain, code).inc();
+            return;
+        }
+        let counts = self.add(domain);
+        self.counter(&counts, domain, code).inc();
+    }
+
+    fn counter<'a>(
+        &self,
+        counts: &'a DomainCounts,
+        domain: &str,
+        code: DecisionCode,
+    ) -> &'a Counter {
+        counts.by_code[code as usize].get_or_init(|| {
+            self.family
+                .get_or_create(&DecisionLabels {
+                    domain: domain.to_string(),
+                    code: code.label(),
+                })
+                .clone()
+        })
+    }
+
+    /// The domain's handles, added to the map if not there yet.
+    fn add(&self, domain: &str) -> Arc<DomainCounts> {
+        let _adding = self.adding.lock().unwrap_or_else(PoisonError::into_inner);
+        let domains = self.domains.load_full();
+        if let Some(counts) = domains.get(domain) {
+            return counts.clone();
+        }
+        let counts = Arc::new(DomainCounts::default());
+        let mut next = (*domains).clone();
+        next.insert(domain.to_string(), counts.clone());
+        self.domains.store(Arc::new(next));
+        counts
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -98,6 +190,8 @@ impl SaturationMetrics {
 pub struct Metrics {
     pub registry: Registry,
     pub decisions: Family<DecisionLabels, Counter>,
+    /// `decisions`, as the limiter counts them.
+    pub decision_counts: DecisionCounts,
     pub decision_seconds: Histogram,
     pub hits: Family<LimitLabels, Counter>,
     pub over_limit: Family<LimitLabels, Counter>,
@@ -136,13 +230,15 @@ impl Metrics {
         let mut registry = Registry::with_prefix("sluice_rls");
         // `sluice_rls_build_info{version="…"} 1`.
         register_build_info(&mut registry, env!("CARGO_PKG_VERSION"));
+        let decisions: Family<DecisionLabels, Counter> = register(
+            &mut registry,
+            "decisions",
+            "ShouldRateLimit answers by domain and overall code (ok, over_limit, error)",
+            Family::default(),
+        );
         Metrics {
-            decisions: register(
-                &mut registry,
-                "decisions",
-                "ShouldRateLimit answers by domain and overall code (ok, over_limit, error)",
-                Family::default(),
-            ),
+            decision_counts: DecisionCounts::new(decisions.clone()),
+            decisions,
             // 50 µs .. ~1.6 s: in-memory decisions sit at the bottom, Redis trouble at the top.
             decision_seconds: register(
                 &mut registry,

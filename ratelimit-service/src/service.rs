@@ -13,7 +13,8 @@ use sluice_proto::pb::envoy::service::ratelimit::v3::rate_limit_service_server::
     RateLimitService, RateLimitServiceServer,
 };
 use sluice_proto::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+use tonic::metadata::{Ascii, MetadataKey, MetadataMap};
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
@@ -50,9 +51,29 @@ impl RateLimitService for RlsService {
 
 /// The client's trace context, when the caller passes it (Sluice's filter
 /// copies it into the metadata; Envoy's tracing adds its own span's).
-fn client_trace(metadata: &tonic::metadata::MetadataMap) -> Option<TraceContext> {
-    let value = |name: &str| metadata.get(name).and_then(|v| v.to_str().ok());
-    TraceContext::from_headers(value(TRACEPARENT_HEADER), value(TRACESTATE_HEADER))
+/// The metadata a call is read for, parsed once: a look-up by `&str` parses
+/// and checks the name on every call.
+struct MetadataKeys {
+    force_charge: MetadataKey<Ascii>,
+    admitted_at: MetadataKey<Ascii>,
+    asked_at: MetadataKey<Ascii>,
+    counter_write_auth: MetadataKey<Ascii>,
+    traceparent: MetadataKey<Ascii>,
+    tracestate: MetadataKey<Ascii>,
+}
+
+static KEYS: LazyLock<MetadataKeys> = LazyLock::new(|| MetadataKeys {
+    force_charge: MetadataKey::from_static(FORCE_CHARGE_METADATA.0),
+    admitted_at: MetadataKey::from_static(ADMITTED_AT_METADATA),
+    asked_at: MetadataKey::from_static(ASKED_AT_METADATA),
+    counter_write_auth: MetadataKey::from_static(COUNTER_WRITE_AUTH_METADATA),
+    traceparent: MetadataKey::from_static(TRACEPARENT_HEADER),
+    tracestate: MetadataKey::from_static(TRACESTATE_HEADER),
+});
+
+fn client_trace(metadata: &MetadataMap) -> Option<TraceContext> {
+    let value = |name: &MetadataKey<Ascii>| metadata.get(name).and_then(|v| v.to_str().ok());
+    TraceContext::from_headers(value(&KEYS.traceparent), value(&KEYS.tracestate))
 }
 
 impl RlsService {
@@ -65,18 +86,17 @@ impl RlsService {
         // were already spent, so the charge applies even over the limit.
         // The marker's key is the filter's (sluice-admission); so is its value.
         let metadata = request.metadata();
-        let charge =
-            Charge::from_marker(metadata.get(FORCE_CHARGE_METADATA.0).map(|v| v.as_bytes()));
+        let charge = Charge::from_marker(metadata.get(&KEYS.force_charge).map(|v| v.as_bytes()));
         // A correction goes to the window its request was admitted in.
-        let admitted_at = millis(metadata, ADMITTED_AT_METADATA);
+        let admitted_at = millis(metadata, &KEYS.admitted_at);
         // The filter's clock when it asked, to tell it when it was charged
         // only when its own instant would name other windows.
-        let asked_at = millis(metadata, ASKED_AT_METADATA);
+        let asked_at = millis(metadata, &KEYS.asked_at);
         let call = CallMetadata {
             forced: charge == Charge::Force,
             admitted_at_ms: admitted_at,
             auth: metadata
-                .get(COUNTER_WRITE_AUTH_METADATA)
+                .get(&KEYS.counter_write_auth)
                 .and_then(|v| v.to_str().ok()),
         };
         self.guard
@@ -123,7 +143,7 @@ fn now_millis() -> u64 {
 }
 
 /// A Unix-milliseconds value of gRPC metadata; absent or malformed is `None`.
-fn millis(metadata: &tonic::metadata::MetadataMap, key: &str) -> Option<u64> {
+fn millis(metadata: &MetadataMap, key: &MetadataKey<Ascii>) -> Option<u64> {
     metadata.get(key)?.to_str().ok()?.parse().ok()
 }
 

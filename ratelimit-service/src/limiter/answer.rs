@@ -56,7 +56,7 @@ pub struct Answer<'p> {
 
 /// One limited descriptor's reading of the store's outcome.
 struct Reading<'p> {
-    applied: &'p Applied,
+    applied: &'p Applied<'p>,
     remaining: u64,
     /// Over an enforced limit: the request is over.
     blocking: bool,
@@ -74,7 +74,7 @@ impl Reading<'_> {
 /// Answers `request` from its `plan` and the store's `outcome`.
 pub fn answer<'p>(
     request: &RateLimitRequest,
-    plan: &'p Plan,
+    plan: &'p Plan<'p>,
     outcome: &CounterOutcome,
     options: &ResponseOptions,
 ) -> Answer<'p> {
@@ -228,8 +228,8 @@ fn headers(
 /// Reads one limited descriptor's counter from the outcome, noting the
 /// metric events it calls for.
 fn read<'p>(
-    plan: &'p Plan,
-    applied: &'p Applied,
+    plan: &'p Plan<'p>,
+    applied: &'p Applied<'p>,
     outcome: &CounterOutcome,
     descriptor: &RateLimitDescriptor,
     options: &ResponseOptions,
@@ -335,15 +335,15 @@ fn rate_limit_headers(reading: &Reading<'_>, now: u64) -> [HeaderValue; 4] {
     let limit = &reading.applied.limit;
     let window = reading.applied.window;
     [
-        header(RATELIMIT_LIMIT, limit.requests_per_unit.to_string()),
-        header(RATELIMIT_REMAINING, reading.remaining.to_string()),
+        header(RATELIMIT_LIMIT, decimal(limit.requests_per_unit)),
+        header(RATELIMIT_REMAINING, decimal(reading.remaining)),
         header(
             RATELIMIT_RESET,
-            (window.seconds_until_reset(now) as u32).to_string(),
+            decimal(window.seconds_until_reset(now) as u32),
         ),
         header(
             RATELIMIT_POLICY,
-            format!("{};w={}", limit.requests_per_unit, window.length),
+            policy(limit.requests_per_unit, window.length),
         ),
     ]
 }
@@ -373,16 +373,32 @@ fn upstream_headers(
 ) -> [HeaderValue; 3] {
     let limit = &reading.applied.limit;
     [
-        header(&names.limit, limit.requests_per_unit.to_string()),
+        header(&names.limit, decimal(limit.requests_per_unit)),
         header(
             &names.remaining,
-            reading.remaining.min(u64::from(u32::MAX)).to_string(),
+            decimal(reading.remaining.min(u64::from(u32::MAX))),
         ),
         header(
             &names.reset,
-            reading.applied.window.seconds_until_reset(now).to_string(),
+            decimal(reading.applied.window.seconds_until_reset(now)),
         ),
     ]
+}
+
+/// A number in decimal (`itoa`: every decision writes a few of these, and
+/// `format!` costs several times as much).
+fn decimal(number: impl itoa::Integer) -> String {
+    itoa::Buffer::new().format(number).to_owned()
+}
+
+/// `RateLimit-Policy`'s value: `<limit>;w=<window seconds>`.
+fn policy(requests_per_unit: u32, window_seconds: u64) -> String {
+    let mut buffer = itoa::Buffer::new();
+    let mut text = String::with_capacity(24);
+    text.push_str(buffer.format(requests_per_unit));
+    text.push_str(";w=");
+    text.push_str(buffer.format(window_seconds));
+    text
 }
 
 fn header(key: &str, value: String) -> HeaderValue {
@@ -397,7 +413,7 @@ fn header(key: &str, value: String) -> HeaderValue {
 /// caller asked at: its call crossed a window boundary, or its clock and
 /// ours disagree near one. Only then does it need to be told when we charged
 /// (a caller that did not say when it asked is not told: it does not correct).
-fn charged_other_windows_than_asked(plan: &Plan) -> bool {
+fn charged_other_windows_than_asked(plan: &Plan<'_>) -> bool {
     let Some(asked_at) = plan.asked_at_millis else {
         return false;
     };
@@ -604,7 +620,7 @@ fn lowest_priority(limits: &[&Limit]) -> Priority {
 /// it is under says `over_limit: defer` (its tenant takes deferral on
 /// this model; a tenant none of whose limits defers is never queued), at
 /// the lowest class among those limits.
-pub fn queue_priority(plan: &Plan) -> Option<Priority> {
+pub fn queue_priority(plan: &Plan<'_>) -> Option<Priority> {
     let deferring: Vec<&Limit> = plan
         .resolved
         .iter()

@@ -18,7 +18,7 @@ pub use plan::Charge;
 use answer::MetricEvent;
 
 use crate::config::{Limit, LimitsConfig};
-use crate::metrics::{DecisionLabels, DetailedLabels, LimitCounters, Metrics, StoreLabels};
+use crate::metrics::{DecisionCode, DetailedLabels, LimitCounters, Metrics, StoreLabels};
 use crate::saturation::SaturationRouter;
 use crate::store::{CounterStore, CountingMode, KeyOptions};
 use arc_swap::ArcSwap;
@@ -264,21 +264,19 @@ impl Limiter {
         timing: Timing,
     ) -> Result<RateLimitResponse, DecisionError> {
         let started = Instant::now();
-        let config = self.config.load_full();
-        let domain_label = if config.has_domain(&request.domain) {
-            request.domain.clone()
-        } else {
-            // Unknown domains come from clients: keep them out of label values.
-            "unknown".to_string()
-        };
+        // A guard, not a clone: the config's reference count is shared by
+        // every worker's decisions.
+        let config = self.config.load();
         let result = self.decide(&config, request, mode, timing).await;
         self.metrics
             .decision_seconds
             .observe(started.elapsed().as_secs_f64());
         let code = match &result {
-            Ok(response) if response.overall_code == Code::OverLimit as i32 => "over_limit",
-            Ok(_) => "ok",
-            Err(DecisionError::InvalidRequest(_)) => "invalid",
+            Ok(response) if response.overall_code == Code::OverLimit as i32 => {
+                DecisionCode::OverLimit
+            }
+            Ok(_) => DecisionCode::Ok,
+            Err(DecisionError::InvalidRequest(_)) => DecisionCode::Invalid,
             Err(DecisionError::Store(error)) => {
                 self.metrics
                     .store_errors
@@ -291,16 +289,15 @@ impl Limiter {
                         },
                     })
                     .inc();
-                "error"
+                DecisionCode::Error
             }
         };
-        self.metrics
-            .decisions
-            .get_or_create(&DecisionLabels {
-                domain: domain_label,
-                code,
-            })
-            .inc();
+        let domain_label = if config.has_domain(&request.domain) {
+            request.domain.as_str()
+        } else {
+            "unknown"
+        };
+        self.metrics.decision_counts.inc(domain_label, code);
         result
     }
 
@@ -356,7 +353,7 @@ impl Limiter {
     fn route_in_quota(
         &self,
         request: &RateLimitRequest,
-        plan: &plan::Plan,
+        plan: &plan::Plan<'_>,
         response: &mut RateLimitResponse,
         now: u64,
         over_lately: bool,

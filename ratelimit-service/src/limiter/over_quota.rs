@@ -55,7 +55,7 @@ impl OverQuotaMemory {
     pub fn observe(
         &self,
         request: &RateLimitRequest,
-        plan: &Plan,
+        plan: &Plan<'_>,
         response: &RateLimitResponse,
         now_ms: u64,
     ) -> bool {
@@ -101,7 +101,7 @@ fn remember(last_over: &mut LastOver, bucket: String, now_ms: u64, memory_ms: u6
 /// (domain, limit, descriptor entries), each with whether it is over.
 fn deferring_buckets<'a>(
     request: &'a RateLimitRequest,
-    plan: &'a Plan,
+    plan: &'a Plan<'a>,
     response: &'a RateLimitResponse,
 ) -> impl Iterator<Item = (String, bool)> + 'a {
     request

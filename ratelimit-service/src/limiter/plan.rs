@@ -10,7 +10,9 @@ use sluice_proto::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::RateLimitOverride, RateLimitDescriptor,
 };
 use sluice_proto::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use std::borrow::Cow;
 use std::collections::HashSet;
+use std::ops::Deref;
 use std::sync::Arc;
 
 /// Hits above this are clamped: counters are integers well inside what Lua's
@@ -47,10 +49,31 @@ impl Charge {
     }
 }
 
+/// A limit as one decision applies it: the config's own, borrowed for the
+/// decision (cloning its `Arc` would move a reference count that every
+/// worker's decisions share, and the workers would fight over its cache
+/// line), or one that a descriptor's override made for this request.
+#[derive(Debug)]
+pub enum LimitRef<'c> {
+    Config(&'c Limit),
+    Override(Arc<Limit>),
+}
+
+impl Deref for LimitRef<'_> {
+    type Target = Limit;
+
+    fn deref(&self) -> &Limit {
+        match self {
+            LimitRef::Config(limit) => limit,
+            LimitRef::Override(limit) => limit,
+        }
+    }
+}
+
 /// One descriptor's limit as applied to this request.
 #[derive(Debug)]
-pub struct Applied {
-    pub limit: Arc<Limit>,
+pub struct Applied<'c> {
+    pub limit: LimitRef<'c>,
     pub window: Window,
     /// Index of this descriptor's op in [`Plan::ops`].
     pub op_index: usize,
@@ -58,17 +81,18 @@ pub struct Applied {
 
 /// What became of one descriptor of the request.
 #[derive(Debug)]
-pub enum Resolved {
+pub enum Resolved<'c> {
     /// No limit matched, or the matched limit was replaced.
     None,
     /// `unlimited: true`: always OK, never counted.
     Unlimited,
-    Limited(Applied),
+    Limited(Applied<'c>),
 }
 
-/// Everything the store call and the answer need.
+/// Everything the store call and the answer need, borrowing the config it
+/// was planned under.
 #[derive(Debug)]
-pub struct Plan {
+pub struct Plan<'c> {
     pub now_millis: u64,
     /// The caller's clock when it asked (Sluice's filter sends it). The
     /// answer names the instant the windows were charged at only when some
@@ -80,18 +104,18 @@ pub struct Plan {
     /// One op per limited descriptor, in descriptor order.
     pub ops: Vec<CounterOp>,
     /// One entry per request descriptor, in request order.
-    pub resolved: Vec<Resolved>,
+    pub resolved: Vec<Resolved<'c>>,
 }
 
 /// Plans `request` under `config` at `now_millis` (the unit tests' entry).
 #[cfg(test)]
-pub fn plan(
-    config: &LimitsConfig,
+pub fn plan<'c>(
+    config: &'c LimitsConfig,
     request: &RateLimitRequest,
     mode: CountingMode,
     global_quota_mode: bool,
     now_millis: u64,
-) -> Result<Plan, DecisionError> {
+) -> Result<Plan<'c>, DecisionError> {
     plan_in_window(
         config,
         request,
@@ -107,14 +131,14 @@ pub fn plan(
 /// to the window its request was admitted in. A window past its correction
 /// grace ([`Window::takes_corrections`]) has no counters left: its ops move
 /// nothing.
-pub fn plan_in_window(
-    config: &LimitsConfig,
+pub fn plan_in_window<'c>(
+    config: &'c LimitsConfig,
     request: &RateLimitRequest,
     mode: CountingMode,
     global_quota_mode: bool,
     keys: &KeyLayout,
     (now_millis, window_at_millis): (u64, u64),
-) -> Result<Plan, DecisionError> {
+) -> Result<Plan<'c>, DecisionError> {
     let window_at_millis = window_at_millis.min(now_millis);
     validate(request)?;
     let matched = request
@@ -130,11 +154,15 @@ pub fn plan_in_window(
     for (descriptor, found) in request.descriptors.iter().zip(&matched) {
         let entry = match found {
             None => Resolved::None,
-            Some((Matched::Unlimited { .. }, _)) => Resolved::Unlimited,
             Some((m, _)) if m.replaceable_name().is_some_and(|n| replaced.contains(n)) => {
                 Resolved::None
             }
-            Some((Matched::Limited(limit), shared)) => {
+            Some((m, shared)) => {
+                let Some(limit) = limit_ref(m) else {
+                    // `unlimited: true`.
+                    resolved.push(Resolved::Unlimited);
+                    continue;
+                };
                 let window = Window::containing(limit.unit, window_at_millis);
                 let hits = if window.takes_corrections(now_millis) {
                     descriptor_hits(descriptor, request_hits)
@@ -148,7 +176,7 @@ pub fn plan_in_window(
                         limit.unit,
                         window,
                     ),
-                    limit,
+                    &limit,
                     window,
                     hits,
                     now_millis,
@@ -158,7 +186,7 @@ pub fn plan_in_window(
                 op.enforced &= !(limit.quota_mode || global_quota_mode);
                 ops.push(op);
                 Resolved::Limited(Applied {
-                    limit: limit.clone(),
+                    limit,
                     window,
                     op_index: ops.len() - 1,
                 })
@@ -189,8 +217,24 @@ fn validate(request: &RateLimitRequest) -> Result<(), DecisionError> {
     Ok(())
 }
 
-/// What one descriptor matched, with its shared (`share_threshold`) entries.
-type MatchedWith<'c> = (Matched, Vec<(usize, &'c str)>);
+/// What one descriptor matched (the config's, or its own override), with
+/// its shared (`share_threshold`) entries.
+type MatchedWith<'c> = (Cow<'c, Matched>, Vec<(usize, &'c str)>);
+
+/// The limit a match applies, if a limited one: the config's borrowed.
+fn limit_ref<'c>(matched: &Cow<'c, Matched>) -> Option<LimitRef<'c>> {
+    match matched {
+        Cow::Borrowed(config_match) => {
+            let config_match: &'c Matched = config_match;
+            match config_match {
+                Matched::Limited(limit) => Some(LimitRef::Config(limit)),
+                Matched::Unlimited { .. } => None,
+            }
+        }
+        Cow::Owned(Matched::Limited(limit)) => Some(LimitRef::Override(limit.clone())),
+        Cow::Owned(Matched::Unlimited { .. }) => None,
+    }
+}
 
 /// The limit one descriptor matches, after its own limit override.
 fn match_descriptor<'c>(
@@ -210,14 +254,14 @@ fn match_descriptor<'c>(
         .map(|e| (e.key.as_str(), e.value.as_str()));
     let found = config
         .lookup(domain, entries)
-        .map(|found| (found.matched.clone(), found.shared));
+        .map(|found| (Cow::Borrowed(found.matched), found.shared));
     match &descriptor.limit {
         None => Ok(found),
         // An override counts per value, as upstream's does.
         Some(overridden) => {
             overridden_limit(found.map(|(m, _)| m), overridden, index).map(|mut limit| {
                 limit.stats_key = override_stats_key(domain, descriptor);
-                Some((Matched::Limited(Arc::new(limit)), Vec::new()))
+                Some((Cow::Owned(Matched::Limited(Arc::new(limit))), Vec::new()))
             })
         }
     }
@@ -241,7 +285,7 @@ fn override_stats_key(domain: &str, descriptor: &RateLimitDescriptor) -> String 
 /// A descriptor's own limit: rate and unit from the request, everything else
 /// from the limit it matched (if a limited one).
 fn overridden_limit(
-    found: Option<Matched>,
+    found: Option<Cow<'_, Matched>>,
     overridden: &RateLimitOverride,
     index: usize,
 ) -> Result<Limit, DecisionError> {
@@ -251,7 +295,7 @@ fn overridden_limit(
             overridden.unit
         ))
     })?;
-    let base = match found {
+    let base = match found.as_deref() {
         Some(Matched::Limited(limit)) => Some(limit),
         _ => None,
     };

@@ -45,8 +45,11 @@ fn request(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
     rls::request("llm", descriptors)
 }
 
-fn plan_of(request: &RateLimitRequest, mode: CountingMode) -> Plan {
-    plan::plan(&config(), request, mode, false, T0).unwrap()
+/// Plans borrow the config they were planned under.
+static CONFIG: std::sync::LazyLock<LimitsConfig> = std::sync::LazyLock::new(config);
+
+fn plan_of(request: &RateLimitRequest, mode: CountingMode) -> Plan<'static> {
+    plan::plan(&CONFIG, request, mode, false, T0).unwrap()
 }
 
 /// What the stores do with `before` (one value per op), then the answer:
@@ -98,7 +101,7 @@ fn remaining(response: &RateLimitResponse) -> Vec<u32> {
         .collect()
 }
 
-fn limited_names(plan: &Plan) -> Vec<Option<&str>> {
+fn limited_names<'p>(plan: &'p Plan<'_>) -> Vec<Option<&'p str>> {
     plan.resolved
         .iter()
         .map(|r| match r {

@@ -125,7 +125,7 @@ where
         key.push_str(v);
         key.push('_');
     }
-    let _ = write!(key, "{}", window.start);
+    key.push_str(itoa::Buffer::new().format(window.start));
     key
 }
 
@@ -151,7 +151,11 @@ where
     key.push_str(domain);
     key.push('/');
     key.push_str(&body[..first_entry_end]);
-    let _ = write!(key, "}}:{}:{}:", unit.as_str(), window.start);
+    key.push_str("}:");
+    key.push_str(unit.as_str());
+    key.push(':');
+    key.push_str(itoa::Buffer::new().format(window.start));
+    key.push(':');
     key.push_str(&body);
     key
 }
