@@ -77,6 +77,12 @@ struct Args {
     /// Open-loop load as a fraction of each target's measured maximum.
     #[arg(long, default_value_t = 0.7)]
     open_loop_fraction: f64,
+    /// Call the services directly instead of over gRPC (targets noop and
+    /// memory only): what a decision costs the service itself, without the
+    /// transport, which is most of the CPU of a gRPC decision and the same
+    /// for every target.
+    #[arg(long)]
+    in_process: bool,
     /// Run the targets this many times in turn; each target's rate is
     /// compared with the noop rate of its own round, and the summary gives
     /// the median and range of those ratios (this machine's speed drifts
@@ -158,6 +164,99 @@ impl RateLimitService for NoopRls {
             ..Default::default()
         }))
     }
+}
+
+/// `--in-process`: `concurrency` tasks call `service` back to back for
+/// `seconds` (after a 1 s warm-up); decisions/s and CPU ns per decision.
+async fn drive_in_process(
+    service: Arc<dyn RateLimitService>,
+    args: &Args,
+    domain: &'static str,
+) -> (f64, f64) {
+    let run = |seconds: u64| {
+        let tasks: Vec<_> = (0..args.concurrency)
+            .map(|worker| {
+                let service = service.clone();
+                tokio::spawn(async move {
+                    let end = Instant::now() + Duration::from_secs(seconds);
+                    let (mut calls, mut i) = (0u64, worker);
+                    while Instant::now() < end {
+                        for _ in 0..16 {
+                            let _ = service
+                                .should_rate_limit(from_filter(request(domain, i)))
+                                .await;
+                            i += 64;
+                        }
+                        calls += 16;
+                        // Let the other tasks of this worker thread run.
+                        tokio::task::yield_now().await;
+                    }
+                    calls
+                })
+            })
+            .collect();
+        async move {
+            let mut calls = 0;
+            for task in tasks {
+                calls += task.await.unwrap_or(0);
+            }
+            calls
+        }
+    };
+    run(1).await;
+    let (started, cpu) = (Instant::now(), cpu_seconds(None));
+    let calls = run(args.seconds).await.max(1);
+    let cpu_ns = cpu
+        .and_then(|before| Some((cpu_seconds(None)? - before) * 1e9 / calls as f64))
+        .unwrap_or(f64::NAN);
+    (calls as f64 / started.elapsed().as_secs_f64(), cpu_ns)
+}
+
+/// `--in-process`: noop and memory in turn, `rounds` times.
+async fn in_process(
+    args: &Args,
+    config: impl Fn() -> Result<LimitsConfig, sluice_ratelimit::config::ConfigError>,
+) -> anyhow::Result<()> {
+    println!(
+        "{:<10} {:>12} {:>14}",
+        "target", "decisions/s", "cpu ns/decision"
+    );
+    let mut extra = Vec::new();
+    for round in 1..=args.rounds.max(1) {
+        println!("-- round {round}");
+        let noop: Arc<dyn RateLimitService> = Arc::new(NoopRls);
+        let limiter = Arc::new(Limiter::new(
+            config()?,
+            Arc::new(MemoryStore::new()),
+            CountingMode::AllOrNothing,
+            Arc::new(SystemClock),
+            Arc::new(Metrics::new()),
+        ));
+        let memory: Arc<dyn RateLimitService> =
+            Arc::new(RlsService::new(limiter, CallGuard::default()));
+        let mut cpu = Vec::new();
+        for (name, service) in [("noop", noop), ("memory", memory)] {
+            if args.targets.iter().any(|t| t == name) {
+                let (rate, cpu_ns) = drive_in_process(service, args, "bench").await;
+                println!("{name:<10} {rate:>12.0} {cpu_ns:>14.0}");
+                cpu.push(cpu_ns);
+            }
+        }
+        if let [noop, memory] = cpu[..] {
+            extra.push(memory - noop);
+        }
+    }
+    extra.sort_by(f64::total_cmp);
+    if extra.is_empty() {
+        return Ok(());
+    }
+    println!(
+        "\nmemory's own cost, ns per decision over noop's: median {:.0} (min {:.0}, max {:.0})",
+        extra[extra.len() / 2],
+        extra[0],
+        extra[extra.len() - 1]
+    );
+    Ok(())
 }
 
 struct Figures {
@@ -474,6 +573,9 @@ async fn main() -> anyhow::Result<()> {
             ),
         ])
     };
+    if args.in_process {
+        return in_process(&args, config).await;
+    }
     let mut redis_guard: Option<PrivateRedis> = None;
     println!(
         "sluice-rls-bench: concurrency {} over {} connection(s), {} s per phase, {} CPU(s)",
