@@ -662,6 +662,29 @@ mod tests {
         }
     }
 
+    /// Each (domain, code) series counts its own decisions, and appears in
+    /// `/metrics` only once it has counted one (as the family's look-up
+    /// did).
+    #[test]
+    fn decision_counts_are_per_domain_and_code_and_appear_on_first_use() {
+        let metrics = Metrics::new();
+        let counts = &metrics.decision_counts;
+        counts.inc("llm", DecisionCode::Ok);
+        counts.inc("llm", DecisionCode::Ok);
+        counts.inc("llm", DecisionCode::OverLimit);
+        counts.inc("unknown", DecisionCode::Invalid);
+        let text = metrics.encode();
+        for series in [
+            r#"sluice_rls_decisions_total{domain="llm",code="ok"} 2"#,
+            r#"sluice_rls_decisions_total{domain="llm",code="over_limit"} 1"#,
+            r#"sluice_rls_decisions_total{domain="unknown",code="invalid"} 1"#,
+        ] {
+            assert!(text.contains(series), "{series} missing from:\n{text}");
+        }
+        assert!(!text.contains(r#"domain="llm",code="error""#), "{text}");
+        assert!(!text.contains(r#"domain="unknown",code="ok""#), "{text}");
+    }
+
     #[test]
     fn the_build_is_named() {
         let text = Metrics::new().encode();
