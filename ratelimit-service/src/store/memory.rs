@@ -92,9 +92,13 @@ impl MemoryStore {
         self.shards[shard].lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The shard of a hash: its high bits (the table probes with the low).
+    /// The shard of a hash: bits 32 and up, which the shard's table does
+    /// not use (hashbrown finds the bucket with the low bits and tags its
+    /// slots with the top seven: a shard chosen by those would leave its
+    /// table's tags only three bits of their seven, and a probe would
+    /// compare many more keys).
     fn shard_of(hash: u64) -> usize {
-        (hash >> 58) as usize % SHARDS
+        (hash >> 32) as usize % SHARDS
     }
 
     /// Locks the shards `ops` fall in, in ascending order, and says where
