@@ -37,7 +37,8 @@ pub fn init_tracing_with_default(format: LogFormat, default_filter: &str) {
 
 /// As [`init_tracing`], and OpenTelemetry trace export of the spans of
 /// target `trace_target` as `service` when `traces` names a collector
-/// (inside a Tokio runtime). Keep the [`Traces`] returned until exit: its
+/// (inside a Tokio runtime). The log lines leave those spans out unless
+/// `RUST_LOG` asks for them. Keep the [`Traces`] returned until exit: its
 /// drop sends the last spans.
 pub fn init_telemetry(
     format: LogFormat,
@@ -46,8 +47,13 @@ pub fn init_telemetry(
     trace_target: &'static str,
 ) -> Result<Traces, TraceExportError> {
     let (otlp, handle) = traces::otlp_layer(traces, service, trace_target)?;
+    // The request spans are for export: left out of the log lines by
+    // default, so that without export no request makes one (about 0.7 µs
+    // of a rate-limit decision's CPU, docs/benchmarks.md).
+    // `RUST_LOG=info,sluice_trace=info` puts them in the log lines.
+    let default_filter = format!("info,{trace_target}=off");
     let _ = tracing_subscriber::registry()
-        .with(log_layer(format, "info"))
+        .with(log_layer(format, &default_filter))
         .with(otlp)
         .try_init();
     Ok(handle)

@@ -83,6 +83,11 @@ struct Args {
     /// for every target.
     #[arg(long)]
     in_process: bool,
+    /// Install the subscriber sluice-rls installs (logs at `RUST_LOG`,
+    /// default info, to stderr), so that the decisions' spans cost what
+    /// they cost in the service; without it no span is made.
+    #[arg(long)]
+    logs: bool,
     /// Run the targets this many times in turn; each target's rate is
     /// compared with the noop rate of its own round, and the summary gives
     /// the median and range of those ratios (this machine's speed drifts
@@ -572,6 +577,16 @@ async fn main() -> anyhow::Result<()> {
                 limits("bench-over", 1, 700),
             ),
         ])
+    };
+    let _traces = if args.logs {
+        Some(sluice_runtime::init_telemetry(
+            sluice_runtime::LogFormat::Text,
+            &sluice_runtime::TraceArgs::default(),
+            "sluice-rls-bench",
+            sluice_contract::TRACE_TARGET,
+        )?)
+    } else {
+        None
     };
     if args.in_process {
         return in_process(&args, config).await;
