@@ -145,6 +145,9 @@ impl TraceContext {
 /// Nothing when traces are not exported or there is no parent.
 pub fn join_trace(span: &tracing::Span, parent: Option<&TraceContext>) {
     use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if span.is_disabled() {
+        return;
+    }
     if let Some(context) = parent.and_then(TraceContext::otel_parent) {
         let _ = span.set_parent(context);
     }
