@@ -53,8 +53,6 @@ impl RateLimitService for RlsService {
     }
 }
 
-/// The client's trace context, when the caller passes it (Sluice's filter
-/// copies it into the metadata; Envoy's tracing adds its own span's).
 /// The metadata a call is read for, parsed once: a look-up by `&str` parses
 /// and checks the name on every call.
 struct MetadataKeys {
@@ -75,6 +73,8 @@ static KEYS: LazyLock<MetadataKeys> = LazyLock::new(|| MetadataKeys {
     tracestate: MetadataKey::from_static(TRACESTATE_HEADER),
 });
 
+/// The client's trace context, when the caller passes it (Sluice's filter
+/// copies it into the metadata; Envoy's tracing adds its own span's).
 fn client_trace(metadata: &MetadataMap) -> Option<TraceContext> {
     let value = |name: &MetadataKey<Ascii>| metadata.get(name).and_then(|v| v.to_str().ok());
     TraceContext::from_headers(value(&KEYS.traceparent), value(&KEYS.tracestate))

@@ -295,6 +295,7 @@ impl Limiter {
         let domain_label = if config.has_domain(&request.domain) {
             request.domain.as_str()
         } else {
+            // Unknown domains come from clients: keep them out of label values.
             "unknown"
         };
         self.metrics.decision_counts.inc(domain_label, code);
