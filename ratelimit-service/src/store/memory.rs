@@ -7,6 +7,7 @@ use futures::future::BoxFuture;
 use hashbrown::HashTable;
 use smallvec::SmallVec;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 struct Counter {
@@ -18,7 +19,6 @@ struct Counter {
 #[derive(Default)]
 struct State {
     counters: HashTable<Counter>,
-    next_sweep_millis: u64,
 }
 
 impl State {
@@ -41,13 +41,15 @@ impl State {
 pub struct MemoryStore {
     shards: Vec<Mutex<State>>,
     hasher: std::collections::hash_map::RandomState,
+    /// When the next sweep of every shard is due.
+    next_sweep_millis: AtomicU64,
 }
 
 /// Shards of the counters: enough that the workers of a busy service rarely
 /// want the same one at the same time.
 const SHARDS: usize = 16;
 
-/// Expired counters are dropped at most this often (per shard).
+/// Expired counters are dropped at most this often.
 const SWEEP_INTERVAL_MILLIS: u64 = 1_000;
 
 impl Default for MemoryStore {
@@ -55,6 +57,7 @@ impl Default for MemoryStore {
         MemoryStore {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: Default::default(),
+            next_sweep_millis: AtomicU64::new(0),
         }
     }
 }
@@ -123,16 +126,40 @@ impl MemoryStore {
         (guards, places)
     }
 
+    /// Drops the expired counters of every shard, at most once per
+    /// [`SWEEP_INTERVAL_MILLIS`]: the decision that finds it due does it,
+    /// one shard locked at a time and none of its own held. Every shard, not
+    /// only those decisions touch: a flood of keys that stops is dropped too.
+    fn sweep_if_due(&self, now_millis: u64) {
+        let due = self.next_sweep_millis.load(Ordering::Relaxed);
+        if now_millis < due
+            || self
+                .next_sweep_millis
+                .compare_exchange(
+                    due,
+                    now_millis + SWEEP_INTERVAL_MILLIS,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+        {
+            return;
+        }
+        for shard in 0..SHARDS {
+            self.lock(shard)
+                .counters
+                .retain(|c| c.expires_at_millis > now_millis);
+        }
+    }
+
     fn apply_now(
         &self,
         ops: &[CounterOp],
         mode: CountingMode,
         now_millis: u64,
     ) -> Result<CounterOutcome, StoreError> {
+        self.sweep_if_due(now_millis);
         let (mut guards, places) = self.lock_for(ops);
-        for state in guards.iter_mut() {
-            state.sweep(now_millis);
-        }
         let before: Vec<u64> = ops
             .iter()
             .zip(&places)
@@ -154,14 +181,6 @@ impl MemoryStore {
 }
 
 impl State {
-    /// Drops expired counters, at most once per [`SWEEP_INTERVAL_MILLIS`].
-    fn sweep(&mut self, now_millis: u64) {
-        if now_millis >= self.next_sweep_millis {
-            self.counters.retain(|c| c.expires_at_millis > now_millis);
-            self.next_sweep_millis = now_millis + SWEEP_INTERVAL_MILLIS;
-        }
-    }
-
     /// Moves one op's counter from `before` (read under this same lock).
     fn apply(
         &mut self,
@@ -295,6 +314,20 @@ mod tests {
         }
         let counted = apply(&store, &ops(0..24, u64::MAX));
         assert_eq!(counted.before, vec![2 * DECISIONS; 24]);
+    }
+
+    /// A flood of keys that then stops is dropped once expired, even from
+    /// the shards later decisions never touch.
+    #[test]
+    fn expired_counters_leave_every_shard_not_only_those_decided_in() {
+        let store = MemoryStore::new();
+        assert!(apply(&store, &ops(0..200, 10)).applied);
+        assert_eq!(store.len(), 200);
+        let later = NOW + 61_000;
+        store
+            .apply_now(&ops(500..501, 10), CountingMode::AllOrNothing, later)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(store.len(), 1, "only the new counter is left");
     }
 
     #[test]
