@@ -92,6 +92,22 @@ find_pip_script() {
   command -v "$1" 2>/dev/null || true
 }
 
+# A warning, not a stop, when the file system of the target dir has less
+# than $1 GB free: a build that runs out of disk fails deep inside rustc
+# ("IO failure on output stream: No space left on device") after minutes of
+# work. $1 is what a build into an empty target dir writes (an existing one
+# needs less), $2 what for.
+warn_if_low_disk() {
+  local need_gb="$1" what="$2" dir="$TARGET_DIR" free_gb
+  while [ ! -d "$dir" ]; do dir="$(dirname "$dir")"; done
+  free_gb="$(df --output=avail -B1G "$dir" 2>/dev/null | tail -n 1 | tr -d ' ')"
+  case "$free_gb" in '' | *[!0-9]*) return 0 ;; esac
+  if [ "$free_gb" -lt "$need_gb" ]; then
+    printf '\033[1mwarning:\033[0m %s GB free under %s; %s into an empty target dir writes about %s GB\n' \
+      "$free_gb" "$dir" "$what" "$need_gb" >&2
+  fi
+}
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
