@@ -38,7 +38,7 @@ pub mod work;
 pub use claim::{ClaimTiming, ClaimTimingError};
 pub use local::LocalBus;
 pub use stream::StreamEvent;
-pub use trace::{join_trace, onward_trace, TraceContext, TRACE_TARGET};
+pub use trace::{join_trace, join_trace_read, onward_trace, TraceContext, TRACE_TARGET};
 pub use work::{Priority, WorkItem, WorkItemError};
 
 /// Unix time in milliseconds (0 if the clock is before 1970).

@@ -153,6 +153,15 @@ pub fn join_trace(span: &tracing::Span, parent: Option<&TraceContext>) {
     }
 }
 
+/// As [`join_trace`], with the parent read by `read_parent` only when
+/// `span` is recorded: a disabled span (no export, logs without request
+/// spans) costs no read of the caller's headers.
+pub fn join_trace_read(span: &tracing::Span, read_parent: impl FnOnce() -> Option<TraceContext>) {
+    if !span.is_disabled() {
+        join_trace(span, read_parent().as_ref());
+    }
+}
+
 /// The trace context to send onward from `span` (to the broker, to the
 /// model): `span`'s own position in the trace when traces are exported,
 /// with the client's `tracestate`; otherwise `client`'s context unchanged.

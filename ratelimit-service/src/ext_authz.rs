@@ -286,10 +286,7 @@ impl Authorization for ExtAuthzService {
     ) -> Result<Response<CheckResponse>, Status> {
         let check = request.into_inner();
         let span = sluice_contract::trace_span!("ext_authz.check");
-        // A disabled span (no export) joins nothing: no header is read.
-        if !span.is_disabled() {
-            sluice_contract::join_trace(&span, client_trace(&check).as_ref());
-        }
+        sluice_contract::join_trace_read(&span, || client_trace(&check));
         self.check_request(check).instrument(span).await
     }
 }

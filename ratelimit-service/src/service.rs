@@ -44,11 +44,7 @@ impl RateLimitService for RlsService {
             "rls.should_rate_limit",
             domain = %request.get_ref().domain
         );
-        // A disabled span (no export, logs without request spans) joins
-        // nothing: the client's headers are not even read.
-        if !span.is_disabled() {
-            sluice_contract::join_trace(&span, client_trace(request.metadata()).as_ref());
-        }
+        sluice_contract::join_trace_read(&span, || client_trace(request.metadata()));
         self.decide(request).instrument(span).await
     }
 }
