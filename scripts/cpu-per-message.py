@@ -4,7 +4,9 @@ consume phase (docs/benchmarks.md, "CPU per message, again"). Usage:
 
     scripts/cpu-per-message.py [BUCKETS] [PER_BUCKET]    # default 1000 5
 
-Runs target/release/consumer_bench with SECTIONS=scale, and from its
+Runs consumer_bench (release, in $CARGO_TARGET_DIR or the checkout's
+target/: `cargo build --release -p sluice-bench --bin consumer_bench`)
+with SECTIONS=scale, and from its
 "starting the consumer" line to its exit reads utime + stime of the bench,
 its redis-server, broker and name server from /proc every 0.2 s (a process
 that exits keeps its last reading). Bounded by the bench's own timeout.
@@ -16,6 +18,9 @@ import threading
 import time
 
 TICKS = os.sysconf("SC_CLK_TCK")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")),
+                     "release", "consumer_bench")
 # The bench's children, by the name each program is started under.
 CHILDREN = ["redis-server", "rocketmq-broker-rust", "rocketmq-namesrv-rust"]
 
@@ -49,12 +54,23 @@ def pids_named(name):
     return found
 
 
+def positive(index, default):
+    """Argument `index` as a count of at least 1, else `default` when absent."""
+    if len(sys.argv) <= index:
+        return default
+    if not sys.argv[index].isdigit() or int(sys.argv[index]) < 1:
+        sys.exit(f"usage: {sys.argv[0]} [BUCKETS] [PER_BUCKET]: "
+                 f"'{sys.argv[index]}' is not a count of at least 1")
+    return int(sys.argv[index])
+
+
 def main():
-    buckets = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-    per_bucket = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    buckets, per_bucket = positive(1, 1000), positive(2, 5)
+    if not os.access(BENCH, os.X_OK):
+        sys.exit(f"no {BENCH}: cargo build --release -p sluice-bench --bin consumer_bench")
     env = dict(os.environ, SECTIONS="scale",
                SCALE_BUCKETS=str(buckets), SCALE_PER_BUCKET=str(per_bucket))
-    bench = subprocess.Popen(["target/release/consumer_bench"], env=env, text=True,
+    bench = subprocess.Popen([BENCH], env=env, cwd=ROOT, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     lines = []
     reader = threading.Thread(target=lambda: lines.extend(bench.stdout), daemon=True)
