@@ -84,18 +84,7 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<LlmRequest, String> {
             }
         }
     }
-    let number = |key: &str| object.get(key).and_then(Value::as_u64);
-    let choices = number("n")
-        .unwrap_or(1)
-        .max(number("best_of").unwrap_or(1))
-        .max(1);
-    let requested = match endpoint {
-        Endpoint::ChatCompletions => number("max_completion_tokens").or(number("max_tokens")),
-        Endpoint::Completions => number("max_tokens"),
-        Endpoint::Responses => number("max_output_tokens"),
-        Endpoint::Embeddings => Some(0),
-    }
-    .map(|n| n.saturating_mul(choices));
+    let requested = requested_output(endpoint, object);
     let stream = object
         .get("stream")
         .and_then(Value::as_bool)
@@ -113,6 +102,27 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<LlmRequest, String> {
         requested_output: requested,
         body: value,
     })
+}
+
+/// The output tokens a request object asks for at most (`max_tokens`,
+/// `max_completion_tokens` or `max_output_tokens`, times `n` / `best_of`);
+/// `None` when it names no bound.
+pub fn requested_output(
+    endpoint: Endpoint,
+    object: &serde_json::Map<String, Value>,
+) -> Option<u64> {
+    let number = |key: &str| object.get(key).and_then(Value::as_u64);
+    let choices = number("n")
+        .unwrap_or(1)
+        .max(number("best_of").unwrap_or(1))
+        .max(1);
+    match endpoint {
+        Endpoint::ChatCompletions => number("max_completion_tokens").or(number("max_tokens")),
+        Endpoint::Completions => number("max_tokens"),
+        Endpoint::Responses => number("max_output_tokens"),
+        Endpoint::Embeddings => Some(0),
+    }
+    .map(|n| n.saturating_mul(choices))
 }
 
 impl LlmRequest {

@@ -43,7 +43,9 @@ pub use queue::runner::{Runner, RunnerOptions, RunnerParts};
 pub use sharing::membership::DEFAULT_MEMBERSHIP_TTL;
 // The parts, for tests, benchmarks and custom pop loops.
 pub use call::idempotency::IdempotencyConfig;
-pub use call::invoke::{BackendConfig, BackendTargetConfig, ConfigError, FailureKind};
+pub use call::invoke::{
+    BackendConfig, BackendTargetConfig, ConfigError, FailureKind, OutputObserver,
+};
 pub use call::processor::{Disposition, Outcome, Processor, ProcessorConfig};
 pub use call::stream::{ErrorCode, StreamConfig, Terminal};
 pub use call::usage::use_model_tokenizers;
@@ -55,6 +57,6 @@ pub use pacing::pacer::{
 };
 pub use queue::gate::{gate, StartGate};
 pub use redis_conn::{connect, RedisConn, RedisOptions, RedisOptionsError};
-pub use sharing::{control_loop, controller, fair, signals};
+pub use sharing::{charge, control_loop, controller, fair, signals};
 // The deferral contract, shared with the endpoint (see contract/).
 pub use sluice_contract::{local, now_ms, work, Priority, WorkItem};

@@ -101,6 +101,42 @@ async fn streams_chunks_then_done_with_usage() {
     sim.shutdown().await.unwrap();
 }
 
+/// Counts what it is told of a call's output.
+#[derive(Debug, Default)]
+struct Told {
+    calls: std::sync::atomic::AtomicU64,
+    tokens: std::sync::atomic::AtomicU64,
+}
+
+impl sluice_consumer::OutputObserver for Told {
+    fn streamed(&self, tokens: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.calls.fetch_add(1, Relaxed);
+        self.tokens.fetch_add(tokens, Relaxed);
+    }
+}
+
+/// The fair queue's charge hears of each chunk carrying output as it is
+/// read (the role, finish and usage chunks carry none).
+#[tokio::test]
+async fn the_output_observer_is_told_of_each_output_chunk() {
+    let (redis, sim, consumer, _conn) = answering("7").await;
+    let told = std::sync::Arc::new(Told::default());
+    let observer: std::sync::Arc<dyn sluice_consumer::OutputObserver> = told.clone();
+    let outcome = consumer
+        .process_at_level(&item("told-1"), 0, Default::default(), Some(observer))
+        .await;
+    let Outcome::Completed { chunks, .. } = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(*chunks, 10, "role + 7 tokens + finish + usage");
+    use std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(told.tokens.load(Relaxed), 7);
+    assert_eq!(told.calls.load(Relaxed), 7, "one call per chunk");
+    sim.shutdown().await.unwrap();
+    drop(redis);
+}
+
 /// A backend that streams faster than Redis takes writes: the chunks read
 /// while a write is in flight go together in the next one, every chunk
 /// once, in order, with consecutive ids.

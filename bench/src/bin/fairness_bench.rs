@@ -39,9 +39,10 @@
 //! * `defer-new-vtc`: `defer-new`, and the deferred queue ordered by attained
 //!   service (the product's [`FairQueue`] with [`Order::AttainedService`]:
 //!   prompt + 2 × output, counted over both paths: a tenant's in-quota
-//!   answers count too with `--count-direct true`; here charged as tokens
-//!   are processed, the prompt when the request reaches the server, as the
-//!   VTC paper does, where the consumer charges a call's usage when it ends).
+//!   answers count too with `--count-direct true`; charged as the consumer
+//!   charges them: the prompt when the call starts, the output as it is
+//!   generated, every [`CHARGE_PERIOD`], as the VTC paper does;
+//!   `--charge at-end`: all when the call ends, as the consumer did before).
 //! * `admission`: `defer-new-vtc`, and saturation-aware admission with the
 //!   product's decision ([`sluice_contract::saturation`]): at each step
 //!   the controller's state gives `is_saturated` (smoothed server queue
@@ -107,6 +108,7 @@
 //! Prints one table (Markdown); asserts nothing.
 
 use clap::Parser;
+use sluice_consumer::charge::CHARGE_PERIOD;
 use sluice_consumer::controller::{
     self, CapacitySample, ControllerState, InQuotaReserve, ModelControl,
 };
@@ -211,6 +213,21 @@ struct Params {
     /// `--max-batch` − `--in-quota-reserve`), whatever the foreign load.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     static_reserve: bool,
+    /// When the consumer's calls are charged to the attained service:
+    /// `as-it-goes` (the product: the prompt when the call starts, the
+    /// output as it streams, every [`CHARGE_PERIOD`]) or `at-end` (all of
+    /// it when the call ends: the product before 2026-12-07).
+    #[arg(long, value_enum, default_value_t = Charge::AsItGoes)]
+    charge: Charge,
+    /// Run these seeds (`FIRST-LAST`) instead of `--seed` and print one
+    /// summary over them: a single seed's service difference swings by
+    /// ±40 % around its setting's (docs/operations.md).
+    #[arg(long, value_parser = parse_seeds)]
+    seeds: Option<(u64, u64)>,
+    /// With `--seeds`: the policy the others' average service difference is
+    /// held to (issue 28's "all-deferred setup").
+    #[arg(long, value_parser = Policy::parse, default_value = "all-deferred")]
+    reference: Policy,
     /// Which policies run, comma-separated (all by default).
     #[arg(long, value_delimiter = ',', value_parser = Policy::parse,
           default_value = "alone,reject,defer-old,defer-new,defer-new-vtc,admission,priority,admission-priority,admission-level,all-deferred,all-deferred-vf,all-deferred-level,direct-level,tenant-backlog")]
@@ -230,6 +247,12 @@ const OUTPUT_WEIGHT: f64 = 2.0;
 /// The consumer's `server_priority` under the server-priority policies
 /// (in-quota requests sent straight to the server carry 0).
 const DEFERRED_PRIORITY: i64 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Charge {
+    AsItGoes,
+    AtEnd,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Policy {
@@ -512,6 +535,8 @@ struct Request {
     first_token_ms: Option<u64>,
     finished_ms: Option<u64>,
     generated: u64,
+    /// Output generated and not yet charged to the queue's counter.
+    uncharged: u64,
 }
 
 /// The consumer's fair queue, the product's own ([`FairQueue`]): start-time
@@ -652,6 +677,7 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
     let (mut limit_sum, mut waiting_sum, mut overload_steps) = (0.0, 0.0, 0u64);
     // When each tenant last asked over its quota.
     let mut last_over_ms: Vec<Option<u64>> = vec![None; tenants];
+    let charge_period_ms = (CHARGE_PERIOD.as_millis() as u64).max(1);
     let mut next_arrival = 0;
     let mut now_ms = 0;
     let mut next_step_ms = 0;
@@ -737,7 +763,9 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
                 requests[index].submitted_ms = Some(now_ms);
                 own_in_flight += 1;
                 let tenant = requests[index].tenant;
-                queue.serve(tenant, requests[index].prompt, 0);
+                if params.charge == Charge::AsItGoes {
+                    queue.serve(tenant, requests[index].prompt, 0);
+                }
             }
         }
         // The server.
@@ -761,8 +789,15 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
             };
             processed[sample] += prompt + output;
             service[tenant][sample] += prompt + OUTPUT_WEIGHT * output;
-            // The queue's counter took the prompt at the start.
-            if request.queued || params.count_direct {
+            // The queue's counter took the prompt at the start; the
+            // consumer charges the output it streams every period.
+            if request.queued && params.charge == Charge::AsItGoes {
+                request.uncharged += generated;
+                let since = now_ms - request.submitted_ms.unwrap_or(now_ms);
+                if since.is_multiple_of(charge_period_ms) || update.finished {
+                    queue.serve(tenant, 0, std::mem::take(&mut request.uncharged));
+                }
+            } else if !request.queued && params.count_direct {
                 queue.serve(tenant, 0, generated);
             }
             if update.finished {
@@ -770,6 +805,9 @@ fn simulate(params: &Params, policy: Policy, arrivals: &[Arrival]) -> Run {
                 at_server.remove(&update.id);
                 pending[tenant] -= 1;
                 if request.queued {
+                    if params.charge == Charge::AtEnd {
+                        queue.serve(tenant, request.prompt, request.generated);
+                    }
                     own_in_flight -= 1;
                     queue.finish(tenant);
                 }
@@ -974,8 +1012,118 @@ fn table(unloaded: &Figures, all: &[Figures]) -> String {
     out
 }
 
+fn parse_seeds(s: &str) -> Result<(u64, u64), String> {
+    let (first, last) = s
+        .split_once('-')
+        .ok_or_else(|| format!("{s:?}: expected FIRST-LAST, e.g. 1-64"))?;
+    let number = |n: &str| {
+        n.trim()
+            .parse::<u64>()
+            .map_err(|e| format!("{n:?} in {s:?}: {e}"))
+    };
+    let (first, last) = (number(first)?, number(last)?);
+    if first > last {
+        return Err(format!("{s:?}: the first seed is after the last"));
+    }
+    Ok((first, last))
+}
+
+/// Issue 28's first done-when, for one policy in one seed: throughput ≥
+/// 0.98 × the server alone, nothing rejected or never answered, the light
+/// tenants' TTFT p50 within 1.5 × unloaded, and an average service
+/// difference at or below `reference`'s.
+fn meets_bullet_one(f: &Figures, alone: &Figures, unloaded: &Figures, reference: &Figures) -> bool {
+    let latency = match (f.light_ttft.0, unloaded.light_ttft.0) {
+        (Some(loaded), Some(idle)) => loaded <= 1.5 * idle,
+        _ => false,
+    };
+    f.throughput >= 0.98 * alone.throughput
+        && f.rejected == 0
+        && f.never_answered == 0
+        && latency
+        && f.diff_avg <= reference.diff_avg
+}
+
+/// One row per policy over every seed's figures (`runs[seed][policy]`,
+/// the policies as in `policies`).
+fn summary(params: &Params, policies: &[Policy], runs: &[(Figures, Vec<Figures>)]) -> String {
+    let at = |policy: Policy| policies.iter().position(|p| *p == policy);
+    let (Some(alone), Some(reference)) = (at(Policy::Alone), at(params.reference)) else {
+        return "the summary needs the server alone and the reference among the policies".into();
+    };
+    let mean_diff =
+        |i: usize| runs.iter().map(|(_, r)| r[i].diff_avg).sum::<f64>() / runs.len() as f64;
+    let mut out = format!(
+        "{} seeds; reference: {}\n| policy | × alone, least | rejected | never answered | light TTFT × unloaded, most | avg service diff, mean | × reference | seeds ≤ reference | seeds meeting issue 28's bullet 1 |\n|---|---|---|---|---|---|---|---|---|\n",
+        runs.len(),
+        params.reference.name()
+    );
+    for (i, policy) in policies.iter().enumerate() {
+        let least = runs
+            .iter()
+            .map(|(_, r)| r[i].throughput / r[alone].throughput)
+            .fold(f64::MAX, f64::min);
+        let worst_ttft = runs
+            .iter()
+            .filter_map(|(u, r)| Some(r[i].light_ttft.0? / u.light_ttft.0?))
+            .fold(0.0, f64::max);
+        let (rejected, never): (usize, usize) = runs
+            .iter()
+            .map(|(_, r)| (r[i].rejected, r[i].never_answered))
+            .fold((0, 0), |(a, b), (c, d)| (a + c, b + d));
+        let at_or_below = runs
+            .iter()
+            .filter(|(_, r)| r[i].diff_avg <= r[reference].diff_avg)
+            .count();
+        let meeting = runs
+            .iter()
+            .filter(|(u, r)| meets_bullet_one(&r[i], &r[alone], u, &r[reference]))
+            .count();
+        out.push_str(&format!(
+            "| {} | {least:.3} | {rejected} | {never} | {worst_ttft:.2} | {:.0} | {:.3} | {at_or_below} | {meeting} |\n",
+            policy.name(),
+            mean_diff(i),
+            mean_diff(i) / mean_diff(reference).max(f64::MIN_POSITIVE),
+        ));
+    }
+    out
+}
+
+/// `--seeds`: every seed's run, then the summary.
+fn main_over_seeds(params: &Params, (first, last): (u64, u64)) {
+    let mut policies = params.policies.clone();
+    for needed in [Policy::Alone, params.reference] {
+        if !policies.contains(&needed) {
+            policies.push(needed);
+        }
+    }
+    let runs: Vec<(Figures, Vec<Figures>)> = (first..=last)
+        .map(|seed| {
+            let params = Params {
+                seed,
+                ..params.clone()
+            };
+            let arrivals = params.arrivals(false);
+            let unloaded = figures(
+                &params,
+                &simulate(&params, Policy::Unloaded, &params.arrivals(true)),
+            );
+            let all = policies
+                .iter()
+                .map(|&policy| figures(&params, &simulate(&params, policy, &arrivals)))
+                .collect();
+            (unloaded, all)
+        })
+        .collect();
+    println!("{}", summary(params, &policies, &runs));
+}
+
 fn main() {
     let params = Params::parse();
+    if let Some(seeds) = params.seeds {
+        main_over_seeds(&params, seeds);
+        return;
+    }
     let arrivals = params.arrivals(false);
     let light_alone = params.arrivals(true);
     println!(

@@ -270,10 +270,18 @@ pub(crate) enum CallEnd {
     LostOwnership,
 }
 
+/// Told of a call's output as it streams: `tokens` more (chunks that
+/// carry output, about one token each; the usage at the end is exact).
+pub trait OutputObserver: Send + Sync + std::fmt::Debug {
+    fn streamed(&self, tokens: u64);
+}
+
 /// Counters of one call, shared with the heartbeat.
 #[derive(Debug)]
 pub(crate) struct CallStats {
     chunks: AtomicU64,
+    /// Told of the output as it is read (the fair queue's charge).
+    observer: Option<Arc<dyn OutputObserver>>,
     pub started: Instant,
     /// When the first chunk carrying output (text, a tool call, reasoning)
     /// arrived, ms after the call started: the model's time to first token
@@ -283,9 +291,10 @@ pub(crate) struct CallStats {
 }
 
 impl CallStats {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(observer: Option<Arc<dyn OutputObserver>>) -> Self {
         CallStats {
             chunks: AtomicU64::new(0),
+            observer,
             started: Instant::now(),
             first_token_ms: std::sync::OnceLock::new(),
         }
@@ -299,10 +308,16 @@ impl CallStats {
         self.first_token_ms.get().copied()
     }
 
-    fn saw_first_token(&self) {
-        let _ = self
-            .first_token_ms
-            .set(self.started.elapsed().as_millis() as u64);
+    /// A chunk carrying output arrived.
+    fn saw_output(&self) {
+        if self.first_token_ms.get().is_none() {
+            let _ = self
+                .first_token_ms
+                .set(self.started.elapsed().as_millis() as u64);
+        }
+        if let Some(observer) = &self.observer {
+            observer.streamed(1);
+        }
     }
 }
 
@@ -761,7 +776,7 @@ impl Reading {
                     self.finished = true;
                 }
                 if probe.choices.iter().any(ChoiceProbe::carries_output) {
-                    stats.saw_first_token();
+                    stats.saw_output();
                 }
             }
             self.pending_bytes += payload.len();

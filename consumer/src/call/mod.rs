@@ -11,3 +11,5 @@ pub(crate) mod processor;
 pub(crate) mod sent;
 pub(crate) mod stream;
 pub(crate) mod usage;
+
+pub use invoke::OutputObserver;

@@ -7,6 +7,7 @@ use crate::call::invoke::{
 };
 use crate::call::sent::OnSent;
 use crate::call::stream::{ErrorCode, StreamConfig, Terminal};
+use crate::call::OutputObserver;
 use crate::keys;
 use crate::metrics::Metrics;
 use serde::{Deserialize, Serialize};
@@ -250,15 +251,23 @@ impl Processor {
     /// future aborts the backend call (the claim then goes stale and a
     /// redelivery writes `interrupted`).
     pub async fn process(&self, item: &WorkItem) -> Outcome {
-        self.process_at_level(item, 0, OnSent::default()).await
+        self.process_at_level(item, 0, OnSent::default(), None)
+            .await
     }
 
     /// [`Processor::process`], the call's `priority` raised by `level`
     /// above the backend's `server_priority` (its tenant's service level,
     /// `fair.server_priority_levels`). `on_sent` fires when the model
-    /// call's request is being written, or is dropped when none goes out.
-    pub async fn process_at_level(&self, item: &WorkItem, level: u32, on_sent: OnSent) -> Outcome {
-        let outcome = self.process_inner(item, level, on_sent).await;
+    /// call's request is being written, or is dropped when none goes out;
+    /// `observer` is told of the output as it streams.
+    pub async fn process_at_level(
+        &self,
+        item: &WorkItem,
+        level: u32,
+        on_sent: OnSent,
+        observer: Option<Arc<dyn OutputObserver>>,
+    ) -> Outcome {
+        let outcome = self.process_inner(item, level, on_sent, observer).await;
         self.metrics.outcome(outcome.as_str());
         match &outcome {
             Outcome::RetryLater { kind, detail, .. } => {
@@ -309,7 +318,13 @@ impl Processor {
         Some(outcome)
     }
 
-    async fn process_inner(&self, item: &WorkItem, level: u32, on_sent: OnSent) -> Outcome {
+    async fn process_inner(
+        &self,
+        item: &WorkItem,
+        level: u32,
+        on_sent: OnSent,
+        observer: Option<Arc<dyn OutputObserver>>,
+    ) -> Outcome {
         let claimed = self
             .claim(item)
             .instrument(sluice_contract::trace_span!("consumer.claim"))
@@ -325,7 +340,7 @@ impl Processor {
                 .get_or_create(&self.metrics.model_label(&item.model))
                 .observe(waited as f64 / 1000.0);
         }
-        let stats = CallStats::new();
+        let stats = CallStats::new(observer);
         let end = self.call(item, level, on_sent, &lease, &stats).await;
         let mut conn = self.conn.clone();
         let (terminal, outcome) = match ending(end, &stats) {

@@ -73,6 +73,17 @@ impl Counting {
         })
     }
 
+    /// See [`prompt_estimate`].
+    fn prompt_estimate(&self, item: &WorkItem) -> u64 {
+        let requested = Endpoint::from_path(&item.path)
+            .and_then(|endpoint| openai::requested_output(endpoint, item.body.as_object()?));
+        let output = match &self.config {
+            Some(config) => Some(config.output_estimate(&item.model, requested)),
+            None => requested,
+        };
+        item.estimated_tokens.saturating_sub(output.unwrap_or(0))
+    }
+
     /// The tokenizer of `model`, as the filter picks it.
     fn counter_for(&self, model: &str) -> Option<&dyn TokenCounter> {
         let openai = self.encoders.openai_encoding(model);
@@ -96,12 +107,25 @@ pub fn use_model_tokenizers(config: FilterConfig) -> Result<(), String> {
 /// The tokenizer of `model` (OpenAI's table only unless
 /// [`use_model_tokenizers`] was called first).
 fn counter_for(model: &str) -> Option<&'static dyn TokenCounter> {
-    COUNTING
-        .get_or_init(|| Counting {
-            config: None,
-            encoders: BpeEncoders::new(),
-        })
-        .counter_for(model)
+    counting().counter_for(model)
+}
+
+fn counting() -> &'static Counting {
+    COUNTING.get_or_init(|| Counting {
+        config: None,
+        encoders: BpeEncoders::new(),
+    })
+}
+
+/// The prompt's tokens in the filter's estimate: the message's estimate
+/// less its output part, which the filter took from the request's bound
+/// (`max_tokens` …), or the admission config's `output_tokens` default
+/// and cap when the consumer has that config (`--admission-config`,
+/// [`use_model_tokenizers`]).
+/// A request that names no bound, read without that config: the whole
+/// estimate (its call's usage settles the difference).
+pub(crate) fn prompt_estimate(item: &WorkItem) -> u64 {
+    counting().prompt_estimate(item)
 }
 
 /// The usage of an answer without one: the prompt counted as the filter
@@ -146,6 +170,51 @@ mod tests {
         );
         assert_eq!(counting.counter_for("gpt-4o").unwrap().count("1234567"), 3);
         assert!(counting.counter_for("llama-3").is_none());
+    }
+
+    fn chat(body: serde_json::Value, estimated_tokens: u64) -> WorkItem {
+        WorkItem {
+            req_id: "r".into(),
+            tenant: "t".into(),
+            model: "m".into(),
+            priority: Default::default(),
+            path: "/v1/chat/completions".into(),
+            body,
+            enqueued_at_ms: 0,
+            estimated_tokens,
+            attempt: 0,
+            trace: None,
+        }
+    }
+
+    /// The prompt is the estimate less its output part, taken as the
+    /// filter took it: the request's bound (times `n`), else, with the
+    /// admission config, its default; with neither, the whole estimate.
+    #[test]
+    fn the_prompt_estimate_is_the_estimate_less_the_output_bound() {
+        let bare = Counting {
+            config: None,
+            encoders: BpeEncoders::new(),
+        };
+        let bounded = chat(serde_json::json!({"max_tokens": 100, "n": 2}), 500);
+        assert_eq!(bare.prompt_estimate(&bounded), 300);
+        let newer = chat(
+            serde_json::json!({"max_completion_tokens": 50, "max_tokens": 9}),
+            500,
+        );
+        assert_eq!(bare.prompt_estimate(&newer), 450);
+        let unbounded = chat(serde_json::json!({}), 500);
+        assert_eq!(bare.prompt_estimate(&unbounded), 500);
+        let over = chat(serde_json::json!({"max_tokens": 9000}), 500);
+        assert_eq!(bare.prompt_estimate(&over), 0);
+        let configured = FilterConfig::from_json(
+            br#"{"tenant": {"header": "t"}, "output_tokens": {"default": 120, "max": 1000}}"#,
+        )
+        .unwrap();
+        let with_config = Counting::with_config(configured).unwrap();
+        assert_eq!(with_config.prompt_estimate(&unbounded), 380);
+        assert_eq!(with_config.prompt_estimate(&over), 0, "capped at 1000");
+        assert_eq!(with_config.prompt_estimate(&bounded), 300);
     }
 
     #[test]

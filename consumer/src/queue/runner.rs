@@ -34,7 +34,7 @@
 use crate::call::sent::OnSent;
 use crate::queue::gate::FairTurn;
 use crate::sharing::control_loop::Adaptive;
-use crate::sharing::fair::Sending;
+use crate::sharing::fair::{CallCharge, Sending};
 use crate::sharing::membership::{self, Assignment, Membership, DEFAULT_MEMBERSHIP_TTL};
 use crate::{
     gate, Disposition, InFlightLimits, Metrics, Outcome, Pacer, Processor, StartGate, WorkItem,
@@ -153,6 +153,16 @@ impl Drop for Active {
     fn drop(&mut self) {
         self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// What the fair queue gave a call as it started (nothing for a model
+/// that is not fair-shared): `level`, its tenant's service level (added to
+/// the backend's `server_priority`); `charge`, its charges to its tenant's
+/// attained service (a queue ordered by it).
+#[derive(Default)]
+struct FairStart {
+    level: u32,
+    charge: Option<CallCharge>,
 }
 
 /// What keeps a bucket's next message back until this one's request is on
@@ -591,7 +601,7 @@ impl Runner {
             Ok(StartGate::Run(permit)) => {
                 let runner = self.clone();
                 let held = HeldBack::topic(message.handle);
-                self.spawn_active(runner.run_leased(item, permit, 0, held));
+                self.spawn_active(runner.run_leased(item, permit, FairStart::default(), held));
             }
             Ok(StartGate::Busy(_)) => {
                 // The model is at its cap: the message keeps its LiteTopic
@@ -733,7 +743,8 @@ impl Runner {
                         topic: handle.cloned(),
                         lane: None,
                     };
-                    self.run_leased(item, permit, 0, held).await;
+                    self.run_leased(item, permit, FairStart::default(), held)
+                        .await;
                     return Held::Ran;
                 }
                 Ok(StartGate::Busy(bound)) => pause = Pause::Slot(bound),
@@ -834,7 +845,8 @@ impl Runner {
                 FairTurn::Run(permit) => {
                     // Taken while it still waits in its lane, as fairness_bench does.
                     let level = ticket.service_level();
-                    let lane = ticket.started();
+                    let prompt = crate::call::usage::prompt_estimate(&item);
+                    let (lane, charge) = ticket.started(prompt);
                     self.metrics
                         .hold_seconds
                         .observe(started.elapsed().as_secs_f64());
@@ -842,7 +854,8 @@ impl Runner {
                         topic: topic.take(),
                         lane: Some(lane),
                     };
-                    self.run_leased(item, permit, level, held).await;
+                    let fair = FairStart { level, charge };
+                    self.run_leased(item, permit, fair, held).await;
                     return;
                 }
                 FairTurn::Wait(wait) => wait,
@@ -934,15 +947,16 @@ impl Runner {
 
     /// The call, with the lease kept alive until it ends (the `processing`
     /// claim guards against a second call; the lease only tells the endpoint
-    /// the request is not lost). `level`: its tenant's service level, added
-    /// to the backend's `server_priority`.
+    /// the request is not lost).
     async fn run_leased(
         self: Arc<Self>,
         item: WorkItem,
         permit: crate::ModelPermit,
-        level: u32,
+        fair: FairStart,
         held: HeldBack,
     ) {
+        let FairStart { level, charge } = fair;
+        let charge = charge.map(Arc::new);
         let on_sent = if held.topic.is_none() && held.lane.is_none() {
             OnSent::default() // nothing held back (a suspended message)
         } else {
@@ -968,7 +982,12 @@ impl Runner {
             }
         };
         let outcome = tokio::select! {
-            outcome = self.processor.process_at_level(&item, level, on_sent) => outcome,
+            outcome = self.processor.process_at_level(
+                &item,
+                level,
+                on_sent,
+                charge.clone().map(|c| c as Arc<dyn crate::call::OutputObserver>),
+            ) => outcome,
             never = refresh_forever => never,
         };
         drop(permit);
@@ -977,10 +996,9 @@ impl Runner {
         }
         let usage =
             crate::pacing::accounting::settle(&self.pacer, &self.metrics, &item, &outcome).await;
-        if let Some(fair) = &self.adaptive.fair {
+        if let Some(charge) = charge {
             // The order by attained service counts what the tenant received.
-            let usage = usage.map(|u| (u.prompt_tokens, u.completion_tokens));
-            fair.finished(&item.tenant, &item.model, usage);
+            charge.settle(usage.map(|u| (u.prompt_tokens, u.completion_tokens)));
         }
         let req_id = item.req_id.clone();
         // Settle first (a retry re-publishes), then drop the lease.

@@ -28,19 +28,22 @@
 //! **Order by attained service** ([`Order::AttainedService`], issue 28):
 //! step 2 instead picks the lane whose tenant has *received* the least
 //! service so far, per unit of weight — virtual token counters (VTC, Sheng
-//! et al., OSDI 2024). Service is what the tenant's requests actually
-//! used, charged as it happens ([`FairQueue::charge`]): prompt tokens and
-//! output tokens weighted by [`ServiceCost`] (default 1 and 2, as VTC), on
-//! every path that reaches the model — a request admitted in quota and one
-//! deferred count alike — so a tenant that had little is served first, and
-//! in-quota tenants queued beside deferred work come first by virtue of
-//! their low service. A tenant back from idle (nothing waiting, nothing
+//! et al., OSDI 2024). Service is what the tenant's calls actually
+//! used, charged as it happens ([`FairQueue::charge`], by each call's
+//! [`CallCharge`]: the prompt as the call starts, the output as it
+//! streams, the difference to the usage at its end): prompt tokens and
+//! output tokens weighted by [`ServiceCost`] (default 1 and 2, as VTC), for
+//! every call the consumer makes — a request deferred over quota and one
+//! routed into the queue in quota alike — so a tenant that had little is
+//! served first, and in-quota tenants queued beside deferred work come
+//! first by virtue of their low service. A tenant back from idle (nothing waiting, nothing
 //! started and not [finished](FairQueue::finish)) is lifted to the least
 //! counter among the waiting tenants: no credit for its idle time.
 //!
 //! [`FairQueue`] is pure (no clock, no I/O); [`FairShare`] holds one per
 //! model for the pop loop.
 
+pub use super::charge::CallCharge;
 use sluice_contract::Priority;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
@@ -166,6 +169,17 @@ impl FairQueue {
             return;
         }
         *self.attained.entry(tenant.to_string()).or_default() += service / sanitize_weight(weight);
+    }
+
+    /// Takes back `service` charged ahead (an estimate above what was
+    /// used); the counter never goes below zero.
+    pub fn refund(&mut self, tenant: &str, service: f64, weight: f64) {
+        if self.order != Order::AttainedService || !(service.is_finite() && service > 0.0) {
+            return;
+        }
+        if let Some(counter) = self.attained.get_mut(tenant) {
+            *counter = (*counter - service / sanitize_weight(weight)).max(0.0);
+        }
     }
 
     /// Service `tenant` received so far ÷ its weight, as the order sees it.
@@ -602,7 +616,7 @@ impl ModelQueue {
         }
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut FairQueue) -> R) -> R {
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut FairQueue) -> R) -> R {
         // The queue is only changed by the short closures here: a poisoned
         // lock still holds a consistent queue.
         let mut queue = self
@@ -663,7 +677,7 @@ impl FairShare {
         self
     }
 
-    fn queue(&self, model: &str) -> Arc<ModelQueue> {
+    pub(crate) fn queue(&self, model: &str) -> Arc<ModelQueue> {
         let mut models = self
             .models
             .lock()
@@ -672,23 +686,6 @@ impl FairShare {
             .entry(model.to_string())
             .or_insert_with(|| Arc::new(ModelQueue::new(self.order)))
             .clone()
-    }
-
-    /// A call of `tenant` to `model` ended, having used `usage` (prompt,
-    /// output tokens; `None`: unknown): counted for the order by attained
-    /// service, and the tenant no longer runs it.
-    pub fn finished(&self, tenant: &str, model: &str, usage: Option<(u64, u64)>) {
-        if self.order != Order::AttainedService || !self.enabled_for(model) {
-            return;
-        }
-        let weight = self.weights.weight(tenant);
-        let service = usage.map(|(prompt, output)| self.cost.of(prompt, output));
-        self.queue(model).with(|q| {
-            if let Some(service) = service {
-                q.charge(tenant, service, weight);
-            }
-            q.finish(tenant);
-        });
     }
 
     pub fn enabled_for(&self, model: &str) -> bool {
@@ -714,6 +711,7 @@ impl FairShare {
             tenant: tenant.to_string(),
             id,
             levels: self.levels,
+            charging: (self.order == Order::AttainedService).then_some((self.cost, weight)),
             done: false,
         }
     }
@@ -726,6 +724,9 @@ pub struct Ticketed {
     tenant: String,
     id: TicketId,
     levels: Option<ServerPriorityLevels>,
+    /// Ordered by attained service: how its call is charged (the cost, its
+    /// tenant's weight when it queued).
+    charging: Option<(ServiceCost, f64)>,
     done: bool,
 }
 
@@ -753,25 +754,41 @@ impl Ticketed {
 
     /// It got its slot: charged, out of the queue; the others look again.
     /// Its lane's next message waits until the returned [`Sending`] is
-    /// dropped, once this call's request is written.
+    /// dropped, once this call's request is written. Ordered by attained
+    /// service, its tenant is charged `prompt_tokens` now, before the next
+    /// pick (the prompt is the first service a call receives), and the
+    /// returned [`CallCharge`] charges the rest as the call goes.
     #[must_use = "the lane waits until the Sending is dropped"]
-    pub fn started(mut self) -> Sending {
+    pub fn started(mut self, prompt_tokens: u64) -> (Sending, Option<CallCharge>) {
+        let charging = self.charging;
         // Announced before the start, which may forget an emptied lane.
         let started = self.queue.with(|q| {
             q.sending(&self.tenant);
             let started = q.start(self.id);
             if !started {
                 q.sent(&self.tenant);
+            } else if let Some((cost, weight)) = charging {
+                q.charge(&self.tenant, cost.of(prompt_tokens, 0), weight);
             }
             started
         });
         self.done = true;
         self.queue.changed.notify_waiters();
-        Sending {
+        let charge = charging.filter(|_| started).map(|(cost, weight)| {
+            CallCharge::new(
+                self.queue.clone(),
+                self.tenant.clone(),
+                cost,
+                weight,
+                prompt_tokens,
+            )
+        });
+        let sending = Sending {
             queue: self.queue.clone(),
             tenant: std::mem::take(&mut self.tenant),
             started,
-        }
+        };
+        (sending, charge)
     }
 
     /// Its bucket is paced until `until_ms`: the others go first meanwhile.
@@ -914,7 +931,7 @@ mod tests {
         let first = share.enqueue("a", "m", Priority::Normal, 10);
         let second = share.enqueue("a", "m", Priority::Normal, 10);
         assert!(first.is_next(0));
-        let sending = first.started();
+        let (sending, _) = first.started(0);
         assert_eq!(second.ahead_in_lane(), 0);
         assert!(
             !second.is_next(0),

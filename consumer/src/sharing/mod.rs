@@ -3,6 +3,7 @@
 //! gets the next slot) and the consumer group's membership (which instance
 //! owns which bucket, and its share of the limit).
 
+pub mod charge;
 pub mod control_loop;
 pub mod controller;
 pub mod fair;
