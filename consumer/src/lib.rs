@@ -46,7 +46,8 @@ pub use call::idempotency::IdempotencyConfig;
 pub use call::invoke::{
     BackendConfig, BackendTargetConfig, ConfigError, FailureKind, OutputObserver,
 };
-pub use call::processor::{Disposition, Outcome, Processor, ProcessorConfig};
+pub use call::processor::{CallOptions, Disposition, Outcome, Processor, ProcessorConfig};
+pub use call::sent::OnSent;
 pub use call::stream::{ErrorCode, StreamConfig, Terminal};
 pub use call::usage::use_model_tokenizers;
 pub use metrics::{Correction, Metrics};

@@ -124,7 +124,13 @@ async fn the_output_observer_is_told_of_each_output_chunk() {
     let told = std::sync::Arc::new(Told::default());
     let observer: std::sync::Arc<dyn sluice_consumer::OutputObserver> = told.clone();
     let outcome = consumer
-        .process_at_level(&item("told-1"), 0, Default::default(), Some(observer))
+        .process_with(
+            &item("told-1"),
+            sluice_consumer::CallOptions {
+                observer: Some(observer),
+                ..Default::default()
+            },
+        )
         .await;
     let Outcome::Completed { chunks, .. } = &outcome else {
         panic!("{outcome:?}")

@@ -1018,18 +1018,7 @@ mod tests {
     use serde_json::json;
 
     fn item(body: serde_json::Value) -> WorkItem {
-        WorkItem {
-            req_id: "r".into(),
-            tenant: "t".into(),
-            model: "m".into(),
-            priority: Default::default(),
-            path: "/v1/chat/completions".into(),
-            body,
-            enqueued_at_ms: 0,
-            estimated_tokens: 0,
-            attempt: 0,
-            trace: None,
-        }
+        crate::call::test_item(body, 0)
     }
 
     #[test]

@@ -178,6 +178,19 @@ pub struct Processor {
     local: Option<Arc<local::LocalBus>>,
 }
 
+/// How one call runs, beyond its item.
+#[derive(Debug, Default)]
+pub struct CallOptions {
+    /// Raises the call's `priority` above the backend's `server_priority`
+    /// (its tenant's service level, `fair.server_priority_levels`).
+    pub level: u32,
+    /// Fires when the model call's request is being written, or is dropped
+    /// when none goes out.
+    pub on_sent: OnSent,
+    /// Told of the output as it streams.
+    pub observer: Option<Arc<dyn OutputObserver>>,
+}
+
 impl Processor {
     /// `consumer_id`: unique per process (e.g. pod name + pid).
     pub fn new(
@@ -251,23 +264,12 @@ impl Processor {
     /// future aborts the backend call (the claim then goes stale and a
     /// redelivery writes `interrupted`).
     pub async fn process(&self, item: &WorkItem) -> Outcome {
-        self.process_at_level(item, 0, OnSent::default(), None)
-            .await
+        self.process_with(item, CallOptions::default()).await
     }
 
-    /// [`Processor::process`], the call's `priority` raised by `level`
-    /// above the backend's `server_priority` (its tenant's service level,
-    /// `fair.server_priority_levels`). `on_sent` fires when the model
-    /// call's request is being written, or is dropped when none goes out;
-    /// `observer` is told of the output as it streams.
-    pub async fn process_at_level(
-        &self,
-        item: &WorkItem,
-        level: u32,
-        on_sent: OnSent,
-        observer: Option<Arc<dyn OutputObserver>>,
-    ) -> Outcome {
-        let outcome = self.process_inner(item, level, on_sent, observer).await;
+    /// [`Processor::process`] with `options` (see [`CallOptions`]).
+    pub async fn process_with(&self, item: &WorkItem, options: CallOptions) -> Outcome {
+        let outcome = self.process_inner(item, options).await;
         self.metrics.outcome(outcome.as_str());
         match &outcome {
             Outcome::RetryLater { kind, detail, .. } => {
@@ -318,13 +320,12 @@ impl Processor {
         Some(outcome)
     }
 
-    async fn process_inner(
-        &self,
-        item: &WorkItem,
-        level: u32,
-        on_sent: OnSent,
-        observer: Option<Arc<dyn OutputObserver>>,
-    ) -> Outcome {
+    async fn process_inner(&self, item: &WorkItem, options: CallOptions) -> Outcome {
+        let CallOptions {
+            level,
+            on_sent,
+            observer,
+        } = options;
         let claimed = self
             .claim(item)
             .instrument(sluice_contract::trace_span!("consumer.claim"))

@@ -173,18 +173,7 @@ mod tests {
     }
 
     fn chat(body: serde_json::Value, estimated_tokens: u64) -> WorkItem {
-        WorkItem {
-            req_id: "r".into(),
-            tenant: "t".into(),
-            model: "m".into(),
-            priority: Default::default(),
-            path: "/v1/chat/completions".into(),
-            body,
-            enqueued_at_ms: 0,
-            estimated_tokens,
-            attempt: 0,
-            trace: None,
-        }
+        crate::call::test_item(body, estimated_tokens)
     }
 
     /// The prompt is the estimate less its output part, taken as the

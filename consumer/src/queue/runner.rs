@@ -31,6 +31,7 @@
 //!   off after that is answered `interrupted` through the endpoint's lease
 //!   watch by another instance — never by calling the model again.
 
+use crate::call::processor::CallOptions;
 use crate::call::sent::OnSent;
 use crate::queue::gate::FairTurn;
 use crate::sharing::control_loop::Adaptive;
@@ -982,12 +983,11 @@ impl Runner {
             }
         };
         let outcome = tokio::select! {
-            outcome = self.processor.process_at_level(
-                &item,
+            outcome = self.processor.process_with(&item, CallOptions {
                 level,
                 on_sent,
-                charge.clone().map(|c| c as Arc<dyn crate::call::OutputObserver>),
-            ) => outcome,
+                observer: charge.clone().map(|c| c as Arc<dyn crate::call::OutputObserver>),
+            }) => outcome,
             never = refresh_forever => never,
         };
         drop(permit);

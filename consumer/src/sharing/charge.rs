@@ -20,10 +20,46 @@
 //!    (the call did not run). Dropped unsettled (its task aborted), it
 //!    settles without usage.
 
-use super::fair::{ModelQueue, ServiceCost};
 use crate::call::OutputObserver;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+/// How tokens count as service: `prompt · prompt_tokens + output ·
+/// output_tokens`. The VTC paper's cost by default (an output token costs
+/// the GPU about twice a prompt token).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServiceCost {
+    pub prompt: f64,
+    pub output: f64,
+}
+
+impl Default for ServiceCost {
+    fn default() -> Self {
+        ServiceCost {
+            prompt: 1.0,
+            output: 2.0,
+        }
+    }
+}
+
+impl ServiceCost {
+    /// The service `prompt` and `output` tokens stand for.
+    pub fn of(&self, prompt: u64, output: u64) -> f64 {
+        self.prompt * prompt as f64 + self.output * output as f64
+    }
+}
+
+/// The counters a call's charges move: a model's fair queue
+/// ([`super::fair::ModelQueue`]). Service is per unit of `weight`.
+pub trait ServiceCounters: Send + Sync + std::fmt::Debug {
+    /// `tenant` received `service` more.
+    fn charge(&self, tenant: &str, service: f64, weight: f64);
+    /// `service` charged ahead to `tenant` was not used.
+    fn refund(&self, tenant: &str, service: f64, weight: f64);
+    /// A call of `tenant` ended: it no longer runs it.
+    fn finish(&self, tenant: &str);
+}
 
 /// How often, at most, a call's streamed output is charged.
 pub const CHARGE_PERIOD: Duration = Duration::from_millis(50);
@@ -31,7 +67,7 @@ pub const CHARGE_PERIOD: Duration = Duration::from_millis(50);
 /// One started call's charges (see the module's text).
 #[derive(Debug)]
 pub struct CallCharge {
-    queue: Arc<ModelQueue>,
+    counters: Arc<dyn ServiceCounters>,
     tenant: String,
     cost: ServiceCost,
     weight: f64,
@@ -53,14 +89,14 @@ struct Meter {
 impl CallCharge {
     /// A call whose `prompt_tokens` were charged as it started.
     pub(crate) fn new(
-        queue: Arc<ModelQueue>,
+        counters: Arc<dyn ServiceCounters>,
         tenant: String,
         cost: ServiceCost,
         weight: f64,
         prompt_tokens: u64,
     ) -> Self {
         CallCharge {
-            queue,
+            counters,
             tenant,
             cost,
             weight,
@@ -97,9 +133,8 @@ impl CallCharge {
             meter.output = meter.output.saturating_add(due);
             due
         };
-        let service = self.cost.of(0, due);
-        self.queue
-            .with(|q| q.charge(&self.tenant, service, self.weight));
+        self.counters
+            .charge(&self.tenant, self.cost.of(0, due), self.weight);
     }
 
     /// The call ended having used `usage` (prompt, output tokens; `None`:
@@ -126,14 +161,14 @@ impl CallCharge {
             None if !streamed => 0.0,
             None => charged + self.cost.of(0, pending),
         };
-        self.queue.with(|q| {
-            if used > charged {
-                q.charge(&self.tenant, used - charged, self.weight);
-            } else if used < charged {
-                q.refund(&self.tenant, charged - used, self.weight);
-            }
-            q.finish(&self.tenant);
-        });
+        if used > charged {
+            self.counters
+                .charge(&self.tenant, used - charged, self.weight);
+        } else if used < charged {
+            self.counters
+                .refund(&self.tenant, charged - used, self.weight);
+        }
+        self.counters.finish(&self.tenant);
     }
 }
 
@@ -152,84 +187,97 @@ impl Drop for CallCharge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sharing::fair::{FairModels, FairShare, Order, Weights};
-    use sluice_contract::Priority;
+    use std::collections::HashMap;
 
-    fn share() -> FairShare {
-        FairShare::new(FairModels::All, Arc::new(Weights::default()))
-            .with_order(Order::AttainedService, ServiceCost::default())
+    /// Counters as a fair queue keeps them (without the order).
+    #[derive(Debug, Default)]
+    struct Counters {
+        attained: Mutex<HashMap<String, f64>>,
+        finished: Mutex<u32>,
     }
 
-    /// Starts one call of `tenant` with `prompt` tokens.
-    fn start(share: &FairShare, tenant: &str, prompt: u64) -> CallCharge {
-        let ticket = share.enqueue(tenant, "m", Priority::Normal, prompt + 100);
-        let (_sending, charge) = ticket.started(prompt);
-        charge.expect("ordered by attained service, a started call is charged")
+    impl ServiceCounters for Counters {
+        fn charge(&self, tenant: &str, service: f64, weight: f64) {
+            *self
+                .attained
+                .lock()
+                .unwrap()
+                .entry(tenant.into())
+                .or_default() += service / weight;
+        }
+
+        fn refund(&self, tenant: &str, service: f64, weight: f64) {
+            self.charge(tenant, -service, weight);
+        }
+
+        fn finish(&self, _: &str) {
+            *self.finished.lock().unwrap() += 1;
+        }
     }
 
-    fn attained(share: &FairShare, tenant: &str) -> f64 {
-        share.queue("m").with(|q| q.attained(tenant))
+    impl Counters {
+        fn of(&self, tenant: &str) -> f64 {
+            self.attained
+                .lock()
+                .unwrap()
+                .get(tenant)
+                .copied()
+                .unwrap_or(0.0)
+        }
     }
 
-    #[test]
-    fn the_prompt_is_charged_when_the_call_starts() {
-        let share = share();
-        let _call = start(&share, "a", 300);
-        assert_eq!(attained(&share, "a"), 300.0);
+    /// A call of `tenant` started with `prompt` tokens charged (as
+    /// [`super::super::fair::Ticketed::started`] does), weight 1.
+    fn start(counters: &Arc<Counters>, tenant: &str, prompt: u64) -> CallCharge {
+        let cost = ServiceCost::default();
+        counters.charge(tenant, cost.of(prompt, 0), 1.0);
+        CallCharge::new(counters.clone(), tenant.into(), cost, 1.0, prompt)
     }
 
     #[test]
     fn output_is_charged_as_it_streams_at_most_every_period() {
-        let share = share();
-        let call = start(&share, "a", 100);
+        let counters = Arc::new(Counters::default());
+        let call = start(&counters, "a", 100);
         let t0 = Instant::now();
         call.meter().last_charge = t0;
         call.streamed_at(5, t0 + CHARGE_PERIOD / 2);
-        assert_eq!(attained(&share, "a"), 100.0, "within the period: pending");
+        assert_eq!(counters.of("a"), 100.0, "within the period: pending");
         call.streamed_at(1, t0 + CHARGE_PERIOD);
         // 6 output tokens at 2 each.
-        assert_eq!(attained(&share, "a"), 112.0);
+        assert_eq!(counters.of("a"), 112.0);
         call.streamed_at(2, t0 + CHARGE_PERIOD + CHARGE_PERIOD / 2);
-        assert_eq!(attained(&share, "a"), 112.0);
+        assert_eq!(counters.of("a"), 112.0);
     }
 
     #[test]
-    fn the_end_brings_the_charges_to_the_usage() {
-        let share = share();
-        let over = start(&share, "a", 500);
+    fn the_end_brings_the_charges_to_the_usage_once() {
+        let counters = Arc::new(Counters::default());
+        let over = start(&counters, "a", 500);
         over.settle(Some((400, 10)));
-        assert_eq!(
-            attained(&share, "a"),
-            420.0,
-            "the estimate's excess refunded"
-        );
-        let under = start(&share, "b", 100);
+        assert_eq!(counters.of("a"), 420.0, "the estimate's excess refunded");
+        let under = start(&counters, "b", 100);
         under.streamed_at(3, Instant::now() + CHARGE_PERIOD);
         under.settle(Some((120, 40)));
-        assert_eq!(attained(&share, "b"), 200.0);
+        assert_eq!(counters.of("b"), 200.0);
         // Settled once: neither a second settle nor the drop charges again.
         under.settle(Some((1000, 1000)));
         drop(under);
-        assert_eq!(attained(&share, "b"), 200.0);
+        drop(over);
+        assert_eq!(counters.of("b"), 200.0);
+        assert_eq!(*counters.finished.lock().unwrap(), 2);
     }
 
     #[test]
     fn a_call_without_output_or_usage_is_refunded_and_one_with_output_keeps_it() {
-        let share = share();
-        let never_ran = start(&share, "a", 500);
-        drop(never_ran);
-        assert_eq!(attained(&share, "a"), 0.0);
-        let broke = start(&share, "b", 500);
+        let counters = Arc::new(Counters::default());
+        drop(start(&counters, "a", 500));
+        assert_eq!(counters.of("a"), 0.0);
+        assert_eq!(*counters.finished.lock().unwrap(), 1, "the drop settles");
+        let broke = start(&counters, "b", 500);
         broke.streamed_at(7, Instant::now() + CHARGE_PERIOD);
+        broke.streamed_at(2, Instant::now());
         broke.settle(None);
-        assert_eq!(attained(&share, "b"), 514.0);
-    }
-
-    #[test]
-    fn another_order_charges_nothing() {
-        let share = FairShare::new(FairModels::All, Arc::new(Weights::default()));
-        let ticket = share.enqueue("a", "m", Priority::Normal, 100);
-        let (_sending, charge) = ticket.started(50);
-        assert!(charge.is_none());
+        // The prompt, the 7 charged and the 2 pending: 500 + 2 × 9.
+        assert_eq!(counters.of("b"), 518.0);
     }
 }

@@ -43,7 +43,8 @@
 //! [`FairQueue`] is pure (no clock, no I/O); [`FairShare`] holds one per
 //! model for the pop loop.
 
-pub use super::charge::CallCharge;
+use super::charge::ServiceCounters;
+pub use super::charge::{CallCharge, ServiceCost};
 use sluice_contract::Priority;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
@@ -96,32 +97,6 @@ struct Lane {
     /// Started requests not yet handed to their connection
     /// ([`FairQueue::sending`]): the lane's next head waits for them.
     sending: usize,
-}
-
-/// How tokens count as service: `prompt · prompt_tokens + output ·
-/// output_tokens`. The VTC paper's cost by default (an output token costs
-/// the GPU about twice a prompt token).
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServiceCost {
-    pub prompt: f64,
-    pub output: f64,
-}
-
-impl Default for ServiceCost {
-    fn default() -> Self {
-        ServiceCost {
-            prompt: 1.0,
-            output: 2.0,
-        }
-    }
-}
-
-impl ServiceCost {
-    /// The service `prompt` and `output` tokens stand for.
-    pub fn of(&self, prompt: u64, output: u64) -> f64 {
-        self.prompt * prompt as f64 + self.output * output as f64
-    }
 }
 
 /// How a band's lanes are ordered.
@@ -616,7 +591,7 @@ impl ModelQueue {
         }
     }
 
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut FairQueue) -> R) -> R {
+    fn with<R>(&self, f: impl FnOnce(&mut FairQueue) -> R) -> R {
         // The queue is only changed by the short closures here: a poisoned
         // lock still holds a consistent queue.
         let mut queue = self
@@ -628,6 +603,20 @@ impl ModelQueue {
 
     pub fn changed(&self) -> &Notify {
         &self.changed
+    }
+}
+
+impl ServiceCounters for ModelQueue {
+    fn charge(&self, tenant: &str, service: f64, weight: f64) {
+        self.with(|q| q.charge(tenant, service, weight));
+    }
+
+    fn refund(&self, tenant: &str, service: f64, weight: f64) {
+        self.with(|q| q.refund(tenant, service, weight));
+    }
+
+    fn finish(&self, tenant: &str) {
+        self.with(|q| q.finish(tenant));
     }
 }
 
@@ -677,7 +666,7 @@ impl FairShare {
         self
     }
 
-    pub(crate) fn queue(&self, model: &str) -> Arc<ModelQueue> {
+    fn queue(&self, model: &str) -> Arc<ModelQueue> {
         let mut models = self
             .models
             .lock()
@@ -776,7 +765,7 @@ impl Ticketed {
         self.queue.changed.notify_waiters();
         let charge = charging.filter(|_| started).map(|(cost, weight)| {
             CallCharge::new(
-                self.queue.clone(),
+                self.queue.clone() as Arc<dyn ServiceCounters>,
                 self.tenant.clone(),
                 cost,
                 weight,
@@ -939,6 +928,41 @@ mod tests {
         );
         drop(sending);
         assert!(second.is_next(0));
+    }
+
+    /// Ordered by attained service, a start charges the prompt before the
+    /// next pick, and the call's charge settles to the usage (a refund
+    /// included) and ends the tenant's running call; another order
+    /// charges nothing.
+    #[test]
+    fn a_start_charges_the_prompt_and_the_calls_charge_settles_it() {
+        let share = FairShare::new(FairModels::All, Arc::new(Weights::default()))
+            .with_order(Order::AttainedService, ServiceCost::default());
+        let ticket = share.enqueue("a", "m", Priority::Normal, 600);
+        let (_sending, charge) = ticket.started(500);
+        let attained = || share.queue("m").with(|q| q.attained("a"));
+        assert_eq!(attained(), 500.0);
+        let charge = charge.expect("ordered by attained service, a started call is charged");
+        charge.settle(Some((300, 20)));
+        assert_eq!(attained(), 340.0);
+        assert!(
+            share.queue("m").with(|q| !q.active("a")),
+            "no call of a runs"
+        );
+
+        let other = FairShare::new(FairModels::All, Arc::new(Weights::default()));
+        let (_sending, charge) = other.enqueue("a", "m", Priority::Normal, 100).started(50);
+        assert!(charge.is_none());
+    }
+
+    #[test]
+    fn a_refund_lowers_a_counter_never_below_zero() {
+        let mut queue = FairQueue::new(Order::AttainedService);
+        queue.charge("a", 300.0, 1.0);
+        queue.refund("a", 100.0, 2.0);
+        assert_eq!(queue.attained("a"), 250.0);
+        queue.refund("a", 1000.0, 1.0);
+        assert_eq!(queue.attained("a"), 0.0);
     }
 
     #[test]
