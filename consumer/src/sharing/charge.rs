@@ -5,8 +5,8 @@
 //! it: the prompt when the call starts, each output token as it is
 //! generated. Charged only when a call ends, a counter stands still for
 //! the call's whole life, and every slot freed meanwhile goes to the same
-//! tenant: measured with `fairness_bench --charge end`, a service
-//! difference 25–50 × larger (docs/operations.md, "Charging as the call
+//! tenant: measured with `fairness_bench --charge at-end`, a service
+//! difference 27–60 × larger (docs/operations.md, "Charging as the call
 //! goes"). So a call is charged in three steps:
 //!
 //! 1. its prompt's estimate when it leaves the queue

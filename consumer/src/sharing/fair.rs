@@ -36,9 +36,10 @@
 //! every call the consumer makes — a request deferred over quota and one
 //! routed into the queue in quota alike — so a tenant that had little is
 //! served first, and in-quota tenants queued beside deferred work come
-//! first by virtue of their low service. A tenant back from idle (nothing waiting, nothing
-//! started and not [finished](FairQueue::finish)) is lifted to the least
-//! counter among the waiting tenants: no credit for its idle time.
+//! first by virtue of their low service. A tenant back from idle (nothing
+//! waiting, nothing started and not [finished](FairQueue::finish)) is
+//! lifted to the least counter among the waiting tenants: no credit for
+//! its idle time.
 //!
 //! [`FairQueue`] is pure (no clock, no I/O); [`FairShare`] holds one per
 //! model for the pop loop.
