@@ -221,6 +221,51 @@ async fn shares_follow_the_weights(order: OrderConfig) {
     consumer.stop().await;
 }
 
+/// Ordered by attained service, a call is charged as it starts (its
+/// prompt's estimate) and as it streams, not only when it ends: while
+/// tenant `long`'s first call (a large prompt, a long answer) runs, the
+/// slots freed by `short`'s quick calls go on to `short`, whose counter is
+/// below. Charged only at the end (the consumer before 2026-12-07), `long`'s
+/// counter stood still while its call ran, and its next call took the
+/// next free slot: both slots held long answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ordered_by_attained_service_a_running_call_counts_before_it_ends() {
+    let mut sim = sluice_llm_sim::SimConfig::fast();
+    sim.first_token_latency = Duration::from_millis(20);
+    sim.tokens_per_second = 40.0;
+    sim.default_completion_tokens = 80; // `long`'s answers: about 2 s
+    let stack = QueueParts::start(RedisKind::Single, sim).await;
+    let mut spec = ordered_one_at_a_time(&[], OrderConfig::AttainedService);
+    spec.limits.default_max_in_flight = Some(2);
+    let consumer = member(&stack, "c1", spec).await;
+    // `short` first, a backlog of quick calls (4 output tokens each).
+    let mut ids = Vec::new();
+    for i in 0..24 {
+        let id = format!("short-{i}");
+        let mut work = work_item("short", MODEL, &id, 104);
+        work.body["max_tokens"] = 4.into();
+        stack.publish(&work).await;
+        ids.push(id);
+    }
+    for i in 0..3 {
+        let id = format!("long-{i}");
+        stack.publish(&work_item("long", MODEL, &id, 2000)).await;
+        ids.push(id);
+    }
+    let order = served_order(&stack, &ids, Duration::from_secs(90)).await;
+    let first_long = order.iter().position(|id| tenant_of(id) == "long").unwrap();
+    let next: Vec<&str> = order[first_long + 1..first_long + 5]
+        .iter()
+        .map(|id| tenant_of(id))
+        .collect();
+    println!("calls after long's first: {next:?} (order {order:?})");
+    assert_eq!(
+        next, ["short"; 4],
+        "long's running call (2000 tokens charged at its start) keeps its next call behind short's"
+    );
+    consumer.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn priority_bands_are_served_strictly_in_order() {
     let (stack, consumer) = sole_member(&[("low", 100.0), ("normal", 10.0)]).await;
