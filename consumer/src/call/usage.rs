@@ -172,10 +172,6 @@ mod tests {
         assert!(counting.counter_for("llama-3").is_none());
     }
 
-    fn chat(body: serde_json::Value, estimated_tokens: u64) -> WorkItem {
-        crate::call::test_item(body, estimated_tokens)
-    }
-
     /// The prompt is the estimate less its output part, taken as the
     /// filter took it: the request's bound (times `n`), else, with the
     /// admission config, its default; with neither, the whole estimate.
@@ -185,16 +181,16 @@ mod tests {
             config: None,
             encoders: BpeEncoders::new(),
         };
-        let bounded = chat(serde_json::json!({"max_tokens": 100, "n": 2}), 500);
+        let bounded = crate::call::test_item(serde_json::json!({"max_tokens": 100, "n": 2}), 500);
         assert_eq!(bare.prompt_estimate(&bounded), 300);
-        let newer = chat(
+        let newer = crate::call::test_item(
             serde_json::json!({"max_completion_tokens": 50, "max_tokens": 9}),
             500,
         );
         assert_eq!(bare.prompt_estimate(&newer), 450);
-        let unbounded = chat(serde_json::json!({}), 500);
+        let unbounded = crate::call::test_item(serde_json::json!({}), 500);
         assert_eq!(bare.prompt_estimate(&unbounded), 500);
-        let over = chat(serde_json::json!({"max_tokens": 9000}), 500);
+        let over = crate::call::test_item(serde_json::json!({"max_tokens": 9000}), 500);
         assert_eq!(bare.prompt_estimate(&over), 0);
         let configured = FilterConfig::from_json(
             br#"{"tenant": {"header": "t"}, "output_tokens": {"default": 120, "max": 1000}}"#,
