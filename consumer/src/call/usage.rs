@@ -81,7 +81,14 @@ impl Counting {
             Some(config) => Some(config.output_estimate(&item.model, requested)),
             None => requested,
         };
-        item.estimated_tokens.saturating_sub(output.unwrap_or(0))
+        match output {
+            Some(output) if output < item.estimated_tokens => item.estimated_tokens - output,
+            // No bound, or one at or above the estimate (the filter capped
+            // it, at a cap this consumer does not know): the split is
+            // unknown, so the whole estimate. Not 0: a tenant asking for a
+            // huge `max_tokens` would otherwise start calls uncharged.
+            _ => item.estimated_tokens,
+        }
     }
 
     /// The tokenizer of `model`, as the filter picks it.
@@ -122,8 +129,9 @@ fn counting() -> &'static Counting {
 /// (`max_tokens` …), or the admission config's `output_tokens` default
 /// and cap when the consumer has that config (`--admission-config`,
 /// [`use_model_tokenizers`]).
-/// A request that names no bound, read without that config: the whole
-/// estimate (its call's usage settles the difference).
+/// A request that names no bound, or one the estimate cannot hold, read
+/// without that config: the whole estimate (its call's usage settles the
+/// difference).
 pub(crate) fn prompt_estimate(item: &WorkItem) -> u64 {
     counting().prompt_estimate(item)
 }
@@ -191,14 +199,22 @@ mod tests {
         let unbounded = crate::call::test_item(serde_json::json!({}), 500);
         assert_eq!(bare.prompt_estimate(&unbounded), 500);
         let over = crate::call::test_item(serde_json::json!({"max_tokens": 9000}), 500);
-        assert_eq!(bare.prompt_estimate(&over), 0);
+        assert_eq!(
+            bare.prompt_estimate(&over),
+            500,
+            "a bound the estimate cannot hold tells nothing: charged whole, not free"
+        );
         let configured = FilterConfig::from_json(
             br#"{"tenant": {"header": "t"}, "output_tokens": {"default": 120, "max": 1000}}"#,
         )
         .unwrap();
         let with_config = Counting::with_config(configured).unwrap();
         assert_eq!(with_config.prompt_estimate(&unbounded), 380);
-        assert_eq!(with_config.prompt_estimate(&over), 0, "capped at 1000");
+        assert_eq!(
+            with_config.prompt_estimate(&over),
+            500,
+            "capped at 1000, still over"
+        );
         assert_eq!(with_config.prompt_estimate(&bounded), 300);
     }
 
